@@ -1,0 +1,70 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Every dependency is one the machine carries, chosen for one job:
+// argument parsing for the CLI, errors and paths as typed values (swift-system), session records
+// (swift-protobuf), and logging for the command line tool (swift-log).
+let package = Package(
+    name: "windowhost",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "windowhost", targets: ["windowhost"]),
+        .library(name: "BrowserModel", targets: ["BrowserModel"]),
+        .library(name: "SessionFormat", targets: ["SessionFormat"]),
+        .library(name: "IOUring", targets: ["IOUring"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    ],
+    targets: [
+        // C for what Swift cannot import: liburing's macros and inline helpers, variadic syscall/prctl.
+        .target(
+            name: "CLinuxShims",
+            linkerSettings: [.linkedLibrary("uring")]
+        ),
+        .target(
+            name: "IOUring",
+            dependencies: [
+                "CLinuxShims",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "BrowserModel",
+            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+        ),
+        .target(
+            name: "SessionFormat",
+            dependencies: [
+                "BrowserModel",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Schema"]
+        ),
+        .executableTarget(
+            name: "windowhost",
+            dependencies: [
+                "BrowserModel",
+                "SessionFormat",
+                "IOUring",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
+        .testTarget(
+            name: "IOUringTests",
+            dependencies: ["IOUring", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel"]),
+        .testTarget(
+            name: "SessionFormatTests",
+            dependencies: ["SessionFormat", "BrowserModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

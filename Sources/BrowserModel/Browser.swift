@@ -1,0 +1,116 @@
+import struct Foundation.UUID
+import SystemPackage
+
+/// Regular tabs or off-the-record (incognito) ones.
+public enum BrowserKind: String, Sendable, CaseIterable {
+    case regular
+    case incognito
+}
+
+/// One window's tabs of one profile (the seed's Browser): owns its WebStateList.
+public final class Browser {
+    public let windowID: UUID
+    public unowned let profile: Profile
+    public let webStateList: WebStateList
+
+    init(windowID: UUID, profile: Profile, delegate: any WebStateListDelegate) {
+        self.windowID = windowID
+        self.profile = profile
+        self.webStateList = WebStateList(delegate: delegate)
+    }
+
+    public var kind: BrowserKind { profile.kind }
+
+    /// Where this Browser's session lives: `<root>/windows/<UUID>/<regular|incognito>`.
+    public var sessionDirectory: FilePath { profile.sessionDirectory(for: windowID) }
+}
+
+/// The Browsers of one profile, one per window (the seed's BrowserList). Owns the delegate that
+/// every one of its lists shares.
+public final class BrowserList {
+    public private(set) var browsers: [Browser] = []
+    private let delegate = TabHelperAttacher()
+    private unowned let profile: Profile
+
+    init(profile: Profile) { self.profile = profile }
+
+    /// The profile's Browser for `windowID`, created on first use.
+    public func browser(for windowID: UUID) -> Browser {
+        if let existing = browsers.first(where: { $0.windowID == windowID }) { return existing }
+        let browser = Browser(windowID: windowID, profile: profile, delegate: delegate)
+        browsers.append(browser)
+        return browser
+    }
+
+    /// Closes every tab of the window's Browser and forgets it.
+    public func removeBrowser(for windowID: UUID) {
+        guard let index = browsers.firstIndex(where: { $0.windowID == windowID }) else { return }
+        browsers.remove(at: index).webStateList.closeAll()
+    }
+}
+
+/// A user's browsing profile (the seed's ChromeBrowserState): a state directory, a BrowserList,
+/// and an off-the-record sibling that is created on demand and destroyed, with its tabs, when
+/// its last tab closes.
+public final class Profile {
+    public let stateDirectory: FilePath
+    public let kind: BrowserKind
+    public private(set) lazy var browserList = BrowserList(profile: self)
+    /// Tab identifiers are unique across the profile and its off-the-record sibling.
+    private let identifiers: IdentifierSource
+    private var offTheRecord: Profile?
+    private weak var original: Profile?
+
+    /// The regular profile rooted at `stateDirectory`.
+    public convenience init(stateDirectory: FilePath) {
+        self.init(stateDirectory: stateDirectory, kind: .regular, identifiers: IdentifierSource(), original: nil)
+    }
+
+    private init(stateDirectory: FilePath, kind: BrowserKind, identifiers: IdentifierSource, original: Profile?) {
+        self.stateDirectory = stateDirectory
+        self.kind = kind
+        self.identifiers = identifiers
+        self.original = original
+    }
+
+    public var isOffTheRecord: Bool { kind == .incognito }
+
+    /// The off-the-record profile, created on first use. From it, the original.
+    public var offTheRecordProfile: Profile {
+        if isOffTheRecord { return self }
+        if let offTheRecord { return offTheRecord }
+        let created = Profile(stateDirectory: stateDirectory, kind: .incognito, identifiers: identifiers, original: self)
+        offTheRecord = created
+        return created
+    }
+
+    public var hasOffTheRecordProfile: Bool { offTheRecord != nil }
+
+    /// The regular profile this one belongs to (itself when regular).
+    public var originalProfile: Profile { original ?? self }
+
+    /// Closes every off-the-record tab and forgets the off-the-record profile.
+    public func destroyOffTheRecordProfile() {
+        guard let offTheRecord else { return }
+        for browser in offTheRecord.browserList.browsers {
+            offTheRecord.browserList.removeBrowser(for: browser.windowID)
+        }
+        self.offTheRecord = nil
+    }
+
+    /// Where a window's session of this profile lives.
+    public func sessionDirectory(for windowID: UUID) -> FilePath {
+        stateDirectory.appending("windows").appending(windowID.uuidString).appending(kind.rawValue)
+    }
+
+    /// A new tab identifier, never handed out before in this profile family.
+    public func makeWebStateID() -> WebStateID { identifiers.generator.next() }
+
+    /// Keeps restored identifiers from being handed out again.
+    public func reserveWebStateID(_ id: WebStateID) { identifiers.generator.reserve(id) }
+}
+
+/// Shared by a profile and its off-the-record sibling.
+private final class IdentifierSource {
+    var generator = WebStateIDGenerator()
+}

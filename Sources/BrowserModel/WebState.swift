@@ -1,0 +1,244 @@
+/// A tab's identity: unique within a profile, stable across save and restore, always positive.
+public struct WebStateID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: Int64
+
+    /// Nil unless `rawValue` is positive (0 means "none" in session records).
+    public init?(rawValue: Int64) {
+        guard rawValue > 0 else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public static func < (lhs: WebStateID, rhs: WebStateID) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { "\(rawValue)" }
+}
+
+/// Hands out `WebStateID`s in increasing order; after a restore it is told the identifiers it
+/// must never hand out again.
+public struct WebStateIDGenerator: Sendable {
+    private var last: Int64
+
+    public init(after last: Int64 = 0) { self.last = max(0, last) }
+
+    public mutating func next() -> WebStateID {
+        last += 1
+        // `last` starts at 0 or above and only grows, so it is positive here.
+        return WebStateID(rawValue: last)!
+    }
+
+    /// Makes sure `id` and everything below it are never handed out.
+    public mutating func reserve(_ id: WebStateID) { last = max(last, id.rawValue) }
+}
+
+/// Told of a tab's one-way transitions and committed navigations. All methods are optional.
+public protocol WebStateObserver: AnyObject {
+    func webStateRealized(_ webState: WebState)
+    func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
+    func webStateDestroyed(_ webState: WebState)
+}
+
+extension WebStateObserver {
+    public func webStateRealized(_ webState: WebState) {}
+    public func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {}
+    public func webStateDestroyed(_ webState: WebState) {}
+}
+
+/// Something attached to a tab for the tab's lifetime (the seed's tab helpers).
+public protocol TabHelper: AnyObject {
+    /// The tab leaves its list or is destroyed: let go of it.
+    func shutdown()
+}
+
+public enum WebStateError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The stored history of an unrealized tab could not be read; the tab stays unrealized and
+    /// its metadata stays available.
+    case historyUnavailable(WebStateID, reason: String)
+    /// A navigation index that the tab's history does not have.
+    case navigationIndexOutOfRange(WebStateID, index: Int, count: Int)
+    /// The tab was destroyed (closed) and can no longer be used.
+    case destroyed(WebStateID)
+
+    public var description: String {
+        switch self {
+        case .historyUnavailable(let id, let reason): "tab \(id): history unavailable: \(reason)"
+        case .navigationIndexOutOfRange(let id, let index, let count):
+            "tab \(id): navigation index \(index) out of range (\(count) items)"
+        case .destroyed(let id): "tab \(id) was closed"
+        }
+    }
+}
+
+/// A tab. It is either *realized* (its navigation history in memory) or *unrealized* (only the
+/// metadata restore read, plus a loader for the history). Const getters work in both states;
+/// anything that needs the history realizes it first. Realization is one-way and observers hear
+/// of it exactly once.
+public final class WebState {
+    /// Reads the stored history of an unrealized tab.
+    public typealias HistoryLoader = () throws -> NavigationHistory
+
+    private enum Content {
+        case unrealized(WebStateMetadata, HistoryLoader)
+        case realized(NavigationHistory)
+    }
+
+    public let id: WebStateID
+    public let creationTime: Timestamp
+    public private(set) var lastActiveTime: Timestamp
+    public private(set) var isDestroyed = false
+    private var content: Content
+    private var observers: [WeakBox<AnyObject>] = []
+    private var helpers: [ObjectIdentifier: any TabHelper] = [:]
+
+    /// A realized tab, as a new tab or a prerendered page is.
+    public init(id: WebStateID, creationTime: Timestamp, history: NavigationHistory = NavigationHistory()) {
+        self.id = id
+        self.creationTime = creationTime
+        self.lastActiveTime = creationTime
+        self.content = .realized(history)
+    }
+
+    /// An unrealized tab, as restore makes them: `loader` runs on first use of the history.
+    public init(id: WebStateID, metadata: WebStateMetadata, loader: @escaping HistoryLoader) {
+        self.id = id
+        self.creationTime = metadata.creationTime
+        self.lastActiveTime = metadata.lastActiveTime
+        self.content = .unrealized(metadata, loader)
+    }
+
+    public var isRealized: Bool {
+        if case .realized = content { return true }
+        return false
+    }
+
+    // MARK: Const getters: answered in either state, never realize.
+
+    public var metadata: WebStateMetadata {
+        switch content {
+        case .unrealized(let stored, _):
+            var metadata = stored
+            metadata.lastActiveTime = lastActiveTime
+            return metadata
+        case .realized(let history):
+            return WebStateMetadata(
+                creationTime: creationTime, lastActiveTime: lastActiveTime,
+                activePageTitle: history.currentItem?.title ?? "",
+                activePageURL: history.currentItem?.url ?? "",
+                navigationItemCount: history.items.count)
+        }
+    }
+
+    public var title: String { metadata.activePageTitle }
+    public var url: String { metadata.activePageURL }
+    public var navigationItemCount: Int { metadata.navigationItemCount }
+
+    /// The history if the tab is realized; never triggers realization.
+    public var loadedHistory: NavigationHistory? {
+        if case .realized(let history) = content { return history }
+        return nil
+    }
+
+    // MARK: Uses that need the history: realize first.
+
+    /// Realizes the tab now (the seed's `ForceRealized`). No-op when already realized.
+    public func forceRealized() throws(WebStateError) {
+        guard case .unrealized(_, let loader) = content else { return }
+        guard !isDestroyed else { throw .destroyed(id) }
+        let history: NavigationHistory
+        do {
+            history = try loader()
+        } catch {
+            throw .historyUnavailable(id, reason: "\(error)")
+        }
+        content = .realized(history)
+        forEachObserver { $0.webStateRealized(self) }
+    }
+
+    /// The navigation history, realizing the tab if needed.
+    public func navigationHistory() throws(WebStateError) -> NavigationHistory {
+        try forceRealized()
+        guard case .realized(let history) = content else { throw .destroyed(id) }
+        return history
+    }
+
+    /// Commits a navigation to `item` after the current entry; returns its index.
+    @discardableResult
+    public func commitNavigation(to item: NavigationItem) throws(WebStateError) -> Int {
+        var history = try navigationHistory()
+        let index = history.commit(item)
+        content = .realized(history)
+        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
+        return index
+    }
+
+    /// Puts `item` at `index`, dropping later entries (a journal replay of a new entry).
+    public func commitNavigation(to item: NavigationItem, at index: Int) throws(WebStateError) {
+        var history = try navigationHistory()
+        guard history.commit(item, at: index) else {
+            throw .navigationIndexOutOfRange(id, index: index, count: history.items.count)
+        }
+        content = .realized(history)
+        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
+    }
+
+    /// Back or forward to the existing entry at `index`.
+    public func goToItem(at index: Int) throws(WebStateError) {
+        var history = try navigationHistory()
+        guard history.goToItem(at: index) else {
+            throw .navigationIndexOutOfRange(id, index: index, count: history.items.count)
+        }
+        content = .realized(history)
+        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: false) }
+    }
+
+    /// The tab was shown to the user at `time`.
+    public func wasActivated(at time: Timestamp) {
+        lastActiveTime = max(lastActiveTime, time)
+    }
+
+    // MARK: Observers and tab helpers (both work while unrealized).
+
+    public func addObserver(_ observer: any WebStateObserver) {
+        observers.removeAll { $0.value == nil || $0.value === observer }
+        observers.append(WeakBox(observer))
+    }
+
+    public func removeObserver(_ observer: any WebStateObserver) {
+        observers.removeAll { $0.value == nil || $0.value === observer }
+    }
+
+    private func forEachObserver(_ body: (any WebStateObserver) -> Void) {
+        for box in observers {
+            if let observer = box.value as? any WebStateObserver { body(observer) }
+        }
+    }
+
+    /// Attaches `helper`, replacing one of the same type.
+    public func attach<Helper: TabHelper>(_ helper: Helper) {
+        helpers[ObjectIdentifier(Helper.self)]?.shutdown()
+        helpers[ObjectIdentifier(Helper.self)] = helper
+    }
+
+    public func helper<Helper: TabHelper>(_ type: Helper.Type) -> Helper? {
+        helpers[ObjectIdentifier(type)] as? Helper
+    }
+
+    /// Shuts every helper down and forgets it.
+    public func detachHelpers() {
+        let detached = helpers.values
+        helpers.removeAll()
+        for helper in detached { helper.shutdown() }
+    }
+
+    /// Closes the tab for good: helpers shut down, observers told, nothing works afterwards.
+    public func destroy() {
+        guard !isDestroyed else { return }
+        detachHelpers()
+        isDestroyed = true
+        forEachObserver { $0.webStateDestroyed(self) }
+        observers.removeAll()
+    }
+}
+
+struct WeakBox<Value: AnyObject> {
+    weak var value: Value?
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,363 @@
+/// The tab that opened another one, and the navigation index it was at when it did.
+public struct WebStateOpener: Hashable, Sendable {
+    public let openerID: WebStateID
+    public let navigationIndex: Int
+
+    public init(openerID: WebStateID, navigationIndex: Int) {
+        self.openerID = openerID
+        self.navigationIndex = navigationIndex
+    }
+}
+
+/// How a tab enters a list.
+public struct InsertionParams: Sendable {
+    /// Where it goes; nil: at the end of its region (pinned or not). Clamped into its region.
+    public var index: Int?
+    public var activate: Bool
+    public var pinned: Bool
+    public var opener: WebStateOpener?
+
+    public init(index: Int? = nil, activate: Bool = false, pinned: Bool = false, opener: WebStateOpener? = nil) {
+        self.index = index
+        self.activate = activate
+        self.pinned = pinned
+        self.opener = opener
+    }
+}
+
+/// A change to a list, with the positions it involved.
+public enum WebStateListChange {
+    case inserted(WebState, index: Int)
+    case moved(WebState, from: Int, to: Int)
+    /// `closing`: the tab was destroyed; otherwise it was detached and lives on elsewhere.
+    case removed(WebState, index: Int, closing: Bool)
+    case replaced(old: WebState, new: WebState, index: Int)
+    case pinnedStateChanged(WebState, from: Int, to: Int, pinned: Bool)
+    /// Only the active tab changed.
+    case activation
+}
+
+/// The active tab before and after a change.
+public struct WebStateListStatus {
+    public let previousActiveIndex: Int?
+    public let activeIndex: Int?
+    public let previousActive: WebState?
+    public let active: WebState?
+
+    public var activeChanged: Bool { previousActive !== active }
+}
+
+/// Told of every change to a list, after it happened, with indices before and after.
+public protocol WebStateListObserver: AnyObject {
+    func webStateList(_ list: WebStateList, didChange change: WebStateListChange, status: WebStateListStatus)
+    func webStateListWillBeginBatch(_ list: WebStateList)
+    func webStateListDidEndBatch(_ list: WebStateList)
+}
+
+extension WebStateListObserver {
+    public func webStateListWillBeginBatch(_ list: WebStateList) {}
+    public func webStateListDidEndBatch(_ list: WebStateList) {}
+}
+
+/// Called before a tab joins a list and after it left one (the seed's WebStateListDelegate):
+/// attaches tab helpers and shuts them down. Not owned by the list.
+public protocol WebStateListDelegate: AnyObject {
+    func willAddWebState(_ webState: WebState, to list: WebStateList)
+    func didRemoveWebState(_ webState: WebState, from list: WebStateList)
+}
+
+public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertible {
+    case indexOutOfRange(Int, count: Int)
+    case unknownWebState(WebStateID)
+    case duplicateWebState(WebStateID)
+    case openerNotInList(WebStateID)
+    case webStateDestroyed(WebStateID)
+
+    public var description: String {
+        switch self {
+        case .indexOutOfRange(let index, let count): "index \(index) out of range (\(count) tabs)"
+        case .unknownWebState(let id): "no tab \(id) in this list"
+        case .duplicateWebState(let id): "tab \(id) is already in this list"
+        case .openerNotInList(let id): "opener \(id) is not in this list"
+        case .webStateDestroyed(let id): "tab \(id) was closed"
+        }
+    }
+}
+
+/// An ordered list of tabs with an active tab, a pinned prefix and opener links (the seed's
+/// WebStateList). Every mutation keeps the invariants that `invariantViolations()` checks, and
+/// tells observers what changed.
+public final class WebStateList {
+    private struct Entry {
+        let webState: WebState
+        var opener: WebStateOpener?
+    }
+
+    private var entries: [Entry] = []
+    public private(set) var activeIndex: Int?
+    /// Tabs at indices below this are pinned.
+    public private(set) var pinnedCount = 0
+    public private(set) var isBatchInProgress = false
+    public weak var delegate: (any WebStateListDelegate)?
+    private var observers: [WeakBox<AnyObject>] = []
+
+    public init(delegate: (any WebStateListDelegate)? = nil) {
+        self.delegate = delegate
+    }
+
+    // MARK: Reading
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+    public var webStates: [WebState] { entries.map(\.webState) }
+    public var activeWebState: WebState? { activeIndex.map { entries[$0].webState } }
+
+    public func webState(at index: Int) throws(WebStateListError) -> WebState {
+        try checkIndex(index)
+        return entries[index].webState
+    }
+
+    public func index(of id: WebStateID) -> Int? {
+        entries.firstIndex { $0.webState.id == id }
+    }
+
+    public func opener(at index: Int) throws(WebStateListError) -> WebStateOpener? {
+        try checkIndex(index)
+        return entries[index].opener
+    }
+
+    public func isPinned(at index: Int) -> Bool { index < pinnedCount }
+
+    // MARK: Mutations
+
+    /// Inserts `webState`; returns the index it landed at.
+    @discardableResult
+    public func insert(_ webState: WebState, _ params: InsertionParams = InsertionParams()) throws(WebStateListError)
+        -> Int
+    {
+        guard !webState.isDestroyed else { throw .webStateDestroyed(webState.id) }
+        guard index(of: webState.id) == nil else { throw .duplicateWebState(webState.id) }
+        if let opener = params.opener, index(of: opener.openerID) == nil {
+            throw .openerNotInList(opener.openerID)
+        }
+        if let requested = params.index, requested < 0 || requested > count {
+            throw .indexOutOfRange(requested, count: count)
+        }
+        let region = params.pinned ? 0...pinnedCount : pinnedCount...count
+        let index = min(max(params.index ?? region.upperBound, region.lowerBound), region.upperBound)
+
+        let before = statusBefore()
+        delegate?.willAddWebState(webState, to: self)
+        entries.insert(Entry(webState: webState, opener: params.opener), at: index)
+        if params.pinned { pinnedCount += 1 }
+        if let active = activeIndex, active >= index { activeIndex = active + 1 }
+        if params.activate { activeIndex = index }
+        finish(.inserted(webState, index: index), before)
+        return index
+    }
+
+    /// Moves the tab at `from` to `to`, kept inside its region (pinned or not); returns where it
+    /// landed.
+    @discardableResult
+    public func move(from: Int, to: Int) throws(WebStateListError) -> Int {
+        try checkIndex(from)
+        try checkIndex(to)
+        let region = isPinned(at: from) ? 0...(pinnedCount - 1) : pinnedCount...(count - 1)
+        let target = min(max(to, region.lowerBound), region.upperBound)
+        guard target != from else { return from }
+        let before = statusBefore()
+        let entry = entries.remove(at: from)
+        entries.insert(entry, at: target)
+        activeIndex = activeIndex.map { Self.indexAfterMove($0, from: from, to: target) }
+        finish(.moved(entry.webState, from: from, to: target), before)
+        return target
+    }
+
+    /// Removes the tab at `index` without destroying it; returns it.
+    @discardableResult
+    public func detach(at index: Int) throws(WebStateListError) -> WebState {
+        try remove(at: index, closing: false)
+    }
+
+    /// Removes the tab at `index` and destroys it.
+    public func close(at index: Int) throws(WebStateListError) {
+        try remove(at: index, closing: true).destroy()
+    }
+
+    /// Puts `webState` in the place of the tab at `index` (a prerendered page taking over);
+    /// returns the replaced tab, detached and not destroyed. The place keeps its opener.
+    @discardableResult
+    public func replace(at index: Int, with webState: WebState) throws(WebStateListError) -> WebState {
+        try checkIndex(index)
+        guard !webState.isDestroyed else { throw .webStateDestroyed(webState.id) }
+        guard self.index(of: webState.id) == nil else { throw .duplicateWebState(webState.id) }
+        let before = statusBefore()
+        let old = entries[index].webState
+        clearOpeners(referencing: old.id)
+        delegate?.willAddWebState(webState, to: self)
+        entries[index] = Entry(webState: webState, opener: entries[index].opener)
+        delegate?.didRemoveWebState(old, from: self)
+        finish(.replaced(old: old, new: webState, index: index), before)
+        return old
+    }
+
+    /// Makes the tab at `index` active; nil: no active tab.
+    public func activate(at index: Int?) throws(WebStateListError) {
+        if let index { try checkIndex(index) }
+        guard index != activeIndex else { return }
+        let before = statusBefore()
+        activeIndex = index
+        finish(.activation, before)
+    }
+
+    /// Pins or unpins the tab at `index`. Pinning moves it to the end of the pinned tabs,
+    /// unpinning to the start of the others; returns its new index.
+    @discardableResult
+    public func setPinned(at index: Int, _ pinned: Bool) throws(WebStateListError) -> Int {
+        try checkIndex(index)
+        guard isPinned(at: index) != pinned else { return index }
+        let before = statusBefore()
+        let target = pinned ? pinnedCount : pinnedCount - 1
+        let entry = entries.remove(at: index)
+        entries.insert(entry, at: target)
+        pinnedCount += pinned ? 1 : -1
+        activeIndex = activeIndex.map { Self.indexAfterMove($0, from: index, to: target) }
+        finish(.pinnedStateChanged(entry.webState, from: index, to: target, pinned: pinned), before)
+        return target
+    }
+
+    /// Runs `body` as one batch: observers hear `willBeginBatch` before and `didEndBatch` after,
+    /// once, however many changes it makes. Batches do not nest.
+    public func performBatch<Failure: Error>(_ body: (WebStateList) throws(Failure) -> Void) throws(Failure) {
+        if isBatchInProgress {
+            try body(self)
+            return
+        }
+        isBatchInProgress = true
+        forEachObserver { $0.webStateListWillBeginBatch(self) }
+        defer {
+            isBatchInProgress = false
+            forEachObserver { $0.webStateListDidEndBatch(self) }
+        }
+        try body(self)
+    }
+
+    /// Closes every tab (pinned ones too when `includingPinned`), as one batch.
+    public func closeAll(includingPinned: Bool = true) {
+        performBatch { list in
+            let keep = includingPinned ? 0 : list.pinnedCount
+            while list.count > keep {
+                // Closing from the end keeps the remaining indices stable; the index is valid.
+                try? list.close(at: list.count - 1)
+            }
+        }
+    }
+
+    // MARK: Observers
+
+    public func addObserver(_ observer: any WebStateListObserver) {
+        observers.removeAll { $0.value == nil || $0.value === observer }
+        observers.append(WeakBox(observer))
+    }
+
+    public func removeObserver(_ observer: any WebStateListObserver) {
+        observers.removeAll { $0.value == nil || $0.value === observer }
+    }
+
+    // MARK: Invariants
+
+    /// Every way the list breaks its invariants; empty when it holds them. Checked after each
+    /// mutation in debug builds, and by tests and decoders.
+    public func invariantViolations() -> [String] {
+        var violations: [String] = []
+        if let activeIndex, !entries.indices.contains(activeIndex) {
+            violations.append("active index \(activeIndex) outside 0..<\(count)")
+        }
+        if pinnedCount < 0 || pinnedCount > count {
+            violations.append("pinned count \(pinnedCount) outside 0...\(count)")
+        }
+        var seen = Set<WebStateID>()
+        for (index, entry) in entries.enumerated() {
+            if !seen.insert(entry.webState.id).inserted {
+                violations.append("tab \(entry.webState.id) appears twice")
+            }
+            if entry.webState.isDestroyed {
+                violations.append("tab \(entry.webState.id) at \(index) is destroyed")
+            }
+            if let opener = entry.opener {
+                if opener.openerID == entry.webState.id {
+                    violations.append("tab \(entry.webState.id) is its own opener")
+                } else if self.index(of: opener.openerID) == nil {
+                    violations.append("tab \(entry.webState.id) has opener \(opener.openerID) outside the list")
+                }
+            }
+        }
+        return violations
+    }
+
+    // MARK: Private
+
+    private func checkIndex(_ index: Int) throws(WebStateListError) {
+        guard entries.indices.contains(index) else { throw .indexOutOfRange(index, count: count) }
+    }
+
+    private func remove(at index: Int, closing: Bool) throws(WebStateListError) -> WebState {
+        try checkIndex(index)
+        let before = statusBefore()
+        let removed = entries[index]
+        let newActiveID = activeIndex == index ? successorForActive(removing: index) : activeWebState?.id
+        entries.remove(at: index)
+        if index < pinnedCount { pinnedCount -= 1 }
+        clearOpeners(referencing: removed.webState.id)
+        activeIndex = newActiveID.flatMap { self.index(of: $0) }
+        delegate?.didRemoveWebState(removed.webState, from: self)
+        finish(.removed(removed.webState, index: index, closing: closing), before)
+        return removed.webState
+    }
+
+    /// Which tab becomes active when the active tab at `index` goes, as Chrome's order
+    /// controller picks it: a tab it opened (the nearest after it, then before it), else its
+    /// opener, else its right neighbour, else its left one.
+    private func successorForActive(removing index: Int) -> WebStateID? {
+        let removedID = entries[index].webState.id
+        let children = entries.indices.filter { entries[$0].opener?.openerID == removedID }
+        if let child = children.first(where: { $0 > index }) ?? children.last {
+            return entries[child].webState.id
+        }
+        if let openerID = entries[index].opener?.openerID { return openerID }
+        if index + 1 < count { return entries[index + 1].webState.id }
+        if index > 0 { return entries[index - 1].webState.id }
+        return nil
+    }
+
+    private func clearOpeners(referencing id: WebStateID) {
+        for index in entries.indices where entries[index].opener?.openerID == id {
+            entries[index].opener = nil
+        }
+    }
+
+    private static func indexAfterMove(_ index: Int, from: Int, to: Int) -> Int {
+        if index == from { return to }
+        if from < index, index <= to { return index - 1 }
+        if to <= index, index < from { return index + 1 }
+        return index
+    }
+
+    private func statusBefore() -> (index: Int?, webState: WebState?) {
+        (activeIndex, activeWebState)
+    }
+
+    private func finish(_ change: WebStateListChange, _ before: (index: Int?, webState: WebState?)) {
+        assert(invariantViolations().isEmpty, "WebStateList invariants broken: \(invariantViolations())")
+        let status = WebStateListStatus(
+            previousActiveIndex: before.index, activeIndex: activeIndex,
+            previousActive: before.webState, active: activeWebState)
+        forEachObserver { $0.webStateList(self, didChange: change, status: status) }
+    }
+
+    private func forEachObserver(_ body: (any WebStateListObserver) -> Void) {
+        for box in observers {
+            if let observer = box.value as? any WebStateListObserver { body(observer) }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+// What Swift cannot import on its own: liburing's inline helpers and flag macros, and the
+// variadic syscall(2)/prctl(2). liburing's types stay behind an opaque handle: its copy of
+// <linux/io_uring.h> clashes with the one swift-system's module imports, and Swift has no need
+// to see inside a submission entry. Errors come back as negative errno values (liburing's
+// convention) or -1 with errno set (libc's), as each comment says.
+#ifndef WINDOWHOST_CLINUXSHIMS_H
+#define WINDOWHOST_CLINUXSHIMS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+// MARK: io_uring
+
+typedef struct wh_ring wh_ring;
+
+/// Submission-entry flags: `IOSQE_IO_LINK` (the next entry runs only if this one succeeds in
+/// full) and `IOSQE_IO_DRAIN` (this entry waits for every earlier one).
+uint8_t wh_sqe_flag_io_link(void);
+uint8_t wh_sqe_flag_io_drain(void);
+
+/// Operations the probe can be asked about.
+typedef enum { WH_OP_WRITE = 0, WH_OP_FSYNC = 1 } wh_ring_op;
+
+/// A ring with `entries` submission slots in `*out`; 0, or -errno from io_uring_setup.
+int wh_ring_create(unsigned entries, wh_ring **out);
+void wh_ring_destroy(wh_ring *ring);
+/// 1 when the kernel implements `op`, 0 when not, -errno when the probe failed.
+int wh_ring_supports(wh_ring *ring, wh_ring_op op);
+/// Free submission slots.
+unsigned wh_ring_space_left(wh_ring *ring);
+/// Queues a write; `dsync` adds RWF_DSYNC (the write completes once durable). 0, or -EBUSY when
+/// the submission queue is full.
+int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
+                       uint64_t user_data, uint8_t sqe_flags, int dsync);
+/// Queues an fsync (`datasync`: fdatasync). 0, or -EBUSY when the submission queue is full.
+int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data, uint8_t sqe_flags);
+/// Submits what is queued and waits for `wait_nr` completions: entries taken, or -errno.
+int wh_ring_submit_and_wait(wh_ring *ring, unsigned wait_nr);
+/// Takes one ready completion: 0 and its fields, or -EAGAIN when none is ready.
+int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result);
+/// Blocks until a completion is ready, without taking it: 0, or -errno.
+int wh_ring_wait(wh_ring *ring);
+
+// MARK: futex on shared memory (no FUTEX_PRIVATE_FLAG: waiters live in other processes)
+
+/// Sleeps while `*word == expected`, at most `timeout_ns` (negative: no limit).
+/// 0 when woken, -1 with errno EAGAIN (value differed), ETIMEDOUT or EINTR.
+int wh_futex_wait_shared(uint32_t *word, uint32_t expected, int64_t timeout_ns);
+/// Wakes up to `count` waiters: the number woken, or -1 with errno.
+int wh_futex_wake_shared(uint32_t *word, int count);
+
+// MARK: process control
+
+/// A file descriptor that refers to `pid` (no reuse race), or -1 with errno.
+int wh_pidfd_open(pid_t pid);
+/// Sends `sig` to the process behind `pidfd`: 0, or -1 with errno.
+int wh_pidfd_send_signal(int pidfd, int sig);
+/// `prctl(PR_SET_PDEATHSIG, sig)`: 0, or -1 with errno.
+int wh_set_parent_death_signal(int sig);
+/// `prctl(PR_SET_CHILD_SUBREAPER, on)`: 0, or -1 with errno.
+int wh_set_child_subreaper(int on);
+
+#endif

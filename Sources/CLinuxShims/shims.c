@@ -1,0 +1,105 @@
+#include "CLinuxShims.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct wh_ring {
+    struct io_uring ring;
+};
+
+uint8_t wh_sqe_flag_io_link(void) { return IOSQE_IO_LINK; }
+uint8_t wh_sqe_flag_io_drain(void) { return IOSQE_IO_DRAIN; }
+
+int wh_ring_create(unsigned entries, wh_ring **out) {
+    wh_ring *ring = calloc(1, sizeof(*ring));
+    if (ring == NULL) return -ENOMEM;
+    int result = io_uring_queue_init(entries, &ring->ring, 0);
+    if (result < 0) {
+        free(ring);
+        return result;
+    }
+    *out = ring;
+    return 0;
+}
+
+void wh_ring_destroy(wh_ring *ring) {
+    io_uring_queue_exit(&ring->ring);
+    free(ring);
+}
+
+int wh_ring_supports(wh_ring *ring, wh_ring_op op) {
+    struct io_uring_probe *probe = io_uring_get_probe_ring(&ring->ring);
+    if (probe == NULL) return -ENOMEM;
+    int opcode = op == WH_OP_WRITE ? IORING_OP_WRITE : IORING_OP_FSYNC;
+    int supported = io_uring_opcode_supported(probe, opcode);
+    io_uring_free_probe(probe);
+    return supported ? 1 : 0;
+}
+
+unsigned wh_ring_space_left(wh_ring *ring) { return io_uring_sq_space_left(&ring->ring); }
+
+int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
+                       uint64_t user_data, uint8_t sqe_flags, int dsync) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);
+    if (sqe == NULL) return -EBUSY;
+    io_uring_prep_write(sqe, fd, buf, nbytes, offset);
+    // IORING_OP_WRITE honours per-write RWF_ flags (kernel 5.6+): one flush, no fsync entry.
+    if (dsync) sqe->rw_flags = RWF_DSYNC;
+    io_uring_sqe_set_flags(sqe, sqe_flags);
+    io_uring_sqe_set_data64(sqe, user_data);
+    return 0;
+}
+
+int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data, uint8_t sqe_flags) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);
+    if (sqe == NULL) return -EBUSY;
+    io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+    io_uring_sqe_set_flags(sqe, sqe_flags);
+    io_uring_sqe_set_data64(sqe, user_data);
+    return 0;
+}
+
+int wh_ring_submit_and_wait(wh_ring *ring, unsigned wait_nr) {
+    return io_uring_submit_and_wait(&ring->ring, wait_nr);
+}
+
+int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result) {
+    struct io_uring_cqe *cqe = NULL;
+    int status = io_uring_peek_cqe(&ring->ring, &cqe);
+    if (status < 0) return status;
+    *user_data = io_uring_cqe_get_data64(cqe);
+    *result = cqe->res;
+    io_uring_cqe_seen(&ring->ring, cqe);
+    return 0;
+}
+
+int wh_ring_wait(wh_ring *ring) {
+    struct io_uring_cqe *cqe = NULL;
+    return io_uring_wait_cqe(&ring->ring, &cqe);
+}
+
+int wh_futex_wait_shared(uint32_t *word, uint32_t expected, int64_t timeout_ns) {
+    struct timespec timeout;
+    struct timespec *timeout_ptr = NULL;
+    if (timeout_ns >= 0) {
+        timeout.tv_sec = (time_t)(timeout_ns / 1000000000);
+        timeout.tv_nsec = (long)(timeout_ns % 1000000000);
+        timeout_ptr = &timeout;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ptr, NULL, 0);
+}
+
+int wh_futex_wake_shared(uint32_t *word, int count) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
+}
+
+int wh_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+int wh_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0); }
+int wh_set_parent_death_signal(int sig) { return prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0, 0, 0); }
+int wh_set_child_subreaper(int on) { return prctl(PR_SET_CHILD_SUBREAPER, (unsigned long)(on ? 1 : 0), 0, 0, 0); }
