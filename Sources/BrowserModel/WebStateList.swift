@@ -9,6 +9,17 @@ public struct WebStateOpener: Hashable, Sendable {
     }
 }
 
+/// A tab as restore hands it to `WebStateList.restore`.
+public struct RestoredTab {
+    public let webState: WebState
+    public let opener: WebStateOpener?
+
+    public init(webState: WebState, opener: WebStateOpener?) {
+        self.webState = webState
+        self.opener = opener
+    }
+}
+
 /// How a tab enters a list.
 public struct InsertionParams: Sendable {
     /// Where it goes; nil: at the end of its region (pinned or not). Clamped into its region.
@@ -72,6 +83,8 @@ public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertib
     case duplicateWebState(WebStateID)
     case openerNotInList(WebStateID)
     case webStateDestroyed(WebStateID)
+    case pinnedCountOutOfRange(Int, count: Int)
+    case listNotEmpty
 
     public var description: String {
         switch self {
@@ -80,6 +93,8 @@ public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertib
         case .duplicateWebState(let id): "tab \(id) is already in this list"
         case .openerNotInList(let id): "opener \(id) is not in this list"
         case .webStateDestroyed(let id): "tab \(id) was closed"
+        case .pinnedCountOutOfRange(let pinned, let count): "pinned count \(pinned) outside 0...\(count)"
+        case .listNotEmpty: "restore needs an empty list"
         }
     }
 }
@@ -242,6 +257,38 @@ public final class WebStateList {
         try body(self)
     }
 
+    /// Fills an empty list with restored tabs in one batch, openers and all (they may point
+    /// forward, so they cannot go through `insert`). Checks everything before changing anything.
+    public func restore(_ tabs: [RestoredTab], activeIndex: Int?, pinnedCount: Int) throws(WebStateListError) {
+        guard isEmpty else { throw .listNotEmpty }
+        if let activeIndex, !tabs.indices.contains(activeIndex) {
+            throw .indexOutOfRange(activeIndex, count: tabs.count)
+        }
+        guard pinnedCount >= 0, pinnedCount <= tabs.count else {
+            throw .pinnedCountOutOfRange(pinnedCount, count: tabs.count)
+        }
+        var identifiers = Set<WebStateID>()
+        for tab in tabs {
+            guard !tab.webState.isDestroyed else { throw .webStateDestroyed(tab.webState.id) }
+            guard identifiers.insert(tab.webState.id).inserted else { throw .duplicateWebState(tab.webState.id) }
+        }
+        for tab in tabs {
+            if let opener = tab.opener, opener.openerID == tab.webState.id || !identifiers.contains(opener.openerID) {
+                throw .openerNotInList(opener.openerID)
+            }
+        }
+        performBatch { list in
+            for tab in tabs { list.delegate?.willAddWebState(tab.webState, to: list) }
+            list.entries = tabs.map { Entry(webState: $0.webState, opener: $0.opener) }
+            list.pinnedCount = pinnedCount
+            list.activeIndex = activeIndex
+            assert(list.invariantViolations().isEmpty, "restore broke invariants: \(list.invariantViolations())")
+            for (index, tab) in tabs.enumerated() {
+                list.notify(.inserted(tab.webState, index: index), before: (nil, nil))
+            }
+        }
+    }
+
     /// Closes every tab (pinned ones too when `includingPinned`), as one batch.
     public func closeAll(includingPinned: Bool = true) {
         performBatch { list in
@@ -277,6 +324,7 @@ public final class WebStateList {
             violations.append("pinned count \(pinnedCount) outside 0...\(count)")
         }
         var seen = Set<WebStateID>()
+        let present = Set(entries.map(\.webState.id))
         for (index, entry) in entries.enumerated() {
             if !seen.insert(entry.webState.id).inserted {
                 violations.append("tab \(entry.webState.id) appears twice")
@@ -287,7 +335,7 @@ public final class WebStateList {
             if let opener = entry.opener {
                 if opener.openerID == entry.webState.id {
                     violations.append("tab \(entry.webState.id) is its own opener")
-                } else if self.index(of: opener.openerID) == nil {
+                } else if !present.contains(opener.openerID) {
                     violations.append("tab \(entry.webState.id) has opener \(opener.openerID) outside the list")
                 }
             }
@@ -349,6 +397,10 @@ public final class WebStateList {
 
     private func finish(_ change: WebStateListChange, _ before: (index: Int?, webState: WebState?)) {
         assert(invariantViolations().isEmpty, "WebStateList invariants broken: \(invariantViolations())")
+        notify(change, before: before)
+    }
+
+    private func notify(_ change: WebStateListChange, before: (index: Int?, webState: WebState?)) {
         let status = WebStateListStatus(
             previousActiveIndex: before.index, activeIndex: activeIndex,
             previousActive: before.webState, active: activeWebState)

@@ -1,0 +1,141 @@
+/// Random access to stored bytes: an in-memory buffer in tests and tools, a file (pread) in the
+/// store. `read` returns exactly `count` bytes or throws.
+public protocol ByteSource {
+    var size: Int { get }
+    func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8]
+}
+
+public struct InMemoryBytes: ByteSource, Sendable {
+    public let bytes: [UInt8]
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public var size: Int { bytes.count }
+
+    public func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
+        guard offset >= 0, count >= 0, offset <= bytes.count, count <= bytes.count - offset else {
+            throw .truncated(offset: offset, needed: count, available: max(0, bytes.count - max(offset, 0)))
+        }
+        return Array(bytes[offset..<offset + count])
+    }
+}
+
+/// The kinds of file; each has its own magic so one is never read as the other.
+public enum SessionFileKind: Sendable, CaseIterable {
+    case snapshot, journal
+
+    var magic: [UInt8] {
+        switch self {
+        case .snapshot: Array("WHSS".utf8)
+        case .journal: Array("WHJL".utf8)
+        }
+    }
+}
+
+/// The kinds of record a frame carries.
+public enum RecordKind: UInt8, Sendable {
+    case listMetadata = 1
+    case navigation = 2
+    case mutation = 3
+}
+
+/// Frames around every file and record: magic, format version, length, CRC32C, all little
+/// endian. See docs/storage-format.md for the byte layout.
+///
+/// File header (16 bytes): magic[4] · version u16 · header length u16 · reserved u32 ·
+/// CRC32C of the 12 bytes before it.
+/// Record (12 bytes + payload): magic "WR" · kind u8 · version u8 · payload length u32 ·
+/// CRC32C of the first 8 bytes and the payload.
+public enum Framing {
+    public static let formatVersion = 1
+    public static let fileHeaderSize = 16
+    public static let recordHeaderSize = 12
+    /// No record this format writes comes near this; a larger length is damage.
+    public static let maxPayloadLength = 64 << 20
+    static let recordMagic: [UInt8] = [0x57, 0x52]
+
+    public static func fileHeader(_ kind: SessionFileKind) -> [UInt8] {
+        var header = kind.magic
+        header.appendLittleEndian(UInt16(formatVersion))
+        header.appendLittleEndian(UInt16(fileHeaderSize))
+        header.appendLittleEndian(UInt32(0))
+        header.appendLittleEndian(CRC32C.checksum(header))
+        return header
+    }
+
+    /// Checks the header at the start of `source`; returns the offset of the first record.
+    public static func checkFileHeader(_ source: some ByteSource, kind: SessionFileKind) throws(SessionFormatError)
+        -> Int
+    {
+        let header = try source.read(offset: 0, count: fileHeaderSize)
+        guard Array(header[0..<4]) == kind.magic else { throw .badMagic(offset: 0) }
+        let stored = header.littleEndian(UInt32.self, at: 12)
+        let computed = CRC32C.checksum(header[0..<12])
+        guard stored == computed else { throw .checksumMismatch(offset: 0, stored: stored, computed: computed) }
+        let version = Int(header.littleEndian(UInt16.self, at: 4))
+        guard version == formatVersion else {
+            throw .unsupportedVersion(offset: 4, found: version, supported: formatVersion)
+        }
+        guard Int(header.littleEndian(UInt16.self, at: 6)) == fileHeaderSize else {
+            throw .unsupportedVersion(offset: 6, found: version, supported: formatVersion)
+        }
+        return fileHeaderSize
+    }
+
+    /// Appends one framed record.
+    public static func appendRecord(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) {
+        var header = recordMagic
+        header.append(kind.rawValue)
+        header.append(UInt8(formatVersion))
+        header.appendLittleEndian(UInt32(payload.count))
+        let crc = CRC32C.checksum(payload, continuing: CRC32C.checksum(header))
+        header.appendLittleEndian(crc)
+        bytes += header
+        bytes += payload
+    }
+
+    public static func record(_ kind: RecordKind, payload: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(recordHeaderSize + payload.count)
+        appendRecord(kind, payload: payload, to: &bytes)
+        return bytes
+    }
+
+    /// Reads and checks the record at `offset`; returns its payload and the offset after it.
+    public static func readRecord(
+        _ source: some ByteSource, at offset: Int, expecting kind: RecordKind
+    ) throws(SessionFormatError) -> (payload: [UInt8], end: Int) {
+        let header = try source.read(offset: offset, count: recordHeaderSize)
+        guard Array(header[0..<2]) == recordMagic else { throw .badMagic(offset: offset) }
+        let length = Int(header.littleEndian(UInt32.self, at: 4))
+        guard length <= maxPayloadLength else { throw .recordTooLarge(offset: offset, length: length) }
+        let payload = try source.read(offset: offset + recordHeaderSize, count: length)
+        let stored = header.littleEndian(UInt32.self, at: 8)
+        let computed = CRC32C.checksum(payload, continuing: CRC32C.checksum(header[0..<8]))
+        guard stored == computed else {
+            throw .checksumMismatch(offset: offset, stored: stored, computed: computed)
+        }
+        let version = Int(header[3])
+        guard version == formatVersion else {
+            throw .unsupportedVersion(offset: offset + 3, found: version, supported: formatVersion)
+        }
+        guard header[2] == kind.rawValue else {
+            throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kind.rawValue))
+        }
+        return (payload, offset + recordHeaderSize + length)
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendLittleEndian<Value: FixedWidthInteger>(_ value: Value) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+}
+
+extension Collection where Element == UInt8, Index == Int {
+    func littleEndian<Value: FixedWidthInteger>(_ type: Value.Type, at offset: Int) -> Value {
+        var value = Value.zero
+        for index in 0..<MemoryLayout<Value>.size {
+            value |= Value(self[startIndex + offset + index]) << (8 * index)
+        }
+        return value
+    }
+}

@@ -1,0 +1,90 @@
+/// Why stored session bytes were refused. Offsets are byte offsets in the file, so a report
+/// can name exactly where the damage is.
+public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The bytes end before a header or record does.
+    case truncated(offset: Int, needed: Int, available: Int)
+    /// The first bytes are not a windowhost session file of the expected kind.
+    case badMagic(offset: Int)
+    /// A file or record written by a format version this build does not read.
+    case unsupportedVersion(offset: Int, found: Int, supported: Int)
+    case checksumMismatch(offset: Int, stored: UInt32, computed: UInt32)
+    /// A record longer than any this format writes: a damaged length field.
+    case recordTooLarge(offset: Int, length: Int)
+    /// A record of a kind that does not belong at this place.
+    case unexpectedRecordKind(offset: Int, found: Int, expected: Int)
+    /// The checksum matched but the payload is not a valid protobuf message.
+    case malformedPayload(offset: Int, reason: String)
+    /// The record decoded but describes something impossible.
+    case invalidState(offset: Int, reason: InvalidState)
+    /// A snapshot whose size is not what its list metadata says.
+    case lengthMismatch(expected: Int, actual: Int)
+    /// The storage under the bytes failed (a read error).
+    case readFailed(offset: Int, reason: String)
+
+    /// Impossible contents: each a way a damaged or hostile record could point outside itself.
+    public enum InvalidState: Error, Equatable, Sendable, CustomStringConvertible {
+        case activeIndexOutOfRange(Int, count: Int)
+        case pinnedCountOutOfRange(Int, count: Int)
+        case invalidIdentifier(Int64)
+        case duplicateIdentifier(Int64)
+        case openerOutOfRange(item: Int, opener: Int, count: Int)
+        case navigationIndexOutOfRange(Int, count: Int)
+        case negativeCount(Int)
+        case historyOutOfRange(item: Int, offset: UInt64, length: UInt32, section: UInt64)
+        case historyIdentifierMismatch(expected: Int64, found: Int64)
+        /// A journal record that does not fit the list it is replayed onto.
+        case replayMismatch(String)
+
+        public var description: String {
+            switch self {
+            case .activeIndexOutOfRange(let index, let count): "active index \(index) outside -1..<\(count)"
+            case .pinnedCountOutOfRange(let pinned, let count): "pinned count \(pinned) outside 0...\(count)"
+            case .invalidIdentifier(let id): "tab identifier \(id) is not positive"
+            case .duplicateIdentifier(let id): "tab identifier \(id) appears twice"
+            case .openerOutOfRange(let item, let opener, let count):
+                "item \(item) names opener \(opener), outside 0..<\(count) or itself"
+            case .navigationIndexOutOfRange(let index, let count):
+                "navigation index \(index) does not fit \(count) items"
+            case .negativeCount(let count): "negative count \(count)"
+            case .historyOutOfRange(let item, let offset, let length, let section):
+                "item \(item) history at \(offset)+\(length) outside a section of \(section) bytes"
+            case .historyIdentifierMismatch(let expected, let found):
+                "history of tab \(found) stored where tab \(expected)'s belongs"
+            case .replayMismatch(let reason): "journal does not fit the list: \(reason)"
+            }
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .truncated(let offset, let needed, let available):
+            "truncated at byte \(offset): \(needed) bytes needed, \(available) left"
+        case .badMagic(let offset): "not a windowhost session file (bad magic at byte \(offset))"
+        case .unsupportedVersion(let offset, let found, let supported):
+            "format version \(found) at byte \(offset) is not supported (this build reads \(supported))"
+        case .checksumMismatch(let offset, let stored, let computed):
+            "checksum mismatch in the frame at byte \(offset): stored \(hex(stored)), computed \(hex(computed))"
+        case .recordTooLarge(let offset, let length): "record at byte \(offset) claims \(length) bytes"
+        case .unexpectedRecordKind(let offset, let found, let expected):
+            "record at byte \(offset) is of kind \(found), expected \(expected)"
+        case .malformedPayload(let offset, let reason): "record at byte \(offset) does not decode: \(reason)"
+        case .invalidState(let offset, let reason): "record at byte \(offset): \(reason)"
+        case .lengthMismatch(let expected, let actual): "file is \(actual) bytes, its metadata says \(expected)"
+        case .readFailed(let offset, let reason): "read at byte \(offset) failed: \(reason)"
+        }
+    }
+
+    /// The byte offset the error points at, when it points at one.
+    public var offset: Int? {
+        switch self {
+        case .truncated(let offset, _, _), .badMagic(let offset), .unsupportedVersion(let offset, _, _),
+            .checksumMismatch(let offset, _, _), .recordTooLarge(let offset, _),
+            .unexpectedRecordKind(let offset, _, _), .malformedPayload(let offset, _),
+            .invalidState(let offset, _), .readFailed(let offset, _):
+            offset
+        case .lengthMismatch: nil
+        }
+    }
+}
+
+private func hex(_ value: UInt32) -> String { "0x" + String(value, radix: 16) }

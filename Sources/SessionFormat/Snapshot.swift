@@ -1,0 +1,192 @@
+import BrowserModel
+
+/// A snapshot file: one Browser's whole tab list. The list metadata comes first, so restore
+/// reads it alone; each tab's history follows in the history section, at an offset the metadata
+/// names, and is read when the tab is realized.
+///
+///     file header · record(listMetadata) · record(navigation) for each tab …
+public enum SnapshotEncoder {
+    /// Encodes `list` as it stands after command `lastCommandSeq`. A realized tab's history is
+    /// encoded from memory; an unrealized tab's is `storedHistory(webState)`, the frame restore
+    /// read it from (unchanged since, or it would have been realized).
+    public static func encode(
+        _ list: WebStateList, lastCommandSeq: UInt64,
+        storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
+    ) throws(SessionFormatError) -> [UInt8] {
+        var storage = ListStorage()
+        storage.activeIndex = Int32(list.activeIndex ?? -1)
+        storage.pinnedItemCount = Int32(list.pinnedCount)
+        storage.lastCommandSeq = lastCommandSeq
+        var section: [UInt8] = []
+        let webStates = list.webStates
+        let positions = Dictionary(uniqueKeysWithValues: webStates.enumerated().map { ($1.id, $0) })
+        for (index, webState) in webStates.enumerated() {
+            let frame: [UInt8]
+            if let history = webState.loadedHistory {
+                frame = Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+            } else {
+                frame = try storedHistory(webState)
+            }
+            var item = ItemStorage()
+            item.identifier = webState.id.rawValue
+            // The list's invariants put every opener inside it.
+            if let opener = try? list.opener(at: index), let openerIndex = positions[opener.openerID] {
+                item.opener.index = Int32(openerIndex)
+                item.opener.navigationIndex = Int32(clamping: opener.navigationIndex)
+            }
+            item.metadata = MetadataStorage(webState.metadata)
+            item.historyOffset = UInt64(section.count)
+            item.historyLength = UInt32(frame.count)
+            item.realized = webState.isRealized
+            storage.items.append(item)
+            section += frame
+        }
+        storage.historySectionLength = UInt64(section.count)
+        var bytes = Framing.fileHeader(.snapshot)
+        Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        bytes += section
+        return bytes
+    }
+}
+
+/// One tab as the snapshot's metadata describes it.
+public struct SnapshotItem: Sendable, Equatable {
+    public let id: WebStateID
+    public let openerIndex: Int?
+    public let openerNavigationIndex: Int
+    public let metadata: WebStateMetadata
+    public let realizedAtSave: Bool
+    let historyOffset: Int
+    let historyLength: Int
+}
+
+/// Reads a snapshot: the metadata at once, checked in full; histories on demand.
+public final class SnapshotReader {
+    private let source: any ByteSource
+    public let items: [SnapshotItem]
+    public let activeIndex: Int?
+    public let pinnedCount: Int
+    public let lastCommandSeq: UInt64
+    /// Where the history section starts in the file.
+    private let sectionStart: Int
+
+    public init(_ source: some ByteSource) throws(SessionFormatError) {
+        self.source = source
+        let first = try Framing.checkFileHeader(source, kind: .snapshot)
+        let (payload, end) = try Framing.readRecord(source, at: first, expecting: .listMetadata)
+        let storage = try decodeMessage(ListStorage.self, payload, at: first)
+        let expectedSize = UInt64(end).addingReportingOverflow(storage.historySectionLength)
+        guard !expectedSize.overflow, expectedSize.partialValue == UInt64(source.size) else {
+            throw .lengthMismatch(expected: Int(clamping: expectedSize.partialValue), actual: source.size)
+        }
+        do {
+            items = try Self.validate(storage)
+        } catch {
+            throw .invalidState(offset: first, reason: error)
+        }
+        activeIndex = storage.activeIndex == -1 ? nil : Int(storage.activeIndex)
+        pinnedCount = Int(storage.pinnedItemCount)
+        lastCommandSeq = storage.lastCommandSeq
+        sectionStart = end
+    }
+
+    /// The history of the tab at `index` of the stored list, read and checked now.
+    public func history(at index: Int) throws(SessionFormatError) -> NavigationHistory {
+        let frame = try historyFrame(at: index)
+        let offset = sectionStart + items[index].historyOffset
+        let (payload, _) = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .navigation)
+        let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
+        guard storage.identifier == items[index].id.rawValue else {
+            throw .invalidState(
+                offset: offset,
+                reason: .historyIdentifierMismatch(expected: items[index].id.rawValue, found: storage.identifier))
+        }
+        do {
+            return try storage.model()
+        } catch {
+            throw .invalidState(offset: offset, reason: error)
+        }
+    }
+
+    /// The raw, checksum-verified frame of the tab at `index`: what a new snapshot copies for a
+    /// tab that was never realized.
+    public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        guard items.indices.contains(index) else {
+            throw .invalidState(offset: sectionStart, reason: .navigationIndexOutOfRange(index, count: items.count))
+        }
+        let offset = sectionStart + items[index].historyOffset
+        let frame = try source.read(offset: offset, count: items[index].historyLength)
+        // Checks magic, length and checksum; the frame must be exactly one record.
+        let (_, end) = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .navigation)
+        guard end == frame.count else {
+            throw .invalidState(
+                offset: offset,
+                reason: .historyOutOfRange(
+                    item: index, offset: UInt64(items[index].historyOffset), length: UInt32(frame.count),
+                    section: UInt64(source.size - sectionStart)))
+        }
+        return frame
+    }
+
+    /// Fills the empty `list` with unrealized tabs; each reads its history from this snapshot
+    /// when realized. Restored identifiers are reserved in `profile`.
+    public func restore(into list: WebStateList, profile: Profile) throws(SessionFormatError) {
+        var tabs: [RestoredTab] = []
+        tabs.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            profile.reserveWebStateID(item.id)
+            let webState = WebState(id: item.id, metadata: item.metadata) { [self] () throws -> NavigationHistory in
+                try self.history(at: index)
+            }
+            let opener = item.openerIndex.map {
+                WebStateOpener(openerID: items[$0].id, navigationIndex: item.openerNavigationIndex)
+            }
+            tabs.append(RestoredTab(webState: webState, opener: opener))
+        }
+        do {
+            try list.restore(tabs, activeIndex: activeIndex, pinnedCount: pinnedCount)
+        } catch {
+            // validate() has already ruled out everything restore() checks.
+            throw .invalidState(offset: Framing.fileHeaderSize, reason: .replayMismatch("\(error)"))
+        }
+    }
+
+    private static func validate(_ storage: ListStorage) throws(SessionFormatError.InvalidState) -> [SnapshotItem] {
+        let count = storage.items.count
+        guard storage.activeIndex >= -1, storage.activeIndex < count else {
+            throw .activeIndexOutOfRange(Int(storage.activeIndex), count: count)
+        }
+        guard storage.pinnedItemCount >= 0, storage.pinnedItemCount <= count else {
+            throw .pinnedCountOutOfRange(Int(storage.pinnedItemCount), count: count)
+        }
+        var seen = Set<Int64>()
+        var items: [SnapshotItem] = []
+        items.reserveCapacity(count)
+        for (index, item) in storage.items.enumerated() {
+            guard let id = WebStateID(rawValue: item.identifier) else { throw .invalidIdentifier(item.identifier) }
+            guard seen.insert(item.identifier).inserted else { throw .duplicateIdentifier(item.identifier) }
+            var openerIndex: Int?
+            if item.hasOpener {
+                let opener = Int(item.opener.index)
+                guard opener >= 0, opener < count, opener != index else {
+                    throw .openerOutOfRange(item: index, opener: opener, count: count)
+                }
+                openerIndex = opener
+            }
+            let end = item.historyOffset.addingReportingOverflow(UInt64(item.historyLength))
+            guard item.historyLength >= UInt32(Framing.recordHeaderSize), !end.overflow,
+                end.partialValue <= storage.historySectionLength
+            else {
+                throw .historyOutOfRange(
+                    item: index, offset: item.historyOffset, length: item.historyLength,
+                    section: storage.historySectionLength)
+            }
+            items.append(
+                SnapshotItem(
+                    id: id, openerIndex: openerIndex, openerNavigationIndex: Int(item.opener.navigationIndex),
+                    metadata: try item.metadata.model(), realizedAtSave: item.realized,
+                    historyOffset: Int(item.historyOffset), historyLength: Int(item.historyLength)))
+        }
+        return items
+    }
+}
