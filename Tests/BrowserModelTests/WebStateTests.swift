@@ -1,0 +1,127 @@
+import BrowserModel
+import Foundation
+import Testing
+
+final class RealizationCounter: WebStateObserver {
+    var realized = 0
+    var navigations: [Int] = []
+    func webStateRealized(_ webState: WebState) { realized += 1 }
+    func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) { navigations.append(index) }
+}
+
+struct LoaderFailure: Error {}
+
+private func storedHistory() -> NavigationHistory {
+    var history = NavigationHistory()
+    history.commit(NavigationItem(url: "https://a.example/", title: "A", timestamp: Timestamp(microsecondsSinceEpoch: 10)))
+    history.commit(NavigationItem(url: "https://b.example/", title: "B", timestamp: Timestamp(microsecondsSinceEpoch: 20)))
+    return history
+}
+
+private let storedMetadata = WebStateMetadata(
+    creationTime: Timestamp(microsecondsSinceEpoch: 5), lastActiveTime: Timestamp(microsecondsSinceEpoch: 30),
+    activePageTitle: "B", activePageURL: "https://b.example/", navigationItemCount: 2)
+
+@Suite struct WebStateTests {
+    @Test func constGettersAnswerFromMetadataWithoutRealizing() {
+        var loads = 0
+        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) {
+            loads += 1
+            return storedHistory()
+        }
+        #expect(!webState.isRealized)
+        #expect(webState.title == "B" && webState.url == "https://b.example/" && webState.navigationItemCount == 2)
+        #expect(webState.metadata == storedMetadata)
+        #expect(webState.loadedHistory == nil)
+        #expect(loads == 0)
+    }
+
+    @Test func realizationIsLazyOneWayAndAnnouncedOnce() throws {
+        var loads = 0
+        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) {
+            loads += 1
+            return storedHistory()
+        }
+        let counter = RealizationCounter()
+        webState.addObserver(counter)
+        #expect(try webState.navigationHistory() == storedHistory())
+        try webState.forceRealized()
+        _ = try webState.navigationHistory()
+        #expect(webState.isRealized)
+        #expect(loads == 1)
+        #expect(counter.realized == 1)
+        try webState.commitNavigation(to: NavigationItem(url: "https://c.example/", title: "C", timestamp: Timestamp(microsecondsSinceEpoch: 40)))
+        #expect(webState.isRealized && counter.realized == 1)
+        #expect(counter.navigations == [2])
+    }
+
+    @Test func aFailingLoaderLeavesTheTabUnrealizedWithItsMetadata() {
+        let webState = WebState(id: WebStateID(rawValue: 4)!, metadata: storedMetadata) { throw LoaderFailure() }
+        #expect(throws: WebStateError.self) { try webState.forceRealized() }
+        #expect(!webState.isRealized)
+        #expect(webState.url == "https://b.example/")
+    }
+
+    @Test func navigationDropsForwardHistoryButGoingBackKeepsIt() throws {
+        let webState = WebState(id: WebStateID(rawValue: 1)!, creationTime: .zero, history: storedHistory())
+        try webState.goToItem(at: 0)
+        #expect(webState.url == "https://a.example/" && webState.navigationItemCount == 2)
+        try webState.commitNavigation(to: NavigationItem(url: "https://d.example/", timestamp: .zero))
+        #expect(try webState.navigationHistory().items.map(\.url) == ["https://a.example/", "https://d.example/"])
+        #expect(throws: WebStateError.navigationIndexOutOfRange(webState.id, index: 5, count: 2)) {
+            try webState.goToItem(at: 5)
+        }
+        #expect(NavigationHistory(items: [], currentIndex: 0) == nil)
+        #expect(NavigationHistory(items: storedHistory().items, currentIndex: nil) == nil)
+    }
+
+    @Test func findTabHelperWaitsForRealization() throws {
+        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) { storedHistory() }
+        let list = WebStateList(delegate: TabHelperAttacher())
+        let attacher = TabHelperAttacher()
+        list.delegate = attacher
+        try list.insert(webState)
+        let helper = try #require(webState.helper(FindTabHelper.self))
+        final class Responses: FindInPageResponseDelegate {
+            var results: [Int] = []
+            func findInPage(didFind matchCount: Int, for query: String) { results.append(matchCount) }
+        }
+        let responses = Responses()
+        helper.setResponseDelegate(responses)
+        #expect(helper.controller == nil)
+        #expect(helper.find("example") == nil)
+        #expect(!helper.currentPageSupportsFindInPage)
+        #expect(!webState.isRealized)
+
+        try webState.forceRealized()
+        #expect(helper.controller != nil)
+        #expect(helper.currentPageSupportsFindInPage)
+        #expect(helper.find("B") == 2)  // title "B" and the "b" of b.example
+        #expect(responses.results == [2])
+
+        try list.detach(at: 0)
+        #expect(webState.helper(FindTabHelper.self) == nil)
+        #expect(helper.controller == nil)
+    }
+
+    @Test func profilesShareIdentifiersAndPlaceSessionsPerWindow() {
+        let profile = Profile(stateDirectory: "/state")
+        let window = UUID(uuidString: "D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B")!
+        let incognito = profile.offTheRecordProfile
+        #expect(incognito.isOffTheRecord && incognito.originalProfile === profile)
+        #expect(profile.offTheRecordProfile === incognito)
+        #expect(profile.browserList.browser(for: window).sessionDirectory
+            == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/regular")
+        #expect(incognito.browserList.browser(for: window).sessionDirectory
+            == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/incognito")
+        profile.reserveWebStateID(WebStateID(rawValue: 41)!)
+        #expect(incognito.makeWebStateID().rawValue == 42)
+        #expect(profile.makeWebStateID().rawValue == 43)
+
+        let tab = WebState(id: incognito.makeWebStateID(), creationTime: .zero)
+        try? incognito.browserList.browser(for: window).webStateList.insert(tab)
+        profile.destroyOffTheRecordProfile()
+        #expect(!profile.hasOffTheRecordProfile)
+        #expect(tab.isDestroyed)
+    }
+}
