@@ -33,7 +33,8 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 /// Watches one list and its tabs, and turns every mutation and committed navigation into a
 /// journal record carrying `commandSeq`, the command being applied.
 public final class JournalRecorder: WebStateListObserver, WebStateObserver {
-    private unowned let list: WebStateList
+    /// Observers are held weakly on both sides, so neither outlives the other by accident.
+    private weak var list: WebStateList?
     /// The sequence number of the command being applied; set before applying it.
     public var commandSeq: UInt64 = 0
     private var pending: [JournalRecord] = []
@@ -42,11 +43,6 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
         self.list = list
         list.addObserver(self)
         for webState in list.webStates { webState.addObserver(self) }
-    }
-
-    deinit {
-        list.removeObserver(self)
-        for webState in list.webStates { webState.removeObserver(self) }
     }
 
     /// The records made since the last call, oldest first.
@@ -101,7 +97,7 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
     public func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {
         var record = MutationStorage()
         record.seq = commandSeq
-        record.activeIdentifier = list.activeWebState?.id.rawValue ?? 0
+        record.activeIdentifier = list?.activeWebState?.id.rawValue ?? 0
         var navigation = Windowhost_Session_NavigationMutation()
         navigation.identifier = webState.id.rawValue
         navigation.itemIndex = Int32(index)

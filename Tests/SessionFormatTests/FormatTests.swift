@@ -1,0 +1,263 @@
+import BrowserModel
+import Testing
+@testable import SessionFormat
+
+@Suite struct CRC32CTests {
+    @Test func matchesTheStandardCheckValues() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        // RFC 3720 B.4 vectors.
+        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+        #expect(CRC32C.checksum((0..<32).map(UInt8.init)) == 0x46DD_794E)
+    }
+
+    @Test func continuingOverPiecesEqualsTheWhole() {
+        var random = SeededGenerator(seed: 9)
+        let bytes = (0..<1000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        for split in [0, 1, 7, 8, 9, 500, 999, 1000] {
+            let first = CRC32C.checksum(bytes[..<split])
+            #expect(CRC32C.checksum(bytes[split...], continuing: first) == CRC32C.checksum(bytes), "split \(split)")
+        }
+    }
+}
+
+@Suite struct RoundTripTests {
+    @Test(arguments: [11, 12, 13, 14] as [UInt64])
+    func journalReplayRebuildsEveryState(seed: UInt64) throws {
+        var session = BrowsingSession(seed: seed)
+        try session.run(commands: 600)
+        let records = try JournalFile.decode(InMemoryBytes(session.journalBytes))
+        #expect(records == session.records)
+        let rebuilt = try replay(records)
+        #expect(try ListState(rebuilt) == ListState(session.list))
+        #expect(rebuilt.invariantViolations().isEmpty)
+    }
+
+    @Test(arguments: [21, 22, 23] as [UInt64])
+    func snapshotRestoresUnrealizedTabsEqualToTheList(seed: UInt64) throws {
+        var session = BrowsingSession(seed: seed)
+        try session.run(commands: 400)
+        let bytes = try snapshotBytes(session.list, seq: 400)
+        let reader = try SnapshotReader(InMemoryBytes(bytes))
+        #expect(reader.lastCommandSeq == 400)
+        let restored = WebStateList()
+        let profile = Profile(stateDirectory: "/unused")
+        try reader.restore(into: restored, profile: profile)
+        #expect(restored.webStates.allSatisfy { !$0.isRealized })
+        #expect(zip(restored.webStates, session.list.webStates).allSatisfy { $0.metadata == $1.metadata })
+        #expect(try ListState(restored) == ListState(session.list))
+        // New identifiers never collide with restored ones.
+        let newID = profile.makeWebStateID()
+        #expect(restored.webStates.allSatisfy { $0.id < newID })
+    }
+
+    /// The store's restore path: snapshot at some command, then the journal records after it.
+    @Test func snapshotPlusJournalTailEqualsTheFinalState() throws {
+        var session = BrowsingSession(seed: 31)
+        try session.run(commands: 300)
+        let snapshot = try snapshotBytes(session.list, seq: 300)
+        try session.run(commands: 300, firstSeq: 301)
+        let tail = session.records.filter { $0.seq > 300 }
+
+        let reader = try SnapshotReader(InMemoryBytes(snapshot))
+        let restored = WebStateList()
+        let profile = Profile(stateDirectory: "/unused")
+        try reader.restore(into: restored, profile: profile)
+        _ = try replay(tail, onto: restored, profile: profile)
+        #expect(try ListState(restored) == ListState(session.list))
+
+        // A second snapshot copies the histories of tabs that stayed unrealized, unread.
+        let second = try snapshotBytes(restored, seq: 600, previous: reader)
+        let again = WebStateList()
+        try SnapshotReader(InMemoryBytes(second)).restore(into: again, profile: Profile(stateDirectory: "/unused"))
+        #expect(try ListState(again) == ListState(session.list))
+    }
+
+    @Test func restoreReadsOnlyMetadataUntilATabIsRealized() throws {
+        let profile = Profile(stateDirectory: "/unused")
+        let list = WebStateList()
+        for index in 0..<2_000 {
+            var history = NavigationHistory()
+            for step in 0..<3 {
+                history.commit(NavigationItem(url: "https://e.example/\(index)/\(step)", title: "T\(index)", timestamp: .zero))
+            }
+            try list.insert(WebState(id: profile.makeWebStateID(), creationTime: .zero, history: history), InsertionParams(activate: index == 1234))
+        }
+        let source = CountingSource(try snapshotBytes(list, seq: 1))
+        let reader = try SnapshotReader(source)
+        let restored = WebStateList()
+        try reader.restore(into: restored, profile: Profile(stateDirectory: "/unused"))
+        let metadataEnd = source.reads.map(\.upperBound).max() ?? 0
+        #expect(source.reads.count == 3)  // header, record header, list payload
+        #expect(restored.webStates.allSatisfy { !$0.isRealized })
+
+        source.reads.removeAll()
+        let active = try #require(restored.activeWebState)
+        #expect(try active.navigationHistory().currentItem?.url == "https://e.example/1234/2")
+        #expect(source.reads.count == 1 && source.reads[0].lowerBound >= metadataEnd)
+        #expect(restored.webStates.filter(\.isRealized).count == 1)
+    }
+}
+
+@Suite struct CorruptionTests {
+    private static func sample() throws -> (session: BrowsingSession, snapshot: [UInt8], journal: [UInt8]) {
+        var session = BrowsingSession(seed: 41)
+        try session.run(commands: 25)
+        // A sample worth damaging: several tabs, histories, openers and many record kinds.
+        #expect(session.list.count >= 3 && session.records.count >= 20, "sample: \(session.list.count) tabs")
+        return (session, try snapshotBytes(session.list, seq: 25), session.journalBytes)
+    }
+
+    /// Decodes a snapshot fully: metadata, then every tab's history.
+    private static func decodeSnapshot(_ bytes: [UInt8]) throws -> ListState {
+        let list = WebStateList()
+        try SnapshotReader(InMemoryBytes(bytes)).restore(into: list, profile: Profile(stateDirectory: "/unused"))
+        return try ListState(list)
+    }
+
+    private static func isTyped(_ error: any Error) -> Bool {
+        error is SessionFormatError || error is SessionFormatError.InvalidState || error is WebStateError
+    }
+
+    @Test func everyByteFlipOfASnapshotIsRejected() throws {
+        let (session, snapshot, _) = try Self.sample()
+        let expected = try ListState(session.list)
+        #expect(try Self.decodeSnapshot(snapshot) == expected)
+        for position in snapshot.indices {
+            for mask in [0x01, 0xFF] as [UInt8] {
+                var damaged = snapshot
+                damaged[position] ^= mask
+                do {
+                    let state = try Self.decodeSnapshot(damaged)
+                    #expect(state == expected, "flip at \(position) gave a different state")
+                } catch {
+                    #expect(Self.isTyped(error), "flip at \(position): \(error)")
+                }
+            }
+        }
+    }
+
+    @Test func everyTruncationOfASnapshotIsRejected() throws {
+        let (_, snapshot, _) = try Self.sample()
+        for length in 0..<snapshot.count {
+            #expect(throws: (any Error).self, "truncated to \(length)") { try Self.decodeSnapshot(Array(snapshot[..<length])) }
+        }
+    }
+
+    @Test func everyByteFlipOfAJournalIsRejectedOrHarmless() throws {
+        let (session, _, journal) = try Self.sample()
+        let expected = try ListState(session.list)
+        for position in journal.indices {
+            var damaged = journal
+            damaged[position] ^= 0x5A
+            do {
+                let rebuilt = try replay(try JournalFile.decode(InMemoryBytes(damaged)))
+                #expect(try ListState(rebuilt) == expected, "flip at \(position) gave a different state")
+            } catch {
+                #expect(Self.isTyped(error), "flip at \(position): \(error)")
+            }
+        }
+    }
+
+    /// A journal cut anywhere reads as a clean prefix of its records up to the cut, and the
+    /// scan says where it stopped and why.
+    @Test func everyTruncationOfAJournalYieldsAPrefix() throws {
+        let (session, _, journal) = try Self.sample()
+        var boundaries = [Framing.fileHeaderSize]
+        for record in session.records { boundaries.append(boundaries.last! + record.frame.count) }
+        for length in 0..<journal.count {
+            let source = InMemoryBytes(Array(journal[..<length]))
+            guard length >= Framing.fileHeaderSize else {
+                #expect(throws: SessionFormatError.self) { try JournalFile.scan(source) }
+                continue
+            }
+            let scan = try JournalFile.scan(source)
+            let complete = boundaries.lastIndex { $0 <= length }!
+            #expect(scan.records == Array(session.records[..<complete]), "cut at \(length)")
+            #expect(scan.validLength == boundaries[complete])
+            #expect((scan.stoppedBy == nil) == (length == boundaries[complete]))
+            if case .truncated = scan.stoppedBy {} else if scan.stoppedBy != nil {
+                Issue.record("cut at \(length) stopped by \(String(describing: scan.stoppedBy))")
+            }
+        }
+    }
+
+    @Test func unknownVersionsAreNamed() throws {
+        var header = Framing.fileHeader(.snapshot)
+        header[4] = 2
+        let crc = CRC32C.checksum(header[0..<12])
+        header.replaceSubrange(12..<16, with: withUnsafeBytes(of: crc.littleEndian, Array.init))
+        #expect(throws: SessionFormatError.unsupportedVersion(offset: 4, found: 2, supported: 1)) {
+            try SnapshotReader(InMemoryBytes(header + [UInt8](repeating: 0, count: 64)))
+        }
+        // A record of a future version, checksum intact.
+        var record = Framing.record(.mutation, payload: [])
+        record[3] = 9
+        let recordCRC = CRC32C.checksum(record[0..<8])
+        record.replaceSubrange(8..<12, with: withUnsafeBytes(of: recordCRC.littleEndian, Array.init))
+        #expect(throws: SessionFormatError.unsupportedVersion(offset: 16 + 3, found: 9, supported: 1)) {
+            try JournalFile.decode(InMemoryBytes(JournalFile.header + record))
+        }
+        #expect(throws: SessionFormatError.badMagic(offset: 0)) {
+            try JournalFile.decode(InMemoryBytes(Framing.fileHeader(.snapshot)))
+        }
+    }
+
+    /// Lists whose checksums are right but whose contents are impossible.
+    @Test func impossibleIndicesAreTypedErrors() throws {
+        func snapshot(_ edit: (inout ListStorage) -> Void) -> [UInt8] {
+            var storage = ListStorage()
+            var section: [UInt8] = []
+            for id in [1, 2, 3] as [Int64] {
+                let frame = Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
+                var item = ItemStorage()
+                item.identifier = id
+                item.historyOffset = UInt64(section.count)
+                item.historyLength = UInt32(frame.count)
+                storage.items.append(item)
+                section += frame
+            }
+            storage.historySectionLength = UInt64(section.count)
+            edit(&storage)
+            var bytes = Framing.fileHeader(.snapshot)
+            Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+            return bytes + section
+        }
+        let at = Framing.fileHeaderSize
+        #expect(throws: Never.self) { try SnapshotReader(InMemoryBytes(snapshot { _ in })) }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .activeIndexOutOfRange(3, count: 3))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.activeIndex = 3 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .activeIndexOutOfRange(-2, count: 3))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.activeIndex = -2 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 1, opener: 7, count: 3))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.items[1].opener.index = 7 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 2, opener: 2, count: 3))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.items[2].opener.index = 2 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .duplicateIdentifier(1))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.items[2].identifier = 1 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .invalidIdentifier(0))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].identifier = 0 }))
+        }
+        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .pinnedCountOutOfRange(4, count: 3))) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.pinnedItemCount = 4 }))
+        }
+        #expect(throws: SessionFormatError.self) {
+            try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = 1 << 40 }))
+        }
+        // A history stored under another tab's place is caught when it is read.
+        let swapped = try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = $0.items[1].historyOffset }))
+        #expect(throws: SessionFormatError.self) { try swapped.history(at: 0) }
+    }
+
+    @Test func replayRefusesRecordsThatDoNotFitTheList() throws {
+        var session = BrowsingSession(seed: 51)
+        try session.run(commands: 40)
+        // Dropping the first record leaves later records naming tabs that never arrived.
+        #expect(throws: SessionFormatError.InvalidState.self) { try replay(Array(session.records.dropFirst())) }
+    }
+}
