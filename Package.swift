@@ -41,6 +41,7 @@ let package = Package(
             dependencies: [
                 "BrowserModel",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             exclude: ["Schema"]
         ),

@@ -19,7 +19,7 @@ private func temporaryFile() throws -> (FileDescriptor, FilePath) {
     var template = Array("/tmp/windowhost-ring-XXXXXX".utf8CString)
     let fd = mkstemp(&template)
     #expect(fd >= 0)
-    let path = FilePath(String(cString: template))
+    let path = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
     return (FileDescriptor(rawValue: fd), path)
 }
 

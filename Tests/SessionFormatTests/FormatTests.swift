@@ -29,7 +29,7 @@ import Testing
         let records = try JournalFile.decode(InMemoryBytes(session.journalBytes))
         #expect(records == session.records)
         let rebuilt = try replay(records)
-        #expect(try ListState(rebuilt) == ListState(session.list))
+        #expect(try contents(rebuilt) == contents(session.list))
         #expect(rebuilt.invariantViolations().isEmpty)
     }
 
@@ -45,7 +45,7 @@ import Testing
         try reader.restore(into: restored, profile: profile)
         #expect(restored.webStates.allSatisfy { !$0.isRealized })
         #expect(zip(restored.webStates, session.list.webStates).allSatisfy { $0.metadata == $1.metadata })
-        #expect(try ListState(restored) == ListState(session.list))
+        #expect(try contents(restored) == contents(session.list))
         // New identifiers never collide with restored ones.
         let newID = profile.makeWebStateID()
         #expect(restored.webStates.allSatisfy { $0.id < newID })
@@ -64,13 +64,13 @@ import Testing
         let profile = Profile(stateDirectory: "/unused")
         try reader.restore(into: restored, profile: profile)
         _ = try replay(tail, onto: restored, profile: profile)
-        #expect(try ListState(restored) == ListState(session.list))
+        #expect(try contents(restored) == contents(session.list))
 
         // A second snapshot copies the histories of tabs that stayed unrealized, unread.
         let second = try snapshotBytes(restored, seq: 600, previous: reader)
         let again = WebStateList()
         try SnapshotReader(InMemoryBytes(second)).restore(into: again, profile: Profile(stateDirectory: "/unused"))
-        #expect(try ListState(again) == ListState(session.list))
+        #expect(try contents(again) == contents(session.list))
     }
 
     @Test func restoreReadsOnlyMetadataUntilATabIsRealized() throws {
@@ -109,10 +109,10 @@ import Testing
     }
 
     /// Decodes a snapshot fully: metadata, then every tab's history.
-    private static func decodeSnapshot(_ bytes: [UInt8]) throws -> ListState {
+    private static func decodeSnapshot(_ bytes: [UInt8]) throws -> TabListContents {
         let list = WebStateList()
         try SnapshotReader(InMemoryBytes(bytes)).restore(into: list, profile: Profile(stateDirectory: "/unused"))
-        return try ListState(list)
+        return try contents(list)
     }
 
     private static func isTyped(_ error: any Error) -> Bool {
@@ -121,7 +121,7 @@ import Testing
 
     @Test func everyByteFlipOfASnapshotIsRejected() throws {
         let (session, snapshot, _) = try Self.sample()
-        let expected = try ListState(session.list)
+        let expected = try contents(session.list)
         #expect(try Self.decodeSnapshot(snapshot) == expected)
         for position in snapshot.indices {
             for mask in [0x01, 0xFF] as [UInt8] {
@@ -146,13 +146,13 @@ import Testing
 
     @Test func everyByteFlipOfAJournalIsRejectedOrHarmless() throws {
         let (session, _, journal) = try Self.sample()
-        let expected = try ListState(session.list)
+        let expected = try contents(session.list)
         for position in journal.indices {
             var damaged = journal
             damaged[position] ^= 0x5A
             do {
                 let rebuilt = try replay(try JournalFile.decode(InMemoryBytes(damaged)))
-                #expect(try ListState(rebuilt) == expected, "flip at \(position) gave a different state")
+                #expect(try contents(rebuilt) == expected, "flip at \(position) gave a different state")
             } catch {
                 #expect(Self.isTyped(error), "flip at \(position): \(error)")
             }
