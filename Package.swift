@@ -57,6 +57,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
+        // Runs the built command as a user would; depends on it so it is built first.
+        .testTarget(name: "windowhostTests", dependencies: ["windowhost"]),
         .testTarget(
             name: "IOUringTests",
             dependencies: ["IOUring", .product(name: "SystemPackage", package: "swift-system")]

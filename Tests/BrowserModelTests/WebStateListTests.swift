@@ -203,3 +203,26 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         #expect(throws: WebStateListError.listNotEmpty) { try list.restore([], activeIndex: nil, pinnedCount: 0) }
     }
 }
+
+@Suite struct RandomBrowsingTests {
+    @Test func theSameSeedMakesTheSameChoicesAndKeepsTheInvariants() throws {
+        func browse(seed: UInt64) throws -> ([String], [Int64]) {
+            let profile = Profile(stateDirectory: "/unused")
+            let list = WebStateList()
+            var browsing = RandomBrowsing(seed: seed)
+            var steps: [String] = []
+            for _ in 0..<2_000 {
+                steps.append(try browsing.step(list, profile: profile))
+                #expect(list.invariantViolations().isEmpty)
+            }
+            return (steps, list.webStates.map(\.id.rawValue))
+        }
+        let first = try browse(seed: 99)
+        #expect(try browse(seed: 99) == first)
+        #expect(try browse(seed: 100).0 != first.0)
+        // Every kind of operation shows up in a long run.
+        for kind in ["open", "navigates", "goes to", "move", "close tab", "detach", "replaces", "activate", "pin", "close all"] {
+            #expect(first.0.contains { $0.contains(kind) }, "\(kind) never happened")
+        }
+    }
+}
