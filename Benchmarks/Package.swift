@@ -1,0 +1,32 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+import struct Foundation.URL
+
+// SwiftPM names a path dependency after its directory, which is whatever the clone is called.
+let windowhost = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .lastPathComponent.lowercased()
+
+// Benchmarks live in a package of their own so that building and testing windowhost never
+// builds package-benchmark. Run: swift package --package-path Benchmarks benchmark
+let package = Package(
+    name: "windowhost-benchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "SessionFormatBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "BrowserModel", package: windowhost),
+                .product(name: "SessionFormat", package: windowhost),
+            ],
+            path: "Benchmarks/SessionFormatBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
