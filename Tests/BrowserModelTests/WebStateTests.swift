@@ -104,7 +104,7 @@ private let storedMetadata = WebStateMetadata(
         #expect(helper.controller == nil)
     }
 
-    @Test func profilesShareIdentifiersAndPlaceSessionsPerWindow() {
+    @Test func profilesShareIdentifiersAndPlaceSessionsPerWindow() throws {
         let profile = Profile(stateDirectory: "/state")
         let window = UUID(uuidString: "D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B")!
         let incognito = profile.offTheRecordProfile
@@ -119,7 +119,7 @@ private let storedMetadata = WebStateMetadata(
         #expect(profile.makeWebStateID().rawValue == 43)
 
         let tab = WebState(id: incognito.makeWebStateID(), creationTime: .zero)
-        try? incognito.browserList.browser(for: window).webStateList.insert(tab)
+        try incognito.browserList.browser(for: window).webStateList.insert(tab)
         profile.destroyOffTheRecordProfile()
         #expect(!profile.hasOffTheRecordProfile)
         #expect(tab.isDestroyed)

@@ -15,95 +15,83 @@ private func makeRing(entries: UInt32 = 8) throws -> Ring? {
     }
 }
 
-private func temporaryFile() throws -> (FileDescriptor, FilePath) {
+/// Runs `body` with a ring (unless io_uring is refused) and a new temporary file, removed after.
+private func withRingAndFile(entries: UInt32 = 8, _ body: (Ring, FileDescriptor) throws -> Void) throws {
+    guard let ring = try makeRing(entries: entries) else { return }
     var template = Array("/tmp/windowhost-ring-XXXXXX".utf8CString)
-    let fd = mkstemp(&template)
-    #expect(fd >= 0)
-    let path = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-    return (FileDescriptor(rawValue: fd), path)
+    let fd = FileDescriptor(rawValue: mkstemp(&template))
+    try #require(fd.rawValue >= 0)
+    defer {
+        try? fd.close()
+        _ = unlink(template)
+    }
+    try body(ring, fd)
+}
+
+/// Waits until `count` completions have arrived.
+private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
+    var completions = ring.completions()
+    while completions.count < count { completions += try ring.waitCompletions() }
+    return completions.sorted { $0.userData < $1.userData }
 }
 
 @Suite struct RingTests {
     @Test func linkedWriteThenFdatasyncCompletesAndPersistsTheBytes() throws {
-        guard let ring = try makeRing() else { return }
-        try ring.require([.write, .fsync])
-        let (fd, path) = try temporaryFile()
-        defer {
-            try? fd.close()
-            _ = unlink(path.string)
+        try withRingAndFile { ring, fd in
+            try ring.require([.write, .fsync])
+            let payload = Array("a durable session record".utf8)
+            try payload.withUnsafeBytes { buffer in
+                try ring.prepareWrite(fd: fd, buffer: buffer, offset: 0, userData: 1, flags: .link)
+                try ring.prepareFsync(fd: fd, dataOnly: true, userData: 2)
+                try ring.submit(waitFor: 2)
+                #expect(try collect(2, from: ring)
+                    == [Completion(userData: 1, result: Int32(payload.count)), Completion(userData: 2, result: 0)])
+            }
+            var readBack = [UInt8](repeating: 0, count: payload.count)
+            let read = try readBack.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
+            #expect(read == payload.count)
+            #expect(readBack == payload)
         }
-        let payload = Array("a durable session record".utf8)
-        try payload.withUnsafeBytes { buffer in
-            try ring.prepareWrite(fd: fd, buffer: buffer, offset: 0, userData: 1, flags: .link)
-            try ring.prepareFsync(fd: fd, dataOnly: true, userData: 2)
-            try ring.submit(waitFor: 2)
-            var completions = ring.completions()
-            while completions.count < 2 { completions += try ring.waitCompletions() }
-            #expect(completions.sorted { $0.userData < $1.userData }
-                == [Completion(userData: 1, result: Int32(payload.count)), Completion(userData: 2, result: 0)])
-        }
-        var readBack = [UInt8](repeating: 0, count: payload.count)
-        let read = try readBack.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
-        #expect(read == payload.count)
-        #expect(readBack == payload)
     }
 
     @Test func dsyncWriteAtAnOffsetCompletesWithItsByteCount() throws {
-        guard let ring = try makeRing() else { return }
-        let (fd, path) = try temporaryFile()
-        defer {
-            try? fd.close()
-            _ = unlink(path.string)
+        try withRingAndFile { ring, fd in
+            let payload = [UInt8](repeating: 0xAB, count: 256)
+            try payload.withUnsafeBytes { buffer in
+                try ring.prepareWrite(fd: fd, buffer: buffer, offset: 4096, userData: 7, dsync: true)
+                try ring.submit(waitFor: 1)
+                #expect(try collect(1, from: ring) == [Completion(userData: 7, result: 256)])
+            }
+            #expect(try fd.seek(offset: 0, from: .end) == 4096 + 256)
         }
-        let payload = [UInt8](repeating: 0xAB, count: 256)
-        try payload.withUnsafeBytes { buffer in
-            try ring.prepareWrite(fd: fd, buffer: buffer, offset: 4096, userData: 7, dsync: true)
-            try ring.submit(waitFor: 1)
-            #expect(try ring.waitCompletions() == [Completion(userData: 7, result: 256)])
-        }
-        var stat = stat()
-        #expect(fstat(fd.rawValue, &stat) == 0)
-        #expect(stat.st_size == 4096 + 256)
     }
 
     @Test func moreEntriesThanTheQueueHoldsAreAllSubmitted() throws {
-        guard let ring = try makeRing(entries: 4) else { return }
-        let (fd, path) = try temporaryFile()
-        defer {
-            try? fd.close()
-            _ = unlink(path.string)
-        }
-        let payload = [UInt8](repeating: 1, count: 64)
-        try payload.withUnsafeBytes { buffer in
-            for index in 0..<19 {
-                try ring.prepareWrite(fd: fd, buffer: buffer, offset: UInt64(index * 64), userData: UInt64(index))
+        try withRingAndFile(entries: 4) { ring, fd in
+            let payload = [UInt8](repeating: 1, count: 64)
+            try payload.withUnsafeBytes { buffer in
+                for index in 0..<19 {
+                    try ring.prepareWrite(fd: fd, buffer: buffer, offset: UInt64(index * 64), userData: UInt64(index))
+                }
+                try ring.submit()
+                let completions = try collect(19, from: ring)
+                #expect(completions.map(\.userData) == Array(0..<19))
+                #expect(completions.allSatisfy { $0.result == 64 })
             }
-            try ring.submit()
-            var completions: [Completion] = []
-            while completions.count < 19 { completions += try ring.waitCompletions() }
-            #expect(Set(completions.map(\.userData)) == Set(0..<19))
-            #expect(completions.allSatisfy { $0.result == 64 })
         }
     }
 
     @Test func aFailedLinkCancelsTheRestOfTheChain() throws {
-        guard let ring = try makeRing() else { return }
-        let payload = [UInt8](repeating: 1, count: 16)
-        let (fd, path) = try temporaryFile()
-        defer {
-            try? fd.close()
-            _ = unlink(path.string)
-        }
-        try payload.withUnsafeBytes { buffer in
-            // A closed descriptor number fails the write; the linked fsync must not run.
-            try ring.prepareWrite(fd: FileDescriptor(rawValue: 1_000_000), buffer: buffer, offset: 0, userData: 1, flags: .link)
-            try ring.prepareFsync(fd: fd, userData: 2)
-            try ring.submit(waitFor: 2)
-            var completions: [Completion] = []
-            while completions.count < 2 { completions += try ring.waitCompletions() }
-            let byData = Dictionary(uniqueKeysWithValues: completions.map { ($0.userData, $0) })
-            #expect(byData[1]?.error == .badFileDescriptor)
-            #expect(byData[2]?.error == .canceled)
+        try withRingAndFile { ring, fd in
+            let payload = [UInt8](repeating: 1, count: 16)
+            try payload.withUnsafeBytes { buffer in
+                // A descriptor number that is not open fails the write; the linked fsync must not run.
+                try ring.prepareWrite(fd: FileDescriptor(rawValue: 1_000_000), buffer: buffer, offset: 0, userData: 1, flags: .link)
+                try ring.prepareFsync(fd: fd, userData: 2)
+                try ring.submit(waitFor: 2)
+                let completions = try collect(2, from: ring)
+                #expect(completions.map(\.error) == [.badFileDescriptor, .canceled])
+            }
         }
     }
 
