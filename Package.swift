@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "windowhostTests", dependencies: ["windowhost"]),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel"]),
         .testTarget(

@@ -1,7 +1,11 @@
 #include "CLinuxShims.h"
 
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -103,3 +107,31 @@ int wh_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 int wh_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0); }
 int wh_set_parent_death_signal(int sig) { return prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0, 0, 0); }
 int wh_set_child_subreaper(int on) { return prctl(PR_SET_CHILD_SUBREAPER, (unsigned long)(on ? 1 : 0), 0, 0, 0); }
+
+#if defined(__x86_64__)
+#define WH_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define WH_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+int wh_deny_io_uring_in_this_thread(int errno_value) {
+#ifdef WH_AUDIT_ARCH
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, WH_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)errno_value & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = {.len = (unsigned short)(sizeof(filter) / sizeof(filter[0])), .filter = filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+    // Without SECCOMP_FILTER_FLAG_TSYNC the filter binds the calling thread only.
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0);
+#else
+    (void)errno_value;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}

@@ -82,7 +82,7 @@ struct DemoCommand: ParsableCommand {
         try PrivateFiles.write(journal, to: journalPath)
         if showSteps > 0 { print("  …") }
         let active = list.activeWebState.map { "tab \($0.id) \"\($0.title)\"" } ?? "none"
-        print("  live: \(list.count) tabs (\(list.pinnedCount) pinned), active \(active)")
+        print("  live: \(tabs(list.count)) (\(list.pinnedCount) pinned), active \(active)")
 
         let snapshotFile = try FileBytes(path: snapshotPath)
         let journalFile = try FileBytes(path: journalPath)
@@ -97,8 +97,8 @@ struct DemoCommand: ParsableCommand {
             try JournalReplayer.apply(record, to: restored, profile: browser.profile)
         }
         let realizedByReplay = restored.webStates.filter(\.isRealized).count
-        print("  restored: \(reader.items.count) tabs from the snapshot, \(unrealizedAfterRestore) of them unrealized; "
-            + "after the journal \(restored.count) tabs, \(realizedByReplay) realized (new or navigated since)")
+        print("  restored: \(tabs(reader.items.count)) from the snapshot, \(unrealizedAfterRestore) of them unrealized; "
+            + "after the journal \(tabs(restored.count)), \(realizedByReplay) realized (new or navigated since)")
         if let activeTab = restored.activeWebState, !activeTab.isRealized {
             try activeTab.forceRealized()
             print("  realizing the active tab read its history only: \(activeTab.navigationItemCount) items")
@@ -118,3 +118,5 @@ struct DemoCommand: ParsableCommand {
         return equal
     }
 }
+
+private func tabs(_ count: Int) -> String { count == 1 ? "1 tab" : "\(count) tabs" }

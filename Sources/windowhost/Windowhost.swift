@@ -9,6 +9,7 @@ struct Windowhost: ParsableCommand {
             Exit codes follow sysexits(3): 0 ok, 1 a check failed, 64 usage, 65 bad data, \
             66 no input, 69 unavailable, 75 temporary failure (retry).
             """,
+        version: "0.1.0",
         subcommands: [DemoCommand.self]
     )
 }

@@ -1,3 +1,4 @@
+import CLinuxShims
 import Glibc
 import IOUring
 import SystemPackage
@@ -110,5 +111,39 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
             default: Issue.record("unexpected error \(error)")
             }
         }
+    }
+}
+
+/// Runs `body` on a thread of its own and waits for it: a seccomp filter installed there binds
+/// that thread only, never the test runner's shared threads.
+private func onDedicatedThread(_ body: @escaping @Sendable () -> Void) {
+    final class Work { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
+    var thread = pthread_t()
+    let work = Unmanaged.passRetained(Work(body)).toOpaque()
+    let created = pthread_create(&thread, nil, { argument in
+        Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().body()
+        return nil
+    }, work)
+    #expect(created == 0)
+    pthread_join(thread, nil)
+}
+
+@Suite struct RefusalTests {
+    /// A sandbox that refuses io_uring, made real with a seccomp filter on one thread: the ring
+    /// reports the refusal as `.unavailable` with the errno the sandbox chose.
+    @Test(arguments: [EPERM, ENOSYS])
+    func aSandboxRefusalIsReportedAsUnavailable(errnoValue: Int32) {
+        final class Outcome: @unchecked Sendable { var error: IOUringError?; var installed: Int32 = -1 }
+        let outcome = Outcome()
+        onDedicatedThread {
+            outcome.installed = wh_deny_io_uring_in_this_thread(errnoValue)
+            do throws(IOUringError) {
+                _ = try Ring(entries: 8)
+            } catch {
+                outcome.error = error
+            }
+        }
+        #expect(outcome.installed == 0)
+        #expect(outcome.error == .unavailable(Errno(rawValue: errnoValue)))
     }
 }

@@ -60,4 +60,10 @@ int wh_set_parent_death_signal(int sig);
 /// `prctl(PR_SET_CHILD_SUBREAPER, on)`: 0, or -1 with errno.
 int wh_set_child_subreaper(int on);
 
+/// Makes io_uring_setup fail with `errno_value` for the calling thread (and threads it creates
+/// later) through a seccomp filter, as a sandbox that refuses io_uring does. Sets the thread's
+/// no_new_privs flag, which a seccomp filter requires. For tests of the blocking fallback: run
+/// it on a thread of your own. 0, or -1 with errno.
+int wh_deny_io_uring_in_this_thread(int errno_value);
+
 #endif
