@@ -73,6 +73,34 @@ import Testing
         #expect(try contents(again) == contents(session.list))
     }
 
+    /// A recorder attached after restore journals moves, closes, pins and activations of
+    /// unrealized tabs by identifier, without realizing them.
+    @Test func recordingMutationsOfUnrealizedTabsKeepsThemUnrealized() throws {
+        var session = BrowsingSession(seed: 61)
+        try session.run(commands: 300)
+        let snapshot = try snapshotBytes(session.list, seq: 300)
+        let restored = WebStateList()
+        let profile = Profile(stateDirectory: "/unused")
+        try SnapshotReader(InMemoryBytes(snapshot)).restore(into: restored, profile: profile)
+        try #require(restored.count >= 6)
+
+        let recorder = JournalRecorder(list: restored)
+        recorder.commandSeq = 301
+        try restored.move(from: 0, to: restored.count - 1)
+        try restored.activate(at: 2)
+        try restored.setPinned(at: 3, !restored.isPinned(at: 3))
+        try restored.close(at: 1)
+        try restored.detach(at: 0).destroy()
+        let records = recorder.takeRecords()
+        #expect(records.count == 5)
+        #expect(restored.webStates.allSatisfy { !$0.isRealized })
+
+        let again = WebStateList()
+        try SnapshotReader(InMemoryBytes(snapshot)).restore(into: again, profile: Profile(stateDirectory: "/unused"))
+        _ = try replay(records, onto: again)
+        #expect(try contents(again) == contents(restored))
+    }
+
     @Test func restoreReadsOnlyMetadataUntilATabIsRealized() throws {
         let profile = Profile(stateDirectory: "/unused")
         let list = WebStateList()
