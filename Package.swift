@@ -1,9 +1,8 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
-// Every dependency is one the machine carries, chosen for one job:
-// argument parsing for the CLI, errors and paths as typed values (swift-system), session records
-// (swift-protobuf), and logging for the command line tool (swift-log).
+// Every dependency is one the machine carries, chosen for one job: argument parsing for the
+// CLI, errors and paths as typed values (swift-system), session records (swift-protobuf).
 let package = Package(
     name: "windowhost",
     platforms: [.macOS(.v15)],
@@ -15,7 +14,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
@@ -52,7 +50,6 @@ let package = Package(
                 "SessionFormat",
                 "IOUring",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

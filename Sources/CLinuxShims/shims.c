@@ -46,8 +46,6 @@ int wh_ring_supports(wh_ring *ring, wh_ring_op op) {
     return supported ? 1 : 0;
 }
 
-unsigned wh_ring_space_left(wh_ring *ring) { return io_uring_sq_space_left(&ring->ring); }
-
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
                        uint64_t user_data, uint8_t sqe_flags, int dsync) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);

@@ -71,9 +71,6 @@ public final class Ring {
         }
     }
 
-    /// Free submission slots.
-    public var spaceLeft: Int { Int(wh_ring_space_left(handle)) }
-
     /// Queues a write of `buffer` at `offset`; with `dsync` it completes only once durable.
     public func prepareWrite(
         fd: FileDescriptor, buffer: UnsafeRawBufferPointer, offset: UInt64, userData: UInt64,

@@ -6,20 +6,14 @@ struct Windowhost: ParsableCommand {
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
         discussion: """
-            Exit codes follow sysexits(3): 0 ok, 1 a check failed, 64 usage, 65 bad data, \
-            66 no input, 69 unavailable, 75 temporary failure (retry).
+            Exit codes: 0 ok, 1 a check failed, 64 bad arguments (sysexits(3) EX_USAGE).
             """,
         version: "0.1.0",
         subcommands: [DemoCommand.self]
     )
 }
 
-/// Exit codes scripts can test, after sysexits(3).
+/// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.
 enum ExitStatus {
     static let checkFailed = ExitCode(1)
-    static let usage = ExitCode(64)
-    static let dataError = ExitCode(65)
-    static let noInput = ExitCode(66)
-    static let unavailable = ExitCode(69)
-    static let temporaryFailure = ExitCode(75)
 }

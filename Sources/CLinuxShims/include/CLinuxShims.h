@@ -26,8 +26,6 @@ int wh_ring_create(unsigned entries, wh_ring **out);
 void wh_ring_destroy(wh_ring *ring);
 /// 1 when the kernel implements `op`, 0 when not, -errno when the probe failed.
 int wh_ring_supports(wh_ring *ring, wh_ring_op op);
-/// Free submission slots.
-unsigned wh_ring_space_left(wh_ring *ring);
 /// Queues a write; `dsync` adds RWF_DSYNC (the write completes once durable). 0, or -EBUSY when
 /// the submission queue is full.
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
