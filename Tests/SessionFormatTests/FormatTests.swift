@@ -210,6 +210,44 @@ import Testing
         }
     }
 
+    /// Seeded multi-byte damage beyond single flips: runs of random bytes, bytes inserted or
+    /// removed, a length field set to something large. Each damaged file is refused with a typed
+    /// error or reads as the original.
+    @Test func seededRandomDamageIsRefusedOrHarmless() throws {
+        let (session, snapshot, journal) = try Self.sample()
+        let expected = try contents(session.list)
+        var random = SeededGenerator(seed: 71)
+        func damage(_ bytes: [UInt8]) -> [UInt8] {
+            var damaged = bytes
+            let position = Int.random(in: 0..<damaged.count, using: &random)
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:
+                let end = min(damaged.count, position + Int.random(in: 1...32, using: &random))
+                for index in position..<end { damaged[index] = UInt8.random(in: 0...255, using: &random) }
+            case 1: damaged.insert(contentsOf: (0..<Int.random(in: 1...8, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }, at: position)
+            case 2: damaged.removeSubrange(position..<min(damaged.count, position + Int.random(in: 1...8, using: &random)))
+            default:
+                // A plausible-looking huge length where a record length may sit.
+                let at = min(position, damaged.count - 4)
+                damaged.replaceSubrange(at..<at + 4, with: [0xFF, 0xFF, 0xFF, 0x7F])
+            }
+            return damaged
+        }
+        for round in 0..<1_500 {
+            do {
+                #expect(try Self.decodeSnapshot(damage(snapshot)) == expected, "snapshot round \(round)")
+            } catch {
+                #expect(Self.isTyped(error), "snapshot round \(round): \(error)")
+            }
+            do {
+                let rebuilt = try replay(try JournalFile.decode(InMemoryBytes(damage(journal))))
+                #expect(try contents(rebuilt) == expected, "journal round \(round)")
+            } catch {
+                #expect(Self.isTyped(error), "journal round \(round): \(error)")
+            }
+        }
+    }
+
     @Test func unknownVersionsAreNamed() throws {
         var header = Framing.fileHeader(.snapshot)
         header[4] = 2
