@@ -7,14 +7,22 @@ public protocol ByteSource {
 
 public struct InMemoryBytes: ByteSource, Sendable {
     public let bytes: [UInt8]
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
-    public var size: Int { bytes.count }
+    /// The file offset of `bytes[0]`: a piece read out of a file keeps reporting file offsets.
+    public let base: Int
+
+    public init(_ bytes: [UInt8], base: Int = 0) {
+        self.bytes = bytes
+        self.base = base
+    }
+
+    public var size: Int { base + bytes.count }
 
     public func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
-        guard offset >= 0, count >= 0, offset <= bytes.count, count <= bytes.count - offset else {
-            throw .truncated(offset: offset, needed: count, available: max(0, bytes.count - max(offset, 0)))
+        let start = offset - base
+        guard start >= 0, count >= 0, start <= bytes.count, count <= bytes.count - start else {
+            throw .truncated(offset: offset, needed: count, available: max(0, bytes.count - max(start, 0)))
         }
-        return Array(bytes[offset..<offset + count])
+        return Array(bytes[start..<start + count])
     }
 }
 

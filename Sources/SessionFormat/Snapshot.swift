@@ -92,9 +92,7 @@ public final class SnapshotReader {
 
     /// The history of the tab at `index` of the stored list, read and checked now.
     public func history(at index: Int) throws(SessionFormatError) -> NavigationHistory {
-        let frame = try historyFrame(at: index)
-        let offset = sectionStart + items[index].historyOffset
-        let (payload, _) = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .navigation)
+        let (_, payload, offset) = try readHistory(at: index)
         let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
         guard storage.identifier == items[index].id.rawValue else {
             throw .invalidState(
@@ -111,21 +109,26 @@ public final class SnapshotReader {
     /// The raw, checksum-verified frame of the tab at `index`: what a new snapshot copies for a
     /// tab that was never realized.
     public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        try readHistory(at: index).frame
+    }
+
+    /// One pread of the tab's frame, checked (magic, length, checksum, kind) to be exactly one
+    /// navigation record.
+    private func readHistory(at index: Int) throws(SessionFormatError) -> (frame: [UInt8], payload: [UInt8], offset: Int) {
         guard items.indices.contains(index) else {
             throw .invalidState(offset: sectionStart, reason: .navigationIndexOutOfRange(index, count: items.count))
         }
         let offset = sectionStart + items[index].historyOffset
         let frame = try source.read(offset: offset, count: items[index].historyLength)
-        // Checks magic, length and checksum; the frame must be exactly one record.
-        let (_, end) = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .navigation)
-        guard end == frame.count else {
+        let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation)
+        guard end == offset + frame.count else {
             throw .invalidState(
                 offset: offset,
                 reason: .historyOutOfRange(
                     item: index, offset: UInt64(items[index].historyOffset), length: UInt32(frame.count),
                     section: UInt64(source.size - sectionStart)))
         }
-        return frame
+        return (frame, payload, offset)
     }
 
     /// Fills the empty `list` with unrealized tabs; each reads its history from this snapshot

@@ -315,6 +315,19 @@ import Testing
         #expect(throws: SessionFormatError.self) {
             try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = 1 << 40 }))
         }
+        // Damage inside a history is reported at its offset in the file.
+        let bytes = snapshot { _ in }
+        let reader = try SnapshotReader(InMemoryBytes(bytes))
+        let lastFrameStart = bytes.count - (try reader.historyFrame(at: 2)).count
+        var damaged = bytes
+        damaged[damaged.count - 1] ^= 0x10
+        #expect(throws: Never.self) { try reader.history(at: 2) }
+        do {
+            _ = try SnapshotReader(InMemoryBytes(damaged)).history(at: 2)
+            Issue.record("damaged history read without error")
+        } catch {
+            #expect(error.offset == lastFrameStart, "\(error)")
+        }
         // A history stored under another tab's place is caught when it is read.
         let swapped = try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = $0.items[1].historyOffset }))
         #expect(throws: SessionFormatError.self) { try swapped.history(at: 0) }
