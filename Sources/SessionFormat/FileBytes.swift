@@ -25,9 +25,7 @@ public final class FileBytes: ByteSource {
     deinit { try? fd.close() }
 
     public func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
-        guard offset >= 0, count >= 0, offset <= size, count <= size - offset else {
-            throw .truncated(offset: offset, needed: count, available: max(0, size - max(offset, 0)))
-        }
+        try checkRange(offset: offset, count: count)
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {

@@ -5,6 +5,15 @@ public protocol ByteSource {
     func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8]
 }
 
+extension ByteSource {
+    /// Throws `.truncated` unless `count` bytes at `offset` lie within `start..<size`.
+    func checkRange(offset: Int, count: Int, start: Int = 0) throws(SessionFormatError) {
+        guard offset >= start, count >= 0, offset <= size, count <= size - offset else {
+            throw .truncated(offset: offset, needed: count, available: max(0, size - max(offset, start)))
+        }
+    }
+}
+
 public struct InMemoryBytes: ByteSource, Sendable {
     public let bytes: [UInt8]
     /// The file offset of `bytes[0]`: a piece read out of a file keeps reporting file offsets.
@@ -18,11 +27,8 @@ public struct InMemoryBytes: ByteSource, Sendable {
     public var size: Int { base + bytes.count }
 
     public func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
-        let start = offset - base
-        guard start >= 0, count >= 0, start <= bytes.count, count <= bytes.count - start else {
-            throw .truncated(offset: offset, needed: count, available: max(0, bytes.count - max(start, 0)))
-        }
-        return Array(bytes[start..<start + count])
+        try checkRange(offset: offset, count: count, start: base)
+        return Array(bytes[offset - base..<offset - base + count])
     }
 }
 
@@ -82,9 +88,7 @@ public enum Framing {
         guard version == formatVersion else {
             throw .unsupportedVersion(offset: 4, found: version, supported: formatVersion)
         }
-        guard Int(header.littleEndian(UInt16.self, at: 6)) == fileHeaderSize else {
-            throw .unsupportedVersion(offset: 6, found: version, supported: formatVersion)
-        }
+        // The version fixes the header's length; the field lets a later version grow it.
         return fileHeaderSize
     }
 

@@ -61,7 +61,6 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
             var insert = Windowhost_Session_InsertMutation()
             insert.index = Int32(index)
             insert.pinned = list.isPinned(at: index)
-            insert.activate = status.active === webState
             insert.webState = WebStateStorage(webState, opener: try? list.opener(at: index))
             record.insert = insert
         case .moved(let webState, _, let to):

@@ -86,8 +86,8 @@ struct DemoCommand: ParsableCommand {
 
         let snapshotFile = try FileBytes(path: snapshotPath)
         let journalFile = try FileBytes(path: journalPath)
-        print("  saved \(snapshotPath.lastComponent!) \(snapshotFile.size) B (covers commands 1…\(half)), "
-            + "\(journalPath.lastComponent!) \(journalFile.size) B (\(journalRecords) records, commands \(half + 1)…\(commands))")
+        print("  saved snapshot \(snapshotFile.size) B (covers commands 1…\(half)), "
+            + "journal \(journalFile.size) B (\(journalRecords) records, commands \(half + 1)…\(commands))")
 
         let restored = browser.profile.browserList.browser(for: UUID()).webStateList
         let reader = try SnapshotReader(snapshotFile)
@@ -107,7 +107,7 @@ struct DemoCommand: ParsableCommand {
         let equal = try TabListContents(restored, realizing: true) == TabListContents(list, realizing: true)
         print("  restored == live, every history compared: \(equal ? "yes" : "NO")")
 
-        var damaged = try journalFile.read(offset: 0, count: journalFile.size)
+        var damaged = journal
         if damaged.count > Framing.fileHeaderSize + 1 {
             let position = Framing.fileHeaderSize + (damaged.count - Framing.fileHeaderSize) / 2
             damaged[position] ^= 0x40

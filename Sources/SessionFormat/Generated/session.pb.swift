@@ -319,8 +319,6 @@ nonisolated struct Windowhost_Session_InsertMutation: Sendable {
 
   var pinned: Bool = false
 
-  var activate: Bool = false
-
   var webState: Windowhost_Session_WebStateStorage {
     get {_webState ?? Windowhost_Session_WebStateStorage()}
     set {_webState = newValue}
@@ -973,7 +971,7 @@ nonisolated extension Windowhost_Session_MutationRecord: SwiftProtobuf.Message, 
 
 nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".InsertMutation"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}index\0\u{1}pinned\0\u{1}activate\0\u{3}web_state\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}index\0\u{1}pinned\0\u{4}\u{2}web_state\0\u{c}\u{3}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -983,7 +981,6 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt32Field(value: &self.index) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
-      case 3: try { try decoder.decodeSingularBoolField(value: &self.activate) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._webState) }()
       default: break
       }
@@ -1001,9 +998,6 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
     if self.pinned != false {
       try visitor.visitSingularBoolField(value: self.pinned, fieldNumber: 2)
     }
-    if self.activate != false {
-      try visitor.visitSingularBoolField(value: self.activate, fieldNumber: 3)
-    }
     try { if let v = self._webState {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
@@ -1013,7 +1007,6 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
   static func ==(lhs: Windowhost_Session_InsertMutation, rhs: Windowhost_Session_InsertMutation) -> Bool {
     if lhs.index != rhs.index {return false}
     if lhs.pinned != rhs.pinned {return false}
-    if lhs.activate != rhs.activate {return false}
     if lhs._webState != rhs._webState {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
