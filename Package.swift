@@ -2,7 +2,8 @@
 import PackageDescription
 
 // Every dependency is one the machine carries, chosen for one job: argument parsing for the
-// CLI, errors and paths as typed values (swift-system), session records (swift-protobuf).
+// CLI, errors and paths as typed values (swift-system), session records (swift-protobuf), save
+// latency histograms (hdrhistogram-swift).
 let package = Package(
     name: "windowhost",
     platforms: [.macOS(.v15)],
@@ -11,11 +12,13 @@ let package = Package(
         .library(name: "BrowserModel", targets: ["BrowserModel"]),
         .library(name: "SessionFormat", targets: ["SessionFormat"]),
         .library(name: "IOUring", targets: ["IOUring"]),
+        .library(name: "SessionStore", targets: ["SessionStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // C for what Swift cannot import: liburing's macros and inline helpers, variadic syscall/prctl.
@@ -43,12 +46,23 @@ let package = Package(
             ],
             exclude: ["Schema"]
         ),
+        .target(
+            name: "SessionStore",
+            dependencies: [
+                "BrowserModel",
+                "SessionFormat",
+                "IOUring",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
                 "BrowserModel",
                 "SessionFormat",
                 "IOUring",
+                "SessionStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -1,3 +1,5 @@
+// pwritev2 and RWF_DSYNC are GNU extensions of the C library.
+#define _GNU_SOURCE
 #include "CLinuxShims.h"
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +87,11 @@ int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result) {
 int wh_ring_wait(wh_ring *ring) {
     struct io_uring_cqe *cqe = NULL;
     return io_uring_wait_cqe(&ring->ring, &cqe);
+}
+
+ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset) {
+    struct iovec vector = {.iov_base = (void *)buf, .iov_len = count};
+    return pwritev2(fd, &vector, 1, offset, RWF_DSYNC);
 }
 
 int wh_futex_wait_shared(uint32_t *word, uint32_t expected, int64_t timeout_ns) {

@@ -7,7 +7,7 @@ public protocol ByteSource {
 
 extension ByteSource {
     /// Throws `.truncated` unless `count` bytes at `offset` lie within `start..<size`.
-    func checkRange(offset: Int, count: Int, start: Int = 0) throws(SessionFormatError) {
+    public func checkRange(offset: Int, count: Int, start: Int = 0) throws(SessionFormatError) {
         guard offset >= start, count >= 0, offset <= size, count <= size - offset else {
             throw .truncated(offset: offset, needed: count, available: max(0, size - max(offset, start)))
         }
@@ -49,6 +49,8 @@ public enum RecordKind: UInt8, Sendable {
     case listMetadata = 1
     case navigation = 2
     case mutation = 3
+    /// Ends one save's write in a journal: the records before it count only once it is there.
+    case commit = 4
 }
 
 /// Frames around every file and record: magic, format version, length, CRC32C, all little
@@ -115,6 +117,14 @@ public enum Framing {
     public static func readRecord(
         _ source: some ByteSource, at offset: Int, expecting kind: RecordKind
     ) throws(SessionFormatError) -> (payload: [UInt8], end: Int) {
+        let read = try readRecord(source, at: offset, expecting: [kind])
+        return (read.payload, read.end)
+    }
+
+    /// Reads and checks the record at `offset`, which may be of any kind in `kinds`.
+    public static func readRecord(
+        _ source: some ByteSource, at offset: Int, expecting kinds: Set<RecordKind>
+    ) throws(SessionFormatError) -> (kind: RecordKind, payload: [UInt8], end: Int) {
         let header = try source.read(offset: offset, count: recordHeaderSize)
         guard Array(header[0..<2]) == recordMagic else { throw .badMagic(offset: offset) }
         let length = Int(header.littleEndian(UInt32.self, at: 4))
@@ -129,10 +139,10 @@ public enum Framing {
         guard version == formatVersion else {
             throw .unsupportedVersion(offset: offset + 3, found: version, supported: formatVersion)
         }
-        guard header[2] == kind.rawValue else {
-            throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kind.rawValue))
+        guard let kind = RecordKind(rawValue: header[2]), kinds.contains(kind) else {
+            throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kinds.map(\.rawValue).min() ?? 0))
         }
-        return (payload, offset + recordHeaderSize + length)
+        return (kind, payload, offset + recordHeaderSize + length)
     }
 }
 

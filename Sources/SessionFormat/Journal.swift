@@ -190,16 +190,62 @@ public enum JournalReplayer {
     }
 }
 
-/// A journal file: a header, then framed records appended in order.
+/// The frame that ends one save's write in a journal. Records count only once a commit follows
+/// them, so a write torn anywhere is wholly absent. `browsers` names every Browser of the window
+/// that wrote in the same save: recovery keeps the save only if all of them have it.
+public struct JournalCommit: Sendable, Equatable {
+    /// The last command sequence number the save covers.
+    public let seq: UInt64
+    /// Bit per Browser kind (`BrowserKind.commitBit`) that took part in the save.
+    public let browsers: UInt8
+
+    public init(seq: UInt64, browsers: UInt8) {
+        self.seq = seq
+        self.browsers = browsers
+    }
+
+    public var frame: [UInt8] {
+        var payload: [UInt8] = []
+        payload.appendLittleEndian(seq)
+        payload.append(browsers)
+        return Framing.record(.commit, payload: payload)
+    }
+
+    init(payload: [UInt8], at offset: Int) throws(SessionFormatError) {
+        guard payload.count == 9 else {
+            throw .malformedPayload(offset: offset, reason: "a commit holds 9 bytes, this one \(payload.count)")
+        }
+        seq = payload.littleEndian(UInt64.self, at: 0)
+        browsers = payload[8]
+    }
+}
+
+extension BrowserKind {
+    /// This kind's bit in `JournalCommit.browsers`.
+    public var commitBit: UInt8 { self == .regular ? 1 : 2 }
+}
+
+/// A journal file: a header, then saves appended in order, each its records and a commit.
 public enum JournalFile {
     public static var header: [UInt8] { Framing.fileHeader(.journal) }
 
-    /// What a scan found: the records that read cleanly, where the clean part ends, and why
-    /// reading stopped before the end of the bytes, if it did.
+    /// One commit as found in a file: what it says, how many records precede it, where it ends.
+    public struct FoundCommit: Sendable, Equatable {
+        public let commit: JournalCommit
+        public let recordCount: Int
+        public let end: Int
+    }
+
+    /// What a scan found: the records and commits that read cleanly, where the clean part ends,
+    /// and why reading stopped before the end of the bytes, if it did.
     public struct Scan: Sendable {
         public let records: [JournalRecord]
+        public let commits: [FoundCommit]
         public let validLength: Int
         public let stoppedBy: SessionFormatError?
+
+        /// The records a commit covers: what recovery may apply.
+        public var committedRecords: ArraySlice<JournalRecord> { records[..<(commits.last?.recordCount ?? 0)] }
     }
 
     /// Reads records until the end or the first record that does not read cleanly. The header
@@ -207,16 +253,21 @@ public enum JournalFile {
     public static func scan(_ source: some ByteSource) throws(SessionFormatError) -> Scan {
         var offset = try Framing.checkFileHeader(source, kind: .journal)
         var records: [JournalRecord] = []
+        var commits: [FoundCommit] = []
         while offset < source.size {
             do {
-                let (payload, end) = try Framing.readRecord(source, at: offset, expecting: .mutation)
-                records.append(JournalRecord(try decodeMessage(MutationStorage.self, payload, at: offset)))
+                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit])
+                if kind == .commit {
+                    commits.append(FoundCommit(commit: try JournalCommit(payload: payload, at: offset), recordCount: records.count, end: end))
+                } else {
+                    records.append(JournalRecord(try decodeMessage(MutationStorage.self, payload, at: offset)))
+                }
                 offset = end
             } catch {
-                return Scan(records: records, validLength: offset, stoppedBy: error)
+                return Scan(records: records, commits: commits, validLength: offset, stoppedBy: error)
             }
         }
-        return Scan(records: records, validLength: offset, stoppedBy: nil)
+        return Scan(records: records, commits: commits, validLength: offset, stoppedBy: nil)
     }
 
     /// Every record, or the error at the first that does not read cleanly.
@@ -224,5 +275,22 @@ public enum JournalFile {
         let scan = try scan(source)
         if let error = scan.stoppedBy { throw error }
         return scan.records
+    }
+
+    /// Whether a valid record starts anywhere in `start..<source.size`: after a record that does
+    /// not read, this tells damage in the middle (something valid follows) from a torn tail.
+    public static func hasValidRecord(in source: some ByteSource, after start: Int) -> Bool {
+        guard start < source.size, let bytes = try? source.read(offset: start, count: source.size - start) else { return false }
+        let tail = InMemoryBytes(bytes, base: start)
+        var index = 0
+        while index + Framing.recordHeaderSize <= bytes.count {
+            if bytes[index] == Framing.recordMagic[0], bytes[index + 1] == Framing.recordMagic[1],
+                (try? Framing.readRecord(tail, at: start + index, expecting: [.mutation, .commit])) != nil
+            {
+                return true
+            }
+            index += 1
+        }
+        return false
     }
 }

@@ -39,6 +39,12 @@ int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result);
 /// Blocks until a completion is ready, without taking it: 0, or -errno.
 int wh_ring_wait(wh_ring *ring);
 
+// MARK: blocking I/O
+
+/// `pwritev2` of one buffer with RWF_DSYNC: the write returns once its data is durable (one
+/// flush, like an io_uring write with the same flag). Bytes written, or -1 with errno.
+ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset);
+
 // MARK: futex on shared memory (no FUTEX_PRIVATE_FLAG: waiters live in other processes)
 
 /// Sleeps while `*word == expected`, at most `timeout_ns` (negative: no limit).

@@ -1,0 +1,302 @@
+import SystemPackage
+
+/// A deterministic simulated disk behind the engine protocol, for crash-consistency tests. It
+/// models the page cache the way LevelDB's fault-injection Env and ALICE do:
+/// - every file has the bytes a reader sees and the bytes that are durable; a write reaches the
+///   durable copy only through `durable: true` (its own range) or a later sync of the file;
+/// - every directory has the entries a reader sees and the durable ones; a created, renamed or
+///   removed entry becomes durable only when its directory is synced;
+/// - `powerCut` throws away everything not durable; with a seed it keeps a random prefix of
+///   each file's unsynced writes, the last one possibly torn, as a disk might.
+/// Each mutating operation is numbered from 1; `failures` fails chosen ones with an errno
+/// (`ENOSPC`, `EIO`), `capacity` fails writes that would grow the files past it with `ENOSPC`,
+/// and `haltAfter` makes every operation after the Nth fail, as a machine that lost power would.
+public final class FaultEngine: IOEngine {
+    public let name = "fault"
+    /// Mutating operations done so far (writes, syncs, creations, renames, removals).
+    public private(set) var operationCount = 0
+    /// Operation number → the errno it fails with, without effect.
+    public var failures: [Int: Errno] = [:]
+    /// Total bytes the files may hold; writes that would pass it fail with `ENOSPC`.
+    public var capacity: Int?
+    /// Operations after this many fail with `EIO` and do nothing, until `powerCut`.
+    public var haltAfter: Int?
+
+    private final class Inode {
+        var data: [UInt8] = []
+        var durable: [UInt8] = []
+        var unsynced: [(offset: Int, bytes: [UInt8])] = []
+    }
+
+    private enum Node {
+        case file(Inode)
+        case directory
+    }
+
+    private var visible: [String: Node] = [:]
+    private var persisted: [String: Node] = [:]
+    private var handles: [Int32: (path: String, node: Node)] = [:]
+    private var lastHandle: Int32 = 2
+    private var tickets = TicketCounter()
+    private var queued: [(IOTicket, [IOOperation])] = []
+    private var finished: [IOCompletion] = []
+
+    /// A disk on which `directories` (and their parents) exist and are durable.
+    public init(directories: [FilePath]) {
+        for directory in directories {
+            var path = directory
+            while !path.isEmpty {
+                visible[path.string] = .directory
+                persisted[path.string] = .directory
+                if path == FilePath("/") { break }
+                path = path.removingLastComponent()
+            }
+        }
+    }
+
+    // MARK: the data path
+
+    public var inFlight: Int { queued.count + finished.count }
+
+    public func submit(_ chain: [IOOperation]) -> IOTicket {
+        let ticket = tickets.next()
+        queued.append((ticket, chain))
+        return ticket
+    }
+
+    /// Runs what is queued now; completions wait for `reap`, so a power cut in between leaves
+    /// durable writes that were never acknowledged, as on a real disk.
+    public func flush() throws(IOEngineError) {
+        for (ticket, chain) in queued {
+            finished.append(IOCompletion(ticket: ticket, result: runChain(chain, step: perform)))
+        }
+        queued.removeAll(keepingCapacity: true)
+    }
+
+    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
+        try flush()
+        defer { finished.removeAll(keepingCapacity: true) }
+        return finished
+    }
+
+    private func perform(_ operation: IOOperation) throws(IOEngineError) {
+        switch operation {
+        case .write(let file, let bytes, let offset, let durable):
+            let (path, inode) = try fileHandle(file, "write")
+            try gate("write", path)
+            if let capacity, totalBytes() - inode.data.count + max(inode.data.count, offset + bytes.count) > capacity {
+                throw IOEngineError("write", path: path, errno: .noSpace)
+            }
+            Self.apply(bytes, at: offset, to: &inode.data)
+            if durable {
+                Self.apply(bytes, at: offset, to: &inode.durable)
+            } else {
+                inode.unsynced.append((offset, bytes))
+            }
+        case .sync(let file):
+            guard let handle = handles[file.rawValue] else { throw IOEngineError("sync", path: "?", errno: .badFileDescriptor) }
+            try gate("sync", handle.path)
+            switch handle.node {
+            case .file(let inode):
+                inode.durable = inode.data
+                inode.unsynced.removeAll()
+            case .directory:
+                for path in Set(visible.keys).union(persisted.keys) where Self.parent(of: path) == handle.path {
+                    persisted[path] = visible[path]
+                }
+            }
+        }
+    }
+
+    // MARK: power
+
+    /// Drops everything not durable, closes every handle and clears the halt and the failures
+    /// still planned.
+    public func powerCut() {
+        var none: SystemRandomNumberGenerator? = nil
+        cut(keepingUnsyncedWith: &none)
+    }
+
+    /// A power cut after which each file keeps a random prefix of its unsynced writes, the last
+    /// one possibly torn: what a disk that wrote back part of its cache leaves.
+    public func powerCut(keepingUnsyncedWith random: inout some RandomNumberGenerator) {
+        var some = Optional(random)
+        cut(keepingUnsyncedWith: &some)
+        if let some { random = some }
+    }
+
+    private func cut<R: RandomNumberGenerator>(keepingUnsyncedWith random: inout R?) {
+        // An entry whose directory did not survive is unreachable: it goes too.
+        var survivors: [String: Node] = [:]
+        for path in persisted.keys.sorted(by: { $0.count < $1.count }) {
+            let parent = Self.parent(of: path)
+            if parent == path {
+                survivors[path] = persisted[path]
+            } else if case .directory? = survivors[parent] {
+                survivors[path] = persisted[path]
+            }
+        }
+        for case .file(let inode) in survivors.values {
+            inode.data = inode.durable
+            if random != nil {
+                let kept = Int.random(in: 0...inode.unsynced.count, using: &random!)
+                for (index, write) in inode.unsynced.prefix(kept).enumerated() {
+                    let length = index == kept - 1 ? Int.random(in: 0...write.bytes.count, using: &random!) : write.bytes.count
+                    Self.apply(Array(write.bytes.prefix(length)), at: write.offset, to: &inode.data)
+                }
+            }
+            inode.durable = inode.data
+            inode.unsynced.removeAll()
+        }
+        visible = survivors
+        persisted = survivors
+        handles.removeAll()
+        queued.removeAll()
+        finished.removeAll()
+        haltAfter = nil
+        failures.removeAll()
+    }
+
+    // MARK: files and directories
+
+    public func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile {
+        let key = path.string
+        switch visible[key] {
+        case .file(let inode)?:
+            return makeHandle(key, .file(inode))
+        case .directory?:
+            throw IOEngineError("open", path: key, errno: .isDirectory)
+        case nil:
+            guard creating else { throw IOEngineError("open", path: key, errno: .noSuchFileOrDirectory) }
+            try requireParent(of: key, "open")
+            try gate("open", key)
+            let node = Node.file(Inode())
+            visible[key] = node
+            return makeHandle(key, node)
+        }
+    }
+
+    public func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile {
+        guard case .directory? = visible[path.string] else {
+            throw IOEngineError("open", path: path.string, errno: .noSuchFileOrDirectory)
+        }
+        return makeHandle(path.string, .directory)
+    }
+
+    public func close(_ file: EngineFile) { handles[file.rawValue] = nil }
+
+    public func size(of file: EngineFile) throws(IOEngineError) -> Int {
+        try fileHandle(file, "stat").inode.data.count
+    }
+
+    public func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
+        let (path, inode) = try fileHandle(file, "pread")
+        guard offset >= 0, count >= 0, offset + count <= inode.data.count else {
+            throw IOEngineError("pread", path: path, errno: .ioError)
+        }
+        return Array(inode.data[offset..<offset + count])
+    }
+
+    public func makeDirectory(_ path: FilePath) throws(IOEngineError) {
+        let key = path.string
+        guard visible[key] == nil else { throw IOEngineError("mkdir", path: key, errno: .fileExists) }
+        try requireParent(of: key, "mkdir")
+        try gate("mkdir", key)
+        visible[key] = .directory
+    }
+
+    public func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) {
+        let from = source.string
+        let to = destination.string
+        guard let node = visible[from] else { throw IOEngineError("rename", path: from, errno: .noSuchFileOrDirectory) }
+        try requireParent(of: to, "rename")
+        try gate("rename", from)
+        visible[from] = nil
+        visible[to] = node
+        if case .directory = node {
+            for path in visible.keys where path.hasPrefix(from + "/") {
+                visible[to + path.dropFirst(from.count)] = visible.removeValue(forKey: path)
+            }
+        }
+    }
+
+    public func removeFile(_ path: FilePath) throws(IOEngineError) {
+        guard case .file? = visible[path.string] else {
+            throw IOEngineError("unlink", path: path.string, errno: .noSuchFileOrDirectory)
+        }
+        try gate("unlink", path.string)
+        visible[path.string] = nil
+    }
+
+    public func removeDirectory(_ path: FilePath) throws(IOEngineError) {
+        let key = path.string
+        guard case .directory? = visible[key] else { throw IOEngineError("rmdir", path: key, errno: .noSuchFileOrDirectory) }
+        guard !visible.keys.contains(where: { Self.parent(of: $0) == key && $0 != key }) else {
+            throw IOEngineError("rmdir", path: key, errno: .directoryNotEmpty)
+        }
+        try gate("rmdir", key)
+        visible[key] = nil
+    }
+
+    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+        let key = path.string
+        guard case .directory? = visible[key] else { return nil }
+        return visible.keys.filter { Self.parent(of: $0) == key && $0 != key }
+            .map { String($0.dropFirst(key == "/" ? 1 : key.count + 1)) }.sorted()
+    }
+
+    /// What a reader sees in `path` now, or nil: for tests that damage files on the simulated disk.
+    public func contents(of path: FilePath) -> [UInt8]? {
+        guard case .file(let inode)? = visible[path.string] else { return nil }
+        return inode.data
+    }
+
+    /// Replaces what `path` holds, durably, outside the operation count: damage from outside.
+    public func overwrite(_ path: FilePath, with bytes: [UInt8]) {
+        guard case .file(let inode)? = visible[path.string] else { return }
+        inode.data = bytes
+        inode.durable = bytes
+        inode.unsynced.removeAll()
+    }
+
+    // MARK: helpers
+
+    private func gate(_ operation: String, _ path: String) throws(IOEngineError) {
+        operationCount += 1
+        if let haltAfter, operationCount > haltAfter { throw IOEngineError(operation, path: path, errno: .ioError) }
+        if let errno = failures[operationCount] { throw IOEngineError(operation, path: path, errno: errno) }
+    }
+
+    private func fileHandle(_ file: EngineFile, _ operation: String) throws(IOEngineError) -> (path: String, inode: Inode) {
+        guard let handle = handles[file.rawValue], case .file(let inode) = handle.node else {
+            throw IOEngineError(operation, path: "fd \(file.rawValue)", errno: .badFileDescriptor)
+        }
+        return (handle.path, inode)
+    }
+
+    private func requireParent(of path: String, _ operation: String) throws(IOEngineError) {
+        guard case .directory? = visible[Self.parent(of: path)] else {
+            throw IOEngineError(operation, path: path, errno: .noSuchFileOrDirectory)
+        }
+    }
+
+    private func makeHandle(_ path: String, _ node: Node) -> EngineFile {
+        lastHandle += 1
+        handles[lastHandle] = (path, node)
+        return EngineFile(rawValue: lastHandle)
+    }
+
+    private func totalBytes() -> Int {
+        var total = 0
+        for case .file(let inode) in visible.values { total += inode.data.count }
+        return total
+    }
+
+    private static func parent(of path: String) -> String { FilePath(path).removingLastComponent().string }
+
+    private static func apply(_ bytes: [UInt8], at offset: Int, to data: inout [UInt8]) {
+        if data.count < offset + bytes.count { data += [UInt8](repeating: 0, count: offset + bytes.count - data.count) }
+        data.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+    }
+}
+

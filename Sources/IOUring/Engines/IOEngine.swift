@@ -1,0 +1,166 @@
+import SystemPackage
+
+/// A file opened through an engine. For the real engines it wraps the descriptor; for the
+/// fault engine it names a simulated file.
+public struct EngineFile: Hashable, Sendable {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+}
+
+/// One step of the data path.
+public enum IOOperation: Sendable {
+    /// Writes `bytes` at `offset`; with `durable` it completes only once the bytes are on stable
+    /// storage (`RWF_DSYNC`: one flush, no separate fsync request).
+    case write(EngineFile, [UInt8], offset: Int, durable: Bool)
+    /// fdatasync for a file; fsync for a directory (makes its entries durable).
+    case sync(EngineFile)
+}
+
+/// Names a submitted chain; its completion comes back with the same ticket.
+public struct IOTicket: Hashable, Sendable {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+}
+
+/// What finished: the chain's ticket and whether every step of it succeeded.
+public struct IOCompletion: Sendable {
+    public let ticket: IOTicket
+    public let result: Result<Void, IOEngineError>
+}
+
+/// An operation the storage refused, with the path it was about and the kernel's errno.
+public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let operation: String
+    public let path: String
+    public let errno: Errno
+
+    public init(_ operation: String, path: String, errno: Errno) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+    }
+
+    public var description: String { "\(operation) \(path): \(errno)" }
+}
+
+/// How a store reaches storage. The data path is asynchronous and batched: `submit` queues a
+/// chain (its steps run in order and it stops at the first failure), `flush` hands everything
+/// queued to the kernel at once (one submit per turn of the caller's loop), `reap` collects
+/// finished chains. Namespace operations and reads are blocking: they are rare (open, compaction,
+/// recovery) and not on the save path.
+///
+/// Engines are single-threaded by design: one belongs to one event loop.
+public protocol IOEngine: AnyObject {
+    /// `uring`, `sync` or `fault`: said at start so a run tells which one it measured.
+    var name: String { get }
+
+    /// Queues `chain`; nothing reaches storage before `flush`.
+    func submit(_ chain: [IOOperation]) -> IOTicket
+    /// Starts everything queued.
+    func flush() throws(IOEngineError)
+    /// Chains that finished. With `waiting`, blocks until at least one has when any is in flight.
+    func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion]
+    /// Chains submitted and not yet reaped.
+    var inFlight: Int { get }
+
+    func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile
+    func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile
+    func close(_ file: EngineFile)
+    func size(of file: EngineFile) throws(IOEngineError) -> Int
+    /// Exactly `count` bytes at `offset`, or an error (`EIO` for bytes past the end).
+    func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8]
+
+    func makeDirectory(_ path: FilePath) throws(IOEngineError)
+    func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError)
+    func removeFile(_ path: FilePath) throws(IOEngineError)
+    func removeDirectory(_ path: FilePath) throws(IOEngineError)
+    /// Entry names, sorted; nil when `path` is not a directory.
+    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]?
+}
+
+extension IOEngine {
+    /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending
+    /// (recovery, tools). Completions of other chains reaped meanwhile are returned too.
+    public func perform(_ chain: [IOOperation]) throws(IOEngineError) -> [IOCompletion] {
+        let ticket = submit(chain)
+        try flush()
+        var others: [IOCompletion] = []
+        while true {
+            for completion in try reap(waiting: true) {
+                guard completion.ticket == ticket else {
+                    others.append(completion)
+                    continue
+                }
+                try completion.result.get()
+                return others
+            }
+        }
+    }
+
+    /// Creates `path` and its missing parents, each followed by a sync of its parent so the new
+    /// entry survives a power cut.
+    public func makeDirectories(_ path: FilePath) throws(IOEngineError) {
+        var missing: [FilePath] = []
+        var current = path
+        while !current.isEmpty, current != FilePath("/"), try directoryEntries(current) == nil {
+            missing.append(current)
+            current = current.removingLastComponent()
+        }
+        for directory in missing.reversed() {
+            try makeDirectory(directory)
+            try syncDirectory(directory.removingLastComponent())
+        }
+    }
+
+    /// fsync of a directory: its entries (new, renamed, removed files) become durable.
+    public func syncDirectory(_ path: FilePath) throws(IOEngineError) {
+        let directory = try openDirectory(path)
+        defer { close(directory) }
+        _ = try perform([.sync(directory)])
+    }
+}
+
+/// Which engine a command runs on: `--io` and `WINDOWHOST_IO`.
+public enum IOEngineChoice: String, Sendable, CaseIterable {
+    case auto, uring, sync
+
+    /// The environment's `WINDOWHOST_IO`, or `auto`. Unknown values are an error, not a guess.
+    public static func fromEnvironment(_ value: String?) throws(IOEngineSelectionError) -> IOEngineChoice {
+        guard let value, !value.isEmpty else { return .auto }
+        guard let choice = IOEngineChoice(rawValue: value) else { throw .unknownEngine(value) }
+        return choice
+    }
+
+    /// The engine itself. `auto` tries io_uring and falls back to blocking I/O when the kernel
+    /// or the sandbox refuses it; `fallbackReason` says why it fell back.
+    public func makeEngine() throws(IOEngineSelectionError) -> (engine: any IOEngine, fallbackReason: IOUringError?) {
+        switch self {
+        case .sync:
+            return (SyncEngine(), nil)
+        case .uring:
+            do {
+                return (try UringEngine(), nil)
+            } catch {
+                throw .uringUnavailable(error)
+            }
+        case .auto:
+            do {
+                return (try UringEngine(), nil)
+            } catch {
+                return (SyncEngine(), error)
+            }
+        }
+    }
+}
+
+public enum IOEngineSelectionError: Error, Equatable, Sendable, CustomStringConvertible {
+    case unknownEngine(String)
+    case uringUnavailable(IOUringError)
+
+    public var description: String {
+        switch self {
+        case .unknownEngine(let name): "unknown I/O engine '\(name)' (choose auto, uring or sync)"
+        case .uringUnavailable(let error): "--io uring asked for, but \(error)"
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import CLinuxShims
+import Glibc
+import SystemPackage
+
+/// Blocking I/O behind the engine protocol, for kernels or sandboxes without io_uring: a
+/// durable write is one `pwritev2(RWF_DSYNC)`, a sync is `fdatasync` (or `fsync` for a
+/// directory). `flush` runs every queued chain before it returns.
+public final class SyncEngine: RealFileEngine {
+    public let name = "sync"
+    var files = RealFiles()
+    private var queued: [(IOTicket, [IOOperation])] = []
+    private var finished: [IOCompletion] = []
+    private var tickets = TicketCounter()
+
+    public init() {}
+
+    public var inFlight: Int { queued.count + finished.count }
+
+    public func submit(_ chain: [IOOperation]) -> IOTicket {
+        let ticket = tickets.next()
+        queued.append((ticket, chain))
+        return ticket
+    }
+
+    public func flush() throws(IOEngineError) {
+        for (ticket, chain) in queued {
+            finished.append(IOCompletion(ticket: ticket, result: runChain(chain, step: perform)))
+        }
+        queued.removeAll(keepingCapacity: true)
+    }
+
+    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
+        try flush()
+        defer { finished.removeAll(keepingCapacity: true) }
+        return finished
+    }
+
+    private func perform(_ operation: IOOperation) throws(IOEngineError) {
+        switch operation {
+        case .write(let file, let bytes, let offset, let durable):
+            var done = 0
+            while done < bytes.count {
+                let written = bytes.withUnsafeBytes { buffer in
+                    let start = buffer.baseAddress! + done
+                    let remaining = buffer.count - done
+                    return durable
+                        ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
+                        : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+                }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
+                }
+                // A short write is resumed for the remainder, as the ring engine does.
+                done += written
+            }
+        case .sync(let file):
+            let directory = files.isDirectory(file)
+            while (directory ? fsync(file.rawValue) : fdatasync(file.rawValue)) != 0 {
+                if errno == EINTR { continue }
+                throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
+            }
+        }
+    }
+}
+
+/// Runs a chain's steps in order, stopping at the first failure.
+func runChain(_ chain: [IOOperation], step: (IOOperation) throws(IOEngineError) -> Void) -> Result<Void, IOEngineError> {
+    for operation in chain {
+        do {
+            try step(operation)
+        } catch {
+            return .failure(error)
+        }
+    }
+    return .success(())
+}
+
+/// Tickets in submission order, never reused by one engine.
+struct TicketCounter {
+    private var last: UInt64 = 0
+    mutating func next() -> IOTicket {
+        last += 1
+        return IOTicket(rawValue: last)
+    }
+}

@@ -1,0 +1,405 @@
+import BrowserModel
+import Glibc
+import IOUring
+import SessionFormat
+import SystemPackage
+
+/// When a store rewrites its journal into a new snapshot, and how much room a new journal has.
+public struct StoreOptions: Sendable {
+    /// Compact once the journal holds this many records…
+    public var compactAfterRecords: Int
+    /// …or this many bytes.
+    public var compactAfterBytes: Int
+    /// A new journal is written full of zeros to this size up front, so an append never grows
+    /// the file and a durable write flushes data only.
+    public var journalPreallocation: Int
+
+    public init(compactAfterRecords: Int = 4096, compactAfterBytes: Int = 1 << 20, journalPreallocation: Int? = nil) {
+        self.compactAfterRecords = compactAfterRecords
+        self.compactAfterBytes = compactAfterBytes
+        self.journalPreallocation = journalPreallocation ?? compactAfterBytes + (64 << 10)
+    }
+}
+
+/// What a finished write meant for a store's saves.
+enum SaveProgress: Equatable {
+    /// Every record up to `seq` is durable.
+    case durable(UInt64)
+    case failed(IOEngineError)
+}
+
+/// One Browser's session on disk: restore, then append each save's records to the journal
+/// with one durable write, and compact into a new snapshot past a threshold. It reads, writes
+/// and deletes only under its own directory. The window (`WindowStore`) decides when to save
+/// and runs the engine's loop; this type decides what to write.
+public final class BrowserStore {
+    public let kind: BrowserKind
+    public let directory: FilePath
+    public let list: WebStateList
+    let profile: Profile
+    let engine: any IOEngine
+    let options: StoreOptions
+    var recorder: JournalRecorder?
+
+    /// The generation appends go to, 0 before the first save.
+    var generation: UInt64 = 0
+    /// The highest generation any file of this directory carries: the next one is above it.
+    var highestGeneration: UInt64 = 0
+    var journal: EngineFile?
+    var journalEnd = 0
+    var journalRecords = 0
+    /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
+    var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
+    /// Records made since the last write was submitted.
+    var staged: [JournalRecord] = []
+    /// Records in the write now in flight.
+    private var writing: [JournalRecord] = []
+    private var state = WriteState.idle
+    /// Set when the files must be rewritten from memory before appending again: after a
+    /// fallback, a damaged journal, or a compaction whose directory sync failed.
+    var needsRebase = false
+    /// Every record up to this seq is durable.
+    public internal(set) var durableSeq: UInt64 = 0
+
+    private enum WriteState {
+        case idle
+        case appending(IOTicket, seq: UInt64, bytes: Int)
+        case compacting(Compaction)
+    }
+
+    /// A compaction's progress: the old journal gets the records not yet durable (so the
+    /// generation before keeps the whole history), the new snapshot and journal are written and
+    /// synced, then the snapshot is renamed into place and the directory synced.
+    private struct Compaction {
+        let generation: UInt64
+        let seq: UInt64
+        let snapshotFile: EngineFile
+        let journalFile: EngineFile
+        var append: (ticket: IOTicket, bytes: Int)?
+        var files: Set<IOTicket>
+        var directorySync: IOTicket?
+        var renamed = false
+        var failure: IOEngineError?
+        /// The records are in the snapshot only: durable once the directory sync completes.
+        let acknowledgeAtEnd: Bool
+    }
+
+    init(kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine, options: StoreOptions) {
+        self.kind = kind
+        self.directory = directory
+        self.list = list
+        self.profile = profile
+        self.engine = engine
+        self.options = options
+    }
+
+    deinit {
+        if let journal { engine.close(journal) }
+    }
+
+    // MARK: recording
+
+    var commandSeq: UInt64 {
+        get { recorder?.commandSeq ?? 0 }
+        set { recorder?.commandSeq = newValue }
+    }
+
+    /// Takes the records the last command made; true when there were any.
+    func collect() -> Bool {
+        guard let recorder else { return false }
+        let records = recorder.takeRecords()
+        staged += records
+        return !records.isEmpty
+    }
+
+    var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty }
+    var isIdle: Bool { if case .idle = state { true } else { false } }
+    /// Whether the directory holds a session.
+    var isOnDisk: Bool { generation > 0 }
+
+    /// Whether the next save must write a new snapshot: the journal cannot be continued.
+    var mustCompact: Bool { needsRebase }
+
+    /// Whether the journal has passed a threshold and the next save should compact.
+    var shouldCompact: Bool {
+        journalRecords + staged.count >= options.compactAfterRecords
+            || journalEnd + staged.reduce(0) { $0 + $1.frame.count } >= options.compactAfterBytes
+    }
+
+    /// Before the first save: generation 1 as an empty snapshot (command 0) and an empty
+    /// journal, durable, so every save after it, the first included, is an append that commits
+    /// with the window's other Browser.
+    func createIfNeeded() throws(StoreError) {
+        guard generation == 0, journal == nil else { return }
+        try io { try engine.makeDirectories(directory) }
+        let newGeneration = highestGeneration + 1
+        let name = StoreLayout.snapshotName(newGeneration)
+        let snapshotFile = try createFresh(name + StoreLayout.temporarySuffix)
+        defer { engine.close(snapshotFile) }
+        let journalFile = try createFresh(StoreLayout.journalName(newGeneration))
+        // An empty list has no histories to look up, so encoding it cannot fail.
+        let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: 0) { _ throws(SessionFormatError) in [] }) ?? []
+        do {
+            _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
+            _ = try io { try engine.perform([.write(journalFile, preallocatedJournal(), offset: 0, durable: false), .sync(journalFile)]) }
+            try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
+            try io { try engine.syncDirectory(directory) }
+        } catch {
+            engine.close(journalFile)
+            throw error
+        }
+        journal = journalFile
+        journalEnd = Framing.fileHeaderSize
+        journalRecords = 0
+        generation = newGeneration
+        highestGeneration = newGeneration
+    }
+
+    private func preallocatedJournal() -> [UInt8] {
+        JournalFile.header + [UInt8](repeating: 0, count: max(0, options.journalPreallocation - Framing.fileHeaderSize))
+    }
+
+    // MARK: saving
+
+    /// Submits a save of everything staged, covering `seq`, as part of a save in which the
+    /// Browsers `browsers` (commit bits) take part. Nothing reaches storage before the engine's
+    /// flush.
+    func startSave(seq: UInt64, browsers: UInt8, compact: Bool) throws(StoreError) {
+        precondition(isIdle, "one write per store at a time")
+        if compact {
+            try startCompaction(seq: seq, browsers: browsers)
+            return
+        }
+        guard let journal else { preconditionFailure("append without a journal: createIfNeeded comes first") }
+        writing = staged
+        staged.removeAll()
+        let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
+        let ticket = engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)])
+        state = .appending(ticket, seq: seq, bytes: bytes.count)
+    }
+
+    private static func saveBytes(_ records: [JournalRecord], commit: JournalCommit) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for record in records { bytes += record.frame }
+        return bytes + commit.frame
+    }
+
+    private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
+        let snapshot: [UInt8]
+        do {
+            snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
+        } catch {
+            throw .unreadableHistory(directory.string, error)
+        }
+        let newGeneration = highestGeneration + 1
+        let snapshotFile = try createFresh(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
+        let journalFile: EngineFile
+        do {
+            journalFile = try createFresh(StoreLayout.journalName(newGeneration))
+        } catch {
+            engine.close(snapshotFile)
+            throw error
+        }
+        writing = staged
+        staged.removeAll()
+        var append: (IOTicket, Int)?
+        if let journal, !needsRebase, !writing.isEmpty {
+            let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
+            append = (engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)]), bytes.count)
+        }
+        let journalBytes = preallocatedJournal()
+        let files: Set<IOTicket> = [
+            engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
+            engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
+        ]
+        state = .compacting(
+            Compaction(
+                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
+                append: append, files: files, acknowledgeAtEnd: append == nil))
+    }
+
+    /// Opens `name` in the directory as a new, empty file, removing one a failed attempt left.
+    private func createFresh(_ name: String) throws(StoreError) -> EngineFile {
+        let path = directory.appending(name)
+        try? engine.removeFile(path)
+        return try io { try engine.open(path, creating: true) }
+    }
+
+    private func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
+        guard let source = historySources[webState.id] else {
+            throw .readFailed(offset: 0, reason: "no stored history for unrealized tab \(webState.id)")
+        }
+        return try source.reader.historyFrame(at: source.index)
+    }
+
+    /// Whether `ticket` names a chain of this store's write in flight.
+    func owns(_ ticket: IOTicket) -> Bool {
+        switch state {
+        case .idle: false
+        case .appending(let mine, _, _): mine == ticket
+        case .compacting(let compaction):
+            compaction.append?.ticket == ticket || compaction.files.contains(ticket) || compaction.directorySync == ticket
+        }
+    }
+
+    /// Takes a finished chain of this store's (see `owns`); says what it meant for the saves.
+    func complete(_ completion: IOCompletion) throws(StoreError) -> SaveProgress? {
+        switch state {
+        case .idle:
+            return nil
+        case .appending(_, let seq, let bytes):
+            state = .idle
+            return finishAppend(completion.result, seq: seq, bytes: bytes)
+        case .compacting(var compaction):
+            var progress: SaveProgress?
+            if let append = compaction.append, append.ticket == completion.ticket {
+                compaction.append = nil
+                progress = finishAppend(completion.result, seq: compaction.seq, bytes: append.bytes)
+                if case .failed(let error) = progress { compaction.failure = error }
+            } else {
+                compaction.files.remove(completion.ticket)
+                if compaction.directorySync == completion.ticket { compaction.directorySync = nil }
+                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? error }
+            }
+            guard compaction.append == nil, compaction.files.isEmpty, compaction.directorySync == nil else {
+                state = .compacting(compaction)
+                return progress
+            }
+            if let failure = compaction.failure {
+                abandon(compaction, renamed: compaction.renamed)
+                return compaction.acknowledgeAtEnd ? .failed(failure) : progress
+            }
+            if !compaction.renamed {
+                let name = StoreLayout.snapshotName(compaction.generation)
+                do {
+                    try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+                    let directoryFile = try engine.openDirectory(directory)
+                    compaction.directorySync = engine.submit([.sync(directoryFile)])
+                    // The descriptor only has to outlive the submission: the kernel holds its own reference.
+                    engine.close(directoryFile)
+                } catch {
+                    abandon(compaction, renamed: false)
+                    return compaction.acknowledgeAtEnd ? .failed(error) : progress
+                }
+                compaction.renamed = true
+                state = .compacting(compaction)
+                return progress
+            }
+            finishCompaction(compaction)
+            return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
+        }
+    }
+
+    private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {
+        switch result {
+        case .success:
+            journalEnd += bytes
+            journalRecords += writing.count
+            writing.removeAll()
+            durableSeq = seq
+            return .durable(seq)
+        case .failure(let error):
+            // The same records go again at the same offset, over whatever part of them landed.
+            staged = writing + staged
+            writing.removeAll()
+            return .failed(error)
+        }
+    }
+
+    /// Gives up a compaction that failed: its files are removed (the old generation is intact)
+    /// and unsaved records wait for the next save. After a rename whose directory sync failed
+    /// it is unknown which snapshot survives a power cut: the next save writes a new one.
+    private func abandon(_ compaction: Compaction, renamed: Bool) {
+        engine.close(compaction.snapshotFile)
+        engine.close(compaction.journalFile)
+        if renamed {
+            needsRebase = true
+            highestGeneration = compaction.generation
+        } else {
+            try? engine.removeFile(directory.appending(StoreLayout.snapshotName(compaction.generation) + StoreLayout.temporarySuffix))
+            try? engine.removeFile(directory.appending(StoreLayout.journalName(compaction.generation)))
+        }
+        staged = writing + staged
+        writing.removeAll()
+        state = .idle
+    }
+
+    /// Switches appends to the new generation, points unrealized tabs' histories at the new
+    /// snapshot, and removes generations older than the one before (the fallback).
+    private func finishCompaction(_ compaction: Compaction) {
+        let previous = generation
+        if let journal { engine.close(journal) }
+        engine.close(compaction.snapshotFile)
+        journal = compaction.journalFile
+        journalEnd = Framing.fileHeaderSize
+        journalRecords = 0
+        generation = compaction.generation
+        highestGeneration = compaction.generation
+        needsRebase = false
+        writing.removeAll()
+        durableSeq = max(durableSeq, compaction.seq)
+        state = .idle
+        do {
+            let reader = try SnapshotReader(EngineBytes(engine, path: directory.appending(StoreLayout.snapshotName(generation))))
+            historySources.removeAll(keepingCapacity: true)
+            for (index, webState) in list.webStates.enumerated() where !webState.isRealized {
+                historySources[webState.id] = (reader, index)
+            }
+        } catch {
+            // The old sources still read: the snapshot just written will be checked at recovery.
+        }
+        guard previous > 0, let entries = try? engine.directoryEntries(directory) else { return }
+        let listing = StoreListing(entries: entries)
+        for old in listing.snapshots where old < previous {
+            try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
+        }
+        for old in listing.journals where old < previous {
+            try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
+        }
+    }
+
+    // MARK: deleting
+
+    /// Deletes the session durably: files, then the directory, then a sync of its parent. For
+    /// an incognito Browser whose last tab closed.
+    func destroy() throws(StoreError) {
+        precondition(isIdle, "no write in flight while deleting")
+        if let journal { engine.close(journal) }
+        journal = nil
+        try removeTree(directory)
+        try io { try engine.syncDirectory(directory.removingLastComponent()) }
+        generation = 0
+        journalEnd = 0
+        journalRecords = 0
+        needsRebase = false
+        historySources.removeAll()
+        staged.removeAll()
+    }
+
+    private func removeTree(_ path: FilePath) throws(StoreError) {
+        guard let entries = try io({ try engine.directoryEntries(path) }) else { return }
+        for name in entries {
+            let child = path.appending(name)
+            if try io({ try engine.directoryEntries(child) }) != nil {
+                try removeTree(child)
+            } else {
+                try io { try engine.removeFile(child) }
+            }
+        }
+        try io { try engine.removeDirectory(path) }
+    }
+}
+
+/// Runs engine calls, their failure as a store error. (Closures do not infer typed throws in
+/// Swift 6, so the body's error is checked here.)
+func io<T>(_ body: () throws -> T) throws(StoreError) -> T {
+    do {
+        return try body()
+    } catch let error as IOEngineError {
+        throw .io(error)
+    } catch let error as StoreError {
+        throw error
+    } catch {
+        throw .io(IOEngineError("\(error)", path: "", errno: .ioError))
+    }
+}

@@ -1,0 +1,213 @@
+import BrowserModel
+import Glibc
+import IOUring
+import SessionFormat
+import SystemPackage
+
+/// One journal of the chain recovery applies: what its scan found and how much of it is used.
+struct LoadedJournal {
+    let generation: UInt64
+    let path: FilePath
+    let scan: JournalFile.Scan
+    /// Commits applied; the records before the last of them are replayed.
+    var commitsUsed: Int
+    /// One past the last byte that is neither a used commit's nor a zero: what a repair zeroes.
+    let garbageEnd: Int
+
+    /// Where appends continue: the end of the last used commit.
+    var tail: Int { commitsUsed == 0 ? Framing.fileHeaderSize : scan.commits[commitsUsed - 1].end }
+    var lastCommit: JournalCommit? { commitsUsed == 0 ? nil : scan.commits[commitsUsed - 1].commit }
+    var usedRecords: ArraySlice<JournalRecord> {
+        scan.records[..<(commitsUsed == 0 ? 0 : scan.commits[commitsUsed - 1].recordCount)]
+    }
+}
+
+/// What a store's directory holds, checked but not yet applied: the window looks at every
+/// Browser's last save before deciding what each restores.
+struct LoadedSession {
+    var reader: SnapshotReader?
+    var generation: UInt64 = 0
+    var highestGeneration: UInt64 = 0
+    var journals: [LoadedJournal] = []
+    var damaged: [DamagedFile] = []
+    var tornTailAt: Int?
+    var needsRebase = false
+
+    /// The last save that follows the snapshot, if any.
+    var lastCommit: JournalCommit? { journals.last(where: { $0.commitsUsed > 0 })?.lastCommit }
+    /// The last command sequence number this session covers.
+    var seq: UInt64 { max(reader?.lastCommandSeq ?? 0, lastCommit?.seq ?? 0) }
+    var isOnDisk: Bool { highestGeneration > 0 }
+}
+
+extension BrowserStore {
+    /// Reads the directory: the newest snapshot that passes its checks (newer ones are set
+    /// aside), then the journals that follow it, each cut at its last commit. Removes what a
+    /// crashed compaction left. Changes nothing else.
+    func load() throws(StoreError) -> LoadedSession {
+        var loaded = LoadedSession()
+        guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
+        let listing = StoreListing(entries: entries)
+        for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }
+        loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
+        for generation in listing.snapshots {
+            let path = directory.appending(StoreLayout.snapshotName(generation))
+            let source = try io { try EngineBytes(engine, path: path) }
+            do {
+                loaded.reader = try SnapshotReader(source)
+                loaded.generation = generation
+                break
+            } catch {
+                loaded.damaged.append(setAside(path, error))
+                loaded.needsRebase = true
+            }
+        }
+        guard loaded.generation > 0 else { return loaded }
+        var generation = loaded.generation
+        while listing.journals.contains(generation) {
+            let path = directory.appending(StoreLayout.journalName(generation))
+            let source = try io { try EngineBytes(engine, path: path) }
+            let scan: JournalFile.Scan
+            do {
+                scan = try JournalFile.scan(source)
+            } catch {
+                loaded.damaged.append(setAside(path, error))
+                loaded.needsRebase = true
+                break
+            }
+            let tail = scan.commits.last?.end ?? Framing.fileHeaderSize
+            let journal = LoadedJournal(
+                generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
+                garbageEnd: try lastNonZeroEnd(source, from: tail))
+            loaded.journals.append(journal)
+            if journal.garbageEnd > tail {
+                if let error = scan.stoppedBy, JournalFile.hasValidRecord(in: source, after: scan.validLength + 1) {
+                    // Valid records after a bad one: damage in the middle, not a torn last write.
+                    loaded.damaged.append(setAside(path, error))
+                    loaded.needsRebase = true
+                    break
+                }
+                loaded.tornTailAt = tail
+                // A torn journal with a newer one after it: the newer one cannot follow it.
+                if listing.journals.contains(generation + 1) {
+                    loaded.needsRebase = true
+                    break
+                }
+            }
+            generation += 1
+        }
+        if loaded.journals.first?.generation != loaded.generation { loaded.needsRebase = true }
+        return loaded
+    }
+
+    /// Restores `loaded` into the (empty) list, leaving out its last save when
+    /// `dropLastSave`, then repairs the directory: a torn tail is zeroed, and after a fallback
+    /// or damage a new snapshot is written from the restored state. Attaches the recorder:
+    /// nothing restored is journaled again.
+    func restore(_ loaded: LoadedSession, dropLastSave: Bool) -> RecoveryReport {
+        var loaded = loaded
+        var damaged = loaded.damaged
+        if let reader = loaded.reader {
+            do {
+                try reader.restore(into: list, profile: profile)
+                for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
+            } catch {
+                damaged.append(DamagedFile(path: StoreLayout.snapshotName(loaded.generation), setAsideAt: nil, error: error))
+                loaded.needsRebase = true
+            }
+        }
+        var dropped: UInt64?
+        if dropLastSave, let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) {
+            dropped = loaded.journals[last].lastCommit?.seq
+            loaded.journals[last].commitsUsed -= 1
+            if last != loaded.journals.count - 1 { loaded.needsRebase = true }
+        }
+        var replayed = 0
+        var seq = loaded.reader?.lastCommandSeq ?? 0
+        chain: for journal in loaded.journals {
+            for record in journal.usedRecords {
+                do {
+                    try JournalReplayer.apply(record, to: list, profile: profile)
+                } catch {
+                    damaged.append(setAside(journal.path, .invalidState(offset: journal.tail, reason: error)))
+                    loaded.needsRebase = true
+                    break chain
+                }
+                replayed += 1
+            }
+            seq = max(seq, journal.lastCommit?.seq ?? 0)
+        }
+        generation = loaded.generation
+        highestGeneration = loaded.highestGeneration
+        needsRebase = loaded.needsRebase
+        durableSeq = seq
+        recorder = JournalRecorder(list: list)
+        let repairError = repair(loaded, seq: seq)
+        return RecoveryReport(
+            kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
+            replayedRecords: replayed, droppedIncompleteSave: dropped, seq: seq, repairError: repairError)
+    }
+
+    /// Opens the journal for appends (its unused tail zeroed) or, when the files cannot simply
+    /// be continued, writes a new generation from memory.
+    private func repair(_ loaded: LoadedSession, seq: UInt64) -> StoreError? {
+        do {
+            if !needsRebase, let current = loaded.journals.first {
+                let file = try io { try engine.open(current.path, creating: false) }
+                journal = file
+                journalEnd = current.tail
+                journalRecords = current.usedRecords.count
+                if current.garbageEnd > current.tail {
+                    let zeros = [UInt8](repeating: 0, count: current.garbageEnd - current.tail)
+                    _ = try io { try engine.perform([.write(file, zeros, offset: current.tail, durable: true)]) }
+                }
+                return nil
+            }
+            guard loaded.isOnDisk else { return nil }
+            try startSave(seq: seq, browsers: kind.commitBit, compact: true)
+            try io { try engine.flush() }
+            var failure: StoreError?
+            while !isIdle {
+                for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
+                    if case .failed(let error) = try complete(completion) { failure = .io(error) }
+                }
+            }
+            return failure
+        } catch {
+            return error
+        }
+    }
+
+    /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
+    private func lastNonZeroEnd(_ source: EngineBytes, from start: Int) throws(StoreError) -> Int {
+        guard start < source.size else { return start }
+        let bytes: [UInt8]
+        do {
+            bytes = try source.read(offset: start, count: source.size - start)
+        } catch {
+            throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
+        }
+        guard let last = bytes.lastIndex(where: { $0 != 0 }) else { return start }
+        return start + last + 1
+    }
+
+    /// Moves a damaged file under `damaged/` (never deleted); reports it where it stays if the
+    /// move fails.
+    private func setAside(_ path: FilePath, _ reason: SessionFormatError) -> DamagedFile {
+        let directory = self.directory.appending(StoreLayout.damagedDirectory)
+        let name = path.lastComponent?.string ?? "file"
+        do {
+            try engine.makeDirectories(directory)
+            var target = directory.appending("\(name)-\(time(nil))")
+            var attempt = 1
+            while try engine.directoryEntries(directory)?.contains(target.lastComponent?.string ?? "") == true {
+                attempt += 1
+                target = directory.appending("\(name)-\(time(nil))-\(attempt)")
+            }
+            try engine.rename(path, to: target)
+            return DamagedFile(path: path.string, setAsideAt: target.string, error: reason)
+        } catch {
+            return DamagedFile(path: path.string, setAsideAt: nil, error: reason)
+        }
+    }
+}

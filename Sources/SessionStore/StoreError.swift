@@ -1,0 +1,62 @@
+import IOUring
+import SessionFormat
+import SystemPackage
+
+/// Why a store could not do what was asked. Damaged files are not errors: recovery sets them
+/// aside and reports them (`RecoveryReport`); these are failures of the storage itself.
+public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The storage refused an operation (`ENOSPC`, `EIO`, …). Nothing acknowledged is lost: the
+    /// save stays pending and is tried again on the next request.
+    case io(IOEngineError)
+    /// A new snapshot needs an unrealized tab's history, and the file it is stored in no longer
+    /// reads. The save is not made; the journal keeps growing instead.
+    case unreadableHistory(String, SessionFormatError)
+
+    public var description: String {
+        switch self {
+        case .io(let error): "storage error: \(error)"
+        case .unreadableHistory(let directory, let error): "cannot compact \(directory): a stored history does not read: \(error)"
+        }
+    }
+
+    /// The errno behind an I/O failure.
+    public var errno: Errno? {
+        if case .io(let error) = self { return error.errno }
+        return nil
+    }
+}
+
+/// A file recovery did not use, and why.
+public struct DamagedFile: Sendable, Equatable, CustomStringConvertible {
+    public let path: String
+    /// Where it was moved (under the store's `damaged/`), or nil when it stayed in place.
+    public let setAsideAt: String?
+    public let error: SessionFormatError
+
+    public var description: String {
+        "\(path): \(error)" + (setAsideAt.map { " (set aside as \($0))" } ?? "")
+    }
+}
+
+/// What recovering one Browser's session found and did.
+public struct RecoveryReport: Sendable, Equatable {
+    public let kind: String
+    /// The snapshot generation restored from, 0 when none.
+    public let generation: UInt64
+    /// Snapshots and journals that failed their checks and were set aside, newest first.
+    public let damaged: [DamagedFile]
+    /// A journal's torn last write, cut at this offset (the end of its last commit).
+    public let tornTailAt: Int?
+    /// Journal records applied on top of the snapshot.
+    public let replayedRecords: Int
+    /// A last save that only part of the window's Browsers had made durable, left out.
+    public let droppedIncompleteSave: UInt64?
+    /// The last command sequence number the restored state covers.
+    public let seq: UInt64
+    /// Rewriting the directory after damage failed: the state in memory is whole, the next save
+    /// tries again.
+    public let repairError: StoreError?
+
+    /// True when something newer than what was restored failed its checks.
+    public var fellBack: Bool { !damaged.isEmpty }
+}
