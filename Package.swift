@@ -79,6 +79,13 @@ let package = Package(
             name: "SessionFormatTests",
             dependencies: ["SessionFormat", "BrowserModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
+        .testTarget(
+            name: "SessionStoreTests",
+            dependencies: [
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -77,7 +77,7 @@ public final class BrowserStore {
         let journalFile: EngineFile
         var append: (ticket: IOTicket, bytes: Int)?
         var files: Set<IOTicket>
-        var directorySync: IOTicket?
+        var directorySync: (ticket: IOTicket, directory: EngineFile)?
         var renamed = false
         var failure: IOEngineError?
         /// The records are in the snapshot only: durable once the directory sync completes.
@@ -238,7 +238,7 @@ public final class BrowserStore {
         case .idle: false
         case .appending(let mine, _, _): mine == ticket
         case .compacting(let compaction):
-            compaction.append?.ticket == ticket || compaction.files.contains(ticket) || compaction.directorySync == ticket
+            compaction.append?.ticket == ticket || compaction.files.contains(ticket) || compaction.directorySync?.ticket == ticket
         }
     }
 
@@ -258,7 +258,10 @@ public final class BrowserStore {
                 if case .failed(let error) = progress { compaction.failure = error }
             } else {
                 compaction.files.remove(completion.ticket)
-                if compaction.directorySync == completion.ticket { compaction.directorySync = nil }
+                if let sync = compaction.directorySync, sync.ticket == completion.ticket {
+                    engine.close(sync.directory)
+                    compaction.directorySync = nil
+                }
                 if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? error }
             }
             guard compaction.append == nil, compaction.files.isEmpty, compaction.directorySync == nil else {
@@ -274,9 +277,7 @@ public final class BrowserStore {
                 do {
                     try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
                     let directoryFile = try engine.openDirectory(directory)
-                    compaction.directorySync = engine.submit([.sync(directoryFile)])
-                    // The descriptor only has to outlive the submission: the kernel holds its own reference.
-                    engine.close(directoryFile)
+                    compaction.directorySync = (engine.submit([.sync(directoryFile)]), directoryFile)
                 } catch {
                     abandon(compaction, renamed: false)
                     return compaction.acknowledgeAtEnd ? .failed(error) : progress

@@ -104,6 +104,7 @@ public final class WindowStore {
 
     /// Applies command `seq` (greater than every one before) through `body`, journals what it
     /// changed, and schedules a save after the policy (cases 3 and 4).
+    @discardableResult
     public func apply<T>(seq: UInt64, _ body: () throws -> T) rethrows -> T {
         precondition(seq > appliedSeq, "command sequence numbers only grow")
         for store in stores { store.commandSeq = seq }
@@ -152,6 +153,9 @@ public final class WindowStore {
         retryBlocked = false
         waiting.append((appliedSeq, clock()))
     }
+
+    /// Save requests made and not yet durable.
+    public var pendingSaveRequests: Int { waiting.count }
 
     /// When the loop must wake for the delayed save, if one is pending (monotonic ns).
     public var nextDeadline: UInt64? { policy.deadline }

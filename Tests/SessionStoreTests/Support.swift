@@ -1,0 +1,71 @@
+import BrowserModel
+import Foundation
+import IOUring
+@testable import SessionStore
+import SystemPackage
+import Testing
+
+let simulatedRoot = FilePath("/sim")
+let windowID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!
+
+/// Both Browsers' contents, every history realized: what must survive.
+struct WindowContents: Equatable, CustomStringConvertible {
+    let regular: TabListContents
+    let incognito: TabListContents
+
+    init(_ store: WindowStore) throws {
+        regular = try TabListContents(store.regular.webStateList, realizing: true)
+        incognito = try TabListContents(store.incognito.webStateList, realizing: true)
+    }
+
+    var description: String { "regular \(regular) incognito \(incognito)" }
+}
+
+/// Seeded browsing over a window: mostly in the regular Browser, one command in four incognito.
+struct WindowBrowsing {
+    private var random: SeededGenerator
+    private var regular: RandomBrowsing
+    private var incognito: RandomBrowsing
+
+    init(seed: UInt64, maxTabs: Int = 12) {
+        random = SeededGenerator(seed: seed)
+        regular = RandomBrowsing(seed: seed &* 31 &+ 1, maxTabs: maxTabs)
+        incognito = RandomBrowsing(seed: seed &* 31 &+ 2, maxTabs: maxTabs / 2)
+    }
+
+    mutating func step(_ store: WindowStore, seq: UInt64) throws {
+        let useIncognito = Int.random(in: 0..<4, using: &random) == 0
+        var browsing = useIncognito ? incognito : regular
+        let browser = useIncognito ? store.incognito : store.regular
+        try store.apply(seq: seq) { try browsing.step(browser.webStateList, profile: browser.profile) }
+        if useIncognito { incognito = browsing } else { regular = browsing }
+    }
+
+    mutating func coin(_ outOf: Int) -> Bool { Int.random(in: 0..<outOf, using: &random) == 0 }
+}
+
+/// A monotonic clock the test moves by hand.
+final class ManualClock {
+    var now: UInt64 = 1_000_000_000
+    func advance(milliseconds: UInt64) { now += milliseconds * 1_000_000 }
+}
+
+/// A window on the simulated disk, recovered and ready.
+func simulatedWindow(
+    _ engine: FaultEngine, options: StoreOptions = StoreOptions(), delay: UInt64 = 0, clock: ManualClock? = nil
+) throws -> (WindowStore, WindowRecovery) {
+    let store = WindowStore(
+        root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: delay,
+        clock: clock.map { clock in { clock.now } } ?? monotonicNanoseconds)
+    let recovery = try store.recover()
+    return (store, recovery)
+}
+
+/// A private temporary directory, removed after `body`.
+func withTemporaryDirectory(_ body: (FilePath) throws -> Void) throws {
+    var template = Array("/tmp/windowhost-store-XXXXXX".utf8CString)
+    try #require(mkdtemp(&template) != nil)
+    let path = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+    defer { try? FileManager.default.removeItem(atPath: path.string) }
+    try body(path)
+}
