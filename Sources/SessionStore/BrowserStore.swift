@@ -60,6 +60,18 @@ public final class BrowserStore {
     var needsRebase = false
     /// Every record up to this seq is durable.
     public internal(set) var durableSeq: UInt64 = 0
+    /// How far past the thresholds compaction waits after one failed (a full disk): saves go
+    /// on appending into the preallocated journal meanwhile.
+    private var compactionDeferral = (records: 0, bytes: 0)
+    /// A compaction that failed while the save riding on it succeeded: reported, not retried
+    /// until the deferral passes.
+    private var unreportedCompactionFailure: IOEngineError?
+
+    /// The last compaction failure not yet reported, once.
+    func takeCompactionFailure() -> IOEngineError? {
+        defer { unreportedCompactionFailure = nil }
+        return unreportedCompactionFailure
+    }
 
     private enum WriteState {
         case idle
@@ -122,8 +134,8 @@ public final class BrowserStore {
 
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
-        journalRecords + staged.count >= options.compactAfterRecords
-            || journalEnd + staged.reduce(0) { $0 + $1.frame.count } >= options.compactAfterBytes
+        journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
+            || journalEnd + staged.reduce(0) { $0 + $1.frame.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
     /// Before the first save: generation 1 as an empty snapshot (command 0) and an empty
@@ -270,7 +282,9 @@ public final class BrowserStore {
             }
             if let failure = compaction.failure {
                 abandon(compaction, renamed: compaction.renamed)
-                return compaction.acknowledgeAtEnd ? .failed(failure) : progress
+                if compaction.acknowledgeAtEnd { return .failed(failure) }
+                unreportedCompactionFailure = failure
+                return progress
             }
             if !compaction.renamed {
                 let name = StoreLayout.snapshotName(compaction.generation)
@@ -319,6 +333,8 @@ public final class BrowserStore {
         } else {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(compaction.generation) + StoreLayout.temporarySuffix))
             try? engine.removeFile(directory.appending(StoreLayout.journalName(compaction.generation)))
+            compactionDeferral.records += max(1, options.compactAfterRecords / 4)
+            compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
         }
         staged = writing + staged
         writing.removeAll()
@@ -337,6 +353,7 @@ public final class BrowserStore {
         generation = compaction.generation
         highestGeneration = compaction.generation
         needsRebase = false
+        compactionDeferral = (0, 0)
         writing.removeAll()
         durableSeq = max(durableSeq, compaction.seq)
         state = .idle

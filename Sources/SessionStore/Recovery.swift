@@ -44,13 +44,13 @@ extension BrowserStore {
     /// Reads the directory: the newest snapshot that passes its checks (newer ones are set
     /// aside), then the journals that follow it, each cut at its last commit. Removes what a
     /// crashed compaction left. Changes nothing else.
-    func load() throws(StoreError) -> LoadedSession {
+    func load(excluding excluded: Set<UInt64> = []) throws(StoreError) -> LoadedSession {
         var loaded = LoadedSession()
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
         let listing = StoreListing(entries: entries)
         for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
-        for generation in listing.snapshots {
+        for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             let source = try io { try EngineBytes(engine, path: path) }
             do {
@@ -107,45 +107,84 @@ extension BrowserStore {
     func restore(_ loaded: LoadedSession, dropLastSave: Bool) -> RecoveryReport {
         var loaded = loaded
         var damaged = loaded.damaged
+        var outcome = replay(&loaded, dropLastSave: dropLastSave)
+        if let failure = outcome.failure, loaded.generation > 0 {
+            // A journal that does not fit its snapshot: the snapshot may be the damaged one (a
+            // history that no longer reads). If the generation before replays cleanly, it was.
+            list.closeAll()
+            historySources.removeAll()
+            if var fallback = try? load(excluding: [loaded.generation]), fallback.reader != nil {
+                let retry = replay(&fallback, dropLastSave: dropLastSave)
+                if retry.failure == nil {
+                    damaged = fallback.damaged
+                    damaged.append(setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
+                    fallback.needsRebase = true
+                    loaded = fallback
+                    outcome = retry
+                } else {
+                    list.closeAll()
+                    historySources.removeAll()
+                }
+            }
+            if outcome.failure != nil { outcome = replay(&loaded, dropLastSave: dropLastSave) }
+        }
+        if let failure = outcome.failure {
+            damaged.append(setAside(failure.path, failure.error))
+            loaded.needsRebase = true
+        }
+        generation = loaded.generation
+        highestGeneration = loaded.highestGeneration
+        needsRebase = loaded.needsRebase
+        durableSeq = outcome.seq
+        recorder = JournalRecorder(list: list)
+        let repairError = repair(loaded, seq: outcome.seq)
+        return RecoveryReport(
+            kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
+            replayedRecords: outcome.replayed, droppedIncompleteSave: outcome.dropped, seq: outcome.seq,
+            repairError: repairError)
+    }
+
+    /// What applying a loaded session did: records replayed, the seq reached, the save left
+    /// out, and the journal record that did not fit, if one did not.
+    private struct ReplayOutcome {
+        var replayed = 0
+        var seq: UInt64 = 0
+        var dropped: UInt64?
+        var failure: (path: FilePath, error: SessionFormatError)?
+    }
+
+    /// Restores the snapshot into the empty list and applies the journals' committed saves,
+    /// stopping at the first record that does not fit.
+    private func replay(_ loaded: inout LoadedSession, dropLastSave: Bool) -> ReplayOutcome {
+        var outcome = ReplayOutcome()
         if let reader = loaded.reader {
             do {
                 try reader.restore(into: list, profile: profile)
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
-                damaged.append(DamagedFile(path: StoreLayout.snapshotName(loaded.generation), setAsideAt: nil, error: error))
-                loaded.needsRebase = true
+                outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
+                return outcome
             }
         }
-        var dropped: UInt64?
         if dropLastSave, let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) {
-            dropped = loaded.journals[last].lastCommit?.seq
+            outcome.dropped = loaded.journals[last].lastCommit?.seq
             loaded.journals[last].commitsUsed -= 1
             if last != loaded.journals.count - 1 { loaded.needsRebase = true }
         }
-        var replayed = 0
-        var seq = loaded.reader?.lastCommandSeq ?? 0
-        chain: for journal in loaded.journals {
+        outcome.seq = loaded.reader?.lastCommandSeq ?? 0
+        for journal in loaded.journals {
             for record in journal.usedRecords {
                 do {
                     try JournalReplayer.apply(record, to: list, profile: profile)
                 } catch {
-                    damaged.append(setAside(journal.path, .invalidState(offset: journal.tail, reason: error)))
-                    loaded.needsRebase = true
-                    break chain
+                    outcome.failure = (journal.path, .invalidState(offset: journal.tail, reason: error))
+                    return outcome
                 }
-                replayed += 1
+                outcome.replayed += 1
             }
-            seq = max(seq, journal.lastCommit?.seq ?? 0)
+            outcome.seq = max(outcome.seq, journal.lastCommit?.seq ?? 0)
         }
-        generation = loaded.generation
-        highestGeneration = loaded.highestGeneration
-        needsRebase = loaded.needsRebase
-        durableSeq = seq
-        recorder = JournalRecorder(list: list)
-        let repairError = repair(loaded, seq: seq)
-        return RecoveryReport(
-            kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
-            replayedRecords: replayed, droppedIncompleteSave: dropped, seq: seq, repairError: repairError)
+        return outcome
     }
 
     /// Opens the journal for appends (its unused tail zeroed) or, when the files cannot simply

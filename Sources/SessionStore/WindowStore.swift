@@ -12,6 +12,9 @@ public enum SaveEvent: Equatable, Sendable {
     /// A save failed; nothing acknowledged is lost and the save stays pending until the next
     /// request (a change, the timer, background, teardown or an explicit save).
     case failed(StoreError)
+    /// Writing a new snapshot failed (a full disk, say); the save riding on it is durable in
+    /// the journal, and compaction is tried again later.
+    case compactionFailed(StoreError)
     /// The incognito session's last tab closed and its directory was deleted durably.
     case deletedIncognito
 }
@@ -171,6 +174,7 @@ public final class WindowStore {
         for completion in completions {
             guard let store = stores.first(where: { $0.owns(completion.ticket) }) else { continue }
             if case .failed(let error) = try store.complete(completion) { groupFailure = groupFailure ?? .io(error) }
+            if let failure = store.takeCompactionFailure() { events.append(.compactionFailed(.io(failure))) }
         }
         if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
             groupSeq = nil

@@ -21,6 +21,8 @@ public final class FaultEngine: IOEngine {
     public var capacity: Int?
     /// Operations after this many fail with `EIO` and do nothing, until `powerCut`.
     public var haltAfter: Int?
+    /// Reads done so far: what a test counts to prove restore reads only what it needs.
+    public private(set) var readCount = 0
 
     private final class Inode {
         var data: [UInt8] = []
@@ -191,6 +193,7 @@ public final class FaultEngine: IOEngine {
 
     public func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         let (path, inode) = try fileHandle(file, "pread")
+        readCount += 1
         guard offset >= 0, count >= 0, offset + count <= inode.data.count else {
             throw IOEngineError("pread", path: path, errno: .ioError)
         }
@@ -259,6 +262,26 @@ public final class FaultEngine: IOEngine {
         inode.unsynced.removeAll()
     }
 
+    /// An independent copy of the disk as it stands (no open files, nothing queued): one
+    /// prepared session damaged a thousand ways.
+    public func copy() -> FaultEngine {
+        let copy = FaultEngine(directories: [])
+        var inodes: [ObjectIdentifier: Inode] = [:]
+        func clone(_ node: Node) -> Node {
+            guard case .file(let inode) = node else { return node }
+            if let existing = inodes[ObjectIdentifier(inode)] { return .file(existing) }
+            let twin = Inode()
+            twin.data = inode.data
+            twin.durable = inode.durable
+            twin.unsynced = inode.unsynced
+            inodes[ObjectIdentifier(inode)] = twin
+            return .file(twin)
+        }
+        copy.visible = visible.mapValues(clone)
+        copy.persisted = persisted.mapValues(clone)
+        return copy
+    }
+
     // MARK: helpers
 
     private func gate(_ operation: String, _ path: String) throws(IOEngineError) {
@@ -292,7 +315,12 @@ public final class FaultEngine: IOEngine {
         return total
     }
 
-    private static func parent(of path: String) -> String { FilePath(path).removingLastComponent().string }
+    /// The directory holding `path` (paths here are absolute and normalized by FilePath). Plain
+    /// string work: it runs for every entry on every directory operation.
+    private static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
 
     private static func apply(_ bytes: [UInt8], at offset: Int, to data: inout [UInt8]) {
         if data.count < offset + bytes.count { data += [UInt8](repeating: 0, count: offset + bytes.count - data.count) }

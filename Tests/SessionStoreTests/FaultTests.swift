@@ -1,0 +1,283 @@
+import BrowserModel
+import IOUring
+@testable import SessionStore
+import SessionFormat
+import SystemPackage
+import Testing
+
+private let regularDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
+private let incognitoDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+
+/// A window browsed for `commands` commands with every save waited for.
+private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, options: StoreOptions = StoreOptions())
+    throws -> (WindowStore, [WindowContents])
+{
+    let (store, _) = try simulatedWindow(engine, options: options)
+    var browsing = WindowBrowsing(seed: seed, maxTabs: 8)
+    var states = [try WindowContents(store)]
+    for seq in 1...commands {
+        try browsing.step(store, seq: seq)
+        try store.waitUntilDurable(seq)
+        states.append(try WindowContents(store))
+    }
+    return (store, states)
+}
+
+@Suite struct StorageErrorTests {
+    /// ENOSPC or EIO on a save's write: the error surfaces, what was saved before stays, and
+    /// the save goes through once the disk works again.
+    @Test(arguments: [Errno.noSpace, Errno.ioError])
+    func aFailedAppendSurfacesKeepsTheOldStateAndWorksAgainLater(errno: Errno) throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let (store, states) = try savedWindow(engine, seed: 21, commands: 10)
+        var browsing = WindowBrowsing(seed: 99, maxTabs: 8)
+        engine.failures[engine.operationCount + 1] = errno
+        var seq: UInt64 = 10
+        while !store.hasUnsavedChanges {
+            seq += 1
+            try browsing.step(store, seq: seq)
+        }
+        do {
+            try store.waitUntilDurable(seq)
+            Issue.record("the injected \(errno) did not surface")
+        } catch {
+            #expect(error.errno == errno)
+        }
+        #expect(store.durableSeq == 10)
+        #expect(try WindowContents(try simulatedWindow(engine).0) == states[10], "the disk still holds the state before")
+
+        try store.waitUntilDurable(seq)
+        #expect(store.durableSeq == seq)
+        let live = try WindowContents(store)
+        engine.powerCut()
+        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+    }
+
+    /// A full disk: the compaction that needs room fails and says so, the save riding on it is
+    /// durable in the journal's preallocated room, saves go on, and compaction succeeds once
+    /// room returns.
+    @Test func aFullDiskFailsCompactionButNotTheSaves() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+        let (store, _) = try savedWindow(engine, seed: 22, commands: 3, options: options)
+        var browsing = WindowBrowsing(seed: 23, maxTabs: 8)
+        engine.capacity = totalBytes(engine)
+        let generation = store.stores[0].generation
+        var seq: UInt64 = 3
+        var compactionFailures: [SaveEvent] = []
+        while compactionFailures.isEmpty, seq < 60 {
+            seq += 1
+            try browsing.step(store, seq: seq)
+            while store.durableSeq < seq {
+                for event in try store.poll(waiting: true) {
+                    if case .failed(let error) = event { Issue.record("a save failed: \(error)") }
+                    if case .compactionFailed = event { compactionFailures.append(event) }
+                }
+            }
+        }
+        #expect(compactionFailures.count == 1)
+        if case .compactionFailed(let error)? = compactionFailures.first { #expect(error.errno == .noSpace) }
+        #expect(store.stores[0].generation == generation)
+        let saved = try WindowContents(store)
+        #expect(try WindowContents(try simulatedWindow(engine, options: options).0) == saved, "every save is on disk")
+
+        engine.capacity = nil
+        for next in seq + 1...seq + 30 {
+            try browsing.step(store, seq: next)
+            try store.waitUntilDurable(next)
+        }
+        #expect(store.stores[0].generation > generation, "compaction works again once there is room")
+        let live = try WindowContents(store)
+        engine.powerCut()
+        #expect(try WindowContents(try simulatedWindow(engine, options: options).0) == live)
+    }
+}
+
+/// Sum of what the simulated disk's files hold now.
+private func totalBytes(_ engine: FaultEngine) -> Int {
+    func walk(_ path: FilePath) -> Int {
+        guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
+        return entries.reduce(0) { $0 + walk(path.appending($1)) }
+    }
+    return walk(simulatedRoot)
+}
+
+@Suite struct DamageTests {
+    /// A regular session of several generations, and the reference state after each command.
+    static func prepared() throws -> (engine: FaultEngine, states: [WindowContents], live: WindowContents) {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let options = StoreOptions(compactAfterRecords: 12, compactAfterBytes: 1 << 20, journalPreallocation: 4 << 10)
+        let (store, states) = try savedWindow(engine, seed: 31, commands: 45, options: options)
+        return (engine, states, try WindowContents(store))
+    }
+
+    static func newest(_ prefix: String, in engine: FaultEngine) throws -> FilePath {
+        let name = try #require(try engine.directoryEntries(regularDirectory)?.last { $0.hasPrefix(prefix) })
+        return regularDirectory.appending(name)
+    }
+
+    /// The newest snapshot damaged: every byte of its header and list metadata flipped, every
+    /// truncation, and bytes across its history section flipped.
+    /// - Header, metadata or length damage: recovery sets the file aside and falls back to the
+    ///   generation before plus both journals, losing nothing.
+    /// - A damaged history: the list restores (histories are read lazily, on realization), the
+    ///   one tab whose history it is fails to realize with a typed error and keeps its
+    ///   metadata, and every other tab is whole.
+    @Test func aDamagedNewestSnapshotFallsBackOrLosesOnlyTheDamagedHistory() throws {
+        let (engine, _, live) = try Self.prepared()
+        let path = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
+        let bytes = try #require(engine.contents(of: path))
+        #expect(try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count == 2)
+        let metadataEnd = Framing.fileHeaderSize + Framing.recordHeaderSize
+            + (0..<4).reduce(0) { $0 | Int(bytes[Framing.fileHeaderSize + 4 + $1]) << (8 * $1) }
+        var variants: [(name: String, bytes: [UInt8], inMetadata: Bool)] = []
+        for offset in 0..<bytes.count where offset < metadataEnd || offset % 5 == 0 {
+            var copy = bytes
+            copy[offset] ^= 0x20
+            variants.append(("flip \(offset)", copy, offset < metadataEnd))
+        }
+        for length in 0..<bytes.count where length % 3 == 0 {
+            variants.append(("cut \(length)", Array(bytes.prefix(length)), true))
+        }
+        for variant in variants {
+            let disk = engine.copy()
+            disk.overwrite(path, with: variant.bytes)
+            let (restored, recovery) = try simulatedWindow(disk)
+            if variant.inMetadata {
+                #expect(try WindowContents(restored) == live, "\(variant.name)")
+                #expect(recovery.regular.fellBack && recovery.regular.damaged.first?.setAsideAt != nil, "\(variant.name)")
+                #expect(recovery.regular.repairError == nil)
+                continue
+            }
+            let tabs = restored.regular.webStateList.webStates
+            #expect(tabs.map(\.id) == live.regular.tabs.map(\.id), "\(variant.name)")
+            var unreadable = 0
+            for (index, tab) in tabs.enumerated() {
+                do {
+                    #expect(try tab.navigationHistory() == live.regular.tabs[index].history, "\(variant.name)")
+                } catch {
+                    unreadable += 1
+                    #expect(!tab.isRealized)
+                }
+            }
+            // At most the tab whose history was hit is unreadable. None is when a journal record
+            // touched it (its replay failed and recovery fell back to the generation before,
+            // losing nothing) or when the journal closed it.
+            #expect(unreadable <= 1, "\(variant.name): \(unreadable) unreadable tabs")
+        }
+    }
+
+    /// Every byte of the newest regular journal flipped and every truncation: a typed report,
+    /// a regular list the window really had (damage loses what follows it in that journal, the
+    /// other Browser keeps its own), and never a crash. Damage in the unused, zeroed room past
+    /// the last save loses nothing.
+    @Test func aDamagedJournalGivesAStateTheWindowHad() throws {
+        let (engine, states, live) = try Self.prepared()
+        let path = try Self.newest(StoreLayout.journalPrefix, in: engine)
+        let bytes = try #require(engine.contents(of: path))
+        let used = (bytes.lastIndex { $0 != 0 } ?? 0) + 1
+        var variants: [(String, [UInt8])] = []
+        for offset in 0..<bytes.count where (offset < used + 64 && offset % 3 == 0) || offset % 97 == 0 {
+            var copy = bytes
+            copy[offset] ^= 0x01
+            variants.append(("flip \(offset)", copy))
+        }
+        for length in 0...used where length % 4 == 0 { variants.append(("cut \(length)", Array(bytes.prefix(length)))) }
+        for (name, variant) in variants {
+            let disk = engine.copy()
+            disk.overwrite(path, with: variant)
+            let (restored, recovery) = try simulatedWindow(disk)
+            let got = try WindowContents(restored)
+            let hadIt = states.contains { $0.regular == got.regular }
+            #expect(hadIt, "\(name): \(recovery.regular)")
+            #expect(got.incognito == live.incognito, "\(name)")
+            if name.hasPrefix("flip"), let offset = Int(name.dropFirst(5)), offset >= used {
+                #expect(got == live, "\(name) lies past the last save")
+            }
+            // Recovery left files the next recovery reads the same way.
+            let (again, _) = try simulatedWindow(disk)
+            #expect(try WindowContents(again) == got, "\(name): a second recovery agrees")
+        }
+    }
+}
+
+@Suite struct IncognitoTests {
+    /// Incognito tabs survive a crash while open; when the last one closes, the session is
+    /// deleted durably: files, directory, and the parent's entry, so a power cut keeps it gone.
+    @Test func incognitoComesBackAfterACrashAndIsDeletedWhenItsLastTabCloses() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let (store, _) = try simulatedWindow(engine)
+        let list = store.incognito.webStateList
+        for seq in 1...3 as ClosedRange<UInt64> {
+            var history = NavigationHistory()
+            history.commit(NavigationItem(url: "https://private\(seq).example/", title: "P\(seq)", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+            try store.apply(seq: seq) {
+                _ = try list.insert(WebState(id: store.incognito.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+            }
+        }
+        try store.waitUntilDurable(3)
+        let open = try WindowContents(store)
+        engine.powerCut()
+        let (restored, _) = try simulatedWindow(engine)
+        #expect(try WindowContents(restored) == open)
+        #expect(try engine.directoryEntries(incognitoDirectory) != nil)
+
+        let incognito = restored.incognito.webStateList
+        var events: [SaveEvent] = []
+        try restored.apply(seq: 4) { incognito.closeAll() }
+        while restored.durableSeq < 4 || !events.contains(.deletedIncognito) {
+            events += try restored.poll(waiting: true)
+            if events.isEmpty, restored.durableSeq >= 4 { break }
+        }
+        #expect(events.contains(.deletedIncognito))
+        #expect(try engine.directoryEntries(incognitoDirectory) == nil)
+        engine.powerCut()
+        #expect(try engine.directoryEntries(incognitoDirectory) == nil, "the deletion is durable")
+        let (after, _) = try simulatedWindow(engine)
+        #expect(after.incognito.webStateList.isEmpty)
+        #expect(try TabListContents(after.regular.webStateList, realizing: true) == open.regular)
+    }
+}
+
+@Suite struct LazyRestoreTests {
+    /// 10,000 tabs restore without reading one history; realizing the active tab reads its own.
+    @Test func tenThousandTabsRestoreReadingNoHistory() throws {
+        // The session is written as the store would leave it after a compaction: a snapshot of
+        // 10,000 tabs (built with the list's bulk restore: 10,000 journaled inserts would only
+        // slow the test) and an empty preallocated journal.
+        let profile = Profile(stateDirectory: simulatedRoot)
+        let list = WebStateList()
+        var tabs: [RestoredTab] = []
+        for index in 0..<10_000 {
+            var history = NavigationHistory()
+            for step in 0..<3 {
+                history.commit(NavigationItem(url: "https://site\(index).example/\(step)", title: "Tab \(index)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(step + 1))))
+            }
+            tabs.append(RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history), opener: nil))
+        }
+        try list.restore(tabs, activeIndex: 5_000, pinnedCount: 0)
+        let snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: 1) { _ throws(SessionFormatError) in [] }
+        let engine = FaultEngine(directories: [regularDirectory])
+        for (name, bytes) in [
+            (StoreLayout.snapshotName(1), snapshot),
+            (StoreLayout.journalName(1), JournalFile.header + [UInt8](repeating: 0, count: 4096)),
+        ] {
+            let file = try engine.open(regularDirectory.appending(name), creating: true)
+            _ = try engine.perform([.write(file, bytes, offset: 0, durable: true)])
+            engine.close(file)
+        }
+
+        let readsBefore = engine.readCount
+        let (restored, recovery) = try simulatedWindow(engine)
+        let restoreReads = engine.readCount - readsBefore
+        let restoredTabs = restored.regular.webStateList
+        #expect(recovery.regular.generation == 1 && recovery.regular.damaged.isEmpty)
+        #expect(restoredTabs.count == 10_000)
+        #expect(restoredTabs.webStates.allSatisfy { !$0.isRealized })
+        #expect(restoreReads <= 8, "a handful of reads for 10,000 tabs: no history was read (\(restoreReads))")
+        let active = try #require(restoredTabs.activeWebState)
+        try active.forceRealized()
+        #expect(engine.readCount - readsBefore == restoreReads + 1, "the active tab reads its history, once")
+        #expect(try active.navigationHistory() == list.webStates[5_000].navigationHistory())
+    }
+}
