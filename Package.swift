@@ -69,7 +69,13 @@ let package = Package(
         ),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
         // Runs the built command as a user would; depends on it so it is built first.
-        .testTarget(name: "windowhostTests", dependencies: ["windowhost"]),
+        .testTarget(
+            name: "windowhostTests",
+            dependencies: [
+                "windowhost", "SessionStore", "BrowserModel", "IOUring",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .testTarget(
             name: "IOUringTests",
             dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]

@@ -14,9 +14,30 @@ public struct RandomBrowsing: Sendable {
         self.maxTabs = maxTabs
     }
 
+    /// Command `seq` of the seeded run `seed`, applied to `list`: a function of the seed, the
+    /// sequence number and the list as it stands only (a new tab takes the id after the
+    /// highest open one), so a run restarted from any saved state goes on exactly as the
+    /// uninterrupted run would. What crash tests and their reference model both run.
+    @discardableResult
+    public static func command(seed: UInt64, seq: UInt64, list: WebStateList, profile: Profile) throws -> String {
+        var browsing = RandomBrowsing(
+            seed: seed ^ (seq &* 0x9E37_79B9_7F4A_7C15),
+            startTime: Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + Int64(seq) * 10_000_000), maxTabs: 12)
+        return try browsing.step(list) {
+            let id = WebStateID(rawValue: (list.webStates.map(\.id.rawValue).max() ?? 0) + 1)!
+            profile.reserveWebStateID(id)
+            return id
+        }
+    }
+
     /// Applies one operation to `list`; returns what it did, for logs and demos.
     @discardableResult
     public mutating func step(_ list: WebStateList, profile: Profile) throws -> String {
+        try step(list, makeID: profile.makeWebStateID)
+    }
+
+    /// One operation, new tabs taking their ids from `makeID`.
+    public mutating func step(_ list: WebStateList, makeID: () -> WebStateID) throws -> String {
         let count = list.count
         let index = count == 0 ? 0 : Int.random(in: 0..<count, using: &random)
         let roll = count == 0 ? 0 : Int.random(in: 0..<100, using: &random)
@@ -30,7 +51,7 @@ public struct RandomBrowsing: Sendable {
                 params.opener = WebStateOpener(
                     openerID: opener.id, navigationIndex: try opener.navigationHistory().currentIndex ?? 0)
             }
-            let tab = newTab(profile)
+            let tab = newTab(makeID)
             let at = try list.insert(tab, params)
             return "open \(tab.url) as tab \(tab.id) at \(at)\(params.pinned ? " (pinned)" : "")"
         case 30..<55:
@@ -53,7 +74,7 @@ public struct RandomBrowsing: Sendable {
             detached.destroy()
             return "detach tab \(detached.id)"
         case 78..<83:
-            let tab = newTab(profile)
+            let tab = newTab(makeID)
             let replaced = try list.replace(at: index, with: tab)
             replaced.destroy()
             return "prerendered tab \(tab.id) replaces tab \(replaced.id)"
@@ -82,11 +103,11 @@ public struct RandomBrowsing: Sendable {
         return Timestamp(microsecondsSinceEpoch: clock)
     }
 
-    private mutating func newTab(_ profile: Profile) -> WebState {
+    private mutating func newTab(_ makeID: () -> WebStateID) -> WebState {
         let time = tick()
         var history = NavigationHistory()
         let site = Int.random(in: 0..<50, using: &random)
         history.commit(NavigationItem(url: "https://site\(site).example/", title: "Site \(site)", timestamp: time))
-        return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
+        return WebState(id: makeID(), creationTime: time, history: history)
     }
 }

@@ -11,13 +11,15 @@ public struct StoreOptions: Sendable {
     /// …or this many bytes.
     public var compactAfterBytes: Int
     /// A new journal is written full of zeros to this size up front, so an append never grows
-    /// the file and a durable write flushes data only.
+    /// the file and a durable write flushes data only. By default: room for the records before
+    /// compaction (about 256 bytes each), plus 64 KiB.
     public var journalPreallocation: Int
 
     public init(compactAfterRecords: Int = 4096, compactAfterBytes: Int = 1 << 20, journalPreallocation: Int? = nil) {
         self.compactAfterRecords = compactAfterRecords
         self.compactAfterBytes = compactAfterBytes
-        self.journalPreallocation = journalPreallocation ?? compactAfterBytes + (64 << 10)
+        self.journalPreallocation =
+            journalPreallocation ?? min(compactAfterBytes, compactAfterRecords * 256) + (64 << 10)
     }
 }
 
@@ -96,7 +98,14 @@ public final class BrowserStore {
         let acknowledgeAtEnd: Bool
     }
 
-    init(kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine, options: StoreOptions) {
+    /// Reads only: removes, moves and repairs nothing (`windowhost inspect`).
+    let readOnly: Bool
+
+    init(
+        kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
+        options: StoreOptions, readOnly: Bool = false
+    ) {
+        self.readOnly = readOnly
         self.kind = kind
         self.directory = directory
         self.list = list
@@ -129,8 +138,9 @@ public final class BrowserStore {
     /// Whether the directory holds a session.
     var isOnDisk: Bool { generation > 0 }
 
-    /// Whether the next save must write a new snapshot: the journal cannot be continued.
-    var mustCompact: Bool { needsRebase }
+    /// Whether the next save must write a new snapshot: the journal cannot be continued, or
+    /// there is none (recovery could not open or repair it).
+    var mustCompact: Bool { needsRebase || (generation > 0 && journal == nil) }
 
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
@@ -182,7 +192,7 @@ public final class BrowserStore {
             try startCompaction(seq: seq, browsers: browsers)
             return
         }
-        guard let journal else { preconditionFailure("append without a journal: createIfNeeded comes first") }
+        guard let journal else { return try startCompaction(seq: seq, browsers: browsers) }
         writing = staged
         staged.removeAll()
         let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))

@@ -48,7 +48,9 @@ extension BrowserStore {
         var loaded = LoadedSession()
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
         let listing = StoreListing(entries: entries)
-        for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }
+        if !readOnly {
+            for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }
+        }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
         for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
@@ -62,9 +64,18 @@ extension BrowserStore {
                 loaded.needsRebase = true
             }
         }
+        // A journal whose snapshot never existed was made by a compaction that stopped before
+        // its rename: nothing was ever appended to it (appends move there only after the
+        // rename is durable), so it goes.
+        let listedSnapshots = Set(listing.snapshots)
+        if !readOnly {
+            for orphan in listing.journals where orphan > loaded.generation && !listedSnapshots.contains(orphan) {
+                try? engine.removeFile(directory.appending(StoreLayout.journalName(orphan)))
+            }
+        }
         guard loaded.generation > 0 else { return loaded }
         var generation = loaded.generation
-        while listing.journals.contains(generation) {
+        while listing.journals.contains(generation), generation == loaded.generation || listedSnapshots.contains(generation) {
             let path = directory.appending(StoreLayout.journalName(generation))
             let source = try io { try EngineBytes(engine, path: path) }
             let scan: JournalFile.Scan
@@ -142,6 +153,15 @@ extension BrowserStore {
             kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
             replayedRecords: outcome.replayed, droppedIncompleteSave: outcome.dropped, seq: outcome.seq,
             repairError: repairError)
+    }
+
+    /// Applies `loaded` to the (scratch) list without repairing anything: what `inspect` shows.
+    func replayForInspection(_ loaded: LoadedSession) -> (seq: UInt64, damaged: [DamagedFile]) {
+        var loaded = loaded
+        let outcome = replay(&loaded, dropLastSave: false)
+        var damaged = loaded.damaged
+        if let failure = outcome.failure { damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error)) }
+        return (outcome.seq, damaged)
     }
 
     /// What applying a loaded session did: records replayed, the seq reached, the save left
@@ -226,13 +246,21 @@ extension BrowserStore {
         } catch {
             throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
         }
-        guard let last = bytes.lastIndex(where: { $0 != 0 }) else { return start }
+        // Eight bytes at a time: the zeroed room after the last save is most of a journal.
+        let last = bytes.withUnsafeBytes { raw -> Int? in
+            var end = raw.count
+            while end >= 8, raw.loadUnaligned(fromByteOffset: end - 8, as: UInt64.self) == 0 { end -= 8 }
+            while end > 0, raw[end - 1] == 0 { end -= 1 }
+            return end == 0 ? nil : end - 1
+        }
+        guard let last else { return start }
         return start + last + 1
     }
 
     /// Moves a damaged file under `damaged/` (never deleted); reports it where it stays if the
     /// move fails.
     private func setAside(_ path: FilePath, _ reason: SessionFormatError) -> DamagedFile {
+        guard !readOnly else { return DamagedFile(path: path.string, setAsideAt: nil, error: reason) }
         let directory = self.directory.appending(StoreLayout.damagedDirectory)
         let name = path.lastComponent?.string ?? "file"
         do {

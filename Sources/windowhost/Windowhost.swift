@@ -6,14 +6,19 @@ struct Windowhost: ParsableCommand {
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
         discussion: """
-            Exit codes: 0 ok, 1 a check failed, 64 bad arguments (sysexits(3) EX_USAGE).
+            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data,
+            66 no such input, 69 a required service (io_uring) unavailable, 74 an I/O error.
             """,
         version: "0.1.0",
-        subcommands: [DemoCommand.self]
+        subcommands: [DemoCommand.self, InspectCommand.self, SaveLoopCommand.self]
     )
 }
 
 /// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.
 enum ExitStatus {
     static let checkFailed = ExitCode(1)
+    static let dataError = ExitCode(65)
+    static let noInput = ExitCode(66)
+    static let unavailable = ExitCode(69)
+    static let ioError = ExitCode(74)
 }

@@ -1,0 +1,33 @@
+import ArgumentParser
+import Foundation
+import IOUring
+
+extension IOEngineChoice: ExpressibleByArgument {}
+
+/// `--io auto|uring|sync`, else `WINDOWHOST_IO`, else auto: wherever the CLI writes sessions.
+struct IOOptions: ParsableArguments {
+    @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring or sync. Default: $WINDOWHOST_IO, else auto.")
+    var choice: IOEngineChoice?
+
+    /// The engine, and a line saying which one runs and why (stderr, so scripts can read stdout).
+    func makeEngine() throws -> any IOEngine {
+        let choice: IOEngineChoice
+        do {
+            choice = try self.choice ?? IOEngineChoice.fromEnvironment(ProcessInfo.processInfo.environment["WINDOWHOST_IO"])
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        do {
+            let (engine, fallback) = try choice.makeEngine()
+            if let fallback {
+                FileHandle.standardError.write(Data("windowhost: I/O engine sync (io_uring refused: \(fallback))\n".utf8))
+            } else {
+                FileHandle.standardError.write(Data("windowhost: I/O engine \(engine.name)\n".utf8))
+            }
+            return engine
+        } catch {
+            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            throw ExitStatus.unavailable
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import SessionStore
+import SystemPackage
+
+/// `windowhost inspect ROOT [--window UUID] [--json]`: what is on disk, read only.
+struct InspectCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Show the sessions saved under ROOT without changing anything.",
+        discussion: "Exit codes: 0 all readable, 65 something is corrupt (file and byte offset named, the rest still shown), 66 ROOT does not exist.")
+
+    @Argument(help: "The host's state directory.")
+    var root: String
+
+    @Option(help: "Only this window.")
+    var window: UUID?
+
+    @Flag(help: "One JSON object on stdout.")
+    var json = false
+
+    func run() throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
+            FileHandle.standardError.write(Data("windowhost inspect: \(root) does not exist\n".utf8))
+            throw ExitStatus.noInput
+        }
+        let windows: [WindowInspection]
+        do {
+            windows = try SessionInspector.inspect(root: FilePath(root), window: window)
+        } catch {
+            FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
+            throw ExitStatus.ioError
+        }
+        if json {
+            struct Output: Encodable {
+                let root: String
+                let windows: [WindowInspection]
+            }
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(Output(root: root, windows: windows)), as: UTF8.self))
+        } else {
+            printText(windows)
+        }
+        if windows.contains(where: { $0.browsers.contains { !$0.damaged.isEmpty } }) { throw ExitStatus.dataError }
+    }
+
+    private func printText(_ windows: [WindowInspection]) {
+        if windows.isEmpty { print("no windows under \(root)") }
+        for window in windows {
+            print("window \(window.uuid)")
+            for browser in window.browsers {
+                print("  \(browser.kind): \(browser.tabs.count) tabs, active \(browser.activeIndex.map(String.init) ?? "none"), "
+                    + "durable seq \(browser.durableSeq), generation \(browser.generation), "
+                    + "snapshot \(browser.snapshotBytes) B, journal \(browser.journalBytes) B")
+                for (index, tab) in browser.tabs.enumerated() {
+                    let marks = (index == browser.activeIndex ? "*" : " ") + (tab.pinned ? "p" : " ")
+                    print("   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)")
+                }
+                if let torn = browser.tornTailAt { print("  note: an unfinished last save at byte \(torn) is discarded on recovery") }
+                for damage in browser.damaged {
+                    print("  CORRUPT \(damage.file)\(damage.offset.map { " at byte \($0)" } ?? ""): \(damage.error)")
+                }
+            }
+        }
+    }
+}
+
+/// A window UUID on the command line; a malformed one is a usage error (exit 64).
+extension UUID: @retroactive ExpressibleByArgument {
+    public init?(argument: String) { self.init(uuidString: argument) }
+}
