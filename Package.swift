@@ -64,6 +64,7 @@ let package = Package(
                 "IOUring",
                 "SessionStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         .executableTarget(
@@ -25,6 +26,19 @@ let package = Package(
                 .product(name: "SessionFormat", package: windowhost),
             ],
             path: "Benchmarks/SessionFormatBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "StoreBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "BrowserModel", package: windowhost),
+                .product(name: "SessionFormat", package: windowhost),
+                .product(name: "SessionStore", package: windowhost),
+                .product(name: "IOUring", package: windowhost),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Benchmarks/StoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

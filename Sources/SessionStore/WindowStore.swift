@@ -190,7 +190,21 @@ public final class WindowStore {
         if groupSeq == nil, !retryBlocked, let request = waiting.last, request.seq > durableSeq {
             try startGroup(&events)
         }
+        if groupSeq == nil, !hasUnsavedChanges, let store = stores.first(where: { $0.isOnDisk && $0.shouldCompact }) {
+            // A compaction put off because both Browsers were saving: alone now, and with
+            // nothing unsaved its snapshot is exactly what is durable.
+            try store.startSave(seq: appliedSeq, browsers: store.kind.commitBit, compact: true)
+            groupSeq = appliedSeq
+            try io { try engine.flush() }
+        }
         return events
+    }
+
+    /// Polls until no write is in flight: pending saves and compactions done (tools, tests).
+    public func settle() throws(StoreError) {
+        repeat {
+            for case .failed(let error) in try poll(waiting: true) { throw error }
+        } while groupSeq != nil
     }
 
     private func startGroup(_ events: inout [SaveEvent]) throws(StoreError) {

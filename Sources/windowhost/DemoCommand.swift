@@ -1,122 +1,134 @@
 import ArgumentParser
 import BrowserModel
 import Foundation
+import Histogram
+import IOUring
 import SessionFormat
+import SessionStore
 import SystemPackage
 
-/// Shows the browser model and the session record format working together: seeded browsing in
-/// one window's regular and incognito Browsers, a snapshot plus journal written per Browser,
-/// a lazy restore checked against the live lists, and a damaged journal read safely.
+/// Shows the session store at work: seeded browsing in one window's regular and incognito
+/// Browsers saved after the seed's policy (a delayed save, then background), a lazy restore
+/// checked against the live window, and a damaged snapshot recovered from the generation
+/// before without losing a save.
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Browse at random, save as snapshot + journal, restore lazily, and check nothing was lost.")
+        abstract: "Browse at random, save after the seed's policy, restore lazily, survive a damaged file.")
 
-    @Option(help: "Directory to keep the session files in (default: a temporary one, removed afterwards).")
+    @Option(help: "Directory to keep the sessions in (default: a temporary one, removed afterwards).")
     var root: String?
 
     @Option(help: "Seed of the random browsing; the same seed gives the same run.")
     var seed: UInt64 = 1
 
-    @Option(help: "Commands per Browser; the snapshot covers the first half, the journal the rest.")
-    var commands: Int = 200
+    @Option(help: "Commands to apply.")
+    var commands: UInt64 = 300
+
+    @Option(help: "Delay of the delayed save (cases 3 and 4), in milliseconds; 0 saves every change at once.")
+    var saveDelay: UInt64 = 500
+
+    @OptionGroup var io: IOOptions
 
     func validate() throws {
         guard commands >= 2 else { throw ValidationError("--commands must be at least 2") }
     }
 
     func run() throws {
-        let rootPath: FilePath
-        if let root {
-            rootPath = FilePath(root)
-        } else {
-            rootPath = try PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
-        }
+        let rootPath = try root.map { FilePath($0) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
         defer { if root == nil { try? FileManager.default.removeItem(atPath: rootPath.string) } }
-
-        let profile = Profile(stateDirectory: rootPath)
+        let engine = try io.makeEngine()
         let window = UUID()
-        print("windowhost demo (seed \(seed)): window \(window.uuidString) under \(rootPath)")
-        var allEqual = true
-        for (offset, candidate) in [profile, profile.offTheRecordProfile].enumerated() {
-            let browser = candidate.browserList.browser(for: window)
-            let equal = try demonstrate(browser, seed: seed &+ UInt64(offset), showSteps: offset == 0 ? 6 : 0)
-            allEqual = allEqual && equal
+        print("windowhost demo (seed \(seed), engine \(engine.name), save delay \(saveDelay) ms): window \(window.uuidString) under \(rootPath)")
+
+        // Small thresholds, so a short demo compacts and keeps a generation to fall back to.
+        let options = StoreOptions(compactAfterRecords: max(8, Int(commands) / 6))
+        let store = WindowStore(root: rootPath, windowID: window, engine: engine, options: options, saveDelayMilliseconds: saveDelay)
+        _ = try store.recover()
+        var regular = RandomBrowsing(seed: seed, maxTabs: 25)
+        var incognito = RandomBrowsing(seed: seed &+ 1, maxTabs: 8)
+        var random = SeededGenerator(seed: seed &+ 2)
+        let start = monotonicNanoseconds()
+        var saves: [String] = []
+        for seq in 1...commands {
+            let useIncognito = Int.random(in: 0..<5, using: &random) == 0
+            let browser = useIncognito ? store.incognito : store.regular
+            let did = try store.apply(seq: seq) {
+                useIncognito
+                    ? try incognito.step(browser.webStateList, profile: browser.profile)
+                    : try regular.step(browser.webStateList, profile: browser.profile)
+            }
+            if seq <= 5 { print("  #\(seq) \(browser.kind): \(did)") }
+            saves += try store.poll().map { describe($0, since: start) }
+            usleep(5_000)
         }
-        guard allEqual else {
-            print("FAILED: a restored list differs from the live one")
+        print("  …")
+        for line in saves { print(line) }
+        print("background (case 1): save now, the pending delayed save cancelled")
+        try store.background()
+        try store.waitUntilDurable(commands)
+        try store.settle()
+        print("  durable through command \(store.durableSeq)")
+        let live = try contents(store)
+        print("live: regular \(live.regular.tabs.count) tabs, incognito \(live.incognito.tabs.count) tabs; "
+            + "\(store.savesCompleted) saves, latency request → durable p50 \(store.saveLatency.valueAtPercentile(50)) µs, "
+            + "p99 \(store.saveLatency.valueAtPercentile(99)) µs, max \(store.saveLatency.max) µs")
+
+        let restored = WindowStore(root: rootPath, windowID: window, engine: engine)
+        let recovery = try restored.recover()
+        let unrealized = restored.regular.webStateList.webStates.filter { !$0.isRealized }.count
+        let equal = try contents(restored) == live
+        print("restored: \(restored.regular.webStateList.count) regular tabs, \(unrealized) unrealized; "
+            + "generation \(recovery.regular.generation) + \(recovery.regular.replayedRecords) journal records; "
+            + "restored == live, every history compared: \(equal ? "yes" : "NO")")
+
+        let damagedEqual = try damageNewestSnapshot(rootPath, window: window, engine: engine, live: live)
+        guard equal, damagedEqual else {
+            print("FAILED: a restored window differs from the live one")
             throw ExitStatus.checkFailed
         }
-        print("every restored list equals its live list: nothing was lost")
+        print("nothing acknowledged was lost")
     }
 
-    /// Browses, saves, restores and damages one Browser's session; true when the restore matched.
-    private func demonstrate(_ browser: Browser, seed: UInt64, showSteps: Int) throws -> Bool {
-        let list = browser.webStateList
-        let recorder = JournalRecorder(list: list)
-        var browsing = RandomBrowsing(seed: seed)
-        let half = UInt64(commands / 2)
-        let directory = browser.sessionDirectory
-        try PrivateFiles.makeDirectories(directory)
-        let snapshotPath = directory.appending("snapshot")
-        let journalPath = directory.appending("journal")
-
-        print("\n\(browser.kind) browser: \(commands) random commands")
-        var journal = JournalFile.header
-        var journalRecords = 0
-        for seq in 1...UInt64(commands) {
-            recorder.commandSeq = seq
-            let did = try browsing.step(list, profile: browser.profile)
-            if seq <= UInt64(showSteps) { print("  #\(seq) \(did)") }
-            let records = recorder.takeRecords()
-            if seq == half {
-                let snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq) { webState throws(SessionFormatError) in
-                    throw .readFailed(offset: 0, reason: "tab \(webState.id) is unrealized and has no stored history")
-                }
-                try PrivateFiles.write(snapshot, to: snapshotPath)
-            } else if seq > half {
-                for record in records { journal += record.frame }
-                journalRecords += records.count
-            }
+    /// Flips a byte in the regular Browser's newest snapshot and recovers: the file is set aside
+    /// and the generation before plus both journals give the same window.
+    private func damageNewestSnapshot(_ root: FilePath, window: UUID, engine: any IOEngine, live: Contents) throws -> Bool {
+        let directory = root.appending("windows").appending(window.uuidString).appending("regular")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix("snapshot-") }.sorted()
+        guard names.count >= 2, let newest = names.last else {
+            print("damage: only one snapshot generation so far; run more --commands to see the fallback")
+            return true
         }
-        try PrivateFiles.write(journal, to: journalPath)
-        if showSteps > 0 { print("  …") }
-        let active = list.activeWebState.map { "tab \($0.id) \"\($0.title)\"" } ?? "none"
-        print("  live: \(tabs(list.count)) (\(list.pinnedCount) pinned), active \(active)")
+        let path = directory.appending(newest).string
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[Framing.fileHeaderSize + 20] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let store = WindowStore(root: root, windowID: window, engine: engine)
+        let recovery = try store.recover()
+        for damaged in recovery.regular.damaged { print("damage: \(damaged)") }
+        let equal = try contents(store) == live
+        print("  fell back to generation \(recovery.regular.generation): restored == live: \(equal ? "yes" : "NO")")
+        return equal && recovery.regular.fellBack
+    }
 
-        let snapshotFile = try FileBytes(path: snapshotPath)
-        let journalFile = try FileBytes(path: journalPath)
-        print("  saved snapshot \(snapshotFile.size) B (covers commands 1…\(half)), "
-            + "journal \(journalFile.size) B (\(journalRecords) records, commands \(half + 1)…\(commands))")
-
-        let restored = browser.profile.browserList.browser(for: UUID()).webStateList
-        let reader = try SnapshotReader(snapshotFile)
-        try reader.restore(into: restored, profile: browser.profile)
-        let unrealizedAfterRestore = restored.webStates.filter { !$0.isRealized }.count
-        for record in try JournalFile.decode(journalFile) {
-            try JournalReplayer.apply(record, to: restored, profile: browser.profile)
+    private func describe(_ event: SaveEvent, since start: UInt64) -> String {
+        let at = (monotonicNanoseconds() - start) / 1_000_000
+        return switch event {
+        case .durable(let seq): "  +\(at) ms: durable through command \(seq)"
+        case .failed(let error): "  +\(at) ms: save failed: \(error)"
+        case .compactionFailed(let error): "  +\(at) ms: compaction failed: \(error)"
+        case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted"
         }
-        let realizedByReplay = restored.webStates.filter(\.isRealized).count
-        print("  restored: \(tabs(reader.items.count)) from the snapshot, \(unrealizedAfterRestore) of them unrealized; "
-            + "after the journal \(tabs(restored.count)), \(realizedByReplay) realized (new or navigated since)")
-        if let activeTab = restored.activeWebState, !activeTab.isRealized {
-            try activeTab.forceRealized()
-            print("  realizing the active tab read its history only: \(activeTab.navigationItemCount) items")
-        }
+    }
 
-        let equal = try TabListContents(restored, realizing: true) == TabListContents(list, realizing: true)
-        print("  restored == live, every history compared: \(equal ? "yes" : "NO")")
+    private struct Contents: Equatable {
+        let regular: TabListContents
+        let incognito: TabListContents
+    }
 
-        var damaged = journal
-        if damaged.count > Framing.fileHeaderSize + 1 {
-            let position = Framing.fileHeaderSize + (damaged.count - Framing.fileHeaderSize) / 2
-            damaged[position] ^= 0x40
-            let scan = try JournalFile.scan(InMemoryBytes(damaged))
-            print("  damaged journal (byte \(position) flipped): \(scan.stoppedBy.map { "\($0)" } ?? "no error")")
-            print("    kept the \(scan.records.count) records before it (\(scan.validLength) B), trusted nothing after it")
-        }
-        return equal
+    private func contents(_ store: WindowStore) throws -> Contents {
+        Contents(
+            regular: try TabListContents(store.regular.webStateList, realizing: true),
+            incognito: try TabListContents(store.incognito.webStateList, realizing: true))
     }
 }
-
-private func tabs(_ count: Int) -> String { count == 1 ? "1 tab" : "\(count) tabs" }

@@ -224,11 +224,8 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
 
         let incognito = restored.incognito.webStateList
         var events: [SaveEvent] = []
-        try restored.apply(seq: 4) { incognito.closeAll() }
-        while restored.durableSeq < 4 || !events.contains(.deletedIncognito) {
-            events += try restored.poll(waiting: true)
-            if events.isEmpty, restored.durableSeq >= 4 { break }
-        }
+        restored.apply(seq: 4) { incognito.closeAll() }
+        for _ in 0..<20 where !events.contains(.deletedIncognito) { events += try restored.poll(waiting: true) }
         #expect(events.contains(.deletedIncognito))
         #expect(try engine.directoryEntries(incognitoDirectory) == nil)
         engine.powerCut()
