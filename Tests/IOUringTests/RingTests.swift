@@ -116,7 +116,7 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
 
 /// Runs `body` on a thread of its own and waits for it: a seccomp filter installed there binds
 /// that thread only, never the test runner's shared threads.
-private func onDedicatedThread(_ body: @escaping @Sendable () -> Void) {
+func onDedicatedThread(_ body: @escaping @Sendable () -> Void) {
     final class Work { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
     var thread = pthread_t()
     let work = Unmanaged.passRetained(Work(body)).toOpaque()
