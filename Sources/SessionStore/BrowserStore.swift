@@ -67,10 +67,10 @@ public final class BrowserStore {
     private var compactionDeferral = (records: 0, bytes: 0)
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
-    private var unreportedCompactionFailure: IOEngineError?
+    private var unreportedCompactionFailure: StoreError?
 
     /// The last compaction failure not yet reported, once.
-    func takeCompactionFailure() -> IOEngineError? {
+    func takeCompactionFailure() -> StoreError? {
         defer { unreportedCompactionFailure = nil }
         return unreportedCompactionFailure
     }
@@ -188,11 +188,19 @@ public final class BrowserStore {
     /// flush.
     func startSave(seq: UInt64, browsers: UInt8, compact: Bool) throws(StoreError) {
         precondition(isIdle, "one write per store at a time")
-        if compact {
-            try startCompaction(seq: seq, browsers: browsers)
-            return
+        if compact || journal == nil {
+            do {
+                try startCompaction(seq: seq, browsers: browsers)
+                return
+            } catch where journal != nil && !needsRebase {
+                // No new snapshot now (no room for its files, or a stored history that no longer
+                // reads), but the journal still takes saves. Reported once; tried again a
+                // quarter-threshold later.
+                unreportedCompactionFailure = error
+                deferCompaction()
+            }
         }
-        guard let journal else { return try startCompaction(seq: seq, browsers: browsers) }
+        guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         writing = staged
         staged.removeAll()
         let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
@@ -293,7 +301,7 @@ public final class BrowserStore {
             if let failure = compaction.failure {
                 abandon(compaction, renamed: compaction.renamed)
                 if compaction.acknowledgeAtEnd { return .failed(failure) }
-                unreportedCompactionFailure = failure
+                unreportedCompactionFailure = .io(failure)
                 return progress
             }
             if !compaction.renamed {
@@ -343,12 +351,16 @@ public final class BrowserStore {
         } else {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(compaction.generation) + StoreLayout.temporarySuffix))
             try? engine.removeFile(directory.appending(StoreLayout.journalName(compaction.generation)))
-            compactionDeferral.records += max(1, options.compactAfterRecords / 4)
-            compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
+            deferCompaction()
         }
         staged = writing + staged
         writing.removeAll()
         state = .idle
+    }
+
+    private func deferCompaction() {
+        compactionDeferral.records += max(1, options.compactAfterRecords / 4)
+        compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
     }
 
     /// Switches appends to the new generation, points unrealized tabs' histories at the new

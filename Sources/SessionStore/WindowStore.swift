@@ -174,7 +174,7 @@ public final class WindowStore {
         for completion in completions {
             guard let store = stores.first(where: { $0.owns(completion.ticket) }) else { continue }
             if case .failed(let error) = try store.complete(completion) { groupFailure = groupFailure ?? .io(error) }
-            if let failure = store.takeCompactionFailure() { events.append(.compactionFailed(.io(failure))) }
+            if let failure = store.takeCompactionFailure() { events.append(.compactionFailed(failure)) }
         }
         if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
             groupSeq = nil
