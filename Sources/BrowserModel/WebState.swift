@@ -162,31 +162,32 @@ public final class WebState {
     /// Commits a navigation to `item` after the current entry; returns its index.
     @discardableResult
     public func commitNavigation(to item: NavigationItem) throws(WebStateError) -> Int {
-        var history = try navigationHistory()
-        let index = history.commit(item)
-        content = .realized(history)
+        let index = try mutateHistory { $0.commit(item) }
         forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
         return index
     }
 
     /// Puts `item` at `index`, dropping later entries (a journal replay of a new entry).
     public func commitNavigation(to item: NavigationItem, at index: Int) throws(WebStateError) {
-        var history = try navigationHistory()
-        guard history.commit(item, at: index) else {
-            throw .navigationIndexOutOfRange(id, index: index, count: history.items.count)
-        }
-        content = .realized(history)
+        let count = try mutateHistory { history in history.commit(item, at: index) ? nil : history.items.count }
+        if let count { throw .navigationIndexOutOfRange(id, index: index, count: count) }
         forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
     }
 
     /// Back or forward to the existing entry at `index`.
     public func goToItem(at index: Int) throws(WebStateError) {
-        var history = try navigationHistory()
-        guard history.goToItem(at: index) else {
-            throw .navigationIndexOutOfRange(id, index: index, count: history.items.count)
-        }
-        content = .realized(history)
+        let count = try mutateHistory { history in history.goToItem(at: index) ? nil : history.items.count }
+        if let count { throw .navigationIndexOutOfRange(id, index: index, count: count) }
         forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: false) }
+    }
+
+    /// Realizes, then changes the history in place. The history is taken out of `content`
+    /// first, so it is uniquely referenced and a commit appends instead of copying every item.
+    private func mutateHistory<T>(_ body: (inout NavigationHistory) -> T) throws(WebStateError) -> T {
+        var history = try navigationHistory()
+        content = .realized(NavigationHistory())
+        defer { content = .realized(history) }
+        return body(&history)
     }
 
     /// The tab was shown to the user at `time`.

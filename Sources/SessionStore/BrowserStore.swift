@@ -53,9 +53,10 @@ public final class BrowserStore {
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
     var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
     /// Records made since the last write was submitted.
-    var staged: [JournalRecord] = []
+    /// Framed once, when collected: sizing and writing them encode nothing again.
+    var staged: [[UInt8]] = []
     /// Records in the write now in flight.
-    private var writing: [JournalRecord] = []
+    private var writing: [[UInt8]] = []
     private var state = WriteState.idle
     /// Set when the files must be rewritten from memory before appending again: after a
     /// fallback, a damaged journal, or a compaction whose directory sync failed.
@@ -129,7 +130,7 @@ public final class BrowserStore {
     func collect() -> Bool {
         guard let recorder else { return false }
         let records = recorder.takeRecords()
-        staged += records
+        staged += records.map(\.frame)
         return !records.isEmpty
     }
 
@@ -145,7 +146,7 @@ public final class BrowserStore {
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
         journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
-            || journalEnd + staged.reduce(0) { $0 + $1.frame.count } >= options.compactAfterBytes + compactionDeferral.bytes
+            || journalEnd + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
     /// Before the first save: generation 1 as an empty snapshot (command 0) and an empty
@@ -208,9 +209,10 @@ public final class BrowserStore {
         state = .appending(ticket, seq: seq, bytes: bytes.count)
     }
 
-    private static func saveBytes(_ records: [JournalRecord], commit: JournalCommit) -> [UInt8] {
+    private static func saveBytes(_ frames: [[UInt8]], commit: JournalCommit) -> [UInt8] {
         var bytes: [UInt8] = []
-        for record in records { bytes += record.frame }
+        bytes.reserveCapacity(frames.reduce(Framing.recordHeaderSize + 9) { $0 + $1.count })
+        for frame in frames { bytes += frame }
         return bytes + commit.frame
     }
 

@@ -147,7 +147,11 @@ public final class WindowStore {
     /// storage error if a save fails meanwhile.
     public func waitUntilDurable(_ seq: UInt64) throws(StoreError) {
         while durableSeq < min(seq, appliedSeq) {
-            if groupSeq == nil { requestSave() }
+            if groupSeq == nil {
+                // Ask once: a request already pending keeps its own start time for the latency.
+                if waiting.last.map({ $0.seq < appliedSeq }) ?? true { requestSave() }
+                retryBlocked = false
+            }
             for case .failed(let error) in try poll(waiting: true) { throw error }
         }
     }

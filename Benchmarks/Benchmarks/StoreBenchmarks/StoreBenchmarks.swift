@@ -23,11 +23,17 @@ private let benchDirectory: FilePath = {
     return FilePath(path)
 }()
 
+/// A new directory for one benchmark under the bench directory; `removeDirectory` drops it.
 private func freshDirectory(_ name: String) -> FilePath {
     let path = benchDirectory.appending(name)
     try? FileManager.default.removeItem(atPath: path.string)
     try? FileManager.default.createDirectory(atPath: path.string, withIntermediateDirectories: true)
     return path
+}
+
+private func removeDirectory(_ path: FilePath) {
+    try? FileManager.default.removeItem(atPath: path.string)
+    _ = rmdir(benchDirectory.string)
 }
 
 /// A window with `tabs` tabs, saved, on `engine`: what each save benchmark appends to.
@@ -78,11 +84,14 @@ let benchmarks: @Sendable () -> Void = {
         }
         benchmark.stopMeasurement()
         engine.close(file)
+        removeDirectory(directory)
     }
 
     for name in ["uring", "sync"] {
         Benchmark("\(name): one durable save of a navigation (20-tab window)") { benchmark in
-            let store = try savedWindow(try engine(name), tabs: 20, in: freshDirectory("one-\(name)"))
+            let directory = freshDirectory("one-\(name)")
+            defer { removeDirectory(directory) }
+            let store = try savedWindow(try engine(name), tabs: 20, in: directory)
             var seq: UInt64 = 1
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations {
@@ -95,7 +104,9 @@ let benchmarks: @Sendable () -> Void = {
 
         Benchmark("\(name): group commit, 16 saves per write (20-tab window)", configuration: .init(scalingFactor: .one)) {
             benchmark in
-            let store = try savedWindow(try engine(name), tabs: 20, in: freshDirectory("group-\(name)"))
+            let directory = freshDirectory("group-\(name)")
+            defer { removeDirectory(directory) }
+            let store = try savedWindow(try engine(name), tabs: 20, in: directory)
             var seq: UInt64 = 1
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations {
@@ -112,6 +123,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("rewrite: atomic rewrite of the 20-tab session per save (tmp, fdatasync, rename, dir fsync)") { benchmark in
         let engine = SyncEngine()
         let directory = freshDirectory("rewrite")
+        defer { removeDirectory(directory) }
         let profile = Profile(stateDirectory: directory)
         let list = WebStateList()
         for index in 0..<20 {
