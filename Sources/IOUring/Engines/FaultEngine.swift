@@ -39,9 +39,7 @@ public final class FaultEngine: IOEngine {
     private var persisted: [String: Node] = [:]
     private var handles: [Int32: (path: String, node: Node)] = [:]
     private var lastHandle: Int32 = 2
-    private var tickets = TicketCounter()
-    private var queued: [(IOTicket, [IOOperation])] = []
-    private var finished: [IOCompletion] = []
+    private var chains = BlockingChains()
 
     /// A disk on which `directories` (and their parents) exist and are durable.
     public init(directories: [FilePath]) {
@@ -58,27 +56,16 @@ public final class FaultEngine: IOEngine {
 
     // MARK: the data path
 
-    public var inFlight: Int { queued.count + finished.count }
-
-    public func submit(_ chain: [IOOperation]) -> IOTicket {
-        let ticket = tickets.next()
-        queued.append((ticket, chain))
-        return ticket
-    }
+    public var inFlight: Int { chains.count }
+    public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
 
     /// Runs what is queued now; completions wait for `reap`, so a power cut in between leaves
     /// durable writes that were never acknowledged, as on a real disk.
-    public func flush() throws(IOEngineError) {
-        for (ticket, chain) in queued {
-            finished.append(IOCompletion(ticket: ticket, result: runChain(chain, step: perform)))
-        }
-        queued.removeAll(keepingCapacity: true)
-    }
+    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
 
     public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
         try flush()
-        defer { finished.removeAll(keepingCapacity: true) }
-        return finished
+        return chains.takeFinished()
     }
 
     private func perform(_ operation: IOOperation) throws(IOEngineError) {
@@ -153,8 +140,7 @@ public final class FaultEngine: IOEngine {
         visible = survivors
         persisted = survivors
         handles.removeAll()
-        queued.removeAll()
-        finished.removeAll()
+        chains.drop()
         haltAfter = nil
         failures.removeAll()
     }

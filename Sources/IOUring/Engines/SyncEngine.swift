@@ -8,31 +8,17 @@ import SystemPackage
 public final class SyncEngine: RealFileEngine {
     public let name = "sync"
     var files = RealFiles()
-    private var queued: [(IOTicket, [IOOperation])] = []
-    private var finished: [IOCompletion] = []
-    private var tickets = TicketCounter()
+    private var chains = BlockingChains()
 
     public init() {}
 
-    public var inFlight: Int { queued.count + finished.count }
-
-    public func submit(_ chain: [IOOperation]) -> IOTicket {
-        let ticket = tickets.next()
-        queued.append((ticket, chain))
-        return ticket
-    }
-
-    public func flush() throws(IOEngineError) {
-        for (ticket, chain) in queued {
-            finished.append(IOCompletion(ticket: ticket, result: runChain(chain, step: perform)))
-        }
-        queued.removeAll(keepingCapacity: true)
-    }
+    public var inFlight: Int { chains.count }
+    public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
+    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
 
     public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
         try flush()
-        defer { finished.removeAll(keepingCapacity: true) }
-        return finished
+        return chains.takeFinished()
     }
 
     private func perform(_ operation: IOOperation) throws(IOEngineError) {
@@ -64,16 +50,48 @@ public final class SyncEngine: RealFileEngine {
     }
 }
 
-/// Runs a chain's steps in order, stopping at the first failure.
-func runChain(_ chain: [IOOperation], step: (IOOperation) throws(IOEngineError) -> Void) -> Result<Void, IOEngineError> {
-    for operation in chain {
-        do {
-            try step(operation)
-        } catch {
-            return .failure(error)
-        }
+/// The data path of the engines that do the work on the caller's thread (blocking, simulated):
+/// chains queued by `submit`, run in order at `run` (each stops at its first failure), their
+/// completions held until taken, as a ring holds them until reaped.
+struct BlockingChains {
+    private var queued: [(IOTicket, [IOOperation])] = []
+    private var finished: [IOCompletion] = []
+    private var tickets = TicketCounter()
+
+    var count: Int { queued.count + finished.count }
+
+    mutating func submit(_ chain: [IOOperation]) -> IOTicket {
+        let ticket = tickets.next()
+        queued.append((ticket, chain))
+        return ticket
     }
-    return .success(())
+
+    mutating func run(_ step: (IOOperation) throws(IOEngineError) -> Void) {
+        for (ticket, chain) in queued {
+            var result = Result<Void, IOEngineError>.success(())
+            for operation in chain {
+                do {
+                    try step(operation)
+                } catch {
+                    result = .failure(error)
+                    break
+                }
+            }
+            finished.append(IOCompletion(ticket: ticket, result: result))
+        }
+        queued.removeAll(keepingCapacity: true)
+    }
+
+    mutating func takeFinished() -> [IOCompletion] {
+        defer { finished.removeAll(keepingCapacity: true) }
+        return finished
+    }
+
+    /// Everything queued or finished is forgotten (a simulated power cut).
+    mutating func drop() {
+        queued.removeAll()
+        finished.removeAll()
+    }
 }
 
 /// Tickets in submission order, never reused by one engine.
