@@ -11,7 +11,7 @@ import SystemPackage
 /// Each mutating operation is numbered from 1; `failures` fails chosen ones with an errno
 /// (`ENOSPC`, `EIO`), `capacity` fails writes that would grow the files past it with `ENOSPC`,
 /// and `haltAfter` makes every operation after the Nth fail, as a machine that lost power would.
-public final class FaultEngine: IOEngine {
+public final class FaultEngine: BlockingChainEngine {
     public let name = "fault"
     /// Mutating operations done so far (writes, syncs, creations, renames, removals).
     public private(set) var operationCount = 0
@@ -39,7 +39,7 @@ public final class FaultEngine: IOEngine {
     private var persisted: [String: Node] = [:]
     private var handles: [Int32: (path: String, node: Node)] = [:]
     private var lastHandle: Int32 = 2
-    private var chains = BlockingChains()
+    var chains = BlockingChains()
 
     /// A disk on which `directories` (and their parents) exist and are durable.
     public init(directories: [FilePath]) {
@@ -56,19 +56,7 @@ public final class FaultEngine: IOEngine {
 
     // MARK: the data path
 
-    public var inFlight: Int { chains.count }
-    public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
-
-    /// Runs what is queued now; completions wait for `reap`, so a power cut in between leaves
-    /// durable writes that were never acknowledged, as on a real disk.
-    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
-
-    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
-        try flush()
-        return chains.takeFinished()
-    }
-
-    private func perform(_ operation: IOOperation) throws(IOEngineError) {
+    func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             let (path, inode) = try fileHandle(file, "write")

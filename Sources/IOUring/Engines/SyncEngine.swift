@@ -5,23 +5,14 @@ import SystemPackage
 /// Blocking I/O behind the engine protocol, for kernels or sandboxes without io_uring: a
 /// durable write is one `pwritev2(RWF_DSYNC)`, a sync is `fdatasync` (or `fsync` for a
 /// directory). `flush` runs every queued chain before it returns.
-public final class SyncEngine: RealFileEngine {
+public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     public let name = "sync"
     var files = RealFiles()
-    private var chains = BlockingChains()
+    var chains = BlockingChains()
 
     public init() {}
 
-    public var inFlight: Int { chains.count }
-    public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
-    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
-
-    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
-        try flush()
-        return chains.takeFinished()
-    }
-
-    private func perform(_ operation: IOOperation) throws(IOEngineError) {
+    func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             var done = 0
@@ -47,6 +38,25 @@ public final class SyncEngine: RealFileEngine {
                 throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
         }
+    }
+}
+
+/// An engine whose data path runs on the caller's thread: chains run at `flush`, and their
+/// completions wait for `reap`, so a simulated power cut in between leaves durable writes
+/// that were never acknowledged, as on a real disk.
+protocol BlockingChainEngine: IOEngine {
+    var chains: BlockingChains { get set }
+    func perform(_ operation: IOOperation) throws(IOEngineError)
+}
+
+extension BlockingChainEngine {
+    public var inFlight: Int { chains.count }
+    public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
+    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
+
+    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
+        try flush()
+        return chains.takeFinished()
     }
 }
 
