@@ -61,8 +61,6 @@ public final class BrowserStore {
     /// Set when the files must be rewritten from memory before appending again: after a
     /// fallback, a damaged journal, or a compaction whose directory sync failed.
     var needsRebase = false
-    /// Every record up to this seq is durable.
-    public internal(set) var durableSeq: UInt64 = 0
     /// How far past the thresholds compaction waits after one failed (a full disk): saves go
     /// on appending into the preallocated journal meanwhile.
     private var compactionDeferral = (records: 0, bytes: 0)
@@ -121,10 +119,8 @@ public final class BrowserStore {
 
     // MARK: recording
 
-    var commandSeq: UInt64 {
-        get { recorder?.commandSeq ?? 0 }
-        set { recorder?.commandSeq = newValue }
-    }
+    /// The command about to be applied: what its records will carry.
+    func setCommandSeq(_ seq: UInt64) { recorder?.commandSeq = seq }
 
     /// Takes the records the last command made; true when there were any.
     func collect() -> Bool {
@@ -331,7 +327,6 @@ public final class BrowserStore {
             journalEnd += bytes
             journalRecords += writing.count
             writing.removeAll()
-            durableSeq = seq
             return .durable(seq)
         case .failure(let error):
             // The same records go again at the same offset, over whatever part of them landed.
@@ -379,7 +374,6 @@ public final class BrowserStore {
         needsRebase = false
         compactionDeferral = (0, 0)
         writing.removeAll()
-        durableSeq = max(durableSeq, compaction.seq)
         state = .idle
         do {
             let reader = try SnapshotReader(EngineBytes(engine, path: directory.appending(StoreLayout.snapshotName(generation))))

@@ -146,7 +146,6 @@ extension BrowserStore {
         generation = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
-        durableSeq = outcome.seq
         recorder = JournalRecorder(list: list)
         let repairError = repair(loaded, seq: outcome.seq)
         return RecoveryReport(

@@ -110,7 +110,7 @@ public final class WindowStore {
     @discardableResult
     public func apply<T>(seq: UInt64, _ body: () throws -> T) rethrows -> T {
         precondition(seq > appliedSeq, "command sequence numbers only grow")
-        for store in stores { store.commandSeq = seq }
+        for store in stores { store.setCommandSeq(seq) }
         defer {
             appliedSeq = seq
             var changed = false
