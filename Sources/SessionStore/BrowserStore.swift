@@ -145,10 +145,12 @@ public final class BrowserStore {
             || journalEnd + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
-    /// Before the first save: generation 1 as an empty snapshot (command 0) and an empty
-    /// journal, durable, so every save after it, the first included, is an append that commits
-    /// with the window's other Browser.
-    func createIfNeeded() throws(StoreError) {
+    /// Before the first save: a generation holding an empty snapshot and an empty journal,
+    /// durable, so every save after it, the first included, is an append that commits with the
+    /// window's other Browser. The snapshot says the list was empty through `seq` (the window's
+    /// durable seq): true of a new session and of one deleted when its last tab closed, and
+    /// what keeps recovery from taking the other Browser's saves since for unfinished ones.
+    func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
         try io { try engine.makeDirectories(directory) }
         let newGeneration = highestGeneration + 1
@@ -157,7 +159,7 @@ public final class BrowserStore {
         defer { engine.close(snapshotFile) }
         let journalFile = try createFresh(StoreLayout.journalName(newGeneration))
         // An empty list has no histories to look up, so encoding it cannot fail.
-        let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: 0) { _ throws(SessionFormatError) in [] }) ?? []
+        let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }) ?? []
         do {
             _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
             _ = try io { try engine.perform([.write(journalFile, preallocatedJournal(), offset: 0, durable: false), .sync(journalFile)]) }

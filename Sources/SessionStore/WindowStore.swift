@@ -218,7 +218,7 @@ public final class WindowStore {
             return
         }
         do {
-            for store in participants { try store.createIfNeeded() }
+            for store in participants { try store.createIfNeeded(emptyThrough: durableSeq) }
         } catch {
             retryBlocked = true
             events.append(.failed(error))

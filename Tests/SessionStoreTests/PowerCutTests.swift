@@ -40,7 +40,7 @@ import Testing
         return run
     }
 
-    @Test(arguments: 0..<16 as Range<UInt64>)
+    @Test(arguments: 0..<32 as Range<UInt64>)
     func everyCutRecoversAStateBetweenAcknowledgedAndApplied(seedIndex: UInt64) throws {
         let seed = 1000 + seedIndex
         let reference = try Self.run(seed: seed, engine: FaultEngine(directories: [simulatedRoot]), haltAfter: nil)
