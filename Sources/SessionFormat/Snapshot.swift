@@ -132,14 +132,23 @@ public final class SnapshotReader {
     }
 
     /// Fills the empty `list` with unrealized tabs; each reads its history from this snapshot
-    /// when realized. Restored identifiers are reserved in `profile`.
-    public func restore(into list: WebStateList, profile: Profile) throws(SessionFormatError) {
+    /// when realized. Restored identifiers are reserved in `profile`. When a stored history
+    /// does not read, `historyFallback` may supply the tab's history from elsewhere (the store
+    /// looks in the generation before); the read's error stands when it has none.
+    public func restore(
+        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) -> NavigationHistory?)? = nil
+    ) throws(SessionFormatError) {
         var tabs: [RestoredTab] = []
         tabs.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
             profile.reserveWebStateID(item.id)
             let webState = WebState(id: item.id, metadata: item.metadata) { [self] () throws -> NavigationHistory in
-                try self.history(at: index)
+                do {
+                    return try self.history(at: index)
+                } catch {
+                    guard let history = historyFallback?(item.id) else { throw error }
+                    return history
+                }
             }
             let opener = item.openerIndex.map {
                 WebStateOpener(openerID: items[$0].id, navigationIndex: item.openerNavigationIndex)

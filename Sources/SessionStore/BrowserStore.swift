@@ -99,6 +99,8 @@ public final class BrowserStore {
 
     /// Reads only: removes, moves and repairs nothing (`windowhost inspect`).
     let readOnly: Bool
+    /// Generations a scratch store looking for an older copy of a history must not use.
+    var fallbackExclusions: Set<UInt64> = []
 
     init(
         kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
@@ -259,7 +261,14 @@ public final class BrowserStore {
         guard let source = historySources[webState.id] else {
             throw .readFailed(offset: 0, reason: "no stored history for unrealized tab \(webState.id)")
         }
-        return try source.reader.historyFrame(at: source.index)
+        do {
+            return try source.reader.historyFrame(at: source.index)
+        } catch {
+            // Realizing goes to an older generation's copy: the next snapshot then encodes the
+            // tab from memory, and this one is retried after the deferral.
+            try? webState.forceRealized()
+            throw error
+        }
     }
 
     /// Whether `ticket` names a chain of this store's write in flight.

@@ -178,7 +178,8 @@ extension BrowserStore {
         var outcome = ReplayOutcome()
         if let reader = loaded.reader {
             do {
-                try reader.restore(into: list, profile: profile)
+                let excluded = fallbackExclusions.union([loaded.generation])
+                try reader.restore(into: list, profile: profile) { [weak self] id in self?.history(of: id, excluding: excluded) }
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
                 outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
@@ -234,6 +235,21 @@ extension BrowserStore {
         } catch {
             return error
         }
+    }
+
+    /// A tab's history as an older generation has it (its snapshot and every journal since),
+    /// for a tab whose stored history in the generation restored from no longer reads. Read
+    /// only, through a scratch store; nil when no older generation has the tab. Each level
+    /// excludes one more generation, so a damaged chain cannot loop.
+    private func history(of id: WebStateID, excluding excluded: Set<UInt64>) -> NavigationHistory? {
+        let scratch = BrowserStore(
+            kind: kind, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
+            engine: engine, options: options, readOnly: true)
+        scratch.fallbackExclusions = excluded
+        guard let loaded = try? scratch.load(excluding: excluded), loaded.reader != nil else { return nil }
+        _ = scratch.replayForInspection(loaded)
+        guard let index = scratch.list.index(of: id) else { return nil }
+        return try? scratch.list.webState(at: index).navigationHistory()
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
