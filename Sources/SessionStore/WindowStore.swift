@@ -57,7 +57,7 @@ public final class WindowStore {
     private var waiting: [(seq: UInt64, at: UInt64)] = []
     /// After a failure, no new attempt until something asks for a save again.
     private var retryBlocked = false
-    private var restoring = true
+    private var recovered = false
     private let clock: () -> UInt64
 
     public init(
@@ -87,7 +87,7 @@ public final class WindowStore {
     /// durable is left out of both, so the window comes back as it was after one command.
     /// Nothing is saved while restoring.
     public func recover() throws(StoreError) -> WindowRecovery {
-        precondition(restoring, "recover once, before any command")
+        precondition(!recovered, "recover once, before any command")
         let loaded = try stores.map { store throws(StoreError) in try store.load() }
         var reports: [RecoveryReport] = []
         for (index, store) in stores.enumerated() {
@@ -97,7 +97,7 @@ public final class WindowStore {
             } ?? false
             reports.append(store.restore(loaded[index], dropLastSave: incomplete))
         }
-        restoring = false
+        recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
         durableSeq = appliedSeq
         return WindowRecovery(regular: reports[0], incognito: reports[1])
@@ -115,7 +115,8 @@ public final class WindowStore {
             appliedSeq = seq
             var changed = false
             for store in stores { changed = store.collect() || changed }
-            if changed, !restoring, policy.changed(at: clock()) { requestSave() }
+            // Nothing is recorded while restoring: the recorders are attached after it.
+            if changed, policy.changed(at: clock()) { requestSave() }
         }
         return try body()
     }
@@ -126,8 +127,7 @@ public final class WindowStore {
     /// Case 1: the scene went to the background. Saves now; the delayed save is cancelled.
     public func background() throws(StoreError) {
         policy.cancel()
-        requestSave()
-        _ = try poll()
+        try save()
     }
 
     /// Case 2: the scene is torn down. Saves now if anything is unsaved and waits until durable.
