@@ -95,6 +95,10 @@ public final class BrowserStore {
         var failure: IOEngineError?
         /// The records are in the snapshot only: durable once the directory sync completes.
         let acknowledgeAtEnd: Bool
+        /// The save names the other Browser too: the snapshot, which cannot be taken back, is
+        /// renamed into place only once the partner's write is durable (`renameAfterPartners`).
+        let awaitsPartners: Bool
+        var written: Bool { append == nil && files.isEmpty && directorySync == nil }
     }
 
     /// Reads only: removes, moves and repairs nothing (`windowhost inspect`).
@@ -247,7 +251,7 @@ public final class BrowserStore {
         state = .compacting(
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
-                append: append, files: files, acknowledgeAtEnd: append == nil))
+                append: append, files: files, acknowledgeAtEnd: append == nil, awaitsPartners: browsers != kind.commitBit))
     }
 
     /// Opens `name` in the directory as a new, empty file, removing one a failed attempt left.
@@ -303,7 +307,7 @@ public final class BrowserStore {
                 }
                 if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? error }
             }
-            guard compaction.append == nil, compaction.files.isEmpty, compaction.directorySync == nil else {
+            guard compaction.written else {
                 state = .compacting(compaction)
                 return progress
             }
@@ -313,23 +317,51 @@ public final class BrowserStore {
                 unreportedCompactionFailure = .io(failure)
                 return progress
             }
-            if !compaction.renamed {
-                let name = StoreLayout.snapshotName(compaction.generation)
-                do {
-                    try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
-                    let directoryFile = try engine.openDirectory(directory)
-                    compaction.directorySync = (engine.submit([.sync(directoryFile)]), directoryFile)
-                } catch {
-                    abandon(compaction, renamed: false)
-                    return compaction.acknowledgeAtEnd ? .failed(error) : progress
-                }
-                compaction.renamed = true
+            if compaction.renamed {
+                finishCompaction(compaction)
+                return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
+            }
+            if compaction.awaitsPartners {
                 state = .compacting(compaction)
                 return progress
             }
-            finishCompaction(compaction)
-            return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
+            return rename(compaction) ?? progress
         }
+    }
+
+    /// Whether a compaction has written everything and waits for the other Browser's write.
+    var awaitsPartners: Bool {
+        if case .compacting(let compaction) = state { compaction.written && compaction.awaitsPartners && !compaction.renamed } else { false }
+    }
+
+    /// The other Browser's part of the save is durable: the snapshot goes into place. Nil
+    /// unless that failed.
+    func renameAfterPartners() -> SaveProgress? {
+        guard awaitsPartners, case .compacting(let compaction) = state else { return nil }
+        return rename(compaction)
+    }
+
+    /// The other Browser's part of the save failed: the save is not whole, so the snapshot
+    /// holding it is dropped and its records wait for the next save.
+    func abandonAfterPartnerFailure() {
+        guard awaitsPartners, case .compacting(let compaction) = state else { return }
+        abandon(compaction, renamed: false)
+    }
+
+    private func rename(_ compaction: Compaction) -> SaveProgress? {
+        var compaction = compaction
+        let name = StoreLayout.snapshotName(compaction.generation)
+        do {
+            try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+            let directoryFile = try engine.openDirectory(directory)
+            compaction.directorySync = (engine.submit([.sync(directoryFile)]), directoryFile)
+        } catch {
+            abandon(compaction, renamed: false)
+            return compaction.acknowledgeAtEnd ? .failed(error) : nil
+        }
+        compaction.renamed = true
+        state = .compacting(compaction)
+        return nil
     }
 
     private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {

@@ -180,6 +180,9 @@ public final class WindowStore {
             if case .failed(let error) = try store.complete(completion) { groupFailure = groupFailure ?? .io(error) }
             if let failure = store.takeCompactionFailure() { events.append(.compactionFailed(failure)) }
         }
+        if groupSeq != nil, stores.contains(where: \.awaitsPartners), stores.allSatisfy({ $0.isIdle || $0.awaitsPartners }) {
+            try releaseCompactions()
+        }
         if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
             groupSeq = nil
             if let failure = groupFailure {
@@ -194,14 +197,21 @@ public final class WindowStore {
         if groupSeq == nil, !retryBlocked, let request = waiting.last, request.seq > durableSeq {
             try startGroup(&events)
         }
-        if groupSeq == nil, !hasUnsavedChanges, let store = stores.first(where: { $0.isOnDisk && $0.shouldCompact }) {
-            // A compaction put off because both Browsers were saving: alone now, and with
-            // nothing unsaved its snapshot is exactly what is durable.
-            try store.startSave(seq: appliedSeq, browsers: store.kind.commitBit, compact: true)
-            groupSeq = appliedSeq
-            try io { try engine.flush() }
-        }
         return events
+    }
+
+    /// Every write of the group has landed, and a compaction sharing the save with the other
+    /// Browser waits: its snapshot goes into place if the whole save is durable, else it is
+    /// dropped with the save.
+    private func releaseCompactions() throws(StoreError) {
+        for store in stores where store.awaitsPartners {
+            if groupFailure != nil {
+                store.abandonAfterPartnerFailure()
+            } else if case .failed(let error) = store.renameAfterPartners() {
+                groupFailure = groupFailure ?? .io(error)
+            }
+        }
+        try io { try engine.flush() }
     }
 
     /// Polls until no write is in flight: pending saves and compactions done (tools, tests).
@@ -226,8 +236,7 @@ public final class WindowStore {
         }
         let browsers = participants.reduce(UInt8(0)) { $0 | $1.kind.commitBit }
         for store in participants {
-            // A compaction rides alone: a snapshot cannot be taken back if its partner's write is lost.
-            let compact = store.mustCompact || (store.shouldCompact && participants.count == 1)
+            let compact = store.mustCompact || store.shouldCompact
             do {
                 try store.startSave(seq: appliedSeq, browsers: browsers, compact: compact)
             } catch {

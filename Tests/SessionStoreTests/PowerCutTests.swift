@@ -6,7 +6,9 @@ import Testing
 /// Power cuts on the simulated disk: for seeded browsing sequences, a cut after every single
 /// storage operation (each write, sync, create, rename), with unsynced writes dropped or a
 /// seeded prefix of them kept and torn. After recovery the window must equal the reference
-/// state at some command between the last acknowledged one and the last one applied.
+/// state at some command between the last acknowledged one and the last one applied. Some seeds
+/// complete the chains of a save one at a time, newest first or in a seeded order, as a ring
+/// may: one Browser's write then lands while the other's is still in flight.
 @Suite struct PowerCutTests {
     static let commands: UInt64 = 30
     /// Small thresholds, so a sequence this short compacts several times.
@@ -19,12 +21,26 @@ import Testing
         var operations = 0
     }
 
+    static func disk(seed: UInt64) -> FaultEngine {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        switch seed % 3 {
+        case 1:
+            engine.completionOrder = { queued in queued - 1 }
+        case 2:
+            var random = SeededGenerator(seed: seed ^ 0x5CA7_7E12)
+            engine.completionOrder = { Int.random(in: 0..<$0, using: &random) }
+        default:
+            break
+        }
+        return engine
+    }
+
     /// Browses `commands` commands on `engine`, saving at once and waiting now and then, the
     /// disk halted after `haltAfter` operations. The reference states are the live window's.
     static func run(seed: UInt64, engine: FaultEngine, haltAfter: Int?) throws -> Run {
         engine.haltAfter = haltAfter
         let (store, _) = try simulatedWindow(engine, options: options)
-        var browsing = WindowBrowsing(seed: seed, maxTabs: 8)
+        var browsing = WindowBrowsing(seed: seed, maxTabs: 8, incognitoOneIn: seed % 3 == 0 ? 4 : 2)
         var run = Run()
         run.states.append(try WindowContents(store))
         for seq in 1...commands {
@@ -43,12 +59,12 @@ import Testing
     @Test(arguments: 0..<32 as Range<UInt64>)
     func everyCutRecoversAStateBetweenAcknowledgedAndApplied(seedIndex: UInt64) throws {
         let seed = 1000 + seedIndex
-        let reference = try Self.run(seed: seed, engine: FaultEngine(directories: [simulatedRoot]), haltAfter: nil)
+        let reference = try Self.run(seed: seed, engine: Self.disk(seed: seed), haltAfter: nil)
         #expect(reference.acknowledged == Self.commands, "without a cut every command is acknowledged")
         var recoveries = 0
         for cut in 0...reference.operations {
             for torn in [false, true] {
-                let engine = FaultEngine(directories: [simulatedRoot])
+                let engine = Self.disk(seed: seed)
                 let run = try Self.run(seed: seed, engine: engine, haltAfter: cut)
                 if torn {
                     var random = SeededGenerator(seed: seed &* 7919 &+ UInt64(cut))
@@ -78,5 +94,41 @@ import Testing
             }
         }
         #expect(recoveries == 2 * (reference.operations + 1))
+    }
+
+    /// A compaction in one Browser that shares its save with the other: the chains complete
+    /// newest first, so the compaction's files land before the other Browser's append, and a
+    /// power cut after each completion must give the window as it was after one of the
+    /// commands, never the incognito command without the regular one before it (a snapshot
+    /// cannot be taken back).
+    @Test func aCompactionSharingASaveWaitsForTheOtherBrowsersWrite() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        engine.completionOrder = { queued in queued - 1 }
+        let (store, _) = try simulatedWindow(engine, options: Self.options)
+        let incognitoDirectory = store.incognito.sessionDirectory
+        var browsing = WindowBrowsing(seed: 11, maxTabs: 8)
+        var seq: UInt64 = 0
+        var sharedCompactions = 0
+        for _ in 0..<40 {
+            let before = try WindowContents(store)
+            let snapshotsBefore = StoreListing(entries: try engine.directoryEntries(incognitoDirectory) ?? []).snapshots
+            seq += 1
+            try browsing.step(store, seq: seq, incognito: false)
+            let middle = try WindowContents(store)
+            seq += 1
+            try browsing.step(store, seq: seq, incognito: true)
+            let after = try WindowContents(store)
+            while store.durableSeq < seq {
+                _ = try store.poll()
+                let disk = engine.copy()
+                disk.powerCut()
+                let (restored, _) = try simulatedWindow(disk, options: Self.options)
+                let got = try WindowContents(restored)
+                #expect([before, middle, after].contains(got), "command \(seq): \(got)")
+            }
+            let snapshotsAfter = StoreListing(entries: try engine.directoryEntries(incognitoDirectory) ?? []).snapshots
+            if snapshotsAfter.first != snapshotsBefore.first, snapshotsBefore.first != nil { sharedCompactions += 1 }
+        }
+        #expect(sharedCompactions >= 2, "the incognito Browser compacted while the regular one saved too")
     }
 }

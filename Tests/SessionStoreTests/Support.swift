@@ -26,15 +26,19 @@ struct WindowBrowsing {
     private var random: SeededGenerator
     private var regular: RandomBrowsing
     private var incognito: RandomBrowsing
+    /// One command in this many goes to the incognito Browser.
+    private let incognitoOneIn: Int
 
-    init(seed: UInt64, maxTabs: Int = 12) {
+    init(seed: UInt64, maxTabs: Int = 12, incognitoOneIn: Int = 4) {
         random = SeededGenerator(seed: seed)
+        self.incognitoOneIn = incognitoOneIn
         regular = RandomBrowsing(seed: seed &* 31 &+ 1, maxTabs: maxTabs)
         incognito = RandomBrowsing(seed: seed &* 31 &+ 2, maxTabs: maxTabs / 2)
     }
 
-    mutating func step(_ store: WindowStore, seq: UInt64) throws {
-        let useIncognito = Int.random(in: 0..<4, using: &random) == 0
+    /// One command, in the Browser given or else one chosen at random.
+    mutating func step(_ store: WindowStore, seq: UInt64, incognito forced: Bool? = nil) throws {
+        let useIncognito = forced ?? (Int.random(in: 0..<incognitoOneIn, using: &random) == 0)
         var browsing = useIncognito ? incognito : regular
         let browser = useIncognito ? store.incognito : store.regular
         try store.apply(seq: seq) { try browsing.step(browser.webStateList, profile: browser.profile) }

@@ -23,6 +23,11 @@ public final class FaultEngine: BlockingChainEngine {
     public var haltAfter: Int?
     /// Reads done so far: what a test counts to prove restore reads only what it needs.
     public private(set) var readCount = 0
+    /// Given how many chains are queued, the index of the one to run next. When set, a flush
+    /// runs nothing and each reap runs and completes one chain, the one picked: chains
+    /// submitted together then land in any order, some while others are still in flight, as
+    /// on a ring.
+    public var completionOrder: ((_ queued: Int) -> Int)?
 
     private final class Inode {
         var data: [UInt8] = []
@@ -55,6 +60,22 @@ public final class FaultEngine: BlockingChainEngine {
     }
 
     // MARK: the data path
+
+    public func flush() throws(IOEngineError) {
+        guard completionOrder == nil else { return }
+        chains.run { operation throws(IOEngineError) in try perform(operation) }
+    }
+
+    public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
+        if let completionOrder {
+            if chains.queuedCount > 0 {
+                chains.runChain(at: completionOrder(chains.queuedCount)) { operation throws(IOEngineError) in try perform(operation) }
+            }
+        } else {
+            try flush()
+        }
+        return chains.takeFinished()
+    }
 
     func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {

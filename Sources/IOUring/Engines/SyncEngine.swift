@@ -76,20 +76,25 @@ struct BlockingChains {
         return ticket
     }
 
+    var queuedCount: Int { queued.count }
+
     mutating func run(_ step: (IOOperation) throws(IOEngineError) -> Void) {
-        for (ticket, chain) in queued {
-            var result = Result<Void, IOEngineError>.success(())
-            for operation in chain {
-                do {
-                    try step(operation)
-                } catch {
-                    result = .failure(error)
-                    break
-                }
+        while !queued.isEmpty { runChain(at: 0, step) }
+    }
+
+    /// Runs the chain at `index` of those queued, stopping at its first failure.
+    mutating func runChain(at index: Int, _ step: (IOOperation) throws(IOEngineError) -> Void) {
+        let (ticket, chain) = queued.remove(at: index)
+        var result = Result<Void, IOEngineError>.success(())
+        for operation in chain {
+            do {
+                try step(operation)
+            } catch {
+                result = .failure(error)
+                break
             }
-            finished.append(IOCompletion(ticket: ticket, result: result))
         }
-        queued.removeAll(keepingCapacity: true)
+        finished.append(IOCompletion(ticket: ticket, result: result))
     }
 
     mutating func takeFinished() -> [IOCompletion] {
