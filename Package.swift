@@ -2,8 +2,10 @@
 import PackageDescription
 
 // Every dependency is one the machine carries, chosen for one job: argument parsing for the
-// CLI, errors and paths as typed values (swift-system), session records (swift-protobuf), save
-// latency histograms (hdrhistogram-swift).
+// CLI, errors and paths as typed values (swift-system), session records and the messages of the
+// shared-memory rings (swift-protobuf), save latency histograms (hdrhistogram-swift), atomics
+// over shared memory (swift-atomics), logs (swift-log). Workers are spawned with posix_spawn
+// through the C shim, not swift-subprocess: see docs/architecture.md.
 let package = Package(
     name: "windowhost",
     platforms: [.macOS(.v15)],
@@ -13,12 +15,17 @@ let package = Package(
         .library(name: "SessionFormat", targets: ["SessionFormat"]),
         .library(name: "IOUring", targets: ["IOUring"]),
         .library(name: "SessionStore", targets: ["SessionStore"]),
+        .library(name: "HostCoordination", targets: ["HostCoordination"]),
+        .library(name: "SceneWorker", targets: ["SceneWorker"]),
+        .library(name: "Supervisor", targets: ["Supervisor"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // C for what Swift cannot import: liburing's macros and inline helpers, variadic syscall/prctl.
@@ -56,6 +63,34 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .target(
+            name: "HostCoordination",
+            dependencies: [
+                "CLinuxShims",
+                .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            exclude: ["Schema"]
+        ),
+        .target(
+            name: "SceneWorker",
+            dependencies: [
+                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "CLinuxShims",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "Supervisor",
+            dependencies: [
+                "HostCoordination", "CLinuxShims",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
@@ -63,6 +98,10 @@ let package = Package(
                 "SessionFormat",
                 "IOUring",
                 "SessionStore",
+                "HostCoordination",
+                "SceneWorker",
+                "Supervisor",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -73,7 +112,7 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "SessionStore", "BrowserModel", "IOUring",
+                "windowhost", "SessionStore", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -82,6 +121,18 @@ let package = Package(
             dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel"]),
+        .testTarget(
+            name: "HostCoordinationTests",
+            dependencies: ["HostCoordination", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        .testTarget(
+            name: "SceneWorkerTests",
+            dependencies: ["SceneWorker", "HostCoordination", "SessionStore", "BrowserModel", "IOUring"]
+        ),
+        .testTarget(
+            name: "SupervisorTests",
+            dependencies: ["Supervisor", "HostCoordination", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .testTarget(
             name: "SessionFormatTests",
             dependencies: ["SessionFormat", "BrowserModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates Sources/SessionFormat/Generated/*.pb.swift from Sources/SessionFormat/Schema/*.proto.
+# Regenerates Sources/<Module>/Generated/*.pb.swift from Sources/<Module>/Schema/*.proto, for the
+# session records (SessionFormat) and the shared-memory ring messages (HostCoordination).
 # The generated code is committed: building swift-protobuf's plugin takes minutes, so a normal
 # build never needs it. Needs protoc (Debian: protobuf-compiler); builds protoc-gen-swift from the
 # same swift-protobuf version the package resolves, in .build-protoc/.
@@ -17,10 +18,15 @@ if [ ! -x "$plugin_dir/src/.build/release/protoc-gen-swift" ]; then
   swift build -c release --package-path "$plugin_dir/src" --product protoc-gen-swift >&2
 fi
 
-protoc \
-  --plugin=protoc-gen-swift="$plugin_dir/src/.build/release/protoc-gen-swift" \
-  --swift_out=Sources/SessionFormat/Generated \
-  --swift_opt=Visibility=Internal \
-  -I Sources/SessionFormat/Schema \
-  Sources/SessionFormat/Schema/*.proto
-echo "regenerated: $(ls Sources/SessionFormat/Generated)"
+# Session records stay inside SessionFormat; ring messages are used by the supervisor and the
+# worker, so they are public.
+for module_visibility in SessionFormat:Internal HostCoordination:Public; do
+  module=${module_visibility%%:*}
+  protoc \
+    --plugin=protoc-gen-swift="$plugin_dir/src/.build/release/protoc-gen-swift" \
+    --swift_out=Sources/$module/Generated \
+    --swift_opt=Visibility=${module_visibility##*:} \
+    -I Sources/$module/Schema \
+    Sources/$module/Schema/*.proto
+  echo "regenerated: $(ls Sources/$module/Generated)"
+done

@@ -3,6 +3,16 @@
 #include "CLinuxShims.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/futex.h>
@@ -141,3 +151,85 @@ int wh_deny_io_uring_in_this_thread(int errno_value) {
     return -1;
 #endif
 }
+
+int wh_pidfd_reap(int pidfd, int *code, int *signaled) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG) != 0) return -1;
+    if (info.si_pid == 0) return 0;
+    *signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+    *code = info.si_status;
+    return 1;
+}
+
+int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
+             pid_t *pid) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    // dup2 clears close-on-exec on the copy; a source already at its target keeps the flag, so
+    // sources are first moved above every target.
+    int lifted[16];
+    for (int i = 0; i < 16; i++) lifted[i] = -1;
+    if (inherit_count > 16) result = EINVAL;
+    for (int i = 0; result == 0 && i < inherit_count; i++) {
+        lifted[i] = fcntl(inherit[i], F_DUPFD_CLOEXEC, 3 + inherit_count);
+        if (lifted[i] < 0) result = errno;
+    }
+    for (int i = 0; result == 0 && i < inherit_count; i++) result = posix_spawn_file_actions_adddup2(&actions, lifted[i], 3 + i);
+    if (result == 0) result = posix_spawn_file_actions_addclosefrom_np(&actions, 3 + inherit_count);
+    sigset_t none, all_defaults;
+    sigemptyset(&none);
+    sigemptyset(&all_defaults);
+    sigaddset(&all_defaults, SIGTERM);
+    sigaddset(&all_defaults, SIGINT);
+    sigaddset(&all_defaults, SIGPIPE);
+    if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
+    if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &all_defaults);
+    if (result == 0) result = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
+    for (int i = 0; i < inherit_count && i < 16; i++) {
+        if (lifted[i] >= 0) close(lifted[i]);
+    }
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+}
+
+int wh_termination_signalfd(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGPIPE);
+    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) return -1;
+    sigdelset(&set, SIGPIPE);
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int wh_signalfd_read(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t got = read(fd, &info, sizeof info);
+    if (got != (ssize_t)sizeof info) return -1;
+    return (int)info.ssi_signo;
+}
+
+int wh_peer_uid(int fd, uid_t *uid) {
+    struct ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *uid = credentials.uid;
+    return 0;
+}
+
+int wh_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
+
+int wh_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int wh_ring_fd(wh_ring *ring) { return ring->ring.ring_fd; }

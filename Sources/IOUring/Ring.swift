@@ -48,6 +48,10 @@ public final class Ring {
 
     deinit { wh_ring_destroy(handle) }
 
+    /// The ring's descriptor: poll(2) reports it readable once a completion is ready, so an
+    /// event loop can wait for completions and other descriptors at once.
+    public var descriptor: Int32 { wh_ring_fd(handle) }
+
     public enum Operation: String, Sendable, CaseIterable {
         case write, fsync
 

@@ -51,6 +51,10 @@ public final class WindowStore {
     /// Request → durable, in microseconds.
     public private(set) var saveLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     public private(set) var savesCompleted: UInt64 = 0
+    /// Told each save's latency as it becomes durable (µs): what a worker copies to shared memory.
+    public var onSaveLatency: ((UInt64) -> Void)?
+    /// The command seq the save in flight covers, if one is in flight.
+    public var savingSeq: UInt64? { groupSeq }
     private var groupSeq: UInt64?
     private var groupFailure: StoreError?
     /// Save requests not yet durable: their sequence numbers and when they were made.
@@ -116,7 +120,13 @@ public final class WindowStore {
             var changed = false
             for store in stores { changed = store.collect() || changed }
             // Nothing is recorded while restoring: the recorders are attached after it.
-            if changed, policy.changed(at: clock()) { requestSave() }
+            if changed {
+                if policy.changed(at: clock()) { requestSave() }
+            } else if !hasUnsavedChanges, groupSeq == nil, waiting.isEmpty {
+                // A command that changed nothing, with nothing pending: the disk already holds
+                // the window as it is after it.
+                durableSeq = seq
+            }
         }
         return try body()
     }
@@ -253,7 +263,9 @@ public final class WindowStore {
         savesCompleted += 1
         let now = clock()
         while let first = waiting.first, first.seq <= seq {
-            saveLatency.record((now - first.at) / 1000)
+            let microseconds = (now - first.at) / 1000
+            saveLatency.record(microseconds)
+            onSaveLatency?(microseconds)
             waiting.removeFirst()
         }
         events.append(.durable(seq))

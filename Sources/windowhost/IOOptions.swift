@@ -9,8 +9,9 @@ struct IOOptions: ParsableArguments {
     @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring or sync. Default: $WINDOWHOST_IO, else auto.")
     var choice: IOEngineChoice?
 
-    /// The engine, and a line saying which one runs and why (stderr, so scripts can read stdout).
-    func makeEngine() throws -> any IOEngine {
+    /// The engine, and a line saying which one runs and why (stderr, so scripts can read
+    /// stdout), unless `quietly` (workers: the supervisor has said it once).
+    func makeEngine(quietly: Bool = false) throws -> any IOEngine {
         let choice: IOEngineChoice
         do {
             choice = try self.choice ?? IOEngineChoice.fromEnvironment(ProcessInfo.processInfo.environment["WINDOWHOST_IO"])
@@ -19,7 +20,9 @@ struct IOOptions: ParsableArguments {
         }
         do {
             let (engine, fallback) = try choice.makeEngine()
-            if let fallback {
+            if quietly {
+                return engine
+            } else if let fallback {
                 FileHandle.standardError.write(Data("windowhost: I/O engine sync (io_uring refused: \(fallback))\n".utf8))
             } else {
                 FileHandle.standardError.write(Data("windowhost: I/O engine \(engine.name)\n".utf8))

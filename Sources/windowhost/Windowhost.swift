@@ -6,11 +6,13 @@ struct Windowhost: ParsableCommand {
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
         discussion: """
-            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data,
-            66 no such input, 69 a required service (io_uring) unavailable, 74 an I/O error.
+            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data or an
+            unknown window or tab, 66 no such input, 69 a required service unavailable (io_uring, or
+            no supervisor at the socket), 74 an I/O error, 75 temporary (a worker restarting,
+            another supervisor on the root): retry.
             """,
         version: "0.1.0",
-        subcommands: [DemoCommand.self, InspectCommand.self, SaveLoopCommand.self]
+        subcommands: [RunCommand.self, ControlCommand.self, DemoCommand.self, InspectCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self]
     )
 }
 
@@ -21,4 +23,5 @@ enum ExitStatus {
     static let noInput = ExitCode(66)
     static let unavailable = ExitCode(69)
     static let ioError = ExitCode(74)
+    static let temporary = ExitCode(75)
 }

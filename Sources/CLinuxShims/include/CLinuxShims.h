@@ -64,6 +64,31 @@ int wh_set_parent_death_signal(int sig);
 /// `prctl(PR_SET_CHILD_SUBREAPER, on)`: 0, or -1 with errno.
 int wh_set_child_subreaper(int on);
 
+/// `waitid(P_PIDFD, pidfd, WEXITED | WNOHANG)`: 1 and the exit code (`*signaled` 0) or the
+/// terminating signal (`*signaled` 1) once the process has ended and is reaped, 0 while it
+/// runs, -1 with errno.
+int wh_pidfd_reap(int pidfd, int *code, int *signaled);
+/// Spawns `path` with `argv` and `envp` (NULL-terminated) via posix_spawn (vfork-style, safe in
+/// a threaded process), with `inherit[i]` placed at descriptor 3 + i, every other descriptor
+/// above 2 closed, and the signal mask and dispositions reset. 0 and `*pid`, or an errno value.
+int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
+             pid_t *pid);
+/// Blocks SIGTERM, SIGINT and SIGPIPE in the calling thread (call before any other thread
+/// starts, so every thread inherits the mask) and returns a signalfd that reads SIGTERM and
+/// SIGINT; SIGPIPE stays blocked (a peer that hangs up is an error value, not a death). -1 with
+/// errno.
+int wh_termination_signalfd(void);
+/// Reads one signal from a signalfd: its number, or -1 with errno (EAGAIN when none).
+int wh_signalfd_read(int fd);
+/// The uid of the peer of a connected Unix socket (`SO_PEERCRED`): 0, or -1 with errno.
+int wh_peer_uid(int fd, uid_t *uid);
+/// `memfd_create(name, MFD_CLOEXEC)`: a descriptor, or -1 with errno.
+int wh_memfd_create(const char *name);
+/// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`: a descriptor, or -1 with errno.
+int wh_eventfd(void);
+/// The descriptor of a ring, which polls readable when a completion is ready.
+int wh_ring_fd(wh_ring *ring);
+
 /// Makes io_uring_setup fail with `errno_value` for the calling thread (and threads it creates
 /// later) through a seccomp filter, as a sandbox that refuses io_uring does. Sets the thread's
 /// no_new_privs flag, which a seccomp filter requires. For tests of the blocking fallback: run

@@ -62,6 +62,9 @@ public protocol IOEngine: AnyObject {
     func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion]
     /// Chains submitted and not yet reaped.
     var inFlight: Int { get }
+    /// A descriptor that polls readable when a completion is ready, for engines whose writes
+    /// complete asynchronously; nil when they complete during `flush`.
+    var completionDescriptor: Int32? { get }
 
     func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile
@@ -79,6 +82,8 @@ public protocol IOEngine: AnyObject {
 }
 
 extension IOEngine {
+    public var completionDescriptor: Int32? { nil }
+
     /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending
     /// (recovery, tools). Completions of other chains reaped meanwhile are returned too.
     public func perform(_ chain: [IOOperation]) throws(IOEngineError) -> [IOCompletion] {

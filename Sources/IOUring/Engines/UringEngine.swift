@@ -12,6 +12,7 @@ public final class UringEngine: RealFileEngine {
     public let name = "uring"
     var files = RealFiles()
     private let ring: Ring
+    public var completionDescriptor: Int32? { ring.descriptor }
     private var tickets = TicketCounter()
     private var queued: [IOTicket] = []
     private var chains: [IOTicket: ChainState] = [:]

@@ -1,0 +1,64 @@
+import Atomics
+import Histogram
+
+/// A latency histogram that lives in shared memory: fixed log-linear buckets of microseconds
+/// (exact below 64 µs, then 32 buckets per power of two: within about 3 %), each an atomic
+/// counter the worker increments and the supervisor reads while the worker runs. Readers turn
+/// it into an HdrHistogram for percentiles.
+public struct LatencyBuckets: @unchecked Sendable {
+    static let exact = 64
+    static let perOctave = 32
+    static let octaves = 35
+    /// Counters, then the maximum recorded.
+    public static let count = exact + octaves * perOctave + 1
+
+    let base: UnsafeMutableRawPointer
+
+    init(_ base: UnsafeMutableRawPointer) { self.base = base }
+
+    private func counter(_ index: Int) -> UnsafeAtomic<UInt64> {
+        UnsafeAtomic(at: (base + index * 8).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
+    }
+
+    static func index(of value: UInt64) -> Int {
+        guard value >= UInt64(exact) else { return Int(value) }
+        let magnitude = 63 - value.leadingZeroBitCount
+        let shift = magnitude - 5
+        let top = Int(value >> UInt64(shift)) - perOctave
+        return min(exact + (magnitude - 6) * perOctave + top, count - 2)
+    }
+
+    /// The middle of bucket `index`'s range.
+    static func representative(of index: Int) -> UInt64 {
+        guard index >= exact else { return UInt64(index) }
+        let octave = (index - exact) / perOctave
+        let top = UInt64((index - exact) % perOctave + perOctave)
+        let shift = UInt64(octave + 1)
+        return (top << shift) + (1 << shift) / 2
+    }
+
+    public func record(_ microseconds: UInt64) {
+        counter(Self.index(of: microseconds)).wrappingIncrement(ordering: .relaxed)
+        let maximum = counter(Self.count - 1)
+        var seen = maximum.load(ordering: .relaxed)
+        while microseconds > seen {
+            let (exchanged, original) = maximum.weakCompareExchange(expected: seen, desired: microseconds, ordering: .relaxed)
+            if exchanged { break }
+            seen = original
+        }
+    }
+
+    /// The buckets as an HdrHistogram (values in µs). The samples of the bucket holding the
+    /// maximum count at the exact maximum, so `max` is exact; the others at their bucket's middle.
+    public func histogram() -> Histogram<UInt64> {
+        var histogram = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
+        let maximum = counter(Self.count - 1).load(ordering: .relaxed)
+        let top = Self.index(of: maximum)
+        for index in 0..<(Self.count - 1) {
+            let count = counter(index).load(ordering: .relaxed)
+            guard count > 0 else { continue }
+            _ = histogram.record(index == top ? maximum : Self.representative(of: index), count: count)
+        }
+        return histogram
+    }
+}

@@ -1,0 +1,92 @@
+import Atomics
+
+/// A single-producer single-consumer ring of length-prefixed messages in shared memory. The
+/// producer writes a message's bytes, then publishes the new tail (release); the consumer reads
+/// the tail (acquire), takes whole messages, then publishes the new head. A producer killed
+/// mid-write never published its tail, so a torn message is never seen. Head and tail count
+/// bytes forever (64 bits do not wrap); positions are taken modulo the capacity.
+public struct MessageRing: @unchecked Sendable {
+    static let headerSize = 128
+    static let lengthSize = 4
+
+    let base: UnsafeMutableRawPointer
+    public let capacity: Int
+
+    init(_ base: UnsafeMutableRawPointer, capacity: Int) {
+        precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a power of two")
+        self.base = base
+        self.capacity = capacity
+    }
+
+    /// Consumer's position: on its own cache line, apart from the producer's.
+    private var head: UnsafeAtomic<UInt64> { UnsafeAtomic(at: base.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)) }
+    private var tail: UnsafeAtomic<UInt64> {
+        UnsafeAtomic(at: (base + 64).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
+    }
+    private var data: UnsafeMutableRawPointer { base + Self.headerSize }
+
+    /// The largest message that fits.
+    public var maximumMessage: Int { capacity - Self.lengthSize }
+
+    /// Empties the ring. Only while neither side runs.
+    func reset() {
+        head.store(0, ordering: .relaxed)
+        tail.store(0, ordering: .relaxed)
+    }
+
+    public enum SendError: Error, Equatable {
+        /// Larger than the ring: it can never be sent.
+        case tooLarge(Int)
+        /// Not enough room now: the consumer is behind.
+        case full
+    }
+
+    /// Appends one message (producer only).
+    public func send(_ message: [UInt8]) throws(SendError) {
+        guard message.count <= maximumMessage else { throw .tooLarge(message.count) }
+        let start = tail.load(ordering: .relaxed)
+        let used = Int(start &- head.load(ordering: .acquiring))
+        guard capacity - used >= Self.lengthSize + message.count else { throw .full }
+        withUnsafeBytes(of: UInt32(message.count).littleEndian) { copyIn($0, at: start) }
+        message.withUnsafeBytes { copyIn($0, at: start + UInt64(Self.lengthSize)) }
+        tail.store(start + UInt64(Self.lengthSize + message.count), ordering: .releasing)
+    }
+
+    /// A length that runs past the published tail: the other side wrote outside the protocol.
+    public struct CorruptRing: Error, Equatable {
+        public let length: Int
+        public let available: Int
+    }
+
+    /// Takes the next whole message, or nil when none is published (consumer only).
+    public func receive() throws(CorruptRing) -> [UInt8]? {
+        let start = head.load(ordering: .relaxed)
+        let available = Int(tail.load(ordering: .acquiring) &- start)
+        guard available >= Self.lengthSize else { return nil }
+        var length: UInt32 = 0
+        withUnsafeMutableBytes(of: &length) { copyOut($0, at: start) }
+        let count = Int(UInt32(littleEndian: length))
+        // The producer publishes a length with all its bytes: anything else is a corrupt ring.
+        guard count <= available - Self.lengthSize else { throw CorruptRing(length: count, available: available) }
+        var message = [UInt8](repeating: 0, count: count)
+        message.withUnsafeMutableBytes { copyOut($0, at: start + UInt64(Self.lengthSize)) }
+        head.store(start + UInt64(Self.lengthSize + count), ordering: .releasing)
+        return message
+    }
+
+    private func copyIn(_ bytes: UnsafeRawBufferPointer, at position: UInt64) {
+        guard !bytes.isEmpty else { return }
+        let offset = Int(position % UInt64(capacity))
+        let first = min(bytes.count, capacity - offset)
+        (data + offset).copyMemory(from: bytes.baseAddress!, byteCount: first)
+        if first < bytes.count { data.copyMemory(from: bytes.baseAddress! + first, byteCount: bytes.count - first) }
+    }
+
+    private func copyOut(_ bytes: UnsafeMutableRawBufferPointer, at position: UInt64) {
+        guard !bytes.isEmpty else { return }
+        let offset = Int(position % UInt64(capacity))
+        let first = min(bytes.count, capacity - offset)
+        bytes.baseAddress!.copyMemory(from: data + offset, byteCount: first)
+        if first < bytes.count { (bytes.baseAddress! + first).copyMemory(from: data, byteCount: bytes.count - first) }
+    }
+}

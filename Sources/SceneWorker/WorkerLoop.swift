@@ -1,0 +1,267 @@
+import BrowserModel
+import CLinuxShims
+import Foundation
+import Glibc
+import HostCoordination
+import IOUring
+import Logging
+import SessionStore
+import SystemPackage
+
+/// Who a worker is: its slot, the generation the supervisor spawned it as, and its window.
+public struct WorkerIdentity: Sendable {
+    public var slot: Int
+    public var generation: UInt32
+    public var windowID: UUID
+    public var supervisorPID: Int32
+
+    public init(slot: Int, generation: UInt32, windowID: UUID, supervisorPID: Int32) {
+        self.slot = slot
+        self.generation = generation
+        self.windowID = windowID
+        self.supervisorPID = supervisorPID
+    }
+}
+
+/// How a worker ends, as its exit status: what the supervisor reads from the pidfd.
+public enum WorkerExit: Int32, Sendable {
+    /// Disconnected: saved what was unsaved.
+    case disconnected = 0
+    /// The supervisor is gone (its pid is no longer the parent).
+    case orphaned = 70
+    /// The window could not be restored (a storage error): counts as a failed start.
+    case restoreFailed = 74
+    /// The slot belongs to another generation or window, or the region is of another layout.
+    case refused = 78
+}
+
+/// The worker's single-threaded event loop: commands from the ring, the delayed-save timer,
+/// io_uring completions and the heartbeat, waited for together with poll(2).
+public final class WorkerLoop {
+    /// How often the loop turns at least: the heartbeat the watchdog reads.
+    public static let heartbeatNanoseconds: UInt64 = 100_000_000
+    /// A test switch: a worker whose window is this UUID aborts after restoring something
+    /// and before saying it is ready, as a session that crashes every restore would. Once the
+    /// session is set aside, the window restores empty and starts.
+    public static let abortWhileRestoringVariable = "WINDOWHOST_FAULT_ABORT_RESTORE"
+
+    private let identity: WorkerIdentity
+    private let slot: WindowSlot
+    private let window: SceneWindow
+    private let commands: Doorbell
+    private let supervisor: Doorbell
+    private var logger: Logger
+    /// Digests of the window at the seq each save in flight covers, published when durable.
+    private var digestsInFlight: [UInt64: UInt64] = [:]
+    private var lastSavingSeq: UInt64?
+
+    public init(
+        identity: WorkerIdentity, region: SharedRegion, commands: Doorbell, supervisor: Doorbell, root: FilePath,
+        engine: any IOEngine, saveDelayMilliseconds: UInt64, logger: Logger
+    ) throws(WorkerFailure) {
+        guard identity.slot >= 0, identity.slot < region.slotCount else {
+            throw WorkerFailure(.refused, "slot \(identity.slot) outside the region's \(region.slotCount)")
+        }
+        let slot = region.slot(identity.slot)
+        guard slot.generation == identity.generation, slot.windowID == identity.windowID else {
+            throw WorkerFailure(.refused, "slot \(identity.slot) holds generation \(slot.generation) of \(slot.windowID)")
+        }
+        self.identity = identity
+        self.slot = slot
+        self.commands = commands
+        self.supervisor = supervisor
+        self.logger = logger
+        self.logger[metadataKey: "window"] = "\(identity.windowID)"
+        let store = WindowStore(root: root, windowID: identity.windowID, engine: engine, saveDelayMilliseconds: saveDelayMilliseconds)
+        window = SceneWindow(store: store)
+        store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
+    }
+
+    /// Restores the window, says it is ready, and serves until disconnected or orphaned.
+    public func run() -> WorkerExit {
+        let store = window.store
+        let restored: UInt64
+        do {
+            let recovery = try store.recover()
+            restored = recovery.seq
+            for damaged in recovery.regular.damaged + recovery.incognito.damaged {
+                logger.warning("set aside a damaged file", metadata: ["file": "\(damaged)"])
+            }
+            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
+        } catch {
+            logger.error("restore failed", metadata: ["error": "\(error)"])
+            return .restoreFailed
+        }
+        if restored > 0, ProcessInfo.processInfo.environment[Self.abortWhileRestoringVariable] == identity.windowID.uuidString {
+            logger.critical("aborting while restoring (\(Self.abortWhileRestoringVariable))")
+            abort()
+        }
+        publish()
+        slot.heartbeat = monotonicNanoseconds()
+        slot.readyGeneration = identity.generation
+        supervisor.ring()
+        while true {
+            guard getppid() == identity.supervisorPID else { return .orphaned }
+            commands.clear()
+            if drainCommands() { return .disconnected }
+            turnSaveLoop()
+            slot.heartbeat = monotonicNanoseconds()
+            wait()
+        }
+    }
+
+    /// Applies every command in the ring; true once a disconnect has been answered.
+    private func drainCommands() -> Bool {
+        while true {
+            let bytes: [UInt8]
+            do {
+                guard let next = try slot.commandRing.receive() else { return false }
+                bytes = next
+            } catch {
+                logger.critical("command ring corrupt", metadata: ["error": "\(error)"])
+                abort()
+            }
+            guard let command = try? WorkerCommand(serializedBytes: bytes) else {
+                logger.error("undecodable command of \(bytes.count) bytes ignored")
+                continue
+            }
+            if case .scene(let event) = command.action, event.kind == .disconnect {
+                var reply = WorkerReply()
+                reply.request = command.request
+                do {
+                    try window.store.teardown()
+                    noteSaveStarted()
+                    publish()
+                    var done = CommandDone()
+                    done.appliedSeq = window.store.appliedSeq
+                    reply.done = done
+                } catch {
+                    var failure = CommandFailure()
+                    failure.kind = .io
+                    failure.message = "\(error)"
+                    reply.failure = failure
+                }
+                send(reply)
+                return reply.failure.message.isEmpty
+            }
+            send(window.handle(command))
+            noteSaveStarted()
+            publishTabsAndApplied()
+        }
+    }
+
+    /// One turn of the store's loop: the timer, completions, a new save if one is due.
+    private func turnSaveLoop() {
+        do {
+            for event in try window.store.poll() {
+                switch event {
+                case .durable(let seq):
+                    publish(durable: seq)
+                case .failed(let error):
+                    slot.recordSaveFailure()
+                    logger.error("save failed", metadata: ["error": "\(error)"])
+                case .compactionFailed(let error):
+                    logger.warning("compaction failed; saves go on in the journal", metadata: ["error": "\(error)"])
+                case .deletedIncognito:
+                    logger.info("incognito session deleted: its last tab closed")
+                }
+            }
+        } catch {
+            slot.recordSaveFailure()
+            logger.error("save loop failed", metadata: ["error": "\(error)"])
+        }
+        noteSaveStarted()
+    }
+
+    /// A save that just started covers the window as it is now: its digest is kept until the
+    /// save is durable.
+    private func noteSaveStarted() {
+        let saving = window.store.savingSeq
+        slot.savingSeq = saving ?? 0
+        if let saving, saving != lastSavingSeq { digestsInFlight[saving] = window.digest }
+        lastSavingSeq = saving
+    }
+
+    private var stats = WorkerStats()
+
+    private func publish(durable seq: UInt64) {
+        let store = window.store
+        if let digest = digestsInFlight.removeValue(forKey: seq) {
+            stats.digest = digest
+        } else if seq == store.appliedSeq {
+            stats.digest = window.digest
+        }
+        digestsInFlight = digestsInFlight.filter { $0.key > seq }
+        stats.durableSeq = seq
+        publishTabsAndApplied()
+        supervisor.ring()
+    }
+
+    private func publish() {
+        stats.durableSeq = window.store.durableSeq
+        stats.digest = window.digest
+        publishTabsAndApplied()
+    }
+
+    private func publishTabsAndApplied() {
+        let store = window.store
+        if store.durableSeq > stats.durableSeq {
+            // A command that changed nothing is durable at once: the window is as saved.
+            stats.digest = digestsInFlight.removeValue(forKey: store.durableSeq) ?? window.digest
+            stats.durableSeq = store.durableSeq
+        }
+        stats.appliedSeq = store.appliedSeq
+        stats.regularTabs = UInt64(store.regular.webStateList.count)
+        stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
+        slot.publish(stats)
+    }
+
+    /// Sends a reply, waiting for room if the supervisor is behind.
+    private func send(_ reply: WorkerReply) {
+        var reply = reply
+        var bytes = (try? reply.serializedBytes() as [UInt8]) ?? []
+        while true {
+            do {
+                try slot.replyRing.send(bytes)
+                break
+            } catch .tooLarge(let size) {
+                var failure = CommandFailure()
+                failure.kind = .badData
+                failure.message = "reply of \(size) bytes is larger than the reply ring (\(slot.replyRing.maximumMessage))"
+                reply.failure = failure
+                bytes = (try? reply.serializedBytes() as [UInt8]) ?? []
+            } catch {
+                supervisor.ring()
+                usleep(200)
+            }
+        }
+        supervisor.ring()
+    }
+
+    /// Sleeps until a command, a completion, the save timer or the next heartbeat.
+    private func wait() {
+        let now = monotonicNanoseconds()
+        var timeout = Self.heartbeatNanoseconds
+        if let deadline = window.store.nextDeadline { timeout = min(timeout, deadline > now ? deadline - now : 0) }
+        var descriptors = [pollfd(fd: commands.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+        if window.store.savingSeq != nil {
+            // Blocking engines complete during flush; only a ring has writes to wait for.
+            guard let ring = window.store.engine.completionDescriptor else { return }
+            descriptors.append(pollfd(fd: ring, events: Int16(POLLIN), revents: 0))
+        }
+        _ = poll(&descriptors, nfds_t(descriptors.count), Int32((timeout + 999_999) / 1_000_000))
+    }
+}
+
+/// Why a worker could not start.
+public struct WorkerFailure: Error, CustomStringConvertible {
+    public let exit: WorkerExit
+    public let reason: String
+
+    public init(_ exit: WorkerExit, _ reason: String) {
+        self.exit = exit
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}

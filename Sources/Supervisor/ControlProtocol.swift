@@ -1,0 +1,115 @@
+import Foundation
+
+/// A JSON value, for control replies whose shape depends on the verb.
+public enum JSONValue: Codable, Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(_ value: some BinaryInteger) { self = .number(Double(value)) }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value):
+            if value == value.rounded(), abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let object) = self { object[key] } else { nil }
+    }
+
+    public var string: String? { if case .string(let value) = self { value } else { nil } }
+    public var number: Double? { if case .number(let value) = self { value } else { nil } }
+    public var int: Int64? { number.map { Int64($0) } }
+    public var array: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
+    public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
+
+    /// One line of JSON, keys sorted.
+    public var line: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "null"
+    }
+}
+
+/// One `windowhost ctl` call: a JSON object on one line over the control socket.
+public struct ControlRequest: Codable, Equatable, Sendable {
+    public var verb: String
+    public var window: String?
+    public var tab: Int64?
+    public var url: String?
+    public var incognito: Bool?
+    public var opener: Int64?
+    public var index: Int?
+    public var background: Bool?
+    public var wait: Bool?
+    public var signal: String?
+
+    public init(verb: String) { self.verb = verb }
+}
+
+/// Exit codes a control reply carries (sysexits(3)), the ones `windowhost ctl` exits with.
+public enum ControlCode: Int32, Codable, Sendable {
+    case ok = 0
+    case usage = 64
+    /// An unknown window or tab, an index out of range.
+    case badData = 65
+    /// No supervisor answers at the socket.
+    case unavailable = 69
+    case software = 70
+    case ioError = 74
+    /// The worker is restarting or the window not ready yet: retry.
+    case temporary = 75
+}
+
+/// The answer to one request: a JSON object on one line.
+public struct ControlReply: Codable, Equatable, Sendable {
+    public var code: ControlCode
+    public var error: String?
+    public var result: JSONValue?
+
+    public static func ok(_ result: JSONValue) -> ControlReply { ControlReply(code: .ok, error: nil, result: result) }
+    public static func failure(_ code: ControlCode, _ message: String) -> ControlReply {
+        ControlReply(code: code, error: message, result: nil)
+    }
+}
+
+/// Signal names `ctl kill --signal` takes.
+public enum SignalName {
+    public static let numbers: [String: Int32] = [
+        "KILL": SIGKILL, "TERM": SIGTERM, "INT": SIGINT, "ABRT": SIGABRT, "SEGV": SIGSEGV, "STOP": SIGSTOP,
+        "CONT": SIGCONT, "HUP": SIGHUP, "QUIT": SIGQUIT, "USR1": SIGUSR1, "USR2": SIGUSR2,
+    ]
+
+    public static func number(_ name: String) -> Int32? {
+        let bare = name.uppercased().hasPrefix("SIG") ? String(name.uppercased().dropFirst(3)) : name.uppercased()
+        return numbers[bare] ?? Int32(name).flatMap { (1...64).contains($0) ? $0 : nil }
+    }
+}

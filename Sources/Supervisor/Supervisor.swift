@@ -1,0 +1,950 @@
+import CLinuxShims
+import Foundation
+import Glibc
+import HostCoordination
+import Histogram
+import Logging
+import SystemPackage
+
+public struct SupervisorConfiguration: Sendable {
+    public var root: FilePath
+    public var scenes: Int
+    public var socketPath: FilePath
+    public var saveDelayMilliseconds: UInt64
+    /// Passed to every worker as `--io`.
+    public var io: String
+    /// The `windowhost` binary workers are spawned from.
+    public var executable: String
+    /// A worker whose heartbeat is older than this is hung: killed and restarted.
+    public var watchdogMilliseconds: UInt64 = 3000
+    /// A worker that has not restored its window by then is killed (a failed start).
+    public var startTimeoutMilliseconds: UInt64 = 60_000
+    public var restartPolicy = RestartPolicy()
+    /// Windows that may be open at once (slots in the region).
+    public var capacity = 16
+
+    public init(root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String) {
+        self.root = root
+        self.scenes = scenes
+        self.socketPath = socketPath
+        self.saveDelayMilliseconds = saveDelayMilliseconds
+        self.io = io
+        self.executable = executable
+    }
+}
+
+public enum SupervisorError: Error, CustomStringConvertible {
+    case alreadyRunning(FilePath)
+    case setup(String, Errno)
+    case region(RegionError)
+
+    public var description: String {
+        switch self {
+        case .alreadyRunning(let root): "another supervisor runs on \(root)"
+        case .setup(let step, let errno): "\(step): \(errno)"
+        case .region(let error): "\(error)"
+        }
+    }
+}
+
+/// The supervisor: one thread, one poll(2) loop over the termination signals, the control
+/// socket and its clients, every worker's pidfd and the doorbell workers ring; timers for
+/// restarts and the watchdog. It owns the shared region, the window registry and the slots.
+public final class Supervisor {
+    typealias ClientID = UInt64
+
+    struct Window {
+        let id: UUID
+        let slot: Int
+        var state: SlotState = .reserved
+        /// Whether the scene is in the background (kept across restarts).
+        var inBackground = false
+        var configured = false
+        var pid: Int32 = 0
+        var pidfd: Int32 = -1
+        var generation: UInt32 = 0
+        var doorbell: Doorbell?
+        var spawnedAt: UInt64 = 0
+        var readyAt: UInt64?
+        var reservedAt: UInt64
+        var diedAt: UInt64?
+        var lastRecoveryNanoseconds: UInt64?
+        var nextSeq: UInt64 = 1
+        var appliedSeq: UInt64 = 0
+        var history = RestartPolicy.History()
+        var restartAt: UInt64?
+        var killRequested = false
+        var lastStats = WorkerStats()
+        /// Requests sent to the worker and not yet answered.
+        var pending: [UInt64: Pending] = [:]
+        var readyWaiters: [ReadyWaiter] = []
+        var exitWaiters: [ClientID] = []
+        var durableWaiters: [(seq: UInt64, client: ClientID)] = []
+
+        var isLive: Bool { pidfd >= 0 }
+        var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
+    }
+
+    struct Pending {
+        let client: ClientID?
+        let verb: String
+        let wait: Bool
+    }
+
+    enum ReadyWaiter {
+        case connect(ClientID)
+        case restart(ClientID, oldPID: Int32)
+    }
+
+    struct Client {
+        let fd: Int32
+        var buffer: [UInt8] = []
+    }
+
+    struct SetAsideRecord {
+        let window: UUID
+        let path: FilePath
+        let at: Date
+        let reason: String
+    }
+
+    private let configuration: SupervisorConfiguration
+    private var logger: Logger
+    private let files: SupervisorFiles
+    private let region: SharedRegion
+    private let bell: Doorbell
+    private var registry: WindowRegistry
+    private var windows: [Int: Window] = [:]
+    private var clients: [ClientID: Client] = [:]
+    private var nextClient: ClientID = 1
+    private var nextRequest: UInt64 = 1
+    private var setAsideRecords: [SetAsideRecord] = []
+    private let listener: Int32
+    private let signals: Int32
+    private let lock: Int32
+    private let startedAt = monotonicNow()
+    private var shutdownDeadline: UInt64?
+    private var initialScenesPending: Int
+
+    /// Takes the root (one supervisor per root), binds the socket, creates the region. Call
+    /// before any other thread starts: it blocks the termination signals for the process.
+    public init(configuration: SupervisorConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        files = SupervisorFiles(root: configuration.root)
+        signals = wh_termination_signalfd()
+        guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
+        try SupervisorFiles.makeDirectory(configuration.root)
+        try SupervisorFiles.makeDirectory(files.windows)
+        lock = open(files.lock.string, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
+        // flock: the kernel drops it when the holder dies, so a killed supervisor leaves none.
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
+        guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
+        do {
+            region = try SharedRegion(slotCount: configuration.capacity, supervisorPID: getpid())
+            bell = try Doorbell()
+        } catch {
+            throw SupervisorError.region(error)
+        }
+        registry = WindowRegistry(onDisk: files.windowsOnDisk(), savedOrder: files.savedOrder())
+        listener = try Self.listen(at: configuration.socketPath)
+        initialScenesPending = configuration.scenes
+    }
+
+    deinit {
+        close(listener)
+        close(signals)
+        close(lock)
+        bell.close()
+    }
+
+    private static func listen(at path: FilePath) throws -> Int32 {
+        // Holding the root's lock, any socket left at the path is a dead supervisor's.
+        unlink(path.string)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SupervisorError.setup("socket", Errno(rawValue: errno)) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.string.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            close(fd)
+            throw SupervisorError.setup("socket path \(path) too long", .fileNameTooLong)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        // The socket is created 0600: only this user can connect (SO_PEERCRED checks again).
+        let previous = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previous)
+        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+            let error = Errno(rawValue: errno)
+            close(fd)
+            throw SupervisorError.setup("bind \(path)", error)
+        }
+        return fd
+    }
+
+    // MARK: the loop
+
+    /// Starts the initial scenes and serves until SIGTERM, SIGINT or `ctl shutdown`; `ready`
+    /// is called once, when the initial scenes are restored. Returns the exit status.
+    public func run(ready: (FilePath) -> Void) -> Int32 {
+        for _ in 0..<configuration.scenes { _ = connectScene(waiter: nil) }
+        var announced = false
+        while true {
+            if !announced, initialScenesPending == 0 {
+                announced = true
+                ready(configuration.socketPath)
+                logger.info("ready", metadata: ["socket": "\(configuration.socketPath)", "windows": "\(windows.count)"])
+            }
+            if let deadline = shutdownDeadline {
+                if windows.values.allSatisfy({ !$0.isLive }) { break }
+                if monotonicNow() > deadline {
+                    for window in windows.values where window.isLive {
+                        logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
+                        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+                    }
+                    shutdownDeadline = .max
+                }
+            }
+            waitForEvents()
+        }
+        for client in clients.keys { drop(client) }
+        unlink(configuration.socketPath.string)
+        logger.info("stopped: every window saved")
+        return 0
+    }
+
+    private func waitForEvents() {
+        var descriptors = [
+            pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: listener, events: shutdownDeadline == nil ? Int16(POLLIN) : 0, revents: 0),
+        ]
+        let clientIDs = Array(clients.keys)
+        for id in clientIDs { descriptors.append(pollfd(fd: clients[id]!.fd, events: Int16(POLLIN), revents: 0)) }
+        let slots = windows.keys.filter { windows[$0]!.isLive }
+        for slot in slots { descriptors.append(pollfd(fd: windows[slot]!.pidfd, events: Int16(POLLIN), revents: 0)) }
+        _ = poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds())
+
+        if descriptors[0].revents != 0 {
+            let signal = wh_signalfd_read(signals)
+            if signal > 0 {
+                logger.info("signal \(signal): saving every window and stopping")
+                beginShutdown()
+            }
+        }
+        for (index, slot) in slots.enumerated() where descriptors[3 + clientIDs.count + index].revents != 0 {
+            reapWorker(slot)
+        }
+        bell.clear()
+        serviceWorkers()
+        if descriptors[2].revents != 0 { accept() }
+        for (index, id) in clientIDs.enumerated() where descriptors[3 + index].revents != 0 { read(id) }
+        runTimers()
+    }
+
+    private func timeoutMilliseconds() -> Int32 {
+        let now = monotonicNow()
+        var timeout: UInt64 = 100_000_000
+        for window in windows.values {
+            if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
+        }
+        return Int32((timeout + 999_999) / 1_000_000)
+    }
+
+    // MARK: workers
+
+    /// Reserves a UUID, takes a slot and spawns the scene's worker. Nil when every slot is taken.
+    private func connectScene(waiter: ClientID?) -> UUID? {
+        guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
+        let id = registry.reserve()
+        var window = Window(id: id, slot: slot, reservedAt: monotonicNow())
+        if let waiter { window.readyWaiters.append(.connect(waiter)) }
+        let slotView = region.slot(slot)
+        slotView.resetWorkerFields(keepingCounters: false)
+        slotView.windowID = id
+        windows[slot] = window
+        spawn(slot)
+        logger.info("scene connected", metadata: ["window": "\(id)", "slot": "\(slot)"])
+        return id
+    }
+
+    private func spawn(_ slot: Int) {
+        guard var window = windows[slot] else { return }
+        let view = region.slot(slot)
+        window.generation += 1
+        window.restartAt = nil
+        window.readyAt = nil
+        window.killRequested = false
+        view.resetWorkerFields(keepingCounters: true)
+        view.generation = window.generation
+        view.windowID = window.id
+        window.state = .starting
+        view.state = .starting
+        let doorbell: Doorbell
+        do {
+            doorbell = try Doorbell()
+        } catch {
+            logger.error("cannot make a doorbell: \(error)")
+            windows[slot] = window
+            workerDied(slot, description: "not spawned: \(error)")
+            return
+        }
+        let arguments = [
+            configuration.executable, "worker",
+            "--slot", "\(slot)", "--generation", "\(window.generation)", "--window", window.id.uuidString,
+            "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
+            "--io", configuration.io, "--supervisor", "\(getpid())",
+        ]
+        var pid: pid_t = 0
+        let inherit = [region.descriptor.rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
+        let result = withCStrings(arguments) { argv in
+            inherit.withUnsafeBufferPointer { wh_spawn(configuration.executable, argv, environ, $0.baseAddress, Int32($0.count), &pid) }
+        }
+        guard result == 0 else {
+            logger.error("spawn failed", metadata: ["window": "\(window.id)", "error": "\(Errno(rawValue: result))"])
+            doorbell.close()
+            windows[slot] = window
+            workerDied(slot, description: "spawn failed: \(Errno(rawValue: result))")
+            return
+        }
+        // The child cannot be reaped before we wait on it, so the pid still names it.
+        let pidfd = wh_pidfd_open(pid)
+        window.pid = pid
+        window.pidfd = pidfd
+        window.doorbell = doorbell
+        window.spawnedAt = monotonicNow()
+        view.pid = pid
+        windows[slot] = window
+        logger.info("worker spawned", metadata: ["window": "\(window.id)", "pid": "\(pid)", "generation": "\(window.generation)"])
+    }
+
+    private func reapWorker(_ slot: Int) {
+        guard let window = windows[slot], window.isLive else { return }
+        var code: Int32 = 0
+        var signaled: Int32 = 0
+        guard wh_pidfd_reap(window.pidfd, &code, &signaled) == 1 else { return }
+        let description = signaled != 0 ? "killed by signal \(code)" : "exited with status \(code)"
+        workerDied(slot, description: description, cleanExit: signaled == 0 && code == 0)
+    }
+
+    private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false) {
+        guard var window = windows[slot] else { return }
+        if window.pidfd >= 0 { close(window.pidfd) }
+        window.pidfd = -1
+        window.doorbell?.close()
+        window.doorbell = nil
+        drainReplies(&window)
+        let now = monotonicNow()
+        for (_, pending) in window.pending where pending.verb != "disconnect" {
+            if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
+        }
+        window.pending = window.pending.filter { $0.value.verb == "disconnect" }
+        for waiter in window.durableWaiters {
+            answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+        }
+        window.durableWaiters = []
+        if window.state == .disconnecting || shutdownDeadline != nil {
+            windows[slot] = window
+            if window.state == .disconnecting { finishDisconnect(slot, cleanExit: cleanExit, description: description) }
+            return
+        }
+        let diedBeforeReady = window.readyAt == nil
+        window.diedAt = now
+        window.state = .crashed
+        region.slot(slot).state = .crashed
+        let decision = configuration.restartPolicy.decide(
+            &window.history, now: now, diedBeforeReady: diedBeforeReady, requested: window.killRequested)
+        logger.warning(
+            "worker died", metadata: ["window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)", "next": "\(decision)"])
+        windows[slot] = window
+        switch decision {
+        case .restartNow:
+            spawn(slot)
+        case .restartAfter(let delay):
+            windows[slot]?.restartAt = now + delay
+        case .setAside(let delay):
+            setAside(slot, reason: "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring")
+            if delay == 0 { spawn(slot) } else { windows[slot]?.restartAt = now + delay }
+        }
+    }
+
+    private func setAside(_ slot: Int, reason: String) {
+        guard let window = windows[slot] else { return }
+        region.slot(slot).state = .setAside
+        do {
+            if let path = try files.setAside(window.id, at: Date()) {
+                setAsideRecords.append(SetAsideRecord(window: window.id, path: path, at: Date(), reason: reason))
+                logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
+            }
+        } catch {
+            logger.error("cannot set the window aside: \(error)", metadata: ["window": "\(window.id)"])
+        }
+    }
+
+    /// Everything workers published since the last look: readiness, replies, durable seqs.
+    private func serviceWorkers() {
+        for slot in windows.keys.sorted() {
+            guard var window = windows[slot] else { continue }
+            let view = region.slot(slot)
+            if window.isLive, window.readyAt == nil, window.state == .starting, view.readyGeneration == window.generation {
+                becameReady(&window)
+            }
+            drainReplies(&window)
+            if let stats = view.readStats() { window.lastStats = stats }
+            window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
+            let durable = window.lastStats.durableSeq
+            let (done, waiting) = (window.durableWaiters.filter { $0.seq <= durable }, window.durableWaiters.filter { $0.seq > durable })
+            window.durableWaiters = waiting
+            windows[slot] = window
+            for waiter in done { answer(waiter.client, .ok(.object(["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]))) }
+        }
+    }
+
+    private func becameReady(_ window: inout Window) {
+        let now = monotonicNow()
+        let view = region.slot(window.slot)
+        window.readyAt = now
+        window.state = window.inBackground ? .background : .foreground
+        view.state = window.state
+        if let stats = view.readStats() { window.lastStats = stats }
+        window.nextSeq = max(window.nextSeq, window.lastStats.appliedSeq + 1)
+        window.appliedSeq = window.lastStats.appliedSeq
+        if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
+        window.diedAt = nil
+        if !window.configured {
+            window.configured = true
+            registry.configured(window.id)
+            saveOrder()
+            if initialScenesPending > 0 { initialScenesPending -= 1 }
+        }
+        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.appliedSeq)"])
+        if window.inBackground, let doorbell = window.doorbell {
+            // A restarted background scene is told again, so its saves follow case 1.
+            var event = SceneEvent()
+            event.kind = .background
+            var command = WorkerCommand()
+            command.request = takeRequestID()
+            command.scene = event
+            if (try? window.slotView(region).commandRing.send(command.serializedBytes())) != nil {
+                window.pending[command.request] = Pending(client: nil, verb: "background", wait: false)
+                doorbell.ring()
+            }
+        }
+        let waiters = window.readyWaiters
+        window.readyWaiters = []
+        for waiter in waiters {
+            switch waiter {
+            case .connect(let client):
+                answer(client, .ok(.object(["window": .string(window.id.uuidString), "pid": JSONValue(window.pid)])))
+            case .restart(let client, let oldPID):
+                answer(client, .ok(.object([
+                    "window": .string(window.id.uuidString), "killed_pid": JSONValue(oldPID), "pid": JSONValue(window.pid),
+                    "recovery_ms": .number(Double(window.lastRecoveryNanoseconds ?? 0) / 1e6),
+                ])))
+            }
+        }
+    }
+
+    private func drainReplies(_ window: inout Window) {
+        let ring = region.slot(window.slot).replyRing
+        while true {
+            let bytes: [UInt8]
+            do {
+                guard let next = try ring.receive() else { return }
+                bytes = next
+            } catch {
+                logger.error("reply ring corrupt: the worker is killed", metadata: ["window": "\(window.id)", "error": "\(error)"])
+                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+                return
+            }
+            guard let reply = try? WorkerReply(serializedBytes: bytes), let pending = window.pending.removeValue(forKey: reply.request) else {
+                continue
+            }
+            handleReply(reply, pending, &window)
+        }
+    }
+
+    private func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
+        switch reply.outcome {
+        case .failure(let failure):
+            if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
+        case .dump(let dump):
+            if let client = pending.client { answer(client, .ok(Self.json(dump, window: window.id))) }
+        case .done(let done):
+            window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
+            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(done.appliedSeq)]
+            if done.hasTab { result["tab"] = JSONValue(done.tab) }
+            switch pending.verb {
+            case "background", "foreground":
+                window.inBackground = pending.verb == "background"
+                if window.isReady {
+                    window.state = window.inBackground ? .background : .foreground
+                    region.slot(window.slot).state = window.state
+                }
+                result["state"] = .string(window.state.description)
+            case "disconnect":
+                // Answered when the worker has exited.
+                window.pending[reply.request] = pending
+                return
+            case "save" where pending.wait:
+                if let client = pending.client { window.durableWaiters.append((done.appliedSeq, client)) }
+                return
+            default:
+                break
+            }
+            if let client = pending.client { answer(client, .ok(.object(result))) }
+        case .none:
+            if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
+        }
+    }
+
+    private func finishDisconnect(_ slot: Int, cleanExit: Bool, description: String) {
+        guard let window = windows[slot] else { return }
+        windows[slot] = nil
+        let view = region.slot(slot)
+        view.state = .free
+        view.pid = 0
+        if window.configured {
+            registry.close(window.id, hasSession: files.hasSession(window.id))
+        } else {
+            registry.release(window.id)
+        }
+        saveOrder()
+        logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
+        let reply: ControlReply = cleanExit
+            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(window.appliedSeq)]))
+            : .failure(.ioError, "the worker \(description) while disconnecting")
+        for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
+        for client in window.exitWaiters { answer(client, reply) }
+    }
+
+    private func runTimers() {
+        let now = monotonicNow()
+        for slot in windows.keys.sorted() {
+            guard let window = windows[slot] else { continue }
+            if let at = window.restartAt, at <= now, shutdownDeadline == nil {
+                spawn(slot)
+                continue
+            }
+            guard window.isLive, window.state != .disconnecting else { continue }
+            if window.isReady {
+                let heartbeat = region.slot(slot).heartbeat
+                if heartbeat > 0, now > heartbeat, now - heartbeat > configuration.watchdogMilliseconds * 1_000_000 {
+                    logger.error("worker hung: no heartbeat for \((now - heartbeat) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                    _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+                }
+            } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
+                logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
+                _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+            }
+        }
+    }
+
+    private func beginShutdown() {
+        guard shutdownDeadline == nil else { return }
+        shutdownDeadline = monotonicNow() + 15_000_000_000
+        for slot in windows.keys.sorted() {
+            guard let window = windows[slot] else { continue }
+            if window.isReady {
+                _ = send(.disconnect, to: slot, client: nil, verb: "shutdown")
+            } else if window.isLive {
+                // Not restored yet: nothing of it is unsaved.
+                _ = wh_pidfd_send_signal(window.pidfd, SIGTERM)
+            }
+        }
+    }
+
+    private func saveOrder() {
+        do {
+            try files.saveOrder(registry.order)
+        } catch {
+            logger.error("cannot write windows.order: \(error)")
+        }
+    }
+
+    private func takeRequestID() -> UInt64 {
+        defer { nextRequest += 1 }
+        return nextRequest
+    }
+
+    /// Puts a scene event to the worker's ring. False when it cannot be sent now.
+    private func send(_ kind: SceneEvent.Kind, to slot: Int, client: ClientID?, verb: String) -> Bool {
+        var command = WorkerCommand()
+        var event = SceneEvent()
+        event.kind = kind
+        command.scene = event
+        return send(command, to: slot, client: client, verb: verb, wait: false)
+    }
+
+    private func send(_ command: WorkerCommand, to slot: Int, client: ClientID?, verb: String, wait: Bool) -> Bool {
+        guard var window = windows[slot], let doorbell = window.doorbell else { return false }
+        var command = command
+        command.request = takeRequestID()
+        guard let bytes = try? command.serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
+            return false
+        }
+        window.pending[command.request] = Pending(client: client, verb: verb, wait: wait)
+        windows[slot] = window
+        doorbell.ring()
+        return true
+    }
+
+    // MARK: control socket
+
+    private func accept() {
+        let fd = Glibc.accept(listener, nil, nil)
+        guard fd >= 0 else { return }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        var uid: uid_t = 0
+        guard wh_peer_uid(fd, &uid) == 0, uid == getuid() else {
+            logger.warning("refused a control connection from uid \(uid)")
+            close(fd)
+            return
+        }
+        // A client that stops reading cannot stall the loop for long.
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        clients[nextClient] = Client(fd: fd)
+        nextClient += 1
+    }
+
+    private static let maximumRequest = 64 << 10
+
+    private func read(_ id: ClientID) {
+        guard var client = clients[id] else { return }
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        let count = recv(client.fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+        if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
+            drop(id)
+            return
+        }
+        guard count > 0 else { return }
+        client.buffer += chunk[..<count]
+        clients[id] = client
+        if let newline = client.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+            let line = Array(client.buffer[..<newline])
+            clients[id]?.buffer = []
+            do {
+                handle(try JSONDecoder().decode(ControlRequest.self, from: Data(line)), from: id)
+            } catch {
+                answer(id, .failure(.usage, "malformed request: \(error)"))
+            }
+        } else if client.buffer.count > Self.maximumRequest {
+            answer(id, .failure(.usage, "request longer than \(Self.maximumRequest) bytes"))
+        }
+    }
+
+    /// Sends the reply and closes the connection: one request per connection.
+    private func answer(_ id: ClientID, _ reply: ControlReply) {
+        guard let client = clients[id] else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var bytes = Array((try? encoder.encode(reply)) ?? Data(#"{"code":70,"error":"unencodable reply"}"#.utf8))
+        bytes.append(UInt8(ascii: "\n"))
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { Glibc.send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard count > 0 else { break }
+            sent += count
+        }
+        drop(id)
+    }
+
+    private func drop(_ id: ClientID) {
+        guard let client = clients.removeValue(forKey: id) else { return }
+        close(client.fd)
+    }
+
+    private func handle(_ request: ControlRequest, from client: ClientID) {
+        switch request.verb {
+        case "status":
+            answer(client, .ok(statusJSON()))
+            return
+        case "stats":
+            answer(client, .ok(statsJSON()))
+            return
+        case "connect":
+            if shutdownDeadline != nil {
+                answer(client, .failure(.temporary, "shutting down"))
+            } else if connectScene(waiter: client) == nil {
+                answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
+            }
+            return
+        case "shutdown":
+            answer(client, .ok(.object(["stopping": .bool(true)])))
+            beginShutdown()
+            return
+        default:
+            break
+        }
+        guard Self.windowVerbs.contains(request.verb) else {
+            answer(client, .failure(.usage, "unknown verb '\(request.verb)'"))
+            return
+        }
+        guard let text = request.window else {
+            answer(client, .failure(.usage, "\(request.verb) needs a window"))
+            return
+        }
+        guard let id = UUID(uuidString: text) else {
+            answer(client, .failure(.usage, "'\(text)' is not a UUID"))
+            return
+        }
+        guard let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] else {
+            answer(client, .failure(.badData, "no open window \(id)"))
+            return
+        }
+        switch request.verb {
+        case "kill":
+            kill(slot, request, client)
+            return
+        case "wait-durable":
+            if window.lastStats.durableSeq >= window.appliedSeq {
+                answer(client, .ok(.object(["window": .string(id.uuidString), "durable_seq": JSONValue(window.lastStats.durableSeq)])))
+            } else {
+                windows[slot]?.durableWaiters.append((window.appliedSeq, client))
+            }
+            return
+        case "disconnect" where !window.isReady:
+            // Gone before it finished configuring (or while restarting): the worker is stopped
+            // and a reservation that never configured is released.
+            windows[slot]?.state = .disconnecting
+            windows[slot]?.exitWaiters.append(client)
+            if window.isLive {
+                _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+            } else {
+                finishDisconnect(slot, cleanExit: true, description: "stopped before it was ready")
+            }
+            return
+        default:
+            break
+        }
+        guard window.isReady else {
+            answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
+            return
+        }
+        let command: WorkerCommand
+        do {
+            command = try makeCommand(request, seq: window.nextSeq)
+        } catch let refusal as ControlRefusal {
+            answer(client, .failure(.usage, refusal.message))
+            return
+        } catch {
+            answer(client, .failure(.usage, "\(error)"))
+            return
+        }
+        guard send(command, to: slot, client: client, verb: request.verb, wait: request.wait ?? false) else {
+            answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
+            return
+        }
+        if command.seq > 0 { windows[slot]?.nextSeq += 1 }
+        if request.verb == "disconnect" {
+            windows[slot]?.state = .disconnecting
+            region.slot(slot).state = .disconnecting
+        }
+    }
+
+    static let windowVerbs: Set<String> = [
+        "disconnect", "background", "foreground", "open", "navigate", "close", "activate", "move", "replace", "close-all",
+        "save", "wait-durable", "kill", "dump",
+    ]
+
+    struct ControlRefusal: Error {
+        let message: String
+    }
+
+    private func makeCommand(_ request: ControlRequest, seq: UInt64) throws -> WorkerCommand {
+        func tab() throws -> Int64 {
+            guard let tab = request.tab else { throw ControlRefusal(message: "\(request.verb) needs a tab") }
+            return tab
+        }
+        func url() throws -> String {
+            guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
+            return url
+        }
+        var command = WorkerCommand()
+        command.seq = seq
+        switch request.verb {
+        case "open":
+            var open = OpenTab()
+            open.incognito = request.incognito ?? false
+            open.url = request.url ?? "about:blank"
+            if let opener = request.opener { open.opener = opener }
+            if let index = request.index { open.index = Int32(clamping: index) }
+            open.inBackground = request.background ?? false
+            command.open = open
+        case "navigate":
+            var navigate = NavigateTab()
+            navigate.tab = try tab()
+            navigate.url = try url()
+            command.navigate = navigate
+        case "close":
+            var close = CloseTab()
+            close.tab = try tab()
+            command.close = close
+        case "activate":
+            var activate = ActivateTab()
+            activate.tab = try tab()
+            command.activate = activate
+        case "move":
+            var move = MoveTab()
+            move.tab = try tab()
+            guard let index = request.index else { throw ControlRefusal(message: "move needs an index") }
+            move.index = Int32(clamping: index)
+            command.move = move
+        case "replace":
+            var replace = ReplaceTab()
+            replace.tab = try tab()
+            replace.url = try url()
+            command.replace = replace
+        case "close-all":
+            var closeAll = CloseAll()
+            closeAll.incognito = request.incognito ?? false
+            command.closeAll = closeAll
+        case "background", "foreground", "disconnect":
+            command.seq = 0
+            var event = SceneEvent()
+            event.kind = request.verb == "background" ? .background : request.verb == "foreground" ? .foreground : .disconnect
+            command.scene = event
+        case "save":
+            command.seq = 0
+            command.save = SaveNow()
+        case "dump":
+            command.seq = 0
+            command.dump = Dump()
+        default:
+            throw ControlRefusal(message: "unknown verb '\(request.verb)'")
+        }
+        return command
+    }
+
+    private func kill(_ slot: Int, _ request: ControlRequest, _ client: ClientID) {
+        guard var window = windows[slot], window.isLive else {
+            answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
+            return
+        }
+        let name = request.signal ?? "KILL"
+        guard let signal = SignalName.number(name) else {
+            answer(client, .failure(.usage, "unknown signal '\(name)'"))
+            return
+        }
+        guard wh_pidfd_send_signal(window.pidfd, signal) == 0 else {
+            answer(client, .failure(.software, "pidfd_send_signal: \(Errno(rawValue: errno))"))
+            return
+        }
+        logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(name)"])
+        window.killRequested = true
+        if request.wait == false {
+            windows[slot] = window
+            answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid)])))
+        } else {
+            window.readyWaiters.append(.restart(client, oldPID: window.pid))
+            windows[slot] = window
+        }
+    }
+
+    // MARK: reports
+
+    private func statusJSON() -> JSONValue {
+        let now = monotonicNow()
+        let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
+            guard let window = windows[slot] else { return nil }
+            let view = region.slot(slot)
+            let stats = view.readStats() ?? window.lastStats
+            let heartbeat = view.heartbeat
+            var object: [String: JSONValue] = [
+                "uuid": .string(window.id.uuidString), "state": .string(window.state.description), "slot": JSONValue(slot),
+                "pid": JSONValue(window.isLive ? window.pid : 0), "generation": JSONValue(window.generation),
+                "tabs": JSONValue(stats.regularTabs + stats.incognitoTabs), "regular_tabs": JSONValue(stats.regularTabs),
+                "incognito_tabs": JSONValue(stats.incognitoTabs), "applied_seq": JSONValue(stats.appliedSeq),
+                "durable_seq": JSONValue(stats.durableSeq), "digest": .string(String(format: "%016llx", stats.digest)),
+                "saves": JSONValue(view.savesCompleted), "save_failures": JSONValue(view.saveFailures),
+                "restarts": JSONValue(window.history.restarts), "saving_seq": JSONValue(view.savingSeq),
+            ]
+            if heartbeat > 0, window.isLive { object["heartbeat_age_ms"] = .number(Double(now > heartbeat ? now - heartbeat : 0) / 1e6) }
+            if let recovery = window.lastRecoveryNanoseconds { object["last_recovery_ms"] = .number(Double(recovery) / 1e6) }
+            return .object(object)
+        }
+        let asides: [JSONValue] = setAsideRecords.map { record in
+            .object([
+                "uuid": .string(record.window.uuidString), "path": .string(record.path.string),
+                "at": .string(ISO8601DateFormatter().string(from: record.at)), "reason": .string(record.reason),
+            ])
+        }
+        return .object([
+            "supervisor_pid": JSONValue(getpid()), "root": .string(configuration.root.string),
+            "socket": .string(configuration.socketPath.string), "windows": .array(list), "set_aside": .array(asides),
+            "order": .array(registry.order.map { .string($0.uuidString) }),
+        ])
+    }
+
+    private func statsJSON() -> JSONValue {
+        let now = monotonicNow()
+        var total = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
+        var totalSaves: UInt64 = 0
+        func summary(_ histogram: Histogram<UInt64>, saves: UInt64, seconds: Double) -> [String: JSONValue] {
+            [
+                "saves": JSONValue(saves), "saves_per_s": .number(seconds > 0 ? Double(saves) / seconds : 0),
+                "p50_us": JSONValue(histogram.valueAtPercentile(50)), "p90_us": JSONValue(histogram.valueAtPercentile(90)),
+                "p99_us": JSONValue(histogram.valueAtPercentile(99)), "p999_us": JSONValue(histogram.valueAtPercentile(99.9)),
+                "max_us": JSONValue(histogram.totalCount > 0 ? histogram.max : 0),
+            ]
+        }
+        let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
+            guard let window = windows[slot] else { return nil }
+            let view = region.slot(slot)
+            let histogram = view.latency.histogram()
+            total.add(histogram)
+            let saves = view.savesCompleted
+            totalSaves += saves
+            var object = summary(histogram, saves: saves, seconds: Double(now - window.reservedAt) / 1e9)
+            object["uuid"] = .string(window.id.uuidString)
+            return .object(object)
+        }
+        let uptime = Double(now - startedAt) / 1e9
+        return .object(["windows": .array(list), "total": .object(summary(total, saves: totalSaves, seconds: uptime)), "uptime_s": .number(uptime)])
+    }
+
+    static func json(_ dump: WindowDump, window: UUID) -> JSONValue {
+        func browser(_ browser: BrowserDump) -> JSONValue {
+            .object([
+                "active_index": browser.hasActiveIndex ? JSONValue(browser.activeIndex) : .null,
+                "tabs": .array(browser.tabs.map { tab in
+                    .object([
+                        "id": JSONValue(tab.id), "url": .string(tab.url), "title": .string(tab.title),
+                        "realized": .bool(tab.realized), "pinned": .bool(tab.pinned),
+                        "opener": tab.hasOpener ? JSONValue(tab.opener) : .null,
+                    ])
+                }),
+            ])
+        }
+        return .object([
+            "window": .string(window.uuidString), "applied_seq": JSONValue(dump.appliedSeq), "durable_seq": JSONValue(dump.durableSeq),
+            "digest": .string(String(format: "%016llx", dump.digest)), "regular": browser(dump.regular), "incognito": browser(dump.incognito),
+        ])
+    }
+}
+
+extension Supervisor.Window {
+    func slotView(_ region: SharedRegion) -> WindowSlot { region.slot(slot) }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the workers' heartbeats use.
+func monotonicNow() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that lives as long as the call.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    let pointers = strings.map { strdup($0) } + [nil]
+    defer { for pointer in pointers { free(pointer) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

@@ -1,0 +1,317 @@
+import ArgumentParser
+import Foundation
+import Supervisor
+import SystemPackage
+
+/// `windowhost ctl VERB …`: one request to a running supervisor, returning once it is applied.
+struct ControlCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ctl",
+        abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
+        discussion: """
+            Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
+            65 unknown window or tab (bad data), 69 no supervisor at the socket, 74 a save failed,
+            75 temporary (the window's worker is restarting): retry. --json prints one JSON object.
+            """,
+        subcommands: [
+            Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
+            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Save.self, WaitDurable.self, Kill.self,
+            Dump.self, Stats.self, Shutdown.self,
+        ])
+
+    /// Given before the verb (`ctl --socket PATH status`); each verb reads the same group.
+    @OptionGroup var control: ControlOptions
+}
+
+struct ControlOptions: ParsableArguments {
+    @Option(help: "The supervisor's control socket (default: $WINDOWHOST_SOCKET, else ROOT/ctl.sock of the default root).")
+    var socket: String?
+
+    @Flag(help: "Print the reply as one JSON object.")
+    var json = false
+
+    var socketPath: FilePath {
+        FilePath(socket ?? ProcessInfo.processInfo.environment["WINDOWHOST_SOCKET"] ?? DefaultPaths.socket(root: DefaultPaths.root))
+    }
+}
+
+struct WindowOption: ParsableArguments {
+    @Option(help: "The window's UUID.")
+    var window: String
+}
+
+/// A verb: how it asks, and how its answer reads as text.
+protocol ControlVerb: ParsableCommand {
+    var control: ControlOptions { get }
+    func request() -> ControlRequest
+    func text(_ result: JSONValue) -> String
+}
+
+extension ControlVerb {
+    func run() throws {
+        let reply = ControlClient.call(request(), socket: control.socketPath)
+        guard reply.code == .ok, let result = reply.result else {
+            FileHandle.standardError.write(Data("windowhost ctl: \(reply.error ?? "failed")\n".utf8))
+            throw ExitCode(reply.code == .ok ? ControlCode.software.rawValue : reply.code.rawValue)
+        }
+        let output = control.json ? result.line : text(result)
+        if !output.isEmpty { print(output) }
+    }
+
+    func text(_ result: JSONValue) -> String { result["seq"].map { "seq \($0.int ?? 0)" } ?? "" }
+
+    static func request(_ verb: String, window: String? = nil) -> ControlRequest {
+        var request = ControlRequest(verb: verb)
+        request.window = window
+        return request
+    }
+}
+
+extension ControlCommand {
+    struct Status: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Every window: state, worker, tabs, durable seq; set-aside sessions.")
+        @OptionGroup var control: ControlOptions
+        func request() -> ControlRequest { Self.request("status") }
+        func text(_ result: JSONValue) -> String {
+            var lines = (result["windows"]?.array ?? []).map { window in
+                let uuid = window["uuid"]?.string ?? "?"
+                let fields = [
+                    window["state"]?.string ?? "?", "pid \(window["pid"]?.int ?? 0)", "generation \(window["generation"]?.int ?? 0)",
+                    "tabs \(window["regular_tabs"]?.int ?? 0)+\(window["incognito_tabs"]?.int ?? 0)",
+                    "applied \(window["applied_seq"]?.int ?? 0)", "durable \(window["durable_seq"]?.int ?? 0)",
+                    "saves \(window["saves"]?.int ?? 0)", "restarts \(window["restarts"]?.int ?? 0)",
+                ]
+                return "\(uuid)  " + fields.joined(separator: "  ")
+            }
+            for aside in result["set_aside"]?.array ?? [] {
+                lines.append("set aside: \(aside["uuid"]?.string ?? "?") → \(aside["path"]?.string ?? "?") (\(aside["reason"]?.string ?? ""))")
+            }
+            return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
+        }
+    }
+
+    struct Connect: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Connect a scene: reserve a window, spawn its worker, restore it. Prints the UUID.")
+        @OptionGroup var control: ControlOptions
+        func request() -> ControlRequest { Self.request("connect") }
+        func text(_ result: JSONValue) -> String { result["window"]?.string ?? "" }
+    }
+
+    struct Disconnect: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Disconnect a scene: save what is unsaved; the worker exits.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() -> ControlRequest { Self.request("disconnect", window: target.window) }
+    }
+
+    struct Background: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "The scene goes to the background: it saves at once.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() -> ControlRequest { Self.request("background", window: target.window) }
+    }
+
+    struct Foreground: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "The scene comes to the foreground.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() -> ControlRequest { Self.request("foreground", window: target.window) }
+    }
+
+    struct Open: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Open a tab. Prints its id.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option(help: "The page.") var url = "about:blank"
+        @Flag(help: "In the window's incognito Browser.") var incognito = false
+        @Option(help: "The tab that opened it.") var opener: Int64?
+        @Option(help: "Where it goes in the list (default: the end).") var index: Int?
+        @Flag(help: "Do not make it the active tab.") var background = false
+        func request() -> ControlRequest {
+            var request = Self.request("open", window: target.window)
+            request.url = url
+            request.incognito = incognito
+            request.opener = opener
+            request.index = index
+            request.background = background
+            return request
+        }
+        func text(_ result: JSONValue) -> String { "\(result["tab"]?.int ?? 0)" }
+    }
+
+    struct Navigate: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "A tab finishes a navigation to URL.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        @Option var url: String
+        func request() -> ControlRequest {
+            var request = Self.request("navigate", window: target.window)
+            request.tab = tab
+            request.url = url
+            return request
+        }
+    }
+
+    struct Close: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Close a tab.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() -> ControlRequest {
+            var request = Self.request("close", window: target.window)
+            request.tab = tab
+            return request
+        }
+    }
+
+    struct CloseAll: ControlVerb {
+        static let configuration = CommandConfiguration(commandName: "close-all", abstract: "Close every tab of one Browser.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Flag(help: "The incognito Browser (default: the regular one).") var incognito = false
+        func request() -> ControlRequest {
+            var request = Self.request("close-all", window: target.window)
+            request.incognito = incognito
+            return request
+        }
+    }
+
+    struct Activate: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Make a tab the active one.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() -> ControlRequest {
+            var request = Self.request("activate", window: target.window)
+            request.tab = tab
+            return request
+        }
+    }
+
+    struct Move: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Move a tab to an index of its list.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        @Option var index: Int
+        func request() -> ControlRequest {
+            var request = Self.request("move", window: target.window)
+            request.tab = tab
+            request.index = index
+            return request
+        }
+    }
+
+    struct Replace: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "A prerendered tab of URL takes a tab's place. Prints the new tab's id.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        @Option var url: String
+        func request() -> ControlRequest {
+            var request = Self.request("replace", window: target.window)
+            request.tab = tab
+            request.url = url
+            return request
+        }
+        func text(_ result: JSONValue) -> String { "\(result["tab"]?.int ?? 0)" }
+    }
+
+    struct Save: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Flag(help: "Return once the save is durable.") var wait = false
+        func request() -> ControlRequest {
+            var request = Self.request("save", window: target.window)
+            request.wait = wait
+            return request
+        }
+    }
+
+    struct WaitDurable: ControlVerb {
+        static let configuration = CommandConfiguration(commandName: "wait-durable", abstract: "Return once every command applied so far is durable.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() -> ControlRequest { Self.request("wait-durable", window: target.window) }
+        func text(_ result: JSONValue) -> String { "durable \(result["durable_seq"]?.int ?? 0)" }
+    }
+
+    struct Kill: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "Signal a window's worker (default KILL) and return once its replacement has restored the window.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option(help: "KILL, TERM, ABRT, SEGV, STOP (a hang the watchdog catches), … or a number.") var signal = "KILL"
+        @Flag(help: "Return once the signal is sent.") var noWait = false
+        func request() -> ControlRequest {
+            var request = Self.request("kill", window: target.window)
+            request.signal = signal
+            request.wait = !noWait
+            return request
+        }
+        func text(_ result: JSONValue) -> String {
+            guard let pid = result["pid"]?.int else { return "signalled \(result["killed_pid"]?.int ?? 0)" }
+            return "killed \(result["killed_pid"]?.int ?? 0), restored by \(pid) in \(String(format: "%.1f", result["recovery_ms"]?.number ?? 0)) ms"
+        }
+    }
+
+    struct Dump: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Both Browsers' tabs, the active index, command and durable seq, digest.")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() -> ControlRequest { Self.request("dump", window: target.window) }
+        func text(_ result: JSONValue) -> String {
+            var lines = [
+                "window \(result["window"]?.string ?? "?")  applied \(result["applied_seq"]?.int ?? 0)  durable \(result["durable_seq"]?.int ?? 0)  digest \(result["digest"]?.string ?? "")"
+            ]
+            for kind in ["regular", "incognito"] {
+                let browser = result[kind]
+                let active = browser?["active_index"]?.int
+                let tabs = browser?["tabs"]?.array ?? []
+                lines.append("\(kind): \(tabs.count) tabs")
+                for (index, tab) in tabs.enumerated() {
+                    var marks: [String] = []
+                    if tab["pinned"]?.bool == true { marks.append("pinned") }
+                    if tab["realized"]?.bool == false { marks.append("unrealized") }
+                    if let opener = tab["opener"]?.int { marks.append("opener \(opener)") }
+                    lines.append(
+                        "\(index == active.map(Int.init) ? "*" : " ") \(tab["id"]?.int ?? 0)  \(tab["url"]?.string ?? "")\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
+                }
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    struct Stats: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Save latency (request → durable) and saves/s per window and in total, from shared memory.")
+        @OptionGroup var control: ControlOptions
+        func request() -> ControlRequest { Self.request("stats") }
+        func text(_ result: JSONValue) -> String {
+            func row(_ name: String, _ value: JSONValue?) -> String {
+                let columns = ["saves", "saves_per_s", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"].map { key in
+                    let number = value?[key]?.number ?? 0
+                    return key == "saves_per_s" ? String(format: "%10.1f", number) : String(format: "%10.0f", number)
+                }
+                return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined()
+            }
+            var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
+                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"].map { $0.leftPadded(10) }.joined()]
+            for window in result["windows"]?.array ?? [] { lines.append(row(window["uuid"]?.string ?? "?", window)) }
+            lines.append(row("total", result["total"]))
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    struct Shutdown: ControlVerb {
+        static let configuration = CommandConfiguration(abstract: "Stop the supervisor: every window saves, everything exits 0.")
+        @OptionGroup var control: ControlOptions
+        func request() -> ControlRequest { Self.request("shutdown") }
+        func text(_ result: JSONValue) -> String { "stopping" }
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
+}

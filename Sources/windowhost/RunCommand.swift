@@ -1,0 +1,101 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import IOUring
+import Logging
+import Supervisor
+import SystemPackage
+
+/// Where the host keeps its state unless told: `$XDG_STATE_HOME/windowhost`, else
+/// `~/.local/state/windowhost`; the control socket is `ROOT/ctl.sock`.
+enum DefaultPaths {
+    static var root: String {
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/windowhost" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/windowhost"
+    }
+
+    static func socket(root: String) -> String { root + "/ctl.sock" }
+}
+
+/// Logs go to stderr, one line each; `WINDOWHOST_LOG_LEVEL` (trace … critical) sets how much.
+enum Logs {
+    static func bootstrap() {
+        let level = ProcessInfo.processInfo.environment["WINDOWHOST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+}
+
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run the supervisor in the foreground: one worker process per scene.",
+        discussion: """
+            Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored
+            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then
+            everything exits 0. Drive it with `windowhost ctl`.
+            """)
+
+    @Option(help: "The state directory (default: $XDG_STATE_HOME/windowhost, else ~/.local/state/windowhost).")
+    var root: String?
+
+    @Option(help: "Scenes to connect at start.")
+    var scenes = 1
+
+    @Option(help: "The control socket (default: ROOT/ctl.sock).")
+    var socket: String?
+
+    @Option(help: "Milliseconds from a change to its delayed save (Chrome: 2500); 0 saves every change at once.")
+    var saveDelay: UInt64 = 2500
+
+    @Option(help: "Kill and restart a worker whose heartbeat is older than this many milliseconds.")
+    var watchdog: UInt64 = 3000
+
+    @Option(help: "Windows that may be open at once.")
+    var capacity = 16
+
+    @OptionGroup var io: IOOptions
+
+    func validate() throws {
+        guard (1...64).contains(capacity) else { throw ValidationError("--capacity must be within 1...64") }
+        guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
+        guard watchdog >= 200 else { throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)") }
+    }
+
+    func run() throws {
+        Logs.bootstrap()
+        let root = FilePath(root ?? DefaultPaths.root)
+        // Decided once here, so every worker runs the same engine and the reason is said once.
+        let engineName = try io.makeEngine().name
+        var configuration = SupervisorConfiguration(
+            root: root, scenes: scenes, socketPath: FilePath(socket ?? DefaultPaths.socket(root: root.string)),
+            saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
+        configuration.watchdogMilliseconds = watchdog
+        configuration.capacity = capacity
+        let supervisor: Supervisor
+        do {
+            supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))
+        } catch SupervisorError.alreadyRunning(let root) {
+            FileHandle.standardError.write(Data("windowhost: another supervisor runs on \(root)\n".utf8))
+            throw ExitStatus.temporary
+        } catch {
+            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            throw ExitStatus.ioError
+        }
+        let status = supervisor.run { socket in
+            FileHandle.standardOutput.write(Data("ready \(socket)\n".utf8))
+        }
+        throw ExitCode(status)
+    }
+
+    static func executablePath() throws -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { throw ExitStatus.ioError }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

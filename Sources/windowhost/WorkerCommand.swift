@@ -1,0 +1,49 @@
+import ArgumentParser
+import CLinuxShims
+import Foundation
+import Glibc
+import HostCoordination
+import IOUring
+import Logging
+import SceneWorker
+import SystemPackage
+
+/// One scene's worker, spawned by the supervisor with the region at descriptor 3, its command
+/// doorbell at 4 and the supervisor's doorbell at 5.
+struct WorkerProcessCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker", abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
+
+    @Option var slot: Int
+    @Option var generation: UInt32
+    @Option var window: UUID
+    @Option var root: String
+    @Option var saveDelay: UInt64
+    @Option var supervisor: Int32
+    @OptionGroup var io: IOOptions
+
+    func run() throws {
+        // The supervisor dying kills the worker; checked against the pid it was given after
+        // setting, since the parent may have died before.
+        guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == supervisor else {
+            throw ExitCode(WorkerExit.orphaned.rawValue)
+        }
+        Logs.bootstrap()
+        let logger = Logger(label: "windowhost.worker")
+        do {
+            let region = try SharedRegion(attaching: FileDescriptor(rawValue: 3))
+            let loop = try WorkerLoop(
+                identity: WorkerIdentity(slot: slot, generation: generation, windowID: window, supervisorPID: supervisor),
+                region: region, commands: Doorbell(descriptor: FileDescriptor(rawValue: 4)),
+                supervisor: Doorbell(descriptor: FileDescriptor(rawValue: 5)), root: FilePath(root),
+                engine: try io.makeEngine(quietly: true), saveDelayMilliseconds: saveDelay, logger: logger)
+            throw ExitCode(loop.run().rawValue)
+        } catch let error as RegionError {
+            logger.critical("\(error)")
+            throw ExitCode(WorkerExit.refused.rawValue)
+        } catch let failure as WorkerFailure {
+            logger.critical("\(failure)")
+            throw ExitCode(failure.exit.rawValue)
+        }
+    }
+}
