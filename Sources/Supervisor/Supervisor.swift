@@ -893,7 +893,7 @@ public final class Supervisor {
                 "saves": JSONValue(saves), "saves_per_s": .number(seconds > 0 ? Double(saves) / seconds : 0),
                 "p50_us": JSONValue(histogram.valueAtPercentile(50)), "p90_us": JSONValue(histogram.valueAtPercentile(90)),
                 "p99_us": JSONValue(histogram.valueAtPercentile(99)), "p999_us": JSONValue(histogram.valueAtPercentile(99.9)),
-                "max_us": JSONValue(histogram.totalCount > 0 ? histogram.max : 0),
+                "max_us": JSONValue(histogram.totalCount > 0 ? histogram.maxRecorded : 0),
             ]
         }
         let list: [JSONValue] = windows.keys.sorted().compactMap { slot in

@@ -6,9 +6,6 @@ import SessionStore
 import SystemPackage
 import Testing
 
-/// The built `windowhost` next to the test bundle.
-private let windowhost = URL(fileURLWithPath: CommandLine.arguments[0])
-    .deletingLastPathComponent().appendingPathComponent("windowhost")
 
 /// The reference model: the same seeded commands on a plain list, no storage.
 private struct ReferenceRun {
@@ -52,7 +49,7 @@ private struct ReferenceRun {
             _ = FileManager.default.createFile(atPath: acknowledgements.path, contents: nil)
             let output = try FileHandle(forWritingTo: acknowledgements)
             let child = Process()
-            child.executableURL = windowhost
+            child.executableURL = windowhostBinary
             child.arguments = [
                 "save-loop", "--root", root.path, "--seed", "\(seed)", "--compact-after", "16",
                 "--io", kill % 2 == 0 ? "uring" : "sync",

@@ -1,21 +1,8 @@
 import Foundation
 import Testing
 
-/// The built `windowhost` next to the test bundle.
-private let windowhost = URL(fileURLWithPath: CommandLine.arguments[0])
-    .deletingLastPathComponent().appendingPathComponent("windowhost")
-
 private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = windowhost
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    try runWindowhost(arguments)
 }
 
 private func mode(_ path: String) throws -> Int {

@@ -1,0 +1,156 @@
+import CLinuxShims
+import Foundation
+import Glibc
+@testable import HostCoordination
+import SystemPackage
+import Testing
+
+@Suite struct MessageRingTests {
+    @Test func messagesComeOutWholeAndInOrderAcrossTheWrap() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let ring = region.slot(0).commandRing
+        var sent: [[UInt8]] = []
+        var received: [[UInt8]] = []
+        var random = SystemRandomNumberGenerator()
+        // Many times the capacity: head and tail wrap around the buffer again and again.
+        for round in 0..<2000 {
+            let message = (0..<Int.random(in: 0...3000, using: &random)).map { UInt8(truncatingIfNeeded: $0 &+ round) }
+            do {
+                try ring.send(message)
+                sent.append(message)
+            } catch .full {
+                while let next = try ring.receive() { received.append(next) }
+                try ring.send(message)
+                sent.append(message)
+            }
+            if round % 7 == 0, let next = try ring.receive() { received.append(next) }
+        }
+        while let next = try ring.receive() { received.append(next) }
+        #expect(received == sent)
+        #expect(sent.reduce(0) { $0 + $1.count } > 20 * ring.capacity)
+    }
+
+    @Test func aFullRingAndAnOversizedMessageAreRefusedWithoutHarm() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let ring = region.slot(0).commandRing
+        #expect(throws: MessageRing.SendError.tooLarge(ring.capacity)) { try ring.send([UInt8](repeating: 1, count: ring.capacity)) }
+        try ring.send([UInt8](repeating: 2, count: ring.maximumMessage - 8))
+        #expect(throws: MessageRing.SendError.full) { try ring.send([UInt8](repeating: 3, count: 16)) }
+        #expect(try ring.receive()?.count == ring.maximumMessage - 8)
+        #expect(try ring.receive() == nil)
+    }
+
+    @Test func aLengthPastThePublishedTailIsACorruptRingNotACrash() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let slot = region.slot(0)
+        try slot.commandRing.send([1, 2, 3])
+        // A writer outside the protocol: the length now says more than was published.
+        (slot.base + WindowSlot.commandRingOffset + MessageRing.headerSize).storeBytes(of: UInt32(900).littleEndian, as: UInt32.self)
+        #expect(throws: MessageRing.CorruptRing(length: 900, available: 7)) { try slot.commandRing.receive() }
+    }
+}
+
+@Suite struct SlotTests {
+    @Test func statsReadBackAsPublishedAndAnAbandonedUpdateNeverBlocksTheReader() throws {
+        let region = try SharedRegion(slotCount: 2, supervisorPID: getpid())
+        let slot = region.slot(1)
+        var stats = WorkerStats()
+        stats.appliedSeq = 9
+        stats.durableSeq = 7
+        stats.digest = 0xDEAD_BEEF
+        stats.regularTabs = 3
+        stats.incognitoTabs = 1
+        slot.publish(stats)
+        #expect(slot.readStats() == stats)
+        // A worker killed between the two halves of an update leaves the version odd.
+        slot.abandonStatsUpdate()
+        #expect(slot.readStats(attempts: 1000) == nil)
+        // The next generation starts from zeroed worker fields.
+        slot.resetWorkerFields(keepingCounters: true)
+        #expect(slot.readStats() == WorkerStats())
+    }
+
+    @Test func fieldsOfOneSlotStayOutOfTheOthers() throws {
+        let region = try SharedRegion(slotCount: 3, supervisorPID: 4242)
+        let ids = (0..<3).map { _ in UUID() }
+        for index in 0..<3 {
+            let slot = region.slot(index)
+            slot.windowID = ids[index]
+            slot.state = .foreground
+            slot.generation = UInt32(index + 1)
+            slot.pid = Int32(100 + index)
+            try slot.replyRing.send([UInt8(index)])
+        }
+        region.slot(1).resetWorkerFields(keepingCounters: false)
+        for index in 0..<3 {
+            let slot = region.slot(index)
+            #expect(slot.windowID == ids[index] && slot.generation == UInt32(index + 1) && slot.pid == Int32(100 + index))
+            #expect(try slot.replyRing.receive() == (index == 1 ? nil : [UInt8(index)]))
+        }
+        #expect(region.supervisorPID == 4242)
+    }
+
+    @Test func saveCountersAndLatencySurviveARestartButNotANewReservation() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let slot = region.slot(0)
+        for microseconds in [100, 200, 300] as [UInt64] { slot.recordSave(microseconds: microseconds) }
+        slot.resetWorkerFields(keepingCounters: true)
+        #expect(slot.savesCompleted == 3 && slot.latency.histogram().totalCount == 3)
+        slot.resetWorkerFields(keepingCounters: false)
+        #expect(slot.savesCompleted == 0 && slot.latency.histogram().totalCount == 0)
+    }
+}
+
+@Suite struct AttachTests {
+    @Test func aWorkerAttachesToTheSameSlots() throws {
+        let region = try SharedRegion(slotCount: 4, supervisorPID: 77)
+        region.slot(2).windowID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!
+        let copy = FileDescriptor(rawValue: dup(region.descriptor.rawValue))
+        let attached = try SharedRegion(attaching: copy)
+        #expect(attached.slotCount == 4 && attached.supervisorPID == 77)
+        #expect(attached.slot(2).windowID == region.slot(2).windowID)
+        attached.slot(3).heartbeat = 12345
+        #expect(region.slot(3).heartbeat == 12345)
+    }
+
+    @Test func aRegionOfAnotherLayoutIsRefusedByName() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: 1)
+        region.base.storeBytes(of: SharedRegion.layoutVersion + 1, toByteOffset: 8, as: UInt32.self)
+        #expect {
+            try SharedRegion(attaching: FileDescriptor(rawValue: dup(region.descriptor.rawValue)))
+        } throws: { error in
+            "\(error)".contains("layout version \(SharedRegion.layoutVersion + 1)")
+        }
+        let stranger = wh_memfd_create("not-a-region")
+        #expect(ftruncate(stranger, 8192) == 0)
+        #expect {
+            try SharedRegion(attaching: FileDescriptor(rawValue: stranger))
+        } throws: { error in
+            "\(error)".contains("not a windowhost region")
+        }
+    }
+}
+
+@Suite struct LatencyBucketTests {
+    @Test func bucketsKeepEveryValueWithinThreePercent() {
+        for value in [0, 1, 63, 64, 65, 100, 1000, 4095, 4096, 123_456, 9_999_999, 1 << 38] as [UInt64] {
+            let middle = LatencyBuckets.representative(of: LatencyBuckets.index(of: value))
+            let error = abs(Double(middle) - Double(value)) / max(1, Double(value))
+            #expect(error <= 0.03, "\(value) → \(middle)")
+        }
+        let indices = (0..<100_000 as Range<UInt64>).map(LatencyBuckets.index(of:))
+        #expect(zip(indices, indices.dropFirst()).allSatisfy { $0 <= $1 }, "monotonic")
+    }
+
+    @Test func percentilesFromSharedMemoryMatchTheSamples() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let buckets = region.slot(0).latency
+        for value in 1...1000 as ClosedRange<UInt64> { buckets.record(value * 10) }
+        let histogram = buckets.histogram()
+        #expect(histogram.totalCount == 1000)
+        #expect(histogram.maxRecorded == 10_000, "the maximum is exact")
+        let p50 = Double(histogram.valueAtPercentile(50))
+        let p99 = Double(histogram.valueAtPercentile(99))
+        #expect(abs(p50 - 5000) / 5000 < 0.04 && abs(p99 - 9900) / 9900 < 0.04, "p50 \(p50) p99 \(p99)")
+    }
+}

@@ -1,0 +1,117 @@
+import BrowserModel
+import Foundation
+import HostCoordination
+import IOUring
+import SceneWorker
+import SessionStore
+import SystemPackage
+import Testing
+
+private let root = FilePath("/sim")
+private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000001")!
+
+/// A window on a simulated disk, restored, its clock fixed so histories compare.
+private func sceneWindow(_ engine: FaultEngine) throws -> SceneWindow {
+    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0)
+    _ = try store.recover()
+    return SceneWindow(store: store) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
+}
+
+private func command(_ seq: UInt64, _ build: (inout WorkerCommand) -> Void) -> WorkerCommand {
+    var command = WorkerCommand()
+    command.request = seq + 1000
+    command.seq = seq
+    build(&command)
+    return command
+}
+
+private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener: Int64? = nil, index: Int32? = nil) -> WorkerCommand {
+    command(seq) {
+        var open = OpenTab()
+        open.url = url
+        open.incognito = incognito
+        if let opener { open.opener = opener }
+        if let index { open.index = index }
+        $0.open = open
+    }
+}
+
+@Suite struct SceneWindowTests {
+    @Test func tabCommandsChangeTheWindowAndAnswerWithTheirSeqAndTab() throws {
+        let window = try sceneWindow(FaultEngine(directories: [root]))
+        let first = window.handle(open(1, "https://a.example/"))
+        #expect(first.request == 1001 && first.done.tab == 1 && first.done.appliedSeq == 1)
+        #expect(window.handle(open(2, "https://b.example/", opener: 1)).done.tab == 2)
+        #expect(window.dump().regular.tabs[1].opener == 1, "the opener is kept as an id")
+        #expect(window.handle(open(3, "https://private.example/", incognito: true)).done.tab == 3)
+        _ = window.handle(command(4) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate })
+        _ = window.handle(command(5) { var move = MoveTab(); move.tab = 2; move.index = 0; $0.move = move })
+        let replaced = window.handle(command(6) { var replace = ReplaceTab(); replace.tab = 1; replace.url = "https://prerendered.example/"; $0.replace = replace })
+        #expect(replaced.done.tab == 4)
+        _ = window.handle(command(7) { var activate = ActivateTab(); activate.tab = 2; $0.activate = activate })
+
+        let dump = window.dump()
+        #expect(dump.regular.tabs.map(\.id) == [2, 4] && dump.regular.tabs.map(\.url) == ["https://b.example/", "https://prerendered.example/"])
+        #expect(dump.regular.activeIndex == 0)
+        #expect(!dump.regular.tabs[0].hasOpener, "its opener was replaced: the link goes with it")
+        #expect(dump.incognito.tabs.map(\.url) == ["https://private.example/"])
+        #expect(dump.appliedSeq == 7)
+
+        // The digest is what an independent model of the same window computes.
+        let model = WindowDigest.digest(
+            regular: WindowDigest.List(
+                tabs: [
+                    .init(id: 2, openerID: nil, url: "https://b.example/", title: ""),
+                    .init(id: 4, openerID: nil, url: "https://prerendered.example/", title: ""),
+                ], activeIndex: 0, pinnedCount: 0),
+            incognito: WindowDigest.List(tabs: [.init(id: 3, openerID: nil, url: "https://private.example/", title: "")], activeIndex: 0, pinnedCount: 0))
+        #expect(dump.digest == model)
+
+        _ = window.handle(command(8) { var closeAll = CloseAll(); closeAll.incognito = true; $0.closeAll = closeAll })
+        _ = window.handle(command(9) { var close = CloseTab(); close.tab = 4; $0.close = close })
+        #expect(window.dump().incognito.tabs.isEmpty && window.dump().regular.tabs.map(\.id) == [2])
+    }
+
+    @Test func commandsThatDoNotFitAreRefusedAsBadDataAndChangeNothing() throws {
+        let window = try sceneWindow(FaultEngine(directories: [root]))
+        _ = window.handle(open(1, "https://a.example/"))
+        let before = window.dump().digest
+        let refusals = [
+            command(2) { var close = CloseTab(); close.tab = 99; $0.close = close },
+            command(3) { var move = MoveTab(); move.tab = 1; move.index = 5; $0.move = move },
+            open(4, "https://b.example/", index: 7),
+            open(5, "https://c.example/", incognito: true, opener: 1),
+            command(6) { _ in },
+            open(6, "https://late.example/").withSeq(1),
+        ]
+        for refused in refusals {
+            let reply = window.handle(refused)
+            #expect(reply.failure.kind == .badData && !reply.failure.message.isEmpty, "\(refused)")
+        }
+        #expect(window.dump().digest == before)
+        #expect(window.dump().regular.tabs.count == 1)
+    }
+
+    @Test func aSavedWindowRestoresWithTheSameTabsAndDigest() throws {
+        let engine = FaultEngine(directories: [root])
+        let window = try sceneWindow(engine)
+        for seq in 1...6 as ClosedRange<UInt64> { _ = window.handle(open(seq, "https://site\(seq).example/")) }
+        _ = window.handle(command(0) { var event = SceneEvent(); event.kind = .background; $0.scene = event })
+        try window.store.settle()
+        #expect(window.store.durableSeq == 6)
+        let saved = window.dump()
+
+        let restored = try sceneWindow(engine)
+        let dump = restored.dump()
+        #expect(dump.regular.tabs.map(\.url) == saved.regular.tabs.map(\.url))
+        #expect(dump.digest == saved.digest && dump.appliedSeq == 6)
+    }
+}
+
+extension WorkerCommand {
+    fileprivate func withSeq(_ seq: UInt64) -> WorkerCommand {
+        var copy = self
+        copy.seq = seq
+        return copy
+    }
+}

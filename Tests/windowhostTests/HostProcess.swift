@@ -1,0 +1,126 @@
+import Foundation
+import Glibc
+import Supervisor
+import SystemPackage
+
+/// The built `windowhost` next to the test bundle.
+let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("windowhost")
+
+/// Runs `windowhost ARGUMENTS` to the end: its status and stdout + stderr.
+func runWindowhost(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = windowhostBinary
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+}
+
+/// A `windowhost run` in the background on a root of its own, driven over its socket.
+final class HostProcess {
+    let root: URL
+    let process = Process()
+    let stdout: URL
+    let stderr: URL
+    var socket: String { root.appendingPathComponent("ctl.sock").path }
+
+    init(root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.root = root
+        stdout = root.appendingPathExtension("stdout")
+        stderr = root.appendingPathExtension("stderr")
+        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
+        process.executableURL = windowhostBinary
+        process.arguments = ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = try FileHandle(forWritingTo: stdout)
+        process.standardError = try FileHandle(forWritingTo: stderr)
+        try process.run()
+        guard waitFor({ self.output.contains("ready ") || !self.process.isRunning }, seconds: 30), process.isRunning else {
+            throw HostFailure("no ready line: \(output) \(log)")
+        }
+    }
+
+    var output: String { (try? String(contentsOf: stdout, encoding: .utf8)) ?? "" }
+    var log: String { (try? String(contentsOf: stderr, encoding: .utf8)) ?? "" }
+
+    func call(_ verb: String, window: String? = nil, _ configure: (inout ControlRequest) -> Void = { _ in }) -> ControlReply {
+        var request = ControlRequest(verb: verb)
+        request.window = window
+        configure(&request)
+        return ControlClient.call(request, socket: FilePath(socket))
+    }
+
+    /// `windowhost ctl --socket S ARGUMENTS`, as a script runs it.
+    func ctl(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        try runWindowhost(["ctl", "--socket", socket] + arguments)
+    }
+
+    /// The windows `status` lists, by UUID.
+    func windows() -> [String: JSONValue] {
+        var result: [String: JSONValue] = [:]
+        for window in call("status").result?["windows"]?.array ?? [] {
+            if let uuid = window["uuid"]?.string { result[uuid] = window }
+        }
+        return result
+    }
+
+    func windowIDs() -> [String] {
+        (call("status").result?["windows"]?.array ?? []).compactMap { $0["uuid"]?.string }
+    }
+
+    func open(_ window: String, _ url: String, incognito: Bool = false) -> Int64? {
+        call("open", window: window) {
+            $0.url = url
+            $0.incognito = incognito
+        }.result?["tab"]?.int
+    }
+
+    /// Sends SIGTERM and waits: the exit status.
+    func terminate() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    func kill9() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit {
+        if process.isRunning { kill9() }
+    }
+}
+
+struct HostFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` every millisecond for at most `seconds`.
+func waitFor(_ condition: () -> Bool, seconds: Double) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(1_000)
+    }
+    return condition()
+}
+
+/// Whether `pid` is a running process (not gone, not a zombie).
+func isRunning(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+    guard let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(close, offsetBy: 2)]
+    return state != "Z" && state != "X"
+}
+
+func temporaryRoot(_ name: String) -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-\(name)-\(UUID().uuidString.prefix(8))")
+}

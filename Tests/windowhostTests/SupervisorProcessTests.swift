@@ -1,0 +1,223 @@
+import BrowserModel
+import Foundation
+import Glibc
+import Supervisor
+import Testing
+
+/// The supervisor and its workers as real processes, driven through the control socket and
+/// `windowhost ctl` as a script would.
+@Suite(.serialized) struct SupervisorProcessTests {
+    @Test func aKilledWorkerComesBackWithItsUUIDAndItsLastDurableState() throws {
+        let root = temporaryRoot("kill")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 2)
+        let ids = host.windowIDs()
+        try #require(ids.count == 2)
+        let (window, other) = (ids[0], ids[1])
+        let otherPID = host.windows()[other]?["pid"]?.int
+        var random = SeededGenerator(seed: 42)
+        for round in 1...5 {
+            for _ in 0..<6 {
+                let incognito = Int.random(in: 0..<4, using: &random) == 0
+                let tab = try #require(host.open(window, "https://site\(Int.random(in: 0..<99, using: &random)).example/", incognito: incognito))
+                if Bool.random(using: &random) {
+                    #expect(host.call("navigate", window: window) { $0.tab = tab; $0.url = "https://next.example/\(round)" }.code == .ok)
+                }
+            }
+            #expect(host.call("wait-durable", window: window).code == .ok)
+            let before = try #require(host.call("dump", window: window).result)
+            let pid = host.windows()[window]?["pid"]?.int
+
+            let killed = try host.ctl(["kill", "--window", window])
+            #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
+            let after = try #require(host.call("dump", window: window).result)
+            #expect(after["digest"] == before["digest"] && after["regular"] == stripRealized(before["regular"], like: after["regular"]))
+            #expect(after["durable_seq"] == before["durable_seq"])
+            let status = try #require(host.windows()[window])
+            #expect(status["pid"]?.int != pid && status["generation"]?.int == Int64(round + 1) && status["state"]?.string == "foreground")
+            #expect(pid.map { !isRunning(Int32($0)) } ?? false, "the old worker is gone")
+        }
+        #expect(host.windows()[other]?["pid"]?.int == otherPID, "the other window's worker was not touched")
+        #expect(host.call("shutdown").code == .ok)
+        host.process.waitUntilExit()
+        #expect(host.process.terminationStatus == 0)
+    }
+
+    @Test func reservationAndReopenOrderSurviveSupervisorRestarts() throws {
+        let root = temporaryRoot("order")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 2)
+        let ids = host.windowIDs()
+        try #require(ids.count == 2)
+        for (index, window) in ids.enumerated() { _ = host.open(window, "https://window\(index).example/") }
+        for window in ids { #expect(host.call("wait-durable", window: window).code == .ok) }
+        // Close 2 then 1: 1 reopens first, then 2.
+        let (one, two) = (ids[0], ids[1])
+        #expect(host.call("disconnect", window: two).code == .ok)
+        #expect(host.call("disconnect", window: one).code == .ok)
+        #expect(host.windowIDs().isEmpty)
+        let order = try String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)
+        #expect(order == "\(one)\n\(two)\n")
+        #expect(host.call("connect").result?["window"]?.string == one)
+        #expect(host.terminate() == 0)
+
+        host = try HostProcess(root: root, scenes: 2)
+        let reopened = Set(host.windowIDs())
+        #expect(reopened == [one, two], "both on-disk windows reopen; none is handed out twice")
+        let dump = host.call("dump", window: two).result
+        #expect(dump?["regular"]?["tabs"]?.array?.first?["url"]?.string == "https://window1.example/")
+        let fresh = try #require(host.call("connect").result?["window"]?.string)
+        #expect(!reopened.contains(fresh) && fresh != WindowRegistry.unavailable.uuidString)
+        #expect(host.terminate() == 0)
+    }
+
+    @Test func aKilledSupervisorTakesItsWorkersAndTheNextStartCleansUp() throws {
+        let root = temporaryRoot("supervisor-kill")
+        defer { removeHostFiles(root) }
+        let shmBefore = Set((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? [])
+        let host = try HostProcess(root: root, scenes: 3)
+        let window = try #require(host.windowIDs().first)
+        _ = host.open(window, "https://kept.example/")
+        #expect(host.call("wait-durable", window: window).code == .ok)
+        let workers = host.windows().values.compactMap { $0["pid"]?.int }.map { Int32($0) }
+        #expect(workers.count == 3 && workers.allSatisfy(isRunning))
+        host.kill9()
+        #expect(waitFor({ workers.allSatisfy { !isRunning($0) } }, seconds: 5), "PR_SET_PDEATHSIG took every worker")
+        let shmAfter = Set((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm")) ?? [])
+        #expect(shmAfter.subtracting(shmBefore).isEmpty, "the region is a memfd: nothing in /dev/shm")
+        #expect(FileManager.default.fileExists(atPath: host.socket), "the dead supervisor's socket is left behind")
+
+        let next = try HostProcess(root: root, scenes: 1)
+        #expect(next.windowIDs() == [window])
+        #expect(next.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+        #expect(next.terminate() == 0)
+        #expect(!FileManager.default.fileExists(atPath: next.socket), "a normal exit removes the socket")
+    }
+
+    @Test func aWindowThatCrashesWhileRestoringIsSetAsideWhileTheOthersWork() throws {
+        let root = temporaryRoot("set-aside")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 2)
+        let ids = host.windowIDs()
+        for window in ids { _ = host.open(window, "https://before.example/") }
+        for window in ids { #expect(host.call("wait-durable", window: window).code == .ok) }
+        #expect(host.terminate() == 0)
+
+        let poisoned = ids[0]
+        host = try HostProcess(root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned])
+        let status = try #require(host.call("status").result)
+        let aside = try #require(status["set_aside"]?.array?.first)
+        #expect(aside["uuid"]?.string == poisoned)
+        let path = try #require(aside["path"]?.string)
+        #expect(path.hasPrefix(root.appendingPathComponent("set-aside").path + "/\(poisoned)-"))
+        #expect(FileManager.default.fileExists(atPath: path + "/regular"), "the session is kept, not deleted")
+        let windows = host.windows()
+        #expect(windows[poisoned]?["tabs"]?.int == 0 && windows[poisoned]?["state"]?.string == "foreground", "restarted empty")
+        #expect(windows[ids[1]]?["tabs"]?.int == 1 && windows[ids[1]]?["restarts"]?.int == 0, "the other window is untouched")
+        #expect(host.open(poisoned, "https://after.example/") != nil && host.open(ids[1], "https://after.example/") != nil)
+        #expect(host.log.contains("set aside"))
+        #expect(host.terminate() == 0)
+    }
+
+    @Test func malformedControlInputGetsAnErrorAndTheSupervisorKeepsServing() throws {
+        let root = temporaryRoot("malformed")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        for line in ["this is not json", #"{"verb": 7}"#, #"{"verb": "fly"}"#, #"{"verb": "open"}"#, #"{"verb": "open", "window": "nope"}"#] {
+            #expect(try rawRequest(host.socket, Array((line + "\n").utf8))["code"]?.int == 64, "\(line)")
+        }
+        #expect(try rawRequest(host.socket, [UInt8](repeating: UInt8(ascii: "x"), count: 70_000))["code"]?.int == 64)
+
+        #expect(try host.ctl(["close", "--window", window, "--tab", "424242"]).status == 65)
+        #expect(try host.ctl(["dump", "--window", UUID().uuidString]).status == 65)
+        #expect(try host.ctl(["move", "--window", window, "--tab", "1"]).status == 64, "a missing option is a usage error")
+        #expect(try host.ctl(["kill", "--window", window, "--signal", "BOGUS"]).status == 64)
+        #expect(try runWindowhost(["ctl", "--socket", root.appendingPathComponent("nobody.sock").path, "status"]).status == 69)
+
+        let tab = try host.ctl(["open", "--window", window, "--url", "https://still.example/"])
+        #expect(tab.status == 0 && Int(tab.output.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
+        let socketMode = try FileManager.default.attributesOfItem(atPath: host.socket)[.posixPermissions] as? Int
+        let rootMode = try FileManager.default.attributesOfItem(atPath: root.path)[.posixPermissions] as? Int
+        #expect(socketMode == 0o600 && rootMode == 0o700)
+        #expect(host.terminate() == 0)
+    }
+
+    @Test func aHungWorkerIsKilledByTheWatchdogAndRestarted() throws {
+        let root = temporaryRoot("watchdog")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1, arguments: ["--watchdog", "400"])
+        let window = try #require(host.windowIDs().first)
+        _ = host.open(window, "https://hung.example/")
+        #expect(host.call("wait-durable", window: window).code == .ok)
+        let pid = host.windows()[window]?["pid"]?.int
+        // SIGSTOP: alive to the pidfd, silent to the watchdog.
+        let stopped = host.call("kill", window: window) { $0.signal = "STOP" }
+        #expect(stopped.code == .ok && stopped.result?["killed_pid"]?.int == pid)
+        #expect(host.log.contains("worker hung"))
+        let status = try #require(host.windows()[window])
+        #expect(status["pid"]?.int != pid && status["tabs"]?.int == 1)
+        #expect(host.terminate() == 0)
+    }
+
+    @Test func sigtermSavesWhatTheDelayHadNotYetSavedAndExitsZero() throws {
+        let root = temporaryRoot("sigterm")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 2, saveDelay: 60_000)
+        let window = try #require(host.windowIDs().first)
+        for index in 0..<5 { _ = host.open(window, "https://unsaved\(index).example/") }
+        let dump = try #require(host.call("dump", window: window).result)
+        #expect(dump["durable_seq"]?.int == 0 && dump["applied_seq"]?.int == 5, "the delayed save has not run")
+        #expect(host.terminate() == 0)
+
+        host = try HostProcess(root: root, scenes: 2)
+        let restored = try #require(host.call("dump", window: window).result)
+        #expect(restored["regular"]?["tabs"]?.array?.count == 5 && restored["digest"] == dump["digest"])
+        #expect(host.terminate() == 0)
+    }
+}
+
+/// `before` with each tab's `realized` taken from `after`: a restart leaves tabs unrealized.
+private func stripRealized(_ before: JSONValue?, like after: JSONValue?) -> JSONValue? {
+    guard case .object(var browser) = before, let tabs = browser["tabs"]?.array, let afterTabs = after?["tabs"]?.array,
+        tabs.count == afterTabs.count
+    else { return before }
+    browser["tabs"] = .array(zip(tabs, afterTabs).map { tab, restored in
+        guard case .object(var fields) = tab else { return tab }
+        fields["realized"] = restored["realized"]
+        return .object(fields)
+    })
+    return .object(browser)
+}
+
+/// Writes `bytes` to the control socket as is and reads the reply.
+private func rawRequest(_ path: String, _ bytes: [UInt8]) throws -> JSONValue {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: Array(path.utf8))
+        raw[path.utf8.count] = 0
+    }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw HostFailure("connect: \(errno)") }
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &chunk, chunk.count, 0)
+        guard count > 0 else { break }
+        reply += chunk[..<count]
+    }
+    return try JSONDecoder().decode(JSONValue.self, from: Data(reply))
+}
+
+/// The root and the two log files beside it.
+private func removeHostFiles(_ root: URL) {
+    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
