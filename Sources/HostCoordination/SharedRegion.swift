@@ -22,8 +22,8 @@ public enum RegionError: Error, Equatable, CustomStringConvertible {
 /// process that maps it) and hands it to each worker as descriptor 3. Only the supervisor and
 /// its workers hold the descriptor, all running as one user.
 public final class SharedRegion: @unchecked Sendable {
-    /// "WINDOWHS" little-endian: a mapping that does not start with it is not a region.
-    public static let magic: UInt64 = 0x5348_5357_4F44_4E49
+    /// The bytes "WNDWHOST": a mapping that does not start with them is not a region.
+    public static let magic: UInt64 = 0x5453_4F48_5744_4E57
     /// Bumped on any change of layout: a worker of another version refuses to attach.
     public static let layoutVersion: UInt32 = 1
     public static let headerSize = 4096

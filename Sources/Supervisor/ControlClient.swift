@@ -9,14 +9,7 @@ public enum ControlClient {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(.unavailable, "socket: \(Errno(rawValue: errno))") }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.string.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return .failure(.usage, "socket path too long: \(path)") }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
+        guard var address = UnixSocketAddress.make(path) else { return .failure(.usage, "socket path too long: \(path)") }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -46,5 +39,20 @@ public enum ControlClient {
         } catch {
             return .failure(.software, "unreadable reply: \(error)")
         }
+    }
+}
+
+/// `sockaddr_un` for a path, or nil when the path does not fit.
+public enum UnixSocketAddress {
+    public static func make(_ path: FilePath) -> sockaddr_un? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.string.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
     }
 }

@@ -131,6 +131,8 @@ public final class Supervisor {
     public init(configuration: SupervisorConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
+        // Lines about no one window carry Firefox's `unavailable` UUID; the others name theirs.
+        self.logger[metadataKey: "window"] = "\(WindowRegistry.unavailable)"
         files = SupervisorFiles(root: configuration.root)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
@@ -164,16 +166,9 @@ public final class Supervisor {
         unlink(path.string)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SupervisorError.setup("socket", Errno(rawValue: errno)) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.string.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard var address = UnixSocketAddress.make(path) else {
             close(fd)
             throw SupervisorError.setup("socket path \(path) too long", .fileNameTooLong)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
         }
         // The socket is created 0600: only this user can connect (SO_PEERCRED checks again).
         let previous = umask(0o177)
@@ -304,6 +299,7 @@ public final class Supervisor {
         ]
         var pid: pid_t = 0
         let inherit = [region.descriptor.rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
+        let spawnStart = monotonicNow()
         let result = withCStrings(arguments) { argv in
             inherit.withUnsafeBufferPointer { wh_spawn(configuration.executable, argv, environ, $0.baseAddress, Int32($0.count), &pid) }
         }
@@ -322,7 +318,12 @@ public final class Supervisor {
         window.spawnedAt = monotonicNow()
         view.pid = pid
         windows[slot] = window
-        logger.info("worker spawned", metadata: ["window": "\(window.id)", "pid": "\(pid)", "generation": "\(window.generation)"])
+        logger.info(
+            "worker spawned",
+            metadata: [
+                "window": "\(window.id)", "pid": "\(pid)", "generation": "\(window.generation)",
+                "spawn_us": "\((window.spawnedAt - spawnStart) / 1000)",
+            ])
     }
 
     private func reapWorker(_ slot: Int) {
@@ -352,7 +353,8 @@ public final class Supervisor {
         window.durableWaiters = []
         if window.state == .disconnecting || shutdownDeadline != nil {
             windows[slot] = window
-            if window.state == .disconnecting { finishDisconnect(slot, cleanExit: cleanExit, description: description) }
+            // Stopped before it was ready: nothing of it was unsaved.
+            if window.state == .disconnecting { finishDisconnect(slot, cleanExit: cleanExit || window.readyAt == nil, description: description) }
             return
         }
         let diedBeforeReady = window.readyAt == nil

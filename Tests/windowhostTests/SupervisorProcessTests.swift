@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Glibc
 import Supervisor
+import SystemPackage
 import Testing
 
 /// The supervisor and its workers as real processes, driven through the control socket and
@@ -143,6 +144,33 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
+    /// Another user is refused twice over: by the socket's mode, and, with the mode opened up,
+    /// by SO_PEERCRED. Needs root to act as another user (CI runs as root).
+    @Test(.enabled(if: getuid() == 0, "acting as another user needs root"))
+    func anotherUserIsRefusedEvenWhenTheSocketIsOpenedUp() throws {
+        let root = temporaryRoot("peer")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let asNobody = { () throws -> Int32 in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", windowhostBinary.path, "ctl", "--socket", host.socket, "status"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        // The directories on the way must let the other user reach the socket at all.
+        #expect(chmod(root.path, 0o711) == 0)
+        #expect(try asNobody() == 69, "the socket is 0600")
+        #expect(chmod(host.socket, 0o666) == 0)
+        #expect(try asNobody() == 69, "SO_PEERCRED: the supervisor hangs up on another uid")
+        #expect(host.log.contains("refused a control connection from uid 65534"))
+        #expect(host.call("status").code == .ok)
+        #expect(host.terminate() == 0)
+    }
+
     @Test func aHungWorkerIsKilledByTheWatchdogAndRestarted() throws {
         let root = temporaryRoot("watchdog")
         defer { removeHostFiles(root) }
@@ -194,12 +222,7 @@ private func stripRealized(_ before: JSONValue?, like after: JSONValue?) -> JSON
 private func rawRequest(_ path: String, _ bytes: [UInt8]) throws -> JSONValue {
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        raw.copyBytes(from: Array(path.utf8))
-        raw[path.utf8.count] = 0
-    }
+    guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
     }
