@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "HostCoordination", targets: ["HostCoordination"]),
         .library(name: "SceneWorker", targets: ["SceneWorker"]),
         .library(name: "Supervisor", targets: ["Supervisor"]),
+        .library(name: "Stress", targets: ["Stress"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -91,6 +92,14 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .target(
+            name: "Stress",
+            dependencies: [
+                "BrowserModel", "Supervisor",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
@@ -101,6 +110,7 @@ let package = Package(
                 "HostCoordination",
                 "SceneWorker",
                 "Supervisor",
+                "Stress",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -120,7 +130,8 @@ let package = Package(
             name: "IOUringTests",
             dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel"]),
+        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress"]),
+        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
         .testTarget(
             name: "HostCoordinationTests",
             dependencies: ["HostCoordination", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]

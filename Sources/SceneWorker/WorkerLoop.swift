@@ -57,7 +57,7 @@ public final class WorkerLoop {
 
     public init(
         identity: WorkerIdentity, region: SharedRegion, commands: Doorbell, supervisor: Doorbell, root: FilePath,
-        engine: any IOEngine, saveDelayMilliseconds: UInt64, logger: Logger
+        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, logger: Logger
     ) throws(WorkerFailure) {
         guard identity.slot >= 0, identity.slot < region.slotCount else {
             throw WorkerFailure(.refused, "slot \(identity.slot) outside the region's \(region.slotCount)")
@@ -72,7 +72,8 @@ public final class WorkerLoop {
         self.supervisor = supervisor
         self.logger = logger
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
-        let store = WindowStore(root: root, windowID: identity.windowID, engine: engine, saveDelayMilliseconds: saveDelayMilliseconds)
+        let store = WindowStore(
+            root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
         window = SceneWindow(store: store)
         store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
     }

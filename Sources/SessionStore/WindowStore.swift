@@ -122,10 +122,8 @@ public final class WindowStore {
             // Nothing is recorded while restoring: the recorders are attached after it.
             if changed {
                 if policy.changed(at: clock()) { requestSave() }
-            } else if !hasUnsavedChanges, groupSeq == nil, waiting.isEmpty {
-                // A command that changed nothing, with nothing pending: the disk already holds
-                // the window as it is after it.
-                durableSeq = seq
+            } else {
+                coverUnchangedCommands()
             }
         }
         return try body()
@@ -207,7 +205,17 @@ public final class WindowStore {
         if groupSeq == nil, !retryBlocked, let request = waiting.last, request.seq > durableSeq {
             try startGroup(&events)
         }
+        if coverUnchangedCommands() { events.append(.durable(durableSeq)) }
         return events
+    }
+
+    /// Commands that changed nothing, applied after the last save began, with nothing pending:
+    /// the disk already holds the window as it is after them, so they are durable too.
+    @discardableResult
+    private func coverUnchangedCommands() -> Bool {
+        guard groupSeq == nil, !retryBlocked, waiting.isEmpty, !hasUnsavedChanges, durableSeq < appliedSeq else { return false }
+        durableSeq = appliedSeq
+        return true
     }
 
     /// Every write of the group has landed, and a compaction sharing the save with the other

@@ -4,11 +4,16 @@ import SystemPackage
 
 /// The client side of the control socket: one request, one reply, one connection.
 public enum ControlClient {
-    /// Sends `request` and waits for the reply. A socket nobody answers at gives `.unavailable`.
-    public static func call(_ request: ControlRequest, socket path: FilePath) -> ControlReply {
+    /// Sends `request` and waits for the reply, at most `timeout` seconds if given (a reply
+    /// that does not come is `.temporary`). A socket nobody answers at gives `.unavailable`.
+    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = nil) -> ControlReply {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(.unavailable, "socket: \(Errno(rawValue: errno))") }
         defer { close(fd) }
+        if let timeout {
+            var limit = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        }
         guard var address = UnixSocketAddress.make(path) else { return .failure(.usage, "socket path too long: \(path)") }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -29,6 +34,9 @@ public enum ControlClient {
         while true {
             let count = recv(fd, &chunk, chunk.count, 0)
             if count < 0, errno == EINTR { continue }
+            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                return .failure(.temporary, "no reply from the supervisor in \(timeout ?? 0) s")
+            }
             guard count > 0 else { break }
             reply += chunk[..<count]
             if reply.last == UInt8(ascii: "\n") { break }

@@ -71,6 +71,11 @@ public struct ControlRequest: Codable, Equatable, Sendable {
     public var background: Bool?
     public var wait: Bool?
     public var signal: String?
+    /// `stats`: also the total latency histogram, HdrHistogram's JSON in base64, so a tool
+    /// watching several supervisors in turn (stress) can merge them.
+    public var histogram: Bool?
+    /// `kill`: wait (at most 50 ms) until shared memory shows a save in flight, then signal.
+    public var aim: Bool?
 
     public init(verb: String) { self.verb = verb }
 }

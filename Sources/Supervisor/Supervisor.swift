@@ -22,6 +22,9 @@ public struct SupervisorConfiguration: Sendable {
     public var restartPolicy = RestartPolicy()
     /// Windows that may be open at once (slots in the region).
     public var capacity = 16
+    /// Passed to every worker: compact a journal past this many records (the store's default
+    /// when nil). Small values make compaction happen under a stress campaign's kills.
+    public var compactAfterRecords: Int?
 
     public init(root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String) {
         self.root = root
@@ -93,7 +96,7 @@ public final class Supervisor {
 
     enum ReadyWaiter {
         case connect(ClientID)
-        case restart(ClientID, oldPID: Int32)
+        case restart(ClientID, oldPID: Int32, whileSaving: Bool)
     }
 
     struct Client {
@@ -296,7 +299,7 @@ public final class Supervisor {
             "--slot", "\(slot)", "--generation", "\(window.generation)", "--window", window.id.uuidString,
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
-        ]
+        ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
         var pid: pid_t = 0
         let inherit = [region.descriptor.rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
         let spawnStart = monotonicNow()
@@ -445,9 +448,10 @@ public final class Supervisor {
             switch waiter {
             case .connect(let client):
                 answer(client, .ok(.object(["window": .string(window.id.uuidString), "pid": JSONValue(window.pid)])))
-            case .restart(let client, let oldPID):
+            case .restart(let client, let oldPID, let whileSaving):
                 answer(client, .ok(.object([
                     "window": .string(window.id.uuidString), "killed_pid": JSONValue(oldPID), "pid": JSONValue(window.pid),
+                    "while_saving": .bool(whileSaving),
                     "recovery_ms": .number(Double(window.lastRecoveryNanoseconds ?? 0) / 1e6),
                 ])))
             }
@@ -670,7 +674,7 @@ public final class Supervisor {
             answer(client, .ok(statusJSON()))
             return
         case "stats":
-            answer(client, .ok(statsJSON()))
+            answer(client, .ok(statsJSON(withHistogram: request.histogram ?? false)))
             return
         case "connect":
             if shutdownDeadline != nil {
@@ -836,6 +840,14 @@ public final class Supervisor {
             answer(client, .failure(.usage, "unknown signal '\(name)'"))
             return
         }
+        var whileSaving = false
+        if request.aim == true {
+            // Aimed at a save in flight: what the worker's slot shows, read without a round trip.
+            let deadline = monotonicNow() + 50_000_000
+            while !whileSaving, monotonicNow() < deadline { whileSaving = region.slot(slot).savingSeq > 0 }
+        } else {
+            whileSaving = region.slot(slot).savingSeq > 0
+        }
         guard wh_pidfd_send_signal(window.pidfd, signal) == 0 else {
             answer(client, .failure(.software, "pidfd_send_signal: \(Errno(rawValue: errno))"))
             return
@@ -844,9 +856,9 @@ public final class Supervisor {
         window.killRequested = true
         if request.wait == false {
             windows[slot] = window
-            answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid)])))
+            answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving)])))
         } else {
-            window.readyWaiters.append(.restart(client, oldPID: window.pid))
+            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving))
             windows[slot] = window
         }
     }
@@ -886,7 +898,7 @@ public final class Supervisor {
         ])
     }
 
-    private func statsJSON() -> JSONValue {
+    private func statsJSON(withHistogram: Bool) -> JSONValue {
         let now = monotonicNow()
         var total = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
         var totalSaves: UInt64 = 0
@@ -910,7 +922,9 @@ public final class Supervisor {
             return .object(object)
         }
         let uptime = Double(now - startedAt) / 1e9
-        return .object(["windows": .array(list), "total": .object(summary(total, saves: totalSaves, seconds: uptime)), "uptime_s": .number(uptime)])
+        var totals = summary(total, saves: totalSaves, seconds: uptime)
+        if withHistogram, let encoded = try? JSONEncoder().encode(total) { totals["histogram"] = .string(encoded.base64EncodedString()) }
+        return .object(["windows": .array(list), "total": .object(totals), "uptime_s": .number(uptime)])
     }
 
     static func json(_ dump: WindowDump, window: UUID) -> JSONValue {

@@ -245,10 +245,12 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option(help: "KILL, TERM, ABRT, SEGV, STOP (a hang the watchdog catches), … or a number.") var signal = "KILL"
         @Flag(help: "Return once the signal is sent.") var noWait = false
+        @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving = false
         func request() -> ControlRequest {
             var request = Self.request("kill", window: target.window)
             request.signal = signal
             request.wait = !noWait
+            request.aim = whileSaving
             return request
         }
         func text(_ result: JSONValue) -> String {

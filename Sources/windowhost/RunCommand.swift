@@ -58,11 +58,15 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Windows that may be open at once.")
     var capacity = 16
 
+    @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")
+    var compactAfter: Int?
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
         guard (1...64).contains(capacity) else { throw ValidationError("--capacity must be within 1...64") }
         guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
+        if let compactAfter, compactAfter < 2 { throw ValidationError("--compact-after must be at least 2") }
         guard watchdog >= 200 else { throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)") }
     }
 
@@ -76,6 +80,7 @@ struct RunCommand: ParsableCommand {
             saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity
+        configuration.compactAfterRecords = compactAfter
         let supervisor: Supervisor
         do {
             supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))

@@ -6,6 +6,7 @@ import HostCoordination
 import IOUring
 import Logging
 import SceneWorker
+import SessionStore
 import SystemPackage
 
 /// One scene's worker, spawned by the supervisor with the region at descriptor 3, its command
@@ -20,6 +21,7 @@ struct WorkerProcessCommand: ParsableCommand {
     @Option var root: String
     @Option var saveDelay: UInt64
     @Option var supervisor: Int32
+    @Option var compactAfter: Int?
     @OptionGroup var io: IOOptions
 
     func run() throws {
@@ -36,7 +38,9 @@ struct WorkerProcessCommand: ParsableCommand {
                 identity: WorkerIdentity(slot: slot, generation: generation, windowID: window, supervisorPID: supervisor),
                 region: region, commands: Doorbell(descriptor: FileDescriptor(rawValue: 4)),
                 supervisor: Doorbell(descriptor: FileDescriptor(rawValue: 5)), root: FilePath(root),
-                engine: try io.makeEngine(quietly: true), saveDelayMilliseconds: saveDelay, logger: logger)
+                engine: try io.makeEngine(quietly: true),
+                options: compactAfter.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(), saveDelayMilliseconds: saveDelay,
+                logger: logger)
             throw ExitCode(loop.run().rawValue)
         } catch let error as RegionError {
             logger.critical("\(error)")

@@ -1,4 +1,5 @@
 import BrowserModel
+import Stress
 import Testing
 
 /// Records every notification with the indices it carried.

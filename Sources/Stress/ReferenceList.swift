@@ -2,22 +2,22 @@ import BrowserModel
 
 /// A plain model of a tab list, written from the rules in docs/architecture.md and nothing else:
 /// arrays of identifiers, no observers, no helpers. The real list must agree with it after
-/// every operation.
-struct ReferenceList: Equatable {
-    struct Tab: Equatable {
-        var id: Int64
-        var openerID: Int64?
-        var openerNavigationIndex: Int
+/// every operation (BrowserModelTests), and the stress oracle models every window with it.
+public struct ReferenceList: Equatable, Sendable {
+    public struct Tab: Equatable, Sendable {
+        public var id: Int64
+        public var openerID: Int64?
+        public var openerNavigationIndex: Int
     }
 
-    var tabs: [Tab] = []
-    var activeID: Int64?
-    var pinnedCount = 0
+    public var tabs: [Tab] = []
+    public var activeID: Int64?
+    public var pinnedCount = 0
 
-    func index(of id: Int64) -> Int? { tabs.firstIndex { $0.id == id } }
+    public func index(of id: Int64) -> Int? { tabs.firstIndex { $0.id == id } }
 
     /// nil when the operation must be refused.
-    mutating func insert(id: Int64, index: Int?, pinned: Bool, activate: Bool, opener: (Int64, Int)?) -> Int? {
+    public mutating func insert(id: Int64, index: Int?, pinned: Bool, activate: Bool, opener: (Int64, Int)?) -> Int? {
         if let index, index < 0 || index > tabs.count { return nil }
         if let opener, self.index(of: opener.0) == nil { return nil }
         let low = pinned ? 0 : pinnedCount
@@ -29,7 +29,7 @@ struct ReferenceList: Equatable {
         return target
     }
 
-    mutating func move(from: Int, to: Int) -> Int? {
+    public mutating func move(from: Int, to: Int) -> Int? {
         guard tabs.indices.contains(from), tabs.indices.contains(to) else { return nil }
         let pinned = from < pinnedCount
         let low = pinned ? 0 : pinnedCount
@@ -40,7 +40,7 @@ struct ReferenceList: Equatable {
         return target
     }
 
-    mutating func remove(at index: Int) -> Bool {
+    public mutating func remove(at index: Int) -> Bool {
         guard tabs.indices.contains(index) else { return false }
         let removed = tabs[index]
         if activeID == removed.id {
@@ -69,7 +69,7 @@ struct ReferenceList: Equatable {
         return true
     }
 
-    mutating func replace(at index: Int, with id: Int64) -> Bool {
+    public mutating func replace(at index: Int, with id: Int64) -> Bool {
         guard tabs.indices.contains(index) else { return false }
         let old = tabs[index].id
         for position in tabs.indices where tabs[position].openerID == old {
@@ -81,7 +81,7 @@ struct ReferenceList: Equatable {
         return true
     }
 
-    mutating func activate(_ index: Int?) -> Bool {
+    public mutating func activate(_ index: Int?) -> Bool {
         if let index {
             guard tabs.indices.contains(index) else { return false }
             activeID = tabs[index].id
@@ -91,7 +91,7 @@ struct ReferenceList: Equatable {
         return true
     }
 
-    mutating func setPinned(at index: Int, _ pinned: Bool) -> Int? {
+    public mutating func setPinned(at index: Int, _ pinned: Bool) -> Int? {
         guard tabs.indices.contains(index) else { return nil }
         guard (index < pinnedCount) != pinned else { return index }
         let target = pinned ? pinnedCount : pinnedCount - 1
@@ -102,7 +102,7 @@ struct ReferenceList: Equatable {
     }
 
     /// The state of a real list, in the reference's terms.
-    init(_ list: WebStateList) {
+    public init(_ list: WebStateList) {
         tabs = list.webStates.enumerated().map { index, webState in
             let opener = try? list.opener(at: index)
             return Tab(
@@ -113,5 +113,5 @@ struct ReferenceList: Equatable {
         pinnedCount = list.pinnedCount
     }
 
-    init() {}
+    public init() {}
 }

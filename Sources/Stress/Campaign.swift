@@ -1,0 +1,369 @@
+import BrowserModel
+import Foundation
+import Glibc
+import Histogram
+import Supervisor
+import SystemPackage
+
+public struct CampaignOptions: Sendable {
+    public var root: FilePath
+    public var scenes: Int
+    /// Stop after this many kills (workers and supervisors)…
+    public var kills: Int?
+    /// …or after this many seconds.
+    public var duration: Double?
+    public var killRate: Double
+    public var seed: UInt64
+    public var saveDelayMilliseconds: UInt64
+    public var io: String
+    /// The `windowhost` binary whose `run` the campaign drives.
+    public var executable: String
+    /// One kill in this many is of the supervisor itself.
+    public var supervisorKillOneIn = 25
+    /// One worker kill in this many first damages the window's newest snapshot.
+    public var corruptionOneIn = 12
+    /// Small, so windows compact (and have a generation to fall back on) during the campaign.
+    public var compactAfterRecords = 48
+    public var progress = false
+
+    public init(root: FilePath, scenes: Int, kills: Int?, duration: Double?, killRate: Double, seed: UInt64, saveDelayMilliseconds: UInt64, io: String, executable: String) {
+        self.root = root
+        self.scenes = scenes
+        self.kills = kills
+        self.duration = duration
+        self.killRate = killRate
+        self.seed = seed
+        self.saveDelayMilliseconds = saveDelayMilliseconds
+        self.io = io
+        self.executable = executable
+    }
+}
+
+/// What a campaign found. Field names are the JSON report's.
+public struct CampaignReport: Codable, Sendable {
+    public struct Percentiles: Codable, Sendable {
+        public var p50: Double
+        public var p99: Double
+        public var p999: Double?
+        public var max: Double
+    }
+
+    public var seed: UInt64
+    public var scenes: Int
+    public var kills = 0
+    public var supervisor_kills = 0
+    public var killed_while_saving = 0
+    public var corruptions = 0
+    public var recoveries = 0
+    public var commands = 0
+    public var acknowledged = 0
+    public var lost = 0
+    public var unexpected = 0
+    public var recovered = 0
+    public var torn = 0
+    public var recovery_ms = Percentiles(p50: 0, p99: 0, max: 0)
+    public var save_latency_us = Percentiles(p50: 0, p99: 0, p999: 0, max: 0)
+    public var duration_s = 0.0
+    /// One line per failure: what went wrong and how to run the same decisions again.
+    public var failures: [String] = []
+
+    public var passed: Bool { lost == 0 && unexpected == 0 && torn == 0 && failures.isEmpty }
+}
+
+/// A stress campaign: seeded random browsing on every scene of a real supervisor, while
+/// workers, and now and then the supervisor, are killed with SIGKILL and snapshots damaged;
+/// after every recovery the oracle checks the window against its model.
+public final class Campaign {
+    private let options: CampaignOptions
+    private var random: SeededGenerator
+    private var supervisor: SupervisorProcess?
+    private var windows: [String: WindowHistory] = [:]
+    private var report: CampaignReport
+    private var recoveryTimes = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+    private var saveLatency = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
+    private var step = 0
+    private let started = Date()
+    private var lastProgress = Date.distantPast
+
+    public init(options: CampaignOptions) {
+        self.options = options
+        random = SeededGenerator(seed: options.seed)
+        report = CampaignReport(seed: options.seed, scenes: options.scenes)
+    }
+
+    private var supervisorArguments: [String] {
+        [
+            "--scenes", "\(options.scenes)", "--save-delay", "\(options.saveDelayMilliseconds)", "--io", options.io, "--watchdog", "5000",
+            "--compact-after", "\(options.compactAfterRecords)",
+        ]
+    }
+
+    public func run() throws -> CampaignReport {
+        supervisor = try SupervisorProcess(executable: options.executable, root: options.root, arguments: supervisorArguments, environment: [:])
+        adoptWindows(checking: false)
+        let interval = 1 / max(options.killRate, 0.001)
+        var nextKill = Date().addingTimeInterval(interval)
+        while !finished {
+            if Date() >= nextKill {
+                try kill()
+                // Counted from the end of the recovery, so commands always run between kills.
+                nextKill = Date().addingTimeInterval(interval)
+            } else {
+                sendCommand()
+            }
+            showProgress()
+        }
+        mergeSaveLatency()
+        if let supervisor, supervisor.shutdown() != 0 { report.failures.append("the supervisor did not exit 0 at shutdown") }
+        if options.progress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        report.duration_s = Date().timeIntervalSince(started)
+        report.recovery_ms = CampaignReport.Percentiles(
+            p50: Double(recoveryTimes.valueAtPercentile(50)) / 1000, p99: Double(recoveryTimes.valueAtPercentile(99)) / 1000,
+            max: Double(recoveryTimes.totalCount > 0 ? recoveryTimes.maxRecorded : 0) / 1000)
+        report.save_latency_us = CampaignReport.Percentiles(
+            p50: Double(saveLatency.valueAtPercentile(50)), p99: Double(saveLatency.valueAtPercentile(99)),
+            p999: Double(saveLatency.valueAtPercentile(99.9)), max: Double(saveLatency.totalCount > 0 ? saveLatency.maxRecorded : 0))
+        return report
+    }
+
+    private var finished: Bool {
+        if let kills = options.kills, report.kills >= kills { return true }
+        if let duration = options.duration, Date().timeIntervalSince(started) >= duration { return true }
+        return false
+    }
+
+    private func call(_ request: ControlRequest) -> ControlReply {
+        supervisor?.call(request) ?? .failure(.unavailable, "no supervisor")
+    }
+
+    private func reproduce(_ what: String) -> String {
+        "\(what) (seed \(options.seed), step \(step)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
+            + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) --io \(options.io)"
+    }
+
+    // MARK: commands
+
+    private func sendCommand() {
+        let ids = windows.keys.sorted()
+        guard !ids.isEmpty else { return }
+        sendCommand(to: ids[Int.random(in: 0..<ids.count, using: &random)])
+    }
+
+    private func sendCommand(to id: String) {
+        step += 1
+        guard var history = windows[id] else { return }
+        let command = StressCommand.next(for: history.current, using: &random)
+        let reply = call(command.request(window: id))
+        guard reply.code == .ok, let result = reply.result else {
+            if reply.code != .temporary || reply.error?.hasPrefix("no reply") == true {
+                report.failures.append(reproduce("window \(id): '\(command)' was refused: \(reply.error ?? "?")"))
+            }
+            return
+        }
+        report.commands += 1
+        switch command {
+        case .reconnect:
+            reconnect(id)
+            return
+        case .saveAndWait:
+            report.acknowledged += history.acknowledge(UInt64(result["durable_seq"]?.int ?? 0))
+        default:
+            guard command.changesTabs else { break }
+            var window = history.current
+            guard window.apply(command, tab: result["tab"]?.int) else {
+                report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
+                return
+            }
+            history.applied(seq: UInt64(result["seq"]?.int ?? 0), window: window)
+        }
+        windows[id] = history
+    }
+
+    /// The scene disconnected (saving what was unsaved); a new scene reopens the window.
+    private func reconnect(_ id: String) {
+        guard var history = windows.removeValue(forKey: id) else { return }
+        let reply = call(ControlRequest(verb: "connect"))
+        guard reply.code == .ok, let reopened = reply.result?["window"]?.string else {
+            report.failures.append(reproduce("connect after disconnecting \(id) failed: \(reply.error ?? "?")"))
+            return
+        }
+        guard reopened == id else {
+            report.failures.append(reproduce("disconnected \(id) but \(reopened) reopened: the most recently closed must reopen first"))
+            windows[reopened] = WindowHistory(start: OracleWindow(), seq: 0)
+            return
+        }
+        // A clean disconnect saved everything applied.
+        report.acknowledged += history.acknowledge(history.lastSeq)
+        check(id, &history)
+        windows[id] = history
+    }
+
+    // MARK: kills
+
+    private func kill() throws {
+        report.kills += 1
+        if Int.random(in: 0..<options.supervisorKillOneIn, using: &random) == 0 {
+            try killSupervisor()
+            return
+        }
+        let ids = windows.keys.sorted()
+        guard !ids.isEmpty else { return }
+        let id = ids[Int.random(in: 0..<ids.count, using: &random)]
+        if Bool.random(using: &random) { acknowledgeDurable(id) }
+        if Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) { report.corruptions += 1 }
+        var request = ControlRequest(verb: "kill")
+        request.window = id
+        // Half the kills are aimed: a command makes the window save, and the supervisor signals
+        // the moment shared memory shows the save in flight.
+        if Bool.random(using: &random) {
+            request.aim = true
+            sendCommand(to: id)
+        }
+        let sent = monotonicMicroseconds()
+        let reply = call(request)
+        guard reply.code == .ok else {
+            report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
+            return
+        }
+        if reply.result?["while_saving"]?.bool == true { report.killed_while_saving += 1 }
+        _ = recoveryTimes.record(monotonicMicroseconds() - sent)
+        guard var history = windows[id] else { return }
+        check(id, &history)
+        windows[id] = history
+    }
+
+    private func acknowledgeDurable(_ id: String) {
+        var request = ControlRequest(verb: "wait-durable")
+        request.window = id
+        guard let durable = call(request).result?["durable_seq"]?.int, var history = windows[id] else { return }
+        report.acknowledged += history.acknowledge(UInt64(durable))
+        windows[id] = history
+    }
+
+    /// Snapshots the campaign damaged, by window: never two generations in a row.
+    private var damagedSnapshots: [String: Set<String>] = [:]
+
+    /// Flips a byte in the middle of the regular Browser's newest snapshot, if the generation
+    /// before it is there, undamaged, to fall back on: one fault at a time, the store's promise
+    /// (two damaged generations in a row are beyond it; see docs/recovery.md).
+    private func damageNewestSnapshot(_ id: String) -> Bool {
+        let directory = options.root.appending("windows").appending(id).appending("regular").string
+        let snapshots = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasPrefix("snapshot-") && !$0.hasSuffix(".tmp") }.sorted()
+        guard snapshots.count >= 2, let newest = snapshots.last else { return false }
+        let damaged = damagedSnapshots[id, default: []]
+        guard !damaged.contains(newest), !damaged.contains(snapshots[snapshots.count - 2]),
+            let handle = FileHandle(forUpdatingAtPath: directory + "/" + newest)
+        else { return false }
+        damagedSnapshots[id, default: []].insert(newest)
+        defer { try? handle.close() }
+        let size = handle.seekToEndOfFile()
+        guard size > 32 else { return false }
+        handle.seek(toFileOffset: size / 2)
+        let byte = handle.readData(ofLength: 1).first ?? 0
+        handle.seek(toFileOffset: size / 2)
+        handle.write(Data([byte ^ 0x5A]))
+        return true
+    }
+
+    private func killSupervisor() throws {
+        report.supervisor_kills += 1
+        for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
+        mergeSaveLatency()
+        supervisor?.kill()
+        let sent = monotonicMicroseconds()
+        supervisor = try SupervisorProcess(executable: options.executable, root: options.root, arguments: supervisorArguments, environment: [:])
+        _ = recoveryTimes.record(monotonicMicroseconds() - sent)
+        adoptWindows(checking: true)
+    }
+
+    /// The windows the (new) supervisor shows: known ones are checked against the model, new
+    /// ones start from what they show.
+    private func adoptWindows(checking: Bool) {
+        let shown = (call(ControlRequest(verb: "status")).result?["windows"]?.array ?? []).compactMap { $0["uuid"]?.string }
+        var adopted: [String: WindowHistory] = [:]
+        for id in shown {
+            if checking, var history = windows[id] {
+                check(id, &history)
+                adopted[id] = history
+            } else {
+                var request = ControlRequest(verb: "dump")
+                request.window = id
+                let dump = call(request).result ?? .null
+                adopted[id] = WindowHistory(start: OracleWindow(dump: dump), seq: UInt64(dump["applied_seq"]?.int ?? 0))
+            }
+        }
+        // A window with nothing on disk does not reopen: it must have had nothing acknowledged.
+        for (id, var history) in windows where adopted[id] == nil && checking {
+            report.recoveries += 1
+            if case .lost(let count) = history.recovered(digest: OracleWindow().digest, dump: .null, appliedSeq: 0) {
+                report.lost += count
+                report.failures.append(reproduce("window \(id) did not reopen after the supervisor was killed: \(count) acknowledged commands lost"))
+            }
+        }
+        windows = adopted
+    }
+
+    /// The oracle's verdict on a window that just came back.
+    private func check(_ id: String, _ history: inout WindowHistory) {
+        var request = ControlRequest(verb: "dump")
+        request.window = id
+        let reply = call(request)
+        guard reply.code == .ok, let dump = reply.result, let digest = dump["digest"]?.string.flatMap({ UInt64($0, radix: 16) }) else {
+            report.failures.append(reproduce("window \(id) did not answer after its recovery: \(reply.error ?? "?")"))
+            return
+        }
+        report.recoveries += 1
+        let before = history
+        let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: UInt64(dump["applied_seq"]?.int ?? 0))
+        if verdict == .torn || verdict == .unexpected {
+            let shown = OracleWindow(dump: dump)
+            let model = before.current
+            let detail = "came back at seq \(dump["applied_seq"]?.int ?? 0) with \(shown.regular.tabs.map(\.id))+\(shown.incognito.tabs.map(\.id)) "
+                + "active \(shown.regular.activeID.map(String.init) ?? "-")/\(shown.incognito.activeID.map(String.init) ?? "-"); the model at seq \(before.lastSeq) "
+                + "(acknowledged \(before.acknowledged)) has \(model.regular.tabs.map(\.id))+\(model.incognito.tabs.map(\.id)) "
+                + "active \(model.regular.activeID.map(String.init) ?? "-")/\(model.incognito.activeID.map(String.init) ?? "-")"
+            FileHandle.standardError.write(Data("windowhost stress: window \(id) \(detail)\n".utf8))
+        }
+        switch verdict {
+        case .intact(let recovered):
+            report.recovered += recovered
+        case .lost(let count):
+            report.lost += count
+            report.failures.append(reproduce("window \(id): \(count) acknowledged commands lost"))
+        case .unexpected:
+            report.unexpected += 1
+            report.failures.append(reproduce("window \(id): came back with tabs no command created"))
+        case .torn:
+            report.torn += 1
+            report.failures.append(reproduce("window \(id): came back in a state that matches no prefix of its commands"))
+        }
+    }
+
+    private func mergeSaveLatency() {
+        var request = ControlRequest(verb: "stats")
+        request.histogram = true
+        guard let encoded = call(request).result?["total"]?["histogram"]?.string, let data = Data(base64Encoded: encoded),
+            let histogram = try? JSONDecoder().decode(Histogram<UInt64>.self, from: data)
+        else { return }
+        saveLatency.add(histogram)
+    }
+
+    private func showProgress() {
+        guard options.progress, Date().timeIntervalSince(lastProgress) > 0.25 else { return }
+        lastProgress = Date()
+        let elapsed = max(Date().timeIntervalSince(started), 0.001)
+        let target = options.kills.map { "\($0)" } ?? "\(Int(options.duration ?? 0)) s"
+        let p99 = call(ControlRequest(verb: "stats")).result?["total"]?["p99_us"]?.number ?? 0
+        let line = String(
+            format: "\r\u{1B}[Kkills %d/%@  %.0f commands/s  save p99 %.0f µs  recoveries %d  lost %d  torn %d", report.kills, target,
+            Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+func monotonicMicroseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000 + UInt64(time.tv_nsec) / 1000
+}

@@ -1,0 +1,211 @@
+import BrowserModel
+import Supervisor
+
+/// The oracle's model of one window, independent of the code under test: both Browsers as
+/// `ReferenceList`s and each tab's URL, fed the same commands the window was sent.
+public struct OracleWindow: Equatable, Sendable {
+    public var regular = ReferenceList()
+    public var incognito = ReferenceList()
+    public var urls: [Int64: String] = [:]
+
+    public init() {}
+
+    /// What the host showed after a recovery the oracle could not explain: the campaign goes
+    /// on from there.
+    public init(dump: JSONValue) {
+        func list(_ browser: JSONValue?) -> ReferenceList {
+            var list = ReferenceList()
+            let tabs = browser?["tabs"]?.array ?? []
+            for tab in tabs {
+                let id = tab["id"]?.int ?? 0
+                list.tabs.append(ReferenceList.Tab(id: id, openerID: tab["opener"]?.int, openerNavigationIndex: 0))
+                urls[id] = tab["url"]?.string ?? ""
+            }
+            list.pinnedCount = tabs.filter { $0["pinned"]?.bool == true }.count
+            list.activeID = browser?["active_index"]?.int.flatMap { index in list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil }
+            return list
+        }
+        regular = list(dump["regular"])
+        incognito = list(dump["incognito"])
+    }
+
+    public var digest: UInt64 { WindowDigest.digest(regular: digestList(regular), incognito: digestList(incognito)) }
+
+    private func digestList(_ list: ReferenceList) -> WindowDigest.List {
+        WindowDigest.List(
+            tabs: list.tabs.map { WindowDigest.Tab(id: $0.id, openerID: $0.openerID, url: urls[$0.id] ?? "", title: "") },
+            activeIndex: list.activeID.flatMap(list.index(of:)), pinnedCount: list.pinnedCount)
+    }
+
+    /// Every tab id either Browser holds.
+    public var tabIDs: Set<Int64> { Set(regular.tabs.map(\.id) + incognito.tabs.map(\.id)) }
+
+    /// Applies `command` as the host answered it (`tab`: the id a new tab got). False when
+    /// the model refuses it, which the host should have done too.
+    public mutating func apply(_ command: StressCommand, tab: Int64?) -> Bool {
+        switch command {
+        case .open(let incognito, let url, let index, let opener, let background):
+            guard let tab else { return false }
+            let done = mutate(incognito) {
+                $0.insert(id: tab, index: index, pinned: false, activate: !background, opener: opener.map { ($0, 0) }) != nil
+            }
+            if done { urls[tab] = url }
+            return done
+        case .navigate(let id, let url):
+            guard tabIDs.contains(id) else { return false }
+            urls[id] = url
+            return true
+        case .close(let id):
+            return mutate(containing: id) { list, index in list.remove(at: index) }
+        case .activate(let id):
+            return mutate(containing: id) { list, index in list.activate(index) }
+        case .move(let id, let to):
+            return mutate(containing: id) { list, index in list.move(from: index, to: to) != nil }
+        case .replace(let id, let url):
+            guard let tab else { return false }
+            let done = mutate(containing: id) { list, index in list.replace(at: index, with: tab) }
+            if done { urls[tab] = url }
+            return done
+        case .closeAllIncognito:
+            incognito = ReferenceList()
+            return true
+        case .background, .foreground, .saveAndWait, .reconnect:
+            return true
+        }
+    }
+
+    private mutating func mutate(_ incognito: Bool, _ body: (inout ReferenceList) -> Bool) -> Bool {
+        incognito ? body(&self.incognito) : body(&regular)
+    }
+
+    private mutating func mutate(containing id: Int64, _ body: (inout ReferenceList, Int) -> Bool) -> Bool {
+        if let index = regular.index(of: id) { return body(&regular, index) }
+        if let index = incognito.index(of: id) { return body(&incognito, index) }
+        return false
+    }
+}
+
+/// One decision of a campaign for one window.
+public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
+    case open(incognito: Bool, url: String, index: Int?, opener: Int64?, background: Bool)
+    case navigate(tab: Int64, url: String)
+    case close(tab: Int64)
+    case activate(tab: Int64)
+    case move(tab: Int64, index: Int)
+    case replace(tab: Int64, url: String)
+    case closeAllIncognito
+    case background
+    case foreground
+    /// `save --wait`: an explicit acknowledgement of durability.
+    case saveAndWait
+    /// Disconnect the scene, then connect one: the window reopens from disk.
+    case reconnect
+
+    /// Picks a command valid for `window` (seeded).
+    public static func next(for window: OracleWindow, using random: inout SeededGenerator) -> StressCommand {
+        let tabs = window.regular.tabs.map { ($0.id, false) } + window.incognito.tabs.map { ($0.id, true) }
+        let site = "https://site\(Int.random(in: 0..<60, using: &random)).example/\(Int.random(in: 0..<1000, using: &random))"
+        let roll = tabs.isEmpty ? 0 : Int.random(in: 0..<100, using: &random)
+        switch roll {
+        case 0..<28 where tabs.count < 24, 0..<28 where tabs.isEmpty:
+            let incognito = Int.random(in: 0..<4, using: &random) == 0
+            let list = incognito ? window.incognito : window.regular
+            let index = Bool.random(using: &random) ? Int.random(in: 0...list.tabs.count, using: &random) : nil
+            let opener = !list.tabs.isEmpty && Bool.random(using: &random) ? list.tabs.randomElement(using: &random)?.id : nil
+            return .open(incognito: incognito, url: site, index: index, opener: opener, background: Int.random(in: 0..<3, using: &random) == 0)
+        case 28..<50:
+            return .navigate(tab: tabs.randomElement(using: &random)!.0, url: site)
+        case 50..<64:
+            return .close(tab: tabs.randomElement(using: &random)!.0)
+        case 64..<72:
+            let (tab, incognito) = tabs.randomElement(using: &random)!
+            let count = (incognito ? window.incognito : window.regular).tabs.count
+            return .move(tab: tab, index: Int.random(in: 0..<count, using: &random))
+        case 72..<80:
+            return .activate(tab: tabs.randomElement(using: &random)!.0)
+        case 80..<85:
+            return .replace(tab: tabs.randomElement(using: &random)!.0, url: site)
+        case 85..<87 where !window.incognito.tabs.isEmpty:
+            return .closeAllIncognito
+        case 87..<90:
+            return Bool.random(using: &random) ? .background : .foreground
+        case 90..<91:
+            return .reconnect
+        case 91..<95:
+            return .saveAndWait
+        default:
+            return .navigate(tab: tabs.randomElement(using: &random)!.0, url: site)
+        }
+    }
+
+    /// The control request that carries it.
+    public func request(window: String) -> ControlRequest {
+        var request = ControlRequest(verb: "")
+        request.window = window
+        switch self {
+        case .open(let incognito, let url, let index, let opener, let background):
+            request.verb = "open"
+            request.incognito = incognito
+            request.url = url
+            request.index = index
+            request.opener = opener
+            request.background = background
+        case .navigate(let tab, let url):
+            request.verb = "navigate"
+            request.tab = tab
+            request.url = url
+        case .close(let tab):
+            request.verb = "close"
+            request.tab = tab
+        case .activate(let tab):
+            request.verb = "activate"
+            request.tab = tab
+        case .move(let tab, let index):
+            request.verb = "move"
+            request.tab = tab
+            request.index = index
+        case .replace(let tab, let url):
+            request.verb = "replace"
+            request.tab = tab
+            request.url = url
+        case .closeAllIncognito:
+            request.verb = "close-all"
+            request.incognito = true
+        case .background:
+            request.verb = "background"
+        case .foreground:
+            request.verb = "foreground"
+        case .saveAndWait:
+            request.verb = "save"
+            request.wait = true
+        case .reconnect:
+            request.verb = "disconnect"
+        }
+        return request
+    }
+
+    /// Whether the command has a sequence number of its own (a tab command).
+    public var changesTabs: Bool {
+        switch self {
+        case .open, .navigate, .close, .activate, .move, .replace, .closeAllIncognito: true
+        case .background, .foreground, .saveAndWait, .reconnect: false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .open(let incognito, let url, let index, let opener, let background):
+            "open \(url)\(incognito ? " incognito" : "")\(index.map { " at \($0)" } ?? "")\(opener.map { " from \($0)" } ?? "")\(background ? " in the background" : "")"
+        case .navigate(let tab, let url): "navigate \(tab) to \(url)"
+        case .close(let tab): "close \(tab)"
+        case .activate(let tab): "activate \(tab)"
+        case .move(let tab, let index): "move \(tab) to \(index)"
+        case .replace(let tab, let url): "replace \(tab) with \(url)"
+        case .closeAllIncognito: "close all incognito"
+        case .background: "background"
+        case .foreground: "foreground"
+        case .saveAndWait: "save --wait"
+        case .reconnect: "disconnect and reconnect"
+        }
+    }
+}

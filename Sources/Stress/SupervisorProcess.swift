@@ -1,0 +1,59 @@
+import Foundation
+import Glibc
+import Supervisor
+import SystemPackage
+
+/// A `windowhost run` the campaign starts, kills and starts again on the same root. Its
+/// stdout and stderr go to `ROOT.stress-stdout` and `ROOT.stress-log` beside the root.
+final class SupervisorProcess {
+    let process = Process()
+    let socket: FilePath
+    private let stdout: URL
+
+    /// Starts it and waits until it says `ready` (at most 60 s).
+    init(executable: String, root: FilePath, arguments: [String], environment: [String: String]) throws {
+        socket = root.appending("ctl.sock")
+        stdout = URL(fileURLWithPath: root.string + ".stress-stdout")
+        let log = URL(fileURLWithPath: root.string + ".stress-log")
+        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
+        if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["run", "--root", root.string] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardOutput = try FileHandle(forWritingTo: stdout)
+        let logHandle = try FileHandle(forWritingTo: log)
+        logHandle.seekToEndOfFile()
+        process.standardError = logHandle
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, process.isRunning {
+            if let text = try? String(contentsOf: stdout, encoding: .utf8), text.hasPrefix("ready ") { return }
+            usleep(2_000)
+        }
+        throw StressError.supervisor("the supervisor did not get ready (see \(log.path))")
+    }
+
+    /// A campaign never waits forever: a window that does not answer in a minute is a finding.
+    func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: 60) }
+
+    func kill() {
+        Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func shutdown() -> Int32 {
+        _ = call(ControlRequest(verb: "shutdown"))
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+public enum StressError: Error, CustomStringConvertible {
+    case supervisor(String)
+
+    public var description: String {
+        switch self {
+        case .supervisor(let message): message
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Supervisor
+
+/// What the oracle knows of one window: the model's state after every command sent since the
+/// last recovery, and how far the host acknowledged them as durable. After a recovery it
+/// decides, in Jepsen's terms, whether anything acknowledged was lost, whether something never
+/// sent appeared, or whether the state matches no prefix of the commands at all.
+public struct WindowHistory: Sendable {
+    /// The state after each command, oldest first; the first is where the last recovery left it.
+    public private(set) var states: [(seq: UInt64, window: OracleWindow)]
+    /// Every command up to this seq was acknowledged durable.
+    public private(set) var acknowledged: UInt64
+    /// Every tab id the model has ever held: a restored tab outside it was never sent.
+    public private(set) var everSeen: Set<Int64>
+
+    public init(start window: OracleWindow, seq: UInt64) {
+        states = [(seq, window)]
+        acknowledged = seq
+        everSeen = window.tabIDs
+    }
+
+    public var current: OracleWindow { states[states.count - 1].window }
+    public var lastSeq: UInt64 { states[states.count - 1].seq }
+
+    /// Command `seq` was applied and left the window as `window`.
+    public mutating func applied(seq: UInt64, window: OracleWindow) {
+        states.append((seq, window))
+        everSeen.formUnion(window.tabIDs)
+    }
+
+    /// The host says every command up to `seq` is durable. Returns how many commands that newly
+    /// acknowledges.
+    @discardableResult
+    public mutating func acknowledge(_ seq: UInt64) -> Int {
+        guard seq > acknowledged else { return 0 }
+        let newly = states.filter { $0.seq > acknowledged && $0.seq <= seq }.count
+        acknowledged = seq
+        return newly
+    }
+
+    public enum Verdict: Equatable, Sendable {
+        /// Everything acknowledged is there, and `recovered` commands sent after it too.
+        case intact(recovered: Int)
+        /// `count` acknowledged commands are missing.
+        case lost(count: Int)
+        /// Tabs that no command created.
+        case unexpected
+        /// A state that matches no prefix of the commands.
+        case torn
+    }
+
+    /// The window came back showing `digest` (`dump`: what it showed). The model then goes on
+    /// from the state it came back as.
+    public mutating func recovered(digest: UInt64, dump: JSONValue, appliedSeq: UInt64) -> Verdict {
+        let acknowledgedIndex = states.lastIndex { $0.seq <= acknowledged } ?? 0
+        let matches = states.indices.filter { states[$0].window.digest == digest }
+        let verdict: Verdict
+        let resume: (UInt64, OracleWindow)
+        if let match = matches.last(where: { $0 >= acknowledgedIndex }) {
+            verdict = .intact(recovered: match - acknowledgedIndex)
+            resume = (states[match].seq, states[match].window)
+        } else if let match = matches.last {
+            verdict = .lost(count: acknowledgedIndex - match)
+            resume = (states[match].seq, states[match].window)
+        } else {
+            let shown = OracleWindow(dump: dump)
+            verdict = shown.tabIDs.isSubset(of: everSeen) ? .torn : .unexpected
+            resume = (appliedSeq, shown)
+        }
+        states = [resume]
+        acknowledged = min(acknowledged, resume.0)
+        everSeen.formUnion(resume.1.tabIDs)
+        return verdict
+    }
+}

@@ -1,0 +1,87 @@
+import BrowserModel
+import Stress
+import Supervisor
+import Testing
+
+/// The oracle's verdicts, on histories built by hand: each kind of outcome is told apart.
+@Suite struct OracleTests {
+    /// A window after `count` opens of tabs 1…count, one command each.
+    private func history(opens count: Int, acknowledged: UInt64) -> (WindowHistory, [OracleWindow]) {
+        var history = WindowHistory(start: OracleWindow(), seq: 0)
+        var windows = [OracleWindow()]
+        var window = OracleWindow()
+        for id in 1...count {
+            _ = window.apply(.open(incognito: id % 3 == 0, url: "https://\(id).example/", index: nil, opener: nil, background: false), tab: Int64(id))
+            history.applied(seq: UInt64(id), window: window)
+            windows.append(window)
+        }
+        history.acknowledge(acknowledged)
+        return (history, windows)
+    }
+
+    @Test func everythingAcknowledgedAndMoreIsIntactAndCountsTheRecovered() {
+        var (history, windows) = history(opens: 6, acknowledged: 3)
+        #expect(history.recovered(digest: windows[5].digest, dump: .null, appliedSeq: 5) == .intact(recovered: 2))
+        #expect(history.current == windows[5] && history.lastSeq == 5)
+    }
+
+    @Test func aStateBeforeTheAcknowledgedOneIsLoss() {
+        var (history, windows) = history(opens: 6, acknowledged: 4)
+        #expect(history.recovered(digest: windows[1].digest, dump: .null, appliedSeq: 1) == .lost(count: 3))
+        #expect(history.acknowledged == 1, "the campaign goes on from what came back")
+    }
+
+    @Test func tabsNoCommandCreatedAreUnexpectedAndAnyOtherStateIsTorn() {
+        var (history, windows) = history(opens: 4, acknowledged: 2)
+        var stranger = windows[2]
+        _ = stranger.apply(.open(incognito: false, url: "https://never.example/", index: nil, opener: nil, background: false), tab: 99)
+        #expect(history.recovered(digest: stranger.digest, dump: dump(of: stranger), appliedSeq: 3) == .unexpected)
+
+        (history, windows) = self.history(opens: 4, acknowledged: 2)
+        // Tabs 1 and 3 without 2: every id was sent, but no prefix looks like this.
+        var torn = windows[3]
+        _ = torn.apply(.close(tab: 2), tab: nil)
+        #expect(history.recovered(digest: torn.digest, dump: dump(of: torn), appliedSeq: 3) == .torn)
+        #expect(history.current.digest == torn.digest, "the model takes what came back")
+    }
+
+    @Test func theModelRefusesWhatTheHostMustRefuse() {
+        var window = OracleWindow()
+        let closedUnknown = window.apply(.close(tab: 5), tab: nil)
+        let openedPastTheEnd = window.apply(.open(incognito: false, url: "x", index: 3, opener: nil, background: false), tab: 1)
+        let opened = window.apply(.open(incognito: false, url: "x", index: 0, opener: nil, background: false), tab: 1)
+        let openedFromAStranger = window.apply(.open(incognito: false, url: "y", index: nil, opener: 42, background: false), tab: 2)
+        #expect(!closedUnknown && !openedPastTheEnd && opened && !openedFromAStranger)
+        #expect(window.digest == OracleWindow(dump: dump(of: window)).digest, "a dump reads back to the same model")
+    }
+
+    @Test func theSameSeedMakesTheSameDecisions() {
+        func decisions(_ seed: UInt64) -> [StressCommand] {
+            var random = SeededGenerator(seed: seed)
+            var window = OracleWindow()
+            var next: Int64 = 1
+            return (0..<300).map { _ in
+                let command = StressCommand.next(for: window, using: &random)
+                if window.apply(command, tab: next) { next += 1 }
+                return command
+            }
+        }
+        #expect(decisions(5) == decisions(5))
+        #expect(decisions(5) != decisions(6))
+    }
+
+    private func dump(of window: OracleWindow) -> JSONValue {
+        func browser(_ list: ReferenceList) -> JSONValue {
+            .object([
+                "active_index": list.activeID.flatMap(list.index(of:)).map { JSONValue($0) } ?? .null,
+                "tabs": .array(list.tabs.enumerated().map { index, tab in
+                    .object([
+                        "id": JSONValue(tab.id), "url": .string(window.urls[tab.id] ?? ""), "pinned": .bool(index < list.pinnedCount),
+                        "opener": tab.openerID.map { JSONValue($0) } ?? .null,
+                    ])
+                }),
+            ])
+        }
+        return .object(["regular": browser(window.regular), "incognito": browser(window.incognito)])
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+
+@Suite struct StressCampaignTests {
+    /// A short seeded campaign against real processes: 300 kills of workers (some aimed at a
+    /// save in flight, some after damaging a snapshot) and of the supervisor, every recovery
+    /// judged by the oracle.
+    @Test func threeHundredKillsLoseNothingAcknowledged() throws {
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: report) }
+        let (status, output) = try runWindowhost([
+            "stress", "--kills", "300", "--kill-rate", "40", "--scenes", "3", "--seed", "11", "--json", report.path,
+        ])
+        #expect(status == 0, "\(output)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        func count(_ key: String) -> Int { (object[key] as? NSNumber)?.intValue ?? -1 }
+        #expect(count("kills") == 300 && count("seed") == 11)
+        #expect(count("lost") == 0 && count("unexpected") == 0 && count("torn") == 0)
+        #expect(count("recoveries") >= 300, "every kill's windows were checked")
+        #expect(count("supervisor_kills") >= 1 && count("killed_while_saving") >= 10 && count("corruptions") >= 1, "\(object)")
+        #expect(count("acknowledged") > 1000 && count("commands") > count("acknowledged") / 2)
+        let recovery = try #require(object["recovery_ms"] as? [String: Any])
+        #expect((recovery["p50"] as? NSNumber)?.doubleValue ?? 0 > 0)
+        #expect(output.contains("nothing acknowledged was lost"))
+    }
+
+    @Test func badArgumentsExitWithUsage() throws {
+        #expect(try runWindowhost(["stress", "--kills", "5", "--duration", "3"]).status == 64)
+        #expect(try runWindowhost(["stress", "--kill-rate", "0"]).status == 64)
+        #expect(try runWindowhost(["stress", "--scenes", "0"]).status == 64)
+    }
+}
