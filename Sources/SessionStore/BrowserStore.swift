@@ -138,6 +138,7 @@ public final class BrowserStore {
 
     var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty }
     var isIdle: Bool { if case .idle = state { true } else { false } }
+    var isCompacting: Bool { if case .compacting = state { true } else { false } }
     /// Whether the directory holds a session.
     var isOnDisk: Bool { generation > 0 }
 
@@ -421,8 +422,11 @@ public final class BrowserStore {
         do {
             let reader = try SnapshotReader(EngineBytes(engine, path: directory.appending(StoreLayout.snapshotName(generation))))
             historySources.removeAll(keepingCapacity: true)
-            for (index, webState) in list.webStates.enumerated() where !webState.isRealized {
-                historySources[webState.id] = (reader, index)
+            // By the snapshot's own order: the list may have changed while the compaction was
+            // in flight, so its indices no longer name the snapshot's frames.
+            let unrealized = Set(list.webStates.lazy.filter { !$0.isRealized }.map(\.id))
+            for (index, item) in reader.items.enumerated() where unrealized.contains(item.id) {
+                historySources[item.id] = (reader, index)
             }
         } catch {
             // The old sources still read: the snapshot just written will be checked at recovery.

@@ -55,6 +55,8 @@ public final class WindowStore {
     public var onSaveLatency: ((UInt64) -> Void)?
     /// The command seq the save in flight covers, if one is in flight.
     public var savingSeq: UInt64? { groupSeq }
+    /// Whether the save in flight writes a new snapshot.
+    var compactionInFlight: Bool { stores.contains(where: \.isCompacting) }
     private var groupSeq: UInt64?
     private var groupFailure: StoreError?
     /// Save requests not yet durable: their sequence numbers and when they were made.

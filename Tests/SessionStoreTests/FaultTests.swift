@@ -299,3 +299,56 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
         #expect(try active.navigationHistory() == list.webStates[5_000].navigationHistory())
     }
 }
+
+@Suite struct CompactionInFlightTests {
+    /// A compaction still in flight while commands reorder the list: afterwards, every
+    /// unrealized tab must read its own history from the new snapshot (found by a stress
+    /// campaign: the sources were mapped by the list's indices, which had moved on).
+    @Test func unrealizedTabsReadTheirOwnHistoryAfterACompactionTheListOutran() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20)
+        let (first, _) = try simulatedWindow(engine, options: options)
+        var browsing = WindowBrowsing(seed: 21, maxTabs: 10, incognitoOneIn: 1_000_000)
+        for seq in 1...40 as ClosedRange<UInt64> { try browsing.step(first, seq: seq, incognito: false) }
+        try first.waitUntilDurable(40)
+        try first.settle()
+
+        // Restored: the tabs are unrealized, their histories in the snapshot.
+        let (second, _) = try simulatedWindow(engine, options: options)
+        let list = second.regular.webStateList
+        try #require(list.count >= 3 && list.webStates.contains { !$0.isRealized })
+        // Writes complete one per reap from here, so the compaction below stays in flight.
+        engine.completionOrder = { _ in 0 }
+        var seq: UInt64 = 40
+        while second.savingSeq == nil || !second.compactionInFlight {
+            seq += 1
+            try second.apply(seq: seq) { _ = try list.move(from: 0, to: list.count - 1) }
+            _ = try second.poll()
+            try #require(seq < 200, "a compaction starts")
+        }
+        // The list moves on while the new snapshot is being written.
+        seq += 1
+        try second.apply(seq: seq) { _ = try list.move(from: list.count - 1, to: 0) }
+        try second.settle()
+        // The next compaction copies the unrealized tabs' frames from their sources.
+        engine.completionOrder = nil
+        let generation = second.regular.sessionDirectory
+        func snapshots() throws -> [UInt64] { StoreListing(entries: try engine.directoryEntries(generation) ?? []).snapshots }
+        let before = try snapshots().first
+        while try snapshots().first == before {
+            seq += 1
+            try second.apply(seq: seq) { _ = try list.move(from: 0, to: 1) }
+            try second.settle()
+            try #require(seq < 400, "a second compaction happens")
+        }
+        // Every history in the new snapshot is its own tab's (a fallback would mask it).
+        let newest = try #require(try snapshots().first)
+        let reader = try SnapshotReader(EngineBytes(engine, path: generation.appending(StoreLayout.snapshotName(newest))))
+        for index in reader.items.indices {
+            #expect(throws: Never.self, "item \(index)") { _ = try reader.history(at: index) }
+        }
+        let live = try WindowContents(second)
+        let (third, _) = try simulatedWindow(engine.copy(), options: options)
+        #expect(try WindowContents(third) == live)
+    }
+}
