@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A long stress campaign against a release build: seeded browsing on every scene while workers
-# (and now and then the supervisor) are killed with SIGKILL and snapshots are damaged; every
-# recovery is judged by the oracle. Prints the summary; writes the JSON report to
-# stress-results/. Exit 1 if anything acknowledged was lost, or a window came back torn.
+# Two long stress campaigns against a release build: seeded browsing on every scene while
+# workers (and now and then the supervisor) are killed with SIGKILL and snapshots are damaged;
+# every recovery is judged by the oracle. Then the same with power cuts: workers write through
+# the powercut engine, so each kill also loses every write not yet synced. Prints both
+# summaries; writes the JSON reports to stress-results/. Exit 1 if anything acknowledged was
+# lost, or a window came back torn, in either.
 #
 #   scripts/stress.sh [MINUTES] [SCENES] [KILLS_PER_SECOND] [SEED]   (default: 10 8 5 random)
 set -euo pipefail
@@ -18,7 +20,14 @@ seed=${4:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 
 swift build -c release --product windowhost >&2
 mkdir -p stress-results
-report=stress-results/stress-$(date -u +%Y%m%dT%H%M%SZ)-seed$seed.json
-.build/release/windowhost stress --duration $((minutes * 60)) --scenes "$scenes" --kill-rate "$rate" \
-    --seed "$seed" --json "$report"
-echo "report: $report"
+status=0
+for mode in kill power-cut; do
+  report=stress-results/stress-$(date -u +%Y%m%dT%H%M%SZ)-$mode-seed$seed.json
+  flags=()
+  [ "$mode" = power-cut ] && flags=(--power-cut)
+  echo "== $mode: $minutes minutes, $scenes scenes, $rate kills/s, seed $seed"
+  .build/release/windowhost stress --duration $((minutes * 60)) --scenes "$scenes" --kill-rate "$rate" \
+      --seed "$seed" --json "$report" "${flags[@]}" || status=1
+  echo "report: $report"
+done
+exit $status

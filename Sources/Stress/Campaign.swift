@@ -362,8 +362,4 @@ public final class Campaign {
     }
 }
 
-func monotonicMicroseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000 + UInt64(time.tv_nsec) / 1000
-}
+func monotonicMicroseconds() -> UInt64 { monotonicNow() / 1000 }

@@ -952,7 +952,7 @@ extension Supervisor.Window {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the workers' heartbeats use.
-func monotonicNow() -> UInt64 {
+public func monotonicNow() -> UInt64 {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)

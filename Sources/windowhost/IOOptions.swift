@@ -6,7 +6,10 @@ extension IOEngineChoice: ExpressibleByArgument {}
 
 /// `--io auto|uring|sync`, else `WINDOWHOST_IO`, else auto: wherever the CLI writes sessions.
 struct IOOptions: ParsableArguments {
-    @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring or sync. Default: $WINDOWHOST_IO, else auto.")
+    /// Set to 1, the `powercut` engine acknowledges before the sync: a deliberate bug the stress
+    /// oracle must catch.
+    static let acknowledgeBeforeSyncVariable = "WINDOWHOST_FAULT_ACK_BEFORE_SYNC"
+    @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring, sync, or powercut (blocking, unsynced writes held in memory: a kill is a power cut). Default: $WINDOWHOST_IO, else auto.")
     var choice: IOEngineChoice?
 
     /// The engine, and a line saying which one runs and why (stderr, so scripts can read
@@ -19,7 +22,9 @@ struct IOOptions: ParsableArguments {
             throw ValidationError("\(error)")
         }
         do {
-            let (engine, fallback) = try choice.makeEngine()
+            // Test-only: the power-cut engine acknowledges saves before they are durable.
+            let bug = ProcessInfo.processInfo.environment[Self.acknowledgeBeforeSyncVariable] == "1"
+            let (engine, fallback) = try choice.makeEngine(acknowledgeBeforeSync: bug)
             if quietly {
                 return engine
             } else if let fallback {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import IOUring
 import Stress
 import SystemPackage
 
@@ -46,9 +47,13 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "Write the report as JSON to this file.")
     var json: String?
 
+    @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
+    var powerCut = false
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
+        guard !powerCut || io.choice == nil else { throw ValidationError("--power-cut chooses the engine: leave out --io") }
         guard kills == nil || duration == nil else { throw ValidationError("give --kills or --duration, not both") }
         guard (1...64).contains(scenes) else { throw ValidationError("--scenes must be within 1...64") }
         guard killRate > 0, killRate <= 1000 else { throw ValidationError("--kill-rate must be within (0, 1000]") }
@@ -57,7 +62,7 @@ struct StressCampaignCommand: ParsableCommand {
     }
 
     func run() throws {
-        let engine = try io.makeEngine().name
+        let engine = powerCut ? IOEngineChoice.powercut.rawValue : try io.makeEngine().name
         let seed = seed ?? UInt64.random(in: 1...UInt64(UInt32.max))
         let temporary = root == nil
         let rootPath = try root.map { FilePath($0) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-stress").appending("host")

@@ -24,9 +24,29 @@ import Testing
         #expect(output.contains("nothing acknowledged was lost"))
     }
 
+    /// Power cuts: every kill also loses each write not yet synced. Without the bug nothing
+    /// acknowledged is lost; with the deliberate bug (saves acknowledged before the sync) the
+    /// oracle reports lost commands and the campaign fails with a reproducing line.
+    @Test func powerCutsLoseNothingAcknowledgedUnlessSavesAreAcknowledgedBeforeTheSync() throws {
+        let arguments = ["stress", "--power-cut", "--kills", "40", "--kill-rate", "20", "--scenes", "3", "--seed", "5"]
+        let honest = try runWindowhost(arguments)
+        #expect(honest.status == 0 && honest.output.contains("nothing acknowledged was lost"), "\(honest.output)")
+
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-bug-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: report) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["WINDOWHOST_FAULT_ACK_BEFORE_SYNC"] = "1"
+        let buggy = try runWindowhost(arguments + ["--json", report.path], environment: environment)
+        #expect(buggy.status == 1)
+        #expect(buggy.output.contains("acknowledged commands lost") && buggy.output.contains("reproduce: windowhost stress --seed 5"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        #expect(((object["lost"] as? NSNumber)?.intValue ?? 0) > 0)
+    }
+
     @Test func badArgumentsExitWithUsage() throws {
         #expect(try runWindowhost(["stress", "--kills", "5", "--duration", "3"]).status == 64)
         #expect(try runWindowhost(["stress", "--kill-rate", "0"]).status == 64)
         #expect(try runWindowhost(["stress", "--scenes", "0"]).status == 64)
+        #expect(try runWindowhost(["stress", "--power-cut", "--io", "sync"]).status == 64)
     }
 }

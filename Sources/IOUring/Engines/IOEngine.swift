@@ -128,6 +128,8 @@ extension IOEngine {
 /// Which engine a command runs on: `--io` and `WINDOWHOST_IO`.
 public enum IOEngineChoice: String, Sendable, CaseIterable {
     case auto, uring, sync
+    /// Blocking, with unsynced writes held in memory: killing the process is a power cut.
+    case powercut
 
     /// The environment's `WINDOWHOST_IO`, or `auto`. Unknown values are an error, not a guess.
     public static func fromEnvironment(_ value: String?) throws(IOEngineSelectionError) -> IOEngineChoice {
@@ -138,10 +140,13 @@ public enum IOEngineChoice: String, Sendable, CaseIterable {
 
     /// The engine itself. `auto` tries io_uring and falls back to blocking I/O when the kernel
     /// or the sandbox refuses it; `fallbackReason` says why it fell back.
-    public func makeEngine() throws(IOEngineSelectionError) -> (engine: any IOEngine, fallbackReason: IOUringError?) {
+    /// `acknowledgeBeforeSync`: the deliberate bug of the power-cut engine, for tests only.
+    public func makeEngine(acknowledgeBeforeSync: Bool = false) throws(IOEngineSelectionError) -> (engine: any IOEngine, fallbackReason: IOUringError?) {
         switch self {
         case .sync:
             return (SyncEngine(), nil)
+        case .powercut:
+            return (SyncEngine(powerCutAcknowledgingBeforeSync: acknowledgeBeforeSync), nil)
         case .uring:
             do {
                 return (try UringEngine(), nil)

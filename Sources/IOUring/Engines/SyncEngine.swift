@@ -5,39 +5,70 @@ import SystemPackage
 /// Blocking I/O behind the engine protocol, for kernels or sandboxes without io_uring: a
 /// durable write is one `pwritev2(RWF_DSYNC)`, a sync is `fdatasync` (or `fsync` for a
 /// directory). `flush` runs every queued chain before it returns.
+///
+/// In power-cut mode (`powercut`, for `stress --power-cut`) a write not made durable stays in
+/// this process's memory until a sync of its file, so killing the process loses exactly what
+/// a power cut would lose of file data (directory entries are not modelled: creations and
+/// renames reach the kernel at once). With `acknowledgeBeforeSync`, a deliberate bug for
+/// tests, durable writes are held the same way yet complete at once: saves are acknowledged
+/// before they are durable.
 public final class SyncEngine: RealFileEngine, BlockingChainEngine {
-    public let name = "sync"
+    public let name: String
     var files = RealFiles()
     var chains = BlockingChains()
+    /// Power-cut mode: the writes each file (by path: any descriptor's sync flushes them, as
+    /// the page cache is the file's) holds until its next sync.
+    private var unsynced: [String: [(offset: Int, bytes: [UInt8])]]?
+    private let acknowledgeBeforeSync: Bool
 
-    public init() {}
+    public init() {
+        name = "sync"
+        acknowledgeBeforeSync = false
+    }
+
+    public init(powerCutAcknowledgingBeforeSync acknowledgeBeforeSync: Bool) {
+        name = "powercut"
+        unsynced = [:]
+        self.acknowledgeBeforeSync = acknowledgeBeforeSync
+    }
 
     func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
-            var done = 0
-            while done < bytes.count {
-                let written = bytes.withUnsafeBytes { buffer in
-                    let start = buffer.baseAddress! + done
-                    let remaining = buffer.count - done
-                    return durable
-                        ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
-                        : pwrite(file.rawValue, start, remaining, off_t(offset + done))
-                }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
-                }
-                // A short write is resumed for the remainder, as the ring engine does.
-                done += written
+            if unsynced != nil, !durable || acknowledgeBeforeSync {
+                unsynced?[files.path(of: file), default: []].append((offset, bytes))
+                return
             }
+            try write(file, bytes, offset: offset, durable: durable)
         case .sync(let file):
+            for held in unsynced?.removeValue(forKey: files.path(of: file)) ?? [] {
+                try write(file, held.bytes, offset: held.offset, durable: false)
+            }
             let directory = files.isDirectory(file)
             while (directory ? fsync(file.rawValue) : fdatasync(file.rawValue)) != 0 {
                 if errno == EINTR { continue }
                 throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
         }
+    }
+
+    private func write(_ file: EngineFile, _ bytes: [UInt8], offset: Int, durable: Bool) throws(IOEngineError) {
+        var done = 0
+        while done < bytes.count {
+            let written = bytes.withUnsafeBytes { buffer in
+                let start = buffer.baseAddress! + done
+                let remaining = buffer.count - done
+                return durable
+                    ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
+                    : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
+            }
+            // A short write is resumed for the remainder, as the ring engine does.
+            done += written
+            }
     }
 }
 
