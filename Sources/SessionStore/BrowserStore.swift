@@ -449,14 +449,35 @@ public final class BrowserStore {
         precondition(isIdle, "no write in flight while deleting")
         if let journal { engine.close(journal) }
         journal = nil
-        try removeTree(directory)
-        try io { try engine.syncDirectory(directory.removingLastComponent()) }
+        // The marker first, durably: a crash part-way through (journals gone, a snapshot
+        // left) must not bring back a session that was deleted.
+        let marker = try io { try engine.open(directory.appending(StoreLayout.deletionMarker), creating: true) }
+        engine.close(marker)
+        try io { try engine.syncDirectory(directory) }
+        try removeDeletedSession()
         generation = 0
         journalEnd = 0
         journalRecords = 0
         needsRebase = false
         historySources.removeAll()
         staged.removeAll()
+    }
+
+    /// Removes a session being deleted: everything, then the marker, then the directory and
+    /// the parent's entry.
+    func removeDeletedSession() throws(StoreError) {
+        for name in try io({ try engine.directoryEntries(directory) }) ?? [] where name != StoreLayout.deletionMarker {
+            let child = directory.appending(name)
+            if try io({ try engine.directoryEntries(child) }) != nil {
+                try removeTree(child)
+            } else {
+                try io { try engine.removeFile(child) }
+            }
+        }
+        try io { try engine.syncDirectory(directory) }
+        try io { try engine.removeFile(directory.appending(StoreLayout.deletionMarker)) }
+        try io { try engine.removeDirectory(directory) }
+        try io { try engine.syncDirectory(directory.removingLastComponent()) }
     }
 
     private func removeTree(_ path: FilePath) throws(StoreError) {

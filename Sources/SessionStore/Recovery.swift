@@ -47,6 +47,11 @@ extension BrowserStore {
     func load(excluding excluded: Set<UInt64> = []) throws(StoreError) -> LoadedSession {
         var loaded = LoadedSession()
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
+        if entries.contains(StoreLayout.deletionMarker) {
+            // A deletion a crash interrupted: finished now, and nothing of it restored.
+            if !readOnly { try removeDeletedSession() }
+            return loaded
+        }
         let listing = StoreListing(entries: entries)
         if !readOnly {
             for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }

@@ -12,6 +12,9 @@ enum StoreLayout {
     static let journalPrefix = "journal-"
     static let temporarySuffix = ".tmp"
     static let damagedDirectory = "damaged"
+    /// Present while a session is being deleted (created durably first, removed last): a
+    /// directory holding it is no session, whatever else a crash left in it.
+    static let deletionMarker = "deleting"
 
     static func snapshotName(_ generation: UInt64) -> String { snapshotPrefix + hex(generation) }
     static func journalName(_ generation: UInt64) -> String { journalPrefix + hex(generation) }
