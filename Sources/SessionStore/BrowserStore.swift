@@ -466,31 +466,23 @@ public final class BrowserStore {
     /// Removes a session being deleted: everything, then the marker, then the directory and
     /// the parent's entry.
     func removeDeletedSession() throws(StoreError) {
-        for name in try io({ try engine.directoryEntries(directory) }) ?? [] where name != StoreLayout.deletionMarker {
-            let child = directory.appending(name)
-            if try io({ try engine.directoryEntries(child) }) != nil {
-                try removeTree(child)
-            } else {
-                try io { try engine.removeFile(child) }
-            }
-        }
+        try removeContents(of: directory, except: StoreLayout.deletionMarker)
         try io { try engine.syncDirectory(directory) }
         try io { try engine.removeFile(directory.appending(StoreLayout.deletionMarker)) }
         try io { try engine.removeDirectory(directory) }
         try io { try engine.syncDirectory(directory.removingLastComponent()) }
     }
 
-    private func removeTree(_ path: FilePath) throws(StoreError) {
-        guard let entries = try io({ try engine.directoryEntries(path) }) else { return }
-        for name in entries {
+    private func removeContents(of path: FilePath, except kept: String? = nil) throws(StoreError) {
+        for name in try io({ try engine.directoryEntries(path) }) ?? [] where name != kept {
             let child = path.appending(name)
             if try io({ try engine.directoryEntries(child) }) != nil {
-                try removeTree(child)
+                try removeContents(of: child)
+                try io { try engine.removeDirectory(child) }
             } else {
                 try io { try engine.removeFile(child) }
             }
         }
-        try io { try engine.removeDirectory(path) }
     }
 }
 
