@@ -20,7 +20,7 @@ public struct CampaignOptions: Sendable {
     public var executable: String
     /// One kill in this many is of the supervisor itself.
     public var supervisorKillOneIn = 25
-    /// One worker kill in this many first damages the window's newest snapshot.
+    /// One worker kill in this many first damages the window's newest snapshot; 0: never.
     public var corruptionOneIn = 12
     /// Small, so windows compact (and have a generation to fall back on) during the campaign.
     public var compactAfterRecords = 48
@@ -138,7 +138,8 @@ public final class Campaign {
 
     private func reproduce(_ what: String) -> String {
         "\(what) (seed \(options.seed), step \(step)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
-            + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) --io \(options.io)"
+            + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
+            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")"
     }
 
     // MARK: commands
@@ -210,7 +211,9 @@ public final class Campaign {
         guard !ids.isEmpty else { return }
         let id = ids[Int.random(in: 0..<ids.count, using: &random)]
         if Bool.random(using: &random) { acknowledgeDurable(id) }
-        if Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) { report.corruptions += 1 }
+        if options.corruptionOneIn > 0, Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) {
+            report.corruptions += 1
+        }
         var request = ControlRequest(verb: "kill")
         request.window = id
         // Half the kills are aimed: a command makes the window save, and the supervisor signals

@@ -50,6 +50,9 @@ struct StressCampaignCommand: ParsableCommand {
     @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
     var powerCut = false
 
+    @Option(help: "One worker kill in this many first damages the window's newest snapshot (0: never).")
+    var damageOneIn = 12
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
@@ -59,6 +62,7 @@ struct StressCampaignCommand: ParsableCommand {
         guard killRate > 0, killRate <= 1000 else { throw ValidationError("--kill-rate must be within (0, 1000]") }
         if let kills, kills < 1 { throw ValidationError("--kills must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        guard damageOneIn >= 0 else { throw ValidationError("--damage-one-in must be 0 (never) or more") }
     }
 
     func run() throws {
@@ -78,6 +82,7 @@ struct StressCampaignCommand: ParsableCommand {
             root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())
         options.progress = isatty(STDERR_FILENO) == 1
+        options.corruptionOneIn = damageOneIn
         print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)")
         let report: CampaignReport
         do {
