@@ -264,9 +264,8 @@ public final class Supervisor {
         let id = registry.reserve()
         var window = Window(id: id, slot: slot, reservedAt: monotonicNow())
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
-        let slotView = region.slot(slot)
-        slotView.resetWorkerFields(keepingCounters: false)
-        slotView.windowID = id
+        // A new reservation starts with no save counters; spawn writes the rest of the slot.
+        region.slot(slot).resetWorkerFields(keepingCounters: false)
         windows[slot] = window
         spawn(slot)
         logger.info("scene connected", metadata: ["window": "\(id)", "slot": "\(slot)"])
@@ -398,9 +397,8 @@ public final class Supervisor {
         for slot in windows.keys.sorted() {
             guard var window = windows[slot] else { continue }
             let view = region.slot(slot)
-            if window.isLive, window.readyAt == nil, window.state == .starting, view.readyGeneration == window.generation {
-                becameReady(&window)
-            }
+            let justReady = window.isLive && window.readyAt == nil && window.state == .starting && view.readyGeneration == window.generation
+            if justReady { becameReady(&window) }
             drainReplies(&window)
             if let stats = view.readStats() { window.lastStats = stats }
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
@@ -408,6 +406,8 @@ public final class Supervisor {
             let (done, waiting) = (window.durableWaiters.filter { $0.seq <= durable }, window.durableWaiters.filter { $0.seq > durable })
             window.durableWaiters = waiting
             windows[slot] = window
+            // A restarted background scene is told again, so its saves follow case 1.
+            if justReady, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
             for waiter in done { answer(waiter.client, .ok(.object(["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]))) }
         }
     }
@@ -430,18 +430,6 @@ public final class Supervisor {
             if initialScenesPending > 0 { initialScenesPending -= 1 }
         }
         logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.appliedSeq)"])
-        if window.inBackground, let doorbell = window.doorbell {
-            // A restarted background scene is told again, so its saves follow case 1.
-            var event = SceneEvent()
-            event.kind = .background
-            var command = WorkerCommand()
-            command.request = takeRequestID()
-            command.scene = event
-            if (try? window.slotView(region).commandRing.send(command.serializedBytes())) != nil {
-                window.pending[command.request] = Pending(client: nil, verb: "background", wait: false)
-                doorbell.ring()
-            }
-        }
         let waiters = window.readyWaiters
         window.readyWaiters = []
         for waiter in waiters {
@@ -945,10 +933,6 @@ public final class Supervisor {
             "digest": .string(String(format: "%016llx", dump.digest)), "regular": browser(dump.regular), "incognito": browser(dump.incognito),
         ])
     }
-}
-
-extension Supervisor.Window {
-    func slotView(_ region: SharedRegion) -> WindowSlot { region.slot(slot) }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the workers' heartbeats use.
