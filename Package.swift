@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SceneWorker", targets: ["SceneWorker"]),
         .library(name: "Supervisor", targets: ["Supervisor"]),
         .library(name: "Stress", targets: ["Stress"]),
+        .library(name: "Bench", targets: ["Bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -100,6 +101,14 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .target(
+            name: "Bench",
+            dependencies: [
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostCoordination", "Supervisor", "Stress", "CLinuxShims",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
@@ -111,6 +120,7 @@ let package = Package(
                 "SceneWorker",
                 "Supervisor",
                 "Stress",
+                "Bench",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -132,6 +142,10 @@ let package = Package(
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress"]),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
+        .testTarget(
+            name: "BenchTests",
+            dependencies: ["Bench", "SessionStore", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .testTarget(
             name: "HostCoordinationTests",
             dependencies: ["HostCoordination", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -231,5 +232,13 @@ int wh_peer_uid(int fd, uid_t *uid) {
 int wh_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
 
 int wh_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int wh_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int64_t wh_filesystem_type(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (int64_t)info.f_type;
+}
 
 int wh_ring_fd(wh_ring *ring) { return ring->ring.ring_fd; }

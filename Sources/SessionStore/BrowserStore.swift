@@ -57,6 +57,8 @@ public final class BrowserStore {
     var staged: [[UInt8]] = []
     /// Records in the write now in flight.
     private var writing: [[UInt8]] = []
+    /// Bytes of every write submitted by saves (appends, snapshots, preallocated journals).
+    private(set) var bytesSubmitted: UInt64 = 0
     private var state = WriteState.idle
     /// Set when the files must be rewritten from memory before appending again: after a
     /// fallback, a damaged journal, or a compaction whose directory sync failed.
@@ -211,6 +213,7 @@ public final class BrowserStore {
         staged.removeAll()
         let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
         let ticket = engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)])
+        bytesSubmitted += UInt64(bytes.count)
         state = .appending(ticket, seq: seq, bytes: bytes.count)
     }
 
@@ -243,8 +246,10 @@ public final class BrowserStore {
         if let journal, !needsRebase, !writing.isEmpty {
             let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
             append = (engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)]), bytes.count)
+            bytesSubmitted += UInt64(bytes.count)
         }
         let journalBytes = preallocatedJournal()
+        bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
         let files: Set<IOTicket> = [
             engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
             engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),

@@ -51,6 +51,9 @@ public final class WindowStore {
     /// Request → durable, in microseconds.
     public private(set) var saveLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     public private(set) var savesCompleted: UInt64 = 0
+    /// Bytes the saves have written so far, in both Browsers: journal appends, snapshots and
+    /// new preallocated journals.
+    public var bytesWritten: UInt64 { stores.reduce(0) { $0 + $1.bytesSubmitted } }
     /// Told each save's latency as it becomes durable (µs): what a worker copies to shared memory.
     public var onSaveLatency: ((UInt64) -> Void)?
     /// The command seq the save in flight covers, if one is in flight.

@@ -4,14 +4,15 @@ import Supervisor
 import SystemPackage
 
 /// A `windowhost run` the campaign starts, kills and starts again on the same root. Its
-/// stdout and stderr go to `ROOT.stress-stdout` and `ROOT.stress-log` beside the root.
-final class SupervisorProcess {
+/// stdout and stderr go to `ROOT.stress-stdout` and `ROOT.stress-log` beside the root. The
+/// benchmark's `ctl` round trips use one too.
+public final class SupervisorProcess {
     let process = Process()
-    let socket: FilePath
+    public let socket: FilePath
     private let stdout: URL
 
     /// Starts it and waits until it says `ready` (at most 60 s).
-    init(executable: String, root: FilePath, arguments: [String], environment: [String: String]) throws {
+    public init(executable: String, root: FilePath, arguments: [String], environment: [String: String]) throws {
         socket = root.appending("ctl.sock")
         stdout = URL(fileURLWithPath: root.string + ".stress-stdout")
         let log = URL(fileURLWithPath: root.string + ".stress-log")
@@ -34,14 +35,14 @@ final class SupervisorProcess {
     }
 
     /// A campaign never waits forever: a window that does not answer in a minute is a finding.
-    func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: 60) }
+    public func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: 60) }
 
-    func kill() {
+    public func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
-    func shutdown() -> Int32 {
+    public func shutdown() -> Int32 {
         _ = call(ControlRequest(verb: "shutdown"))
         process.waitUntilExit()
         return process.terminationStatus

@@ -299,17 +299,17 @@ public final class Supervisor {
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
-        var pid: pid_t = 0
         let inherit = [region.descriptor.rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
         let spawnStart = monotonicNow()
-        let result = withCStrings(arguments) { argv in
-            inherit.withUnsafeBufferPointer { wh_spawn(configuration.executable, argv, environ, $0.baseAddress, Int32($0.count), &pid) }
-        }
-        guard result == 0 else {
-            logger.error("spawn failed", metadata: ["window": "\(window.id)", "error": "\(Errno(rawValue: result))"])
+        let pid: pid_t
+        switch spawnProcess(arguments, inheriting: inherit) {
+        case .success(let spawned):
+            pid = spawned
+        case .failure(let error):
+            logger.error("spawn failed", metadata: ["window": "\(window.id)", "error": "\(error)"])
             doorbell.close()
             windows[slot] = window
-            workerDied(slot, description: "spawn failed: \(Errno(rawValue: result))")
+            workerDied(slot, description: "spawn failed: \(error)")
             return
         }
         // The child cannot be reaped before we wait on it, so the pid still names it.
@@ -940,11 +940,4 @@ public func monotonicNow() -> UInt64 {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
-
-/// Calls `body` with a NULL-terminated array of C strings that lives as long as the call.
-func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-    let pointers = strings.map { strdup($0) } + [nil]
-    defer { for pointer in pointers { free(pointer) } }
-    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }

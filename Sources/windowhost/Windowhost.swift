@@ -12,7 +12,7 @@ struct Windowhost: ParsableCommand {
             another supervisor on the root): retry.
             """,
         version: "0.1.0",
-        subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self]
+        subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self]
     )
 }
 

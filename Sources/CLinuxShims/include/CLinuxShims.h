@@ -82,6 +82,10 @@ int wh_termination_signalfd(void);
 int wh_signalfd_read(int fd);
 /// The uid of the peer of a connected Unix socket (`SO_PEERCRED`): 0, or -1 with errno.
 int wh_peer_uid(int fd, uid_t *uid);
+/// `pipe2(fds, O_CLOEXEC)`: 0, or -1 with errno.
+int wh_pipe_cloexec(int fds[2]);
+/// The `f_type` magic of the file system holding `path` (statfs(2)), or -1 with errno.
+int64_t wh_filesystem_type(const char *path);
 /// `memfd_create(name, MFD_CLOEXEC)`: a descriptor, or -1 with errno.
 int wh_memfd_create(const char *name);
 /// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`: a descriptor, or -1 with errno.

@@ -1,0 +1,95 @@
+import CLinuxShims
+import Foundation
+import Glibc
+import SystemPackage
+
+/// What a run measures.
+public struct BenchPlan: Sendable {
+    public var windows: [Int]
+    public var sizes: [SaveSize] = SaveSize.allCases
+    public var contenders: [Contender] = Contender.allCases
+    public var secondsPerCase: Double
+    public var restoreTabs: Int
+    public var restoreRepeats: Int
+    public var roundTrips: Int
+    public var ctlCalls: Int
+
+    public static let full = BenchPlan(
+        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500)
+    /// Every contender and both sizes still, on fewer window counts and shorter cases.
+    public static let quick = BenchPlan(
+        windows: [1, 8], secondsPerCase: 1, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200)
+
+    public var caseCount: Int { windows.count * sizes.count * contenders.count }
+}
+
+public enum BenchRunner {
+    /// Runs `plan` with files under `directory` (created, emptied after each case), telling
+    /// `progress` what runs now.
+    public static func run(
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (String) -> Void
+    ) throws -> BenchReport {
+        try FileManager.default.createDirectory(
+            atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var results: [SaveResult] = []
+        var done = 0
+        // Window counts outermost, contenders innermost: whatever the disk does over the run,
+        // the rows compared with each other ran seconds apart.
+        for windows in plan.windows {
+            for size in plan.sizes {
+                for contender in plan.contenders {
+                    done += 1
+                    progress("[\(done)/\(plan.caseCount)] \(contender.rawValue) \(size.rawValue) saves, \(windows) window\(windows == 1 ? "" : "s")")
+                    let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
+                    defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
+                    try FileManager.default.createDirectory(
+                        atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                    results.append(
+                        try SaveBench.run(
+                            executable: executable, contender: contender, size: size, windows: windows,
+                            seconds: plan.secondsPerCase, directory: caseDirectory))
+                }
+            }
+        }
+        progress("restore of \(plan.restoreTabs) tabs")
+        let restoreDirectory = directory.appending("restore")
+        defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
+        let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
+        progress("round trips: shared memory, socket, ctl")
+        let coordinationDirectory = directory.appending("coordination")
+        defer {
+            try? FileManager.default.removeItem(atPath: coordinationDirectory.string)
+            for suffix in [".stress-log", ".stress-stdout"] {
+                try? FileManager.default.removeItem(atPath: coordinationDirectory.appending("ctl-host").string + suffix)
+            }
+        }
+        let coordination = try CoordinationBench.run(
+            executable: executable, iterations: plan.roundTrips, ctlCalls: plan.ctlCalls, directory: coordinationDirectory)
+        return BenchReport(
+            date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
+            secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination)
+    }
+
+    /// Kernel, cores and the file system the files went to: what a reader needs to compare runs.
+    static func machineDescription(_ directory: FilePath) -> String {
+        var name = utsname()
+        uname(&name)
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let machine = withUnsafeBytes(of: &name.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return "Linux \(release) \(machine), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, \(fileSystem(directory))"
+    }
+
+    /// The file system's name by its magic number; tmpfs is named so no one mistakes it for a disk.
+    public static func fileSystem(_ directory: FilePath) -> String {
+        let type = wh_filesystem_type(directory.string)
+        guard type >= 0 else { return "unknown file system" }
+        switch type {
+        case 0xEF53: return "ext4"
+        case 0x5846_5342: return "xfs"
+        case 0x9123_683E: return "btrfs"
+        case 0x0102_1994: return "tmpfs (memory, not a disk)"
+        case 0x794C_7630: return "overlayfs"
+        default: return String(format: "file system 0x%llx", type)
+        }
+    }
+}

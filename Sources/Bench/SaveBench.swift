@@ -1,0 +1,222 @@
+import CLinuxShims
+import Foundation
+import Glibc
+import Histogram
+import SessionStore
+import Supervisor
+import SystemPackage
+
+/// What one worker process measured: its saves, the bytes they wrote, and each save's latency
+/// from request to durable, in microseconds.
+public struct WorkerResult: Codable, Sendable {
+    public var saves: UInt64 = 0
+    public var bytes: UInt64 = 0
+    public var seconds: Double = 0
+    public var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    public var failure: String?
+
+    public init() {}
+
+    /// Saves back to back (one outstanding save per window, like a tab that waits for each
+    /// save) from `start` until `seconds` have passed.
+    public static func measure(_ workload: any SaveWorkload, seconds: Double) -> WorkerResult {
+        var result = WorkerResult()
+        let bytesBefore = workload.bytesWritten
+        let start = monotonicNanoseconds()
+        let end = start + UInt64(seconds * 1e9)
+        var now = start
+        var busy: UInt64 = 0
+        while now < end {
+            let saveStart: UInt64
+            do {
+                try workload.prepare()
+                saveStart = monotonicNanoseconds()
+                try workload.save()
+            } catch {
+                result.failure = "\(error)"
+                break
+            }
+            let done = monotonicNanoseconds()
+            _ = result.latency.record(max(1, (done - saveStart) / 1000))
+            busy += done - saveStart
+            result.saves += 1
+            now = done
+        }
+        // Throughput over the time spent saving: preparing the next change is the workload's
+        // cost, not the contender's.
+        result.seconds = Double(busy) / 1e9
+        result.bytes = workload.bytesWritten - bytesBefore
+        return result
+    }
+}
+
+/// One row of the side-by-side table: a contender, a number of windows saving at once, a save
+/// size.
+public struct SaveResult: Codable, Sendable, Equatable {
+    public var engine: String
+    public var windows: Int
+    public var size: String
+    public var saves: UInt64
+    public var savesPerSecond: Double
+    public var megabytesPerSecond: Double
+    public var p50: UInt64
+    public var p99: UInt64
+    public var p999: UInt64
+    public var max: UInt64
+    /// Latency at each of `PercentilePoint.percentiles`: the curve the HTML report draws.
+    public var curve: [PercentilePoint]
+    /// This row's p99 over the floor's at the same size and windows (set by the report).
+    public var p99OverFloor: Double?
+    /// This row's saves/s over the rewrite's at the same size and windows (set by the report).
+    public var savesOverRewrite: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case engine, windows, size, saves, curve
+        case p99OverFloor = "p99_x_floor"
+        case savesOverRewrite = "saves_x_rewrite"
+        case savesPerSecond = "saves_per_s"
+        case megabytesPerSecond = "mb_per_s"
+        case p50 = "p50_us"
+        case p99 = "p99_us"
+        case p999 = "p999_us"
+        case max = "max_us"
+    }
+
+    /// The row for `workers`' results: saves/s and MB/s summed over the windows (each over its
+    /// own running time), percentiles over every save.
+    public init(engine: Contender, windows: Int, size: SaveSize, workers: [WorkerResult]) {
+        var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        for worker in workers { latency.add(worker.latency) }
+        self.engine = engine.rawValue
+        self.windows = windows
+        self.size = size.rawValue
+        saves = workers.reduce(0) { $0 + $1.saves }
+        savesPerSecond = workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.saves) / $1.seconds : 0) }
+        megabytesPerSecond = workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.bytes) / $1.seconds / 1e6 : 0) }
+        p50 = latency.valueAtPercentile(50)
+        p99 = latency.valueAtPercentile(99)
+        p999 = latency.valueAtPercentile(99.9)
+        max = latency.totalCount > 0 ? latency.maxRecorded : 0
+        curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: latency.valueAtPercentile($0)) }
+    }
+}
+
+public struct PercentilePoint: Codable, Sendable, Equatable {
+    public static let percentiles: [Double] = [0, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100]
+    public var percentile: Double
+    public var microseconds: UInt64
+
+    enum CodingKeys: String, CodingKey {
+        case percentile
+        case microseconds = "us"
+    }
+}
+
+public enum BenchError: Error, CustomStringConvertible {
+    case worker(String)
+    case system(String, Errno)
+
+    public var description: String {
+        switch self {
+        case .worker(let message): message
+        case .system(let call, let errno): "\(call): \(errno)"
+        }
+    }
+}
+
+/// Runs `windows` worker processes (`windowhost bench-worker`) saving at once on `contender`:
+/// each sets its window up, says so on the ready pipe, and starts when the go pipe closes, so
+/// every window saves during the same seconds.
+public enum SaveBench {
+    public static func run(
+        executable: String, contender: Contender, size: SaveSize, windows: Int, seconds: Double, directory: FilePath
+    ) throws -> SaveResult {
+        var ready = try makePipe()
+        var go = try makePipe()
+        var pids: [pid_t] = []
+        var results: [FilePath] = []
+        defer {
+            for fd in [ready.read, ready.write, go.read, go.write] where fd >= 0 { close(fd) }
+        }
+        for index in 0..<windows {
+            let result = directory.appending("worker-\(index).json")
+            results.append(result)
+            let arguments = [
+                executable, "bench-worker", "--contender", contender.rawValue, "--size", size.rawValue,
+                "--directory", directory.appending("window-\(index)").string, "--seconds", "\(seconds)",
+                "--result", result.string,
+            ]
+            switch spawnProcess(arguments, inheriting: [ready.write, go.read]) {
+            case .success(let pid): pids.append(pid)
+            case .failure(let errno):
+                release(pids)
+                throw BenchError.system("posix_spawn", errno)
+            }
+        }
+        close(ready.write)
+        ready.write = -1
+        var readyCount = 0
+        var byte: UInt8 = 0
+        while readyCount < windows, read(ready.read, &byte, 1) == 1 { readyCount += 1 }
+        close(go.write)  // EOF on every worker's go pipe: start.
+        go.write = -1
+        var failures: [String] = []
+        for pid in pids {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            if status != 0 { failures.append("worker \(pid) exited with status \(status)") }
+        }
+        var workers: [WorkerResult] = []
+        for path in results {
+            guard let data = FileManager.default.contents(atPath: path.string),
+                let result = try? JSONDecoder().decode(WorkerResult.self, from: data)
+            else {
+                failures.append("no result in \(path)")
+                continue
+            }
+            if let failure = result.failure { failures.append(failure) }
+            workers.append(result)
+        }
+        guard failures.isEmpty, readyCount == windows else {
+            throw BenchError.worker("\(contender.rawValue) \(size.rawValue) ×\(windows): " + (failures.first ?? "\(readyCount) of \(windows) workers got ready"))
+        }
+        return SaveResult(engine: contender, windows: windows, size: size, workers: workers)
+    }
+
+    /// The worker's side: set up, say ready on descriptor 3, wait for descriptor 4 to close,
+    /// save for `seconds`, write the result.
+    public static func work(contender: Contender, size: SaveSize, directory: FilePath, seconds: Double, result: FilePath) throws {
+        let readyDescriptor: Int32 = 3
+        let goDescriptor: Int32 = 4
+        var outcome = WorkerResult()
+        var workload: (any SaveWorkload)?
+        do {
+            workload = try Workloads.make(contender, size: size, directory: directory)
+        } catch {
+            outcome.failure = "setting up \(contender.rawValue) \(size.rawValue): \(error)"
+        }
+        var byte: UInt8 = 1
+        _ = write(readyDescriptor, &byte, 1)
+        close(readyDescriptor)
+        while read(goDescriptor, &byte, 1) > 0 {}
+        if let workload { outcome = WorkerResult.measure(workload, seconds: seconds) }
+        let data = try JSONEncoder().encode(outcome)
+        guard FileManager.default.createFile(atPath: result.string, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw BenchError.worker("cannot write \(result)")
+        }
+    }
+
+    private static func makePipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard wh_pipe_cloexec(&fds) == 0 else { throw BenchError.system("pipe2", Errno(rawValue: errno)) }
+        return (fds[0], fds[1])
+    }
+
+    private static func release(_ pids: [pid_t]) {
+        for pid in pids {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import ArgumentParser
+import Bench
+import Foundation
+import Glibc
+import SystemPackage
+
+/// `windowhost bench`: every contender on one disk, side by side (docs/benchmarks.md).
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure durable save throughput and latency side by side (floor, uring, sync, rewrite), restore and round trips.",
+        discussion: """
+            For each window count, N worker processes save at once, each with one save outstanding:
+            small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full
+            state). floor is raw RWF_DSYNC appends into a preallocated file; rewrite rewrites the
+            whole session atomically per save, as the mobile browsers do. Then a 10,000-tab
+            window's restore, unrealized against eager, and a command's round trip through the
+            shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets
+            are reported, not failed), 1 with --check-targets when one was missed, 69 when a
+            contender could not run.
+            """)
+
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case.")
+    var quick = false
+
+    @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
+    var windows: String?
+
+    @Option(help: "Tabs of the restored window.")
+    var tabs: Int?
+
+    @Option(help: "Seconds each case saves for (default 3, quick 1).")
+    var seconds: Double?
+
+    @Option(help: "Where the files go: a real disk, never tmpfs (default: a new directory under $XDG_STATE_HOME, else ~/.local/state).")
+    var dir: String?
+
+    @Option(help: "Write the report as JSON to this file.")
+    var json: String?
+
+    @Option(help: "Write a self-contained HTML page with SVG charts to this file.")
+    var html: String?
+
+    @Flag(help: "Exit 1 when a measured target is missed.")
+    var checkTargets = false
+
+    func plan() throws -> BenchPlan {
+        var plan = quick ? BenchPlan.quick : BenchPlan.full
+        if let windows {
+            let counts = windows.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...64).contains($0) } ?? false }) else {
+                throw ValidationError("--windows takes counts within 1...64, comma-separated, e.g. 1,2,4,8,16")
+            }
+            plan.windows = counts.compactMap { $0 }
+        }
+        if let tabs {
+            guard (1...1_000_000).contains(tabs) else { throw ValidationError("--tabs must be within 1...1000000") }
+            plan.restoreTabs = tabs
+        }
+        if let seconds {
+            guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be within (0, 3600]") }
+            plan.secondsPerCase = seconds
+        }
+        return plan
+    }
+
+    func validate() throws { _ = try plan() }
+
+    func run() throws {
+        let plan = try plan()
+        let directory: FilePath
+        if let dir {
+            directory = FilePath(dir).appending("windowhost-bench-\(getpid())")
+        } else {
+            let base = FilePath(DefaultPaths.root).removingLastComponent()
+            try PrivateFiles.makeDirectories(base)
+            directory = base.appending("windowhost-bench-\(getpid())")
+        }
+        try PrivateFiles.makeDirectories(directory)
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let fileSystem = BenchRunner.fileSystem(directory)
+        if fileSystem.hasPrefix("tmpfs") {
+            FileHandle.standardError.write(Data("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n".utf8))
+        }
+        let terminal = isatty(STDERR_FILENO) == 1
+        let report: BenchReport
+        do {
+            report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) { step in
+                if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K\(step)".utf8)) }
+            }
+        } catch {
+            if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))
+            throw ExitStatus.unavailable
+        }
+        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        print(report.text)
+        if let json { try PrivateFiles.write(Array(try report.json()) + [UInt8(ascii: "\n")], to: FilePath(json)) }
+        if let html { try PrivateFiles.write(Array(report.html.utf8), to: FilePath(html)) }
+        if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitStatus.checkFailed }
+    }
+}
+
+/// One window saving for the benchmark; spawned by `windowhost bench`, descriptors 3 (ready)
+/// and 4 (go) inherited.
+struct BenchWorkerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-worker", abstract: "One window saving for windowhost bench.", shouldDisplay: false)
+
+    @Option var contender: Contender
+    @Option var size: SaveSize
+    @Option var directory: String
+    @Option var seconds: Double
+    @Option var result: String
+
+    func run() throws {
+        try SaveBench.work(contender: contender, size: size, directory: FilePath(directory), seconds: seconds, result: FilePath(result))
+    }
+}
+
+/// The far end of the round-trip benchmark: echoes every message on the ring and the socket.
+struct BenchEchoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-echo", abstract: "The echo end of windowhost bench's round trips.", shouldDisplay: false)
+
+    func run() throws { try CoordinationBench.echo() }
+}
+
+extension Contender: ExpressibleByArgument {}
+extension SaveSize: ExpressibleByArgument {}

@@ -1,0 +1,63 @@
+import BrowserModel
+import Foundation
+import IOUring
+import SessionFormat
+import SessionStore
+import SystemPackage
+import Testing
+
+@testable import Bench
+
+private func temporaryDirectory() -> FilePath {
+    FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-bench-\(UUID().uuidString.prefix(8))").path)
+}
+
+@Suite struct WorkloadTests {
+    /// Each store contender's saves are real: a fresh store restores the last one.
+    @Test(arguments: [Contender.uring, .sync], SaveSize.allCases)
+    func storeSavesRestoreFromDisk(contender: Contender, size: SaveSize) throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let workload = try Workloads.make(contender, size: size, directory: directory)
+        let before = workload.bytesWritten
+        for _ in 0..<3 {
+            try workload.prepare()
+            try workload.save()
+        }
+        #expect(workload.bytesWritten > before)
+        let window = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.appending("windows").string).first)
+        let store = WindowStore(root: directory, windowID: try #require(UUID(uuidString: window)), engine: SyncEngine())
+        let recovery = try store.recover()
+        #expect(recovery.seq == 4)
+        let list = store.regular.webStateList
+        #expect(list.count == size.windowTabs)
+        let active = try #require(list.activeWebState)
+        // Round 4 made the last change: the active tab's page says so.
+        #expect(try active.navigationHistory().currentItem?.url.hasSuffix("/articles/4") == true)
+    }
+
+    @Test(arguments: SaveSize.allCases)
+    func theRewriteLeavesOneWholeSessionFile(size: SaveSize) throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let workload = try Workloads.make(.rewrite, size: size, directory: directory)
+        try workload.prepare()
+        try workload.save()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.string) == ["session"])
+        let reader = try SnapshotReader(try FileBytes(path: directory.appending("session")))
+        #expect(reader.items.count == size.windowTabs)
+        #expect(reader.lastCommandSeq == 2)
+    }
+
+    @Test func theFloorAppendsItsRecordDurablyIntoAPreallocatedFile() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let workload = try Workloads.make(.floor, size: .small, directory: directory)
+        for _ in 0..<3 { try workload.save() }
+        #expect(workload.bytesWritten == 768)
+        let bytes = try #require(FileManager.default.contents(atPath: directory.appending("floor").string))
+        #expect(bytes.count == 4 << 20, "preallocated: an append changes no metadata")
+        #expect(bytes.prefix(768).allSatisfy { $0 == 0x5A } && bytes[768] == 0)
+        #expect(try Workloads.largeSessionBytes() > 500 * 40, "a large floor write is a 500-tab session's size")
+    }
+}
