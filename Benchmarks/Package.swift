@@ -32,6 +32,7 @@ let package = Package(
             name: "StoreBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Bench", package: windowhost),
                 .product(name: "BrowserModel", package: windowhost),
                 .product(name: "SessionFormat", package: windowhost),
                 .product(name: "SessionStore", package: windowhost),
