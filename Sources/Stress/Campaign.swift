@@ -326,6 +326,8 @@ public final class Campaign {
                 + "active \(shown.regular.activeID.map(String.init) ?? "-")/\(shown.incognito.activeID.map(String.init) ?? "-"); the model at seq \(before.lastSeq) "
                 + "(acknowledged \(before.acknowledged)) has \(model.regular.tabs.map(\.id))+\(model.incognito.tabs.map(\.id)) "
                 + "active \(model.regular.activeID.map(String.init) ?? "-")/\(model.incognito.activeID.map(String.init) ?? "-")"
+                + shown.urls.filter { model.urls[$0.key].map { url in url != $0.value } ?? false }.sorted { $0.key < $1.key }
+                .map { "; tab \($0.key) shows \($0.value), the model \(model.urls[$0.key] ?? "-")" }.joined()
             FileHandle.standardError.write(Data("windowhost stress: window \(id) \(detail)\n".utf8))
         }
         switch verdict {
