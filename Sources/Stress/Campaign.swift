@@ -326,8 +326,7 @@ public final class Campaign {
                 + "active \(shown.regular.activeID.map(String.init) ?? "-")/\(shown.incognito.activeID.map(String.init) ?? "-"); the model at seq \(before.lastSeq) "
                 + "(acknowledged \(before.acknowledged)) has \(model.regular.tabs.map(\.id))+\(model.incognito.tabs.map(\.id)) "
                 + "active \(model.regular.activeID.map(String.init) ?? "-")/\(model.incognito.activeID.map(String.init) ?? "-")"
-                + shown.urls.filter { model.urls[$0.key].map { url in url != $0.value } ?? false }.sorted { $0.key < $1.key }
-                .map { "; tab \($0.key) shows \($0.value), the model \(model.urls[$0.key] ?? "-")" }.joined()
+                + differingPages(shown, model)
             FileHandle.standardError.write(Data("windowhost stress: window \(id) \(detail)\n".utf8))
         }
         switch verdict {
@@ -365,6 +364,14 @@ public final class Campaign {
             Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)
         FileHandle.standardError.write(Data(line.utf8))
     }
+}
+
+/// "; tab T shows URL, the model URL'" for each tab both have with a different page.
+private func differingPages(_ shown: OracleWindow, _ model: OracleWindow) -> String {
+    shown.urls.keys.sorted().compactMap { id in
+        guard let url = shown.urls[id], let expected = model.urls[id], url != expected else { return nil }
+        return "; tab \(id) shows \(url), the model \(expected)"
+    }.joined()
 }
 
 func monotonicMicroseconds() -> UInt64 { monotonicNow() / 1000 }
