@@ -9,16 +9,18 @@ public struct BenchPlan: Sendable {
     public var sizes: [SaveSize] = SaveSize.allCases
     public var contenders: [Contender] = Contender.allCases
     public var secondsPerCase: Double
+    /// Each case's seconds are split into this many rounds, interleaved with the other cases'.
+    public var rounds: Int
     public var restoreTabs: Int
     public var restoreRepeats: Int
     public var roundTrips: Int
     public var ctlCalls: Int
 
     public static let full = BenchPlan(
-        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500)
+        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500)
     /// Every contender and both sizes still, on fewer window counts and shorter cases.
     public static let quick = BenchPlan(
-        windows: [1, 8], secondsPerCase: 1, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200)
+        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200)
 
     public var caseCount: Int { windows.count * sizes.count * contenders.count }
 }
@@ -33,21 +35,38 @@ public enum BenchRunner {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         var results: [SaveResult] = []
         var done = 0
-        // Window counts outermost, contenders innermost: whatever the disk does over the run,
-        // the rows compared with each other ran seconds apart.
+        // Window counts outermost, then rounds, contenders innermost: the disk of a shared
+        // machine drifts over minutes, so every contender gets a share of each stretch of it,
+        // and the rows compared with each other ran seconds apart.
         for windows in plan.windows {
+            var workers: [String: [WorkerResult]] = [:]
+            for round in 1...plan.rounds {
+                for size in plan.sizes {
+                    for contender in plan.contenders {
+                        done += 1
+                        progress(
+                            "[\(done)/\(plan.caseCount * plan.rounds)] \(contender.rawValue) \(size.rawValue) saves, "
+                                + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
+                        let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
+                        defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
+                        try FileManager.default.createDirectory(
+                            atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                        let measured = try SaveBench.run(
+                            executable: executable, contender: contender, size: size, windows: windows,
+                            seconds: plan.secondsPerCase / Double(plan.rounds), directory: caseDirectory)
+                        let key = "\(contender.rawValue) \(size.rawValue)"
+                        workers[key] = zip(workers[key] ?? measured.map { _ in WorkerResult() }, measured).map { total, round in
+                            var total = total
+                            total.add(round)
+                            return total
+                        }
+                    }
+                }
+            }
             for size in plan.sizes {
                 for contender in plan.contenders {
-                    done += 1
-                    progress("[\(done)/\(plan.caseCount)] \(contender.rawValue) \(size.rawValue) saves, \(windows) window\(windows == 1 ? "" : "s")")
-                    let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
-                    defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
-                    try FileManager.default.createDirectory(
-                        atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
                     results.append(
-                        try SaveBench.run(
-                            executable: executable, contender: contender, size: size, windows: windows,
-                            seconds: plan.secondsPerCase, directory: caseDirectory))
+                        SaveResult(engine: contender, windows: windows, size: size, workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
                 }
             }
         }

@@ -17,6 +17,15 @@ public struct WorkerResult: Codable, Sendable {
 
     public init() {}
 
+    /// The same window's next round added to this one.
+    public mutating func add(_ other: WorkerResult) {
+        saves += other.saves
+        bytes += other.bytes
+        seconds += other.seconds
+        latency.add(other.latency)
+        failure = failure ?? other.failure
+    }
+
     /// Saves back to back (one outstanding save per window, like a tab that waits for each
     /// save) from `start` until `seconds` have passed.
     public static func measure(_ workload: any SaveWorkload, seconds: Double) -> WorkerResult {
@@ -130,7 +139,7 @@ public enum BenchError: Error, CustomStringConvertible {
 public enum SaveBench {
     public static func run(
         executable: String, contender: Contender, size: SaveSize, windows: Int, seconds: Double, directory: FilePath
-    ) throws -> SaveResult {
+    ) throws -> [WorkerResult] {
         var ready = try makePipe()
         var go = try makePipe()
         var pids: [pid_t] = []
@@ -180,7 +189,7 @@ public enum SaveBench {
         guard failures.isEmpty, readyCount == windows else {
             throw BenchError.worker("\(contender.rawValue) \(size.rawValue) ×\(windows): " + (failures.first ?? "\(readyCount) of \(windows) workers got ready"))
         }
-        return SaveResult(engine: contender, windows: windows, size: size, workers: workers)
+        return workers
     }
 
     /// The worker's side: set up, say ready on descriptor 3, wait for descriptor 4 to close,

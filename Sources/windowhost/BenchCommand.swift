@@ -10,7 +10,8 @@ struct BenchCommand: ParsableCommand {
         commandName: "bench",
         abstract: "Measure durable save throughput and latency side by side (floor, uring, sync, rewrite), restore and round trips.",
         discussion: """
-            For each window count, N worker processes save at once, each with one save outstanding:
+            For each window count, N worker processes save at once, each with one save outstanding,
+            in rounds interleaved with the other contenders':
             small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full
             state). floor is raw RWF_DSYNC appends into a preallocated file; rewrite rewrites the
             whole session atomically per save, as the mobile browsers do. Then a 10,000-tab
@@ -31,6 +32,9 @@ struct BenchCommand: ParsableCommand {
 
     @Option(help: "Seconds each case saves for (default 3, quick 1).")
     var seconds: Double?
+
+    @Option(help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")
+    var rounds: Int?
 
     @Option(help: "Where the files go: a real disk, never tmpfs (default: a new directory under $XDG_STATE_HOME, else ~/.local/state).")
     var dir: String?
@@ -60,6 +64,10 @@ struct BenchCommand: ParsableCommand {
         if let seconds {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be within (0, 3600]") }
             plan.secondsPerCase = seconds
+        }
+        if let rounds {
+            guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be within 1...100") }
+            plan.rounds = rounds
         }
         return plan
     }

@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func badArgumentsExitWithUsage() throws {
-        for arguments in [["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"]] {
+        for arguments in [["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"], ["--rounds", "0"]] {
             #expect(try runWindowhost(["bench"] + arguments).status == 64, "\(arguments)")
         }
     }
