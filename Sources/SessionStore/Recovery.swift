@@ -69,27 +69,51 @@ extension BrowserStore {
                 loaded.needsRebase = true
             }
         }
-        // A journal whose snapshot never existed was made by a compaction that stopped before
-        // its rename: nothing was ever appended to it (appends move there only after the
-        // rename is durable), so it goes.
+        // A journal without its snapshot is one of two things. Made by a compaction that
+        // stopped before its rename, it was never appended to (appends move there only after
+        // the rename is durable): it holds no commit and goes. Holding commits, its snapshot
+        // existed and was set aside as damaged: its saves still follow the journal before it,
+        // so it stays in the chain, or an older snapshot would restore without them.
         let listedSnapshots = Set(listing.snapshots)
+        var scans: [UInt64: Result<(JournalFile.Scan, EngineBytes), SessionFormatError>] = [:]
+        func scanned(_ generation: UInt64) throws(StoreError) -> Result<(JournalFile.Scan, EngineBytes), SessionFormatError> {
+            if let known = scans[generation] { return known }
+            let source = try io { try EngineBytes(engine, path: directory.appending(StoreLayout.journalName(generation))) }
+            let result: Result<(JournalFile.Scan, EngineBytes), SessionFormatError>
+            do {
+                result = .success((try JournalFile.scan(source), source))
+            } catch {
+                result = .failure(error)
+            }
+            scans[generation] = result
+            return result
+        }
+        func continuesChain(_ generation: UInt64) throws(StoreError) -> Bool {
+            if listedSnapshots.contains(generation) { return true }
+            guard case .success(let (scan, _)) = try scanned(generation) else { return false }
+            return !scan.commits.isEmpty
+        }
         if !readOnly {
-            for orphan in listing.journals where orphan > loaded.generation && !listedSnapshots.contains(orphan) {
+            for orphan in listing.journals where orphan > loaded.generation {
+                guard try !continuesChain(orphan) else { continue }
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(orphan)))
             }
         }
         guard loaded.generation > 0 else { return loaded }
         var generation = loaded.generation
-        while listing.journals.contains(generation), generation == loaded.generation || listedSnapshots.contains(generation) {
+        chain: while listing.journals.contains(generation) {
+            if generation != loaded.generation {
+                guard try continuesChain(generation) else { break }
+            }
             let path = directory.appending(StoreLayout.journalName(generation))
-            let source = try io { try EngineBytes(engine, path: path) }
-            let scan: JournalFile.Scan
-            do {
-                scan = try JournalFile.scan(source)
-            } catch {
+            let (scan, source): (JournalFile.Scan, EngineBytes)
+            switch try scanned(generation) {
+            case .success(let found):
+                (scan, source) = found
+            case .failure(let error):
                 loaded.damaged.append(setAside(path, error))
                 loaded.needsRebase = true
-                break
+                break chain
             }
             let tail = scan.commits.last?.end ?? Framing.fileHeaderSize
             let journal = LoadedJournal(
@@ -131,7 +155,9 @@ extension BrowserStore {
             historySources.removeAll()
             if var fallback = try? load(excluding: [loaded.generation]), fallback.reader != nil {
                 let retry = replay(&fallback, dropLastSave: dropLastSave)
-                if retry.failure == nil {
+                // Only a fallback that reaches as far: one whose chain stops short would drop
+                // acknowledged saves without a word.
+                if retry.failure == nil, fallback.seq >= loaded.seq {
                     damaged = fallback.damaged
                     damaged.append(setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
                     fallback.needsRebase = true
@@ -184,7 +210,9 @@ extension BrowserStore {
         if let reader = loaded.reader {
             do {
                 let excluded = fallbackExclusions.union([loaded.generation])
-                try reader.restore(into: list, profile: profile) { [weak self] id in self?.history(of: id, excluding: excluded) }
+                try reader.restore(into: list, profile: profile) { [weak self] id in
+                    self?.history(of: id, excluding: excluded, asIn: reader)
+                }
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
                 outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
@@ -242,19 +270,31 @@ extension BrowserStore {
         }
     }
 
-    /// A tab's history as an older generation has it (its snapshot and every journal since),
-    /// for a tab whose stored history in the generation restored from no longer reads. Read
-    /// only, through a scratch store; nil when no older generation has the tab. Each level
-    /// excludes one more generation, so a damaged chain cannot loop.
-    private func history(of id: WebStateID, excluding excluded: Set<UInt64>) -> NavigationHistory? {
+    /// A tab's history as `snapshot` stored it, rebuilt from an older generation (its snapshot
+    /// and the journals since, up to `snapshot`'s last command), for a tab whose stored history
+    /// no longer reads. Read only, through a scratch store. Nil unless the rebuilt history
+    /// agrees with what `snapshot`'s metadata says of the tab (item count, current page): an
+    /// older generation whose chain stops short must not pass for the tab's history. Each
+    /// level excludes one more generation, so a damaged chain cannot loop.
+    private func history(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) -> NavigationHistory? {
+        guard let stored = snapshot.items.first(where: { $0.id == id })?.metadata else { return nil }
         let scratch = BrowserStore(
             kind: kind, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
         scratch.fallbackExclusions = excluded
-        guard let loaded = try? scratch.load(excluding: excluded), loaded.reader != nil else { return nil }
+        guard var loaded = try? scratch.load(excluding: excluded), loaded.reader != nil else { return nil }
+        for index in loaded.journals.indices {
+            let journal = loaded.journals[index]
+            loaded.journals[index].commitsUsed = journal.scan.commits[..<journal.commitsUsed]
+                .prefix { $0.commit.seq <= snapshot.lastCommandSeq }.count
+        }
         _ = scratch.replayForInspection(loaded)
-        guard let index = scratch.list.index(of: id) else { return nil }
-        return try? scratch.list.webState(at: index).navigationHistory()
+        guard let index = scratch.list.index(of: id),
+            let history = try? scratch.list.webState(at: index).navigationHistory(),
+            history.items.count == stored.navigationItemCount, history.currentItem?.url == stored.activePageURL,
+            history.currentItem?.title == stored.activePageTitle
+        else { return nil }
+        return history
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
