@@ -3,14 +3,13 @@ import Testing
 
 @Suite struct StressCampaignTests {
     /// A short seeded campaign against real processes: 300 kills of workers (some aimed at a
-    /// save in flight) and of the supervisor, every recovery judged by the oracle. Snapshot
-    /// damage stays out of the suite: with it, campaigns still find an open bug (see
-    /// docs/recovery.md, known limits); `scripts/stress.sh` runs with it.
+    /// save in flight) and of the supervisor, and now and then a damaged snapshot, every
+    /// recovery judged by the oracle.
     @Test func threeHundredKillsLoseNothingAcknowledged() throws {
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
         let (status, output) = try runWindowhost([
-            "stress", "--kills", "300", "--kill-rate", "40", "--scenes", "3", "--seed", "11", "--damage-one-in", "0", "--json", report.path,
+            "stress", "--kills", "300", "--kill-rate", "40", "--scenes", "3", "--seed", "11", "--json", report.path,
         ])
         #expect(status == 0, "\(output)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
@@ -18,7 +17,7 @@ import Testing
         #expect(count("kills") == 300 && count("seed") == 11)
         #expect(count("lost") == 0 && count("unexpected") == 0 && count("torn") == 0)
         #expect(count("recoveries") >= 300, "every kill's windows were checked")
-        #expect(count("supervisor_kills") >= 1 && count("killed_while_saving") >= 10 && count("corruptions") == 0, "\(object)")
+        #expect(count("supervisor_kills") >= 1 && count("killed_while_saving") >= 10 && count("corruptions") >= 5, "\(object)")
         #expect(count("acknowledged") > 1000 && count("commands") > count("acknowledged") / 2)
         let recovery = try #require(object["recovery_ms"] as? [String: Any])
         #expect((recovery["p50"] as? NSNumber)?.doubleValue ?? 0 > 0)
