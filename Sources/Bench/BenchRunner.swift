@@ -70,10 +70,12 @@ public enum BenchRunner {
                 }
             }
         }
+        settle()
         progress("restore of \(plan.restoreTabs) tabs")
         let restoreDirectory = directory.appending("restore")
         defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
         let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
+        settle()
         progress("round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         defer {
@@ -87,6 +89,13 @@ public enum BenchRunner {
         return BenchReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
             secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination)
+    }
+
+    /// Lets the writeback the save cases left behind finish before a measurement that is about
+    /// the CPU: restore from the page cache and round trips would otherwise pay for it.
+    private static func settle() {
+        Glibc.sync()
+        sleep(1)
     }
 
     /// Kernel, cores and the file system the files went to: what a reader needs to compare runs.
