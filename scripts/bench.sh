@@ -2,7 +2,8 @@
 # The full benchmark against a release build: floor, uring, sync and rewrite side by side with
 # 1, 2, 4, 8 and 16 windows saving at once, small and large saves; restore of a 10,000-tab
 # window; round trips through shared memory, a socket and ctl. Prints the table and writes
-# bench-results/bench-UTC.json and .html. Then the in-process package-benchmark suites unless
+# bench-results/bench-UTC.json and .html. Then the package-benchmark suites, checked against
+# the static thresholds in Benchmarks/Thresholds (exit non-zero on a regression), unless
 # SKIP_PACKAGE_BENCHMARKS=1. Files go to BENCH_DIR (default: the state directory's parent):
 # give it a real disk, never tmpfs.
 #
@@ -23,5 +24,5 @@ dir_flags=()
 echo "reports: bench-results/bench-$stamp.json bench-results/bench-$stamp.html"
 if [ "${SKIP_PACKAGE_BENCHMARKS:-0}" != 1 ]; then
   WINDOWHOST_BENCH_DIR=${BENCH_DIR:-/var/tmp} swift package --package-path Benchmarks benchmark \
-      baseline check --check-absolute-path Benchmarks/Thresholds
+      thresholds check --path Benchmarks/Thresholds
 fi
