@@ -78,12 +78,8 @@ public enum BenchRunner {
         settle()
         progress("round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
-        defer {
-            try? FileManager.default.removeItem(atPath: coordinationDirectory.string)
-            for suffix in [".stress-log", ".stress-stdout"] {
-                try? FileManager.default.removeItem(atPath: coordinationDirectory.appending("ctl-host").string + suffix)
-            }
-        }
+        // The supervisor's root and its logs beside it are all inside.
+        defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
         let coordination = try CoordinationBench.run(
             executable: executable, iterations: plan.roundTrips, ctlCalls: plan.ctlCalls, directory: coordinationDirectory)
         return BenchReport(
