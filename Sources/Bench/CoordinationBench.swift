@@ -72,8 +72,8 @@ public enum CoordinationBench {
             waitpid(pid, &status, 0)
         }
         let slot = region.slot(0)
-        var shm = microsecondHistogram()
-        var socket = microsecondHistogram()
+        var shm = nanosecondHistogram()
+        var socket = nanosecondHistogram()
         let block = 100
         for _ in 0..<max(1, iterations / block) {
             for _ in 0..<block {
@@ -115,8 +115,8 @@ public enum CoordinationBench {
         }
     }
 
-    private static func microsecondHistogram() -> Histogram<UInt64> {
-        // Nanoseconds: a round trip is a few microseconds.
+    private static func nanosecondHistogram() -> Histogram<UInt64> {
+        // A round trip is tens of microseconds: nanoseconds keep three digits of it.
         Histogram<UInt64>(highestTrackableValue: 60_000_000_000, numberOfSignificantValueDigits: .three)
     }
 
@@ -193,7 +193,7 @@ public enum CoordinationBench {
         open.window = window
         open.url = "https://example.com/"
         guard let tab = supervisor.call(open).result?["tab"]?.int else { throw BenchError.worker("ctl open gave no tab") }
-        var histogram = microsecondHistogram()
+        var histogram = nanosecondHistogram()
         for index in 0..<calls {
             var navigate = ControlRequest(verb: "navigate")
             navigate.window = window

@@ -27,7 +27,7 @@ public struct WorkerResult: Codable, Sendable {
     }
 
     /// Saves back to back (one outstanding save per window, like a tab that waits for each
-    /// save) from `start` until `seconds` have passed.
+    /// save) until `seconds` have passed.
     public static func measure(_ workload: any SaveWorkload, seconds: Double) -> WorkerResult {
         var result = WorkerResult()
         let bytesBefore = workload.bytesWritten
