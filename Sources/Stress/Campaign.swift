@@ -319,7 +319,7 @@ public final class Campaign {
         report.recoveries += 1
         let before = history
         let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: UInt64(dump["applied_seq"]?.int ?? 0))
-        if verdict == .torn || verdict == .unexpected {
+        if case .intact = verdict {} else {
             let shown = OracleWindow(dump: dump)
             let model = before.current
             let detail = "came back at seq \(dump["applied_seq"]?.int ?? 0) with \(shown.regular.tabs.map(\.id))+\(shown.incognito.tabs.map(\.id)) "
