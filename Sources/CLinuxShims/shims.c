@@ -37,10 +37,7 @@ uint8_t wh_sqe_flag_io_drain(void) { return IOSQE_IO_DRAIN; }
 int wh_ring_create(unsigned entries, wh_ring **out) {
     wh_ring *ring = calloc(1, sizeof(*ring));
     if (ring == NULL) return -ENOMEM;
-    // Completions run as task work when the owner next enters the kernel, not by interrupting
-    // it (no IPI per completion); kernels before 5.19 refuse the flags: plain ring then.
-    int result = io_uring_queue_init(entries, &ring->ring, IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
-    if (result == -EINVAL) result = io_uring_queue_init(entries, &ring->ring, 0);
+    int result = io_uring_queue_init(entries, &ring->ring, 0);
     if (result < 0) {
         free(ring);
         return result;

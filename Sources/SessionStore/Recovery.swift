@@ -69,51 +69,37 @@ extension BrowserStore {
                 loaded.needsRebase = true
             }
         }
-        // A journal without its snapshot is one of two things. Made by a compaction that
-        // stopped before its rename, it was never appended to (appends move there only after
-        // the rename is durable): it holds no commit and goes. Holding commits, its snapshot
-        // existed and was set aside as damaged: its saves still follow the journal before it,
-        // so it stays in the chain, or an older snapshot would restore without them.
+        // A journal whose snapshot never existed was made by a compaction that stopped before
+        // its rename: nothing was ever appended to it (appends move there only after the
+        // rename is durable), so it goes. A journal whose snapshot was set aside as damaged
+        // stays: its saves follow the journal before it, and without it an older snapshot
+        // would restore without them.
         let listedSnapshots = Set(listing.snapshots)
-        var scans: [UInt64: Result<(JournalFile.Scan, EngineBytes), SessionFormatError>] = [:]
-        func scanned(_ generation: UInt64) throws(StoreError) -> Result<(JournalFile.Scan, EngineBytes), SessionFormatError> {
-            if let known = scans[generation] { return known }
-            let source = try io { try EngineBytes(engine, path: directory.appending(StoreLayout.journalName(generation))) }
-            let result: Result<(JournalFile.Scan, EngineBytes), SessionFormatError>
-            do {
-                result = .success((try JournalFile.scan(source), source))
-            } catch {
-                result = .failure(error)
-            }
-            scans[generation] = result
-            return result
-        }
-        func continuesChain(_ generation: UInt64) throws(StoreError) -> Bool {
-            if listedSnapshots.contains(generation) { return true }
-            guard case .success(let (scan, _)) = try scanned(generation) else { return false }
-            return !scan.commits.isEmpty
+        let damagedEntries = (try? engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory))) ?? nil
+        let setAsideSnapshots = Set(
+            (damagedEntries ?? []).compactMap { name in
+                StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + 16)), prefix: StoreLayout.snapshotPrefix)
+            })
+        let snapshotExisted = { (generation: UInt64) in
+            listedSnapshots.contains(generation) || setAsideSnapshots.contains(generation)
         }
         if !readOnly {
-            for orphan in listing.journals where orphan > loaded.generation {
-                guard try !continuesChain(orphan) else { continue }
+            for orphan in listing.journals where orphan > loaded.generation && !snapshotExisted(orphan) {
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(orphan)))
             }
         }
         guard loaded.generation > 0 else { return loaded }
         var generation = loaded.generation
-        chain: while listing.journals.contains(generation) {
-            if generation != loaded.generation {
-                guard try continuesChain(generation) else { break }
-            }
+        while listing.journals.contains(generation), generation == loaded.generation || snapshotExisted(generation) {
             let path = directory.appending(StoreLayout.journalName(generation))
-            let (scan, source): (JournalFile.Scan, EngineBytes)
-            switch try scanned(generation) {
-            case .success(let found):
-                (scan, source) = found
-            case .failure(let error):
+            let source = try io { try EngineBytes(engine, path: path) }
+            let scan: JournalFile.Scan
+            do {
+                scan = try JournalFile.scan(source)
+            } catch {
                 loaded.damaged.append(setAside(path, error))
                 loaded.needsRebase = true
-                break chain
+                break
             }
             let tail = scan.commits.last?.end ?? Framing.fileHeaderSize
             let journal = LoadedJournal(
