@@ -207,7 +207,8 @@ public final class WorkerLoop {
     private func publishTabsAndApplied() {
         let store = window.store
         if store.durableSeq > stats.durableSeq {
-            // A command that changed nothing is durable at once: the window is as saved.
+            // A save that finished inside a command (background, save, teardown): its event
+            // went to that command, not to the loop.
             stats.digest = digestsInFlight.removeValue(forKey: store.durableSeq) ?? window.digest
             stats.durableSeq = store.durableSeq
         }

@@ -115,20 +115,19 @@ public final class WindowStore {
     // MARK: commands
 
     /// Applies command `seq` (greater than every one before) through `body`, journals what it
-    /// changed, and schedules a save after the policy (cases 3 and 4).
+    /// changed, and schedules a save after the policy (cases 3 and 4). A command that changes
+    /// nothing (or is refused) leaves `appliedSeq` where it was: the window's seq names the last
+    /// change, so the seq a restore comes back at is never below one already reported.
     @discardableResult
     public func apply<T>(seq: UInt64, _ body: () throws -> T) rethrows -> T {
         precondition(seq > appliedSeq, "command sequence numbers only grow")
         for store in stores { store.setCommandSeq(seq) }
         defer {
-            appliedSeq = seq
             var changed = false
             for store in stores { changed = store.collect() || changed }
-            // Nothing is recorded while restoring: the recorders are attached after it.
             if changed {
+                appliedSeq = seq
                 if policy.changed(at: clock()) { requestSave() }
-            } else {
-                coverUnchangedCommands()
             }
         }
         return try body()
@@ -210,17 +209,7 @@ public final class WindowStore {
         if groupSeq == nil, !retryBlocked, let request = waiting.last, request.seq > durableSeq {
             try startGroup(&events)
         }
-        if coverUnchangedCommands() { events.append(.durable(durableSeq)) }
         return events
-    }
-
-    /// Commands that changed nothing, applied after the last save began, with nothing pending:
-    /// the disk already holds the window as it is after them, so they are durable too.
-    @discardableResult
-    private func coverUnchangedCommands() -> Bool {
-        guard groupSeq == nil, !retryBlocked, waiting.isEmpty, !hasUnsavedChanges, durableSeq < appliedSeq else { return false }
-        durableSeq = appliedSeq
-        return true
     }
 
     /// Every write of the group has landed, and a compaction sharing the save with the other
@@ -245,7 +234,11 @@ public final class WindowStore {
     }
 
     private func startGroup(_ events: inout [SaveEvent]) throws(StoreError) {
-        let participants = stores.filter(\.hasUnsavedRecords)
+        // A save that empties the incognito Browser is followed by deleting its session: the
+        // regular journal then takes a commit too (records or not), so the window's seq
+        // outlives the incognito directory.
+        let closesIncognito = stores[1].hasUnsavedRecords && stores[1].list.isEmpty
+        let participants = stores.filter { $0.hasUnsavedRecords || ($0 === stores[0] && closesIncognito) }
         guard !participants.isEmpty else {
             markDurable(appliedSeq, &events)
             return

@@ -341,6 +341,9 @@ public final class Campaign {
         case .torn:
             report.torn += 1
             report.failures.append(reproduce("window \(id): came back in a state that matches no prefix of its commands"))
+        case .wentBack(let seq):
+            report.failures.append(
+                reproduce("window \(id): came back at seq \(seq), below the \(before.acknowledged) acknowledged, so a seq would name two commands"))
         }
     }
 

@@ -46,6 +46,9 @@ public struct WindowHistory: Sendable {
         case unexpected
         /// A state that matches no prefix of the commands.
         case torn
+        /// The acknowledged state, but at a seq below the acknowledged one: the next command
+        /// would take a seq already reported for another, and the two could not be told apart.
+        case wentBack(seq: UInt64)
     }
 
     /// The window came back showing `digest` (`dump`: what it showed). The model then goes on
@@ -55,7 +58,10 @@ public struct WindowHistory: Sendable {
         let matches = states.indices.filter { states[$0].window.digest == digest }
         let verdict: Verdict
         let resume: (UInt64, OracleWindow)
-        if let match = matches.last(where: { $0 >= acknowledgedIndex }) {
+        if let match = matches.last(where: { $0 >= acknowledgedIndex }), appliedSeq < acknowledged {
+            verdict = .wentBack(seq: appliedSeq)
+            resume = (appliedSeq, states[match].window)
+        } else if let match = matches.last(where: { $0 >= acknowledgedIndex }) {
             verdict = .intact(recovered: match - acknowledgedIndex)
             resume = (states[match].seq, states[match].window)
         } else if let match = matches.last {

@@ -68,7 +68,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         while compactionFailures.isEmpty, seq < 60 {
             seq += 1
             try browsing.step(store, seq: seq)
-            while store.durableSeq < seq {
+            while store.durableSeq < store.appliedSeq {
                 for event in try store.poll(waiting: true) {
                     if case .failed(let error) = event { Issue.record("a save failed: \(error)") }
                     if case .compactionFailed = event { compactionFailures.append(event) }
@@ -293,7 +293,8 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
         #expect(try engine.directoryEntries(incognitoDirectory) == nil)
         engine.powerCut()
         #expect(try engine.directoryEntries(incognitoDirectory) == nil, "the deletion is durable")
-        let (after, _) = try simulatedWindow(engine)
+        let (after, recovery) = try simulatedWindow(engine)
+        #expect(recovery.seq == 4, "the regular journal keeps the window's seq once the incognito session is gone")
         #expect(after.incognito.webStateList.isEmpty)
         #expect(try TabListContents(after.regular.webStateList, realizing: true) == open.regular)
     }

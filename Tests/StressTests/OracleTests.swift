@@ -31,6 +31,13 @@ import Testing
         #expect(history.acknowledged == 1, "the campaign goes on from what came back")
     }
 
+    @Test func theAcknowledgedStateAtALowerSeqWentBack() {
+        var (history, windows) = history(opens: 4, acknowledged: 4)
+        #expect(history.recovered(digest: windows[4].digest, dump: .null, appliedSeq: 3) == .wentBack(seq: 3))
+        #expect(history.lastSeq == 3 && history.acknowledged == 3, "the model takes the seq the host came back at")
+        #expect(history.recovered(digest: windows[4].digest, dump: .null, appliedSeq: 3) == .intact(recovered: 0))
+    }
+
     @Test func tabsNoCommandCreatedAreUnexpectedAndAnyOtherStateIsTorn() {
         var (history, windows) = history(opens: 4, acknowledged: 2)
         var stranger = windows[2]
