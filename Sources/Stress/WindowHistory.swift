@@ -58,12 +58,14 @@ public struct WindowHistory: Sendable {
         let matches = states.indices.filter { states[$0].window.digest == digest }
         let verdict: Verdict
         let resume: (UInt64, OracleWindow)
-        if let match = matches.last(where: { $0 >= acknowledgedIndex }), appliedSeq < acknowledged {
-            verdict = .wentBack(seq: appliedSeq)
-            resume = (appliedSeq, states[match].window)
-        } else if let match = matches.last(where: { $0 >= acknowledgedIndex }) {
-            verdict = .intact(recovered: match - acknowledgedIndex)
-            resume = (states[match].seq, states[match].window)
+        if let match = matches.last(where: { $0 >= acknowledgedIndex }) {
+            if appliedSeq < acknowledged {
+                verdict = .wentBack(seq: appliedSeq)
+                resume = (appliedSeq, states[match].window)
+            } else {
+                verdict = .intact(recovered: match - acknowledgedIndex)
+                resume = (states[match].seq, states[match].window)
+            }
         } else if let match = matches.last {
             verdict = .lost(count: acknowledgedIndex - match)
             resume = (states[match].seq, states[match].window)
