@@ -170,6 +170,8 @@ public final class WindowStore {
 
     private func requestSave() {
         retryBlocked = false
+        // Nothing unsaved: no request, or it would wait for (and time) a later change's save.
+        guard appliedSeq > durableSeq else { return }
         waiting.append((appliedSeq, clock()))
     }
 

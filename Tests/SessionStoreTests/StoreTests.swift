@@ -105,6 +105,24 @@ import Testing
         #expect(engine.operationCount == after, "the cancelled timer writes nothing")
     }
 
+    /// A save asked for with nothing unsaved is not a request: the next save's latency is
+    /// timed from its own change, not from the earlier call.
+    @Test func aSaveWithNothingUnsavedTimesNoLaterSave() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let clock = ManualClock()
+        let (store, _) = try simulatedWindow(engine, clock: clock)
+        var browsing = WindowBrowsing(seed: 4)
+        try browsing.step(store, seq: 1)
+        try store.waitUntilDurable(1)
+        try store.save()
+        try store.background()
+        #expect(store.pendingSaveRequests == 0)
+        clock.advance(milliseconds: 10_000)
+        try browsing.step(store, seq: 2)
+        try store.waitUntilDurable(2)
+        #expect(store.durableSeq == 2 && store.saveLatency.max == 0, "the manual clock stood still during the save")
+    }
+
     /// Case 2 writes only when something is unsaved; restoring writes nothing.
     @Test func teardownSavesOnlyWhatIsUnsavedAndRestoreWritesNothing() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
