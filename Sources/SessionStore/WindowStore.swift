@@ -241,10 +241,9 @@ public final class WindowStore {
         // outlives the incognito directory.
         let closesIncognito = stores[1].hasUnsavedRecords && stores[1].list.isEmpty
         let participants = stores.filter { $0.hasUnsavedRecords || ($0 === stores[0] && closesIncognito) }
-        guard !participants.isEmpty else {
-            markDurable(appliedSeq, &events)
-            return
-        }
+        // A save is due only while a change is unsaved: every seq is a change, and a change's
+        // records stay staged until a save of them succeeds.
+        assert(!participants.isEmpty, "a save is due with nothing unsaved")
         do {
             for store in participants { try store.createIfNeeded(emptyThrough: durableSeq) }
         } catch {
