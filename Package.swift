@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "windowhost", targets: ["windowhost"]),
+        .library(name: "HostLimits", targets: ["HostLimits"]),
         .library(name: "BrowserModel", targets: ["BrowserModel"]),
         .library(name: "SessionFormat", targets: ["SessionFormat"]),
         .library(name: "IOUring", targets: ["IOUring"]),
@@ -42,9 +43,11 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // The bounds on every number read from disk, shared memory or a client: one definition.
+        .target(name: "HostLimits"),
         .target(
             name: "BrowserModel",
-            dependencies: [.product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["HostLimits", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .target(
             name: "SessionFormat",
@@ -68,7 +71,7 @@ let package = Package(
         .target(
             name: "HostCoordination",
             dependencies: [
-                "CLinuxShims",
+                "CLinuxShims", "HostLimits",
                 .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -128,6 +131,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
+        .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(
             name: "windowhostTests",
