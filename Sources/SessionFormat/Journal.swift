@@ -112,8 +112,10 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
 /// list lacks, an index it does not have, or a result other than the one recorded is refused
 /// with a typed error and leaves the list as the previous record left it.
 public enum JournalReplayer {
+    /// Applies `record`. A navigation of a tab in `degraded` (its history lost in two
+    /// generations) lands where it can instead of being refused.
     public static func apply(
-        _ record: JournalRecord, to list: WebStateList, profile: Profile
+        _ record: JournalRecord, to list: WebStateList, profile: Profile, degraded: DegradedHistories? = nil
     ) throws(SessionFormatError.InvalidState) {
         let storage = record.storage
         switch storage.mutation {
@@ -150,7 +152,14 @@ public enum JournalReplayer {
             let index = try position(of: navigation.identifier, in: list)
             let webState = try listCall { try list.webState(at: index) }
             do {
-                if navigation.hasItem {
+                if degraded != nil {
+                    // Realizing runs the tab's loader, which is what finds a history lost.
+                    try? webState.forceRealized()
+                }
+                if let degraded, degraded.tabs[webState.id] != nil {
+                    try degraded.replayNavigation(
+                        on: webState, item: navigation.hasItem ? navigation.item.model : nil, at: Int(navigation.itemIndex))
+                } else if navigation.hasItem {
                     try webState.commitNavigation(to: navigation.item.model, at: Int(navigation.itemIndex))
                 } else {
                     try webState.goToItem(at: Int(navigation.itemIndex))

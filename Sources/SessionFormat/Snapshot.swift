@@ -134,20 +134,23 @@ public final class SnapshotReader {
     /// Fills the empty `list` with unrealized tabs; each reads its history from this snapshot
     /// when realized. Restored identifiers are reserved in `profile`. When a stored history
     /// does not read, `historyFallback` may supply the tab's history from elsewhere (the store
-    /// looks in the generation before); the read's error stands when it has none.
+    /// looks in the generation before); when it has none, the tab degrades to the page its
+    /// metadata names if `degraded` is given, and the read's error stands otherwise.
     public func restore(
-        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) -> NavigationHistory?)? = nil
+        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) -> NavigationHistory?)? = nil,
+        degraded: DegradedHistories? = nil
     ) throws(SessionFormatError) {
         var tabs: [RestoredTab] = []
         tabs.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
             profile.reserveWebStateID(item.id)
             let webState = WebState(id: item.id, metadata: item.metadata) { [self] () throws -> NavigationHistory in
-                do {
+                do throws(SessionFormatError) {
                     return try self.history(at: index)
                 } catch {
-                    guard let history = historyFallback?(item.id) else { throw error }
-                    return history
+                    if let history = historyFallback?(item.id) { return history }
+                    guard let degraded else { throw error }
+                    return degraded.degrade(item.id, metadata: item.metadata, reason: error)
                 }
             }
             let opener = item.openerIndex.map {

@@ -160,6 +160,15 @@ extension BrowserStore {
             damaged.append(setAside(failure.path, failure.error))
             loaded.needsRebase = true
         }
+        let degradedTabs = outcome.degraded?.tabs.values.sorted { $0.id < $1.id } ?? []
+        if !degradedTabs.isEmpty {
+            // Both generations' copies are damaged; the files stay where they are (a lazy tab
+            // may still read its own frame from them) and the new snapshot written below
+            // holds the degraded histories.
+            loaded.needsRebase = true
+            let snapshot = directory.appending(StoreLayout.snapshotName(loaded.generation))
+            damaged += degradedTabs.map { DamagedFile(path: snapshot.string, setAsideAt: nil, error: $0.reason) }
+        }
         generation = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
@@ -168,7 +177,7 @@ extension BrowserStore {
         return RecoveryReport(
             kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
             replayedRecords: outcome.replayed, droppedIncompleteSave: outcome.dropped, seq: outcome.seq,
-            repairError: repairError)
+            degradedTabs: degradedTabs.map(\.id), repairError: repairError)
     }
 
     /// Applies `loaded` to the (scratch) list without repairing anything: what `inspect` shows.
@@ -187,18 +196,25 @@ extension BrowserStore {
         var seq: UInt64 = 0
         var dropped: UInt64?
         var failure: (path: FilePath, error: SessionFormatError)?
+        /// Tabs whose history read nowhere, kept as the page their metadata names.
+        var degraded: DegradedHistories?
     }
 
     /// Restores the snapshot into the empty list and applies the journals' committed saves,
     /// stopping at the first record that does not fit.
     private func replay(_ loaded: inout LoadedSession, dropLastSave: Bool) -> ReplayOutcome {
         var outcome = ReplayOutcome()
+        // A store that only reads (inspect, a scratch store rebuilding one history) reports a
+        // lost history as the damage it is; a store that goes on keeps the tab and replays on.
+        let degraded = readOnly ? nil : DegradedHistories { [weak self] in self?.needsRebase = true }
+        outcome.degraded = degraded
         if let reader = loaded.reader {
             do {
                 let excluded = fallbackExclusions.union([loaded.generation])
-                try reader.restore(into: list, profile: profile) { [weak self] id in
-                    self?.history(of: id, excluding: excluded, asIn: reader)
-                }
+                try reader.restore(
+                    into: list, profile: profile,
+                    historyFallback: { [weak self] id in self?.history(of: id, excluding: excluded, asIn: reader) },
+                    degraded: degraded)
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
                 outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
@@ -214,7 +230,7 @@ extension BrowserStore {
         for journal in loaded.journals {
             for record in journal.usedRecords {
                 do {
-                    try JournalReplayer.apply(record, to: list, profile: profile)
+                    try JournalReplayer.apply(record, to: list, profile: profile, degraded: degraded)
                 } catch {
                     outcome.failure = (journal.path, .invalidState(offset: journal.tail, reason: error))
                     return outcome

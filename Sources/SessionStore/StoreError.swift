@@ -1,3 +1,4 @@
+import BrowserModel
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -53,6 +54,9 @@ public struct RecoveryReport: Sendable, Equatable {
     public let droppedIncompleteSave: UInt64?
     /// The last command sequence number the restored state covers.
     public let seq: UInt64
+    /// Tabs whose history read in no generation: each kept as the page its metadata names, a
+    /// one-entry history, with every journal record replayed (two damaged generations in a row).
+    public let degradedTabs: [WebStateID]
     /// Rewriting the directory after damage failed: the state in memory is whole, the next save
     /// tries again.
     public let repairError: StoreError?

@@ -1,0 +1,66 @@
+import BrowserModel
+
+/// Tabs whose stored history no longer reads anywhere: not in their snapshot, and not rebuilt
+/// from the generation before (two damaged generations in a row). Such a tab keeps the page its
+/// metadata names (URL and title) as a one-entry history, and journal replay goes on over it
+/// instead of setting the journal, and every acknowledged save in it, aside.
+///
+/// The journal's navigation records index the tab's lost history. The degraded history's one
+/// entry stands where the metadata's current page stood, taken as the last of its
+/// `navigationItemCount` items (the common case: back/forward leaves the current entry
+/// elsewhere, and the docs say what that costs). `base` is the lost history's index of the
+/// degraded history's first entry, so a replayed record lands where it can.
+public final class DegradedHistories {
+    public struct Tab: Sendable, Equatable {
+        public let id: WebStateID
+        /// Why the stored history did not read.
+        public let reason: SessionFormatError
+        /// The lost history's index of the degraded history's first entry.
+        var base: Int
+    }
+
+    public private(set) var tabs: [WebStateID: Tab] = [:]
+    /// Told when a tab degrades: the store then writes a new snapshot from memory at its next
+    /// save, so the journal stops indexing a history no file holds.
+    private let onDegrade: () -> Void
+
+    public init(onDegrade: @escaping () -> Void = {}) { self.onDegrade = onDegrade }
+
+    public var isEmpty: Bool { tabs.isEmpty }
+
+    /// The one-entry history `metadata` gives, recorded as degraded.
+    func degrade(_ id: WebStateID, metadata: WebStateMetadata, reason: SessionFormatError) -> NavigationHistory {
+        defer { onDegrade() }
+        guard metadata.navigationItemCount > 0 else {
+            tabs[id] = Tab(id: id, reason: reason, base: 0)
+            return NavigationHistory()
+        }
+        let page = NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime)
+        tabs[id] = Tab(id: id, reason: reason, base: metadata.navigationItemCount - 1)
+        // One item and index 0 always fit.
+        return NavigationHistory(items: [page], currentIndex: 0) ?? NavigationHistory()
+    }
+
+    /// Replays a navigation recorded at `index` of the lost history onto the degraded tab.
+    /// A new item lands after the known entries it follows (or alone, when it was committed
+    /// into the lost part); going to an entry that was lost keeps the current one.
+    func replayNavigation(on webState: WebState, item: NavigationItem?, at index: Int) throws(WebStateError) {
+        guard var tab = tabs[webState.id] else { return }
+        let count = try webState.navigationHistory().items.count
+        let local = index.subtractingReportingOverflow(tab.base)
+        if let item {
+            if local.overflow || local.partialValue < 0 {
+                try webState.commitNavigation(to: item, at: 0)
+                tab.base = index
+            } else if local.partialValue > count {
+                try webState.commitNavigation(to: item, at: count)
+                tab.base = index - count
+            } else {
+                try webState.commitNavigation(to: item, at: local.partialValue)
+            }
+            tabs[webState.id] = tab
+        } else if !local.overflow, local.partialValue >= 0, local.partialValue < count {
+            try webState.goToItem(at: local.partialValue)
+        }
+    }
+}
