@@ -36,6 +36,43 @@ import Testing
         #expect(lstat(fresh, &status) == 0 && status.st_mode & 0o7777 == 0o700 && status.st_uid == geteuid())
     }
 
+    /// Issue 11, item 4, as the issue found it: closing the last incognito tab with a symlink
+    /// to a directory outside the root (and a FIFO) planted in the incognito directory deletes
+    /// the session and nothing else; the closed tab's URL is nowhere on disk; the window then
+    /// restarts, twice, without being set aside.
+    @Test func closingTheLastIncognitoTabNeverFollowsAPlantedSymlink() throws {
+        let base = try scratchDirectory("incognito")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let canary = try makeCanary(base)
+        let root = URL(fileURLWithPath: base + "/root")
+        var host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://kept.example/") != nil)
+        let tab = try #require(host.open(window, "https://secret.example/", incognito: true))
+        #expect(host.call("wait-durable", window: window).code == .ok)
+        let incognito = root.path + "/windows/\(window)/incognito"
+        try #require(symlink(canary, incognito + "/link") == 0 && mkfifo(incognito + "/pipe", 0o600) == 0)
+
+        #expect(host.call("close", window: window) { $0.tab = tab }.code == .ok)
+        #expect(host.call("wait-durable", window: window).code == .ok)
+        var status = stat()
+        #expect(waitFor({ lstat(incognito, &status) != 0 }, seconds: 10), "the incognito session is deleted")
+        try expectCanaryIntact(canary)
+        #expect(host.terminate() == 0)
+        for _ in 0..<2 {
+            host = try HostProcess(root: root, scenes: 1)
+            #expect(host.windowIDs() == [window])
+            #expect(host.call("status").result?["set_aside"]?.array?.isEmpty ?? true, "the window is not set aside")
+            #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+            #expect(host.terminate() == 0)
+        }
+        let files = FileManager.default.enumerator(atPath: root.path)?.allObjects.compactMap { $0 as? String } ?? []
+        for name in files {
+            guard let data = FileManager.default.contents(atPath: root.path + "/" + name) else { continue }
+            #expect(!String(decoding: data, as: UTF8.self).contains("secret.example"), "\(name) keeps the closed tab's URL")
+        }
+    }
+
     /// Issue 11, item 5: `windows.order.tmp` planted as a symlink to a file outside the root is
     /// removed as itself; the file it pointed at is never truncated or written.
     @Test func aPlantedOrderTemporaryIsNeverWrittenThrough() throws {

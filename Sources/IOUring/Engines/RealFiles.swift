@@ -49,7 +49,8 @@ public enum NoFollow {
     /// `openat` of a regular file, `O_NOFOLLOW|O_CLOEXEC`. An existing entry is checked as
     /// itself first and opened only if it is a regular file: a symlink fails with `ELOOP`, a
     /// directory with `EISDIR`, a FIFO, socket or device with `ENXIO` (it is never opened, so
-    /// opening cannot block or touch a device); `O_NONBLOCK` covers an entry swapped in between.
+    /// opening cannot block or touch a device); `O_NONBLOCK` covers an entry swapped in between,
+    /// and is cleared once `fstat` shows a regular file.
     public static func open(_ path: FilePath, _ mode: OpenMode) throws(Errno) -> FileDescriptor {
         try withParent(of: path) { parent, name throws(Errno) in
             let fd: Int32
@@ -71,6 +72,10 @@ public enum NoFollow {
             }
             do throws(Errno) {
                 try requireFile(status.st_mode)
+                // A regular file after all: O_NONBLOCK goes, or io_uring would fail a write that
+                // must wait (a durable one) with EAGAIN instead of running it in its workers.
+                let flags = fcntl(fd, F_GETFL)
+                guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else { throw Errno(rawValue: errno) }
             } catch {
                 Glibc.close(fd)
                 throw error
