@@ -41,7 +41,10 @@ struct SupervisorFiles {
         guard let entries = try? NoFollow.entries(windows) else { return ([], []) }
         var found: [UUID] = []
         var setAside: [SetAsideEntry] = []
-        let names = Set(entries.map(\.name))
+        // Windows whose canonical name is taken by a directory: another spelling then goes aside.
+        var taken = Set(entries.filter { $0.kind == .directory }.map(\.name).compactMap { name in
+            UUID(uuidString: name).flatMap { $0.uuidString == name ? $0 : nil }
+        })
         for entry in entries {
             guard let id = UUID(uuidString: entry.name) else { continue }
             let canonical = entry.name == id.uuidString
@@ -51,12 +54,13 @@ struct SupervisorFiles {
             } else if canonical {
                 found.append(id)
                 continue
-            } else if names.contains(id.uuidString) {
+            } else if taken.contains(id) {
                 reason = "a second spelling of window \(id.uuidString)"
             } else {
                 do {
                     try NoFollow.rename(windows.appending(entry.name), to: windowDirectory(id))
                     try Self.syncDirectory(windows)
+                    taken.insert(id)
                     found.append(id)
                 } catch {
                     setAside.append(SetAsideEntry(window: id, path: nil, reason: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))

@@ -137,14 +137,29 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window], "one canonical spelling on disk")
         #expect(host.terminate() == 0)
 
-        // Both spellings: the uppercase one is the window; the lowercase copy is set aside.
+        // Three spellings: the uppercase one is the window; the other two are set aside, kept.
+        let mixed = String(window.enumerated().map { $0.offset.isMultiple(of: 2) ? Character($0.element.lowercased()) : $0.element })
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + window.lowercased())
+        try FileManager.default.copyItem(atPath: windows + window, toPath: windows + mixed)
         host = try HostProcess(root: root, scenes: 1)
         #expect(host.windowIDs() == [window])
-        let aside = try #require(host.call("status").result?["set_aside"]?.array?.first)
-        #expect(aside["uuid"]?.string == window)
-        #expect(FileManager.default.fileExists(atPath: (aside["path"]?.string ?? "") + "/regular"), "the other spelling is kept")
+        let asides = host.call("status").result?["set_aside"]?.array ?? []
+        #expect(asides.count == 2 && asides.allSatisfy { $0["uuid"]?.string == window })
+        for aside in asides {
+            #expect(FileManager.default.fileExists(atPath: (aside["path"]?.string ?? "") + "/regular"), "the other spellings are kept")
+        }
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window])
+        #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+        #expect(host.terminate() == 0)
+
+        // Two other spellings and no canonical one: one becomes the window, the other goes aside.
+        try #require(rename(windows + window, windows + window.lowercased()) == 0)
+        try FileManager.default.copyItem(atPath: windows + window.lowercased(), toPath: windows + mixed)
+        host = try HostProcess(root: root, scenes: 1)
+        #expect(host.windowIDs() == [window])
+        #expect(host.call("status").result?["set_aside"]?.array?.count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window])
+        #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
         #expect(host.terminate() == 0)
     }
 
