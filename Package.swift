@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "HostCoordination", "CLinuxShims",
+                "HostCoordination", "CLinuxShims", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

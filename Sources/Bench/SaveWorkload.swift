@@ -128,7 +128,7 @@ final class FloorWorkload: SaveWorkload {
         record = [UInt8](repeating: 0x5A, count: recordSize)
         // Preallocated and synced, so an append changes no metadata: one flush per write.
         fileSize = max(4 << 20, recordSize * 64)
-        file = try engine.open(directory.appending("floor"), creating: true)
+        file = try engine.open(directory.appending("floor"), .create)
         _ = try engine.perform([.write(file, [UInt8](repeating: 0, count: fileSize), offset: 0, durable: false), .sync(file)])
     }
 
@@ -199,7 +199,8 @@ final class RewriteWorkload: SaveWorkload {
     private func write() throws {
         let bytes = try encodeSession(list, seq: seq)
         let temporary = directory.appending("session.tmp")
-        let file = try engine.open(temporary, creating: true)
+        try? engine.removeFile(temporary)
+        let file = try engine.open(temporary, .create)
         defer { engine.close(file) }
         _ = try engine.perform([.write(file, bytes, offset: 0, durable: false), .sync(file)])
         try engine.rename(temporary, to: directory.appending("session"))

@@ -242,3 +242,5 @@ int64_t wh_filesystem_type(const char *path) {
 }
 
 int wh_ring_fd(wh_ring *ring) { return ring->ring.ring_fd; }
+
+int wh_open_flag_path(void) { return O_PATH; }

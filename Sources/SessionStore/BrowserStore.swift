@@ -260,11 +260,12 @@ public final class BrowserStore {
                 append: append, files: files, acknowledgeAtEnd: append == nil, awaitsPartners: browsers != kind.commitBit))
     }
 
-    /// Opens `name` in the directory as a new, empty file, removing one a failed attempt left.
+    /// Opens `name` in the directory as a new, empty file (`O_EXCL`, never through a symlink),
+    /// first removing, as itself, whatever a failed attempt or anyone else left under the name.
     private func createFresh(_ name: String) throws(StoreError) -> EngineFile {
         let path = directory.appending(name)
-        try? engine.removeFile(path)
-        return try io { try engine.open(path, creating: true) }
+        try io { try engine.removeTree(path) }
+        return try io { try engine.open(path, .create) }
     }
 
     private func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
@@ -449,17 +450,24 @@ public final class BrowserStore {
     // MARK: deleting
 
     /// Deletes the session durably: files, then the directory, then a sync of its parent. For
-    /// an incognito Browser whose last tab closed.
+    /// an incognito Browser whose last tab closed. Every entry goes as itself: a symlink or a
+    /// FIFO planted in the directory is unlinked, never followed or opened, so the deletion
+    /// touches nothing outside the directory and nothing in it can stop it.
     func destroy() throws(StoreError) {
         precondition(isIdle, "no write in flight while deleting")
         if let journal { engine.close(journal) }
         journal = nil
-        // The marker first, durably: a crash part-way through (journals gone, a snapshot
-        // left) must not bring back a session that was deleted.
-        let marker = try io { try engine.open(directory.appending(StoreLayout.deletionMarker), creating: true) }
-        engine.close(marker)
-        try io { try engine.syncDirectory(directory) }
-        try removeDeletedSession()
+        if try io({ try engine.kind(directory) }) == .directory {
+            // The marker first, durably: a crash part-way through (journals gone, a snapshot
+            // left) must not bring back a session that was deleted.
+            engine.close(try createFresh(StoreLayout.deletionMarker))
+            try io { try engine.syncDirectory(directory) }
+            try removeDeletedSession()
+        } else {
+            // Not a directory (a symlink where the session was): it goes as itself.
+            try io { try engine.removeTree(directory) }
+            try io { try engine.syncDirectory(directory.removingLastComponent()) }
+        }
         generation = 0
         journalEnd = 0
         journalRecords = 0
@@ -471,23 +479,12 @@ public final class BrowserStore {
     /// Removes a session being deleted: everything, then the marker, then the directory and
     /// the parent's entry.
     func removeDeletedSession() throws(StoreError) {
-        try removeContents(of: directory, except: StoreLayout.deletionMarker)
-        try io { try engine.syncDirectory(directory) }
-        try io { try engine.removeFile(directory.appending(StoreLayout.deletionMarker)) }
-        try io { try engine.removeDirectory(directory) }
-        try io { try engine.syncDirectory(directory.removingLastComponent()) }
-    }
-
-    private func removeContents(of path: FilePath, except kept: String? = nil) throws(StoreError) {
-        for name in try io({ try engine.directoryEntries(path) }) ?? [] where name != kept {
-            let child = path.appending(name)
-            if try io({ try engine.directoryEntries(child) }) != nil {
-                try removeContents(of: child)
-                try io { try engine.removeDirectory(child) }
-            } else {
-                try io { try engine.removeFile(child) }
-            }
+        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name != StoreLayout.deletionMarker {
+            try io { try engine.removeTree(directory.appending(entry.name)) }
         }
+        try io { try engine.syncDirectory(directory) }
+        try io { try engine.removeTree(directory) }
+        try io { try engine.syncDirectory(directory.removingLastComponent()) }
     }
 }
 

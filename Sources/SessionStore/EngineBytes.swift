@@ -14,7 +14,7 @@ final class EngineBytes: ByteSource {
     init(_ engine: any IOEngine, path: FilePath) throws(IOEngineError) {
         self.engine = engine
         self.path = path
-        file = try engine.open(path, creating: false)
+        file = try engine.open(path, .read)
         do {
             size = try engine.size(of: file)
         } catch {

@@ -6,8 +6,17 @@ import SystemPackage
 
 /// An offline, read-only view of what is on disk under a root: `windowhost inspect`.
 public struct WindowInspection: Encodable, Sendable {
+    /// The window's UUID, canonical (uppercase) whatever the spelling on disk.
     public let uuid: String
+    /// The entry's name under `windows/`: another spelling than `uuid` is renamed to it when
+    /// the host next starts.
+    public let directory: String
     public let browsers: [BrowserInspection]
+    /// What keeps the window's directory from being read at all (a symlink in its place).
+    public let damaged: [BrowserInspection.Damage]
+
+    /// Whether anything of the window failed its checks.
+    public var isDamaged: Bool { !damaged.isEmpty || browsers.contains { !$0.damaged.isEmpty } }
 }
 
 public struct BrowserInspection: Encodable, Sendable {
@@ -41,36 +50,66 @@ public struct BrowserInspection: Encodable, Sendable {
 }
 
 public enum SessionInspector {
-    /// The windows under `root`, in `windows.order` order and then by UUID; only `window` when
-    /// given. Throws `.io` when `root/windows` cannot be listed.
-    public static func inspect(root: FilePath, window: UUID? = nil, engine: any IOEngine = SyncEngine()) throws(StoreError)
-        -> [WindowInspection]
+    /// The windows under `root`, in `windows.order` order and then by name; only `window` when
+    /// given. Opens everything read only and changes nothing, so a read-only copy works. A
+    /// window or Browser that cannot be read is shown with what failed, and the others still
+    /// are. With `deep`, every stored history is read and checked too (a plain look reads
+    /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed.
+    public static func inspect(root: FilePath, window: UUID? = nil, deep: Bool = false, engine: any IOEngine = SyncEngine())
+        throws(StoreError) -> [WindowInspection]
     {
         let windows = root.appending("windows")
-        let onDisk = try io { try engine.directoryEntries(windows) } ?? []
-        let order = (try? String(contentsOfFile: root.appending("windows.order").string, encoding: .utf8))?
-            .split(separator: "\n").map(String.init) ?? []
-        var names = order.filter(onDisk.contains) + onDisk.filter { !order.contains($0) }
-        if let window { names = names.filter { $0 == window.uuidString } }
-        return try names.map { name throws(StoreError) in
+        let onDisk = try io { try engine.listDirectory(windows) } ?? []
+        let order = savedOrder(root.appending("windows.order"), engine: engine)
+        var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name).map { (entry.name, $0, entry.kind) } }
+        let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
+        if let window { entries = entries.filter { $0.1 == window } }
+        return entries.map { name, id, kind in
+            let directory = windows.appending(name)
+            guard kind == .directory else {
+                let damage = BrowserInspection.Damage(
+                    file: directory.string, offset: nil, error: "a \(kind) where a window directory belongs (not followed)")
+                return WindowInspection(uuid: id.uuidString, directory: name, browsers: [], damaged: [damage])
+            }
             let profile = Profile(stateDirectory: root)
             var browsers: [BrowserInspection] = []
             for kind in BrowserKind.allCases {
-                let directory = windows.appending(name).appending(kind.rawValue)
-                guard try io({ try engine.directoryEntries(directory) }) != nil else { continue }
                 let owner = kind == .regular ? profile : profile.offTheRecordProfile
                 let store = BrowserStore(
-                    kind: kind, directory: directory, list: WebStateList(), profile: owner, engine: engine,
+                    kind: kind, directory: directory.appending(kind.rawValue), list: WebStateList(), profile: owner, engine: engine,
                     options: StoreOptions(), readOnly: true)
-                browsers.append(try inspect(store))
+                do throws(StoreError) {
+                    guard try io({ try engine.kind(store.directory) }) != nil else { continue }
+                    browsers.append(try inspect(store, deep: deep))
+                } catch {
+                    browsers.append(BrowserInspection(unreadable: store, error))
+                }
             }
-            return WindowInspection(uuid: name, browsers: browsers)
+            return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: [])
         }
     }
 
-    private static func inspect(_ store: BrowserStore) throws(StoreError) -> BrowserInspection {
+    /// `windows.order`'s UUIDs, any spelling; empty when it is missing or not a regular file.
+    private static func savedOrder(_ path: FilePath, engine: any IOEngine) -> [UUID] {
+        guard let bytes = try? EngineBytes(engine, path: path), let text = try? bytes.read(offset: 0, count: bytes.size) else { return [] }
+        return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
+    }
+
+    private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {
         let loaded = try store.load()
-        let (seq, damaged) = store.replayForInspection(loaded)
+        let (seq, damagedFiles) = store.replayForInspection(loaded)
+        var damaged = damagedFiles.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") }
+        if deep, let reader = loaded.reader {
+            let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string
+            for (index, item) in reader.items.enumerated() {
+                do {
+                    _ = try reader.history(at: index)
+                } catch {
+                    damaged.append(BrowserInspection.Damage(file: path, offset: error.offset, error: "tab \(item.id.rawValue)'s history: \(error)"))
+                }
+            }
+        }
         let realizedAtSave = Dictionary(
             (loaded.reader?.items ?? []).map { ($0.id, $0.realizedAtSave) }, uniquingKeysWith: { first, _ in first })
         let list = store.list
@@ -86,12 +125,21 @@ public enum SessionInspector {
             generation: loaded.generation, snapshotBytes: snapshotBytes,
             journalBytes: loaded.journals.reduce(0) { $0 + $1.tail - Framing.fileHeaderSize },
             tornTailAt: loaded.tornTailAt,
-            damaged: damaged.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") })
+            damaged: damaged)
     }
 
     private static func fileSize(_ store: BrowserStore, _ name: String) -> Int {
-        guard let file = try? store.engine.open(store.directory.appending(name), creating: false) else { return 0 }
+        guard let file = try? store.engine.open(store.directory.appending(name), .read) else { return 0 }
         defer { store.engine.close(file) }
         return (try? store.engine.size(of: file)) ?? 0
+    }
+}
+
+extension BrowserInspection {
+    /// A Browser whose directory could not be read at all: nothing shown but why.
+    init(unreadable store: BrowserStore, _ error: StoreError) {
+        self.init(
+            kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0, journalBytes: 0,
+            tornTailAt: nil, damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
     }
 }

@@ -46,6 +46,18 @@ extension BrowserStore {
     /// crashed compaction left. Changes nothing else.
     func load(excluding excluded: Set<UInt64> = []) throws(StoreError) -> LoadedSession {
         var loaded = LoadedSession()
+        switch try io({ try engine.kind(directory) }) {
+        case nil:
+            return loaded
+        case .directory?:
+            break
+        case let kind?:
+            // A symlink (or anything else) where the session directory belongs: moved aside as
+            // itself, never followed; the Browser starts empty.
+            let reason = SessionFormatError.readFailed(offset: 0, reason: "\(kind) where a session directory belongs")
+            loaded.damaged.append(setAside(directory, reason, under: directory.removingLastComponent()))
+            return loaded
+        }
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
         if entries.contains(StoreLayout.deletionMarker) {
             // A deletion a crash interrupted: finished now, and nothing of it restored.
@@ -54,12 +66,12 @@ extension BrowserStore {
         }
         let listing = StoreListing(entries: entries)
         if !readOnly {
-            for name in listing.temporaries { try? engine.removeFile(directory.appending(name)) }
+            for name in listing.temporaries { try? engine.removeTree(directory.appending(name)) }
         }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
         for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
-            let source = try io { try EngineBytes(engine, path: path) }
+            guard let source = try openListed(path, into: &loaded) else { continue }
             do {
                 loaded.reader = try SnapshotReader(source)
                 loaded.generation = generation
@@ -92,7 +104,7 @@ extension BrowserStore {
         var generation = loaded.generation
         while listing.journals.contains(generation), generation == loaded.generation || snapshotExisted(generation) {
             let path = directory.appending(StoreLayout.journalName(generation))
-            let source = try io { try EngineBytes(engine, path: path) }
+            guard let source = try openListed(path, into: &loaded) else { break }
             let scan: JournalFile.Scan
             do {
                 scan = try JournalFile.scan(source)
@@ -247,7 +259,7 @@ extension BrowserStore {
     private func repair(_ loaded: LoadedSession, seq: UInt64) -> StoreError? {
         do {
             if !needsRebase, let current = loaded.journals.first {
-                let file = try io { try engine.open(current.path, creating: false) }
+                let file = try io { try engine.open(current.path, .write) }
                 journal = file
                 journalEnd = current.tail
                 journalRecords = current.usedRecords.count
@@ -319,11 +331,27 @@ extension BrowserStore {
         return start + last + 1
     }
 
-    /// Moves a damaged file under `damaged/` (never deleted); reports it where it stays if the
-    /// move fails.
-    private func setAside(_ path: FilePath, _ reason: SessionFormatError) -> DamagedFile {
+    /// Opens a file the listing names, for reading. One that does not open or size (a
+    /// directory, symlink, FIFO or socket under the name, a file the kernel refuses) is that
+    /// entry's fault alone: it is set aside, the rest restores, and nil comes back. A shortage
+    /// of the process's own (memory, descriptors) is no fault of the file's: thrown.
+    private func openListed(_ path: FilePath, into loaded: inout LoadedSession) throws(StoreError) -> EngineBytes? {
+        do {
+            return try EngineBytes(engine, path: path)
+        } catch where error.isResourceShortage {
+            throw .io(error)
+        } catch {
+            loaded.damaged.append(setAside(path, .readFailed(offset: 0, reason: "\(error)")))
+            loaded.needsRebase = true
+            return nil
+        }
+    }
+
+    /// Moves a damaged entry, as itself, under `damaged/` of `parent` (the store's directory
+    /// unless said), never deleting it; reports it where it stays if the move fails.
+    private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> DamagedFile {
         guard !readOnly else { return DamagedFile(path: path.string, setAsideAt: nil, error: reason) }
-        let directory = self.directory.appending(StoreLayout.damagedDirectory)
+        let directory = (parent ?? self.directory).appending(StoreLayout.damagedDirectory)
         let name = path.lastComponent?.string ?? "file"
         do {
             try engine.makeDirectories(directory)

@@ -141,7 +141,7 @@ public final class Supervisor {
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
         try SupervisorFiles.makeDirectory(configuration.root)
         try SupervisorFiles.makeDirectory(files.windows)
-        lock = open(files.lock.string, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        lock = open(files.lock.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
         // flock: the kernel drops it when the holder dies, so a killed supervisor leaves none.
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
@@ -152,7 +152,12 @@ public final class Supervisor {
         } catch {
             throw SupervisorError.region(error)
         }
-        registry = WindowRegistry(onDisk: files.windowsOnDisk(), savedOrder: files.savedOrder())
+        let scan = files.windowsOnDisk(at: Date())
+        for entry in scan.setAside {
+            if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, at: Date(), reason: entry.reason)) }
+            logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
+        }
+        registry = WindowRegistry(onDisk: scan.windows, savedOrder: files.savedOrder())
         listener = try Self.listen(at: configuration.socketPath)
         initialScenesPending = configuration.scenes
     }

@@ -1,51 +1,114 @@
 import Foundation
 import Glibc
+import IOUring
 import SystemPackage
 
 /// What the supervisor keeps under its root, all private to the user (directories 0700, files
 /// 0600): `windows/` (one directory per window, the stores'), `windows.order`, `set-aside/`,
-/// `supervisor.lock` and the control socket.
+/// `supervisor.lock` and the control socket. Every call goes through `NoFollow`: nothing under
+/// the root is reached through a symlink, and a symlink is moved or removed as itself.
 struct SupervisorFiles {
     let root: FilePath
 
     var windows: FilePath { root.appending("windows") }
     var order: FilePath { root.appending("windows.order") }
+    var orderTemporary: FilePath { root.appending("windows.order.tmp") }
     var setAside: FilePath { root.appending("set-aside") }
     var lock: FilePath { root.appending("supervisor.lock") }
 
+    /// A window's directory: always the canonical (uppercase) spelling of its UUID.
     func windowDirectory(_ id: UUID) -> FilePath { windows.appending(id.uuidString) }
 
-    func hasSession(_ id: UUID) -> Bool { access(windowDirectory(id).string, F_OK) == 0 }
+    /// Whether the window has a session directory (a real one: a symlink is none).
+    func hasSession(_ id: UUID) -> Bool { (try? NoFollow.kind(windowDirectory(id))) == .directory }
 
-    /// Windows with a directory under `windows/`.
-    func windowsOnDisk() -> [UUID] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: windows.string)) ?? []).compactMap(UUID.init(uuidString:))
+    /// An entry of `windows/` that could not serve as a window and was moved to `set-aside/`
+    /// as itself, or could not be moved (`path` nil) and is left unused.
+    struct SetAsideEntry {
+        let window: UUID
+        let path: FilePath?
+        let reason: String
     }
 
-    /// `windows.order` as saved; empty when missing. Lines that are not UUIDs are skipped.
+    /// The windows under `windows/`, after putting each in order, durably:
+    /// - a window directory named in another spelling of its UUID (lowercase) is renamed to
+    ///   the canonical one; when both spellings exist, the canonical one is the window and the
+    ///   other is set aside (both kept, neither merged);
+    /// - anything but a directory under a UUID's name (a symlink, a file, a FIFO) is set aside
+    ///   as itself, never followed.
+    /// Names that are no UUID are left alone.
+    func windowsOnDisk(at date: Date) -> (windows: [UUID], setAside: [SetAsideEntry]) {
+        guard let entries = try? NoFollow.entries(windows) else { return ([], []) }
+        var found: [UUID] = []
+        var setAside: [SetAsideEntry] = []
+        // Windows whose canonical name is taken by a directory: another spelling then goes aside.
+        var taken = Set(entries.filter { $0.kind == .directory }.map(\.name).compactMap { name in
+            UUID(uuidString: name).flatMap { $0.uuidString == name ? $0 : nil }
+        })
+        for entry in entries {
+            guard let id = UUID(uuidString: entry.name) else { continue }
+            let canonical = entry.name == id.uuidString
+            let reason: String
+            if entry.kind != .directory {
+                reason = "a \(entry.kind) named like a window directory (not followed)"
+            } else if canonical {
+                found.append(id)
+                continue
+            } else if taken.contains(id) {
+                reason = "a second spelling of window \(id.uuidString)"
+            } else {
+                do {
+                    try NoFollow.rename(windows.appending(entry.name), to: windowDirectory(id))
+                    try Self.syncDirectory(windows)
+                    taken.insert(id)
+                    found.append(id)
+                } catch {
+                    setAside.append(SetAsideEntry(window: id, path: nil, reason: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))
+                }
+                continue
+            }
+            do {
+                setAside.append(SetAsideEntry(window: id, path: try move(entry.name, window: id, at: date), reason: reason))
+            } catch {
+                setAside.append(SetAsideEntry(window: id, path: nil, reason: "\(reason); cannot set it aside: \(error)"))
+            }
+        }
+        return (found, setAside)
+    }
+
+    /// `windows.order` as saved; empty when missing or not a regular file. Lines that are not
+    /// UUIDs are skipped.
     func savedOrder() -> [UUID] {
-        guard let text = try? String(contentsOfFile: order.string, encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
+        guard let fd = try? NoFollow.open(order, .read) else { return [] }
+        let handle = FileHandle(fileDescriptor: fd.rawValue, closeOnDealloc: true)
+        guard let data = try? handle.readToEnd() else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
     }
 
-    /// Replaces `windows.order` atomically: a synced temporary file renamed over it, then the
-    /// root directory synced.
+    /// Replaces `windows.order` atomically: a new temporary file (`O_EXCL|O_NOFOLLOW`, after
+    /// removing whatever had its name, as itself) synced and renamed over it, then the root
+    /// directory synced.
     func saveOrder(_ ids: [UUID]) throws {
-        let temporary = root.appending("windows.order.tmp")
         let text = ids.map { $0.uuidString + "\n" }.joined()
-        let fd = try FileDescriptor.open(temporary, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
+        if try NoFollow.kind(orderTemporary) != nil { try removeTree(orderTemporary) }
+        let fd = try NoFollow.open(orderTemporary, .create)
         try fd.closeAfter {
             _ = try fd.writeAll(Array(text.utf8))
             guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
         }
-        guard rename(temporary.string, order.string) == 0 else { throw Errno(rawValue: errno) }
+        try NoFollow.rename(orderTemporary, to: order)
         try Self.syncDirectory(root)
     }
 
     /// Moves a window's whole session to `set-aside/<UUID>-<UTC time>/`, never deleting it.
     /// Nil when the window has nothing on disk.
     func setAside(_ id: UUID, at date: Date) throws -> FilePath? {
-        guard hasSession(id) else { return nil }
+        guard try NoFollow.kind(windowDirectory(id)) != nil else { return nil }
+        return try move(id.uuidString, window: id, at: date)
+    }
+
+    /// Moves `windows/<name>` as itself to `set-aside/<UUID>-<UTC time>[-N]`.
+    private func move(_ name: String, window id: UUID, at date: Date) throws -> FilePath {
         try Self.makeDirectory(setAside)
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -54,30 +117,56 @@ struct SupervisorFiles {
         let stamp = formatter.string(from: date)
         var destination = setAside.appending("\(id.uuidString)-\(stamp)")
         var attempt = 1
-        while access(destination.string, F_OK) == 0 {
+        while try NoFollow.kind(destination) != nil {
             attempt += 1
             destination = setAside.appending("\(id.uuidString)-\(stamp)-\(attempt)")
         }
-        guard rename(windowDirectory(id).string, destination.string) == 0 else { throw Errno(rawValue: errno) }
+        try NoFollow.rename(windows.appending(name), to: destination)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
         return destination
     }
 
+    /// Removes `path`, a directory with everything under it, each entry as itself.
+    private func removeTree(_ path: FilePath) throws {
+        if try NoFollow.kind(path) == .directory {
+            for entry in try NoFollow.entries(path) ?? [] { try removeTree(path.appending(entry.name)) }
+            try NoFollow.remove(path, directory: true)
+        } else {
+            try NoFollow.remove(path)
+        }
+    }
+
+    /// Creates `path` and its missing parents, 0700, each followed by a sync of its parent. An
+    /// existing component must be a directory (a symlink is refused, not followed).
     static func makeDirectory(_ path: FilePath) throws {
         var current = path.root.map { FilePath(root: $0) } ?? FilePath()
         for component in path.components {
             current.append(component)
-            if mkdir(current.string, 0o700) == 0 {
+            switch try NoFollow.kind(current) {
+            case .directory?:
+                continue
+            case nil:
+                // Made by someone else meanwhile: checked as itself on the next start.
+                if let error = makeDirectoryError(current), error != .fileExists { throw error }
                 try syncDirectory(current.removingLastComponent())
-            } else if errno != EEXIST {
-                throw Errno(rawValue: errno)
+            case .some:
+                throw Errno.notDirectory
             }
         }
     }
 
+    private static func makeDirectoryError(_ path: FilePath) -> Errno? {
+        do {
+            try NoFollow.makeDirectory(path)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     static func syncDirectory(_ path: FilePath) throws {
-        let fd = try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec])
+        let fd = try NoFollow.openDirectory(path)
         try fd.closeAfter {
             guard fsync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
         }

@@ -35,7 +35,7 @@ struct DemoCommand: ParsableCommand {
     }
 
     func run() throws {
-        let rootPath = try root.map { FilePath($0) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
+        let rootPath = try root.map { try PrivateFiles.checkedRootOrExit(FilePath($0)) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
         defer { if root == nil { try? FileManager.default.removeItem(atPath: rootPath.string) } }
         let engine = try io.makeEngine()
         let window = UUID()

@@ -8,7 +8,11 @@ struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect",
         abstract: "Show the sessions saved under ROOT without changing anything.",
-        discussion: "Exit codes: 0 all readable, 65 something is corrupt (file and byte offset named, the rest still shown), 66 ROOT does not exist.")
+        discussion: """
+            Opens everything read only: a read-only copy of a root works. Exit codes: 0 all readable, 65 something is \
+            corrupt or unreadable (file and byte offset named, every other window still shown), 66 ROOT does not exist, \
+            74 ROOT/windows cannot be listed.
+            """)
 
     @Argument(help: "The host's state directory.")
     var root: String
@@ -19,6 +23,9 @@ struct InspectCommand: ParsableCommand {
     @Flag(help: "One JSON object on stdout.")
     var json = false
 
+    @Flag(help: "Also read and check every stored history (a plain inspect reads the list metadata and journals only).")
+    var deep = false
+
     func run() throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
@@ -27,7 +34,7 @@ struct InspectCommand: ParsableCommand {
         }
         let windows: [WindowInspection]
         do {
-            windows = try SessionInspector.inspect(root: FilePath(root), window: window)
+            windows = try SessionInspector.inspect(root: try PrivateFiles.resolvedPath(FilePath(root)), window: window, deep: deep)
         } catch {
             FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
             throw ExitStatus.ioError
@@ -44,13 +51,14 @@ struct InspectCommand: ParsableCommand {
         } else {
             printText(windows)
         }
-        if windows.contains(where: { $0.browsers.contains { !$0.damaged.isEmpty } }) { throw ExitStatus.dataError }
+        if windows.contains(where: \.isDamaged) { throw ExitStatus.dataError }
     }
 
     private func printText(_ windows: [WindowInspection]) {
         if windows.isEmpty { print("no windows under \(root)") }
         for window in windows {
-            print("window \(window.uuid)")
+            print("window \(window.uuid)" + (window.directory == window.uuid ? "" : " (directory \(window.directory))"))
+            for damage in window.damaged { print("  CORRUPT \(damage.file): \(damage.error)") }
             for browser in window.browsers {
                 print("  \(browser.kind): \(browser.tabs.count) tabs, active \(browser.activeIndex.map(String.init) ?? "none"), "
                     + "durable seq \(browser.durableSeq), generation \(browser.generation), "

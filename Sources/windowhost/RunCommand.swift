@@ -72,7 +72,8 @@ struct RunCommand: ParsableCommand {
 
     func run() throws {
         Logs.bootstrap()
-        let root = FilePath(root ?? DefaultPaths.root)
+        // Before anything is written under it: someone else's root, or one others can write, is refused.
+        let root = try PrivateFiles.checkedRootOrExit(FilePath(self.root ?? DefaultPaths.root))
         // Decided once here, so every worker runs the same engine and the reason is said once.
         let engineName = try io.makeEngine().name
         var configuration = SupervisorConfiguration(

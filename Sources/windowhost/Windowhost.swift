@@ -24,4 +24,6 @@ enum ExitStatus {
     static let unavailable = ExitCode(69)
     static let ioError = ExitCode(74)
     static let temporary = ExitCode(75)
+    /// EX_NOPERM: a root another user owns or can write.
+    static let permission = ExitCode(77)
 }

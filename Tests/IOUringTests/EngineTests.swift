@@ -20,7 +20,7 @@ private func withTemporaryDirectory(_ body: (FilePath) throws -> Void) throws {
     func chainsOfOneFlushCompleteAndReadBack(name: String) throws {
         try withTemporaryDirectory { directory in
             let engine: any IOEngine = name == "uring" ? try UringEngine() : SyncEngine()
-            let files = try (0..<8).map { try engine.open(directory.appending("file\($0)"), creating: true) }
+            let files = try (0..<8).map { try engine.open(directory.appending("file\($0)"), .create) }
             let tickets = files.enumerated().map { index, file in
                 engine.submit([
                     .write(file, Array("first \(index) ".utf8), offset: 0, durable: false),

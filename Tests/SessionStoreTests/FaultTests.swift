@@ -323,7 +323,7 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
             (StoreLayout.snapshotName(1), snapshot),
             (StoreLayout.journalName(1), JournalFile.header + [UInt8](repeating: 0, count: 4096)),
         ] {
-            let file = try engine.open(regularDirectory.appending(name), creating: true)
+            let file = try engine.open(regularDirectory.appending(name), .create)
             _ = try engine.perform([.write(file, bytes, offset: 0, durable: true)])
             engine.close(file)
         }

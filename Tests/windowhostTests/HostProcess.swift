@@ -7,10 +7,16 @@ import SystemPackage
 let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("windowhost")
 
 /// Runs `windowhost ARGUMENTS` to the end: its status and stdout + stderr.
-func runWindowhost(_ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+/// `prefix`: a command that runs it (`setpriv …`), found on PATH.
+func runWindowhost(_ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
     let process = Process()
-    process.executableURL = windowhostBinary
-    process.arguments = arguments
+    if prefix.isEmpty {
+        process.executableURL = windowhostBinary
+        process.arguments = arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = prefix + [windowhostBinary.path] + arguments
+    }
     if let environment { process.environment = environment }
     let pipe = Pipe()
     process.standardOutput = pipe

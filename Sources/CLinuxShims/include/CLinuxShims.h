@@ -45,6 +45,10 @@ int wh_ring_wait(wh_ring *ring);
 /// flush, like an io_uring write with the same flag). Bytes written, or -1 with errno.
 ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset);
 
+/// `O_PATH`, a GNU flag Glibc's Swift module does not export: a descriptor that names a
+/// directory for the *at calls without needing read permission on it.
+int wh_open_flag_path(void);
+
 // MARK: futex on shared memory (no FUTEX_PRIVATE_FLAG: waiters live in other processes)
 
 /// Sleeps while `*word == expected`, at most `timeout_ns` (negative: no limit).

@@ -156,15 +156,16 @@ public final class FaultEngine: BlockingChainEngine {
 
     // MARK: files and directories
 
-    public func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile {
+    public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile {
         let key = path.string
         switch visible[key] {
         case .file(let inode)?:
+            guard mode != .create else { throw IOEngineError("open", path: key, errno: .fileExists) }
             return makeHandle(key, .file(inode))
         case .directory?:
-            throw IOEngineError("open", path: key, errno: .isDirectory)
+            throw IOEngineError("open", path: key, errno: mode == .create ? .fileExists : .isDirectory)
         case nil:
-            guard creating else { throw IOEngineError("open", path: key, errno: .noSuchFileOrDirectory) }
+            guard mode == .create else { throw IOEngineError("open", path: key, errno: .noSuchFileOrDirectory) }
             try requireParent(of: key, "open")
             try gate("open", key)
             let node = Node.file(Inode())
@@ -236,11 +237,24 @@ public final class FaultEngine: BlockingChainEngine {
         visible[key] = nil
     }
 
-    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+    public func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind? {
+        switch visible[path.string] {
+        case .file?: .file
+        case .directory?: .directory
+        case nil: nil
+        }
+    }
+
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
         let key = path.string
         guard case .directory? = visible[key] else { return nil }
-        return visible.keys.filter { Self.parent(of: $0) == key && $0 != key }
-            .map { String($0.dropFirst(key == "/" ? 1 : key.count + 1)) }.sorted()
+        return visible.filter { Self.parent(of: $0.key) == key && $0.key != key }
+            .map { entry -> (name: String, kind: EntryKind) in
+                let name = String(entry.key.dropFirst(key == "/" ? 1 : key.count + 1))
+                if case .directory = entry.value { return (name, .directory) }
+                return (name, .file)
+            }
+            .sorted { $0.name < $1.name }
     }
 
     /// What a reader sees in `path` now, or nil: for tests that damage files on the simulated disk.

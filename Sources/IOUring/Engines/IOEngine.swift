@@ -41,6 +41,12 @@ public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible
     }
 
     public var description: String { "\(operation) \(path): \(errno)" }
+
+    /// The process ran short of memory or descriptors: nothing to do with the file named, so
+    /// no reason to set it aside.
+    public var isResourceShortage: Bool {
+        errno == .noMemory || errno == .tooManyOpenFiles || errno == .tooManyOpenFilesInSystem
+    }
 }
 
 /// How a store reaches storage. The data path is asynchronous and batched: `submit` queues a
@@ -66,23 +72,45 @@ public protocol IOEngine: AnyObject {
     /// complete asynchronously; nil when they complete during `flush`.
     var completionDescriptor: Int32? { get }
 
-    func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile
+    /// A regular file (never through a symlink; see `OpenMode` and `NoFollow.open`).
+    func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile
     func close(_ file: EngineFile)
     func size(of file: EngineFile) throws(IOEngineError) -> Int
     /// Exactly `count` bytes at `offset`, or an error (`EIO` for bytes past the end).
     func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8]
 
+    /// What `path` is as itself (a symlink is not followed); nil when nothing has that name.
+    func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind?
     func makeDirectory(_ path: FilePath) throws(IOEngineError)
+    /// Moves the entry itself, whatever it is (a symlink moves, its target stays).
     func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError)
+    /// Removes a file, or a symlink, FIFO or socket as itself; never a directory.
     func removeFile(_ path: FilePath) throws(IOEngineError)
     func removeDirectory(_ path: FilePath) throws(IOEngineError)
-    /// Entry names, sorted; nil when `path` is not a directory.
-    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]?
+    /// Entries with what each is, sorted by name; nil when `path` is not a directory (a
+    /// symlink to one included: it is not followed).
+    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]?
 }
 
 extension IOEngine {
     public var completionDescriptor: Int32? { nil }
+
+    /// Entry names, sorted; nil when `path` is not a directory.
+    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+        try listDirectory(path)?.map(\.name)
+    }
+
+    /// Removes `path` whatever it is, a directory with everything under it, each entry as
+    /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
+    public func removeTree(_ path: FilePath) throws(IOEngineError) {
+        guard let kind = try kind(path) else { return }
+        guard kind == .directory else { return try removeFile(path) }
+        for entry in try listDirectory(path) ?? [] {
+            try removeTree(path.appending(entry.name))
+        }
+        try removeDirectory(path)
+    }
 
     /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending
     /// (recovery, tools). Completions of other chains reaped meanwhile are returned too.

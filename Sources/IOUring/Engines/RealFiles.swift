@@ -1,8 +1,213 @@
+import CLinuxShims
 import Glibc
 import SystemPackage
 
-/// The blocking file-system calls both real engines share, and the descriptor → path table
-/// their errors name paths from. Files are created 0600, directories 0700.
+/// What an entry is as itself (`fstatat` with `AT_SYMLINK_NOFOLLOW`): a symlink is a symlink,
+/// never its target.
+public enum EntryKind: Sendable, Equatable {
+    case file
+    case directory
+    case symlink
+    /// A FIFO, socket or device: nothing the host ever creates.
+    case other
+}
+
+/// How `IOEngine.open` opens a file. Every mode refuses anything but a regular file (see
+/// `NoFollow.open`).
+public enum OpenMode: Sendable, Equatable {
+    /// Read only: what recovery's reads and `inspect` use, so a read-only copy works.
+    case read
+    /// Read and write, an existing file.
+    case write
+    /// A new file, 0600, read and write: `O_CREAT|O_EXCL`, so an entry already there (a stale
+    /// temporary, a planted symlink) fails with `EEXIST` and is never written through.
+    case create
+}
+
+/// File-system calls that never follow a symlink. Each path is walked one component at a time
+/// from `/` (or the working directory for a relative path), every directory opened with
+/// `openat(O_PATH|O_DIRECTORY|O_NOFOLLOW)`, and the last component is acted on relative to its
+/// directory's descriptor (`openat`, `mkdirat`, `renameat`, `unlinkat`, `fstatat` with
+/// `O_NOFOLLOW`/`AT_SYMLINK_NOFOLLOW`). A symlink anywhere in a path fails (`ENOTDIR` in the
+/// middle, `ELOOP` at the end) instead of leading outside; a symlink is renamed and removed as
+/// itself. Callers resolve a user-named root once (`realpath`) and pass the result on.
+public enum NoFollow {
+    /// `fstatat(AT_SYMLINK_NOFOLLOW)`: what `path` is, nil when nothing has that name (nor,
+    /// then, has a directory on the way to it).
+    public static func kind(_ path: FilePath) throws(Errno) -> EntryKind? {
+        do {
+            return try withParent(of: path) { parent, name throws(Errno) in
+                var status = stat()
+                guard fstatat(parent, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
+                return kind(of: status.st_mode)
+            }
+        } catch .noSuchFileOrDirectory {
+            return nil
+        }
+    }
+
+    /// `openat` of a regular file, `O_NOFOLLOW|O_CLOEXEC`. An existing entry is checked as
+    /// itself first and opened only if it is a regular file: a symlink fails with `ELOOP`, a
+    /// directory with `EISDIR`, a FIFO, socket or device with `ENXIO` (it is never opened, so
+    /// opening cannot block or touch a device); `O_NONBLOCK` covers an entry swapped in between,
+    /// and is cleared once `fstat` shows a regular file.
+    public static func open(_ path: FilePath, _ mode: OpenMode) throws(Errno) -> FileDescriptor {
+        try withParent(of: path) { parent, name throws(Errno) in
+            let fd: Int32
+            if mode == .create {
+                fd = retrying { openat(parent, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+                guard fd >= 0 else { throw Errno(rawValue: errno) }
+                return FileDescriptor(rawValue: fd)
+            }
+            var status = stat()
+            guard fstatat(parent, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
+            try requireFile(status.st_mode)
+            let access = mode == .read ? O_RDONLY : O_RDWR
+            fd = retrying { openat(parent, name, access | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0) }
+            guard fd >= 0 else { throw Errno(rawValue: errno) }
+            guard fstat(fd, &status) == 0 else {
+                let error = Errno(rawValue: errno)
+                Glibc.close(fd)
+                throw error
+            }
+            do throws(Errno) {
+                try requireFile(status.st_mode)
+                // A regular file after all: O_NONBLOCK goes, or io_uring would fail a write that
+                // must wait (a durable one) with EAGAIN instead of running it in its workers.
+                let flags = fcntl(fd, F_GETFL)
+                guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else { throw Errno(rawValue: errno) }
+            } catch {
+                Glibc.close(fd)
+                throw error
+            }
+            return FileDescriptor(rawValue: fd)
+        }
+    }
+
+    /// A directory, read only (for listing and fsync), `O_DIRECTORY|O_NOFOLLOW`.
+    public static func openDirectory(_ path: FilePath) throws(Errno) -> FileDescriptor {
+        let fd = try walk(path.components.map(\.string), from: path.isAbsolute, flags: O_RDONLY)
+        guard fd != AT_FDCWD else {
+            let current = retrying { Glibc.open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            guard current >= 0 else { throw Errno(rawValue: errno) }
+            return FileDescriptor(rawValue: current)
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// `mkdirat`, 0700.
+    public static func makeDirectory(_ path: FilePath) throws(Errno) {
+        try withParent(of: path) { parent, name throws(Errno) in
+            guard mkdirat(parent, name, 0o700) == 0 else { throw Errno(rawValue: errno) }
+        }
+    }
+
+    /// `renameat`: the entry itself moves, whatever it is.
+    public static func rename(_ source: FilePath, to destination: FilePath) throws(Errno) {
+        try withParent(of: source) { from, fromName throws(Errno) in
+            try withParent(of: destination) { to, toName throws(Errno) in
+                guard renameat(from, fromName, to, toName) == 0 else { throw Errno(rawValue: errno) }
+            }
+        }
+    }
+
+    /// `unlinkat`: removes a file, symlink, FIFO or socket as itself (`EISDIR` for a directory);
+    /// with `directory`, an empty directory (`AT_REMOVEDIR`).
+    public static func remove(_ path: FilePath, directory: Bool = false) throws(Errno) {
+        try withParent(of: path) { parent, name throws(Errno) in
+            guard unlinkat(parent, name, directory ? AT_REMOVEDIR : 0) == 0 else { throw Errno(rawValue: errno) }
+        }
+    }
+
+    /// Entry names and kinds, sorted by name; nil when `path` is missing or is not a
+    /// directory (a symlink to one included).
+    public static func entries(_ path: FilePath) throws(Errno) -> [(name: String, kind: EntryKind)]? {
+        let fd: FileDescriptor
+        do {
+            fd = try openDirectory(path)
+        } catch where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels {
+            return nil
+        }
+        // fdopendir owns the descriptor from here: closedir closes it.
+        guard let stream = fdopendir(fd.rawValue) else {
+            let error = Errno(rawValue: errno)
+            try? fd.close()
+            throw error
+        }
+        defer { closedir(stream) }
+        var found: [(name: String, kind: EntryKind)] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            var status = stat()
+            // Gone since it was listed: no longer an entry.
+            guard fstatat(fd.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+                if errno == ENOENT { continue }
+                throw Errno(rawValue: errno)
+            }
+            found.append((name, kind(of: status.st_mode)))
+        }
+        return found.sorted { $0.name < $1.name }
+    }
+
+    /// Runs `body` with the descriptor of the directory holding `path`'s last component, and
+    /// that component. `path` must name an entry, not `/`.
+    private static func withParent<T>(of path: FilePath, _ body: (Int32, String) throws(Errno) -> T) throws(Errno) -> T {
+        let components = path.components.map(\.string)
+        guard let name = components.last, name != "..", name != "." else { throw .invalidArgument }
+        let parent = try walk(components.dropLast(), from: path.isAbsolute, flags: wh_open_flag_path())
+        defer { if parent != AT_FDCWD { Glibc.close(parent) } }
+        return try body(parent, name)
+    }
+
+    /// Opens the directory the components lead to, each step `O_DIRECTORY|O_NOFOLLOW`; the
+    /// last one opened with `flags`. `AT_FDCWD` for a relative path with no components.
+    private static func walk(_ components: some Collection<String>, from root: Bool, flags: Int32) throws(Errno) -> Int32 {
+        var current = AT_FDCWD
+        if root {
+            current = retrying { Glibc.open("/", (components.isEmpty ? flags : wh_open_flag_path()) | O_DIRECTORY | O_CLOEXEC) }
+            guard current >= 0 else { throw Errno(rawValue: errno) }
+        }
+        for (index, component) in components.enumerated() {
+            let last = index == components.count - 1
+            let next = retrying { openat(current, component, (last ? flags : wh_open_flag_path()) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+            let error = errno
+            if current != AT_FDCWD { Glibc.close(current) }
+            guard next >= 0 else { throw Errno(rawValue: error) }
+            current = next
+        }
+        return current
+    }
+
+    private static func kind(of mode: mode_t) -> EntryKind {
+        switch mode & S_IFMT {
+        case S_IFREG: .file
+        case S_IFDIR: .directory
+        case S_IFLNK: .symlink
+        default: .other
+        }
+    }
+
+    private static func requireFile(_ mode: mode_t) throws(Errno) {
+        switch kind(of: mode) {
+        case .file: return
+        case .directory: throw .isDirectory
+        case .symlink: throw .tooManySymbolicLinkLevels
+        case .other: throw .noSuchAddressOrDevice
+        }
+    }
+
+    private static func retrying(_ call: () -> Int32) -> Int32 {
+        while true {
+            let result = call()
+            if result >= 0 || errno != EINTR { return result }
+        }
+    }
+}
+
+/// The blocking file-system calls both real engines share (all through `NoFollow`), and the
+/// descriptor → path table their errors name paths from. Files are created 0600, directories
+/// 0700.
 struct RealFiles {
     private var paths: [Int32: String] = [:]
     private var directories: Set<Int32> = []
@@ -14,18 +219,14 @@ struct RealFiles {
 
     func descriptor(_ file: EngineFile) -> FileDescriptor { FileDescriptor(rawValue: file.rawValue) }
 
-    mutating func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile {
-        let fd = try call("open", path) {
-            try FileDescriptor.open(
-                path, .readWrite, options: creating ? [.create, .closeOnExec] : [.closeOnExec],
-                permissions: creating ? [.ownerReadWrite] : nil)
-        }
+    mutating func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile {
+        let fd = try call("open", path) { () throws(Errno) in try NoFollow.open(path, mode) }
         paths[fd.rawValue] = path.string
         return EngineFile(rawValue: fd.rawValue)
     }
 
     mutating func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile {
-        let fd = try call("open", path) { try FileDescriptor.open(path, .readOnly, options: [.directory, .closeOnExec]) }
+        let fd = try call("open", path) { () throws(Errno) in try NoFollow.openDirectory(path) }
         paths[fd.rawValue] = path.string
         directories.insert(fd.rawValue)
         return EngineFile(rawValue: fd.rawValue)
@@ -38,18 +239,25 @@ struct RealFiles {
     }
 
     func size(of file: EngineFile) throws(IOEngineError) -> Int {
-        Int(try call("seek", path(of: file)) { try descriptor(file).seek(offset: 0, from: .end) })
+        do {
+            return Int(try descriptor(file).seek(offset: 0, from: .end))
+        } catch {
+            throw IOEngineError("seek", path: path(of: file), errno: (error as? Errno) ?? .ioError)
+        }
     }
 
     func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
-            let read = try call("pread", path(of: file)) {
-                try bytes.withUnsafeMutableBytes { buffer in
+            let read: Int
+            do {
+                read = try bytes.withUnsafeMutableBytes { buffer in
                     try descriptor(file).read(
                         fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
                 }
+            } catch {
+                throw IOEngineError("pread", path: path(of: file), errno: (error as? Errno) ?? .ioError)
             }
             guard read > 0 else { throw IOEngineError("pread", path: path(of: file), errno: .ioError) }
             done += read
@@ -57,50 +265,39 @@ struct RealFiles {
         return bytes
     }
 
+    func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind? {
+        try call("fstatat", path) { () throws(Errno) in try NoFollow.kind(path) }
+    }
+
     func makeDirectory(_ path: FilePath) throws(IOEngineError) {
-        if mkdir(path.string, 0o700) != 0 { throw IOEngineError("mkdir", path: path.string, errno: Errno(rawValue: errno)) }
+        try call("mkdirat", path) { () throws(Errno) in try NoFollow.makeDirectory(path) }
     }
 
     func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) {
-        if Glibc.rename(source.string, destination.string) != 0 {
-            throw IOEngineError("rename", path: "\(source) → \(destination)", errno: Errno(rawValue: errno))
-        }
+        try call("renameat", "\(source) → \(destination)") { () throws(Errno) in try NoFollow.rename(source, to: destination) }
     }
 
     func removeFile(_ path: FilePath) throws(IOEngineError) {
-        if unlink(path.string) != 0 { throw IOEngineError("unlink", path: path.string, errno: Errno(rawValue: errno)) }
+        try call("unlinkat", path) { () throws(Errno) in try NoFollow.remove(path) }
     }
 
     func removeDirectory(_ path: FilePath) throws(IOEngineError) {
-        if rmdir(path.string) != 0 { throw IOEngineError("rmdir", path: path.string, errno: Errno(rawValue: errno)) }
+        try call("unlinkat(AT_REMOVEDIR)", path) { () throws(Errno) in try NoFollow.remove(path, directory: true) }
     }
 
-    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
-        guard let directory = opendir(path.string) else {
-            let error = Errno(rawValue: errno)
-            if error == .noSuchFileOrDirectory || error == .notDirectory { return nil }
-            throw IOEngineError("opendir", path: path.string, errno: error)
-        }
-        defer { closedir(directory) }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != ".", name != ".." { names.append(name) }
-        }
-        return names.sorted()
+    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
+        try call("opendir", path) { () throws(Errno) in try NoFollow.entries(path) }
     }
 
-    private func call<T>(_ operation: String, _ path: FilePath, _ body: () throws -> T) throws(IOEngineError) -> T {
+    private func call<T>(_ operation: String, _ path: FilePath, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T {
         try call(operation, path.string, body)
     }
 
-    private func call<T>(_ operation: String, _ path: String, _ body: () throws -> T) throws(IOEngineError) -> T {
+    private func call<T>(_ operation: String, _ path: String, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T {
         do {
             return try body()
-        } catch let error as Errno {
-            throw IOEngineError(operation, path: path, errno: error)
         } catch {
-            throw IOEngineError(operation, path: path, errno: .ioError)
+            throw IOEngineError(operation, path: path, errno: error)
         }
     }
 }
@@ -111,22 +308,21 @@ protocol RealFileEngine: IOEngine {
 }
 
 extension RealFileEngine {
-    public func open(_ path: FilePath, creating: Bool) throws(IOEngineError) -> EngineFile {
-        try files.open(path, creating: creating)
-    }
+    public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try files.open(path, mode) }
     public func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try files.openDirectory(path) }
     public func close(_ file: EngineFile) { files.close(file) }
     public func size(of file: EngineFile) throws(IOEngineError) -> Int { try files.size(of: file) }
     public func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         try files.read(file, offset: offset, count: count)
     }
+    public func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind? { try files.kind(path) }
     public func makeDirectory(_ path: FilePath) throws(IOEngineError) { try files.makeDirectory(path) }
     public func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) {
         try files.rename(source, to: destination)
     }
     public func removeFile(_ path: FilePath) throws(IOEngineError) { try files.removeFile(path) }
     public func removeDirectory(_ path: FilePath) throws(IOEngineError) { try files.removeDirectory(path) }
-    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
         try files.directoryEntries(path)
     }
 }

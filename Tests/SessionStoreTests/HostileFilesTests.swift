@@ -1,0 +1,223 @@
+import BrowserModel
+import Foundation
+import Glibc
+import IOUring
+@testable import SessionStore
+import SessionFormat
+import SystemPackage
+import Testing
+
+/// Entries the host never wrote, planted in real session directories: symlinks leading out of
+/// the root to a canary, FIFOs, directories under a file's name. Each is removed or set aside
+/// as itself; the canary outside the root survives untouched; everything else restores.
+@Suite struct HostileFilesTests {
+    /// Issue 11, item 4: closing the last incognito tab deletes the incognito session through
+    /// planted symlinks and a FIFO without following or opening them, and completes.
+    @Test func incognitoDeletionRemovesPlantedEntriesAsThemselvesAndCompletes() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root)
+            try open(store, store.regular, seq: 1, url: "https://kept.example/")
+            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
+            try store.waitUntilDurable(2)
+            let incognito = store.incognito.sessionDirectory
+            try plant(.symlink(to: canary.string), at: incognito.appending("link"))
+            try plant(.symlink(to: canary.appending("keep").string), at: incognito.appending("file-link"))
+            try plant(.fifo, at: incognito.appending("pipe"))
+            try plant(.directory, at: incognito.appending("sub"))
+            try plant(.symlink(to: canary.string), at: incognito.appending("sub").appending("deeper"))
+
+            var events: [SaveEvent] = []
+            store.apply(seq: 3) { store.incognito.webStateList.closeAll() }
+            for _ in 0..<20 where !events.contains(.deletedIncognito) { events += try store.poll(waiting: true) }
+            #expect(events.contains(.deletedIncognito), "\(events)")
+            #expect(lstatKind(incognito) == nil, "the incognito directory is gone")
+            try expectCanaryIntact(canary)
+            #expect(!bytesOfEveryFile(under: root).contains("secret.example"), "the closed tab's URL is nowhere on disk")
+
+            let restored = try realWindow(root)
+            #expect(restored.incognito.webStateList.isEmpty)
+            #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
+        }
+    }
+
+    /// Issue 11, item 7: a directory under a snapshot's name and a FIFO under another's are
+    /// each set aside alone (moved as themselves, never opened); both Browsers restore whole.
+    @Test func aDirectoryOrFIFONamedLikeASnapshotIsSetAsideAloneAndTheRestRestores() throws {
+        try withRootAndCanary { root, _ in
+            let store = try realWindow(root)
+            try open(store, store.regular, seq: 1, url: "https://regular.example/")
+            try open(store, store.incognito, seq: 2, url: "https://incognito.example/")
+            try store.waitUntilDurable(2)
+            let before = try WindowContents(store)
+            let regular = store.regular.sessionDirectory
+            let incognito = store.incognito.sessionDirectory
+            let directoryEntry = regular.appending(StoreLayout.snapshotName(7))
+            let fifoEntry = incognito.appending(StoreLayout.snapshotName(9))
+            try plant(.directory, at: directoryEntry)
+            try plant(.directory, at: directoryEntry.appending("inside"))
+            try plant(.fifo, at: fifoEntry)
+
+            let restored = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let recovery = try restored.recover()
+            #expect(try WindowContents(restored) == before, "every tab of both Browsers restores")
+            #expect(recovery.regular.damaged.map(\.path) == [directoryEntry.string])
+            #expect(recovery.incognito.damaged.map(\.path) == [fifoEntry.string])
+            let movedDirectory = try #require(recovery.regular.damaged.first?.setAsideAt)
+            let movedFIFO = try #require(recovery.incognito.damaged.first?.setAsideAt)
+            #expect(movedDirectory.hasPrefix(regular.appending(StoreLayout.damagedDirectory).string + "/"))
+            #expect(lstatKind(FilePath(movedDirectory)) == "directory")
+            #expect(lstatKind(FilePath(movedDirectory).appending("inside")) == "directory", "set aside whole, not deleted")
+            #expect(lstatKind(FilePath(movedFIFO)) == "other", "the FIFO moved as itself")
+
+            try open(restored, restored.regular, seq: 3, url: "https://after.example/")
+            try restored.waitUntilDurable(3)
+            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine())
+            let second = try again.recover()
+            #expect(second.regular.damaged.isEmpty && second.incognito.damaged.isEmpty)
+            #expect(again.regular.webStateList.webStates.map(\.url) == ["https://regular.example/", "https://after.example/"])
+        }
+    }
+
+    /// Issue 11, item 5: a Browser's session directory that is a symlink out of the root is set
+    /// aside as itself; the Browser starts empty and its saves land inside the root.
+    @Test func aSymlinkedSessionDirectoryIsSetAsideAndNothingIsWrittenThroughIt() throws {
+        try withRootAndCanary { root, canary in
+            let seed = try realWindow(root)
+            try open(seed, seed.incognito, seq: 1, url: "https://incognito.example/")
+            try seed.waitUntilDurable(1)
+            let regular = seed.regular.sessionDirectory
+            try plant(.symlink(to: canary.string), at: regular)
+
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let recovery = try store.recover()
+            let setAside = try #require(recovery.regular.damaged.first?.setAsideAt)
+            #expect(setAside.hasPrefix(regular.removingLastComponent().appending(StoreLayout.damagedDirectory).string + "/regular-"))
+            #expect(lstatKind(FilePath(setAside)) == "symlink", "moved as itself")
+            #expect(store.regular.webStateList.isEmpty)
+            #expect(store.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/"])
+            try open(store, store.regular, seq: 2, url: "https://inside.example/")
+            try store.waitUntilDurable(2)
+            #expect(lstatKind(regular) == "directory", "a real directory now, inside the root")
+            try expectCanaryIntact(canary)
+        }
+    }
+
+    /// Issue 11, item 5: a stale temporary that is a symlink (to a file outside the root) is
+    /// removed as itself before the new one is created `O_EXCL`: the target is never truncated.
+    @Test func aStaleTemporarySymlinkIsRemovedNotWrittenThrough() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root, options: StoreOptions(compactAfterRecords: 2))
+            try open(store, store.regular, seq: 1, url: "https://one.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            for generation in 1...(6 as UInt64) {
+                try plant(
+                    .symlink(to: canary.appending("keep").string),
+                    at: regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+            }
+            for seq in 2...(6 as UInt64) {
+                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
+                try store.waitUntilDurable(seq)
+            }
+            try expectCanaryIntact(canary)
+            let restored = try realWindow(root)
+            #expect(restored.regular.webStateList.count == 6)
+        }
+    }
+
+    /// `NoFollow` itself: a symlink anywhere in a path is refused, never followed; a FIFO is
+    /// never opened (the call returns at once, it does not block).
+    @Test func noFollowRefusesSymlinksOnTheWayAndNeverOpensAFIFO() throws {
+        try withRootAndCanary { root, canary in
+            try plant(.symlink(to: canary.string), at: root.appending("link"))
+            try plant(.fifo, at: root.appending("pipe"))
+            #expect(throws: Errno.notDirectory) { _ = try NoFollow.open(root.appending("link").appending("keep"), .read) }
+            #expect(throws: Errno.tooManySymbolicLinkLevels) { _ = try NoFollow.open(root.appending("link"), .read) }
+            #expect(throws: Errno.noSuchAddressOrDevice) { _ = try NoFollow.open(root.appending("pipe"), .read) }
+            #expect(throws: Errno.fileExists) { _ = try NoFollow.open(root.appending("link"), .create) }
+            #expect(throws: Errno.notDirectory) { try NoFollow.makeDirectory(root.appending("link").appending("new")) }
+            #expect(try NoFollow.entries(root.appending("link")) == nil)
+            #expect(try NoFollow.kind(root.appending("link")) == .symlink)
+            try NoFollow.remove(root.appending("link"))
+            try expectCanaryIntact(canary)
+        }
+    }
+}
+
+// MARK: helpers
+
+private enum Planted {
+    case symlink(to: String)
+    case fifo
+    case directory
+}
+
+private func plant(_ entry: Planted, at path: FilePath) throws {
+    let result: Int32
+    switch entry {
+    case .symlink(let target): result = symlink(target, path.string)
+    case .fifo: result = mkfifo(path.string, 0o600)
+    case .directory: result = mkdir(path.string, 0o700)
+    }
+    guard result == 0 else { throw Errno(rawValue: errno) }
+}
+
+/// A root and, beside it, a canary directory holding one file: what a planted symlink points at.
+private func withRootAndCanary(_ body: (_ root: FilePath, _ canary: FilePath) throws -> Void) throws {
+    try withTemporaryDirectory { base in
+        let root = base.appending("root")
+        let canary = base.appending("canary")
+        try #require(mkdir(root.string, 0o700) == 0 && mkdir(canary.string, 0o700) == 0)
+        try Data(canaryText.utf8).write(to: URL(fileURLWithPath: canary.appending("keep").string))
+        try body(root, canary)
+    }
+}
+
+private let canaryText = "outside the root\n"
+
+private func expectCanaryIntact(_ canary: FilePath, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let entries = try FileManager.default.contentsOfDirectory(atPath: canary.string)
+    #expect(entries == ["keep"], "nothing created or removed outside the root", sourceLocation: sourceLocation)
+    let text = try? String(contentsOfFile: canary.appending("keep").string, encoding: .utf8)
+    #expect(text == canaryText, "the file outside the root is untouched", sourceLocation: sourceLocation)
+}
+
+private func realWindow(_ root: FilePath, options: StoreOptions = StoreOptions()) throws -> WindowStore {
+    let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+    _ = try store.recover()
+    return store
+}
+
+private func open(_ store: WindowStore, _ browser: Browser, seq: UInt64, url: String) throws {
+    var history = NavigationHistory()
+    history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+    try store.apply(seq: seq) {
+        try browser.webStateList.insert(
+            WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+    }
+}
+
+/// Every regular file's bytes under `root` (symlinks not followed), as one string.
+private func bytesOfEveryFile(under root: FilePath) -> String {
+    var text = ""
+    guard let walker = FileManager.default.enumerator(atPath: root.string) else { return text }
+    while let name = walker.nextObject() as? String {
+        let path = root.appending(name)
+        if lstatKind(path) == "file", let data = FileManager.default.contents(atPath: path.string) {
+            text += String(decoding: data, as: UTF8.self)
+        }
+    }
+    return text
+}
+
+/// What `path` is, by lstat (the test's own look, not the code under test's).
+private func lstatKind(_ path: FilePath) -> String? {
+    var status = stat()
+    guard lstat(path.string, &status) == 0 else { return nil }
+    switch status.st_mode & S_IFMT {
+    case S_IFREG: return "file"
+    case S_IFDIR: return "directory"
+    case S_IFLNK: return "symlink"
+    default: return "other"
+    }
+}
