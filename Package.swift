@@ -82,7 +82,7 @@ let package = Package(
         .target(
             name: "SceneWorker",
             dependencies: [
-                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "CLinuxShims",
+                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "HostCoordination", "CLinuxShims",
+                "HostCoordination", "HostLimits", "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
