@@ -83,7 +83,7 @@ extension ControlCommand {
                     "applied \(window["applied_seq"]?.int ?? 0)", "durable \(window["durable_seq"]?.int ?? 0)",
                     "saves \(window["saves"]?.int ?? 0)", "restarts \(window["restarts"]?.int ?? 0)",
                 ]
-                let failing = window["failing"]?["error"]?.string.map { error in
+                let failing: [String] = window["failing"]?["error"]?.string.map { error in
                     let browsers = (window["failing"]?["browsers"]?.array ?? []).compactMap(\.string).joined(separator: "+")
                     return ["saves failing (\(browsers)): \(error)"]
                 } ?? []
