@@ -136,8 +136,8 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "SessionStore", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                .product(name: "SystemPackage", package: "swift-system"),
+                "windowhost", "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "HostLimits", .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .testTarget(
