@@ -152,7 +152,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HostCoordinationTests",
-            dependencies: ["HostCoordination", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "HostCoordination", "CLinuxShims", .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(
             name: "SceneWorkerTests",
