@@ -387,7 +387,12 @@ public final class Supervisor {
             answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
-        if shutdownDeadline != nil, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
+        // A worker that disconnected exited 0 after saving; any other death while stopping is
+        // judged by what it last published (read again: its last words may be unread yet).
+        if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
+            window.lastStats = stats
+        }
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
             !keptUnsaved.contains(where: { $0.window == window.id })
         {
             noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
