@@ -239,7 +239,7 @@ public final class WorkerLoop {
             stats.durableSeq = store.durableSeq
         }
         stats.appliedSeq = store.appliedSeq
-        stats.failingErrno = store.failure.map { UInt64($0.errno?.rawValue ?? EIO) } ?? 0
+        stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
         stats.regularTabs = UInt64(store.regular.webStateList.count)
         stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
