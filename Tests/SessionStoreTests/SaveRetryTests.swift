@@ -152,6 +152,35 @@ import Testing
         engine.powerCut()
         #expect(try WindowContents(try simulatedWindow(engine).0) == live)
     }
+
+    /// A compaction that fails on a full disk is reported on each failure (each is counted), and
+    /// its episode's end once, when a compaction succeeds again.
+    @Test func aCompactionEpisodeEndsOnceWhenCompactionWorksAgain() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+        let store = WindowStore(root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0)
+        _ = try store.recover()
+        var browsing = WindowBrowsing(seed: 22, maxTabs: 8, incognitoOneIn: 1_000_000)
+        var seq: UInt64 = 0
+        func step() throws -> [SaveEvent] {
+            seq += 1
+            try browsing.step(store, seq: seq)
+            return try store.pollWhileSaving()
+        }
+        for _ in 0..<3 { _ = try step() }
+        engine.capacity = totalBytes(engine)
+        var events: [SaveEvent] = []
+        for _ in 0..<20 { events += try step() }
+        let failed = events.filter { if case .compactionFailed = $0 { true } else { false } }
+        #expect(failed.count >= 2, "a deferred compaction fails again later, and counts again: \(events)")
+        #expect(!events.contains(.compactionRecovered(.regular)))
+        #expect(events.failures.isEmpty, "the saves ride in the journal's room")
+
+        engine.capacity = nil
+        events = []
+        for _ in 0..<30 { events += try step() }
+        #expect(events.filter { $0 == .compactionRecovered(.regular) }.count == 1)
+    }
 }
 
 extension WindowStore {
