@@ -82,7 +82,7 @@ let package = Package(
         .target(
             name: "SceneWorker",
             dependencies: [
-                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "CLinuxShims",
+                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "HostCoordination", "CLinuxShims", "IOUring",
+                "HostCoordination", "HostLimits", "CLinuxShims", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -136,8 +136,8 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "SessionStore", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                .product(name: "SystemPackage", package: "swift-system"),
+                "windowhost", "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "HostLimits", .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .testTarget(
@@ -152,7 +152,10 @@ let package = Package(
         ),
         .testTarget(
             name: "HostCoordinationTests",
-            dependencies: ["HostCoordination", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "HostCoordination", "CLinuxShims", .product(name: "Atomics", package: "swift-atomics"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(
             name: "SceneWorkerTests",

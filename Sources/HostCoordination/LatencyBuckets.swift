@@ -1,5 +1,6 @@
 import Atomics
 import Histogram
+import HostLimits
 
 /// A latency histogram that lives in shared memory: fixed log-linear buckets of microseconds
 /// (exact below 64 µs, then 32 buckets per power of two: within about 3 %), each an atomic
@@ -50,15 +51,24 @@ public struct LatencyBuckets: @unchecked Sendable {
 
     /// The buckets as an HdrHistogram (values in µs). The samples of the bucket holding the
     /// maximum count at the exact maximum, so `max` is exact; the others at their bucket's middle.
+    ///
+    /// The worker writes the buckets in shared memory, so they are read as untrusted: at most
+    /// `Limits.maxLatencySamples` samples in all, and a maximum past the histogram's range is
+    /// taken as its highest value.
     public func histogram() -> Histogram<UInt64> {
-        var histogram = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
-        let maximum = counter(Self.count - 1).load(ordering: .relaxed)
+        var histogram = Histogram<UInt64>(highestTrackableValue: Self.highestMicroseconds, numberOfSignificantValueDigits: .three)
+        let maximum = min(counter(Self.count - 1).load(ordering: .relaxed), Self.highestMicroseconds)
         let top = Self.index(of: maximum)
+        var room = Limits.maxLatencySamples
         for index in 0..<(Self.count - 1) {
-            let count = counter(index).load(ordering: .relaxed)
+            let count = min(counter(index).load(ordering: .relaxed), room)
             guard count > 0 else { continue }
+            room -= count
             _ = histogram.record(index == top ? maximum : Self.representative(of: index), count: count)
         }
         return histogram
     }
+
+    /// The highest latency a histogram holds (2⁴² µs, 51 days).
+    public static let highestMicroseconds: UInt64 = 1 << 42
 }

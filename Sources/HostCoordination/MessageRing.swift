@@ -4,7 +4,8 @@ import Atomics
 /// producer writes a message's bytes, then publishes the new tail (release); the consumer reads
 /// the tail (acquire), takes whole messages, then publishes the new head. A producer killed
 /// mid-write never published its tail, so a torn message is never seen. Head and tail count
-/// bytes forever (64 bits do not wrap); positions are taken modulo the capacity.
+/// bytes forever (64 bits do not wrap in practice; the arithmetic wraps rather than traps, as
+/// the other process may write any value); positions are taken modulo the capacity.
 public struct MessageRing: @unchecked Sendable {
     static let headerSize = 128
     static let lengthSize = 4
@@ -45,11 +46,13 @@ public struct MessageRing: @unchecked Sendable {
     public func send(_ message: [UInt8]) throws(SendError) {
         guard message.count <= maximumMessage else { throw .tooLarge(message.count) }
         let start = tail.load(ordering: .relaxed)
-        let used = Int(start &- head.load(ordering: .acquiring))
+        // Both positions live in shared memory the other process can write: a distance past
+        // the capacity is a ring to wait on (the receiving side reports the corruption).
+        let used = Int(clamping: start &- head.load(ordering: .acquiring))
         guard capacity - used >= Self.lengthSize + message.count else { throw .full }
         withUnsafeBytes(of: UInt32(message.count).littleEndian) { copyIn($0, at: start) }
         message.withUnsafeBytes { copyIn($0, at: start + UInt64(Self.lengthSize)) }
-        tail.store(start + UInt64(Self.lengthSize + message.count), ordering: .releasing)
+        tail.store(start &+ UInt64(Self.lengthSize + message.count), ordering: .releasing)
     }
 
     /// A length that runs past the published tail: the other side wrote outside the protocol.
@@ -61,16 +64,18 @@ public struct MessageRing: @unchecked Sendable {
     /// Takes the next whole message, or nil when none is published (consumer only).
     public func receive() throws(CorruptRing) -> [UInt8]? {
         let start = head.load(ordering: .relaxed)
-        let available = Int(tail.load(ordering: .acquiring) &- start)
+        let available = Int(clamping: tail.load(ordering: .acquiring) &- start)
         guard available >= Self.lengthSize else { return nil }
         var length: UInt32 = 0
         withUnsafeMutableBytes(of: &length) { copyOut($0, at: start) }
         let count = Int(UInt32(littleEndian: length))
         // The producer publishes a length with all its bytes: anything else is a corrupt ring.
-        guard count <= available - Self.lengthSize else { throw CorruptRing(length: count, available: available) }
+        guard available <= capacity, count <= available - Self.lengthSize else {
+            throw CorruptRing(length: count, available: available)
+        }
         var message = [UInt8](repeating: 0, count: count)
         message.withUnsafeMutableBytes { copyOut($0, at: start + UInt64(Self.lengthSize)) }
-        head.store(start + UInt64(Self.lengthSize + count), ordering: .releasing)
+        head.store(start &+ UInt64(Self.lengthSize + count), ordering: .releasing)
         return message
     }
 

@@ -34,6 +34,11 @@ public struct WorkerStats: Equatable, Sendable {
     public var digest: UInt64 = 0
     public var regularTabs: UInt64 = 0
     public var incognitoTabs: UInt64 = 0
+    /// While some Browser's saves are failing: the errno of the latest failure (`EIO` for one
+    /// without an errno); 0 once every Browser saves again. What fails a durable wait at once.
+    public var failingErrno: UInt64 = 0
+    /// The Browsers whose saves are failing, as commit bits (regular 1, incognito 2).
+    public var failingBrowsers: UInt64 = 0
 
     public init() {}
 }
@@ -136,7 +141,7 @@ public struct WindowSlot: @unchecked Sendable {
     }
 
     private static let statsVersionOffset = 128
-    private static let statsOffsets = [136, 144, 152, 160, 168]
+    private static let statsOffsets = [136, 144, 152, 160, 168, 176, 184]
 
     /// Publishes `stats` under the sequence lock (worker only).
     public func publish(_ stats: WorkerStats) {
@@ -144,7 +149,11 @@ public struct WindowSlot: @unchecked Sendable {
         let start = version.load(ordering: .relaxed)
         version.store(start &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
-        let values = [stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs]
+        let values = [
+            stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
+            stats.failingBrowsers,
+        ]
+        assert(values.count == Self.statsOffsets.count, "one offset per field")
         for (offset, value) in zip(Self.statsOffsets, values) { word64(offset).store(value, ordering: .relaxed) }
         version.store(start &+ 2, ordering: .releasing)
     }
@@ -165,6 +174,8 @@ public struct WindowSlot: @unchecked Sendable {
             stats.digest = values[2]
             stats.regularTabs = values[3]
             stats.incognitoTabs = values[4]
+            stats.failingErrno = values[5]
+            stats.failingBrowsers = values[6]
             return stats
         }
         return nil
@@ -180,7 +191,10 @@ public struct WindowSlot: @unchecked Sendable {
     static let latencyOffset = 320
 
     public var savesCompleted: UInt64 { word64(256).load(ordering: .relaxed) }
+    /// Failed save attempts (scheduled, explicit, at disconnect; each retry counts).
     public var saveFailures: UInt64 { word64(264).load(ordering: .relaxed) }
+    /// Failed compactions (the saves riding on them may have succeeded).
+    public var compactionFailures: UInt64 { word64(272).load(ordering: .relaxed) }
 
     /// Records one durable save that took `microseconds` from request to durable (worker).
     public func recordSave(microseconds: UInt64) {
@@ -189,6 +203,8 @@ public struct WindowSlot: @unchecked Sendable {
     }
 
     public func recordSaveFailure() { word64(264).wrappingIncrement(ordering: .relaxed) }
+
+    public func recordCompactionFailure() { word64(272).wrappingIncrement(ordering: .relaxed) }
 
     public var latency: LatencyBuckets { LatencyBuckets(base + Self.latencyOffset) }
 

@@ -9,6 +9,12 @@ public enum Limits {
     /// on disk or in shared memory is damage, and every `seq + 1` below it cannot overflow.
     public static let maxCommandSeq: UInt64 = (1 << 53) - 1
 
+    /// The most save latency samples one window's shared-memory histogram is read as holding:
+    /// a million saves a second for 8.9 years. A worker writes its buckets in shared memory, so
+    /// the supervisor reads them clamped to this, and summing every window's (at most 64) stays
+    /// far from overflowing.
+    public static let maxLatencySamples: UInt64 = 1 << 48
+
     /// Whether `seq` is one a window can have reached.
     @inlinable
     public static func isValidCommandSeq(_ seq: UInt64) -> Bool { seq <= maxCommandSeq }

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import HostCoordination
+import HostLimits
 import SessionStore
 
 /// One scene's window inside its worker: both Browsers behind a `WindowStore`, and the ring's
@@ -37,6 +38,9 @@ public final class SceneWindow {
             case .none:
                 throw Refusal("a command with no action")
             default:
+                guard Limits.isValidCommandSeq(command.seq) else {
+                    throw Refusal("command seq \(command.seq) is above the highest a window reaches (\(Limits.maxCommandSeq))")
+                }
                 guard command.seq > store.appliedSeq else {
                     throw Refusal("command seq \(command.seq) is not after \(store.appliedSeq)")
                 }

@@ -151,18 +151,36 @@ public final class WorkerLoop {
         }
     }
 
-    /// One turn of the store's loop: the timer, completions, a new save if one is due.
+    /// One turn of the store's loop: the timer, a due retry, completions, a new save if one
+    /// is due; and what happened since the last turn, commands' saves included. Every failure
+    /// is counted in the slot; each episode is logged once, at its start and its end.
     private func turnSaveLoop() {
+        var failingChanged = false
         do {
             for event in try window.store.poll() {
                 switch event {
                 case .durable(let seq):
                     publish(durable: seq)
-                case .failed(let error):
+                case .failed(let failure):
                     slot.recordSaveFailure()
-                    logger.error("save failed", metadata: ["error": "\(error)"])
+                    failingChanged = true
+                    if failure.attempt == 1 {
+                        logger.error(
+                            "saves are failing; retried by themselves with backoff",
+                            metadata: ["browser": "\(failure.browser.rawValue)", "error": "\(failure.error)"])
+                    }
+                case .recovered(let browser, let attempts):
+                    failingChanged = true
+                    logger.notice("saves work again", metadata: ["browser": "\(browser.rawValue)", "failed_attempts": "\(attempts)"])
                 case .compactionFailed(let error):
-                    logger.warning("compaction failed; saves go on in the journal", metadata: ["error": "\(error)"])
+                    slot.recordCompactionFailure()
+                    if !compactionFailing {
+                        logger.warning("compaction failed; saves go on in the journal", metadata: ["error": "\(error)"])
+                    }
+                    compactionFailing = true
+                case .compactionRecovered(let browser):
+                    if compactionFailing { logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"]) }
+                    compactionFailing = false
                 case .deletedIncognito:
                     logger.info("incognito session deleted: its last tab closed")
                 }
@@ -172,7 +190,15 @@ public final class WorkerLoop {
             logger.error("save loop failed", metadata: ["error": "\(error)"])
         }
         noteSaveStarted()
+        if failingChanged {
+            // A durable waiter at the supervisor fails (or may succeed) now, not at the next look.
+            publishTabsAndApplied()
+            supervisor.ring()
+        }
     }
+
+    /// Whether the last compaction failed: its warning is logged once until one succeeds.
+    private var compactionFailing = false
 
     /// A save that just started covers the window as it is now: its digest is kept until the
     /// save is durable.
@@ -213,6 +239,8 @@ public final class WorkerLoop {
             stats.durableSeq = store.durableSeq
         }
         stats.appliedSeq = store.appliedSeq
+        stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
+        stats.failingBrowsers = UInt64(store.failingBrowserBits)
         stats.regularTabs = UInt64(store.regular.webStateList.count)
         stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
         slot.publish(stats)

@@ -57,6 +57,9 @@ public final class BrowserStore {
     var staged: [[UInt8]] = []
     /// Records in the write now in flight.
     private var writing: [[UInt8]] = []
+    /// The last append that landed, until the window knows whether every Browser its commit
+    /// names made the save durable too (`confirmSave` / `retractSave`).
+    private var unconfirmed: (records: [[UInt8]], bytes: Int)?
     /// Bytes of every write submitted by saves (appends, snapshots, preallocated journals).
     private(set) var bytesSubmitted: UInt64 = 0
     private var state = WriteState.idle
@@ -143,6 +146,8 @@ public final class BrowserStore {
     var isCompacting: Bool { if case .compacting = state { true } else { false } }
     /// Whether the directory holds a session.
     var isOnDisk: Bool { generation > 0 }
+    /// Whether a compaction failed and the next one waits for its deferral to pass.
+    var compactionDeferred: Bool { compactionDeferral.records > 0 }
 
     /// Whether the next save must write a new snapshot: the journal cannot be continued, or
     /// there is none (recovery could not open or repair it).
@@ -196,6 +201,9 @@ public final class BrowserStore {
     /// flush.
     func startSave(seq: UInt64, browsers: UInt8, compact: Bool) throws(StoreError) {
         precondition(isIdle, "one write per store at a time")
+        // The save before is settled by now: the window confirmed or retracted it (a repair at
+        // restore is a save of this Browser alone).
+        unconfirmed = nil
         if compact || journal == nil {
             do {
                 try startCompaction(seq: seq, browsers: browsers)
@@ -371,11 +379,30 @@ public final class BrowserStore {
         return nil
     }
 
+    /// Every Browser the last save's commit names made it durable: recovery keeps it.
+    func confirmSave() { unconfirmed = nil }
+
+    /// Another Browser the last save's commit names failed its part, so recovery would drop
+    /// this one's too: the append is taken back (its records staged again, the journal's end
+    /// where it was) and the next save writes them over it with a commit naming only the
+    /// Browsers that take part then. Until that lands, recovery drops the save, which was never
+    /// acknowledged.
+    func retractSave() {
+        guard let landed = unconfirmed else { return }
+        precondition(isIdle, "no write in flight while retracting")
+        unconfirmed = nil
+        journalEnd -= landed.bytes
+        journalRecords -= landed.records.count
+        staged = landed.records + staged
+        assert(journalEnd >= Framing.fileHeaderSize && journalRecords >= 0, "a retraction stays inside the journal")
+    }
+
     private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {
         switch result {
         case .success:
             journalEnd += bytes
             journalRecords += writing.count
+            unconfirmed = (writing, bytes)
             writing.removeAll()
             return .durable(seq)
         case .failure(let error):
@@ -422,6 +449,8 @@ public final class BrowserStore {
         generation = compaction.generation
         highestGeneration = compaction.generation
         needsRebase = false
+        // An append riding on it went to the old journal: the save is whole once renamed.
+        unconfirmed = nil
         compactionDeferral = (0, 0)
         writing.removeAll()
         state = .idle

@@ -9,14 +9,32 @@ import SystemPackage
 public enum SaveEvent: Equatable, Sendable {
     /// Every command up to `seq` is durable.
     case durable(UInt64)
-    /// A save failed; nothing acknowledged is lost and the save stays pending until the next
-    /// request (a change, the timer, background, teardown or an explicit save).
-    case failed(StoreError)
+    /// A Browser's save failed. Nothing acknowledged is lost: its records stay staged, and it is
+    /// tried again by itself after the backoff (`SavePolicy`). One event per failed attempt.
+    case failed(SaveFailure)
+    /// A Browser that had failed saved again: the end of its failure episode.
+    case recovered(BrowserKind, failedAttempts: Int)
     /// Writing a new snapshot failed (a full disk, say); the save riding on it is durable in
     /// the journal, and compaction is tried again later.
     case compactionFailed(StoreError)
+    /// A Browser whose compaction had failed wrote a new snapshot again.
+    case compactionRecovered(BrowserKind)
     /// The incognito session's last tab closed and its directory was deleted durably.
     case deletedIncognito
+}
+
+/// One failed save attempt of one Browser.
+public struct SaveFailure: Equatable, Sendable, CustomStringConvertible {
+    public let browser: BrowserKind
+    public let error: StoreError
+    /// Failures in a row, this one included: 1 starts an episode (what to log).
+    public let attempt: Int
+    /// When it is tried again by itself.
+    public let retryAfterMilliseconds: UInt64
+
+    public var description: String {
+        "\(browser.rawValue) save failed (attempt \(attempt), retried in \(retryAfterMilliseconds) ms): \(error)"
+    }
 }
 
 /// What recovering a window found: one report per Browser.
@@ -33,9 +51,15 @@ public struct WindowRecovery: Sendable, Equatable {
 ///
 /// Saves are grouped: a group covers every command applied when it starts, writes one
 /// durable append per Browser that has records (both in one submit), and every save request
-/// pending then rides on it. The durable sequence number moves only when all of the group's
-/// writes have completed. Each write ends with a commit naming the group's Browsers, so
+/// pending then rides on it. Each write ends with a commit naming the group's Browsers, so
 /// recovery keeps a group only if every Browser in it has it.
+///
+/// Browsers fail independently. When one Browser's part of a group fails, the parts that
+/// landed are retracted (`BrowserStore.retractSave`: recovery would drop them anyway) and go
+/// again at once in a group of their own, with a commit naming only them; the Browser that
+/// failed stays out of groups until its backoff passes, then is tried alone. Each Browser so
+/// has its own durable seq, and the window's is the lower of the two: every command up to it
+/// is durable in both.
 public final class WindowStore {
     public let windowID: UUID
     public let profile: Profile
@@ -46,7 +70,7 @@ public final class WindowStore {
     public private(set) var policy: SavePolicy
     /// The last command applied to the Browsers.
     public private(set) var appliedSeq: UInt64 = 0
-    /// Every command up to this one is durable.
+    /// Every command up to this one is durable, in both Browsers.
     public private(set) var durableSeq: UInt64 = 0
     /// Request → durable, in microseconds.
     public private(set) var saveLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
@@ -60,12 +84,35 @@ public final class WindowStore {
     public var savingSeq: UInt64? { groupSeq }
     /// Whether the save in flight writes a new snapshot.
     var compactionInFlight: Bool { stores.contains(where: \.isCompacting) }
+
+    /// A Browser's run of failed saves, from its first failure to its next durable save.
+    private struct FailureEpisode {
+        var error: StoreError
+        var attempts: Int
+        /// When it is tried again by itself (monotonic ns).
+        var retryAt: UInt64
+    }
+
+    /// Per Browser (indexed as `stores`): every command up to it that changed the Browser is durable.
+    private var browserDurableSeqs: [UInt64] = [0, 0]
+    /// Per Browser: its failure episode, if its last save failed.
+    private var episodes: [FailureEpisode?] = [nil, nil]
+    /// Per Browser: the generation it had when its compaction began to fail.
+    private var compactionEpisodes: [UInt64?] = [nil, nil]
+    /// Failed attempts so far: a durable wait fails when it grows.
+    private var failureCount = 0
+    private var lastFailure: StoreError?
     private var groupSeq: UInt64?
-    private var groupFailure: StoreError?
+    /// The Browsers (indices of `stores`) writing in the group in flight.
+    private var groupParticipants: [Int] = []
+    /// Browsers with unsaved records left out of the group in flight: failing, not yet due.
+    private var groupExcluded: [Int] = []
+    private var groupFailures: [Int: StoreError] = [:]
     /// Save requests not yet durable: their sequence numbers and when they were made.
     private var waiting: [(seq: UInt64, at: UInt64)] = []
-    /// After a failure, no new attempt until something asks for a save again.
-    private var retryBlocked = false
+    /// What turns of the loop did, until `poll` hands them out: a save or a wait inside a
+    /// command leaves them for the loop to report.
+    private var events: [SaveEvent] = []
     private var recovered = false
     private let clock: () -> UInt64
 
@@ -109,6 +156,7 @@ public final class WindowStore {
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
         durableSeq = appliedSeq
+        browserDurableSeqs = [appliedSeq, appliedSeq]
         return WindowRecovery(regular: reports[0], incognito: reports[1])
     }
 
@@ -127,7 +175,7 @@ public final class WindowStore {
             for store in stores { changed = store.collect() || changed }
             if changed {
                 appliedSeq = seq
-                if policy.changed(at: clock()) { requestSave() }
+                if policy.changed(at: clock()) { requestSave(retryingNow: false) }
             }
         }
         return try body()
@@ -149,128 +197,221 @@ public final class WindowStore {
         try waitUntilDurable(appliedSeq)
     }
 
-    /// An explicit save (`ctl save`): now, whatever the timer says.
+    /// An explicit save (`ctl save`): now, whatever the timer or a backoff says. A failure is
+    /// not thrown here (with a ring the writes finish later): the loop's `poll` reports it.
     public func save() throws(StoreError) {
-        requestSave()
-        _ = try poll()
+        requestSave(retryingNow: true)
+        try turn(waiting: false)
     }
 
     /// Saves if needed and returns once every command up to `seq` is durable; throws the
-    /// storage error if a save fails meanwhile.
+    /// storage error as soon as a save fails meanwhile (the store goes on retrying by itself).
     public func waitUntilDurable(_ seq: UInt64) throws(StoreError) {
+        let failuresBefore = failureCount
         while durableSeq < min(seq, appliedSeq) {
             if groupSeq == nil {
                 // Ask once: a request already pending keeps its own start time for the latency.
-                if waiting.last.map({ $0.seq < appliedSeq }) ?? true { requestSave() }
-                retryBlocked = false
+                if waiting.last.map({ $0.seq < appliedSeq }) ?? true { requestSave(retryingNow: true) } else { retryNow() }
             }
-            for case .failed(let error) in try poll(waiting: true) { throw error }
+            try turn(waiting: true)
+            if failureCount > failuresBefore, let lastFailure { throw lastFailure }
         }
     }
 
-    private func requestSave() {
-        retryBlocked = false
+    /// Makes a save request covering every command applied; `retryingNow` also ends the
+    /// backoff of a Browser whose save failed (an explicit request, not a timer).
+    private func requestSave(retryingNow: Bool) {
+        if retryingNow { retryNow() }
         // Nothing unsaved: no request, or it would wait for (and time) a later change's save.
         guard appliedSeq > durableSeq else { return }
         waiting.append((appliedSeq, clock()))
     }
 
+    private func retryNow() {
+        let now = clock()
+        for index in episodes.indices where episodes[index] != nil { episodes[index]?.retryAt = now }
+    }
+
     /// Save requests made and not yet durable.
     public var pendingSaveRequests: Int { waiting.count }
 
-    /// When the loop must wake for the delayed save, if one is pending (monotonic ns).
-    public var nextDeadline: UInt64? { policy.deadline }
+    /// When the loop must wake: for the delayed save, or for a failed Browser's retry while no
+    /// save is in flight (monotonic ns).
+    public var nextDeadline: UInt64? {
+        var retry: UInt64?
+        if groupSeq == nil, !waiting.isEmpty {
+            for (index, episode) in episodes.enumerated() where stores[index].hasUnsavedRecords {
+                if let episode { retry = min(retry ?? episode.retryAt, episode.retryAt) }
+            }
+        }
+        switch (policy.deadline, retry) {
+        case (let timer?, let retry?): return min(timer, retry)
+        case (let timer, let retry): return timer ?? retry
+        }
+    }
+
+    /// The storage error of the latest failure while some Browser's saves are failing; nil
+    /// once every Browser saves again.
+    public var failure: StoreError? { episodes.contains(where: { $0 != nil }) ? lastFailure : nil }
+
+    /// The Browsers whose last save failed: each is retried by itself after its backoff.
+    public var failingBrowsers: [BrowserKind] { stores.indices.filter { episodes[$0] != nil }.map { stores[$0].kind } }
+
+    /// `failingBrowsers` as commit bits (`BrowserKind.commitBit`): what shared memory shows.
+    public var failingBrowserBits: UInt8 { failingBrowsers.reduce(0) { $0 | $1.commitBit } }
+
+    /// Every command up to this one that changed `kind`'s Browser is durable.
+    public func durableSeq(of kind: BrowserKind) -> UInt64 { browserDurableSeqs[kind == .regular ? 0 : 1] }
 
     // MARK: the loop
 
-    /// One turn of the save loop: the timer, finished writes, and a new group if one is due,
-    /// all flushed in one submit. Blocks only with `waiting` and a write in flight.
+    /// One turn of the save loop: the timer, a due retry, finished writes, and a new group if
+    /// one is due, all flushed in one submit; then what happened since the last poll. Blocks
+    /// only with `waiting` and a write in flight.
     public func poll(waiting block: Bool = false) throws(StoreError) -> [SaveEvent] {
-        var events: [SaveEvent] = []
-        if policy.takeDue(at: clock()) { requestSave() }
+        try turn(waiting: block)
+        defer { events.removeAll() }
+        return events
+    }
+
+    private func turn(waiting block: Bool) throws(StoreError) {
+        if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
         let completions = try io { try engine.reap(waiting: block && groupSeq != nil) }
         for completion in completions {
-            guard let store = stores.first(where: { $0.owns(completion.ticket) }) else { continue }
-            if case .failed(let error) = try store.complete(completion) { groupFailure = groupFailure ?? .io(error) }
-            if let failure = store.takeCompactionFailure() { events.append(.compactionFailed(failure)) }
+            guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
+            if case .failed(let error) = try stores[index].complete(completion) {
+                groupFailures[index] = groupFailures[index] ?? .io(error)
+            }
+            if let failure = stores[index].takeCompactionFailure() { noteCompactionFailure(index, failure) }
         }
         if groupSeq != nil, stores.contains(where: \.awaitsPartners), stores.allSatisfy({ $0.isIdle || $0.awaitsPartners }) {
             try releaseCompactions()
         }
         if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
-            groupSeq = nil
-            if let failure = groupFailure {
-                groupFailure = nil
-                retryBlocked = true
-                events.append(.failed(failure))
-            } else {
-                markDurable(seq, &events)
-                try deleteIncognitoIfEmpty(&events)
-            }
+            try finishGroup(seq)
         }
-        if groupSeq == nil, !retryBlocked, let request = waiting.last, request.seq > durableSeq {
-            try startGroup(&events)
+        if groupSeq == nil, let request = waiting.last, request.seq > durableSeq {
+            try startGroup()
         }
-        return events
     }
 
     /// Every write of the group has landed, and a compaction sharing the save with the other
     /// Browser waits: its snapshot goes into place if the whole save is durable, else it is
     /// dropped with the save.
     private func releaseCompactions() throws(StoreError) {
-        for store in stores where store.awaitsPartners {
-            if groupFailure != nil {
+        for (index, store) in stores.enumerated() where store.awaitsPartners {
+            if !groupFailures.isEmpty {
                 store.abandonAfterPartnerFailure()
             } else if case .failed(let error) = store.renameAfterPartners() {
-                groupFailure = groupFailure ?? .io(error)
+                groupFailures[index] = groupFailures[index] ?? .io(error)
             }
         }
         try io { try engine.flush() }
+    }
+
+    /// Every write of the group has finished. Whole: durable. Part failed: the parts that
+    /// landed are retracted and go again at once; the Browsers that failed wait for their backoff.
+    private func finishGroup(_ seq: UInt64) throws(StoreError) {
+        let failures = groupFailures
+        let participants = groupParticipants
+        let excluded = groupExcluded
+        groupSeq = nil
+        groupFailures = [:]
+        groupParticipants = []
+        groupExcluded = []
+        for index in participants {
+            if failures.isEmpty { stores[index].confirmSave() } else if failures[index] == nil { stores[index].retractSave() }
+        }
+        let now = clock()
+        for (index, error) in failures.sorted(by: { $0.key < $1.key }) { noteFailure(index, error, now: now) }
+        for index in compactionEpisodes.indices {
+            guard let generation = compactionEpisodes[index] else { continue }
+            if !stores[index].isOnDisk || stores[index].generation > generation, !stores[index].compactionDeferred {
+                compactionEpisodes[index] = nil
+                if stores[index].isOnDisk { events.append(.compactionRecovered(stores[index].kind)) }
+            }
+        }
+        guard failures.isEmpty else { return }
+        for index in stores.indices where !excluded.contains(index) {
+            // A Browser left out with nothing unsaved had everything durable already.
+            browserDurableSeqs[index] = max(browserDurableSeqs[index], seq)
+            if participants.contains(index), let episode = episodes[index] {
+                episodes[index] = nil
+                events.append(.recovered(stores[index].kind, failedAttempts: episode.attempts))
+            }
+        }
+        markDurable(browserDurableSeqs.min() ?? seq)
+        try deleteIncognitoIfEmpty()
+    }
+
+    private func noteFailure(_ index: Int, _ error: StoreError, now: UInt64) {
+        let attempts = (episodes[index]?.attempts ?? 0) + 1
+        let delay = SavePolicy.retryDelayMilliseconds(afterFailures: attempts)
+        episodes[index] = FailureEpisode(error: error, attempts: attempts, retryAt: now.saturatingAdd(delay * 1_000_000))
+        failureCount += 1
+        lastFailure = error
+        events.append(.failed(SaveFailure(browser: stores[index].kind, error: error, attempt: attempts, retryAfterMilliseconds: delay)))
+    }
+
+    private func noteCompactionFailure(_ index: Int, _ error: StoreError) {
+        if compactionEpisodes[index] == nil { compactionEpisodes[index] = stores[index].generation }
+        events.append(.compactionFailed(error))
     }
 
     /// Polls until no write is in flight: pending saves and compactions done (tools, tests).
     public func settle() throws(StoreError) {
+        let failuresBefore = failureCount
         repeat {
-            for case .failed(let error) in try poll(waiting: true) { throw error }
+            try turn(waiting: true)
+            if failureCount > failuresBefore, let lastFailure { throw lastFailure }
         } while groupSeq != nil
     }
 
-    private func startGroup(_ events: inout [SaveEvent]) throws(StoreError) {
+    private func startGroup() throws(StoreError) {
+        let now = clock()
+        // A failing Browser waits for its backoff; the others do not wait for it.
+        var candidates = stores.indices.filter { index in
+            stores[index].hasUnsavedRecords && (episodes[index].map { $0.retryAt <= now } ?? true)
+        }
         // A save that empties the incognito Browser is followed by deleting its session: the
         // regular journal then takes a commit too (records or not), so the window's seq
         // outlives the incognito directory.
-        let closesIncognito = stores[1].hasUnsavedRecords && stores[1].list.isEmpty
-        let participants = stores.filter { $0.hasUnsavedRecords || ($0 === stores[0] && closesIncognito) }
-        // A save is due only while a change is unsaved: every seq is a change, and a change's
-        // records stay staged until a save of them succeeds.
-        assert(!participants.isEmpty, "a save is due with nothing unsaved")
-        do {
-            for store in participants { try store.createIfNeeded(emptyThrough: durableSeq) }
-        } catch {
-            retryBlocked = true
-            events.append(.failed(error))
-            return
-        }
-        let browsers = participants.reduce(UInt8(0)) { $0 | $1.kind.commitBit }
-        for store in participants {
-            let compact = store.mustCompact || store.shouldCompact
+        let closesIncognito = candidates.contains(1) && stores[1].list.isEmpty
+        if closesIncognito, !candidates.contains(0) { candidates.insert(0, at: 0) }
+        var participants: [Int] = []
+        for index in candidates {
             do {
-                try store.startSave(seq: appliedSeq, browsers: browsers, compact: compact)
+                try stores[index].createIfNeeded(emptyThrough: durableSeq)
+                participants.append(index)
             } catch {
-                groupFailure = groupFailure ?? error
+                noteFailure(index, error, now: now)
+            }
+        }
+        // The regular commit that outlives the incognito directory needs the incognito save.
+        if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasUnsavedRecords } }
+        guard !participants.isEmpty else { return }
+        let browsers = participants.reduce(UInt8(0)) { $0 | stores[$1].kind.commitBit }
+        for index in participants {
+            let store = stores[index]
+            do {
+                try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || store.shouldCompact)
+            } catch {
+                groupFailures[index] = groupFailures[index] ?? error
             }
         }
         groupSeq = appliedSeq
+        groupParticipants = participants
+        groupExcluded = stores.indices.filter { !participants.contains($0) && stores[$0].hasUnsavedRecords }
         try io { try engine.flush() }
     }
 
-    private func markDurable(_ seq: UInt64, _ events: inout [SaveEvent]) {
+    private func markDurable(_ seq: UInt64) {
         guard seq > durableSeq else { return }
         durableSeq = seq
         savesCompleted += 1
         let now = clock()
         while let first = waiting.first, first.seq <= seq {
-            let microseconds = (now - first.at) / 1000
+            let microseconds = (now > first.at ? now - first.at : 0) / 1000
             saveLatency.record(microseconds)
             onSaveLatency?(microseconds)
             waiting.removeFirst()
@@ -280,7 +421,7 @@ public final class WindowStore {
 
     /// The seed's rule for incognito: when its last tab has closed and that is durable, its
     /// session is deleted, files then directory then the parent's entry.
-    private func deleteIncognitoIfEmpty(_ events: inout [SaveEvent]) throws(StoreError) {
+    private func deleteIncognitoIfEmpty() throws(StoreError) {
         let store = stores[1]
         guard store.isOnDisk, store.list.isEmpty, !store.hasUnsavedRecords else { return }
         try store.destroy()

@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 
 /// A JSON value, for control replies whose shape depends on the verb.
 public enum JSONValue: Codable, Equatable, Sendable {
@@ -47,7 +48,12 @@ public enum JSONValue: Codable, Equatable, Sendable {
 
     public var string: String? { if case .string(let value) = self { value } else { nil } }
     public var number: Double? { if case .number(let value) = self { value } else { nil } }
-    public var int: Int64? { number.map { Int64($0) } }
+    /// The number as an integer, when it is one a JSON double holds exactly (|n| ≤ 2⁵³ − 1,
+    /// `Limits.maxCommandSeq`); nil for any other, never a trap on a reply's value.
+    public var int: Int64? {
+        guard let number, number.rounded() == number, number.magnitude <= Double(Limits.maxCommandSeq) else { return nil }
+        return Int64(number)
+    }
     public var array: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
     public var bool: Bool? { if case .bool(let value) = self { value } else { nil } }
 

@@ -2,6 +2,7 @@ import CLinuxShims
 import Foundation
 import Glibc
 import HostCoordination
+import HostLimits
 import Histogram
 import Logging
 import SystemPackage
@@ -77,12 +78,14 @@ public final class Supervisor {
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
+        /// Killed for breaking the protocol: nothing more it publishes is read.
+        var killedForMisbehaving = false
         var lastStats = WorkerStats()
         /// Requests sent to the worker and not yet answered.
         var pending: [UInt64: Pending] = [:]
         var readyWaiters: [ReadyWaiter] = []
         var exitWaiters: [ClientID] = []
-        var durableWaiters: [(seq: UInt64, client: ClientID)] = []
+        var durableWaiters: [DurableWaiter] = []
 
         var isLive: Bool { pidfd >= 0 }
         var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
@@ -92,6 +95,17 @@ public final class Supervisor {
         let client: ClientID?
         let verb: String
         let wait: Bool
+        /// The slot's failed-save count when the request was sent: a `save --wait` fails on
+        /// a failure after it.
+        let failuresBefore: UInt64
+    }
+
+    /// A client waiting until every command up to `seq` is durable. A save failing after it
+    /// asked (the slot's failure count passing `failuresBefore`) answers it with 74 at once.
+    struct DurableWaiter {
+        let seq: UInt64
+        let client: ClientID
+        let failuresBefore: UInt64
     }
 
     enum ReadyWaiter {
@@ -127,6 +141,9 @@ public final class Supervisor {
     private let lock: Int32
     private let startedAt = monotonicNow()
     private var shutdownDeadline: UInt64?
+    /// Windows whose unsaved changes shutdown could not save, and why: named at the end, and
+    /// the exit status is then 75.
+    private var keptUnsaved: [(window: UUID, reason: String)] = []
     private var initialScenesPending: Int
 
     /// Takes the root (one supervisor per root), binds the socket, creates the region. Call
@@ -210,6 +227,9 @@ public final class Supervisor {
                 if monotonicNow() > deadline {
                     for window in windows.values where window.isLive {
                         logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
+                        if window.lastStats.durableSeq < window.appliedSeq {
+                            noteKeptUnsaved(window.id, "its worker did not finish saving in time")
+                        }
                         _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
                     }
                     shutdownDeadline = .max
@@ -219,9 +239,22 @@ public final class Supervisor {
         }
         for client in clients.keys { drop(client) }
         unlink(configuration.socketPath.string)
+        guard keptUnsaved.isEmpty else {
+            for (window, reason) in keptUnsaved {
+                logger.error("window kept unsaved changes", metadata: ["window": "\(window)", "reason": "\(reason)"])
+            }
+            logger.error(
+                "stopped: \(keptUnsaved.count) window(s) kept unsaved changes",
+                metadata: ["windows": "\(keptUnsaved.map(\.window.uuidString).joined(separator: ","))"])
+            return Self.exitKeptUnsaved
+        }
         logger.info("stopped: every window saved")
         return 0
     }
+
+    /// The exit status when shutdown could not save some window (EX_TEMPFAIL): what was
+    /// unsaved is gone with its worker; the storage needs attention before the next start.
+    public static let exitKeptUnsaved: Int32 = 75
 
     private func waitForEvents() {
         var descriptors = [
@@ -284,6 +317,7 @@ public final class Supervisor {
         window.restartAt = nil
         window.readyAt = nil
         window.killRequested = false
+        window.killedForMisbehaving = false
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
@@ -358,6 +392,16 @@ public final class Supervisor {
             answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
+        // A worker that disconnected exited 0 after saving; any other death while stopping is
+        // judged by what it last published (read again: its last words may be unread yet).
+        if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
+            window.lastStats = stats
+        }
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
+            !keptUnsaved.contains(where: { $0.window == window.id })
+        {
+            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
+        }
         if window.state == .disconnecting || shutdownDeadline != nil {
             windows[slot] = window
             // Stopped before it was ready: nothing of it was unsaved.
@@ -402,19 +446,72 @@ public final class Supervisor {
         for slot in windows.keys.sorted() {
             guard var window = windows[slot] else { continue }
             let view = region.slot(slot)
+            guard !window.killedForMisbehaving else { continue }
+            if window.isLive, let stats = view.readStats() {
+                if let violation = Self.violation(in: stats) {
+                    misbehaved(&window, violation)
+                    windows[slot] = window
+                    continue
+                }
+                window.lastStats = stats
+            }
             let justReady = window.isLive && window.readyAt == nil && window.state == .starting && view.readyGeneration == window.generation
             if justReady { becameReady(&window) }
             drainReplies(&window)
-            if let stats = view.readStats() { window.lastStats = stats }
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
-            let (done, waiting) = (window.durableWaiters.filter { $0.seq <= durable }, window.durableWaiters.filter { $0.seq > durable })
+            let failures = view.saveFailures
+            let failing = failures > 0 && window.lastStats.failingErrno != 0
+            var done: [DurableWaiter] = []
+            var failed: [DurableWaiter] = []
+            var waiting: [DurableWaiter] = []
+            for waiter in window.durableWaiters {
+                if waiter.seq <= durable {
+                    done.append(waiter)
+                } else if failing, failures > waiter.failuresBefore {
+                    failed.append(waiter)
+                } else {
+                    waiting.append(waiter)
+                }
+            }
             window.durableWaiters = waiting
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
             for waiter in done { answer(waiter.client, .ok(.object(["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]))) }
+            for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
+    }
+
+    /// Why a durable wait failed: what shared memory says of the window's failing saves.
+    private func saveFailureMessage(_ window: Window) -> String {
+        let stats = window.lastStats
+        let error = Errno(rawValue: Int32(clamping: stats.failingErrno))
+        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
+        return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
+            + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
+    }
+
+    /// What makes a worker's published stats impossible, if anything: a worker that publishes
+    /// them misbehaves (a bug, or damage it read and did not refuse).
+    static func violation(in stats: WorkerStats) -> String? {
+        guard Limits.isValidCommandSeq(stats.appliedSeq) else { return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)" }
+        guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
+        return nil
+    }
+
+    /// A worker broke the protocol: it is killed, and its death is handled as a crash (before
+    /// ready, a failed start: repeated, the window is set aside). The supervisor trusts nothing
+    /// of it meanwhile.
+    private func misbehaved(_ window: inout Window, _ violation: String) {
+        guard window.isLive, !window.killedForMisbehaving else { return }
+        logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
+        window.killedForMisbehaving = true
+        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+    }
+
+    private func noteKeptUnsaved(_ window: UUID, _ reason: String) {
+        keptUnsaved.append((window, reason))
     }
 
     private func becameReady(_ window: inout Window) {
@@ -423,7 +520,8 @@ public final class Supervisor {
         window.readyAt = now
         window.state = window.inBackground ? .background : .foreground
         view.state = window.state
-        if let stats = view.readStats() { window.lastStats = stats }
+        if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
+        // Checked (`violation`): at most `Limits.maxCommandSeq`, so one more cannot overflow.
         window.nextSeq = max(window.nextSeq, window.lastStats.appliedSeq + 1)
         window.appliedSeq = window.lastStats.appliedSeq
         if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
@@ -472,11 +570,31 @@ public final class Supervisor {
 
     private func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
         switch reply.outcome {
+        case .failure(let failure) where pending.verb == "disconnect" || pending.verb == "shutdown":
+            // The worker could not save and goes on serving: so does the window.
+            window.state = window.inBackground ? .background : .foreground
+            region.slot(window.slot).state = window.state
+            logger.error(
+                "disconnect failed: the window goes on serving with its unsaved changes",
+                metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
+            if pending.verb == "shutdown" {
+                // Stopping anyway: the worker goes, and the exit status says what was lost.
+                noteKeptUnsaved(window.id, failure.message)
+                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+            }
+            if let client = pending.client {
+                answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
+            }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
         case .dump(let dump):
             if let client = pending.client { answer(client, .ok(Self.json(dump, window: window.id))) }
         case .done(let done):
+            guard Limits.isValidCommandSeq(done.appliedSeq) else {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
+                return
+            }
             window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
             var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(done.appliedSeq)]
             if done.hasTab { result["tab"] = JSONValue(done.tab) }
@@ -493,7 +611,9 @@ public final class Supervisor {
                 window.pending[reply.request] = pending
                 return
             case "save" where pending.wait:
-                if let client = pending.client { window.durableWaiters.append((done.appliedSeq, client)) }
+                if let client = pending.client {
+                    window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
+                }
                 return
             default:
                 break
@@ -589,7 +709,7 @@ public final class Supervisor {
         guard let bytes = try? command.serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
             return false
         }
-        window.pending[command.request] = Pending(client: client, verb: verb, wait: wait)
+        window.pending[command.request] = Pending(client: client, verb: verb, wait: wait, failuresBefore: region.slot(slot).saveFailures)
         windows[slot] = window
         doorbell.ring()
         return true
@@ -706,8 +826,16 @@ public final class Supervisor {
         case "wait-durable":
             if window.lastStats.durableSeq >= window.appliedSeq {
                 answer(client, .ok(.object(["window": .string(id.uuidString), "durable_seq": JSONValue(window.lastStats.durableSeq)])))
-            } else {
-                windows[slot]?.durableWaiters.append((window.appliedSeq, client))
+                return
+            }
+            let failures = region.slot(slot).saveFailures
+            windows[slot]?.durableWaiters.append(DurableWaiter(seq: window.appliedSeq, client: client, failuresBefore: failures))
+            // Saves are failing: a durable wait is an explicit request, so the worker tries again
+            // now rather than after its backoff; the wait ends with that attempt.
+            if window.lastStats.failingErrno != 0, window.isReady {
+                var command = WorkerCommand()
+                command.save = SaveNow()
+                _ = send(command, to: slot, client: nil, verb: "save", wait: false)
             }
             return
         case "disconnect" where !window.isReady:
@@ -731,6 +859,10 @@ public final class Supervisor {
         let command: WorkerCommand
         do {
             command = try makeCommand(request, seq: window.nextSeq)
+            if command.seq > Limits.maxCommandSeq {
+                answer(client, .failure(.badData, "window \(id) has reached the highest command seq (\(Limits.maxCommandSeq)): it takes no more tab commands"))
+                return
+            }
         } catch let refusal as ControlRefusal {
             answer(client, .failure(.usage, refusal.message))
             return
@@ -868,10 +1000,12 @@ public final class Supervisor {
             var object: [String: JSONValue] = [
                 "uuid": .string(window.id.uuidString), "state": .string(window.state.description), "slot": JSONValue(slot),
                 "pid": JSONValue(window.isLive ? window.pid : 0), "generation": JSONValue(window.generation),
-                "tabs": JSONValue(stats.regularTabs + stats.incognitoTabs), "regular_tabs": JSONValue(stats.regularTabs),
+                "tabs": JSONValue(stats.regularTabs.addingReportingOverflow(stats.incognitoTabs).partialValue),
+                "regular_tabs": JSONValue(stats.regularTabs),
                 "incognito_tabs": JSONValue(stats.incognitoTabs), "applied_seq": JSONValue(stats.appliedSeq),
                 "durable_seq": JSONValue(stats.durableSeq), "digest": .string(String(format: "%016llx", stats.digest)),
                 "saves": JSONValue(view.savesCompleted), "save_failures": JSONValue(view.saveFailures),
+                "compaction_failures": JSONValue(view.compactionFailures), "failing": failingJSON(stats),
                 "restarts": JSONValue(window.history.restarts), "saving_seq": JSONValue(view.savingSeq),
             ]
             if heartbeat > 0, window.isLive { object["heartbeat_age_ms"] = .number(Double(now > heartbeat ? now - heartbeat : 0) / 1e6) }
@@ -893,8 +1027,9 @@ public final class Supervisor {
 
     private func statsJSON(withHistogram: Bool) -> JSONValue {
         let now = monotonicNow()
-        var total = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
+        var total = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
         var totalSaves: UInt64 = 0
+        var totalFailures: (saves: UInt64, compactions: UInt64) = (0, 0)
         func summary(_ histogram: Histogram<UInt64>, saves: UInt64, seconds: Double) -> [String: JSONValue] {
             [
                 "saves": JSONValue(saves), "saves_per_s": .number(seconds > 0 ? Double(saves) / seconds : 0),
@@ -908,16 +1043,32 @@ public final class Supervisor {
             let view = region.slot(slot)
             let histogram = view.latency.histogram()
             total.add(histogram)
+            // Counters a worker writes in shared memory: summed without trapping.
             let saves = view.savesCompleted
-            totalSaves += saves
+            totalSaves &+= saves
+            let failures = (saves: view.saveFailures, compactions: view.compactionFailures)
+            totalFailures.saves &+= failures.saves
+            totalFailures.compactions &+= failures.compactions
             var object = summary(histogram, saves: saves, seconds: Double(now - window.reservedAt) / 1e9)
             object["uuid"] = .string(window.id.uuidString)
+            object["save_failures"] = JSONValue(failures.saves)
+            object["compaction_failures"] = JSONValue(failures.compactions)
+            object["failing"] = failingJSON(view.readStats() ?? window.lastStats)
             return .object(object)
         }
         let uptime = Double(now - startedAt) / 1e9
         var totals = summary(total, saves: totalSaves, seconds: uptime)
+        totals["save_failures"] = JSONValue(totalFailures.saves)
+        totals["compaction_failures"] = JSONValue(totalFailures.compactions)
         if withHistogram, let encoded = try? JSONEncoder().encode(total) { totals["histogram"] = .string(encoded.base64EncodedString()) }
         return .object(["windows": .array(list), "total": .object(totals), "uptime_s": .number(uptime)])
+    }
+
+    /// While a window's saves fail: the error and the Browsers failing; null otherwise.
+    private func failingJSON(_ stats: WorkerStats) -> JSONValue {
+        guard stats.failingErrno != 0 else { return .null }
+        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map { JSONValue.string($0.1) }
+        return .object(["error": .string("\(Errno(rawValue: Int32(clamping: stats.failingErrno)))"), "browsers": .array(browsers)])
     }
 
     static func json(_ dump: WindowDump, window: UUID) -> JSONValue {

@@ -10,8 +10,10 @@ struct ControlCommand: ParsableCommand {
         abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
         discussion: """
             Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
-            65 unknown window or tab (bad data), 69 no supervisor at the socket, 74 a save failed,
-            75 temporary (the window's worker is restarting): retry. --json prints one JSON object.
+            65 unknown window or tab (bad data), 69 no supervisor at the socket, 74 a save failed
+            (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
+            keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
+            worker is restarting): retry. --json prints one JSON object.
             """,
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
@@ -81,7 +83,11 @@ extension ControlCommand {
                     "applied \(window["applied_seq"]?.int ?? 0)", "durable \(window["durable_seq"]?.int ?? 0)",
                     "saves \(window["saves"]?.int ?? 0)", "restarts \(window["restarts"]?.int ?? 0)",
                 ]
-                return "\(uuid)  " + fields.joined(separator: "  ")
+                let failing: [String] = window["failing"]?["error"]?.string.map { error in
+                    let browsers = (window["failing"]?["browsers"]?.array ?? []).compactMap(\.string).joined(separator: "+")
+                    return ["saves failing (\(browsers)): \(error)"]
+                } ?? []
+                return "\(uuid)  " + (fields + failing).joined(separator: "  ")
             }
             for aside in result["set_aside"]?.array ?? [] {
                 lines.append("set aside: \(aside["uuid"]?.string ?? "?") → \(aside["path"]?.string ?? "?") (\(aside["reason"]?.string ?? ""))")
@@ -98,7 +104,8 @@ extension ControlCommand {
     }
 
     struct Disconnect: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Disconnect a scene: save what is unsaved; the worker exits.")
+        static let configuration = CommandConfiguration(
+            abstract: "Disconnect a scene: save what is unsaved; the worker exits. If the save fails (74), the window goes on serving.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() -> ControlRequest { Self.request("disconnect", window: target.window) }
@@ -219,7 +226,7 @@ extension ControlCommand {
     }
 
     struct Save: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable.")
+        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "Return once the save is durable.") var wait = false
@@ -231,7 +238,8 @@ extension ControlCommand {
     }
 
     struct WaitDurable: ControlVerb {
-        static let configuration = CommandConfiguration(commandName: "wait-durable", abstract: "Return once every command applied so far is durable.")
+        static let configuration = CommandConfiguration(
+            commandName: "wait-durable", abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() -> ControlRequest { Self.request("wait-durable", window: target.window) }
@@ -292,14 +300,14 @@ extension ControlCommand {
         func request() -> ControlRequest { Self.request("stats") }
         func text(_ result: JSONValue) -> String {
             func row(_ name: String, _ value: JSONValue?) -> String {
-                let columns = ["saves", "saves_per_s", "p50_us", "p90_us", "p99_us", "p999_us", "max_us"].map { key in
+                let columns = ["saves", "saves_per_s", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "save_failures", "compaction_failures"].map { key in
                     let number = value?[key]?.number ?? 0
                     return key == "saves_per_s" ? String(format: "%10.1f", number) : String(format: "%10.0f", number)
                 }
                 return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined()
             }
             var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
-                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"].map { $0.leftPadded(10) }.joined()]
+                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()]
             for window in result["windows"]?.array ?? [] { lines.append(row(window["uuid"]?.string ?? "?", window)) }
             lines.append(row("total", result["total"]))
             return lines.joined(separator: "\n")
@@ -307,7 +315,8 @@ extension ControlCommand {
     }
 
     struct Shutdown: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Stop the supervisor: every window saves, everything exits 0.")
+        static let configuration = CommandConfiguration(
+            abstract: "Stop the supervisor: every window saves, everything exits 0 (75, naming the windows, if some could not save).")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { Self.request("shutdown") }
         func text(_ result: JSONValue) -> String { "stopping" }

@@ -116,7 +116,9 @@ struct DemoCommand: ParsableCommand {
         return switch event {
         case .durable(let seq): "  +\(at) ms: durable through command \(seq)"
         case .failed(let error): "  +\(at) ms: save failed: \(error)"
+        case .recovered(let browser, let attempts): "  +\(at) ms: \(browser.rawValue) saves work again after \(attempts) failures"
         case .compactionFailed(let error): "  +\(at) ms: compaction failed: \(error)"
+        case .compactionRecovered(let browser): "  +\(at) ms: \(browser.rawValue) compaction works again"
         case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted"
         }
     }

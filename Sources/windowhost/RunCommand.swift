@@ -37,7 +37,8 @@ struct RunCommand: ParsableCommand {
         discussion: """
             Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored
             and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then
-            everything exits 0. Drive it with `windowhost ctl`.
+            everything exits 0; if some window could not save (a full or failing disk), the log
+            names it and the exit status is 75. Drive it with `windowhost ctl`.
             """)
 
     @Option(help: "The state directory (default: $XDG_STATE_HOME/windowhost, else ~/.local/state/windowhost).")

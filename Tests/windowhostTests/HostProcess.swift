@@ -35,10 +35,14 @@ final class HostProcess {
     let stderr: URL
     var socket: String { root.appendingPathComponent("ctl.sock").path }
 
-    init(root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// `logs`: where stdout and stderr go (default: beside the root), e.g. off a disk a test fills.
+    init(
+        root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:], logs: URL? = nil
+    ) throws {
         self.root = root
-        stdout = root.appendingPathExtension("stdout")
-        stderr = root.appendingPathExtension("stderr")
+        let logBase = logs?.appendingPathComponent(root.lastPathComponent) ?? root
+        stdout = logBase.appendingPathExtension("stdout")
+        stderr = logBase.appendingPathExtension("stderr")
         _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
         process.executableURL = windowhostBinary
