@@ -230,6 +230,47 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
         #expect(try WindowContents(try simulatedWindow(engine, options: options).0) == live)
     }
 
+    /// Damage in the middle of a journal, valid saves after it: damage, never a torn last
+    /// write. For every byte of a save that has saves before and after it: recovery names the
+    /// journal and a place in that save, sets the file aside under `damaged/`
+    /// byte for byte as it was, keeps the saves before the damage, and claims no torn tail.
+    /// (Taken for a torn tail, the saves after the damage would be zeroed without a word.)
+    @Test func damageWithValidSavesAfterItIsReportedAndTheJournalSetAsideWhole() throws {
+        let (engine, states, live) = try Self.prepared()
+        let path = try Self.newest(StoreLayout.journalPrefix, in: engine)
+        let name = try #require(path.lastComponent?.string)
+        let bytes = try #require(engine.contents(of: path))
+        let commits = try JournalFile.scan(InMemoryBytes(bytes)).commits
+        try #require(commits.count >= 3, "a save before the damage, the damaged one, one after it")
+        let damagedSave = commits[0].end..<commits[1].end
+        let keptSeq = commits[0].commit.seq
+        for offset in damagedSave {
+            var copy = bytes
+            copy[offset] ^= 0x01
+            let disk = engine.copy()
+            disk.overwrite(path, with: copy)
+            let (restored, recovery) = try simulatedWindow(disk)
+            let report = recovery.regular
+            #expect(report.tornTailAt == nil, "flip \(offset): damage taken for a torn tail")
+            let entry = report.damaged.first { $0.path == path.string }
+            #expect(entry != nil, "flip \(offset): the damaged journal is not reported: \(report)")
+            if let entry {
+                #expect(entry.error.offset.map(damagedSave.contains) == true, "flip \(offset): the report points into the damaged save: \(entry)")
+                let aside = entry.setAsideAt.map { FilePath($0) }
+                #expect(aside?.removingLastComponent() == regularDirectory.appending(StoreLayout.damagedDirectory), "flip \(offset): \(entry)")
+                #expect(aside.flatMap { disk.contents(of: $0) } == copy, "flip \(offset): the set-aside file is the journal as it was")
+            }
+            #expect(try disk.directoryEntries(regularDirectory)?.contains(name) == false, "flip \(offset): the journal left its place")
+            // What the damage cost: the saves from it on, never those before, and never the other Browser's.
+            let got = try WindowContents(restored)
+            #expect(got.regular == states[Int(keptSeq)].regular && report.seq == keptSeq, "flip \(offset): \(report)")
+            #expect(got.incognito == live.incognito, "flip \(offset)")
+            // Rebuilt into files the next recovery reads cleanly, to the same window.
+            let (again, secondRecovery) = try simulatedWindow(disk)
+            #expect(try WindowContents(again) == got && secondRecovery.regular.damaged.isEmpty, "flip \(offset): \(secondRecovery.regular)")
+        }
+    }
+
     /// Every byte of the newest regular journal flipped and every truncation: a typed report,
     /// a regular list the window really had (damage loses what follows it in that journal, the
     /// other Browser keeps its own), and never a crash. Damage in the unused, zeroed room past

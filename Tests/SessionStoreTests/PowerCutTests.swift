@@ -137,3 +137,40 @@ import Testing
         #expect(sharedCompactions >= 2, "the incognito Browser compacted while the regular one saved too")
     }
 }
+
+/// Case 1 of the save policy (the scene goes to the background: save at once) with a delay
+/// pending: `background` alone makes every change durable. The clock never reaches the delay
+/// and nothing else asks for a save; the loop only turns, as a worker's does.
+@Suite struct BackgroundSaveTests {
+    @Test(arguments: 0..<6 as Range<UInt64>)
+    func backgroundAloneMakesEveryChangeDurableBeforeTheDelay(seed: UInt64) throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        // Half the seeds complete one chain per turn: the second background finds the first's
+        // save still in flight.
+        if seed % 2 == 1 { engine.completionOrder = { queued in queued - 1 } }
+        let clock = ManualClock()
+        let delay: UInt64 = 2500
+        let (store, _) = try simulatedWindow(engine, delay: delay, clock: clock)
+        var browsing = WindowBrowsing(seed: 40 + seed, maxTabs: 8, incognitoOneIn: 3)
+        var seq: UInt64 = 0
+        for _ in 0..<2 {
+            for _ in 0..<8 {
+                seq += 1
+                try browsing.step(store, seq: seq)
+                clock.advance(milliseconds: 50)
+            }
+            try store.background()
+            _ = try store.poll()
+        }
+        let live = try WindowContents(store)
+        var turns = 0
+        while store.durableSeq < store.appliedSeq, turns < 50 {
+            _ = try store.poll()
+            turns += 1
+        }
+        #expect(store.appliedSeq > 0 && store.durableSeq == store.appliedSeq, "seed \(seed): durable \(store.durableSeq) of \(store.appliedSeq)")
+        #expect(store.nextDeadline == nil, "background cancelled the delayed save")
+        engine.powerCut()
+        #expect(try WindowContents(try simulatedWindow(engine).0) == live, "seed \(seed): a power cut after the background save")
+    }
+}

@@ -41,6 +41,23 @@ import Testing
         #expect(next == b)
     }
 
+    /// A fresh UUID reserved for a scene that has not saved yet is on no disk and in no order:
+    /// only the reservation keeps it from being handed out again, and then while its window is
+    /// open and still unsaved.
+    @Test func aReservedUUIDNotYetOnDiskIsNeverHandedOutAgain() {
+        var registry = WindowRegistry(onDisk: [], savedOrder: [])
+        #expect(registry.reserve { a } == a)
+        #expect(registry.order.isEmpty && registry.reserved == [a], "reserved, nowhere else")
+        var proposals = [a, a, b]
+        #expect(registry.reserve { proposals.removeFirst() } == b, "the generator proposed the reserved UUID again")
+        registry.configured(a)
+        proposals = [a, c]
+        #expect(registry.reserve { proposals.removeFirst() } == c, "open and unsaved: still taken")
+        registry.release(b)
+        proposals = [b]
+        #expect(registry.reserve { proposals.removeFirst() } == b, "a released reservation is free again")
+    }
+
     @Test func closingWindowsTwoThenOneReopensOneThenTwo() {
         var registry = WindowRegistry(onDisk: [], savedOrder: [])
         let one = registry.reserve()

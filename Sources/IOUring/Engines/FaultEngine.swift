@@ -7,7 +7,10 @@ import SystemPackage
 /// - every directory has the entries a reader sees and the durable ones; a created, renamed or
 ///   removed entry becomes durable only when its directory is synced;
 /// - `powerCut` throws away everything not durable; with a seed it keeps a random prefix of
-///   each file's unsynced writes, the last one possibly torn, as a disk might.
+///   each file's unsynced writes, the last one possibly torn, as a disk might, and each write
+///   in flight (durable or not) leaves a seeded sector-granular prefix of itself: none of it,
+///   any whole number of `sectorSize` sectors, or all of it. In flight: the write the halt
+///   refused, and the first step of every chain queued then (a ring runs them at once).
 /// Each mutating operation is numbered from 1; `failures` fails chosen ones with an errno
 /// (`ENOSPC`, `EIO`), `capacity` fails writes that would grow the files past it with `ENOSPC`,
 /// and `haltAfter` makes every operation after the Nth fail, as a machine that lost power would.
@@ -21,6 +24,8 @@ public final class FaultEngine: BlockingChainEngine {
     public var capacity: Int?
     /// Operations after this many fail with `EIO` and do nothing, until `powerCut`.
     public var haltAfter: Int?
+    /// A disk writes whole sectors, in order within one write: what a cut write can leave.
+    public static let sectorSize = 512
     /// Reads done so far: what a test counts to prove restore reads only what it needs.
     public private(set) var readCount = 0
     /// Given how many chains are queued, the index of the one to run next. When set, a flush
@@ -40,11 +45,27 @@ public final class FaultEngine: BlockingChainEngine {
         case directory
     }
 
+    /// A write that had started and not finished when the power went.
+    private struct InFlightWrite {
+        let inode: Inode
+        let offset: Int
+        let bytes: [UInt8]
+    }
+
     private var visible: [String: Node] = [:]
     private var persisted: [String: Node] = [:]
     private var handles: [Int32: (path: String, node: Node)] = [:]
     private var lastHandle: Int32 = 2
     var chains = BlockingChains()
+    /// The writes in flight at the moment the halt struck: what the store issues after it saw
+    /// the halt's errors never reached a disk that had lost power. Nil until the halt strikes.
+    private var inFlightAtHalt: [InFlightWrite]?
+    /// Chains are running (the queue cannot be read until they stop).
+    private var runningChains = false
+    /// The halt struck during this run of chains: every write it refuses in the run was issued
+    /// with the others (each the first failure of its chain), and what is still queued when
+    /// the run ends was in flight too.
+    private var catchingInFlight = false
 
     /// A disk on which `directories` (and their parents) exist and are durable.
     public init(directories: [FilePath]) {
@@ -63,13 +84,14 @@ public final class FaultEngine: BlockingChainEngine {
 
     public func flush() throws(IOEngineError) {
         guard completionOrder == nil else { return }
-        chains.run { operation throws(IOEngineError) in try perform(operation) }
+        runChains { $0.run { operation throws(IOEngineError) in try perform(operation) } }
     }
 
     public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
         if let completionOrder {
             if chains.queuedCount > 0 {
-                chains.runChain(at: completionOrder(chains.queuedCount)) { operation throws(IOEngineError) in try perform(operation) }
+                let index = completionOrder(chains.queuedCount)
+                runChains { $0.runChain(at: index) { operation throws(IOEngineError) in try perform(operation) } }
             }
         } else {
             try flush()
@@ -77,11 +99,24 @@ public final class FaultEngine: BlockingChainEngine {
         return chains.takeFinished()
     }
 
+    /// Runs queued chains through `body`; a halt that strikes meanwhile catches the chains
+    /// still queued at the end in flight.
+    private func runChains(_ body: (inout BlockingChains) -> Void) {
+        assert(!runningChains, "chains run one batch at a time")
+        runningChains = true
+        body(&chains)
+        runningChains = false
+        if catchingInFlight {
+            inFlightAtHalt?.append(contentsOf: queuedWrites())
+            catchingInFlight = false
+        }
+    }
+
     func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             let (path, inode) = try fileHandle(file, "write")
-            try gate("write", path)
+            try gate("write", path, writing: InFlightWrite(inode: inode, offset: offset, bytes: bytes))
             if let capacity, totalBytes() - inode.data.count + max(inode.data.count, offset + bytes.count) > capacity {
                 throw IOEngineError("write", path: path, errno: .noSpace)
             }
@@ -134,7 +169,9 @@ public final class FaultEngine: BlockingChainEngine {
                 survivors[path] = persisted[path]
             }
         }
-        for case .file(let inode) in survivors.values {
+        var inodes: [ObjectIdentifier: Inode] = [:]
+        for case .file(let inode) in survivors.values { inodes[ObjectIdentifier(inode)] = inode }
+        for inode in inodes.values {
             inode.data = inode.durable
             if random != nil {
                 let kept = Int.random(in: 0...inode.unsynced.count, using: &random!)
@@ -143,6 +180,18 @@ public final class FaultEngine: BlockingChainEngine {
                     Self.apply(Array(write.bytes.prefix(length)), at: write.offset, to: &inode.data)
                 }
             }
+        }
+        // Writes in flight came after every unsynced one: they land on top, each cut at a
+        // sector boundary of its file. A file the cut made unreachable keeps nothing.
+        if random != nil {
+            for write in inFlightAtHalt ?? queuedWrites() where inodes[ObjectIdentifier(write.inode)] != nil {
+                let ends = Self.sectorBoundaries(offset: write.offset, count: write.bytes.count)
+                let end = ends[Int.random(in: 0..<ends.count, using: &random!)]
+                assert(end >= write.offset && end <= write.offset + write.bytes.count)
+                Self.apply(Array(write.bytes.prefix(end - write.offset)), at: write.offset, to: &write.inode.data)
+            }
+        }
+        for inode in inodes.values {
             inode.durable = inode.data
             inode.unsynced.removeAll()
         }
@@ -151,7 +200,28 @@ public final class FaultEngine: BlockingChainEngine {
         handles.removeAll()
         chains.drop()
         haltAfter = nil
+        inFlightAtHalt = nil
         failures.removeAll()
+    }
+
+    /// Where a write of `count` bytes at `offset` can stop when the power goes: its start,
+    /// every sector boundary within it, its end.
+    static func sectorBoundaries(offset: Int, count: Int) -> [Int] {
+        let end = offset + count
+        guard count > 0 else { return [offset] }
+        let firstBoundary = (offset / sectorSize + 1) * sectorSize
+        return [offset] + Array(stride(from: firstBoundary, to: end, by: sectorSize)) + [end]
+    }
+
+    /// The first step of every chain queued, when it is a write to a file still open: the
+    /// writes a ring would have in flight.
+    private func queuedWrites() -> [InFlightWrite] {
+        chains.queuedChains.compactMap { chain in
+            guard case .write(let file, let bytes, let offset, _)? = chain.first, let handle = handles[file.rawValue],
+                case .file(let inode) = handle.node
+            else { return nil }
+            return InFlightWrite(inode: inode, offset: offset, bytes: bytes)
+        }
     }
 
     // MARK: files and directories
@@ -293,9 +363,18 @@ public final class FaultEngine: BlockingChainEngine {
 
     // MARK: helpers
 
-    private func gate(_ operation: String, _ path: String) throws(IOEngineError) {
+    /// Counts a mutating operation and fails it when planned; `writing` is the write it is,
+    /// caught in flight if the halt strikes now.
+    private func gate(_ operation: String, _ path: String, writing: InFlightWrite? = nil) throws(IOEngineError) {
         operationCount += 1
-        if let haltAfter, operationCount > haltAfter { throw IOEngineError(operation, path: path, errno: .ioError) }
+        if let haltAfter, operationCount > haltAfter {
+            if inFlightAtHalt == nil {
+                inFlightAtHalt = runningChains ? [] : queuedWrites()
+                catchingInFlight = runningChains
+            }
+            if catchingInFlight, let writing { inFlightAtHalt?.append(writing) }
+            throw IOEngineError(operation, path: path, errno: .ioError)
+        }
         if let errno = failures[operationCount] { throw IOEngineError(operation, path: path, errno: errno) }
     }
 

@@ -109,6 +109,9 @@ struct BlockingChains {
 
     var queuedCount: Int { queued.count }
 
+    /// The chains queued, in order: what a simulated power cut finds in flight.
+    var queuedChains: [[IOOperation]] { queued.map(\.1) }
+
     mutating func run(_ step: (IOOperation) throws(IOEngineError) -> Void) {
         while !queued.isEmpty { runChain(at: 0, step) }
     }
