@@ -3,7 +3,13 @@ import Foundation
 import Glibc
 import Histogram
 import Supervisor
+import Synchronization
 import SystemPackage
+
+/// Set by SIGINT or SIGTERM once `Campaign.stopOnSignals` ran: the campaign stops at its next
+/// step and cleans up (shuts the supervisor down; a hostile one frees the disk, and `stress`
+/// unmounts its tmpfs).
+private let stopRequested = Atomic<Bool>(false)
 
 public struct CampaignOptions: Sendable {
     public var root: FilePath
@@ -122,6 +128,11 @@ public final class Campaign {
     /// Longer than any restart: a window answering "retry" this long is stuck.
     private static let stuckAfterSeconds = 30.0
 
+    /// SIGINT and SIGTERM stop the campaign cleanly instead of killing the process.
+    public static func stopOnSignals() {
+        for signalNumber in [SIGINT, SIGTERM] { signal(signalNumber) { _ in stopRequested.store(true, ordering: .relaxed) } }
+    }
+
     public init(options: CampaignOptions) {
         self.options = options
         random = SeededGenerator(seed: options.seed)
@@ -184,6 +195,10 @@ public final class Campaign {
 
     private var finished: Bool {
         if aborted { return true }
+        if stopRequested.load(ordering: .relaxed) {
+            abort("stopped by a signal before the end")
+            return true
+        }
         if let kills = options.kills, report.kills >= kills { return true }
         if let duration = options.duration, Date().timeIntervalSince(started) >= duration { return true }
         return false

@@ -118,6 +118,7 @@ struct StressCampaignCommand: ParsableCommand {
         defer { if hostile { try? FileManager.default.removeItem(atPath: rootPath.string + ".hostile-canary") } }
         print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)\(mounted.map { " (\($0))" } ?? "")")
         let report: CampaignReport
+        Campaign.stopOnSignals()
         do {
             report = try Campaign(options: options).run()
         } catch {
