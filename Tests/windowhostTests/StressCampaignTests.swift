@@ -62,7 +62,8 @@ import Testing
         #expect(count("disk_fills") >= 1 && count("planted_entries") >= 2 && count("hostile_events") >= 4, "\(object)")
         #expect((object["failures"] as? [String])?.isEmpty == true, "\(object)")
         // The tmpfs is gone: nothing of the campaign stays mounted.
-        let root = try #require(output.split(separator: "\n").first?.split(separator: " ").first { $0.hasPrefix("/") })
+        let banner = try #require(output.split(separator: "\n").first { $0.hasPrefix("windowhost stress: seed") })
+        let root = try #require(banner.split(separator: " ").first { $0.hasPrefix("/") })
         let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
         #expect(!mounts.contains(String(root)), "\(root) is still mounted")
     }
