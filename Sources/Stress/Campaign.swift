@@ -181,7 +181,13 @@ public final class Campaign {
         }
         checkCanary()
         mergeSaveLatency()
-        if let supervisor, supervisor.shutdown() != 0 { report.failures.append("the supervisor did not exit 0 at shutdown") }
+        if let supervisor {
+            switch supervisor.shutdown() {
+            case 0?: break
+            case let status?: report.failures.append(reproduce("the supervisor exited \(status) at shutdown"))
+            case nil: report.failures.append(reproduce("hang: the supervisor did not exit within \(options.replyTimeoutSeconds) s of shutdown"))
+            }
+        }
         if options.progress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         report.duration_s = Date().timeIntervalSince(started)
         report.recovery_ms = CampaignReport.Percentiles(

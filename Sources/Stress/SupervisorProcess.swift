@@ -49,8 +49,16 @@ public final class SupervisorProcess {
         process.waitUntilExit()
     }
 
-    public func shutdown() -> Int32 {
+    /// Asks it to shut down and waits for its exit status; nil when it has not exited within
+    /// the reply timeout (it is then killed: a campaign never waits forever).
+    public func shutdown() -> Int32? {
         _ = call(ControlRequest(verb: "shutdown"))
+        let deadline = Date().addingTimeInterval(Double(replyTimeoutSeconds))
+        while process.isRunning, Date() < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            kill()
+            return nil
+        }
         process.waitUntilExit()
         return process.terminationStatus
     }
