@@ -3,7 +3,13 @@ import Foundation
 import Glibc
 import Histogram
 import Supervisor
+import Synchronization
 import SystemPackage
+
+/// Set by SIGINT or SIGTERM once `Campaign.stopOnSignals` ran: the campaign stops at its next
+/// step and cleans up (shuts the supervisor down; a hostile one frees the disk, and `stress`
+/// unmounts its tmpfs).
+private let stopRequested = Atomic<Bool>(false)
 
 public struct CampaignOptions: Sendable {
     public var root: FilePath
@@ -25,6 +31,10 @@ public struct CampaignOptions: Sendable {
     /// Small, so windows compact (and have a generation to fall back on) during the campaign.
     public var compactAfterRecords = 48
     public var progress = false
+    /// `--hostile`: the world around the store turns hostile now and then; nil: never.
+    public var hostile: HostileOptions?
+    /// How long any reply may take before the campaign calls it a hang.
+    public var replyTimeoutSeconds = 60
 
     public init(root: FilePath, scenes: Int, kills: Int?, duration: Double?, killRate: Double, seed: UInt64, saveDelayMilliseconds: UInt64, io: String, executable: String) {
         self.root = root
@@ -37,6 +47,20 @@ public struct CampaignOptions: Sendable {
         self.io = io
         self.executable = executable
     }
+}
+
+/// The hostile world of `stress --hostile`. The root must be on a filesystem the campaign may
+/// fill (`stress` mounts a small tmpfs there, or checks the one given).
+public struct HostileOptions: Sendable {
+    /// One step in this many is a hostile event instead of a command.
+    public var oneIn = 30
+    /// Outside the root: what the planted symlinks point at, checked after every event.
+    public var canaryDirectory: FilePath
+    /// Once space comes back, every window's saves must be durable within this many seconds,
+    /// with no command sent but `wait-durable` (which asks for no save).
+    public var durableAfterFreeSeconds = 20.0
+
+    public init(canaryDirectory: FilePath) { self.canaryDirectory = canaryDirectory }
 }
 
 /// What a campaign found. Field names are the JSON report's.
@@ -61,6 +85,14 @@ public struct CampaignReport: Codable, Sendable {
     public var unexpected = 0
     public var recovered = 0
     public var torn = 0
+    /// `--hostile`: events in all, of them disk fills and entries planted; saves refused (74)
+    /// while the disk was full.
+    public var hostile_events = 0
+    public var disk_fills = 0
+    public var planted_entries = 0
+    public var refused_while_full = 0
+    /// Every hostile event, "step N: what", in order: what a failure may come from.
+    public var hostile_log: [String] = []
     public var recovery_ms = Percentiles(p50: 0, p99: 0, max: 0)
     public var save_latency_us = Percentiles(p50: 0, p99: 0, p999: 0, max: 0)
     public var duration_s = 0.0
@@ -84,11 +116,33 @@ public final class Campaign {
     private var step = 0
     private let started = Date()
     private var lastProgress = Date.distantPast
+    /// A hang or a supervisor that did not come back: nothing after it could be judged.
+    private var aborted = false
+    private var hostile: (options: HostileOptions, planter: HostilePlanter, filler: DiskFiller)?
+    /// The disk stays full until this step.
+    private var fullUntilStep: Int?
+    private var lastHostileEvent: (step: Int, event: HostileEvent)?
+    private var canaryReported = false
+    /// Since when each window has answered only "retry" (75).
+    private var retryingSince: [String: Date] = [:]
+    /// Longer than any restart: a window answering "retry" this long is stuck.
+    private static let stuckAfterSeconds = 30.0
+
+    /// SIGINT and SIGTERM stop the campaign cleanly instead of killing the process.
+    public static func stopOnSignals() {
+        for signalNumber in [SIGINT, SIGTERM] { signal(signalNumber) { _ in stopRequested.store(true, ordering: .relaxed) } }
+    }
 
     public init(options: CampaignOptions) {
         self.options = options
         random = SeededGenerator(seed: options.seed)
         report = CampaignReport(seed: options.seed, scenes: options.scenes)
+    }
+
+    private func startSupervisor() throws -> SupervisorProcess {
+        try SupervisorProcess(
+            executable: options.executable, root: options.root, arguments: supervisorArguments, environment: [:],
+            replyTimeoutSeconds: options.replyTimeoutSeconds)
     }
 
     private var supervisorArguments: [String] {
@@ -99,22 +153,41 @@ public final class Campaign {
     }
 
     public func run() throws -> CampaignReport {
-        supervisor = try SupervisorProcess(executable: options.executable, root: options.root, arguments: supervisorArguments, environment: [:])
+        if let options = options.hostile {
+            let canary = try Canary(directory: options.canaryDirectory, seed: self.options.seed)
+            hostile = (options, HostilePlanter(root: self.options.root, canary: canary), DiskFiller(path: self.options.root.appending("hostile-fill")))
+        }
+        supervisor = try startSupervisor()
         adoptWindows(checking: false)
         let interval = 1 / max(options.killRate, 0.001)
         var nextKill = Date().addingTimeInterval(interval)
         while !finished {
             if Date() >= nextKill {
-                try kill()
+                do {
+                    try kill()
+                } catch {
+                    abort("\(error)")
+                }
+                checkCanary()
                 // Counted from the end of the recovery, so commands always run between kills.
                 nextKill = Date().addingTimeInterval(interval)
+            } else if let hostile, Int.random(in: 0..<hostile.options.oneIn, using: &random) == 0 {
+                hostileEvent()
             } else {
                 sendCommand()
             }
+            if let fullUntilStep, step >= fullUntilStep || finished { freeDisk() }
             showProgress()
         }
+        checkCanary()
         mergeSaveLatency()
-        if let supervisor, supervisor.shutdown() != 0 { report.failures.append("the supervisor did not exit 0 at shutdown") }
+        if let supervisor {
+            switch supervisor.shutdown() {
+            case 0?: break
+            case let status?: report.failures.append(reproduce("the supervisor exited \(status) at shutdown"))
+            case nil: report.failures.append(reproduce("hang: the supervisor did not exit within \(options.replyTimeoutSeconds) s of shutdown"))
+            }
+        }
         if options.progress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         report.duration_s = Date().timeIntervalSince(started)
         report.recovery_ms = CampaignReport.Percentiles(
@@ -127,6 +200,11 @@ public final class Campaign {
     }
 
     private var finished: Bool {
+        if aborted { return true }
+        if stopRequested.load(ordering: .relaxed) {
+            abort("stopped by a signal before the end")
+            return true
+        }
         if let kills = options.kills, report.kills >= kills { return true }
         if let duration = options.duration, Date().timeIntervalSince(started) >= duration { return true }
         return false
@@ -137,9 +215,98 @@ public final class Campaign {
     }
 
     private func reproduce(_ what: String) -> String {
-        "\(what) (seed \(options.seed), step \(step)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
+        let context = lastHostileEvent.map { " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")" } ?? ""
+        return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
             + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
-            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")"
+            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(hostile != nil ? " --hostile" : "")"
+    }
+
+    /// A failure after which nothing could be judged (a hang, a supervisor that did not come
+    /// back): reported, and the campaign ends.
+    private func abort(_ what: String) {
+        report.failures.append(reproduce(what))
+        aborted = true
+    }
+
+    /// Whether `reply` is a hang: no answer within the timeout. Reports it and ends the campaign.
+    private func hung(_ reply: ControlReply, _ what: String) -> Bool {
+        guard reply.code == .temporary, reply.error?.hasPrefix("no reply") == true else { return false }
+        abort("hang: \(what) got no reply in \(options.replyTimeoutSeconds) s")
+        return true
+    }
+
+    // MARK: the hostile world
+
+    private func hostileEvent() {
+        guard var world = hostile else { return }
+        step += 1
+        let event: HostileEvent?
+        do {
+            if fullUntilStep == nil, Int.random(in: 0..<3, using: &random) == 0 {
+                event = .filledDisk(bytes: try world.filler.fill())
+                // Full for a while: commands go on, and their acknowledgements wait.
+                fullUntilStep = step + Int.random(in: 5...40, using: &random)
+                report.disk_fills += 1
+            } else {
+                let ids = windows.keys.sorted()
+                guard !ids.isEmpty else { return }
+                event = try world.planter.plant(in: ids[Int.random(in: 0..<ids.count, using: &random)], using: &random)
+                if event != nil { report.planted_entries += 1 }
+            }
+        } catch {
+            abort("\(error)")
+            return
+        }
+        hostile = world
+        guard let event else { return }
+        record(event)
+        checkCanary()
+    }
+
+    private func record(_ event: HostileEvent) {
+        report.hostile_events += 1
+        report.hostile_log.append("step \(step): \(event)")
+        lastHostileEvent = (step, event)
+    }
+
+    /// Space comes back. With no command but `wait-durable` (which asks for no save), every
+    /// window's saves must land within `durableAfterFreeSeconds`.
+    private func freeDisk() {
+        guard var world = hostile else { return }
+        world.filler.free()
+        hostile = world
+        fullUntilStep = nil
+        record(.freedDisk)
+        let deadline = Date().addingTimeInterval(world.options.durableAfterFreeSeconds)
+        for id in windows.keys.sorted() where !aborted {
+            var request = ControlRequest(verb: "wait-durable")
+            request.window = id
+            while true {
+                let reply = call(request)
+                if hung(reply, "wait-durable of window \(id) once space came back") { break }
+                if reply.code == .ok, let durable = reply.result?["durable_seq"]?.int, var history = windows[id] {
+                    report.acknowledged += history.acknowledge(UInt64(durable))
+                    windows[id] = history
+                    break
+                }
+                // A save that failed before space came back may answer 74; the retry must follow.
+                if Date() < deadline, reply.code == .ioError || reply.code == .temporary {
+                    usleep(100_000)
+                    continue
+                }
+                report.failures.append(reproduce(
+                    "window \(id): saves not durable \(world.options.durableAfterFreeSeconds) s after space came back: \(reply.code) \(reply.error ?? "")"))
+                break
+            }
+        }
+    }
+
+    /// The canary outside the root is as it was made: no symlink was followed.
+    private func checkCanary() {
+        guard let hostile, !canaryReported, let damage = hostile.planter.canary.damage() else { return }
+        canaryReported = true
+        let symlinks = report.hostile_log.filter { $0.contains("symlink") }
+        report.failures.append(reproduce("a symlink was followed out of the root: \(damage); planted so far: \(symlinks.joined(separator: ", "))"))
     }
 
     // MARK: commands
@@ -156,11 +323,22 @@ public final class Campaign {
         let command = StressCommand.next(for: history.current, using: &random)
         let reply = call(command.request(window: id))
         guard reply.code == .ok, let result = reply.result else {
-            if reply.code != .temporary || reply.error?.hasPrefix("no reply") == true {
+            if hung(reply, "window \(id): '\(command)'") { return }
+            if reply.code == .temporary {
+                let since = retryingSince[id] ?? Date()
+                retryingSince[id] = since
+                if Date().timeIntervalSince(since) > Self.stuckAfterSeconds {
+                    abort("window \(id) has answered only 'retry' (75) for \(Int(Self.stuckAfterSeconds)) s: stuck")
+                }
+            } else if reply.code == .ioError, fullUntilStep != nil, command.waitsForDurability {
+                // The disk is full: a save that fails says so (74), and the change stays applied.
+                report.refused_while_full += 1
+            } else {
                 report.failures.append(reproduce("window \(id): '\(command)' was refused: \(reply.error ?? "?")"))
             }
             return
         }
+        retryingSince[id] = nil
         report.commands += 1
         switch command {
         case .reconnect:
@@ -225,7 +403,9 @@ public final class Campaign {
         let sent = monotonicMicroseconds()
         let reply = call(request)
         guard reply.code == .ok else {
-            report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
+            if !hung(reply, "kill of window \(id)'s worker") {
+                report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
+            }
             return
         }
         if reply.result?["while_saving"]?.bool == true { report.killed_while_saving += 1 }
@@ -238,7 +418,10 @@ public final class Campaign {
     private func acknowledgeDurable(_ id: String) {
         var request = ControlRequest(verb: "wait-durable")
         request.window = id
-        guard let durable = call(request).result?["durable_seq"]?.int, var history = windows[id] else { return }
+        let reply = call(request)
+        if hung(reply, "wait-durable of window \(id)") { return }
+        if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
+        guard let durable = reply.result?["durable_seq"]?.int, var history = windows[id] else { return }
         report.acknowledged += history.acknowledge(UInt64(durable))
         windows[id] = history
     }
@@ -275,7 +458,8 @@ public final class Campaign {
         mergeSaveLatency()
         supervisor?.kill()
         let sent = monotonicMicroseconds()
-        supervisor = try SupervisorProcess(executable: options.executable, root: options.root, arguments: supervisorArguments, environment: [:])
+        supervisor = nil
+        supervisor = try startSupervisor()
         _ = recoveryTimes.record(monotonicMicroseconds() - sent)
         adoptWindows(checking: true)
     }
@@ -313,7 +497,9 @@ public final class Campaign {
         request.window = id
         let reply = call(request)
         guard reply.code == .ok, let dump = reply.result, let digest = dump["digest"]?.string.flatMap({ UInt64($0, radix: 16) }) else {
-            report.failures.append(reproduce("window \(id) did not answer after its recovery: \(reply.error ?? "?")"))
+            if !hung(reply, "dump of window \(id) after its recovery") {
+                report.failures.append(reproduce("window \(id) did not answer after its recovery: \(reply.error ?? "?")"))
+            }
             return
         }
         report.recoveries += 1

@@ -192,6 +192,10 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the reply waits for a save (`save --wait`; a disconnect saves what is unsaved):
+    /// on a full disk it may say the save failed (74), and the change stays applied.
+    public var waitsForDurability: Bool { self == .saveAndWait || self == .reconnect }
+
     public var description: String {
         switch self {
         case .open(let incognito, let url, let index, let opener, let background):

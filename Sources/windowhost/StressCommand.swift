@@ -21,7 +21,24 @@ struct StressCampaignCommand: ParsableCommand {
             present), torn (matches no prefix of the commands). Exit 0 when none was lost,
             unexpected or torn, 1 otherwise, with a line that reproduces it.
             The same seed makes the same decisions as long as the same states come back.
+
+            --hostile: now and then (seeded) the campaign fills the disk and frees it, plants
+            symlinks (in a window's session directories, as windows.order.tmp, as a window
+            under windows/) pointing at a canary outside the root, and puts FIFOs, directories
+            and (when not root) unreadable files where session files are read. The oracle is
+            the same; the canary must survive, saves must be durable within seconds of space
+            coming back, and any reply slower than \(Self.hostileReplyTimeoutSeconds) s is a hang.
+            As root it mounts a \(Self.hostileTmpfsMiB) MiB tmpfs as the root (unmounted at the
+            end; --root, if given, must be empty); otherwise --root must be on a filesystem of at
+            most \(Self.hostileMaxFilesystemMiB) MiB, which it fills.
             """)
+
+    /// The tmpfs `--hostile` mounts as the root when run as root: room for every scene's
+    /// sessions, small enough to fill in a moment.
+    static let hostileTmpfsMiB = 64
+    /// Without root, the largest filesystem `--hostile` agrees to fill.
+    static let hostileMaxFilesystemMiB = 512
+    static let hostileReplyTimeoutSeconds = 20
 
     @Option(help: "The state directory (default: a new temporary one, removed at the end).")
     var root: String?
@@ -53,6 +70,9 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "One worker kill in this many first damages the window's newest snapshot (0: never).")
     var damageOneIn = 12
 
+    @Flag(help: "Now and then fill the disk, plant symlinks, FIFOs and unreadable entries (see above).")
+    var hostile = false
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
@@ -63,6 +83,9 @@ struct StressCampaignCommand: ParsableCommand {
         if let kills, kills < 1 { throw ValidationError("--kills must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
         guard damageOneIn >= 0 else { throw ValidationError("--damage-one-in must be 0 (never) or more") }
+        guard !hostile || geteuid() == 0 || root != nil else {
+            throw ValidationError("--hostile fills the disk: without root, give --root on a filesystem of at most \(Self.hostileMaxFilesystemMiB) MiB")
+        }
     }
 
     func run() throws {
@@ -78,13 +101,24 @@ struct StressCampaignCommand: ParsableCommand {
         }
         // The supervisor's logs go beside the root.
         try PrivateFiles.makeDirectories(rootPath.removingLastComponent())
+        var mounted: HostileFilesystem?
+        defer { mounted?.unmount() }
+        if hostile {
+            mounted = try HostileFilesystem.prepare(rootPath)
+        }
         var options = CampaignOptions(
             root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())
         options.progress = isatty(STDERR_FILENO) == 1
         options.corruptionOneIn = damageOneIn
-        print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)")
+        if hostile {
+            options.hostile = HostileOptions(canaryDirectory: FilePath(rootPath.string + ".hostile-canary"))
+            options.replyTimeoutSeconds = Self.hostileReplyTimeoutSeconds
+        }
+        defer { if hostile { try? FileManager.default.removeItem(atPath: rootPath.string + ".hostile-canary") } }
+        print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)\(mounted.map { " (\($0))" } ?? "")")
         let report: CampaignReport
+        Campaign.stopOnSignals()
         do {
             report = try Campaign(options: options).run()
         } catch {
@@ -111,8 +145,55 @@ struct StressCampaignCommand: ParsableCommand {
             String(format: "save latency (request → durable): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f µs",
                    report.save_latency_us.p50, report.save_latency_us.p99, report.save_latency_us.p999 ?? 0, report.save_latency_us.max),
         ]
+        if report.hostile_events > 0 {
+            lines.append(
+                "hostile: \(report.hostile_events) events (\(report.disk_fills) disk fills, \(report.planted_entries) entries planted), "
+                    + "\(report.refused_while_full) saves refused (74) while the disk was full")
+        }
         lines += report.failures.prefix(20).map { "FAILED: \($0)" }
         lines.append(report.passed ? "nothing acknowledged was lost" : "FAILED")
         return lines.joined(separator: "\n")
+    }
+}
+
+/// The filesystem a `--hostile` campaign fills: a tmpfs it mounts as the root when run as
+/// root, else the one the root is on, if it is small enough.
+struct HostileFilesystem: CustomStringConvertible {
+    let mountPoint: FilePath?
+    let description: String
+
+    static func prepare(_ root: FilePath) throws -> HostileFilesystem {
+        guard geteuid() == 0 else {
+            var existing = root
+            while access(existing.string, F_OK) != 0, !existing.removingLastComponent().isEmpty { existing = existing.removingLastComponent() }
+            var stats = statvfs()
+            guard statvfs(existing.string, &stats) == 0 else {
+                throw ValidationError("--hostile: statvfs \(existing): \(Errno(rawValue: errno))")
+            }
+            let mebibytes = UInt64(stats.f_blocks).multipliedReportingOverflow(by: UInt64(stats.f_frsize)).partialValue >> 20
+            guard mebibytes <= StressCampaignCommand.hostileMaxFilesystemMiB else {
+                throw ValidationError(
+                    "--hostile fills the disk: \(existing) is on a filesystem of \(mebibytes) MiB, above \(StressCampaignCommand.hostileMaxFilesystemMiB) MiB; "
+                        + "give --root on a small one (a tmpfs or a loop device)")
+            }
+            return HostileFilesystem(mountPoint: nil, description: "a filesystem of \(mebibytes) MiB")
+        }
+        if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
+        guard ((try? FileManager.default.contentsOfDirectory(atPath: root.string)) ?? []).isEmpty else {
+            throw ValidationError("--hostile mounts a tmpfs over the root: \(root) must be empty or new")
+        }
+        let size = "size=\(StressCampaignCommand.hostileTmpfsMiB)m,mode=0700"
+        guard mount("tmpfs", root.string, "tmpfs", UInt(MS_NOSUID | MS_NODEV), size) == 0 else {
+            let error = Errno(rawValue: errno)
+            FileHandle.standardError.write(Data("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n".utf8))
+            throw ExitStatus.unavailable
+        }
+        return HostileFilesystem(mountPoint: root, description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")
+    }
+
+    /// Unmounts what `prepare` mounted; lazily when a straggling worker still holds it.
+    func unmount() {
+        guard let mountPoint else { return }
+        if umount2(mountPoint.string, 0) != 0 { umount2(mountPoint.string, Int32(MNT_DETACH)) }
     }
 }

@@ -174,3 +174,44 @@ import Testing
         #expect(try WindowContents(try simulatedWindow(engine).0) == live, "seed \(seed): a power cut after the background save")
     }
 }
+
+/// The simulated disk's power cut itself: what a write in flight leaves.
+@Suite struct FaultEngineCutTests {
+    /// A durable write the halt refuses, then a seeded cut: the file keeps a prefix of the
+    /// write ending at its start, at a 512-byte boundary of the file, or at its end, and over
+    /// the seeds every one of those. A write issued after the halt never lands; one queued
+    /// when it struck (a ring has it in flight) may.
+    @Test func aWriteInFlightLeavesASectorGranularPrefixAndOneAfterTheHaltNothing() throws {
+        let (first, queued, late) = (simulatedRoot.appending("first"), simulatedRoot.appending("queued"), simulatedRoot.appending("late"))
+        var firstEnds: Set<Int> = []
+        var queuedEnds: Set<Int> = []
+        for seed in 0..<200 as Range<UInt64> {
+            let engine = FaultEngine(directories: [simulatedRoot])
+            let files = try [first, queued, late].map { try engine.open($0, creating: true) }
+            _ = try engine.perform([.write(files[0], [UInt8](repeating: 1, count: 100), offset: 0, durable: true)])
+            try engine.syncDirectory(simulatedRoot)
+            // One chain per reap: the second stays queued while the first hits the halt.
+            engine.completionOrder = { _ in 0 }
+            engine.haltAfter = engine.operationCount
+            _ = engine.submit([.write(files[0], [UInt8](repeating: 2, count: 2000), offset: 100, durable: true)])
+            _ = engine.submit([.write(files[1], [UInt8](repeating: 3, count: 700), offset: 0, durable: false), .sync(files[1])])
+            try engine.flush()
+            let refused = try engine.reap(waiting: true)
+            #expect(refused.count == 1 && (try? refused.first?.result.get()) == nil, "the halt refused the first write")
+            _ = engine.submit([.write(files[2], [UInt8](repeating: 4, count: 600), offset: 0, durable: true)])
+            while engine.inFlight > 0 { _ = try engine.reap(waiting: true) }
+            var random = SeededGenerator(seed: seed)
+            engine.powerCut(keepingUnsyncedWith: &random)
+
+            let firstBytes = try #require(engine.contents(of: first))
+            #expect(firstBytes.prefix(100).allSatisfy { $0 == 1 } && firstBytes.dropFirst(100).allSatisfy { $0 == 2 })
+            firstEnds.insert(firstBytes.count)
+            let queuedBytes = try #require(engine.contents(of: queued))
+            #expect(queuedBytes.allSatisfy { $0 == 3 })
+            queuedEnds.insert(queuedBytes.count)
+            #expect(engine.contents(of: late) == [], "seed \(seed): a write issued after the halt landed")
+        }
+        #expect(firstEnds == [100, 512, 1024, 1536, 2048, 2100])
+        #expect(queuedEnds == [0, 512, 700])
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 @Suite struct StressCampaignTests {
@@ -41,6 +42,41 @@ import Testing
         #expect(buggy.output.contains("acknowledged commands lost") && buggy.output.contains("reproduce: windowhost stress --seed 5"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
         #expect(((object["lost"] as? NSNumber)?.intValue ?? 0) > 0)
+    }
+
+    /// A short seeded hostile campaign: the disk filled and freed, symlinks, FIFOs and
+    /// directories planted where the host reads and writes, with the oracle unchanged. As root
+    /// it mounts a tmpfs for its root and unmounts it after; a refused mount fails it.
+    @Test func aHostileWorldLosesNothingAcknowledgedAndNeverHangs() throws {
+        try #require(geteuid() == 0, "the hostile campaign mounts a tmpfs: run the tests as root")
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-hostile-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: report) }
+        let (status, output) = try runWindowhost([
+            "stress", "--hostile", "--kills", "25", "--kill-rate", "5", "--scenes", "3", "--seed", "7", "--json", report.path,
+        ])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("a tmpfs of"), "\(output)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
+        func count(_ key: String) -> Int { (object[key] as? NSNumber)?.intValue ?? -1 }
+        #expect(count("lost") == 0 && count("unexpected") == 0 && count("torn") == 0, "\(object)")
+        #expect(count("disk_fills") >= 1 && count("planted_entries") >= 2 && count("hostile_events") >= 4, "\(object)")
+        #expect((object["failures"] as? [String])?.isEmpty == true, "\(object)")
+        // The tmpfs is gone: nothing of the campaign stays mounted.
+        let banner = try #require(output.split(separator: "\n").first { $0.hasPrefix("windowhost stress: seed") })
+        let root = try #require(banner.split(separator: " ").first { $0.hasPrefix("/") })
+        let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
+        #expect(!mounts.contains(String(root)), "\(root) is still mounted")
+    }
+
+    /// `--hostile` fills the filesystem under its root, so it refuses one it may not mount over.
+    @Test func aHostileCampaignRefusesARootItCannotFillSafely() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-hostile-busy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        _ = FileManager.default.createFile(atPath: root.appendingPathComponent("kept").path, contents: Data("mine".utf8))
+        let refused = try runWindowhost(["stress", "--hostile", "--kills", "1", "--root", root.path])
+        #expect(refused.status == 64, "\(refused.output)")
+        #expect(FileManager.default.contents(atPath: root.appendingPathComponent("kept").path) == Data("mine".utf8))
     }
 
     @Test func badArgumentsExitWithUsage() throws {

@@ -206,7 +206,7 @@ public final class FaultEngine: BlockingChainEngine {
 
     /// Where a write of `count` bytes at `offset` can stop when the power goes: its start,
     /// every sector boundary within it, its end.
-    static func sectorBoundaries(offset: Int, count: Int) -> [Int] {
+    private static func sectorBoundaries(offset: Int, count: Int) -> [Int] {
         let end = offset + count
         guard count > 0 else { return [offset] }
         let firstBoundary = (offset / sectorSize + 1) * sectorSize
