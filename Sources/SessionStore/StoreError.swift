@@ -7,7 +7,8 @@ import SystemPackage
 /// aside and reports them (`RecoveryReport`); these are failures of the storage itself.
 public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The storage refused an operation (`ENOSPC`, `EIO`, …). Nothing acknowledged is lost: the
-    /// save stays pending and is tried again on the next request.
+    /// Browser's records stay staged and it is tried again by itself after a backoff
+    /// (`SavePolicy.retryDelayMilliseconds`), or at once on an explicit request.
     case io(IOEngineError)
     /// A new snapshot needs an unrealized tab's history, and the file it is stored in no longer
     /// reads. The save is not made; the journal keeps growing instead.

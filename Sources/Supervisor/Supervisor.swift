@@ -577,7 +577,7 @@ public final class Supervisor {
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
-            if pending.verb == "shutdown" {
+            if pending.verb == "shutdown" || shutdownDeadline != nil {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
                 if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
@@ -673,6 +673,9 @@ public final class Supervisor {
             guard let window = windows[slot] else { continue }
             if window.isReady {
                 _ = send(.disconnect, to: slot, client: nil, verb: "shutdown")
+            } else if window.state == .disconnecting, window.readyAt != nil, window.pending.values.contains(where: { $0.verb == "disconnect" }) {
+                // Its disconnect is saving: the worker exits when it is done, or says it failed.
+                continue
             } else if window.isLive {
                 // Not restored yet: nothing of it is unsaved.
                 _ = wh_pidfd_send_signal(window.pidfd, SIGTERM)

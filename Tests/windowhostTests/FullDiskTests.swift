@@ -61,6 +61,28 @@ import Testing
         #expect(host.terminate() == 0, "nothing unsaved: a clean stop. \(host.log)")
     }
 
+    /// With a long save delay no save has failed yet when `save --wait` asks: its own save
+    /// fails, and it answers 74 at once; so does a durable wait after it, and a disconnect.
+    @Test func anExplicitSaveThatFailsIsReportedAtOnce() throws {
+        let disk = try Tmpfs(megabytes: 8)
+        defer { disk.unmount() }
+        let host = try HostProcess(root: disk.root, scenes: 1, saveDelay: 60_000, logs: disk.logs)
+        defer { if host.process.isRunning { host.kill9() } }
+        let window = try #require(host.windowIDs().first)
+        #expect(try host.ctlBounded(["open", "--window", window, "--url", "https://delayed.example/"]).status == 0)
+        try disk.fill()
+        #expect(host.windows()[window]?["save_failures"]?.int == 0, "nothing tried yet")
+        let save = try host.ctlBounded(["save", "--wait", "--window", window])
+        #expect(save.status == 74 && save.seconds < 2, "save --wait: \(save.output) in \(save.seconds) s")
+        let wait = try host.ctlBounded(["wait-durable", "--window", window])
+        #expect(wait.status == 74 && wait.seconds < 2, "wait-durable: \(wait.output) in \(wait.seconds) s")
+        let stats = try host.ctlBounded(["--json", "stats"])
+        #expect((JSONLine(stats.output)?["windows"]?.array?.first?["save_failures"]?.int ?? 0) >= 2, "explicit saves count: \(stats.output)")
+        disk.free()
+        #expect(try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
+        #expect(host.terminate() == 0, "\(host.log)")
+    }
+
     /// SIGTERM on a full disk: the window that cannot save is named and the exit is 75, the
     /// other window saved; its regular Browser saved though its incognito one could not, so
     /// after a restart the regular tab is back and the incognito one is not.
