@@ -102,23 +102,32 @@ import Testing
         }
     }
 
-    /// Issue 11, item 5: a stale temporary that is a symlink (to a file outside the root) is
-    /// removed as itself before the new one is created `O_EXCL`: the target is never truncated.
-    @Test func aStaleTemporarySymlinkIsRemovedNotWrittenThrough() throws {
+    /// Issue 11, items 4 and 5: whatever a stale temporary's name holds (a symlink to a file
+    /// outside the root, a directory with a symlink in it) is removed as itself before the new
+    /// temporary is created `O_EXCL`: compaction goes on, and nothing outside is touched.
+    @Test func whateverHoldsATemporarysNameIsRemovedAsItselfAndCompactionGoesOn() throws {
         try withRootAndCanary { root, canary in
             let store = try realWindow(root, options: StoreOptions(compactAfterRecords: 2))
             try open(store, store.regular, seq: 1, url: "https://one.example/")
             try store.waitUntilDurable(1)
             let regular = store.regular.sessionDirectory
-            for generation in 1...(6 as UInt64) {
-                try plant(
-                    .symlink(to: canary.appending("keep").string),
-                    at: regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+            for generation in 1...(8 as UInt64) {
+                let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                if generation.isMultiple(of: 2) {
+                    try plant(.symlink(to: canary.appending("keep").string), at: temporary)
+                } else {
+                    try plant(.directory, at: temporary)
+                    try plant(.symlink(to: canary.string), at: temporary.appending("inside"))
+                }
             }
             for seq in 2...(6 as UInt64) {
                 try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
                 try store.waitUntilDurable(seq)
             }
+            let snapshots = try FileManager.default.contentsOfDirectory(atPath: regular.string).filter {
+                StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) ?? 0 >= 3
+            }
+            #expect(!snapshots.isEmpty, "compaction wrote new generations past the planted temporaries")
             try expectCanaryIntact(canary)
             let restored = try realWindow(root)
             #expect(restored.regular.webStateList.count == 6)

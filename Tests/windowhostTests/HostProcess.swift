@@ -59,11 +59,12 @@ final class HostProcess {
     var output: String { (try? String(contentsOf: stdout, encoding: .utf8)) ?? "" }
     var log: String { (try? String(contentsOf: stderr, encoding: .utf8)) ?? "" }
 
-    func call(_ verb: String, window: String? = nil, _ configure: (inout ControlRequest) -> Void = { _ in }) -> ControlReply {
+    /// `timeout`: seconds to wait for the reply (none: as long as it takes).
+    func call(_ verb: String, window: String? = nil, timeout: Int? = nil, _ configure: (inout ControlRequest) -> Void = { _ in }) -> ControlReply {
         var request = ControlRequest(verb: verb)
         request.window = window
         configure(&request)
-        return ControlClient.call(request, socket: FilePath(socket))
+        return ControlClient.call(request, socket: FilePath(socket), timeout: timeout)
     }
 
     /// `windowhost ctl --socket S ARGUMENTS`, as a script runs it.
