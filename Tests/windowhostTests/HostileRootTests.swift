@@ -93,23 +93,6 @@ import Testing
         #expect(order.isEmpty || order.hasSuffix("\n"))
     }
 
-    /// Issue 11, items 4 and 7: a FIFO where `windows.order` belongs is never opened: `run`
-    /// starts (the order read as empty, then replaced) and `inspect` answers, neither blocks.
-    @Test func aFIFONamedLikeTheOrderFileBlocksNeitherRunNorInspect() throws {
-        let base = try scratchDirectory("order-fifo")
-        defer { try? FileManager.default.removeItem(atPath: base) }
-        let root = URL(fileURLWithPath: base + "/root")
-        try #require(mkdir(root.path, 0o700) == 0 && mkdir(root.path + "/windows", 0o700) == 0)
-        try #require(mkfifo(root.path + "/windows.order", 0o600) == 0)
-        let inspected = try runBriefly(["inspect", root.path])
-        #expect(inspected.status == 0, "\(inspected.output)")
-        let host = try HostProcess(root: root, scenes: 1)
-        #expect(host.windowIDs().count == 1)
-        #expect(host.terminate() == 0)
-        var status = stat()
-        #expect(lstat(root.path + "/windows.order", &status) == 0 && status.st_mode & S_IFMT == S_IFREG, "replaced by the saved order")
-    }
-
     /// Issue 11, item 5: a `windows/<UUID>` that is a symlink out of the root is set aside as
     /// itself, never followed: no session lands outside the root.
     @Test func aSymlinkedWindowDirectoryIsSetAsideNotFollowed() throws {
