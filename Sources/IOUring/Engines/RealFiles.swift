@@ -86,7 +86,8 @@ public enum NoFollow {
 
     /// A directory, read only (for listing and fsync), `O_DIRECTORY|O_NOFOLLOW`.
     public static func openDirectory(_ path: FilePath) throws(Errno) -> FileDescriptor {
-        let fd = try walk(names(path), from: path.isAbsolute, flags: O_RDONLY)
+        let (components, absolute) = split(path)
+        let fd = try walk(components, from: absolute, flags: O_RDONLY)
         guard fd != AT_FDCWD else {
             let current = retrying { Glibc.open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             guard current >= 0 else { throw Errno(rawValue: errno) }
@@ -153,18 +154,11 @@ public enum NoFollow {
     /// Runs `body` with the descriptor of the directory holding `path`'s last component, and
     /// that component. `path` must name an entry, not `/`.
     private static func withParent<T>(of path: FilePath, _ body: (Int32, String) throws(Errno) -> T) throws(Errno) -> T {
-        let components = names(path)
+        let (components, absolute) = split(path)
         guard let name = components.last, name != "..", name != "." else { throw .invalidArgument }
-        let parent = try walk(components.dropLast(), from: path.isAbsolute, flags: wh_open_flag_path())
+        let parent = try walk(components.dropLast(), from: absolute, flags: wh_open_flag_path())
         defer { if parent != AT_FDCWD { Glibc.close(parent) } }
         return try body(parent, name)
-    }
-
-    /// The path's components. `FilePath` is already normalized (no empty components), so a
-    /// split of its string is exact, and it is what every call walks: `FilePath.components`
-    /// costs half a save's CPU in a debug build (a crash test's kills then land before saves).
-    private static func names(_ path: FilePath) -> [String] {
-        path.string.split(separator: "/").map(String.init)
     }
 
     /// Opens the directory the components lead to, each step `O_DIRECTORY|O_NOFOLLOW`; the
@@ -184,6 +178,14 @@ public enum NoFollow {
             current = next
         }
         return current
+    }
+
+    /// The path's components and whether it is absolute. Plain string work: `FilePath`'s
+    /// component view costs milliseconds a call in a debug build, and this runs for every
+    /// file operation.
+    private static func split(_ path: FilePath) -> (components: [String], absolute: Bool) {
+        let text = path.string
+        return (text.split(separator: "/").map(String.init), text.hasPrefix("/"))
     }
 
     private static func kind(of mode: mode_t) -> EntryKind {
