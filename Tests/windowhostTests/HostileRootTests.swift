@@ -140,7 +140,15 @@ import Testing
         #expect(host.terminate() == 0)
 
         // Three spellings: the uppercase one is the window; the other two are set aside, kept.
-        let mixed = String(window.enumerated().map { $0.offset.isMultiple(of: 2) ? Character($0.element.lowercased()) : $0.element })
+        // Every other letter lowercased, counting letters only: a UUID whose letters all sit at
+        // odd offsets would otherwise give the canonical spelling back.
+        var letters = 0
+        let mixed = String(window.map { character -> Character in
+            guard character.isLetter else { return character }
+            letters += 1
+            return letters.isMultiple(of: 2) ? Character(character.lowercased()) : character
+        })
+        try #require(mixed != window && mixed != window.lowercased(), "\(window) has two letters at least")
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + window.lowercased())
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + mixed)
         host = try HostProcess(root: root, scenes: 1)
