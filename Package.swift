@@ -52,7 +52,7 @@ let package = Package(
         .target(
             name: "SessionFormat",
             dependencies: [
-                "BrowserModel",
+                "BrowserModel", "HostLimits",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -61,7 +61,7 @@ let package = Package(
         .target(
             name: "SessionStore",
             dependencies: [
-                "BrowserModel",
+                "BrowserModel", "HostLimits",
                 "SessionFormat",
                 "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -169,9 +169,11 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits",
                 .product(name: "SystemPackage", package: "swift-system"),
-            ]
+            ],
+            // Session files read from their path (#filePath), not bundled.
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]
