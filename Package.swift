@@ -144,7 +144,7 @@ let package = Package(
             name: "IOUringTests",
             dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress"]),
+        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
         .testTarget(
             name: "BenchTests",
@@ -164,7 +164,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionFormatTests",
-            dependencies: ["SessionFormat", "BrowserModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            dependencies: ["SessionFormat", "BrowserModel", "HostLimits", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(
             name: "SessionStoreTests",

@@ -54,17 +54,19 @@ public enum SnapshotEncoder {
     /// Room kept in the first record for the list's own fields (five varints and their tags).
     private static let listFieldsRoom = 64
 
-    /// The list metadata as records within `Limits.maxRecordPayloadBytes`: the first holds the
-    /// list's fields and as many items as fit, each continuation as many more. Each item is
-    /// encoded once, as the repeated field's bytes: the concatenation is the message's encoding.
-    static func metadataRecords(_ storage: ListStorage) throws(SessionFormatError) -> [(RecordKind, [UInt8])] {
+    /// The list metadata as records of at most `recordLimit` bytes: the first holds the list's
+    /// fields and as many items as fit, each continuation as many more. Each item is encoded
+    /// once, as the repeated field's bytes: the concatenation is the message's encoding.
+    static func metadataRecords(_ storage: ListStorage, recordLimit: Int = Limits.maxRecordPayloadBytes) throws(SessionFormatError)
+        -> [(RecordKind, [UInt8])]
+    {
         var chunks: [[UInt8]] = [[]]
         for item in storage.items {
             var field: [UInt8] = [0x0A]  // field 1 (items), length-delimited
             let encoded = encodeMessage(item)
             field.appendVarint(UInt64(encoded.count))
             field += encoded
-            let room = Limits.maxRecordPayloadBytes - (chunks.count == 1 ? listFieldsRoom : 0)
+            let room = recordLimit - (chunks.count == 1 ? listFieldsRoom : 0)
             if !chunks[chunks.count - 1].isEmpty, chunks[chunks.count - 1].count + field.count > room { chunks.append([]) }
             // An item alone over the limit stays in its chunk, and appendRecord refuses it.
             chunks[chunks.count - 1] += field
