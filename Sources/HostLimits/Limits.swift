@@ -38,7 +38,8 @@ public enum Limits {
     /// URL and title bytes one tab's history may hold in all: past it the oldest entries go, as
     /// past `maxNavigationEntries`. 75 entries of 2 MiB URLs would not fit one record; this
     /// budget leaves room in `maxRecordPayloadBytes` for the per-entry framing (at most 32 bytes
-    /// each) and, in a journal's insert record, the tab's metadata (one more URL and title).
+    /// each, 2.4 KB for 75) and, in a journal's insert record, the tab's metadata (one more URL
+    /// and title), reserved twice over, plus 64 KiB for the enclosing messages.
     public static let maxHistoryTextBytes = maxRecordPayloadBytes - 2 * (maxURLBytes + maxTitleBytes) - (64 << 10)
 
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
@@ -47,7 +48,7 @@ public enum Limits {
     /// damage, set aside without being read, and its zero tail is scanned in bounded chunks.
     public static let maxJournalBytes = 1 << 30
 
-    /// Whether `bytes` of text fit a URL / a title.
+    /// Whether a URL / a title is within its bound (UTF-8 bytes).
     @inlinable
     public static func isValidURL(_ url: String) -> Bool { url.utf8.count <= maxURLBytes }
     @inlinable
