@@ -52,7 +52,7 @@ let package = Package(
         .target(
             name: "SessionFormat",
             dependencies: [
-                "BrowserModel",
+                "BrowserModel", "HostLimits",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -61,7 +61,7 @@ let package = Package(
         .target(
             name: "SessionStore",
             dependencies: [
-                "BrowserModel",
+                "BrowserModel", "HostLimits",
                 "SessionFormat",
                 "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -144,7 +144,7 @@ let package = Package(
             name: "IOUringTests",
             dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress"]),
+        .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
         .testTarget(
             name: "BenchTests",
@@ -167,14 +167,16 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionFormatTests",
-            dependencies: ["SessionFormat", "BrowserModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            dependencies: ["SessionFormat", "BrowserModel", "HostLimits", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits",
                 .product(name: "SystemPackage", package: "swift-system"),
-            ]
+            ],
+            // Session files read from their path (#filePath), not bundled.
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -32,6 +32,7 @@ public struct WebStateIDGenerator: Sendable {
 /// Told of a tab's one-way transitions and committed navigations. All methods are optional.
 public protocol WebStateObserver: AnyObject {
     func webStateRealized(_ webState: WebState)
+    /// `index` is the entry's index once the history's bounds have dropped what they drop.
     func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
     func webStateDestroyed(_ webState: WebState)
 }
@@ -56,6 +57,8 @@ public enum WebStateError: Error, Equatable, Sendable, CustomStringConvertible {
     case navigationIndexOutOfRange(WebStateID, index: Int, count: Int)
     /// The tab was destroyed (closed) and can no longer be used.
     case destroyed(WebStateID)
+    /// An entry over the bounds a tab keeps (`Limits`): refused, nothing changed.
+    case invalidItem(WebStateID, NavigationItemError)
 
     public var description: String {
         switch self {
@@ -63,6 +66,7 @@ public enum WebStateError: Error, Equatable, Sendable, CustomStringConvertible {
         case .navigationIndexOutOfRange(let id, let index, let count):
             "tab \(id): navigation index \(index) out of range (\(count) items)"
         case .destroyed(let id): "tab \(id) was closed"
+        case .invalidItem(let id, let error): "tab \(id): \(error)"
         }
     }
 }
@@ -159,19 +163,31 @@ public final class WebState {
         return history
     }
 
-    /// Commits a navigation to `item` after the current entry; returns its index.
+    /// Commits a navigation to `item` after the current entry (the oldest entries past the
+    /// history's bounds dropped); returns its index. An item over `Limits` is refused.
     @discardableResult
     public func commitNavigation(to item: NavigationItem) throws(WebStateError) -> Int {
+        try check(item)
         let index = try mutateHistory { $0.commit(item) }
         forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
         return index
     }
 
-    /// Puts `item` at `index`, dropping later entries (a journal replay of a new entry).
+    /// Puts `item` at `index`, dropping later entries, then the oldest past the bounds (a
+    /// journal replay of a new entry).
     public func commitNavigation(to item: NavigationItem, at index: Int) throws(WebStateError) {
-        let count = try mutateHistory { history in history.commit(item, at: index) ? nil : history.items.count }
-        if let count { throw .navigationIndexOutOfRange(id, index: index, count: count) }
-        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
+        try check(item)
+        let result = try mutateHistory { history in (history.commit(item, at: index), history.items.count) }
+        guard let committed = result.0 else { throw .navigationIndexOutOfRange(id, index: index, count: result.1) }
+        forEachObserver { $0.webState(self, didCommitNavigationAt: committed, newItem: true) }
+    }
+
+    private func check(_ item: NavigationItem) throws(WebStateError) {
+        do {
+            try item.check()
+        } catch {
+            throw .invalidItem(id, error)
+        }
     }
 
     /// Back or forward to the existing entry at `index`.

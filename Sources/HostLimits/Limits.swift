@@ -18,4 +18,45 @@ public enum Limits {
     /// Whether `seq` is one a window can have reached.
     @inlinable
     public static func isValidCommandSeq(_ seq: UInt64) -> Bool { seq <= maxCommandSeq }
+
+    // MARK: session files
+
+    /// The longest payload one framed record may carry. The reader allocates at most this much
+    /// for a record whatever its length field says, and the writer refuses (a typed error) to
+    /// frame more. Every record the model can produce fits: a tab's history and the insert
+    /// record carrying it are bounded below, and the list metadata is split over as many
+    /// records as it needs.
+    public static let maxRecordPayloadBytes = 64 << 20
+
+    /// The longest URL a tab may hold, in UTF-8 bytes: Chrome's `kMaxURLChars` (2 MiB,
+    /// content/common/content_constants.cc). A navigation or a new tab with a longer URL is
+    /// refused, not stored truncated.
+    public static let maxURLBytes = 2 << 20
+
+    /// The longest page title a tab may hold, in UTF-8 bytes: Chrome's `kMaxTitleChars` (4 KiB).
+    public static let maxTitleBytes = 4 << 10
+
+    /// Entries one tab's history keeps: a navigation past it drops the oldest entry. Chrome for
+    /// iOS restores at most `kMaxSessionSize` = 75 items (ios/web/navigation/
+    /// wk_navigation_util.mm); Chrome's content layer keeps `kMaxSessionHistoryEntries` = 50.
+    public static let maxNavigationEntries = 75
+
+    /// URL and title bytes one tab's history may hold in all: past it the oldest entries go, as
+    /// past `maxNavigationEntries`. 75 entries of 2 MiB URLs would not fit one record; this
+    /// budget leaves room in `maxRecordPayloadBytes` for the per-entry framing (at most 32 bytes
+    /// each, 2.4 KB for 75) and, in a journal's insert record, the tab's metadata (one more URL
+    /// and title), reserved twice over, plus 64 KiB for the enclosing messages.
+    public static let maxHistoryTextBytes = maxRecordPayloadBytes - 2 * (maxURLBytes + maxTitleBytes) - (64 << 10)
+
+    /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
+    /// only a run of failed compactions (or one save of a huge window) gets near it; an append
+    /// that would pass it fails with EFBIG and the next save compacts. A larger journal file is
+    /// damage, set aside without being read, and its zero tail is scanned in bounded chunks.
+    public static let maxJournalBytes = 1 << 30
+
+    /// Whether a URL / a title is within its bound (UTF-8 bytes).
+    @inlinable
+    public static func isValidURL(_ url: String) -> Bool { url.utf8.count <= maxURLBytes }
+    @inlinable
+    public static func isValidTitle(_ title: String) -> Bool { title.utf8.count <= maxTitleBytes }
 }

@@ -79,12 +79,12 @@ public final class SceneWindow {
             if let index = params.index, index < 0 || index > list.count {
                 throw Refusal("index \(index) outside 0...\(list.count)")
             }
-            let tab = newTab(url: open.url, profile: browser.profile)
+            let tab = try newTab(url: open.url, profile: browser.profile)
             try list.insert(tab, params)
             return tab.id.rawValue
         case .navigate(let navigate):
             let (list, index) = try locate(navigate.tab)
-            try list.webState(at: index).commitNavigation(to: NavigationItem(url: navigate.url, timestamp: now()))
+            try list.webState(at: index).commitNavigation(to: try NavigationItem.checked(url: navigate.url, timestamp: now()))
         case .close(let close):
             let (list, index) = try locate(close.tab)
             try list.close(at: index)
@@ -100,7 +100,7 @@ public final class SceneWindow {
         case .replace(let replace):
             let (list, index) = try locate(replace.tab)
             let profile = list === store.incognito.webStateList ? store.incognito.profile : store.regular.profile
-            let tab = newTab(url: replace.url, profile: profile)
+            let tab = try newTab(url: replace.url, profile: profile)
             try list.replace(at: index, with: tab).destroy()
             return tab.id.rawValue
         case .closeAll(let closeAll):
@@ -111,10 +111,11 @@ public final class SceneWindow {
         return nil
     }
 
-    private func newTab(url: String, profile: Profile) -> WebState {
+    private func newTab(url: String, profile: Profile) throws(NavigationItemError) -> WebState {
         let time = now()
         var history = NavigationHistory()
-        _ = history.commit(NavigationItem(url: url, timestamp: time))
+        // A URL over Limits.maxURLBytes is refused (BAD_DATA), never stored truncated.
+        _ = history.commit(try NavigationItem.checked(url: url, timestamp: time))
         return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
     }
 

@@ -1,4 +1,5 @@
 import BrowserModel
+import HostLimits
 import SwiftProtobuf
 
 // Model values ⇄ protobuf records. Decoding directions validate: a record that describes an
@@ -20,8 +21,16 @@ extension NavigationItemStorage {
         timestampUs = item.timestamp.microsecondsSinceEpoch
     }
 
-    var model: NavigationItem {
-        NavigationItem(url: url, title: title, timestamp: Timestamp(microsecondsSinceEpoch: timestampUs))
+    /// The entry, refused when over the bounds a tab keeps: a record holds nothing the model
+    /// would not take.
+    func model() throws(SessionFormatError.InvalidState) -> NavigationItem {
+        let item = NavigationItem(url: url, title: title, timestamp: Timestamp(microsecondsSinceEpoch: timestampUs))
+        do {
+            try item.check()
+        } catch {
+            throw .invalidNavigationItem(error)
+        }
+        return item
     }
 }
 
@@ -29,13 +38,24 @@ extension NavigationStorage {
     init(id: WebStateID, history: NavigationHistory) {
         self.init()
         identifier = id.rawValue
+        // The history's bounds keep its index far inside Int32.
         lastCommittedItemIndex = Int32(history.currentIndex ?? -1)
         items = history.items.map(NavigationItemStorage.init)
+        droppedItemCount = Int64(history.droppedItemCount)
     }
 
+    /// The history; one stored over today's bounds (before they existed) comes back cut as a
+    /// navigation would cut it.
     func model() throws(SessionFormatError.InvalidState) -> NavigationHistory {
         let index = Int(lastCommittedItemIndex)
-        guard let history = NavigationHistory(items: items.map(\.model), currentIndex: index == -1 ? nil : index)
+        var models: [NavigationItem] = []
+        models.reserveCapacity(items.count)
+        for item in items { models.append(try item.model()) }
+        // Each dropped entry took a navigation, each navigation a command.
+        guard droppedItemCount >= 0, UInt64(droppedItemCount) <= Limits.maxCommandSeq else {
+            throw .droppedCountOutOfRange(droppedItemCount)
+        }
+        guard let history = NavigationHistory(items: models, currentIndex: index == -1 ? nil : index, droppedItemCount: Int(droppedItemCount))
         else { throw .navigationIndexOutOfRange(index, count: items.count) }
         return history
     }
@@ -53,6 +73,11 @@ extension MetadataStorage {
 
     func model() throws(SessionFormatError.InvalidState) -> WebStateMetadata {
         guard navigationItemCount >= 0 else { throw .negativeCount(Int(navigationItemCount)) }
+        do {
+            try NavigationItem(url: activePage.url, title: activePage.title, timestamp: .zero).check()
+        } catch {
+            throw .invalidNavigationItem(error)
+        }
         return WebStateMetadata(
             creationTime: Timestamp(microsecondsSinceEpoch: creationTimeUs),
             lastActiveTime: Timestamp(microsecondsSinceEpoch: lastActiveTimeUs),

@@ -5,18 +5,19 @@ import BrowserModel
 /// metadata names (URL and title) as a one-entry history, and journal replay goes on over it
 /// instead of setting the journal, and every acknowledged save in it, aside.
 ///
-/// The journal's navigation records index the tab's lost history. The degraded history's one
-/// entry stands where the metadata's current page stood, taken as the last of its
-/// `navigationItemCount` items (the common case: back/forward leaves the current entry
-/// elsewhere, and the docs say what that costs). `base` is the lost history's index of the
-/// degraded history's first entry, so a replayed record lands where it can.
+/// The journal's navigation records name entries of the lost history by number (its dropped
+/// count plus the index). The degraded history's one entry stands where the metadata's current
+/// page stood, taken as the last of its `navigationItemCount` items with nothing dropped (the
+/// common case; back/forward leaves the current entry elsewhere, and the docs say what that
+/// costs). `base` is the lost history's number of the degraded history's first entry, so a
+/// replayed record lands where it can.
 public final class DegradedHistories {
     public struct Tab: Sendable, Equatable {
         public let id: WebStateID
         /// Why the stored history did not read.
         public let reason: SessionFormatError
-        /// The lost history's index of the degraded history's first entry.
-        var base: Int
+        /// The lost history's number of the degraded history's first entry.
+        var base: Int64
     }
 
     public private(set) var tabs: [WebStateID: Tab] = [:]
@@ -36,31 +37,31 @@ public final class DegradedHistories {
             return NavigationHistory()
         }
         let page = NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime)
-        tabs[id] = Tab(id: id, reason: reason, base: metadata.navigationItemCount - 1)
+        tabs[id] = Tab(id: id, reason: reason, base: Int64(metadata.navigationItemCount) - 1)
         // One item and index 0 always fit.
         return NavigationHistory(items: [page], currentIndex: 0) ?? NavigationHistory()
     }
 
-    /// Replays a navigation recorded at `index` of the lost history onto the degraded tab.
-    /// A new item lands after the known entries it follows (or alone, when it was committed
-    /// into the lost part); going to an entry that was lost keeps the current one.
-    func replayNavigation(on webState: WebState, item: NavigationItem?, at index: Int) throws(WebStateError) {
+    /// Replays a navigation recorded as entry `number` of the lost history onto the degraded
+    /// tab. A new item lands after the known entries it follows (or alone, when it was
+    /// committed into the lost part); going to an entry that was lost keeps the current one.
+    func replayNavigation(on webState: WebState, item: NavigationItem?, number: Int64) throws(WebStateError) {
         guard var tab = tabs[webState.id] else { return }
-        let count = try webState.navigationHistory().items.count
-        let local = index.subtractingReportingOverflow(tab.base)
+        let count = Int64(try webState.navigationHistory().items.count)
+        let local = number.subtractingReportingOverflow(tab.base)
         if let item {
             if local.overflow || local.partialValue < 0 {
                 try webState.commitNavigation(to: item, at: 0)
-                tab.base = index
+                tab.base = number
             } else if local.partialValue > count {
-                try webState.commitNavigation(to: item, at: count)
-                tab.base = index - count
+                try webState.commitNavigation(to: item, at: Int(count))
+                tab.base = number - count
             } else {
-                try webState.commitNavigation(to: item, at: local.partialValue)
+                try webState.commitNavigation(to: item, at: Int(local.partialValue))
             }
             tabs[webState.id] = tab
         } else if !local.overflow, local.partialValue >= 0, local.partialValue < count {
-            try webState.goToItem(at: local.partialValue)
+            try webState.goToItem(at: Int(local.partialValue))
         }
     }
 }

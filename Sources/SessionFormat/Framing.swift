@@ -1,3 +1,5 @@
+import HostLimits
+
 /// Random access to stored bytes: an in-memory buffer in tests and tools, a file (pread) in the
 /// store. `read` returns exactly `count` bytes or throws.
 public protocol ByteSource {
@@ -51,6 +53,9 @@ public enum RecordKind: UInt8, Sendable {
     case mutation = 3
     /// Ends one save's write in a journal: the records before it count only once it is there.
     case commit = 4
+    /// More of a snapshot's list metadata, when it does not fit one record: right after the
+    /// `listMetadata` record, as many as it says (`continuation_records`).
+    case listMetadataContinuation = 5
 }
 
 /// Frames around every file and record: magic, format version, length, CRC32C, all little
@@ -64,8 +69,6 @@ public enum Framing {
     public static let formatVersion = 1
     public static let fileHeaderSize = 16
     public static let recordHeaderSize = 12
-    /// No record this format writes comes near this; a larger length is damage.
-    public static let maxPayloadLength = 64 << 20
     static let recordMagic: [UInt8] = [0x57, 0x52]
 
     public static func fileHeader(_ kind: SessionFileKind) -> [UInt8] {
@@ -94,8 +97,25 @@ public enum Framing {
         return fileHeaderSize
     }
 
-    /// Appends one framed record.
-    public static func appendRecord(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) {
+    /// Appends one framed record; refuses a payload the reader would refuse
+    /// (`Limits.maxRecordPayloadBytes`), writing nothing.
+    public static func appendRecord(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) throws(SessionFormatError) {
+        guard payload.count <= Limits.maxRecordPayloadBytes else {
+            throw .recordTooLarge(offset: bytes.count, length: payload.count)
+        }
+        appendFrame(kind, payload: payload, to: &bytes)
+    }
+
+    public static func record(_ kind: RecordKind, payload: [UInt8]) throws(SessionFormatError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(recordHeaderSize + payload.count)
+        try appendRecord(kind, payload: payload, to: &bytes)
+        return bytes
+    }
+
+    /// Frames a payload already known to be within the limit (a commit's nine bytes).
+    static func appendFrame(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) {
+        assert(payload.count <= Limits.maxRecordPayloadBytes)
         var header = recordMagic
         header.append(kind.rawValue)
         header.append(UInt8(formatVersion))
@@ -104,13 +124,6 @@ public enum Framing {
         header.appendLittleEndian(crc)
         bytes += header
         bytes += payload
-    }
-
-    public static func record(_ kind: RecordKind, payload: [UInt8]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(recordHeaderSize + payload.count)
-        appendRecord(kind, payload: payload, to: &bytes)
-        return bytes
     }
 
     /// Reads and checks the record at `offset`; returns its payload and the offset after it.
@@ -128,7 +141,8 @@ public enum Framing {
         let header = try source.read(offset: offset, count: recordHeaderSize)
         guard Array(header[0..<2]) == recordMagic else { throw .badMagic(offset: offset) }
         let length = Int(header.littleEndian(UInt32.self, at: 4))
-        guard length <= maxPayloadLength else { throw .recordTooLarge(offset: offset, length: length) }
+        // Checked before anything is allocated for it.
+        guard length <= Limits.maxRecordPayloadBytes else { throw .recordTooLarge(offset: offset, length: length) }
         let payload = try source.read(offset: offset + recordHeaderSize, count: length)
         let stored = header.littleEndian(UInt32.self, at: 8)
         let computed = CRC32C.checksum(payload, continuing: CRC32C.checksum(header[0..<8]))
@@ -149,6 +163,16 @@ public enum Framing {
 extension Array where Element == UInt8 {
     mutating func appendLittleEndian<Value: FixedWidthInteger>(_ value: Value) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    /// A protobuf base-128 varint.
+    mutating func appendVarint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        append(UInt8(value))
     }
 }
 

@@ -1,4 +1,5 @@
 import BrowserModel
+import HostLimits
 
 /// One journal record: a single WebStateList mutation, the command sequence number that caused
 /// it, and the active tab after it.
@@ -9,8 +10,11 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 
     public var seq: UInt64 { storage.seq }
 
-    /// The record framed for a journal file.
-    public var frame: [UInt8] { Framing.record(.mutation, payload: encodeMessage(storage)) }
+    /// The record framed for a journal file. The model's bounds keep every record within
+    /// `Limits.maxRecordPayloadBytes`; one that is not is refused, never written.
+    public var frame: [UInt8] {
+        get throws(SessionFormatError) { try Framing.record(.mutation, payload: encodeMessage(storage)) }
+    }
 
     public var description: String {
         let active = storage.activeIdentifier
@@ -99,9 +103,10 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
         record.activeIdentifier = list?.activeWebState?.id.rawValue ?? 0
         var navigation = Windowhost_Session_NavigationMutation()
         navigation.identifier = webState.id.rawValue
-        navigation.itemIndex = Int32(index)
-        if newItem, let item = webState.loadedHistory?.items[index] {
-            navigation.item = NavigationItemStorage(item)
+        if let history = webState.loadedHistory {
+            // By number, which the oldest entries' drop does not change.
+            navigation.itemIndex = history.itemNumber(at: index)
+            if newItem { navigation.item = NavigationItemStorage(history.items[index]) }
         }
         record.navigation = navigation
         pending.append(JournalRecord(record))
@@ -151,21 +156,22 @@ public enum JournalReplayer {
         case .navigation(let navigation):
             let index = try position(of: navigation.identifier, in: list)
             let webState = try listCall { try list.webState(at: index) }
-            do {
-                if degraded != nil {
-                    // Realizing runs the tab's loader, which is what finds a history lost.
-                    try? webState.forceRealized()
-                }
-                if let degraded, degraded.tabs[webState.id] != nil {
-                    try degraded.replayNavigation(
-                        on: webState, item: navigation.hasItem ? navigation.item.model : nil, at: Int(navigation.itemIndex))
-                } else if navigation.hasItem {
-                    try webState.commitNavigation(to: navigation.item.model, at: Int(navigation.itemIndex))
-                } else {
-                    try webState.goToItem(at: Int(navigation.itemIndex))
-                }
-            } catch {
-                throw .replayMismatch("\(error)")
+            // Realizing runs the tab's loader: a history lost in two generations degrades here.
+            let history = try listCall { try webState.navigationHistory() }
+            if let degraded, degraded.tabs[webState.id] != nil {
+                let item = navigation.hasItem ? try navigation.item.model() : nil
+                try listCall { try degraded.replayNavigation(on: webState, item: item, number: navigation.itemIndex) }
+                break
+            }
+            guard let itemIndex = history.index(ofItemNumber: navigation.itemIndex) else {
+                throw .replayMismatch(
+                    "tab \(navigation.identifier) has no entry \(navigation.itemIndex) (entries \(history.droppedItemCount)..<\(history.itemNumber(at: history.items.count)))")
+            }
+            if navigation.hasItem {
+                let item = try navigation.item.model()
+                try listCall { try webState.commitNavigation(to: item, at: itemIndex) }
+            } else {
+                try listCall { try webState.goToItem(at: itemIndex) }
             }
         case .pin(let pin):
             let index = try position(of: pin.identifier, in: list)
@@ -217,8 +223,13 @@ public struct JournalCommit: Sendable, Equatable {
         var payload: [UInt8] = []
         payload.appendLittleEndian(seq)
         payload.append(browsers)
-        return Framing.record(.commit, payload: payload)
+        var frame: [UInt8] = []
+        Framing.appendFrame(.commit, payload: payload, to: &frame)
+        return frame
     }
+
+    /// A commit's frame is always this long: what a search for one looks for.
+    static let frameSize = Framing.recordHeaderSize + 9
 
     init(payload: [UInt8], at offset: Int) throws(SessionFormatError) {
         guard payload.count == 9 else {
@@ -258,8 +269,10 @@ public enum JournalFile {
     }
 
     /// Reads records until the end or the first record that does not read cleanly. The header
-    /// must be sound: a file that is not a journal gives no records.
+    /// must be sound: a file that is not a journal gives no records, and one larger than
+    /// `Limits.maxJournalBytes` (which no store writes) is refused unread.
     public static func scan(_ source: some ByteSource) throws(SessionFormatError) -> Scan {
+        guard source.size <= Limits.maxJournalBytes else { throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes) }
         var offset = try Framing.checkFileHeader(source, kind: .journal)
         var records: [JournalRecord] = []
         var commits: [FoundCommit] = []
@@ -286,20 +299,89 @@ public enum JournalFile {
         return scan.records
     }
 
-    /// Whether a valid record starts anywhere in `start..<source.size`: after a record that does
-    /// not read, this tells damage in the middle (something valid follows) from a torn tail.
-    public static func hasValidRecord(in source: some ByteSource, after start: Int) -> Bool {
-        guard start < source.size, let bytes = try? source.read(offset: start, count: source.size - start) else { return false }
-        let tail = InMemoryBytes(bytes, base: start)
-        var index = 0
-        while index + Framing.recordHeaderSize <= bytes.count {
-            if bytes[index] == Framing.recordMagic[0], bytes[index + 1] == Framing.recordMagic[1],
-                (try? Framing.readRecord(tail, at: start + index, expecting: [.mutation, .commit])) != nil
-            {
-                return true
+    /// Bytes read at a time by the searches below: memory stays bounded whatever the file's size.
+    static let chunkSize = 1 << 20
+
+    /// Whether a valid commit starts anywhere in `start..<source.size`: after a record that does
+    /// not read, this tells damage in the middle (a save follows it) from a torn tail (a torn
+    /// write is a prefix of one save, whose commit comes last). Looks for commit frames only,
+    /// which have one fixed length, so the search is linear in the bytes, in bounded chunks.
+    public static func hasValidCommit(in source: some ByteSource, after start: Int) -> Bool {
+        var chunkStart = max(start, 0)
+        while chunkStart < source.size {
+            let count = min(chunkSize + JournalCommit.frameSize - 1, source.size - chunkStart)
+            guard count >= JournalCommit.frameSize, let bytes = try? source.read(offset: chunkStart, count: count) else { return false }
+            let found = bytes.withUnsafeBytes { raw -> Bool in
+                var index = 0
+                while index + JournalCommit.frameSize <= raw.count {
+                    if raw[index] == Framing.recordMagic[0], raw[index + 1] == Framing.recordMagic[1],
+                        raw[index + 2] == RecordKind.commit.rawValue,
+                        (try? Framing.readRecord(
+                            InMemoryBytes(Array(raw[index..<index + JournalCommit.frameSize]), base: 0), at: 0, expecting: .commit))
+                            != nil
+                    {
+                        return true
+                    }
+                    index += 1
+                }
+                return false
             }
-            index += 1
+            if found { return true }
+            // The next chunk starts where a frame not wholly in this one could start.
+            chunkStart += count - JournalCommit.frameSize + 1
         }
         return false
+    }
+
+    /// One past the last non-zero byte at or after `start`, or `start` when all are zero: where
+    /// the preallocated zeros after the last write begin. Read backwards in bounded chunks.
+    public static func lastNonZeroEnd(_ source: some ByteSource, from start: Int) throws(SessionFormatError) -> Int {
+        var end = source.size
+        while end > start {
+            let chunkStart = max(start, end - chunkSize)
+            let bytes = try source.read(offset: chunkStart, count: end - chunkStart)
+            // Eight bytes at a time: the zeroed room after the last save is most of a journal.
+            let last = bytes.withUnsafeBytes { raw -> Int? in
+                var index = raw.count
+                while index >= 8, raw.loadUnaligned(fromByteOffset: index - 8, as: UInt64.self) == 0 { index -= 8 }
+                while index > 0, raw[index - 1] == 0 { index -= 1 }
+                return index == 0 ? nil : index
+            }
+            if let last { return chunkStart + last }
+            end = chunkStart
+        }
+        return start
+    }
+}
+
+extension JournalFile.Scan {
+    /// How many of the commits (counted from the first) keep the seq rules, and the error at
+    /// the first that breaks one: every seq is at most `Limits.maxCommandSeq` and not below
+    /// `snapshotSeq` (the snapshot the chain starts from), records' seqs never go back and
+    /// never pass the commit that covers them, and each commit is above the one before it
+    /// (`previousCommit`, the last of the journal before this one in the chain).
+    public func checkSeqs(snapshotSeq: UInt64, previousCommit: UInt64?) -> (validCommits: Int, error: SessionFormatError?) {
+        var lastRecordSeq = snapshotSeq
+        var lastCommit = previousCommit
+        var recordIndex = 0
+        for (index, found) in commits.enumerated() {
+            let offset = found.end - JournalCommit.frameSize
+            func refuse(_ reason: SessionFormatError.InvalidState) -> (Int, SessionFormatError?) {
+                (index, .invalidState(offset: offset, reason: reason))
+            }
+            let seq = found.commit.seq
+            guard Limits.isValidCommandSeq(seq) else { return refuse(.seqOutOfRange(seq)) }
+            guard seq >= snapshotSeq else { return refuse(.seqOutOfOrder(seq, previous: snapshotSeq)) }
+            if let lastCommit, seq <= lastCommit { return refuse(.seqOutOfOrder(seq, previous: lastCommit)) }
+            while recordIndex < found.recordCount {
+                let recordSeq = records[recordIndex].seq
+                guard recordSeq >= lastRecordSeq else { return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq)) }
+                guard recordSeq <= seq else { return refuse(.seqOutOfOrder(seq, previous: recordSeq)) }
+                lastRecordSeq = recordSeq
+                recordIndex += 1
+            }
+            lastCommit = seq
+        }
+        return (commits.count, nil)
     }
 }

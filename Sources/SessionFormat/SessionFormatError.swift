@@ -1,3 +1,5 @@
+import BrowserModel
+
 /// Why stored session bytes were refused. Offsets are byte offsets in the file, so a report
 /// can name exactly where the damage is.
 public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -20,6 +22,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
     case lengthMismatch(expected: Int, actual: Int)
     /// The storage under the bytes failed (a read error).
     case readFailed(offset: Int, reason: String)
+    /// A file larger than any this format writes (`Limits.maxJournalBytes`): refused unread.
+    case fileTooLarge(size: Int, limit: Int)
 
     /// Impossible contents: each a way a damaged or hostile record could point outside itself.
     public enum InvalidState: Error, Equatable, Sendable, CustomStringConvertible {
@@ -34,6 +38,16 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case historyIdentifierMismatch(expected: Int64, found: Int64)
         /// A journal record that does not fit the list it is replayed onto.
         case replayMismatch(String)
+        /// A command seq above `Limits.maxCommandSeq`.
+        case seqOutOfRange(UInt64)
+        /// A seq that goes back: below the one before it (`previous`), which the format never writes.
+        case seqOutOfOrder(UInt64, previous: UInt64)
+        /// More continuation records than the bytes after the first could hold.
+        case continuationsOutOfRange(Int, bytesLeft: Int)
+        /// An entry over the bounds a tab keeps (a URL or title too long).
+        case invalidNavigationItem(NavigationItemError)
+        /// A history's dropped-entry count outside 0...`Limits.maxCommandSeq`.
+        case droppedCountOutOfRange(Int64)
 
         public var description: String {
             switch self {
@@ -51,6 +65,12 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             case .historyIdentifierMismatch(let expected, let found):
                 "history of tab \(found) stored where tab \(expected)'s belongs"
             case .replayMismatch(let reason): "journal does not fit the list: \(reason)"
+            case .seqOutOfRange(let seq): "seq \(seq) above the highest a window reaches (2^53 - 1)"
+            case .seqOutOfOrder(let seq, let previous): "seq \(seq) after \(previous): seqs never go back"
+            case .continuationsOutOfRange(let count, let bytesLeft):
+                "\(count) metadata continuation records cannot fit the \(bytesLeft) bytes after the first"
+            case .invalidNavigationItem(let error): "\(error)"
+            case .droppedCountOutOfRange(let count): "history dropped-entry count \(count) outside 0...2^53 - 1"
             }
         }
     }
@@ -71,6 +91,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .invalidState(let offset, let reason): "record at byte \(offset): \(reason)"
         case .lengthMismatch(let expected, let actual): "file is \(actual) bytes, its metadata says \(expected)"
         case .readFailed(let offset, let reason): "read at byte \(offset) failed: \(reason)"
+        case .fileTooLarge(let size, let limit): "file is \(size) bytes, larger than the \(limit) this format writes"
         }
     }
 
@@ -82,7 +103,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             .unexpectedRecordKind(let offset, _, _), .malformedPayload(let offset, _),
             .invalidState(let offset, _), .readFailed(let offset, _):
             offset
-        case .lengthMismatch: nil
+        case .lengthMismatch, .fileTooLarge: nil
         }
     }
 }

@@ -1,10 +1,13 @@
 import BrowserModel
+import HostLimits
 
 /// A snapshot file: one Browser's whole tab list. The list metadata comes first, so restore
 /// reads it alone; each tab's history follows in the history section, at an offset the metadata
-/// names, and is read when the tab is realized.
+/// names, and is read when the tab is realized. Metadata too big for one record (thousands of
+/// tabs with long URLs) continues in as many continuation records as it needs.
 ///
-///     file header · record(listMetadata) · record(navigation) for each tab …
+///     file header · record(listMetadata) · record(listMetadataContinuation) × n
+///       · record(navigation) for each tab …
 public enum SnapshotEncoder {
     /// Encodes `list` as it stands after command `lastCommandSeq`. A realized tab's history is
     /// encoded from memory; an unrealized tab's is `storedHistory(webState)`, the frame restore
@@ -23,7 +26,7 @@ public enum SnapshotEncoder {
         for (index, webState) in webStates.enumerated() {
             let frame: [UInt8]
             if let history = webState.loadedHistory {
-                frame = Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+                frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
             } else {
                 frame = try storedHistory(webState)
             }
@@ -43,9 +46,37 @@ public enum SnapshotEncoder {
         }
         storage.historySectionLength = UInt64(section.count)
         var bytes = Framing.fileHeader(.snapshot)
-        Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        for (kind, payload) in try metadataRecords(storage) { try Framing.appendRecord(kind, payload: payload, to: &bytes) }
         bytes += section
         return bytes
+    }
+
+    /// Room kept in the first record for the list's own fields (five varints and their tags).
+    private static let listFieldsRoom = 64
+
+    /// The list metadata as records of at most `recordLimit` bytes: the first holds the list's
+    /// fields and as many items as fit, each continuation as many more. Each item is encoded
+    /// once, as the repeated field's bytes: the concatenation is the message's encoding.
+    static func metadataRecords(_ storage: ListStorage, recordLimit: Int = Limits.maxRecordPayloadBytes) throws(SessionFormatError)
+        -> [(RecordKind, [UInt8])]
+    {
+        var chunks: [[UInt8]] = [[]]
+        for item in storage.items {
+            var field: [UInt8] = [0x0A]  // field 1 (items), length-delimited
+            let encoded = encodeMessage(item)
+            field.appendVarint(UInt64(encoded.count))
+            field += encoded
+            let room = recordLimit - (chunks.count == 1 ? listFieldsRoom : 0)
+            if !chunks[chunks.count - 1].isEmpty, chunks[chunks.count - 1].count + field.count > room { chunks.append([]) }
+            // An item alone over the limit stays in its chunk, and appendRecord refuses it.
+            chunks[chunks.count - 1] += field
+        }
+        var head = storage
+        head.items = []
+        head.continuationRecords = UInt32(chunks.count - 1)
+        var records = [(RecordKind.listMetadata, encodeMessage(head) + chunks[0])]
+        for chunk in chunks.dropFirst() { records.append((.listMetadataContinuation, chunk)) }
+        return records
     }
 }
 
@@ -73,8 +104,18 @@ public final class SnapshotReader {
     public init(_ source: some ByteSource) throws(SessionFormatError) {
         self.source = source
         let first = try Framing.checkFileHeader(source, kind: .snapshot)
-        let (payload, end) = try Framing.readRecord(source, at: first, expecting: .listMetadata)
-        let storage = try decodeMessage(ListStorage.self, payload, at: first)
+        var (payload, end) = try Framing.readRecord(source, at: first, expecting: .listMetadata)
+        var storage = try decodeMessage(ListStorage.self, payload, at: first)
+        // Each record takes at least a header: a count the file cannot hold is refused before
+        // anything is read for it.
+        guard Int(storage.continuationRecords) <= (source.size - end) / Framing.recordHeaderSize else {
+            throw .invalidState(offset: first, reason: .continuationsOutOfRange(Int(storage.continuationRecords), bytesLeft: source.size - end))
+        }
+        for _ in 0..<storage.continuationRecords {
+            let offset = end
+            (payload, end) = try Framing.readRecord(source, at: offset, expecting: .listMetadataContinuation)
+            storage.items += try decodeMessage(ListStorage.self, payload, at: offset).items
+        }
         let expectedSize = UInt64(end).addingReportingOverflow(storage.historySectionLength)
         guard !expectedSize.overflow, expectedSize.partialValue == UInt64(source.size) else {
             throw .lengthMismatch(expected: Int(clamping: expectedSize.partialValue), actual: source.size)
@@ -167,6 +208,7 @@ public final class SnapshotReader {
     }
 
     private static func validate(_ storage: ListStorage) throws(SessionFormatError.InvalidState) -> [SnapshotItem] {
+        guard Limits.isValidCommandSeq(storage.lastCommandSeq) else { throw .seqOutOfRange(storage.lastCommandSeq) }
         let count = storage.items.count
         guard storage.activeIndex >= -1, storage.activeIndex < count else {
             throw .activeIndexOutOfRange(Int(storage.activeIndex), count: count)
@@ -188,8 +230,10 @@ public final class SnapshotReader {
                 }
                 openerIndex = opener
             }
+            // A frame is one navigation record: its length bounds what restore reads for it.
             let end = item.historyOffset.addingReportingOverflow(UInt64(item.historyLength))
-            guard item.historyLength >= UInt32(Framing.recordHeaderSize), !end.overflow,
+            guard item.historyLength >= UInt32(Framing.recordHeaderSize),
+                Int(item.historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, !end.overflow,
                 end.partialValue <= storage.historySectionLength
             else {
                 throw .historyOutOfRange(

@@ -1,5 +1,6 @@
 import BrowserModel
 import Glibc
+import HostLimits
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -137,7 +138,15 @@ public final class BrowserStore {
     func collect() -> Bool {
         guard let recorder else { return false }
         let records = recorder.takeRecords()
-        staged += records.map(\.frame)
+        for record in records {
+            do {
+                staged.append(try record.frame)
+            } catch {
+                // Never written: the next save writes a snapshot of the list instead, which
+                // refuses (and reports) what does not fit.
+                needsRebase = true
+            }
+        }
         return !records.isEmpty
     }
 
@@ -191,7 +200,8 @@ public final class BrowserStore {
     }
 
     private func preallocatedJournal() -> [UInt8] {
-        JournalFile.header + [UInt8](repeating: 0, count: max(0, options.journalPreallocation - Framing.fileHeaderSize))
+        let size = min(options.journalPreallocation, Limits.maxJournalBytes)
+        return JournalFile.header + [UInt8](repeating: 0, count: max(0, size - Framing.fileHeaderSize))
     }
 
     // MARK: saving
@@ -220,6 +230,12 @@ public final class BrowserStore {
         writing = staged
         staged.removeAll()
         let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
+        guard journalEnd + bytes.count <= Limits.maxJournalBytes else {
+            // The reader refuses a larger journal: this save waits for a compaction instead.
+            staged = writing + staged
+            writing.removeAll()
+            throw .io(IOEngineError("append", path: directory.appending(StoreLayout.journalName(generation)).string, errno: .fileTooLarge))
+        }
         let ticket = engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)])
         bytesSubmitted += UInt64(bytes.count)
         state = .appending(ticket, seq: seq, bytes: bytes.count)
@@ -253,8 +269,11 @@ public final class BrowserStore {
         var append: (IOTicket, Int)?
         if let journal, !needsRebase, !writing.isEmpty {
             let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
-            append = (engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)]), bytes.count)
-            bytesSubmitted += UInt64(bytes.count)
+            // Past the journal's limit the records are in the new snapshot only.
+            if journalEnd + bytes.count <= Limits.maxJournalBytes {
+                append = (engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)]), bytes.count)
+                bytesSubmitted += UInt64(bytes.count)
+            }
         }
         let journalBytes = preallocatedJournal()
         bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
@@ -333,7 +352,15 @@ public final class BrowserStore {
                 return progress
             }
             if compaction.renamed {
-                finishCompaction(compaction)
+                if let failure = finishCompaction(compaction) {
+                    // The new snapshot does not read back: nothing was removed, and the next
+                    // save writes another.
+                    if compaction.acknowledgeAtEnd {
+                        return .failed(IOEngineError("read back \(failure)", path: directory.string, errno: .ioError))
+                    }
+                    unreportedCompactionFailure = failure
+                    return progress
+                }
                 return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
             }
             if compaction.awaitsPartners {
@@ -437,9 +464,38 @@ public final class BrowserStore {
         compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
     }
 
-    /// Switches appends to the new generation, points unrealized tabs' histories at the new
-    /// snapshot, and removes generations older than the one before (the fallback).
-    private func finishCompaction(_ compaction: Compaction) {
+    /// Reads the new generation back whole before anything older goes: its metadata (every
+    /// record), its seq, and every history frame, checksums verified. Then switches appends to
+    /// it, points unrealized tabs' histories at it, and removes generations older than the one
+    /// before (the fallback). When the read-back fails, the compaction is given up as one whose
+    /// directory sync failed: every older generation stays, and the next save writes a new
+    /// snapshot. Returns that failure.
+    private func finishCompaction(_ compaction: Compaction) -> StoreError? {
+        let path = directory.appending(StoreLayout.snapshotName(compaction.generation))
+        let reader: SnapshotReader
+        do {
+            reader = try SnapshotReader(try io { try EngineBytes(engine, path: path) })
+            guard reader.lastCommandSeq == compaction.seq else {
+                throw StoreError.readBackFailed(
+                    path.string, .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: compaction.seq)))
+            }
+            for index in reader.items.indices {
+                do {
+                    _ = try reader.historyFrame(at: index)
+                } catch {
+                    throw StoreError.readBackFailed(path.string, error)
+                }
+            }
+        } catch let error as StoreError {
+            abandon(compaction, renamed: true)
+            return error
+        } catch let error as SessionFormatError {
+            abandon(compaction, renamed: true)
+            return .readBackFailed(path.string, error)
+        } catch {
+            abandon(compaction, renamed: true)
+            return .io(IOEngineError("read back \(error)", path: path.string, errno: .ioError))
+        }
         let previous = generation
         if let journal { engine.close(journal) }
         engine.close(compaction.snapshotFile)
@@ -454,19 +510,14 @@ public final class BrowserStore {
         compactionDeferral = (0, 0)
         writing.removeAll()
         state = .idle
-        do {
-            let reader = try SnapshotReader(EngineBytes(engine, path: directory.appending(StoreLayout.snapshotName(generation))))
-            historySources.removeAll(keepingCapacity: true)
-            // By the snapshot's own order: the list may have changed while the compaction was
-            // in flight, so its indices no longer name the snapshot's frames.
-            let unrealized = Set(list.webStates.lazy.filter { !$0.isRealized }.map(\.id))
-            for (index, item) in reader.items.enumerated() where unrealized.contains(item.id) {
-                historySources[item.id] = (reader, index)
-            }
-        } catch {
-            // The old sources still read: the snapshot just written will be checked at recovery.
+        historySources.removeAll(keepingCapacity: true)
+        // By the snapshot's own order: the list may have changed while the compaction was in
+        // flight, so its indices no longer name the snapshot's frames.
+        let unrealized = Set(list.webStates.lazy.filter { !$0.isRealized }.map(\.id))
+        for (index, item) in reader.items.enumerated() where unrealized.contains(item.id) {
+            historySources[item.id] = (reader, index)
         }
-        guard previous > 0, let entries = try? engine.directoryEntries(directory) else { return }
+        guard previous > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
         let listing = StoreListing(entries: entries)
         for old in listing.snapshots where old < previous {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
@@ -474,6 +525,7 @@ public final class BrowserStore {
         for old in listing.journals where old < previous {
             try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
         }
+        return nil
     }
 
     // MARK: deleting

@@ -113,13 +113,25 @@ extension BrowserStore {
                 loaded.needsRebase = true
                 break
             }
+            // Every number is checked before anything is applied: a seq out of range or going
+            // back is damage in the middle, the saves before it kept.
+            let seqs = scan.checkSeqs(snapshotSeq: loaded.reader?.lastCommandSeq ?? 0, previousCommit: loaded.lastCommit?.seq)
+            if let error = seqs.error {
+                loaded.journals.append(
+                    LoadedJournal(
+                        generation: generation, path: path, scan: scan, commitsUsed: seqs.validCommits,
+                        garbageEnd: scan.commits.last?.end ?? Framing.fileHeaderSize))
+                loaded.damaged.append(setAside(path, error))
+                loaded.needsRebase = true
+                break
+            }
             let tail = scan.commits.last?.end ?? Framing.fileHeaderSize
             let journal = LoadedJournal(
                 generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
                 garbageEnd: try lastNonZeroEnd(source, from: tail))
             loaded.journals.append(journal)
             if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy, JournalFile.hasValidRecord(in: source, after: scan.validLength + 1) {
+                if let error = scan.stoppedBy, JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) {
                     // Valid records after a bad one: damage in the middle, not a torn last write.
                     loaded.damaged.append(setAside(path, error))
                     loaded.needsRebase = true
@@ -313,22 +325,11 @@ extension BrowserStore {
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
     private func lastNonZeroEnd(_ source: EngineBytes, from start: Int) throws(StoreError) -> Int {
-        guard start < source.size else { return start }
-        let bytes: [UInt8]
         do {
-            bytes = try source.read(offset: start, count: source.size - start)
+            return try JournalFile.lastNonZeroEnd(source, from: start)
         } catch {
             throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
         }
-        // Eight bytes at a time: the zeroed room after the last save is most of a journal.
-        let last = bytes.withUnsafeBytes { raw -> Int? in
-            var end = raw.count
-            while end >= 8, raw.loadUnaligned(fromByteOffset: end - 8, as: UInt64.self) == 0 { end -= 8 }
-            while end > 0, raw[end - 1] == 0 { end -= 1 }
-            return end == 0 ? nil : end - 1
-        }
-        guard let last else { return start }
-        return start + last + 1
     }
 
     /// Opens a file the listing names, for reading. One that does not open or size (a

@@ -13,11 +13,15 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A new snapshot needs an unrealized tab's history, and the file it is stored in no longer
     /// reads. The save is not made; the journal keeps growing instead.
     case unreadableHistory(String, SessionFormatError)
+    /// A new snapshot did not read back whole after its compaction: kept on disk with every
+    /// older generation, and the next save writes another.
+    case readBackFailed(String, SessionFormatError)
 
     public var description: String {
         switch self {
         case .io(let error): "storage error: \(error)"
         case .unreadableHistory(let directory, let error): "cannot compact \(directory): a stored history does not read: \(error)"
+        case .readBackFailed(let path, let error): "new snapshot \(path) does not read back: \(error)"
         }
     }
 

@@ -26,7 +26,7 @@ struct BrowsingSession {
         }
     }
 
-    var journalBytes: [UInt8] { JournalFile.header + records.flatMap(\.frame) }
+    var journalBytes: [UInt8] { get throws { try JournalFile.header + records.flatMap { try $0.frame } } }
 }
 
 /// Replays `records` onto a new list (or `list`) and returns it.

@@ -26,7 +26,7 @@ import Testing
     func journalReplayRebuildsEveryState(seed: UInt64) throws {
         var session = BrowsingSession(seed: seed)
         try session.run(commands: 600)
-        let records = try JournalFile.decode(InMemoryBytes(session.journalBytes))
+        let records = try JournalFile.decode(InMemoryBytes(try session.journalBytes))
         #expect(records == session.records)
         let rebuilt = try replay(records)
         #expect(try contents(rebuilt) == contents(session.list))
@@ -133,7 +133,7 @@ import Testing
         try session.run(commands: 25)
         // A sample worth damaging: several tabs, histories, openers and many record kinds.
         #expect(session.list.count >= 3 && session.records.count >= 20, "sample: \(session.list.count) tabs")
-        return (session, try snapshotBytes(session.list, seq: 25), session.journalBytes)
+        return (session, try snapshotBytes(session.list, seq: 25), try session.journalBytes)
     }
 
     /// Decodes a snapshot fully: metadata, then every tab's history.
@@ -192,7 +192,7 @@ import Testing
     @Test func everyTruncationOfAJournalYieldsAPrefix() throws {
         let (session, _, journal) = try Self.sample()
         var boundaries = [Framing.fileHeaderSize]
-        for record in session.records { boundaries.append(boundaries.last! + record.frame.count) }
+        for record in session.records { boundaries.append(boundaries.last! + (try record.frame).count) }
         for length in 0..<journal.count {
             let source = InMemoryBytes(Array(journal[..<length]))
             guard length >= Framing.fileHeaderSize else {
@@ -257,7 +257,7 @@ import Testing
             try SnapshotReader(InMemoryBytes(header + [UInt8](repeating: 0, count: 64)))
         }
         // A record of a future version, checksum intact.
-        var record = Framing.record(.mutation, payload: [])
+        var record = try Framing.record(.mutation, payload: [])
         record[3] = 9
         let recordCRC = CRC32C.checksum(record[0..<8])
         record.replaceSubrange(8..<12, with: withUnsafeBytes(of: recordCRC.littleEndian, Array.init))
@@ -271,11 +271,11 @@ import Testing
 
     /// Lists whose checksums are right but whose contents are impossible.
     @Test func impossibleIndicesAreTypedErrors() throws {
-        func snapshot(_ edit: (inout ListStorage) -> Void) -> [UInt8] {
+        func snapshot(_ edit: (inout ListStorage) -> Void) throws -> [UInt8] {
             var storage = ListStorage()
             var section: [UInt8] = []
             for id in [1, 2, 3] as [Int64] {
-                let frame = Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
+                let frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
                 var item = ItemStorage()
                 item.identifier = id
                 item.historyOffset = UInt64(section.count)
@@ -286,37 +286,37 @@ import Testing
             storage.historySectionLength = UInt64(section.count)
             edit(&storage)
             var bytes = Framing.fileHeader(.snapshot)
-            Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+            try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
             return bytes + section
         }
         let at = Framing.fileHeaderSize
-        #expect(throws: Never.self) { try SnapshotReader(InMemoryBytes(snapshot { _ in })) }
+        #expect(throws: Never.self) { try SnapshotReader(InMemoryBytes(try snapshot { _ in })) }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .activeIndexOutOfRange(3, count: 3))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.activeIndex = 3 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.activeIndex = 3 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .activeIndexOutOfRange(-2, count: 3))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.activeIndex = -2 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.activeIndex = -2 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 1, opener: 7, count: 3))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.items[1].opener.index = 7 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[1].opener.index = 7 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 2, opener: 2, count: 3))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.items[2].opener.index = 2 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[2].opener.index = 2 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .duplicateIdentifier(1))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.items[2].identifier = 1 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[2].identifier = 1 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .invalidIdentifier(0))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].identifier = 0 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].identifier = 0 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .pinnedCountOutOfRange(4, count: 3))) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.pinnedItemCount = 4 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.pinnedItemCount = 4 }))
         }
         #expect(throws: SessionFormatError.self) {
-            try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = 1 << 40 }))
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].historyOffset = 1 << 40 }))
         }
         // Damage inside a history is reported at its offset in the file.
-        let bytes = snapshot { _ in }
+        let bytes = try snapshot { _ in }
         let reader = try SnapshotReader(InMemoryBytes(bytes))
         let lastFrameStart = bytes.count - (try reader.historyFrame(at: 2)).count
         var damaged = bytes
@@ -329,7 +329,7 @@ import Testing
             #expect(error.offset == lastFrameStart, "\(error)")
         }
         // A history stored under another tab's place is caught when it is read.
-        let swapped = try SnapshotReader(InMemoryBytes(snapshot { $0.items[0].historyOffset = $0.items[1].historyOffset }))
+        let swapped = try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].historyOffset = $0.items[1].historyOffset }))
         #expect(throws: SessionFormatError.self) { try swapped.history(at: 0) }
     }
 

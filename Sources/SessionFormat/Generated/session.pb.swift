@@ -140,8 +140,13 @@ nonisolated struct Windowhost_Session_WebStateListStorage: Sendable {
   /// the last command this state includes
   var lastCommandSeq: UInt64 = 0
 
-  /// Bytes of tab histories after this record's frame; the file ends exactly there.
+  /// Bytes of tab histories after the metadata records; the file ends exactly there.
   var historySectionLength: UInt64 = 0
+
+  /// listMetadataContinuation records right after this one, each a WebStateListStorage holding
+  /// only more `items` (in order): metadata too big for one record is split. 0 in format-1 files
+  /// written before the split existed.
+  var continuationRecords: UInt32 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -176,6 +181,10 @@ nonisolated struct Windowhost_Session_NavigationStorage: Sendable {
   var lastCommittedItemIndex: Int32 = 0
 
   var items: [Windowhost_Session_NavigationItemStorage] = []
+
+  /// Entries dropped from the front by the history's bounds over the tab's life: the first
+  /// item's number (a NavigationMutation names entries by number). Absent (0) in older files.
+  var droppedItemCount: Int64 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -407,7 +416,7 @@ nonisolated struct Windowhost_Session_NavigationMutation: Sendable {
 
   var identifier: Int64 = 0
 
-  var itemIndex: Int32 = 0
+  var itemIndex: Int64 = 0
 
   var item: Windowhost_Session_NavigationItemStorage {
     get {_item ?? Windowhost_Session_NavigationItemStorage()}
@@ -625,7 +634,7 @@ nonisolated extension Windowhost_Session_WebStateListItemStorage: SwiftProtobuf.
 
 nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".WebStateListStorage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}items\0\u{3}active_index\0\u{3}pinned_item_count\0\u{3}last_command_seq\0\u{3}history_section_length\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}items\0\u{3}active_index\0\u{3}pinned_item_count\0\u{3}last_command_seq\0\u{3}history_section_length\0\u{3}continuation_records\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -638,6 +647,7 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
       case 3: try { try decoder.decodeSingularInt32Field(value: &self.pinnedItemCount) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandSeq) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.historySectionLength) }()
+      case 6: try { try decoder.decodeSingularUInt32Field(value: &self.continuationRecords) }()
       default: break
       }
     }
@@ -659,6 +669,9 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
     if self.historySectionLength != 0 {
       try visitor.visitSingularUInt64Field(value: self.historySectionLength, fieldNumber: 5)
     }
+    if self.continuationRecords != 0 {
+      try visitor.visitSingularUInt32Field(value: self.continuationRecords, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -668,6 +681,7 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
     if lhs.pinnedItemCount != rhs.pinnedItemCount {return false}
     if lhs.lastCommandSeq != rhs.lastCommandSeq {return false}
     if lhs.historySectionLength != rhs.historySectionLength {return false}
+    if lhs.continuationRecords != rhs.continuationRecords {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -715,7 +729,7 @@ nonisolated extension Windowhost_Session_NavigationItemStorage: SwiftProtobuf.Me
 
 nonisolated extension Windowhost_Session_NavigationStorage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".NavigationStorage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identifier\0\u{3}last_committed_item_index\0\u{1}items\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identifier\0\u{3}last_committed_item_index\0\u{1}items\0\u{3}dropped_item_count\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -726,6 +740,7 @@ nonisolated extension Windowhost_Session_NavigationStorage: SwiftProtobuf.Messag
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.identifier) }()
       case 2: try { try decoder.decodeSingularInt32Field(value: &self.lastCommittedItemIndex) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.items) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.droppedItemCount) }()
       default: break
       }
     }
@@ -741,6 +756,9 @@ nonisolated extension Windowhost_Session_NavigationStorage: SwiftProtobuf.Messag
     if !self.items.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.items, fieldNumber: 3)
     }
+    if self.droppedItemCount != 0 {
+      try visitor.visitSingularInt64Field(value: self.droppedItemCount, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -748,6 +766,7 @@ nonisolated extension Windowhost_Session_NavigationStorage: SwiftProtobuf.Messag
     if lhs.identifier != rhs.identifier {return false}
     if lhs.lastCommittedItemIndex != rhs.lastCommittedItemIndex {return false}
     if lhs.items != rhs.items {return false}
+    if lhs.droppedItemCount != rhs.droppedItemCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1152,7 +1171,7 @@ nonisolated extension Windowhost_Session_NavigationMutation: SwiftProtobuf.Messa
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.identifier) }()
-      case 2: try { try decoder.decodeSingularInt32Field(value: &self.itemIndex) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.itemIndex) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._item) }()
       default: break
       }
@@ -1168,7 +1187,7 @@ nonisolated extension Windowhost_Session_NavigationMutation: SwiftProtobuf.Messa
       try visitor.visitSingularInt64Field(value: self.identifier, fieldNumber: 1)
     }
     if self.itemIndex != 0 {
-      try visitor.visitSingularInt32Field(value: self.itemIndex, fieldNumber: 2)
+      try visitor.visitSingularInt64Field(value: self.itemIndex, fieldNumber: 2)
     }
     try { if let v = self._item {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)

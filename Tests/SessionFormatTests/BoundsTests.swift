@@ -1,0 +1,248 @@
+import BrowserModel
+import HostLimits
+import Testing
+@testable import SessionFormat
+
+/// A file of any claimed size, holding `bytes` at the start and zeros after: what a sparse file
+/// or a lying length field looks like. Records the largest read; refuses (instead of
+/// allocating) a read above `refuseAbove`.
+final class ClaimingSource: ByteSource {
+    let bytes: [UInt8]
+    let size: Int
+    let refuseAbove: Int
+    private(set) var largestRead = 0
+
+    init(_ bytes: [UInt8], size: Int, refuseAbove: Int = 256 << 20) {
+        self.bytes = bytes
+        self.size = size
+        self.refuseAbove = refuseAbove
+    }
+
+    func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
+        try checkRange(offset: offset, count: count)
+        largestRead = max(largestRead, count)
+        guard count <= refuseAbove else { throw .readFailed(offset: offset, reason: "a read of \(count) bytes") }
+        return (offset..<offset + count).map { $0 < bytes.count ? bytes[$0] : 0 }
+    }
+}
+
+private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
+    var history = NavigationHistory()
+    history.commit(NavigationItem(url: url, title: title, timestamp: Timestamp(microsecondsSinceEpoch: id)))
+    return WebState(id: WebStateID(rawValue: id)!, creationTime: .zero, history: history)
+}
+
+@Suite struct WriterReaderLimitTests {
+    /// The writer refuses what the reader refuses, from the same constant.
+    @Test func aPayloadOverTheLimitIsRefusedOnBothSides() throws {
+        let payload = [UInt8](repeating: 7, count: Limits.maxRecordPayloadBytes + 1)
+        #expect(throws: SessionFormatError.recordTooLarge(offset: 0, length: payload.count)) {
+            try Framing.record(.navigation, payload: payload)
+        }
+        var bytes = Framing.fileHeader(.journal)
+        #expect(throws: SessionFormatError.recordTooLarge(offset: bytes.count, length: payload.count)) {
+            try Framing.appendRecord(.mutation, payload: payload, to: &bytes)
+        }
+        #expect(bytes == Framing.fileHeader(.journal), "nothing appended")
+        // The largest payload the writer takes, the reader takes.
+        let largest = try Framing.record(.navigation, payload: [UInt8](payload.dropLast()))
+        let read = try Framing.readRecord(InMemoryBytes(largest), at: 0, expecting: .navigation)
+        #expect(read.payload.count == Limits.maxRecordPayloadBytes)
+    }
+
+    /// Metadata split over continuation records reads back whole (here at 4 KiB a record, so
+    /// the test is fast; SessionStoreTests and the process test cross the real 64 MiB).
+    @Test func listMetadataSplitOverRecordsReadsBack() throws {
+        let list = WebStateList()
+        for id in 1...300 as ClosedRange<Int64> {
+            try list.insert(tab(id, url: "https://tab\(id).example/" + String(repeating: "p", count: Int(id) * 7), title: "tab \(id)"), InsertionParams())
+        }
+        try list.activate(at: 299)
+        var storage = ListStorage()
+        storage.activeIndex = 299
+        storage.lastCommandSeq = 300
+        var section: [UInt8] = []
+        for webState in list.webStates {
+            let frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: try webState.navigationHistory())))
+            var item = ItemStorage()
+            item.identifier = webState.id.rawValue
+            item.metadata = MetadataStorage(webState.metadata)
+            item.historyOffset = UInt64(section.count)
+            item.historyLength = UInt32(frame.count)
+            storage.items.append(item)
+            section += frame
+        }
+        storage.historySectionLength = UInt64(section.count)
+        let records = try SnapshotEncoder.metadataRecords(storage, recordLimit: 4 << 10)
+        #expect(records.count > 50)
+        #expect(records.allSatisfy { $0.1.count <= 4 << 10 })
+        #expect(records.dropFirst().allSatisfy { $0.0 == .listMetadataContinuation })
+        var bytes = Framing.fileHeader(.snapshot)
+        for (kind, payload) in records { try Framing.appendRecord(kind, payload: payload, to: &bytes) }
+        bytes += section
+        let reader = try SnapshotReader(InMemoryBytes(bytes))
+        #expect(reader.items.map(\.metadata) == list.webStates.map(\.metadata))
+        #expect(reader.items.map(\.id) == list.webStates.map(\.id))
+        #expect(reader.activeIndex == 299 && reader.lastCommandSeq == 300)
+        #expect(try reader.history(at: 299) == list.webStates[299].navigationHistory())
+        // A continuation count the file cannot hold is refused before any read for it.
+        var lying = storage
+        lying.items = []
+        lying.continuationRecords = 1000
+        var short = Framing.fileHeader(.snapshot)
+        try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &short)
+        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))) {
+            try SnapshotReader(InMemoryBytes(short))
+        }
+    }
+
+    /// A tab whose history fills the text budget with 2 MiB URLs: its snapshot frame and the
+    /// journal record inserting it (history and metadata) both fit one record, and replay.
+    @Test func aFullHistoryFitsItsFrameAndTheInsertRecord() throws {
+        let source = WebState(id: WebStateID(rawValue: 1)!, creationTime: .zero)
+        let longURL = String(repeating: "l", count: Limits.maxURLBytes - 2)
+        for n in 0..<40 {
+            try source.commitNavigation(
+                to: NavigationItem(url: longURL + "\(n % 10)/", title: String(repeating: "t", count: Limits.maxTitleBytes), timestamp: .zero))
+        }
+        #expect(try source.navigationHistory().items.count > 20)
+        let list = WebStateList()
+        let recorder = JournalRecorder(list: list)
+        recorder.commandSeq = 1
+        try list.insert(source, InsertionParams(activate: true))
+        // Framed (the writer's check) and read back as records (the reader's), checksums and
+        // lengths; decoding 60 MB of strings is the store tests' part.
+        for record in recorder.takeRecords() {
+            let frame = try record.frame
+            #expect(frame.count <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes)
+            _ = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .mutation)
+        }
+        let snapshot = try snapshotBytes(list, seq: 1)
+        let reader = try SnapshotReader(InMemoryBytes(snapshot))
+        _ = try reader.historyFrame(at: 0)
+    }
+
+    /// Entries are named by number in the journal: a snapshot taken before the cap, then
+    /// navigations past it, back and forward, replay to the same history.
+    @Test func replayPastTheCapFindsTheSameEntries() throws {
+        let list = WebStateList()
+        let recorder = JournalRecorder(list: list)
+        let a = tab(1, url: "https://a.example/0")
+        recorder.commandSeq = 1
+        try list.insert(a, InsertionParams(activate: true))
+        for n in 1..<70 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero)) }
+        let snapshot = try snapshotBytes(list, seq: 1)
+        _ = recorder.takeRecords()
+        recorder.commandSeq = 2
+        for n in 70..<130 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero)) }
+        try a.goToItem(at: 3)
+        try a.commitNavigation(to: NavigationItem(url: "https://a.example/branch", timestamp: .zero))
+        for n in 0..<80 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/b\(n)", timestamp: .zero)) }
+        try a.goToItem(at: 40)
+        let restored = WebStateList()
+        let profile = Profile(stateDirectory: "/unused")
+        try SnapshotReader(InMemoryBytes(snapshot)).restore(into: restored, profile: profile)
+        let replayed = try replay(recorder.takeRecords(), onto: restored, profile: profile)
+        #expect(try contents(replayed) == contents(list))
+        #expect(try a.navigationHistory().droppedItemCount > 0)
+    }
+}
+
+@Suite struct BoundedReadTests {
+    /// A tab declaring a 1.5 GB history: refused from the metadata, nothing that size read.
+    @Test func aHistoryLengthAboveOneRecordIsRefusedBeforeAnyRead() throws {
+        let claimed: UInt32 = 0x6000_0000
+        var storage = ListStorage()
+        var item = ItemStorage()
+        item.identifier = 1
+        item.historyOffset = 0
+        item.historyLength = claimed
+        storage.items = [item]
+        storage.historySectionLength = UInt64(claimed)
+        var bytes = Framing.fileHeader(.snapshot)
+        try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        let source = ClaimingSource(bytes, size: bytes.count + Int(claimed))
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize,
+            reason: .historyOutOfRange(item: 0, offset: 0, length: claimed, section: UInt64(claimed)))) {
+            let reader = try SnapshotReader(source)
+            _ = try reader.history(at: 0)
+        }
+        #expect(source.largestRead <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes)
+    }
+
+    /// A 1 TiB (sparse) journal is refused by its size, unread; zeros are scanned in chunks.
+    @Test func aJournalAboveTheLimitIsRefusedUnread() throws {
+        let huge = ClaimingSource(JournalFile.header, size: 1 << 40)
+        #expect(throws: SessionFormatError.fileTooLarge(size: 1 << 40, limit: Limits.maxJournalBytes)) {
+            try JournalFile.scan(huge)
+        }
+        #expect(huge.largestRead == 0)
+        let zeros = ClaimingSource(JournalFile.header + [1], size: 64 << 20)
+        #expect(try JournalFile.lastNonZeroEnd(zeros, from: Framing.fileHeaderSize) == Framing.fileHeaderSize + 1)
+        #expect(zeros.largestRead <= JournalFile.chunkSize)
+    }
+
+    /// After damage, the search for a later save is linear: a tail of record headers each
+    /// claiming megabytes costs one pass, not a read per claim.
+    @Test(.timeLimit(.minutes(1))) func theSearchForASaveAfterDamageIsLinear() throws {
+        var tail: [UInt8] = []
+        var header: [UInt8] = [0x57, 0x52, RecordKind.mutation.rawValue, 1]
+        header.appendLittleEndian(UInt32(4 << 20))
+        header.appendLittleEndian(UInt32(0))
+        while tail.count < 12 << 20 { tail += header }
+        let bytes = JournalFile.header + [0xFF] + tail
+        let start = ContinuousClock.now
+        #expect(!JournalFile.hasValidCommit(in: InMemoryBytes(bytes), after: Framing.fileHeaderSize + 1))
+        let commit = JournalCommit(seq: 5, browsers: 1).frame
+        #expect(JournalFile.hasValidCommit(in: InMemoryBytes(bytes + commit), after: Framing.fileHeaderSize + 1))
+        let elapsed = ContinuousClock.now - start
+        #expect(elapsed < .seconds(20), "\(elapsed)")
+    }
+}
+
+@Suite struct SeqCheckTests {
+    private func journal(_ saves: [(records: [UInt64], commit: UInt64)]) throws -> JournalFile.Scan {
+        var bytes = JournalFile.header
+        for save in saves {
+            for seq in save.records {
+                var storage = MutationStorage()
+                storage.seq = seq
+                storage.activate = Windowhost_Session_ActivateMutation()
+                bytes += try JournalRecord(storage).frame
+            }
+            bytes += JournalCommit(seq: save.commit, browsers: 1).frame
+        }
+        return try JournalFile.scan(InMemoryBytes(bytes))
+    }
+
+    @Test func seqsThatGoBackOrPassTheRangeAreDamage() throws {
+        let good = try journal([([6, 7], 7), ([8], 9), ([], 10)])
+        #expect(good.checkSeqs(snapshotSeq: 5, previousCommit: nil) == (3, nil))
+        let huge = try journal([([6], 6), ([], UInt64.max), ([7], 7)])
+        let hugeCheck = huge.checkSeqs(snapshotSeq: 5, previousCommit: nil)
+        #expect(hugeCheck.validCommits == 1)
+        #expect(hugeCheck.error == .invalidState(offset: huge.commits[1].end - 21, reason: .seqOutOfRange(UInt64.max)))
+        let justAbove = try journal([([], Limits.maxCommandSeq + 1)])
+        #expect(justAbove.checkSeqs(snapshotSeq: 0, previousCommit: nil).validCommits == 0)
+        let maximal = try journal([([], Limits.maxCommandSeq)])
+        #expect(maximal.checkSeqs(snapshotSeq: 0, previousCommit: nil).error == nil)
+        // A commit not above the one before, here or in the journal before.
+        #expect(try journal([([], 8), ([], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 1)
+        #expect(try journal([([], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: 8).validCommits == 0)
+        // Below the snapshot, records going back, a record past its commit.
+        #expect(try journal([([], 4)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 0)
+        #expect(try journal([([7], 7), ([6], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 1)
+        #expect(try journal([([9], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 0)
+    }
+
+    @Test func aSnapshotSeqAboveTheRangeIsDamage() throws {
+        var storage = ListStorage()
+        storage.lastCommandSeq = Limits.maxCommandSeq + 1
+        var bytes = Framing.fileHeader(.snapshot)
+        try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfRange(Limits.maxCommandSeq + 1))) {
+            try SnapshotReader(InMemoryBytes(bytes))
+        }
+    }
+}
