@@ -66,7 +66,7 @@ for target in "${targets[@]}"; do
   # -max_total_time bounds the fuzzing; `timeout` bounds a process that stops answering at all.
   timeout --signal=KILL $((share + 120)) "$bin/fuzz-$target" "$run/$target/corpus" \
     -max_total_time="$share" -timeout=10 -malloc_limit_mb="$malloc_limit_mb" -rss_limit_mb=2048 \
-    -max_len=16384 -print_final_stats=1 -artifact_prefix="$run/$target/artifacts/" >"$output" 2>&1 || status=$?
+    -max_len=16384 -detect_leaks=0 -print_final_stats=1 -artifact_prefix="$run/$target/artifacts/" >"$output" 2>&1 || status=$?
   elapsed=$(($(date +%s) - started))
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$output" | tail -1)
   coverage=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$output" | tail -1)
