@@ -124,7 +124,7 @@ enum SessionFileInputs {
 }
 
 /// A file as pread sees it: `bytes`, then `hole` zero bytes. Each read allocates exactly what
-/// it asks for, as `FileBytes` does.
+/// it asks for, as `FileBytes` does, and none may ask for more than the format's limits allow.
 struct SparseFile: ByteSource {
     let bytes: [UInt8]
     let size: Int
@@ -136,6 +136,11 @@ struct SparseFile: ByteSource {
 
     func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
         try checkRange(offset: offset, count: count)
+        // Caught here as well as by libFuzzer's malloc limit, so the corpus replay test (no
+        // sanitizer) refuses such a read too, without making it.
+        precondition(
+            count <= FuzzTarget.allocationLimitMiB << 20,
+            "a read of \(count) bytes at byte \(offset): sized by what the file claims, beyond the format's limits")
         var read = [UInt8](repeating: 0, count: count)
         if offset < bytes.count {
             let stored = bytes[offset..<min(bytes.count, offset + count)]
