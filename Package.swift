@@ -169,6 +169,15 @@ let package = Package(
             name: "SessionFormatTests",
             dependencies: ["SessionFormat", "BrowserModel", "HostLimits", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
         ),
+        // The fuzzers' committed inputs, replayed without libFuzzer through the fuzzers' own code
+        // (FuzzInputs/ is a symlink to Fuzz/Sources/FuzzInputs; Fuzz/ builds the fuzzers).
+        .testTarget(
+            name: "FuzzCorpusTests",
+            dependencies: [
+                "SessionFormat", "BrowserModel", "Supervisor",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [

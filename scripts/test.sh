@@ -20,3 +20,7 @@ if grep -E "^$PWD/(Sources|Tests)/.*warning:" "$log" >&2; then
   exit 1
 fi
 swift test --skip-build
+
+# The fuzzers, briefly: every target on its committed corpus, then 48 s of fuzzing in all (the
+# build of the sanitized fuzz package comes first; scripts/fuzz.sh SECONDS runs longer).
+scripts/fuzz.sh 48

@@ -1,0 +1,69 @@
+import Foundation
+import SystemPackage
+
+// `SupervisorFiles` (how windows.order is read) and `Supervisor.windowVerbs` are internal:
+// testable import reaches them without widening the product's API for a test.
+@testable import Supervisor
+
+/// The supervisor's inputs: `windows.order` under its root, and the JSON lines on its control
+/// socket (and the replies `ctl` reads back).
+enum SupervisorInputs {
+    /// `windows.order` read from a real file, as the supervisor reads it, then the registry it
+    /// seeds: every window on disk named once, no sentinel, and each handed out once.
+    static func windowsOrder(_ bytes: [UInt8]) throws(FuzzFinding) {
+        let saved: [UUID]
+        do {
+            saved = try withScratchRoot { root in
+                let files = SupervisorFiles(root: root)
+                let fd = try FileDescriptor.open(files.order, .writeOnly, options: [.create, .exclusiveCreate], permissions: .ownerReadWrite)
+                try fd.closeAfter { _ = try fd.writeAll(bytes) }
+                return files.savedOrder()
+            }
+        } catch {
+            fatalError("fuzz-windows-order: no scratch file: \(error)")
+        }
+        let notNamed = UUID(uuidString: "00000000-0000-4000-8000-000000000001")!
+        let onDisk = Array(saved.prefix(8)) + [notNamed, WindowRegistry.unavailable]
+        let expected = Set(onDisk).subtracting(WindowRegistry.sentinels)
+        var registry = WindowRegistry(onDisk: onDisk, savedOrder: saved)
+        try expect(registry.order.count == expected.count && Set(registry.order) == expected, "order \(registry.order) for \(expected)")
+        var handedOut: Set<UUID> = []
+        for _ in 0...expected.count {
+            let id = registry.reserve()
+            try expect(!WindowRegistry.sentinels.contains(id) && handedOut.insert(id).inserted, "\(id) handed out twice")
+            registry.configured(id)
+        }
+    }
+
+    /// One request line, decoded as the supervisor decodes it (the bytes before the first
+    /// newline), then the fields it interprets.
+    static func controlRequest(_ bytes: [UInt8]) {
+        let line = bytes.prefix { $0 != UInt8(ascii: "\n") }
+        guard let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) else { return }
+        _ = Supervisor.windowVerbs.contains(request.verb)
+        _ = request.window.flatMap(UUID.init(uuidString:))
+        _ = request.signal.map(SignalName.number)
+        _ = request.index.map { Int32(clamping: $0) }
+    }
+
+    /// A reply as `ctl` reads it, every value read through the accessors ctl uses.
+    static func controlReply(_ bytes: [UInt8]) {
+        guard let reply = try? JSONDecoder().decode(ControlReply.self, from: Data(bytes)) else { return }
+        var values = reply.result.map { [$0] } ?? []
+        while let value = values.popLast() {
+            _ = (value.int, value.number, value.string, value.bool)
+            values += value.array ?? []
+            if case .object(let object) = value { values += object.values }
+        }
+        _ = reply.result?.line
+    }
+
+    /// A fresh private directory for one input, removed with what it holds.
+    private static func withScratchRoot<T>(_ body: (FilePath) throws -> T) throws -> T {
+        var template = Array((NSTemporaryDirectory() + "windowhost-fuzz-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw Errno(rawValue: errno) }
+        let root = FilePath(String(cString: made))
+        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        return try body(root)
+    }
+}
