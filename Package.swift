@@ -99,7 +99,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "Supervisor",
+                "BrowserModel", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(
             name: "FuzzCorpusTests",
             dependencies: [
-                "SessionFormat", "BrowserModel", "Supervisor",
+                "HostLimits", "SessionFormat", "BrowserModel", "Supervisor",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

@@ -19,6 +19,7 @@ let package = Package(
         .target(
             name: "FuzzInputs",
             dependencies: [
+                .product(name: "HostLimits", package: "windowhost"),
                 .product(name: "SessionFormat", package: "windowhost"),
                 .product(name: "BrowserModel", package: "windowhost"),
                 .product(name: "Supervisor", package: "windowhost"),

@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Glibc
 import Histogram
+import IOUring
 import Supervisor
 import Synchronization
 import SystemPackage
@@ -433,23 +434,23 @@ public final class Campaign {
     /// before it is there, undamaged, to fall back on: one fault at a time, the store's promise
     /// (two damaged generations in a row are beyond it; see docs/recovery.md).
     private func damageNewestSnapshot(_ id: String) -> Bool {
-        let directory = options.root.appending("windows").appending(id).appending("regular").string
-        let snapshots = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
-            .filter { $0.hasPrefix("snapshot-") && !$0.hasSuffix(".tmp") }.sorted()
+        let directory = options.root.appending("windows").appending(id).appending("regular")
+        // Regular files only, opened without following a link: a hostile campaign plants
+        // symlinks under snapshot names, and the campaign must not write through them itself.
+        let snapshots = ((try? NoFollow.entries(directory)) ?? nil ?? [])
+            .filter { $0.kind == .file && $0.name.hasPrefix("snapshot-") && !$0.name.hasSuffix(".tmp") }.map(\.name)
         guard snapshots.count >= 2, let newest = snapshots.last else { return false }
         let damaged = damagedSnapshots[id, default: []]
         guard !damaged.contains(newest), !damaged.contains(snapshots[snapshots.count - 2]),
-            let handle = FileHandle(forUpdatingAtPath: directory + "/" + newest)
+            let file = try? NoFollow.open(directory.appending(newest), .write)
         else { return false }
         damagedSnapshots[id, default: []].insert(newest)
-        defer { try? handle.close() }
-        let size = handle.seekToEndOfFile()
-        guard size > 32 else { return false }
-        handle.seek(toFileOffset: size / 2)
-        let byte = handle.readData(ofLength: 1).first ?? 0
-        handle.seek(toFileOffset: size / 2)
-        handle.write(Data([byte ^ 0x5A]))
-        return true
+        defer { try? file.close() }
+        guard let size = try? file.seek(offset: 0, from: .end), size > 32 else { return false }
+        var byte: UInt8 = 0
+        guard (try? withUnsafeMutableBytes(of: &byte) { try file.read(fromAbsoluteOffset: size / 2, into: $0) }) == 1 else { return false }
+        byte ^= 0x5A
+        return (try? withUnsafeBytes(of: &byte) { try file.write(toAbsoluteOffset: size / 2, $0) }) == 1
     }
 
     private func killSupervisor() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 import SessionFormat
 
 /// The kinds of untrusted input, one fuzz target each. `run` is the whole check of one input:
@@ -43,7 +44,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// the format's limit (its 12-byte header included), plus slack for the copy the protobuf
     /// decoder makes of a string or bytes field. scripts/fuzz.sh asks a target for this number
     /// (it is printed when `-malloc_limit_mb` is missing) and passes it back, so the format owns it.
-    public static let allocationLimitMiB = (Framing.maxPayloadLength >> 20) + 32
+    public static let allocationLimitMiB = (Limits.maxRecordPayloadBytes >> 20) + 32
 
     /// Before libFuzzer starts: says what `-malloc_limit_mb` the format calls for when
     /// none is given, and refuses any other (below it valid records are flagged; above it,
