@@ -172,7 +172,7 @@ struct Tmpfs {
         mountPoint = base.appendingPathComponent("mnt")
         logs = base
         try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-        let (status, output) = try Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint.path])
+        let (status, output) = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint.path])
         guard status == 0 else {
             try? FileManager.default.removeItem(at: base)
             throw HostFailure("cannot mount a tmpfs (this test needs root to fill a real disk; uid \(getuid())): \(output)")
@@ -205,20 +205,7 @@ struct Tmpfs {
     func free() { unlink(filler.path) }
 
     func unmount() {
-        _ = try? Self.run("/bin/umount", ["-l", mountPoint.path])
+        _ = try? runProcess(URL(fileURLWithPath: "/bin/umount"), ["-l", mountPoint.path])
         try? FileManager.default.removeItem(at: logs)
-    }
-
-    private static func run(_ tool: String, _ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
     }
 }

@@ -9,14 +9,15 @@ let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLa
 /// Runs `windowhost ARGUMENTS` to the end: its status and stdout + stderr.
 /// `prefix`: a command that runs it (`setpriv …`), found on PATH.
 func runWindowhost(_ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+    if prefix.isEmpty { return try runProcess(windowhostBinary, arguments, environment: environment) }
+    return try runProcess(URL(fileURLWithPath: "/usr/bin/env"), prefix + [windowhostBinary.path] + arguments, environment: environment)
+}
+
+/// Runs `executable ARGUMENTS` to the end: its status and stdout + stderr.
+func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
     let process = Process()
-    if prefix.isEmpty {
-        process.executableURL = windowhostBinary
-        process.arguments = arguments
-    } else {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = prefix + [windowhostBinary.path] + arguments
-    }
+    process.executableURL = executable
+    process.arguments = arguments
     if let environment { process.environment = environment }
     let pipe = Pipe()
     process.standardOutput = pipe
