@@ -299,8 +299,8 @@ public enum JournalFile {
         return scan.records
     }
 
-    /// Bytes read at a time by the searches below: memory stays bounded whatever the file's size.
-    static let chunkSize = 1 << 20
+    /// Bytes read or zeroed at a time in a journal's tail: memory stays bounded whatever the file's size.
+    public static let chunkSize = 1 << 20
 
     /// Whether a valid commit starts anywhere in `start..<source.size`: after a record that does
     /// not read, this tells damage in the middle (a save follows it) from a torn tail (a torn

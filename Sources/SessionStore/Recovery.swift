@@ -275,9 +275,12 @@ extension BrowserStore {
                 journal = file
                 journalEnd = current.tail
                 journalRecords = current.usedRecords.count
-                if current.garbageEnd > current.tail {
-                    let zeros = [UInt8](repeating: 0, count: current.garbageEnd - current.tail)
-                    _ = try io { try engine.perform([.write(file, zeros, offset: current.tail, durable: true)]) }
+                // In bounded pieces: the garbage can run to the journal's limit (1 GiB).
+                var offset = current.tail
+                while offset < current.garbageEnd {
+                    let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, current.garbageEnd - offset))
+                    _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
+                    offset += zeros.count
                 }
                 return nil
             }
