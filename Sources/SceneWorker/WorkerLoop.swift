@@ -145,9 +145,12 @@ public final class WorkerLoop {
                 send(reply)
                 return reply.failure.message.isEmpty
             }
-            send(window.handle(command))
+            let reply = window.handle(command)
             noteSaveStarted()
+            // Published before the reply: a client that has its answer sees the window as the
+            // command left it (`ctl open` then `ctl status` counts the new tab).
             publishTabsAndApplied()
+            send(reply)
         }
     }
 
