@@ -372,7 +372,9 @@ extension JournalFile.Scan {
             let seq = found.commit.seq
             guard Limits.isValidCommandSeq(seq) else { return refuse(.seqOutOfRange(seq)) }
             guard seq >= snapshotSeq else { return refuse(.seqOutOfOrder(seq, previous: snapshotSeq)) }
-            if let lastCommit, seq <= lastCommit { return refuse(.seqOutOfOrder(seq, previous: lastCommit)) }
+            // Equal is a save that covers no new command: the store writes one at the seq of the
+            // save before it (a hostile campaign's full disk around an incognito deletion did).
+            if let lastCommit, seq < lastCommit { return refuse(.seqOutOfOrder(seq, previous: lastCommit)) }
             while recordIndex < found.recordCount {
                 let recordSeq = records[recordIndex].seq
                 guard recordSeq >= lastRecordSeq else { return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq)) }
