@@ -211,8 +211,14 @@ public enum JournalReplayer {
 public struct JournalCommit: Sendable, Equatable {
     /// The last command sequence number the save covers.
     public let seq: UInt64
-    /// Bit per Browser kind (`BrowserKind.commitBit`) that took part in the save.
+    /// Bit per Browser kind (`BrowserKind.commitBit`) that took part in the save, and
+    /// `laggingBit` when another Browser of the window had changes this save does not hold.
     public let browsers: UInt8
+
+    /// Set on a save made while another Browser's saves were failing: the window was not
+    /// durable through it, and recovery leaves it out unless the other Browser's files reach
+    /// its seq, so the window never comes back with one Browser ahead of a change the other lost.
+    public static let laggingBit: UInt8 = 4
 
     public init(seq: UInt64, browsers: UInt8) {
         self.seq = seq

@@ -35,6 +35,31 @@ struct LoadedSession {
 
     /// The last save that follows the snapshot, if any.
     var lastCommit: JournalCommit? { journals.last(where: { $0.commitsUsed > 0 })?.lastCommit }
+
+    /// How many of the last saves the window cannot keep beside `other` as it is on disk, so
+    /// the window comes back as it was after one command: every trailing save made while the
+    /// other Browser lagged (`JournalCommit.laggingBit`) past the seq the other's files reach,
+    /// then the last save left if it names the other (`otherBit`) and the other's files end
+    /// before it. Lagging saves were never durable for the window, so nothing acknowledged is
+    /// left out; when the other Browser fell back from damage, each keeps its own.
+    func savesToLeaveOut(other: LoadedSession, otherBit: UInt8) -> Int {
+        let commits = journals.flatMap { $0.scan.commits[..<$0.commitsUsed].map(\.commit) }
+        var count = 0
+        if other.damaged.isEmpty {
+            let otherSeq = other.isOnDisk ? other.seq : 0
+            while count < commits.count, commits[commits.count - 1 - count].browsers & JournalCommit.laggingBit != 0,
+                commits[commits.count - 1 - count].seq > otherSeq
+            {
+                count += 1
+            }
+        }
+        if count < commits.count, case let last = commits[commits.count - 1 - count],
+            last.browsers & otherBit != 0, other.isOnDisk, other.seq < last.seq
+        {
+            count += 1
+        }
+        return count
+    }
     /// The last command sequence number this session covers.
     var seq: UInt64 { max(reader?.lastCommandSeq ?? 0, lastCommit?.seq ?? 0) }
     var isOnDisk: Bool { highestGeneration > 0 }
@@ -150,21 +175,21 @@ extension BrowserStore {
         return loaded
     }
 
-    /// Restores `loaded` into the (empty) list, leaving out its last save when
-    /// `dropLastSave`, then repairs the directory: a torn tail is zeroed, and after a fallback
+    /// Restores `loaded` into the (empty) list, leaving out its last `dropped` saves
+    /// (`LoadedSession.savesToLeaveOut`), then repairs the directory: a torn tail is zeroed, and after a fallback
     /// or damage a new snapshot is written from the restored state. Attaches the recorder:
     /// nothing restored is journaled again.
-    func restore(_ loaded: LoadedSession, dropLastSave: Bool) -> RecoveryReport {
+    func restore(_ loaded: LoadedSession, leavingOut dropped: Int) -> RecoveryReport {
         var loaded = loaded
         var damaged = loaded.damaged
-        var outcome = replay(&loaded, dropLastSave: dropLastSave)
+        var outcome = replay(&loaded, leavingOut: dropped)
         if let failure = outcome.failure, loaded.generation > 0 {
             // A journal that does not fit its snapshot: the snapshot may be the damaged one (a
             // history that no longer reads). If the generation before replays cleanly, it was.
             list.closeAll()
             historySources.removeAll()
             if var fallback = try? load(excluding: [loaded.generation]), fallback.reader != nil {
-                let retry = replay(&fallback, dropLastSave: dropLastSave)
+                let retry = replay(&fallback, leavingOut: dropped)
                 // Only a fallback that reaches as far: one whose chain stops short would drop
                 // acknowledged saves without a word.
                 if retry.failure == nil, fallback.seq >= loaded.seq {
@@ -178,7 +203,7 @@ extension BrowserStore {
                     historySources.removeAll()
                 }
             }
-            if outcome.failure != nil { outcome = replay(&loaded, dropLastSave: dropLastSave) }
+            if outcome.failure != nil { outcome = replay(&loaded, leavingOut: dropped) }
         }
         if let failure = outcome.failure {
             damaged.append(setAside(failure.path, failure.error))
@@ -207,7 +232,7 @@ extension BrowserStore {
     /// Applies `loaded` to the (scratch) list without repairing anything: what `inspect` shows.
     func replayForInspection(_ loaded: LoadedSession) -> (seq: UInt64, damaged: [DamagedFile]) {
         var loaded = loaded
-        let outcome = replay(&loaded, dropLastSave: false)
+        let outcome = replay(&loaded, leavingOut: 0)
         var damaged = loaded.damaged
         if let failure = outcome.failure { damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error)) }
         return (outcome.seq, damaged)
@@ -226,7 +251,7 @@ extension BrowserStore {
 
     /// Restores the snapshot into the empty list and applies the journals' committed saves,
     /// stopping at the first record that does not fit.
-    private func replay(_ loaded: inout LoadedSession, dropLastSave: Bool) -> ReplayOutcome {
+    private func replay(_ loaded: inout LoadedSession, leavingOut dropped: Int) -> ReplayOutcome {
         var outcome = ReplayOutcome()
         // A store that only reads (inspect, a scratch store rebuilding one history) reports a
         // lost history as the damage it is; a store that goes on keeps the tab and replays on.
@@ -245,8 +270,9 @@ extension BrowserStore {
                 return outcome
             }
         }
-        if dropLastSave, let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) {
-            outcome.dropped = loaded.journals[last].lastCommit?.seq
+        for _ in 0..<dropped {
+            guard let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) else { break }
+            outcome.dropped = outcome.dropped ?? loaded.journals[last].lastCommit?.seq
             loaded.journals[last].commitsUsed -= 1
             if last != loaded.journals.count - 1 { loaded.needsRebase = true }
         }

@@ -55,7 +55,7 @@ public struct RecoveryReport: Sendable, Equatable {
     public let tornTailAt: Int?
     /// Journal records applied on top of the snapshot.
     public let replayedRecords: Int
-    /// A last save that only part of the window's Browsers had made durable, left out.
+    /// The newest seq of the last saves left out because the other Browser did not have them (a torn group, or saves made while it lagged).
     public let droppedIncompleteSave: UInt64?
     /// The last command sequence number the restored state covers.
     public let seq: UInt64

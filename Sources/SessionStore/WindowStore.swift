@@ -147,11 +147,8 @@ public final class WindowStore {
         let loaded = try stores.map { store throws(StoreError) in try store.load() }
         var reports: [RecoveryReport] = []
         for (index, store) in stores.enumerated() {
-            let other = loaded[1 - index]
-            let incomplete = loaded[index].lastCommit.map { commit in
-                commit.browsers & stores[1 - index].kind.commitBit != 0 && other.isOnDisk && other.seq < commit.seq
-            } ?? false
-            reports.append(store.restore(loaded[index], dropLastSave: incomplete))
+            let leftOut = loaded[index].savesToLeaveOut(other: loaded[1 - index], otherBit: stores[1 - index].kind.commitBit)
+            reports.append(store.restore(loaded[index], leavingOut: leftOut))
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
@@ -390,11 +387,15 @@ public final class WindowStore {
         // The regular commit that outlives the incognito directory needs the incognito save.
         if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasUnsavedRecords } }
         guard !participants.isEmpty else { return }
-        let browsers = participants.reduce(UInt8(0)) { $0 | stores[$1].kind.commitBit }
+        // A Browser left out with changes of its own (its saves failing) makes this save one
+        // the window is not durable through: marked, so recovery keeps it only if that
+        // Browser's files catch up, and no snapshot (which cannot be taken back) holds it.
+        let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasUnsavedRecords }
+        let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         for index in participants {
             let store = stores[index]
             do {
-                try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || store.shouldCompact)
+                try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging))
             } catch {
                 groupFailures[index] = groupFailures[index] ?? error
             }
