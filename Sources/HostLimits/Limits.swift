@@ -54,6 +54,11 @@ public enum Limits {
     /// damage, set aside without being read, and its zero tail is scanned in bounded chunks.
     public static let maxJournalBytes = 1 << 30
 
+    /// The largest `windows.order` read: a UUID line is 37 bytes, so 1 MiB orders 28,000
+    /// windows. A larger file is never read (it would cost its size in memory and time at
+    /// every start); the windows are then ordered by name, and the next save rewrites it.
+    public static let maxWindowsOrderBytes = 1 << 20
+
     /// Whether a URL / a title is within its bound (UTF-8 bytes).
     @inlinable
     public static func isValidURL(_ url: String) -> Bool { url.utf8.count <= maxURLBytes }

@@ -1,5 +1,6 @@
 import BrowserModel
 import Foundation
+import HostLimits
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -90,9 +91,12 @@ public enum SessionInspector {
         }
     }
 
-    /// `windows.order`'s UUIDs, any spelling; empty when it is missing or not a regular file.
+    /// `windows.order`'s UUIDs, any spelling; empty when it is missing, not a regular file, or
+    /// larger than `Limits.maxWindowsOrderBytes` (never read).
     private static func savedOrder(_ path: FilePath, engine: any IOEngine) -> [UUID] {
-        guard let bytes = try? EngineBytes(engine, path: path), let text = try? bytes.read(offset: 0, count: bytes.size) else { return [] }
+        guard let bytes = try? EngineBytes(engine, path: path), bytes.size <= Limits.maxWindowsOrderBytes,
+            let text = try? bytes.read(offset: 0, count: bytes.size)
+        else { return [] }
         return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 import SystemPackage
 
@@ -76,12 +77,13 @@ struct SupervisorFiles {
         return (found, setAside)
     }
 
-    /// `windows.order` as saved; empty when missing or not a regular file. Lines that are not
-    /// UUIDs are skipped.
+    /// `windows.order` as saved; empty when missing, not a regular file, or larger than
+    /// `Limits.maxWindowsOrderBytes` (never read past that). Lines that are not UUIDs are skipped.
     func savedOrder() -> [UUID] {
         guard let fd = try? NoFollow.open(order, .read) else { return [] }
         let handle = FileHandle(fileDescriptor: fd.rawValue, closeOnDealloc: true)
-        guard let data = try? handle.readToEnd() else { return [] }
+        guard let data = try? handle.read(upToCount: Limits.maxWindowsOrderBytes + 1), data.count <= Limits.maxWindowsOrderBytes
+        else { return [] }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
     }
 
