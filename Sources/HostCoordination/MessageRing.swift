@@ -51,7 +51,7 @@ public struct MessageRing: @unchecked Sendable {
         let used = Int(clamping: start &- head.load(ordering: .acquiring))
         guard capacity - used >= Self.lengthSize + message.count else { throw .full }
         withUnsafeBytes(of: UInt32(message.count).littleEndian) { copyIn($0, at: start) }
-        message.withUnsafeBytes { copyIn($0, at: start + UInt64(Self.lengthSize)) }
+        message.withUnsafeBytes { copyIn($0, at: start &+ UInt64(Self.lengthSize)) }
         tail.store(start &+ UInt64(Self.lengthSize + message.count), ordering: .releasing)
     }
 
@@ -74,7 +74,7 @@ public struct MessageRing: @unchecked Sendable {
             throw CorruptRing(length: count, available: available)
         }
         var message = [UInt8](repeating: 0, count: count)
-        message.withUnsafeMutableBytes { copyOut($0, at: start + UInt64(Self.lengthSize)) }
+        message.withUnsafeMutableBytes { copyOut($0, at: start &+ UInt64(Self.lengthSize)) }
         head.store(start &+ UInt64(Self.lengthSize + count), ordering: .releasing)
         return message
     }

@@ -25,6 +25,21 @@ import Testing
         #expect(throws: MessageRing.SendError.full) { try ring.send([5]) }
     }
 
+    /// Positions near 2⁶⁴ with a message that fits: the message's bytes sit past the wrap of
+    /// the 64-bit counters, and both sides reach them with wrapping arithmetic.
+    @Test(arguments: [UInt64.max - 1, UInt64.max - 3, UInt64.max])
+    func aMessageStraddlingTheCountersWrapReadsBack(start: UInt64) throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let ring = region.slot(0).replyRing
+        store(start, at: ring.base)
+        store(start, at: ring.base + 64)
+        try ring.send([])
+        #expect(try ring.receive() == [])
+        try ring.send([7, 8, 9])
+        #expect(try ring.receive() == [7, 8, 9])
+        #expect(try ring.receive() == nil)
+    }
+
     /// Counters at their highest: the histogram holds at most `Limits.maxLatencySamples`, and
     /// merging and percentiles work on it.
     @Test func saturatedLatencyCountersReadAsABoundedHistogram() throws {
