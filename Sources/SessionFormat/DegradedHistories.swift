@@ -45,23 +45,29 @@ public final class DegradedHistories {
     /// Replays a navigation recorded as entry `number` of the lost history onto the degraded
     /// tab. A new item lands after the known entries it follows (or alone, when it was
     /// committed into the lost part); going to an entry that was lost keeps the current one.
+    /// Positions are entry numbers of the degraded history (`droppedItemCount` + index), which
+    /// stay put when its bounds drop the oldest entries.
     func replayNavigation(on webState: WebState, item: NavigationItem?, number: Int64) throws(WebStateError) {
         guard var tab = tabs[webState.id] else { return }
-        let count = Int64(try webState.navigationHistory().items.count)
+        let history = try webState.navigationHistory()
+        let dropped = Int64(history.droppedItemCount)
+        let end = dropped + Int64(history.items.count)
         let local = number.subtractingReportingOverflow(tab.base)
         if let item {
-            if local.overflow || local.partialValue < 0 {
+            if local.overflow || local.partialValue < dropped {
+                // Committed into the lost part: the new entry stands alone, numbered as recorded.
                 try webState.commitNavigation(to: item, at: 0)
-                tab.base = number
-            } else if local.partialValue > count {
-                try webState.commitNavigation(to: item, at: Int(count))
-                tab.base = number - count
+                tab.base = number &- dropped
+            } else if local.partialValue > end {
+                // Past entries nobody recorded: it follows the known ones.
+                try webState.commitNavigation(to: item, at: history.items.count)
+                tab.base = number &- end
             } else {
-                try webState.commitNavigation(to: item, at: Int(local.partialValue))
+                try webState.commitNavigation(to: item, at: Int(local.partialValue - dropped))
             }
             tabs[webState.id] = tab
-        } else if !local.overflow, local.partialValue >= 0, local.partialValue < count {
-            try webState.goToItem(at: Int(local.partialValue))
+        } else if !local.overflow, let index = history.index(ofItemNumber: local.partialValue), index < history.items.count {
+            try webState.goToItem(at: index)
         }
     }
 }
