@@ -325,7 +325,7 @@ public final class WindowStore {
             guard let generation = compactionEpisodes[index] else { continue }
             if !stores[index].isOnDisk || stores[index].generation > generation, !stores[index].compactionDeferred {
                 compactionEpisodes[index] = nil
-                if stores[index].isOnDisk { events.append(.compactionRecovered(stores[index].kind)) }
+                if stores[index].isOnDisk { report(.compactionRecovered(stores[index].kind)) }
             }
         }
         guard failures.isEmpty else { return }
@@ -334,7 +334,7 @@ public final class WindowStore {
             browserDurableSeqs[index] = max(browserDurableSeqs[index], seq)
             if participants.contains(index), let episode = episodes[index] {
                 episodes[index] = nil
-                events.append(.recovered(stores[index].kind, failedAttempts: episode.attempts))
+                report(.recovered(stores[index].kind, failedAttempts: episode.attempts))
             }
         }
         markDurable(browserDurableSeqs.min() ?? seq)
@@ -347,12 +347,12 @@ public final class WindowStore {
         episodes[index] = FailureEpisode(error: error, attempts: attempts, retryAt: now.saturatingAdd(delay * 1_000_000))
         failureCount += 1
         lastFailure = error
-        events.append(.failed(SaveFailure(browser: stores[index].kind, error: error, attempt: attempts, retryAfterMilliseconds: delay)))
+        report(.failed(SaveFailure(browser: stores[index].kind, error: error, attempt: attempts, retryAfterMilliseconds: delay)))
     }
 
     private func noteCompactionFailure(_ index: Int, _ error: StoreError) {
         if compactionEpisodes[index] == nil { compactionEpisodes[index] = stores[index].generation }
-        events.append(.compactionFailed(error))
+        report(.compactionFailed(error))
     }
 
     /// Polls until no write is in flight: pending saves and compactions done (tools, tests).
@@ -406,6 +406,17 @@ public final class WindowStore {
         try io { try engine.flush() }
     }
 
+    /// Queues an event for `poll`. A caller that never polls (a save loop, a benchmark, a
+    /// `settle`) must not make the queue grow: a durable event replaces the durable event
+    /// before it (only the latest seq matters), and past `maxQueuedEvents` the oldest go.
+    private func report(_ event: SaveEvent) {
+        if case .durable = event, case .durable? = events.last { events.removeLast() }
+        if events.count >= Self.maxQueuedEvents { events.removeFirst(events.count - Self.maxQueuedEvents + 1) }
+        events.append(event)
+    }
+
+    static let maxQueuedEvents = 256
+
     private func markDurable(_ seq: UInt64) {
         guard seq > durableSeq else { return }
         durableSeq = seq
@@ -417,7 +428,7 @@ public final class WindowStore {
             onSaveLatency?(microseconds)
             waiting.removeFirst()
         }
-        events.append(.durable(seq))
+        report(.durable(seq))
     }
 
     /// The seed's rule for incognito: when its last tab has closed and that is durable, its
@@ -426,7 +437,7 @@ public final class WindowStore {
         let store = stores[1]
         guard store.isOnDisk, store.list.isEmpty, !store.hasUnsavedRecords else { return }
         try store.destroy()
-        events.append(.deletedIncognito)
+        report(.deletedIncognito)
     }
 }
 
