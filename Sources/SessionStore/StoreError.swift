@@ -38,9 +38,14 @@ public struct DamagedFile: Sendable, Equatable, CustomStringConvertible {
     /// Where it was moved (under the store's `damaged/`), or nil when it stayed in place.
     public let setAsideAt: String?
     public let error: SessionFormatError
+    /// Why it could not be moved when recovery tried (`setAsideAt` nil): it stays under its
+    /// name, and the store never removes it.
+    public var setAsideFailure: String? = nil
 
     public var description: String {
-        "\(path): \(error)" + (setAsideAt.map { " (set aside as \($0))" } ?? "")
+        "\(path): \(error)"
+            + (setAsideAt.map { " (set aside as \($0))" }
+                ?? setAsideFailure.map { " (could not be set aside: \($0); left in place, never deleted)" } ?? "")
     }
 }
 
