@@ -113,8 +113,9 @@ extension BrowserStore {
         // would restore without them.
         let listedSnapshots = Set(listing.snapshots)
         let damagedEntries = (try? engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory))) ?? nil
+        let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
-            (damagedEntries ?? []).compactMap { name in
+            ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
                 StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + 16)), prefix: StoreLayout.snapshotPrefix)
             })
         let snapshotExisted = { (generation: UInt64) in
@@ -381,9 +382,11 @@ extension BrowserStore {
     /// unless said), never deleting it. Anything but a directory under the name `damaged` (a
     /// symlink, a file, a FIFO) is first moved out of the way as itself, to a name the layout
     /// does not own, and reported too: the set-aside then goes into a real directory, never
-    /// through a symlink. When the move still fails (a read-only or broken disk), the entry is
-    /// reported where it stays and its name remembered (`keptInPlace`): compaction never
-    /// removes it, so a file recovery could not use is never lost.
+    /// through a symlink. When that move fails, the entry is renamed where it is to
+    /// `<name>.damaged-<unix seconds>`, a name no listing takes for a generation, so no later
+    /// compaction removes it (and it survives restarts). When even that fails (a read-only
+    /// disk), it is reported where it stays and its name remembered (`keptInPlace`) for as
+    /// long as the store lives.
     private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> [DamagedFile] {
         guard !readOnly else { return [DamagedFile(path: path.string, setAsideAt: nil, error: reason)] }
         let parent = parent ?? self.directory
@@ -405,8 +408,15 @@ extension BrowserStore {
             try engine.rename(path, to: target)
             return reported + [DamagedFile(path: path.string, setAsideAt: target.string, error: reason)]
         } catch {
-            if path.removingLastComponent() == self.directory { keptInPlace.insert(name) }
-            return reported + [DamagedFile(path: path.string, setAsideAt: nil, error: reason, setAsideFailure: "\(error)")]
+            let inPlace: FilePath
+            do throws(IOEngineError) {
+                inPlace = try unusedName(under: path.removingLastComponent(), "\(name)\(StoreLayout.damagedInPlaceInfix)\(time(nil))")
+                try engine.rename(path, to: inPlace)
+            } catch {
+                if path.removingLastComponent() == self.directory { keptInPlace.insert(name) }
+                return reported + [DamagedFile(path: path.string, setAsideAt: nil, error: reason, setAsideFailure: "\(error)")]
+            }
+            return reported + [DamagedFile(path: path.string, setAsideAt: inPlace.string, error: reason, setAsideFailure: "\(error)")]
         }
     }
 
