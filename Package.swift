@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "HostCoordination", "HostLimits", "CLinuxShims", "IOUring",
+                "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -111,6 +111,8 @@ public final class BrowserStore {
     let readOnly: Bool
     /// Generations a scratch store looking for an older copy of a history must not use.
     var fallbackExclusions: Set<UInt64> = []
+    /// Damaged files recovery could not move to `damaged/`: compaction leaves them in place.
+    var keptInPlace: Set<String> = []
 
     init(
         kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
@@ -519,10 +521,10 @@ public final class BrowserStore {
         }
         guard previous > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
         let listing = StoreListing(entries: entries)
-        for old in listing.snapshots where old < previous {
+        for old in listing.snapshots where old < previous && !keptInPlace.contains(StoreLayout.snapshotName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
         }
-        for old in listing.journals where old < previous {
+        for old in listing.journals where old < previous && !keptInPlace.contains(StoreLayout.journalName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
         }
         return nil

@@ -1,6 +1,5 @@
 import BrowserModel
 import Foundation
-import HostLimits
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -55,13 +54,14 @@ public enum SessionInspector {
     /// given. Opens everything read only and changes nothing, so a read-only copy works. A
     /// window or Browser that cannot be read is shown with what failed, and the others still
     /// are. With `deep`, every stored history is read and checked too (a plain look reads
-    /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed.
+    /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed;
+    /// one that is not a directory lists nothing (`RootLayout.misplacedEntries` says what it is).
     public static func inspect(root: FilePath, window: UUID? = nil, deep: Bool = false, engine: any IOEngine = SyncEngine())
         throws(StoreError) -> [WindowInspection]
     {
-        let windows = root.appending("windows")
+        let windows = root.appending(RootLayout.windows)
         let onDisk = try io { try engine.listDirectory(windows) } ?? []
-        let order = savedOrder(root.appending("windows.order"), engine: engine)
+        let order = RootLayout.savedOrder(root: root, engine: engine)
         var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name).map { (entry.name, $0, entry.kind) } }
         let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
@@ -89,15 +89,6 @@ public enum SessionInspector {
             }
             return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: [])
         }
-    }
-
-    /// `windows.order`'s UUIDs, any spelling; empty when it is missing, not a regular file, or
-    /// larger than `Limits.maxWindowsOrderBytes` (never read).
-    private static func savedOrder(_ path: FilePath, engine: any IOEngine) -> [UUID] {
-        guard let bytes = try? EngineBytes(engine, path: path), bytes.size <= Limits.maxWindowsOrderBytes,
-            let text = try? bytes.read(offset: 0, count: bytes.size)
-        else { return [] }
-        return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
     }
 
     private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {

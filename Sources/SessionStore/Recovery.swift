@@ -80,7 +80,7 @@ extension BrowserStore {
             // A symlink (or anything else) where the session directory belongs: moved aside as
             // itself, never followed; the Browser starts empty.
             let reason = SessionFormatError.readFailed(offset: 0, reason: "\(kind) where a session directory belongs")
-            loaded.damaged.append(setAside(directory, reason, under: directory.removingLastComponent()))
+            loaded.damaged.append(contentsOf: setAside(directory, reason, under: directory.removingLastComponent()))
             return loaded
         }
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
@@ -102,7 +102,7 @@ extension BrowserStore {
                 loaded.generation = generation
                 break
             } catch {
-                loaded.damaged.append(setAside(path, error))
+                loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
             }
         }
@@ -113,8 +113,9 @@ extension BrowserStore {
         // would restore without them.
         let listedSnapshots = Set(listing.snapshots)
         let damagedEntries = (try? engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory))) ?? nil
+        let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
-            (damagedEntries ?? []).compactMap { name in
+            ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
                 StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + 16)), prefix: StoreLayout.snapshotPrefix)
             })
         let snapshotExisted = { (generation: UInt64) in
@@ -134,7 +135,7 @@ extension BrowserStore {
             do {
                 scan = try JournalFile.scan(source)
             } catch {
-                loaded.damaged.append(setAside(path, error))
+                loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
                 break
             }
@@ -146,7 +147,7 @@ extension BrowserStore {
                     LoadedJournal(
                         generation: generation, path: path, scan: scan, commitsUsed: seqs.validCommits,
                         garbageEnd: scan.commits.last?.end ?? Framing.fileHeaderSize))
-                loaded.damaged.append(setAside(path, error))
+                loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
                 break
             }
@@ -158,7 +159,7 @@ extension BrowserStore {
             if journal.garbageEnd > tail {
                 if let error = scan.stoppedBy, JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) {
                     // Valid records after a bad one: damage in the middle, not a torn last write.
-                    loaded.damaged.append(setAside(path, error))
+                    loaded.damaged.append(contentsOf: setAside(path, error))
                     loaded.needsRebase = true
                     break
                 }
@@ -194,7 +195,7 @@ extension BrowserStore {
                 // acknowledged saves without a word.
                 if retry.failure == nil, fallback.seq >= loaded.seq {
                     damaged = fallback.damaged
-                    damaged.append(setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
+                    damaged.append(contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
                     fallback.needsRebase = true
                     loaded = fallback
                     outcome = retry
@@ -206,7 +207,7 @@ extension BrowserStore {
             if outcome.failure != nil { outcome = replay(&loaded, leavingOut: dropped) }
         }
         if let failure = outcome.failure {
-            damaged.append(setAside(failure.path, failure.error))
+            damaged.append(contentsOf: setAside(failure.path, failure.error))
             loaded.needsRebase = true
         }
         let degradedTabs = outcome.degraded?.tabs.values.sorted { $0.id < $1.id } ?? []
@@ -371,30 +372,62 @@ extension BrowserStore {
         } catch where error.isResourceShortage {
             throw .io(error)
         } catch {
-            loaded.damaged.append(setAside(path, .readFailed(offset: 0, reason: "\(error)")))
+            loaded.damaged.append(contentsOf: setAside(path, .readFailed(offset: 0, reason: "\(error)")))
             loaded.needsRebase = true
             return nil
         }
     }
 
     /// Moves a damaged entry, as itself, under `damaged/` of `parent` (the store's directory
-    /// unless said), never deleting it; reports it where it stays if the move fails.
-    private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> DamagedFile {
-        guard !readOnly else { return DamagedFile(path: path.string, setAsideAt: nil, error: reason) }
-        let directory = (parent ?? self.directory).appending(StoreLayout.damagedDirectory)
+    /// unless said), never deleting it. Anything but a directory under the name `damaged` (a
+    /// symlink, a file, a FIFO) is first moved out of the way as itself, to a name the layout
+    /// does not own, and reported too: the set-aside then goes into a real directory, never
+    /// through a symlink. When that move fails, the entry is renamed where it is to
+    /// `<name>.damaged-<unix seconds>`, a name no listing takes for a generation, so no later
+    /// compaction removes it (and it survives restarts). When even that fails (a read-only
+    /// disk), it is reported where it stays and its name remembered (`keptInPlace`) for as
+    /// long as the store lives.
+    private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> [DamagedFile] {
+        guard !readOnly else { return [DamagedFile(path: path.string, setAsideAt: nil, error: reason)] }
+        let parent = parent ?? self.directory
+        let directory = parent.appending(StoreLayout.damagedDirectory)
         let name = path.lastComponent?.string ?? "file"
-        do {
-            try engine.makeDirectories(directory)
-            var target = directory.appending("\(name)-\(time(nil))")
-            var attempt = 1
-            while try engine.directoryEntries(directory)?.contains(target.lastComponent?.string ?? "") == true {
-                attempt += 1
-                target = directory.appending("\(name)-\(time(nil))-\(attempt)")
+        var reported: [DamagedFile] = []
+        do throws(IOEngineError) {
+            if let kind = try engine.kind(directory), kind != .directory {
+                let away = try unusedName(under: parent, "\(StoreLayout.damagedDirectory).not-a-directory-\(time(nil))")
+                try engine.rename(directory, to: away)
+                try engine.syncDirectory(parent)
+                reported.append(
+                    DamagedFile(
+                        path: directory.string, setAsideAt: away.string,
+                        error: .readFailed(offset: 0, reason: "a \(kind) where the damaged/ directory belongs (moved as itself, not followed)")))
             }
+            try engine.makeDirectories(directory)
+            let target = try unusedName(under: directory, "\(name)-\(time(nil))")
             try engine.rename(path, to: target)
-            return DamagedFile(path: path.string, setAsideAt: target.string, error: reason)
+            return reported + [DamagedFile(path: path.string, setAsideAt: target.string, error: reason)]
         } catch {
-            return DamagedFile(path: path.string, setAsideAt: nil, error: reason)
+            let inPlace: FilePath
+            do throws(IOEngineError) {
+                inPlace = try unusedName(under: path.removingLastComponent(), "\(name)\(StoreLayout.damagedInPlaceInfix)\(time(nil))")
+                try engine.rename(path, to: inPlace)
+            } catch {
+                if path.removingLastComponent() == self.directory { keptInPlace.insert(name) }
+                return reported + [DamagedFile(path: path.string, setAsideAt: nil, error: reason, setAsideFailure: "\(error)")]
+            }
+            return reported + [DamagedFile(path: path.string, setAsideAt: inPlace.string, error: reason, setAsideFailure: "\(error)")]
         }
+    }
+
+    /// `directory/base`, or `base-N` for the first N from 2 that no entry has.
+    private func unusedName(under directory: FilePath, _ base: String) throws(IOEngineError) -> FilePath {
+        var target = directory.appending(base)
+        var attempt = 1
+        while try engine.kind(target) != nil {
+            attempt += 1
+            target = directory.appending("\(base)-\(attempt)")
+        }
+        return target
     }
 }

@@ -35,12 +35,24 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
 /// A file recovery did not use, and why.
 public struct DamagedFile: Sendable, Equatable, CustomStringConvertible {
     public let path: String
-    /// Where it was moved (under the store's `damaged/`), or nil when it stayed in place.
+    /// Where it was moved (under the store's `damaged/`, else renamed in place when
+    /// `setAsideFailure` says why not), or nil when it stayed where it was.
     public let setAsideAt: String?
     public let error: SessionFormatError
+    /// Why it could not be moved to `damaged/` when recovery tried: it was then renamed in
+    /// place (`setAsideAt` beside `path`) or, failing that too, stays under its name (nil).
+    /// Either way the store never removes it.
+    public var setAsideFailure: String? = nil
 
     public var description: String {
-        "\(path): \(error)" + (setAsideAt.map { " (set aside as \($0))" } ?? "")
+        let outcome =
+            switch (setAsideAt, setAsideFailure) {
+            case (let moved?, nil): " (set aside as \(moved))"
+            case (let renamed?, let failure?): " (cannot move it to damaged/: \(failure); renamed in place to \(renamed), never deleted)"
+            case (nil, let failure?): " (cannot set it aside: \(failure); left in place, never deleted)"
+            case (nil, nil): ""
+            }
+        return "\(path): \(error)" + outcome
     }
 }
 

@@ -7,11 +7,15 @@ import SystemPackage
 ///
 ///     snapshot-<N as 16 hex digits>       journal-<N>       snapshot-<N>.tmp (while compacting)
 ///     damaged/<name>-<unix seconds>       files set aside by recovery, never deleted
+///     <name>.damaged-<unix seconds>       one that could not go into damaged/: renamed in place
 enum StoreLayout {
     static let snapshotPrefix = "snapshot-"
     static let journalPrefix = "journal-"
     static let temporarySuffix = ".tmp"
     static let damagedDirectory = "damaged"
+    /// Between a damaged file's name and the time when it could not be moved to `damaged/` and
+    /// was renamed in place: no listing reads such a name as a generation, so none removes it.
+    static let damagedInPlaceInfix = ".damaged-"
     /// Present while a session is being deleted (created durably first, removed last): a
     /// directory holding it is no session, whatever else a crash left in it.
     static let deletionMarker = "deleting"

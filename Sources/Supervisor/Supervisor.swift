@@ -5,6 +5,7 @@ import HostCoordination
 import HostLimits
 import Histogram
 import Logging
+import SessionStore
 import SystemPackage
 
 public struct SupervisorConfiguration: Sendable {
@@ -39,12 +40,16 @@ public struct SupervisorConfiguration: Sendable {
 
 public enum SupervisorError: Error, CustomStringConvertible {
     case alreadyRunning(FilePath)
+    /// `windows/`, `windows.order` or `supervisor.lock` is not what the host needs there:
+    /// refused before anything is written, for the user to move away. Each one found.
+    case misplacedEntries([MisplacedEntry])
     case setup(String, Errno)
     case region(RegionError)
 
     public var description: String {
         switch self {
         case .alreadyRunning(let root): "another supervisor runs on \(root)"
+        case .misplacedEntries(let entries): entries.map(\.description).joined(separator: "\n")
         case .setup(let step, let errno): "\(step): \(errno)"
         case .region(let error): "\(error)"
         }
@@ -153,10 +158,13 @@ public final class Supervisor {
         self.logger = logger
         // Lines about no one window carry Firefox's `unavailable` UUID; the others name theirs.
         self.logger[metadataKey: "window"] = "\(WindowRegistry.unavailable)"
-        files = SupervisorFiles(root: configuration.root)
+        files = SupervisorFiles(root: configuration.root, logger: logger)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
         try SupervisorFiles.makeDirectory(configuration.root)
+        // Before the lock is opened or anything made: a symlink there is never followed.
+        let misplaced = RootLayout.misplacedEntries(root: configuration.root)
+        guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
         try SupervisorFiles.makeDirectory(files.windows)
         lock = open(files.lock.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }

@@ -1,21 +1,30 @@
 import Foundation
 import Glibc
-import HostLimits
 import IOUring
+import Logging
+import SessionStore
 import SystemPackage
 
 /// What the supervisor keeps under its root, all private to the user (directories 0700, files
 /// 0600): `windows/` (one directory per window, the stores'), `windows.order`, `set-aside/`,
-/// `supervisor.lock` and the control socket. Every call goes through `NoFollow`: nothing under
-/// the root is reached through a symlink, and a symlink is moved or removed as itself.
+/// `supervisor.lock` and the control socket (names and kinds: `RootLayout`). Every call goes
+/// through `NoFollow`: nothing under the root is reached through a symlink, and a symlink is
+/// moved or removed as itself.
 struct SupervisorFiles {
     let root: FilePath
+    /// Where moving an entry out of `set-aside/`'s way is said.
+    let logger: Logger
 
-    var windows: FilePath { root.appending("windows") }
-    var order: FilePath { root.appending("windows.order") }
-    var orderTemporary: FilePath { root.appending("windows.order.tmp") }
-    var setAside: FilePath { root.appending("set-aside") }
-    var lock: FilePath { root.appending("supervisor.lock") }
+    init(root: FilePath, logger: Logger = Logger(label: "windowhost.supervisor")) {
+        self.root = root
+        self.logger = logger
+    }
+
+    var windows: FilePath { root.appending(RootLayout.windows) }
+    var order: FilePath { root.appending(RootLayout.order) }
+    var orderTemporary: FilePath { root.appending(RootLayout.orderTemporary) }
+    var setAside: FilePath { root.appending(RootLayout.setAside) }
+    var lock: FilePath { root.appending(RootLayout.lock) }
 
     /// A window's directory: always the canonical (uppercase) spelling of its UUID.
     func windowDirectory(_ id: UUID) -> FilePath { windows.appending(id.uuidString) }
@@ -77,15 +86,8 @@ struct SupervisorFiles {
         return (found, setAside)
     }
 
-    /// `windows.order` as saved; empty when missing, not a regular file, or larger than
-    /// `Limits.maxWindowsOrderBytes` (never read past that). Lines that are not UUIDs are skipped.
-    func savedOrder() -> [UUID] {
-        guard let fd = try? NoFollow.open(order, .read) else { return [] }
-        let handle = FileHandle(fileDescriptor: fd.rawValue, closeOnDealloc: true)
-        guard let data = try? handle.read(upToCount: Limits.maxWindowsOrderBytes + 1), data.count <= Limits.maxWindowsOrderBytes
-        else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
-    }
+    /// `windows.order` as saved (`RootLayout.savedOrder`, its one parse and bound).
+    func savedOrder() -> [UUID] { RootLayout.savedOrder(root: root, engine: SyncEngine()) }
 
     /// Replaces `windows.order` atomically: a new temporary file (`O_EXCL|O_NOFOLLOW`, after
     /// removing whatever had its name, as itself) synced and renamed over it, then the root
@@ -111,22 +113,47 @@ struct SupervisorFiles {
 
     /// Moves `windows/<name>` as itself to `set-aside/<UUID>-<UTC time>[-N]`.
     private func move(_ name: String, window id: UUID, at date: Date) throws -> FilePath {
-        try Self.makeDirectory(setAside)
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        let stamp = formatter.string(from: date)
-        var destination = setAside.appending("\(id.uuidString)-\(stamp)")
-        var attempt = 1
-        while try NoFollow.kind(destination) != nil {
-            attempt += 1
-            destination = setAside.appending("\(id.uuidString)-\(stamp)-\(attempt)")
-        }
+        try makeSetAsideDirectory(at: date)
+        let destination = try Self.unusedName(under: setAside, "\(id.uuidString)-\(Self.stamp(date))")
         try NoFollow.rename(windows.appending(name), to: destination)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
         return destination
+    }
+
+    /// Makes `set-aside/` a real directory. Anything else under its name (a symlink, a file, a
+    /// FIFO) only has to make way: it is moved, as itself, to `set-aside.not-a-directory-<UTC
+    /// time>[-N]` beside it (never followed, never deleted) and logged.
+    private func makeSetAsideDirectory(at date: Date) throws {
+        if let kind = try NoFollow.kind(setAside), kind != .directory {
+            let away = try Self.unusedName(under: root, "\(RootLayout.setAside).not-a-directory-\(Self.stamp(date))")
+            try NoFollow.rename(setAside, to: away)
+            try Self.syncDirectory(root)
+            logger.warning(
+                "a \(kind) had the name of set-aside/: moved out of the way as itself (never followed), a real directory made",
+                metadata: ["path": "\(away)"])
+        }
+        try Self.makeDirectory(setAside)
+    }
+
+    /// `directory/base`, or `base-N` for the first N from 2 that no entry has.
+    private static func unusedName(under directory: FilePath, _ base: String) throws -> FilePath {
+        var destination = directory.appending(base)
+        var attempt = 1
+        while try NoFollow.kind(destination) != nil {
+            attempt += 1
+            destination = directory.appending("\(base)-\(attempt)")
+        }
+        return destination
+    }
+
+    /// A UTC time for names: `20261122T185700Z`.
+    private static func stamp(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        return formatter.string(from: date)
     }
 
     /// Removes `path`, a directory with everything under it, each entry as itself.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Glibc
 import SessionStore
 import SystemPackage
 
@@ -10,8 +11,10 @@ struct InspectCommand: ParsableCommand {
         abstract: "Show the sessions saved under ROOT without changing anything.",
         discussion: """
             Opens everything read only: a read-only copy of a root works. Exit codes: 0 all readable, 65 something is \
-            corrupt or unreadable (file and byte offset named, every other window still shown), 66 ROOT does not exist, \
-            74 ROOT/windows cannot be listed.
+            corrupt or unreadable (file and byte offset named, every other window still shown), or ROOT is not a \
+            directory, or ROOT/windows, ROOT/windows.order or ROOT/supervisor.lock is not what the host needs there \
+            (a symlink, a FIFO, the wrong kind: named, never followed; `run` refuses such a root), \
+            66 ROOT does not exist, 74 ROOT/windows cannot be listed.
             """)
 
     @Argument(help: "The host's state directory.")
@@ -27,14 +30,22 @@ struct InspectCommand: ParsableCommand {
     var deep = false
 
     func run() throws {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory), isDirectory.boolValue else {
+        // The root the user names is followed once (`stat`), as `run` does.
+        var status = stat()
+        guard stat(root, &status) == 0 else {
             FileHandle.standardError.write(Data("windowhost inspect: \(root) does not exist\n".utf8))
             throw ExitStatus.noInput
         }
+        guard status.st_mode & S_IFMT == S_IFDIR else {
+            FileHandle.standardError.write(Data("windowhost inspect: \(root) is not a directory\n".utf8))
+            throw ExitStatus.dataError
+        }
         let windows: [WindowInspection]
+        let misplaced: [MisplacedEntry]
         do {
-            windows = try SessionInspector.inspect(root: try PrivateFiles.resolvedPath(FilePath(root)), window: window, deep: deep)
+            let resolved = try PrivateFiles.resolvedPath(FilePath(root))
+            misplaced = RootLayout.misplacedEntries(root: resolved)
+            windows = try SessionInspector.inspect(root: resolved, window: window, deep: deep)
         } catch {
             FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
             throw ExitStatus.ioError
@@ -42,16 +53,19 @@ struct InspectCommand: ParsableCommand {
         if json {
             struct Output: Encodable {
                 let root: String
+                /// Fixed entries of the root that are not what the host needs there.
+                let misplaced: [MisplacedEntry]
                 let windows: [WindowInspection]
             }
             let encoder = JSONEncoder()
             encoder.keyEncodingStrategy = .convertToSnakeCase
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(Output(root: root, windows: windows)), as: UTF8.self))
+            print(String(decoding: try encoder.encode(Output(root: root, misplaced: misplaced, windows: windows)), as: UTF8.self))
         } else {
+            for entry in misplaced { print("MISPLACED \(entry)") }
             printText(windows)
         }
-        if windows.contains(where: \.isDamaged) { throw ExitStatus.dataError }
+        if !misplaced.isEmpty || windows.contains(where: \.isDamaged) { throw ExitStatus.dataError }
     }
 
     private func printText(_ windows: [WindowInspection]) {

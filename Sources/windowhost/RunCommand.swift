@@ -38,7 +38,10 @@ struct RunCommand: ParsableCommand {
             Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored
             and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then
             everything exits 0; if some window could not save (a full or failing disk), the log
-            names it and the exit status is 75. Drive it with `windowhost ctl`.
+            names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user
+            owns or can write, or whose windows/, windows.order or supervisor.lock is not what the
+            host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with
+            exit 77 and the fix named.
             """)
 
     @Option(help: "The state directory (default: $XDG_STATE_HOME/windowhost, else ~/.local/state/windowhost).")
@@ -89,6 +92,10 @@ struct RunCommand: ParsableCommand {
         } catch SupervisorError.alreadyRunning(let root) {
             FileHandle.standardError.write(Data("windowhost: another supervisor runs on \(root)\n".utf8))
             throw ExitStatus.temporary
+        } catch SupervisorError.misplacedEntries(let entries) {
+            // Same class as a root another user owns: the user must change the root first.
+            for entry in entries { FileHandle.standardError.write(Data("windowhost: \(entry)\n".utf8)) }
+            throw ExitStatus.permission
         } catch {
             FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
             throw ExitStatus.ioError

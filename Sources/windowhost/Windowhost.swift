@@ -9,7 +9,8 @@ struct Windowhost: ParsableCommand {
             Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data or an
             unknown window or tab, 66 no such input, 69 a required service unavailable (io_uring, or
             no supervisor at the socket), 74 an I/O error, 75 temporary (a worker restarting,
-            another supervisor on the root): retry.
+            another supervisor on the root): retry, 77 a root (or a fixed entry under it) that is
+            someone else's, open to others, or not what the host needs there.
             """,
         version: "0.1.0",
         subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self]
@@ -24,6 +25,7 @@ enum ExitStatus {
     static let unavailable = ExitCode(69)
     static let ioError = ExitCode(74)
     static let temporary = ExitCode(75)
-    /// EX_NOPERM: a root another user owns or can write.
+    /// EX_NOPERM: a root another user owns or can write, or whose fixed entries (`RootLayout`)
+    /// are not what the host needs there.
     static let permission = ExitCode(77)
 }

@@ -230,3 +230,92 @@ private func lstatKind(_ path: FilePath) -> String? {
     default: return "other"
     }
 }
+
+/// Where recovery sets damaged files aside (`damaged/`) is not always what it should be: a
+/// symlink planted there, or a directory nothing can be moved into.
+extension HostileFilesTests {
+    /// A symlink in place of `damaged/` (to a directory outside the root) is moved out of the
+    /// way as itself and reported; the damaged entry goes into a real 0700 `damaged/`; the
+    /// symlink's target is untouched. Before, the set-aside failed silently and the entry
+    /// stayed under its layout name.
+    @Test func aSymlinkInPlaceOfDamagedIsMovedAsItselfAndTheDamagedEntryGoesIntoARealDirectory() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root)
+            try open(store, store.regular, seq: 1, url: "https://kept.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            let damaged = regular.appending(StoreLayout.damagedDirectory)
+            let planted = regular.appending(StoreLayout.snapshotName(7))
+            try plant(.symlink(to: canary.string), at: damaged)
+            try plant(.fifo, at: planted)
+
+            let restored = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let recovery = try restored.recover()
+            #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
+            #expect(recovery.regular.damaged.map(\.path) == [damaged.string, planted.string], "\(recovery.regular.damaged)")
+            let movedLink = try #require(recovery.regular.damaged.first?.setAsideAt)
+            #expect(movedLink.hasPrefix(regular.appending("damaged.not-a-directory-").string))
+            #expect(lstatKind(FilePath(movedLink)) == "symlink", "the symlink kept, as itself")
+            var status = stat()
+            #expect(lstat(damaged.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR && status.st_mode & 0o777 == 0o700)
+            let movedFIFO = try #require(recovery.regular.damaged.last?.setAsideAt)
+            #expect(movedFIFO.hasPrefix(damaged.string + "/") && lstatKind(FilePath(movedFIFO)) == "other")
+            #expect(lstatKind(planted) == nil)
+            try expectCanaryIntact(canary)
+        }
+    }
+
+    /// A damaged snapshot that cannot be moved into `damaged/` (made immutable, as a read-only
+    /// mount would refuse it) is renamed in place to a name no listing takes for a generation,
+    /// said in the report, and survives every later compaction and a restart. Before, it stayed
+    /// under its layout name and the second compaction after recovery deleted it.
+    @Test func aDamagedSnapshotThatCannotBeSetAsideIsNeverDeletedByLaterCompactions() throws {
+        try withRootAndCanary { root, _ in
+            let options = StoreOptions(compactAfterRecords: 2)
+            let store = try realWindow(root, options: options)
+            try open(store, store.regular, seq: 1, url: "https://kept.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            let damaged = regular.appending(StoreLayout.damagedDirectory)
+            let planted = regular.appending(StoreLayout.snapshotName(7))
+            let garbage = Data("not a snapshot, but the host promised never to delete it\n".utf8)
+            try garbage.write(to: URL(fileURLWithPath: planted.string))
+            try #require(mkdir(damaged.string, 0o700) == 0)
+            try #require(chattr("+i", damaged) == 0, "an immutable damaged/: nothing can be moved into it")
+            defer { _ = chattr("-i", damaged) }
+
+            let restored = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let recovery = try restored.recover()
+            let report = try #require(recovery.regular.damaged.first)
+            #expect(report.path == planted.string)
+            let kept = try #require(report.setAsideAt, "renamed in place")
+            #expect(report.setAsideFailure != nil)
+            #expect(kept.hasPrefix(planted.string + ".damaged-"))
+            #expect("\(report)".contains("never deleted"))
+            for seq in 2...12 as ClosedRange<UInt64> {
+                try open(restored, restored.regular, seq: seq, url: "https://page\(seq).example/")
+                try restored.waitUntilDurable(seq)
+            }
+            let again = try realWindow(root, options: options)
+            for seq in 13...20 as ClosedRange<UInt64> {
+                try open(again, again.regular, seq: seq, url: "https://page\(seq).example/")
+                try again.waitUntilDurable(seq)
+            }
+            let generations = try FileManager.default.contentsOfDirectory(atPath: regular.string)
+                .compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            #expect((generations.max() ?? 0) > 10, "several compactions ran: \(generations)")
+            #expect(FileManager.default.contents(atPath: kept) == garbage, "the damaged file is still there, whole")
+            #expect(again.regular.webStateList.webStates.count == 20)
+        }
+    }
+}
+
+/// `chattr FLAGS path`: its exit status.
+private func chattr(_ flags: String, _ path: FilePath) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+    process.arguments = [flags, path.string]
+    guard (try? process.run()) != nil else { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+}

@@ -319,3 +319,81 @@ private func runBriefly(_ arguments: [String], seconds: Double = 10) throws -> (
     let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
     return (exited ? process.terminationStatus : nil, text)
 }
+
+/// The root's fixed entries (`windows/`, `supervisor.lock`, …) not what the host needs there:
+/// `run` refuses (77) naming the entry, what it is and the fix; `inspect` reports it (65).
+extension HostileRootTests {
+    /// `windows` as a symlink to a real directory of sessions, a FIFO, or a plain file. Before,
+    /// `run` exited 74 with "Not a directory" and `inspect` exited 0 with "no windows".
+    @Test(arguments: ["symlink", "fifo", "file"])
+    func aWindowsEntryThatIsNoDirectoryIsRefusedByRunAndReportedByInspect(kind: String) throws {
+        let base = try scratchDirectory("layout-\(kind)")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let canary = try makeCanary(base)
+        let root = base + "/root"
+        let windows = root + "/windows"
+        try #require(mkdir(root, 0o700) == 0)
+        let found: String
+        switch kind {
+        case "symlink":
+            try #require(symlink(canary, windows) == 0)
+            found = "a symlink to \(canary)"
+        case "fifo":
+            try #require(mkfifo(windows, 0o600) == 0)
+            found = "a FIFO"
+        default:
+            try #require(FileManager.default.createFile(atPath: windows, contents: Data()))
+            found = "a regular file"
+        }
+
+        let run = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        #expect(run.status == 77, "\(run.output)")
+        #expect(run.output.contains("\(windows) is \(found), not a directory"), "\(run.output)")
+        #expect(run.output.contains("never follows symlinks under its root"), "\(run.output)")
+        #expect(run.output.contains("Move it away"), "\(run.output)")
+        #expect(!FileManager.default.fileExists(atPath: root + "/supervisor.lock"), "refused before anything is written")
+
+        let inspect = try runWindowhost(["inspect", root])
+        #expect(inspect.status == 65, "\(inspect.output)")
+        #expect(inspect.output.contains("MISPLACED \(windows) is \(found)"), "\(inspect.output)")
+        let json = try runWindowhost(["inspect", "--json", root])
+        #expect(json.status == 65, "\(json.output)")
+        #expect(json.output.contains("\"misplaced\":[{"), "\(json.output)")
+        #expect(json.output.contains("\"path\":\"\(windows)\""), "\(json.output)")
+        try expectCanaryIntact(canary)
+    }
+
+    /// `supervisor.lock` as a symlink out of the root. Before, `run` exited 74 with "open …:
+    /// Too many levels of symbolic links".
+    @Test func aSymlinkedLockIsRefusedByRunAndReportedByInspect() throws {
+        let base = try scratchDirectory("layout-lock")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let canary = try makeCanary(base)
+        let root = base + "/root"
+        let lock = root + "/supervisor.lock"
+        try #require(mkdir(root, 0o700) == 0 && symlink(canary + "/lock", lock) == 0)
+
+        let run = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        #expect(run.status == 77, "\(run.output)")
+        #expect(run.output.contains("\(lock) is a symlink to \(canary)/lock, not a regular file"), "\(run.output)")
+        #expect(run.output.contains("never follows symlinks under its root"), "\(run.output)")
+        let inspect = try runWindowhost(["inspect", root])
+        #expect(inspect.status == 65, "\(inspect.output)")
+        #expect(inspect.output.contains("MISPLACED \(lock)"), "\(inspect.output)")
+        try expectCanaryIntact(canary)
+    }
+
+    /// A root that exists but is a FIFO is "not a directory" (65), not "does not exist"; a
+    /// missing root stays 66.
+    @Test func inspectSaysAFIFORootIsNotADirectory() throws {
+        let base = try scratchDirectory("layout-fifo-root")
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        try #require(mkfifo(base + "/root", 0o600) == 0)
+        let fifo = try runWindowhost(["inspect", base + "/root"])
+        #expect(fifo.status == 65, "\(fifo.output)")
+        #expect(fifo.output.contains("\(base)/root is not a directory"), "\(fifo.output)")
+        let missing = try runWindowhost(["inspect", base + "/missing"])
+        #expect(missing.status == 66, "\(missing.output)")
+        #expect(missing.output.contains("does not exist"), "\(missing.output)")
+    }
+}
