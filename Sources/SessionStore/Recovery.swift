@@ -379,7 +379,7 @@ extension BrowserStore {
 
     /// Moves a damaged entry, as itself, under `damaged/` of `parent` (the store's directory
     /// unless said), never deleting it; reports it where it stays if the move fails.
-    private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> DamagedFile {
+    func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> DamagedFile {
         guard !readOnly else { return DamagedFile(path: path.string, setAsideAt: nil, error: reason) }
         let directory = (parent ?? self.directory).appending(StoreLayout.damagedDirectory)
         let name = path.lastComponent?.string ?? "file"
