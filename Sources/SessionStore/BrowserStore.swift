@@ -177,7 +177,7 @@ public final class BrowserStore {
     /// what keeps recovery from taking the other Browser's saves since for unfinished ones.
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
-        try io { try engine.makeDirectories(directory) }
+        try placeDirectory()
         let newGeneration = highestGeneration + 1
         let name = StoreLayout.snapshotName(newGeneration)
         let snapshotFile = try createFresh(name + StoreLayout.temporarySuffix)
@@ -257,6 +257,7 @@ public final class BrowserStore {
         } catch {
             throw .unreadableHistory(directory.string, error)
         }
+        try placeDirectory()
         let newGeneration = highestGeneration + 1
         let snapshotFile = try createFresh(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
         let journalFile: EngineFile
@@ -287,6 +288,49 @@ public final class BrowserStore {
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
                 append: append, files: files, acknowledgeAtEnd: append == nil, awaitsPartners: browsers != kind.commitBit))
+    }
+
+    /// Makes the session directory a real directory at its path before a new generation goes
+    /// in: a window or session directory that is not one (a symlink swapped in while the
+    /// window ran, say) is moved aside as itself into its parent's `damaged/` — never
+    /// followed, never deleted — and missing ones are created 0700, each with a sync of its
+    /// parent (which also makes the move durable).
+    private func placeDirectory() throws(StoreError) {
+        for path in [directory.removingLastComponent(), directory] {
+            guard let kind = try io({ try engine.kind(path) }), kind != .directory else { continue }
+            let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) where a directory belongs")
+            guard setAside(path, reason, under: path.removingLastComponent()).last?.setAsideAt != nil else {
+                throw .io(.notInPlace(path.string, found: Self.describe(kind)))
+            }
+        }
+        try io { try engine.makeDirectories(directory) }
+    }
+
+    /// Nil when `file` is the entry at `path` (walked from `/`, no symlink followed); else the
+    /// failure a save reports: the first of the window directory, the session directory and
+    /// the file that is not what it should be, and what is there.
+    private func misplacement(of file: EngineFile, at path: FilePath) -> IOEngineError? {
+        if (try? engine.isAt(file, path)) == true { return nil }
+        let expected: [(FilePath, EntryKind)] = [(directory.removingLastComponent(), .directory), (directory, .directory), (path, .file)]
+        for (place, kind) in expected {
+            let found: EntryKind?
+            do {
+                found = try engine.kind(place)
+            } catch {
+                return .notInPlace(place.string, found: "what cannot be looked at (\(error.errno))")
+            }
+            if found != kind { return .notInPlace(place.string, found: found.map(Self.describe) ?? "nothing") }
+        }
+        return .notInPlace(path.string, found: "another file")
+    }
+
+    private static func describe(_ kind: EntryKind) -> String {
+        switch kind {
+        case .file: "a file"
+        case .directory: "a directory"
+        case .symlink: "a symlink"
+        case .other: "a FIFO, socket or device"
+        }
     }
 
     /// Opens `name` in the directory as a new, empty file (`O_EXCL`, never through a symlink),
@@ -355,9 +399,10 @@ public final class BrowserStore {
             }
             if compaction.renamed {
                 if let failure = finishCompaction(compaction) {
-                    // The new snapshot does not read back: nothing was removed, and the next
-                    // save writes another.
+                    // The new snapshot does not read back, or is not where it belongs: nothing
+                    // was removed, and the next save writes another.
                     if compaction.acknowledgeAtEnd {
+                        if case .io(let error) = failure { return .failed(error) }
                         return .failed(IOEngineError("read back \(failure)", path: directory.string, errno: .ioError))
                     }
                     unreportedCompactionFailure = failure
@@ -429,6 +474,17 @@ public final class BrowserStore {
     private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {
         switch result {
         case .success:
+            if let journal, let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) {
+                // Durable, but outside the root (the journal or a directory above it was moved
+                // or swapped for a symlink): not acknowledged. The journal is given up and the
+                // next save writes a new generation from memory where the directory belongs.
+                staged = writing + staged
+                writing.removeAll()
+                engine.close(journal)
+                self.journal = nil
+                needsRebase = true
+                return .failed(misplaced)
+            }
             journalEnd += bytes
             journalRecords += writing.count
             unconfirmed = (writing, bytes)
@@ -497,6 +553,13 @@ public final class BrowserStore {
         } catch {
             abandon(compaction, renamed: true)
             return .io(IOEngineError("read back \(error)", path: path.string, errno: .ioError))
+        }
+        // Read by path: acknowledged only if the files written are the ones there.
+        if let misplaced = misplacement(of: compaction.snapshotFile, at: path)
+            ?? misplacement(of: compaction.journalFile, at: directory.appending(StoreLayout.journalName(compaction.generation)))
+        {
+            abandon(compaction, renamed: true)
+            return .io(misplaced)
         }
         let previous = generation
         if let journal { engine.close(journal) }

@@ -387,7 +387,7 @@ extension BrowserStore {
     /// compaction removes it (and it survives restarts). When even that fails (a read-only
     /// disk), it is reported where it stays and its name remembered (`keptInPlace`) for as
     /// long as the store lives.
-    private func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> [DamagedFile] {
+    func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> [DamagedFile] {
         guard !readOnly else { return [DamagedFile(path: path.string, setAsideAt: nil, error: reason)] }
         let parent = parent ?? self.directory
         let directory = parent.appending(StoreLayout.damagedDirectory)

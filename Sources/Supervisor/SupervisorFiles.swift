@@ -94,7 +94,7 @@ struct SupervisorFiles {
     /// directory synced.
     func saveOrder(_ ids: [UUID]) throws {
         let text = ids.map { $0.uuidString + "\n" }.joined()
-        if try NoFollow.kind(orderTemporary) != nil { try removeTree(orderTemporary) }
+        try NoFollow.removeTree(orderTemporary)
         let fd = try NoFollow.open(orderTemporary, .create)
         try fd.closeAfter {
             _ = try fd.writeAll(Array(text.utf8))
@@ -154,16 +154,6 @@ struct SupervisorFiles {
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
         return formatter.string(from: date)
-    }
-
-    /// Removes `path`, a directory with everything under it, each entry as itself.
-    private func removeTree(_ path: FilePath) throws {
-        if try NoFollow.kind(path) == .directory {
-            for entry in try NoFollow.entries(path) ?? [] { try removeTree(path.appending(entry.name)) }
-            try NoFollow.remove(path, directory: true)
-        } else {
-            try NoFollow.remove(path)
-        }
     }
 
     /// Creates `path` and its missing parents, 0700, each followed by a sync of its parent. An

@@ -307,6 +307,41 @@ public final class FaultEngine: BlockingChainEngine {
         visible[key] = nil
     }
 
+    /// The simulated disk's `NoFollow.removeTree`, iterative too: post-order, entries sorted,
+    /// so the operations it counts (and fails, see `failures`) are the same whatever the depth.
+    public func removeTree(_ path: FilePath) throws(IOEngineError) {
+        guard let top = try kind(path) else { return }
+        guard top == .directory else { return try removeFile(path) }
+        // Directories still to empty, each with the entries not yet removed (reversed: popLast
+        // takes them in name order).
+        var pending: [(path: FilePath, entries: [(name: String, kind: EntryKind)])] = [
+            (path, (try listDirectory(path) ?? []).reversed())
+        ]
+        while let last = pending.indices.last {
+            guard let entry = pending[last].entries.popLast() else {
+                try removeDirectory(pending.removeLast().path)
+                continue
+            }
+            let child = pending[last].path.appending(entry.name)
+            if entry.kind == .directory {
+                pending.append((child, (try listDirectory(child) ?? []).reversed()))
+            } else {
+                try removeFile(child)
+            }
+        }
+    }
+
+    /// Whether `path` still names the simulated file `file` is open on (a directory: any
+    /// directory, the fault engine gives them no identity).
+    public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool {
+        guard let handle = handles[file.rawValue] else { throw IOEngineError("fstat", path: "fd \(file.rawValue)", errno: .badFileDescriptor) }
+        switch (handle.node, visible[path.string]) {
+        case (.file(let open), .file(let named)?): return open === named
+        case (.directory, .directory?): return true
+        default: return false
+        }
+    }
+
     public func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind? {
         switch visible[path.string] {
         case .file?: .file

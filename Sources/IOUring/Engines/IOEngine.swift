@@ -30,6 +30,12 @@ public struct IOCompletion: Sendable {
 
 /// An operation the storage refused, with the path it was about and the kernel's errno.
 public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A durable write whose file is no longer at `path` (see `IOEngine.isAt`): `found` says
+    /// what is at the first place on the way that is not what it should be (`ESTALE`).
+    public static func notInPlace(_ path: String, found: String) -> IOEngineError {
+        IOEngineError("written, then found \(found) at", path: path, errno: .staleNFSFileHandle)
+    }
+
     public let operation: String
     public let path: String
     public let errno: Errno
@@ -91,6 +97,18 @@ public protocol IOEngine: AnyObject {
     /// Entries with what each is, sorted by name; nil when `path` is not a directory (a
     /// symlink to one included: it is not followed).
     func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]?
+    /// Removes `path` whatever it is, a directory with everything under it, each entry as
+    /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
+    /// Without recursion: a planted tree of any depth cannot overflow the stack (real files:
+    /// `NoFollow.removeTree`, the one implementation the supervisor uses too).
+    func removeTree(_ path: FilePath) throws(IOEngineError)
+
+    /// Whether `file` is still the entry at `path`, walked from `/` without following a
+    /// symlink (its (st_dev, st_ino) against the path's): false when nothing, or something
+    /// else, has the name now, or a directory on the way was swapped for a symlink. A
+    /// descriptor goes on writing to its file wherever it was moved; a durable write is
+    /// acknowledged only once this holds, so an acknowledged save is under the root.
+    func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool
 }
 
 extension IOEngine {
@@ -99,17 +117,6 @@ extension IOEngine {
     /// Entry names, sorted; nil when `path` is not a directory.
     public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
         try listDirectory(path)?.map(\.name)
-    }
-
-    /// Removes `path` whatever it is, a directory with everything under it, each entry as
-    /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
-    public func removeTree(_ path: FilePath) throws(IOEngineError) {
-        guard let kind = try kind(path) else { return }
-        guard kind == .directory else { return try removeFile(path) }
-        for entry in try listDirectory(path) ?? [] {
-            try removeTree(path.appending(entry.name))
-        }
-        try removeDirectory(path)
     }
 
     /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending

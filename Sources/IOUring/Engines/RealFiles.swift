@@ -151,6 +151,93 @@ public enum NoFollow {
         return found.sorted { $0.name < $1.name }
     }
 
+    /// Whether the open `descriptor` is the entry `path` names now, walked without following a
+    /// symlink: (st_dev, st_ino) of `fstat` against `fstatat(AT_SYMLINK_NOFOLLOW)` of the path.
+    /// False when nothing has the name, a symlink is on the way, or another file has it.
+    public static func isAt(_ descriptor: FileDescriptor, _ path: FilePath) throws(Errno) -> Bool {
+        var open = stat()
+        guard fstat(descriptor.rawValue, &open) == 0 else { throw Errno(rawValue: errno) }
+        do {
+            return try withParent(of: path) { parent, name throws(Errno) in
+                var named = stat()
+                guard fstatat(parent, name, &named, AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
+                return named.st_dev == open.st_dev && named.st_ino == open.st_ino
+            }
+        } catch where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels {
+            return false
+        }
+    }
+
+    /// Removes `path` whatever it is, a directory with everything under it, each entry as
+    /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
+    /// Iterative and descriptor-relative, so a planted tree of any depth neither overflows the
+    /// stack nor costs a walk from `/` per entry: it descends with `openat(O_NOFOLLOW)` holding
+    /// one descriptor, and climbs back with `..` only to the directory it came from (its
+    /// (st_dev, st_ino) remembered on the way down), failing with `ESTALE` if the tree was moved
+    /// meanwhile rather than removing anything outside it.
+    public static func removeTree(_ path: FilePath) throws(Errno) {
+        guard try kind(path) == .directory else {
+            do {
+                return try remove(path)
+            } catch .noSuchFileOrDirectory {
+                return
+            }
+        }
+        var current = try openDirectory(path).rawValue
+        defer { Glibc.close(current) }
+        // Per level below `path`: the identity of the directory above and this one's name.
+        var climb: [(parent: (dev: UInt, ino: UInt), name: String)] = []
+        while true {
+            if let child = try removeEntriesUntilDirectory(in: current) {
+                var status = stat()
+                guard fstat(current, &status) == 0 else { throw Errno(rawValue: errno) }
+                let next = retrying { openat(current, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+                guard next >= 0 else { throw Errno(rawValue: errno) }
+                Glibc.close(current)
+                current = next
+                climb.append(((UInt(status.st_dev), UInt(status.st_ino)), child))
+                continue
+            }
+            guard let level = climb.popLast() else { break }
+            let parent = retrying { openat(current, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+            guard parent >= 0 else { throw Errno(rawValue: errno) }
+            Glibc.close(current)
+            current = parent
+            var status = stat()
+            guard fstat(current, &status) == 0 else { throw Errno(rawValue: errno) }
+            guard UInt(status.st_dev) == level.parent.dev, UInt(status.st_ino) == level.parent.ino else { throw .staleNFSFileHandle }
+            guard unlinkat(current, level.name, AT_REMOVEDIR) == 0 else { throw Errno(rawValue: errno) }
+        }
+        try remove(path, directory: true)
+    }
+
+    /// Unlinks the entries of the directory open as `directory` that are not directories, until
+    /// the first directory: its name, or nil when the directory is left empty.
+    private static func removeEntriesUntilDirectory(in directory: Int32) throws(Errno) -> String? {
+        let listing = dup(directory)
+        guard listing >= 0 else { throw Errno(rawValue: errno) }
+        // fdopendir owns the duplicate (and its read position) from here: closedir closes it.
+        guard let stream = fdopendir(listing) else {
+            let error = Errno(rawValue: errno)
+            Glibc.close(listing)
+            throw error
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            var status = stat()
+            guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+                if errno == ENOENT { continue }
+                throw Errno(rawValue: errno)
+            }
+            if kind(of: status.st_mode) == .directory { return name }
+            guard unlinkat(directory, name, 0) == 0 || errno == ENOENT else { throw Errno(rawValue: errno) }
+        }
+        return nil
+    }
+
     /// Runs `body` with the descriptor of the directory holding `path`'s last component, and
     /// that component. `path` must name an entry, not `/`.
     private static func withParent<T>(of path: FilePath, _ body: (Int32, String) throws(Errno) -> T) throws(Errno) -> T {
@@ -294,6 +381,14 @@ struct RealFiles {
         try call("unlinkat(AT_REMOVEDIR)", path) { () throws(Errno) in try NoFollow.remove(path, directory: true) }
     }
 
+    func removeTree(_ path: FilePath) throws(IOEngineError) {
+        try call("remove tree", path) { () throws(Errno) in try NoFollow.removeTree(path) }
+    }
+
+    func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool {
+        try call("fstatat", path) { () throws(Errno) in try NoFollow.isAt(descriptor(file), path) }
+    }
+
     func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
         try call("opendir", path) { () throws(Errno) in try NoFollow.entries(path) }
     }
@@ -331,6 +426,8 @@ extension RealFileEngine {
     }
     public func removeFile(_ path: FilePath) throws(IOEngineError) { try files.removeFile(path) }
     public func removeDirectory(_ path: FilePath) throws(IOEngineError) { try files.removeDirectory(path) }
+    public func removeTree(_ path: FilePath) throws(IOEngineError) { try files.removeTree(path) }
+    public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool { try files.isAt(file, path) }
     public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
         try files.directoryEntries(path)
     }

@@ -1,0 +1,158 @@
+import BrowserModel
+import Foundation
+import Glibc
+import IOUring
+@testable import SessionStore
+import SystemPackage
+import Testing
+
+/// A hostile tester's find: while a window runs, its session directory, its window directory or
+/// its journal is moved away (a symlink put in its place). The journal's descriptor still
+/// writes, outside the root. A save is acknowledged only once its file is still the one at its
+/// path, walked without following a symlink; otherwise it fails, and the retry writes a new
+/// generation into a real directory where the old one belonged. Real files, real symlinks.
+@Suite struct SwappedDirectoryTests {
+    enum Swap: String, CaseIterable, CustomTestStringConvertible {
+        case sessionDirectory, windowDirectory, journal
+        var testDescription: String { rawValue }
+    }
+
+    @Test(arguments: Swap.allCases)
+    func aSaveToAFileMovedOutOfTheRootFailsThenHealsAndEveryAcknowledgedTabRestores(_ swap: Swap) throws {
+        try withTemporaryDirectory { base in
+            let root = base.appending("root")
+            let elsewhere = base.appending("elsewhere")
+            try #require(mkdir(root.string, 0o700) == 0)
+            let clock = ManualClock()
+            let store = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
+            _ = try store.recover()
+            var urls: [String] = []
+            for seq in UInt64(1)...2 {
+                urls.append("https://before.example/\(seq)")
+                try openTab(store, seq: seq, url: urls.last!)
+                try store.waitUntilDurable(seq)
+            }
+            let session = store.regular.sessionDirectory
+            let window = session.removingLastComponent()
+            let moved: FilePath
+            switch swap {
+            case .sessionDirectory: moved = session
+            case .windowDirectory: moved = window
+            case .journal: moved = session.appending(try #require(names(in: session).first { $0.hasPrefix("journal-") }))
+            }
+            try #require(rename(moved.string, elsewhere.string) == 0)
+            if swap != .journal { try #require(symlink(elsewhere.string, moved.string) == 0) }
+            let outside = names(in: swap == .journal ? base : elsewhere)
+
+            // Durable, but outside the root: not acknowledged.
+            try openTab(store, seq: 3, url: "https://during.example/3")
+            let error = try #require(throws: StoreError.self) { try store.waitUntilDurable(3) }
+            #expect(error.errno == .staleNFSFileHandle, "\(error)")
+            #expect("\(error)".contains(moved.string), "names the place: \(error)")
+            #expect("\(error)".contains(swap == .journal ? "nothing" : "a symlink"), "says what is there: \(error)")
+            #expect(store.durableSeq == 2)
+            urls.append("https://during.example/3")
+
+            // Heals by itself once the backoff passes: a new generation in a real directory.
+            let retry = try #require(store.nextDeadline)
+            clock.now = max(clock.now, retry)
+            var turns = 0
+            while store.durableSeq < 3, turns < 10 {
+                _ = try store.poll(waiting: true)
+                turns += 1
+            }
+            #expect(store.durableSeq == 3)
+            #expect(store.failure == nil)
+            urls.append("https://after.example/4")
+            try openTab(store, seq: 4, url: urls.last!)
+            try store.waitUntilDurable(4)
+            #expect(lstatKind(window) == "directory" && lstatKind(session) == "directory", "real directories inside the root")
+
+            // What was moved is kept as itself, its target untouched (the one refused append landed there).
+            #expect(names(in: swap == .journal ? base : elsewhere) == outside, "nothing outside created or removed")
+            if swap != .journal {
+                let damaged = moved.removingLastComponent().appending(StoreLayout.damagedDirectory)
+                let setAside = try #require(names(in: damaged).first { $0.hasPrefix(moved.lastComponent!.string + "-") })
+                #expect(lstatKind(damaged.appending(setAside)) == "symlink", "moved aside as itself")
+                #expect(readLink(damaged.appending(setAside)) == elsewhere.string)
+            }
+
+            let restarted = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try restarted.recover()
+            #expect(restarted.regular.webStateList.webStates.map(\.url) == urls, "every acknowledged tab comes back")
+        }
+    }
+
+    /// A planted directory 100,000 levels deep, a symlink out of the root at the bottom:
+    /// removed whole (no recursion to overflow the stack), by `NoFollow` and by the engine,
+    /// with nothing outside touched. On tmpfs: ext4 here takes minutes for that depth.
+    @Test func aVeryDeepTreeIsRemovedWithoutRecursionOrFollowingASymlink() throws {
+        var template = Array("/dev/shm/windowhost-deep-XXXXXX".utf8CString)
+        try #require(mkdtemp(&template) != nil)
+        let base = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+        defer { try? NoFollow.removeTree(base) }
+        let canary = base.appending("canary")
+        try #require(mkdir(canary.string, 0o700) == 0)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: canary.appending("keep").string))
+        let removers: [(FilePath) throws -> Void] = [{ try NoFollow.removeTree($0) }, { try SyncEngine().removeTree($0) }]
+        for (index, remove) in removers.enumerated() {
+            let top = base.appending("deep-\(index)")
+            try plantDeepTree(at: top, depth: 100_000, canary: canary)
+            try remove(top)
+            #expect(lstatKind(top) == nil)
+        }
+        #expect(names(in: canary) == ["keep"])
+        #expect(FileManager.default.contents(atPath: canary.appending("keep").string) == Data("keep".utf8))
+    }
+}
+
+/// `depth` nested directories (made relative to each other: the path is longer than PATH_MAX),
+/// a file and a symlink to `canary` in the deepest.
+private func plantDeepTree(at top: FilePath, depth: Int, canary: FilePath) throws {
+    try #require(mkdir(top.string, 0o700) == 0)
+    var current = open(top.string, O_RDONLY | O_DIRECTORY)
+    try #require(current >= 0)
+    for _ in 0..<depth {
+        try #require(mkdirat(current, "d", 0o700) == 0)
+        let next = openat(current, "d", O_RDONLY | O_DIRECTORY)
+        close(current)
+        try #require(next >= 0)
+        current = next
+    }
+    defer { close(current) }
+    let file = openat(current, "f", O_CREAT | O_WRONLY, 0o600)
+    try #require(file >= 0)
+    close(file)
+    try #require(symlinkat(canary.string, current, "link") == 0)
+}
+
+private func openTab(_ store: WindowStore, seq: UInt64, url: String) throws {
+    let browser = store.regular
+    var history = NavigationHistory()
+    history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+    try store.apply(seq: seq) {
+        try browser.webStateList.insert(
+            WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+    }
+}
+
+private func names(in directory: FilePath) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []).sorted()
+}
+
+private func readLink(_ path: FilePath) -> String? {
+    try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)
+}
+
+/// What `path` is, by lstat (the test's own look, not the code under test's).
+private func lstatKind(_ path: FilePath) -> String? {
+    var status = stat()
+    guard lstat(path.string, &status) == 0 else { return nil }
+    switch status.st_mode & S_IFMT {
+    case S_IFREG: return "file"
+    case S_IFDIR: return "directory"
+    case S_IFLNK: return "symlink"
+    default: return "other"
+    }
+}
