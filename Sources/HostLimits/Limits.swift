@@ -48,6 +48,15 @@ public enum Limits {
     /// and title), reserved twice over, plus 64 KiB for the enclosing messages.
     public static let maxHistoryTextBytes = maxRecordPayloadBytes - 2 * (maxURLBytes + maxTitleBytes) - (64 << 10)
 
+    /// The most tabs one Browser (a window's regular or incognito list) holds. Chrome has no
+    /// hard cap, but its session restore is practical to a few thousand tabs, and tab-hoarding
+    /// reports rarely pass 10,000 in all windows together: 16,384 is past what any window holds
+    /// by hand. It bounds what a snapshot's metadata decodes into: a 64 MiB record of empty
+    /// items would otherwise decode into tens of millions of structs (gigabytes); at this bound
+    /// it is a few MB. The list refuses an insertion past it (`ctl open` exits 65), the reader
+    /// counts items on the wire before decoding, and replaying an insert past it is damage.
+    public static let maxTabsPerBrowser = 16_384
+
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
     /// only a run of failed compactions (or one save of a huge window) gets near it; an append
     /// that would pass it fails with EFBIG and the next save compacts. A larger journal file is
