@@ -486,7 +486,7 @@ public final class Supervisor {
     /// Why a durable wait failed: what shared memory says of the window's failing saves.
     private func saveFailureMessage(_ window: Window) -> String {
         let stats = window.lastStats
-        let error = Errno(rawValue: Int32(clamping: stats.failingErrno))
+        let error = Self.describeErrno(stats.failingErrno)
         let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
         return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
             + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
@@ -737,8 +737,6 @@ public final class Supervisor {
         nextClient += 1
     }
 
-    private static let maximumRequest = 64 << 10
-
     private func read(_ id: ClientID) {
         guard var client = clients[id] else { return }
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -758,8 +756,8 @@ public final class Supervisor {
             } catch {
                 answer(id, .failure(.usage, "malformed request: \(error)"))
             }
-        } else if client.buffer.count > Self.maximumRequest {
-            answer(id, .failure(.usage, "request longer than \(Self.maximumRequest) bytes"))
+        } else if client.buffer.count > Limits.maxControlRequestBytes {
+            answer(id, .failure(.badData, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
         }
     }
 
@@ -867,7 +865,7 @@ public final class Supervisor {
                 return
             }
         } catch let refusal as ControlRefusal {
-            answer(client, .failure(.usage, refusal.message))
+            answer(client, .failure(refusal.code, refusal.message))
             return
         } catch {
             answer(client, .failure(.usage, "\(error)"))
@@ -889,7 +887,10 @@ public final class Supervisor {
         "save", "wait-durable", "kill", "dump",
     ]
 
+    /// A request refused before it takes a seq: `.usage` for one missing what its verb needs,
+    /// `.badData` for a number or URL outside what the control plane accepts.
     struct ControlRefusal: Error {
+        var code = ControlCode.usage
         let message: String
     }
 
@@ -900,7 +901,24 @@ public final class Supervisor {
         }
         func url() throws -> String {
             guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
+            return try checked(url)
+        }
+        /// A URL the command ring carries (`Limits.maxControlURLBytes`); the tab's own bound
+        /// (`Limits.maxURLBytes`) is larger and checked by the worker.
+        func checked(_ url: String) throws -> String {
+            guard url.utf8.count <= Limits.maxControlURLBytes else {
+                throw ControlRefusal(
+                    code: .badData,
+                    message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+            }
             return url
+        }
+        /// An index as the user gave it: checked here, named unchanged, never clamped.
+        func index(_ given: Int) throws -> Int32 {
+            guard (0...Limits.maxTabsPerBrowser).contains(given) else {
+                throw ControlRefusal(code: .badData, message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
+            }
+            return Int32(given)
         }
         var command = WorkerCommand()
         command.seq = seq
@@ -908,9 +926,9 @@ public final class Supervisor {
         case "open":
             var open = OpenTab()
             open.incognito = request.incognito ?? false
-            open.url = request.url ?? "about:blank"
+            open.url = try checked(request.url ?? "about:blank")
             if let opener = request.opener { open.opener = opener }
-            if let index = request.index { open.index = Int32(clamping: index) }
+            if let given = request.index { open.index = try index(given) }
             open.inBackground = request.background ?? false
             command.open = open
         case "navigate":
@@ -929,8 +947,8 @@ public final class Supervisor {
         case "move":
             var move = MoveTab()
             move.tab = try tab()
-            guard let index = request.index else { throw ControlRefusal(message: "move needs an index") }
-            move.index = Int32(clamping: index)
+            guard let given = request.index else { throw ControlRefusal(message: "move needs an index") }
+            move.index = try index(given)
             command.move = move
         case "replace":
             var replace = ReplaceTab()
@@ -1071,7 +1089,14 @@ public final class Supervisor {
     private func failingJSON(_ stats: WorkerStats) -> JSONValue {
         guard stats.failingErrno != 0 else { return .null }
         let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map { JSONValue.string($0.1) }
-        return .object(["error": .string("\(Errno(rawValue: Int32(clamping: stats.failingErrno)))"), "browsers": .array(browsers)])
+        return .object(["error": .string(Self.describeErrno(stats.failingErrno)), "browsers": .array(browsers)])
+    }
+
+    /// An errno a worker published in shared memory, named; a number no errno has is shown as
+    /// the worker wrote it, never clamped into a different one.
+    private static func describeErrno(_ raw: UInt64) -> String {
+        guard let code = Int32(exactly: raw) else { return "errno \(raw) (not an errno)" }
+        return "\(Errno(rawValue: code))"
     }
 
     static func json(_ dump: WindowDump, window: UUID) -> JSONValue {
