@@ -291,6 +291,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
+        if let at = orderRetry?.at { timeout = min(timeout, at > now ? at - now : 0) }
         return Int32((timeout + 999_999) / 1_000_000)
     }
 
@@ -646,6 +647,7 @@ public final class Supervisor {
 
     private func runTimers() {
         let now = monotonicNow()
+        if let retry = orderRetry, retry.at <= now { saveOrder() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
             if let at = window.restartAt, at <= now, shutdownDeadline == nil {
@@ -683,13 +685,30 @@ public final class Supervisor {
         }
     }
 
+    /// Writes `windows.order`. A failed write (a full disk) is retried by `runTimers` with
+    /// backoff until one lands, with no order change needed; the episode is logged once, at
+    /// its start and its end.
     private func saveOrder() {
         do {
             try files.saveOrder(registry.order)
+            if let retry = orderRetry {
+                logger.notice("windows.order written again", metadata: ["failed_attempts": "\(retry.failures)"])
+                orderRetry = nil
+            }
         } catch {
-            logger.error("cannot write windows.order: \(error)")
+            if orderRetry == nil { logger.error("cannot write windows.order; retried with backoff until it lands: \(error)") }
+            let failures = (orderRetry?.failures ?? 0) + 1
+            let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
+            orderRetry = (at: monotonicNow() + delay, failures: failures)
         }
     }
+
+    /// When a failed `windows.order` write is tried again, and how many attempts failed in a
+    /// row: nil while the file on disk is the registry's order.
+    private var orderRetry: (at: UInt64, failures: Int)?
+    /// The session stores' backoff (`SavePolicy`): 100 ms doubling to 3.2 s, in nanoseconds.
+    private static let orderRetryFirstDelay: UInt64 = 100_000_000
+    private static let orderRetryLongestDelay: UInt64 = 3_200_000_000
 
     private func takeRequestID() -> UInt64 {
         defer { nextRequest += 1 }
