@@ -62,7 +62,7 @@ public enum Limits {
     /// The longest control request (one JSON line) the supervisor reads: the capacity of a
     /// window's command ring (`WindowSlot.commandRingCapacity`, 64 KiB), which carries every
     /// command to its worker as one message. Growing it grows each of the 64 slots' shared
-    /// memory; a longer request is refused (65) before it takes a seq.
+    /// memory; a longer request is refused (64, like any malformed request) before it takes a seq.
     public static let maxControlRequestBytes = 64 << 10
 
     /// The longest URL `ctl open`, `navigate` and `replace` take, in UTF-8 bytes: a request's
@@ -70,7 +70,7 @@ public enum Limits {
     /// as JSON) and the command's framing in the ring (under 64). Smaller than `maxURLBytes`,
     /// which a tab holds (a session written by other means may carry longer ones); a longer URL
     /// is refused (65) before it takes a seq, by `ctl` itself and by the supervisor. A URL whose
-    /// characters JSON escapes can still make the request too long: that too is refused (65).
+    /// characters JSON escapes can still make the request too long: that is refused (64).
     public static let maxControlURLBytes = maxControlRequestBytes - 512
 
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so

@@ -776,7 +776,7 @@ public final class Supervisor {
                 answer(id, .failure(.usage, "malformed request: \(error)"))
             }
         } else if client.buffer.count > Limits.maxControlRequestBytes {
-            answer(id, .failure(.badData, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
+            answer(id, .failure(.usage, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
         }
     }
 
@@ -875,6 +875,15 @@ public final class Supervisor {
         guard window.isReady else {
             answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
+        }
+        // A full Browser refuses here, before a seq is taken, from what the worker published
+        // after its last command; the list's own refusal is the backstop for opens in flight.
+        if request.verb == "open" {
+            let tabs = request.incognito == true ? window.lastStats.incognitoTabs : window.lastStats.regularTabs
+            if UInt64(tabs) >= UInt64(Limits.maxTabsPerBrowser) {
+                answer(client, .failure(.badData, "the Browser already holds \(tabs) tabs, the most a Browser holds (Limits.maxTabsPerBrowser \(Limits.maxTabsPerBrowser))"))
+                return
+            }
         }
         let command: WorkerCommand
         do {

@@ -56,9 +56,9 @@ protocol ControlVerb: ParsableCommand {
 extension ControlVerb {
     func run() throws {
         let request = request()
-        if let refusal = Self.refusal(of: request) {
+        if let (code, refusal) = Self.refusal(of: request) {
             FileHandle.standardError.write(Data("windowhost ctl: \(refusal)\n".utf8))
-            throw ExitCode(ControlCode.badData.rawValue)
+            throw ExitCode(code.rawValue)
         }
         let reply = ControlClient.call(request, socket: control.socketPath)
         guard reply.code == .ok, let result = reply.result else {
@@ -71,16 +71,17 @@ extension ControlVerb {
 
     func text(_ result: JSONValue) -> String { result["seq"].map { "seq \($0.int ?? 0)" } ?? "" }
 
-    /// Why the supervisor would refuse `request` for its size, said before it is sent: the
-    /// supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
+    /// Why the supervisor would refuse `request` for its size, and the exit code it would
+    /// give (65 for a URL past its bound, 64 for a request too long), said before it is sent:
+    /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
     /// client still sending sees as a broken connection, not as the reason.
-    static func refusal(of request: ControlRequest) -> String? {
+    static func refusal(of request: ControlRequest) -> (ControlCode, String)? {
         if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
-            return "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)"
+            return (.badData, "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
         }
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         guard size <= Limits.maxControlRequestBytes else {
-            return "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)"
+            return (.usage, "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
         }
         return nil
     }
