@@ -9,7 +9,9 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -229,6 +231,11 @@ int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const
     }
     *pid = child;
     return 0;
+}
+
+int wh_private_mount_namespace(void) {
+    if (unshare(CLONE_NEWNS) != 0) return -1;
+    return mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
 }
 
 int wh_termination_signalfd(void) {
