@@ -1,3 +1,5 @@
+import HostLimits
+
 /// The tab that opened another one, and the navigation index it was at when it did.
 public struct WebStateOpener: Hashable, Sendable {
     public let openerID: WebStateID
@@ -85,6 +87,8 @@ public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertib
     case webStateDestroyed(WebStateID)
     case pinnedCountOutOfRange(Int, count: Int)
     case listNotEmpty
+    /// An insertion (or a restore) past `Limits.maxTabsPerBrowser`.
+    case full(limit: Int)
 
     public var description: String {
         switch self {
@@ -95,6 +99,7 @@ public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertib
         case .webStateDestroyed(let id): "tab \(id) was closed"
         case .pinnedCountOutOfRange(let pinned, let count): "pinned count \(pinned) outside 0...\(count)"
         case .listNotEmpty: "restore needs an empty list"
+        case .full(let limit): "the list already holds \(limit) tabs, the most a Browser holds (Limits.maxTabsPerBrowser)"
         }
     }
 }
@@ -150,6 +155,7 @@ public final class WebStateList {
     public func insert(_ webState: WebState, _ params: InsertionParams = InsertionParams()) throws(WebStateListError)
         -> Int
     {
+        guard count < Limits.maxTabsPerBrowser else { throw .full(limit: Limits.maxTabsPerBrowser) }
         guard !webState.isDestroyed else { throw .webStateDestroyed(webState.id) }
         guard index(of: webState.id) == nil else { throw .duplicateWebState(webState.id) }
         if let opener = params.opener, index(of: opener.openerID) == nil {
@@ -261,6 +267,7 @@ public final class WebStateList {
     /// forward, so they cannot go through `insert`). Checks everything before changing anything.
     public func restore(_ tabs: [RestoredTab], activeIndex: Int?, pinnedCount: Int) throws(WebStateListError) {
         guard isEmpty else { throw .listNotEmpty }
+        guard tabs.count <= Limits.maxTabsPerBrowser else { throw .full(limit: Limits.maxTabsPerBrowser) }
         if let activeIndex, !tabs.indices.contains(activeIndex) {
             throw .indexOutOfRange(activeIndex, count: tabs.count)
         }

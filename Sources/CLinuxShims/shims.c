@@ -9,7 +9,9 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -201,6 +203,39 @@ int wh_spawn(const char *path, char *const argv[], char *const envp[], const int
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
     return result;
+}
+
+int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int stdout_fd, int stderr_fd,
+                               pid_t *pid) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) return errno;
+    if (child == 0) {
+        // Only async-signal-safe calls from here to execve: the parent may have other threads.
+        if (prctl(PR_SET_PDEATHSIG, (unsigned long)SIGKILL, 0, 0, 0) != 0) _exit(127);
+        // The parent may have died before the setting: then nobody is left to kill us.
+        if (getppid() != parent) _exit(127);
+        if (dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) _exit(127);
+        syscall(SYS_close_range, 3U, ~0U, 0U);
+        struct sigaction defaults;
+        memset(&defaults, 0, sizeof defaults);
+        defaults.sa_handler = SIG_DFL;
+        sigaction(SIGTERM, &defaults, NULL);
+        sigaction(SIGINT, &defaults, NULL);
+        sigaction(SIGPIPE, &defaults, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(path, argv, envp);
+        _exit(127);
+    }
+    *pid = child;
+    return 0;
+}
+
+int wh_private_mount_namespace(void) {
+    if (unshare(CLONE_NEWNS) != 0) return -1;
+    return mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
 }
 
 int wh_termination_signalfd(void) {

@@ -48,6 +48,31 @@ public enum Limits {
     /// and title), reserved twice over, plus 64 KiB for the enclosing messages.
     public static let maxHistoryTextBytes = maxRecordPayloadBytes - 2 * (maxURLBytes + maxTitleBytes) - (64 << 10)
 
+    /// The most tabs one Browser (a window's regular or incognito list) holds. Chrome has no
+    /// hard cap, but its session restore is practical to a few thousand tabs, and tab-hoarding
+    /// reports rarely pass 10,000 in all windows together: 16,384 is past what any window holds
+    /// by hand. It bounds what a snapshot's metadata decodes into: a 64 MiB record of empty
+    /// items would otherwise decode into tens of millions of structs (gigabytes); at this bound
+    /// it is a few MB. The list refuses an insertion past it (`ctl open` exits 65), the reader
+    /// counts items on the wire before decoding, and replaying an insert past it is damage.
+    public static let maxTabsPerBrowser = 16_384
+
+    // MARK: control plane
+
+    /// The longest control request (one JSON line) the supervisor reads: the capacity of a
+    /// window's command ring (`WindowSlot.commandRingCapacity`, 64 KiB), which carries every
+    /// command to its worker as one message. Growing it grows each of the 64 slots' shared
+    /// memory; a longer request is refused (64, like any malformed request) before it takes a seq.
+    public static let maxControlRequestBytes = 64 << 10
+
+    /// The longest URL `ctl open`, `navigate` and `replace` take, in UTF-8 bytes: a request's
+    /// bound less 512 bytes for its other fields (verb, window UUID, flags, numbers: under 200
+    /// as JSON) and the command's framing in the ring (under 64). Smaller than `maxURLBytes`,
+    /// which a tab holds (a session written by other means may carry longer ones); a longer URL
+    /// is refused (65) before it takes a seq, by `ctl` itself and by the supervisor. A URL whose
+    /// characters JSON escapes can still make the request too long: that is refused (64).
+    public static let maxControlURLBytes = maxControlRequestBytes - 512
+
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
     /// only a run of failed compactions (or one save of a huge window) gets near it; an append
     /// that would pass it fails with EFBIG and the next save compacts. A larger journal file is

@@ -125,6 +125,10 @@ public enum JournalReplayer {
         let storage = record.storage
         switch storage.mutation {
         case .insert(let insert):
+            // The list would refuse it too; named here, an insert past the bound is damage.
+            guard list.count < Limits.maxTabsPerBrowser else {
+                throw .tooManyTabs(list.count + 1, limit: Limits.maxTabsPerBrowser)
+            }
             let (webState, opener) = try insert.webState.makeWebState()
             profile.reserveWebStateID(webState.id)
             let index = try listCall {
@@ -219,6 +223,14 @@ public struct JournalCommit: Sendable, Equatable {
     /// durable through it, and recovery leaves it out unless the other Browser's files reach
     /// its seq, so the window never comes back with one Browser ahead of a change the other lost.
     public static let laggingBit: UInt8 = 4
+
+    /// Every bit a store writes in `browsers`: any other, or a commit naming no Browser, is damage.
+    static let definedBits: UInt8 = BrowserKind.regular.commitBit | BrowserKind.incognito.commitBit | laggingBit
+
+    /// Whether `browsers` is one a store writes: at least one Browser, no undefined bit.
+    public var hasValidBrowsers: Bool {
+        browsers & ~Self.definedBits == 0 && browsers & ~Self.laggingBit != 0
+    }
 
     public init(seq: UInt64, browsers: UInt8) {
         self.seq = seq
@@ -362,7 +374,10 @@ public enum JournalFile {
 
 extension JournalFile.Scan {
     /// How many of the commits (counted from the first) keep the seq rules, and the error at
-    /// the first that breaks one: every seq is at most `Limits.maxCommandSeq` and not below
+    /// the first that breaks one: each commit names at least one Browser and no undefined bit
+    /// (`JournalCommit.hasValidBrowsers`; a commit is checked here, not when its frame is read,
+    /// so one with a valid checksum is damage in the middle, never taken for a torn tail and
+    /// zeroed), every seq is at most `Limits.maxCommandSeq` and not below
     /// `snapshotSeq` (the snapshot the chain starts from), records' seqs never go back and
     /// never pass the commit that covers them, and each commit is above the one before it
     /// (`previousCommit`, the last of the journal before this one in the chain).
@@ -375,6 +390,7 @@ extension JournalFile.Scan {
             func refuse(_ reason: SessionFormatError.InvalidState) -> (Int, SessionFormatError?) {
                 (index, .invalidState(offset: offset, reason: reason))
             }
+            guard found.commit.hasValidBrowsers else { return refuse(.undefinedCommitBits(found.commit.browsers)) }
             let seq = found.commit.seq
             guard Limits.isValidCommandSeq(seq) else { return refuse(.seqOutOfRange(seq)) }
             guard seq >= snapshotSeq else { return refuse(.seqOutOfOrder(seq, previous: snapshotSeq)) }

@@ -48,6 +48,10 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case invalidNavigationItem(NavigationItemError)
         /// A history's dropped-entry count outside 0...`Limits.maxCommandSeq`.
         case droppedCountOutOfRange(Int64)
+        /// A commit whose Browser bits name no Browser or a bit no store writes.
+        case undefinedCommitBits(UInt8)
+        /// More tabs in one Browser than `Limits.maxTabsPerBrowser`.
+        case tooManyTabs(Int, limit: Int)
 
         public var description: String {
             switch self {
@@ -71,6 +75,9 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
                 "\(count) metadata continuation records cannot fit the \(bytesLeft) bytes after the first"
             case .invalidNavigationItem(let error): "\(error)"
             case .droppedCountOutOfRange(let count): "history dropped-entry count \(count) outside 0...2^53 - 1"
+            case .undefinedCommitBits(let bits):
+                "commit Browser bits \(hex(UInt32(bits))) name no Browser or an undefined bit (defined: 1 regular, 2 incognito, 4 lagging)"
+            case .tooManyTabs(let count, let limit): "\(count) tabs or more in one Browser, above the \(limit) a Browser holds"
             }
         }
     }

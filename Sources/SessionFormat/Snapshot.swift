@@ -105,6 +105,9 @@ public final class SnapshotReader {
         self.source = source
         let first = try Framing.checkFileHeader(source, kind: .snapshot)
         var (payload, end) = try Framing.readRecord(source, at: first, expecting: .listMetadata)
+        // Items are counted on the wire before each record is decoded: a record of millions of
+        // empty items costs one pass over its bytes, never their decoded structs.
+        var itemCount = try Self.countItems(payload, at: first, before: 0)
         var storage = try decodeMessage(ListStorage.self, payload, at: first)
         // Each record takes at least a header: a count the file cannot hold is refused before
         // anything is read for it.
@@ -114,6 +117,7 @@ public final class SnapshotReader {
         for _ in 0..<storage.continuationRecords {
             let offset = end
             (payload, end) = try Framing.readRecord(source, at: offset, expecting: .listMetadataContinuation)
+            itemCount = try Self.countItems(payload, at: offset, before: itemCount)
             storage.items += try decodeMessage(ListStorage.self, payload, at: offset).items
         }
         let expectedSize = UInt64(end).addingReportingOverflow(storage.historySectionLength)
@@ -129,6 +133,47 @@ public final class SnapshotReader {
         pinnedCount = Int(storage.pinnedItemCount)
         lastCommandSeq = storage.lastCommandSeq
         sectionStart = end
+    }
+
+    /// `before` plus the items (field 1) in one `ListStorage` payload, counted on the wire
+    /// without decoding; past `Limits.maxTabsPerBrowser` it stops and throws. A payload the
+    /// wire format cannot hold is refused as the decoder would refuse it.
+    static func countItems(_ payload: [UInt8], at offset: Int, before: Int) throws(SessionFormatError) -> Int {
+        func malformed(_ reason: String) -> SessionFormatError { .malformedPayload(offset: offset, reason: reason) }
+        var count = before
+        var index = 0
+        func varint() throws(SessionFormatError) -> UInt64 {
+            var value: UInt64 = 0
+            for shift in stride(from: 0, to: 64, by: 7) {
+                guard index < payload.count else { throw malformed("a varint runs past the end") }
+                let byte = payload[index]
+                index += 1
+                value |= UInt64(byte & 0x7F) << UInt64(shift)
+                if byte & 0x80 == 0 { return value }
+            }
+            throw malformed("a varint longer than 10 bytes")
+        }
+        func skip(_ length: UInt64) throws(SessionFormatError) {
+            guard length <= UInt64(payload.count - index) else { throw malformed("a field runs past the end") }
+            index += Int(length)
+        }
+        while index < payload.count {
+            let tag = try varint()
+            switch tag & 7 {
+            case 0: _ = try varint()
+            case 1: try skip(8)
+            case 2:
+                try skip(try varint())
+                guard tag >> 3 == 1 else { continue }
+                count += 1
+                guard count <= Limits.maxTabsPerBrowser else {
+                    throw .invalidState(offset: offset, reason: .tooManyTabs(count, limit: Limits.maxTabsPerBrowser))
+                }
+            case 5: try skip(4)
+            default: throw malformed("wire type \(tag & 7) is not one this format writes")
+            }
+        }
+        return count
     }
 
     /// The history of the tab at `index` of the stored list, read and checked now.

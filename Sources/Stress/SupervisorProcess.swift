@@ -1,3 +1,4 @@
+import CLinuxShims
 import Foundation
 import Glibc
 import Supervisor
@@ -7,7 +8,12 @@ import SystemPackage
 /// stdout and stderr go to `ROOT.stress-stdout` and `ROOT.stress-log` beside the root. The
 /// benchmark's `ctl` round trips use one too.
 public final class SupervisorProcess {
-    let process = Process()
+    /// The supervisor's pid, and a pidfd for it: signalled and reaped through the pidfd, so a
+    /// reused pid is never hit.
+    private let pid: pid_t
+    private let pidfd: Int32
+    /// Its exit status once reaped (the signal's number when a signal ended it).
+    private var exitStatus: Int32?
     public let socket: FilePath
     private let stdout: URL
 
@@ -15,6 +21,8 @@ public final class SupervisorProcess {
     private let replyTimeoutSeconds: Int
 
     /// Starts it and waits until it says `ready` (at most 60 s); one that does not is killed.
+    /// It dies with the thread that starts it (`PR_SET_PDEATHSIG`): a campaign killed with
+    /// SIGKILL leaves no supervisor (nor workers, which die with their supervisor) behind.
     public init(
         executable: String, root: FilePath, arguments: [String], environment: [String: String], replyTimeoutSeconds: Int = 60
     ) throws {
@@ -24,29 +32,63 @@ public final class SupervisorProcess {
         let log = URL(fileURLWithPath: root.string + ".stress-log")
         _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
         if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["run", "--root", root.string] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = try FileHandle(forWritingTo: stdout)
+        let stdoutHandle = try FileHandle(forWritingTo: stdout)
         let logHandle = try FileHandle(forWritingTo: log)
+        defer {
+            try? stdoutHandle.close()
+            try? logHandle.close()
+        }
         logHandle.seekToEndOfFile()
-        process.standardError = logHandle
-        try process.run()
+        let argv = [executable, "run", "--root", root.string] + arguments
+        let environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0)=\($1)" }
+        var pid: pid_t = 0
+        let result = withCStrings(argv) { argv in
+            withCStrings(environment) { envp in
+                wh_spawn_dying_with_parent(executable, argv, envp, stdoutHandle.fileDescriptor, logHandle.fileDescriptor, &pid)
+            }
+        }
+        guard result == 0 else { throw StressError.supervisor("cannot start \(executable): \(Errno(rawValue: result))") }
+        self.pid = pid
+        pidfd = wh_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            Glibc.kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            throw StressError.supervisor("pidfd_open: \(Errno(rawValue: errno))")
+        }
         let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, process.isRunning {
+        while Date() < deadline, isRunning {
             if let text = try? String(contentsOf: stdout, encoding: .utf8), text.hasPrefix("ready ") { return }
             usleep(2_000)
         }
-        if process.isRunning { kill() }
+        if isRunning { kill() }
         throw StressError.supervisor("the supervisor did not get ready (see \(log.path))")
+    }
+
+    deinit {
+        if isRunning { kill() }
+        close(pidfd)
+    }
+
+    /// Whether it still runs; reaps it once it has ended.
+    private var isRunning: Bool {
+        guard exitStatus == nil else { return false }
+        var code: Int32 = 0
+        var signaled: Int32 = 0
+        switch wh_pidfd_reap(pidfd, &code, &signaled) {
+        case 0: return true
+        case 1: exitStatus = code
+        default: exitStatus = -1  // not ours to wait for any more (ECHILD): gone all the same
+        }
+        return false
     }
 
     /// A window that does not answer within the timeout is a finding.
     public func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: replyTimeoutSeconds) }
 
     public func kill() {
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        _ = wh_pidfd_send_signal(pidfd, SIGKILL)
+        while isRunning { usleep(1_000) }
     }
 
     /// Asks it to shut down and waits for its exit status; nil when it has not exited within
@@ -54,14 +96,20 @@ public final class SupervisorProcess {
     public func shutdown() -> Int32? {
         _ = call(ControlRequest(verb: "shutdown"))
         let deadline = Date().addingTimeInterval(Double(replyTimeoutSeconds))
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        guard !process.isRunning else {
+        while isRunning, Date() < deadline { usleep(10_000) }
+        guard !isRunning else {
             kill()
             return nil
         }
-        process.waitUntilExit()
-        return process.terminationStatus
+        return exitStatus
     }
+}
+
+/// `strings` as a NULL-terminated array of C strings, for the duration of `body`.
+private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> T) -> T {
+    let pointers = strings.map { strdup($0) } + [nil]
+    defer { for pointer in pointers { free(pointer) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
 public enum StressError: Error, CustomStringConvertible {

@@ -299,6 +299,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
+        if let at = orderRetry?.at { timeout = min(timeout, at > now ? at - now : 0) }
         return Int32((timeout + 999_999) / 1_000_000)
     }
 
@@ -494,7 +495,7 @@ public final class Supervisor {
     /// Why a durable wait failed: what shared memory says of the window's failing saves.
     private func saveFailureMessage(_ window: Window) -> String {
         let stats = window.lastStats
-        let error = Errno(rawValue: Int32(clamping: stats.failingErrno))
+        let error = Self.describeErrno(stats.failingErrno)
         let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
         return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
             + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
@@ -654,6 +655,7 @@ public final class Supervisor {
 
     private func runTimers() {
         let now = monotonicNow()
+        if let retry = orderRetry, retry.at <= now { saveOrder() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
             if let at = window.restartAt, at <= now, shutdownDeadline == nil {
@@ -691,13 +693,30 @@ public final class Supervisor {
         }
     }
 
+    /// Writes `windows.order`. A failed write (a full disk) is retried by `runTimers` with
+    /// backoff until one lands, with no order change needed; the episode is logged once, at
+    /// its start and its end.
     private func saveOrder() {
         do {
             try files.saveOrder(registry.order)
+            if let retry = orderRetry {
+                logger.notice("windows.order written again", metadata: ["failed_attempts": "\(retry.failures)"])
+                orderRetry = nil
+            }
         } catch {
-            logger.error("cannot write windows.order: \(error)")
+            if orderRetry == nil { logger.error("cannot write windows.order; retried with backoff until it lands: \(error)") }
+            let failures = (orderRetry?.failures ?? 0) + 1
+            let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
+            orderRetry = (at: monotonicNow() + delay, failures: failures)
         }
     }
+
+    /// When a failed `windows.order` write is tried again, and how many attempts failed in a
+    /// row: nil while the file on disk is the registry's order.
+    private var orderRetry: (at: UInt64, failures: Int)?
+    /// The session stores' backoff (`SavePolicy`): 100 ms doubling to 3.2 s, in nanoseconds.
+    private static let orderRetryFirstDelay: UInt64 = 100_000_000
+    private static let orderRetryLongestDelay: UInt64 = 3_200_000_000
 
     private func takeRequestID() -> UInt64 {
         defer { nextRequest += 1 }
@@ -745,8 +764,6 @@ public final class Supervisor {
         nextClient += 1
     }
 
-    private static let maximumRequest = 64 << 10
-
     private func read(_ id: ClientID) {
         guard var client = clients[id] else { return }
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -766,8 +783,8 @@ public final class Supervisor {
             } catch {
                 answer(id, .failure(.usage, "malformed request: \(error)"))
             }
-        } else if client.buffer.count > Self.maximumRequest {
-            answer(id, .failure(.usage, "request longer than \(Self.maximumRequest) bytes"))
+        } else if client.buffer.count > Limits.maxControlRequestBytes {
+            answer(id, .failure(.usage, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
         }
     }
 
@@ -867,6 +884,15 @@ public final class Supervisor {
             answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
+        // A full Browser refuses here, before a seq is taken, from what the worker published
+        // after its last command; the list's own refusal is the backstop for opens in flight.
+        if request.verb == "open" {
+            let tabs = request.incognito == true ? window.lastStats.incognitoTabs : window.lastStats.regularTabs
+            if UInt64(tabs) >= UInt64(Limits.maxTabsPerBrowser) {
+                answer(client, .failure(.badData, "the Browser already holds \(tabs) tabs, the most a Browser holds (Limits.maxTabsPerBrowser \(Limits.maxTabsPerBrowser))"))
+                return
+            }
+        }
         let command: WorkerCommand
         do {
             command = try makeCommand(request, seq: window.nextSeq)
@@ -875,7 +901,7 @@ public final class Supervisor {
                 return
             }
         } catch let refusal as ControlRefusal {
-            answer(client, .failure(.usage, refusal.message))
+            answer(client, .failure(refusal.code, refusal.message))
             return
         } catch {
             answer(client, .failure(.usage, "\(error)"))
@@ -897,7 +923,10 @@ public final class Supervisor {
         "save", "wait-durable", "kill", "dump",
     ]
 
+    /// A request refused before it takes a seq: `.usage` for one missing what its verb needs,
+    /// `.badData` for a number or URL outside what the control plane accepts.
     struct ControlRefusal: Error {
+        var code = ControlCode.usage
         let message: String
     }
 
@@ -908,7 +937,24 @@ public final class Supervisor {
         }
         func url() throws -> String {
             guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
+            return try checked(url)
+        }
+        /// A URL the command ring carries (`Limits.maxControlURLBytes`); the tab's own bound
+        /// (`Limits.maxURLBytes`) is larger and checked by the worker.
+        func checked(_ url: String) throws -> String {
+            guard url.utf8.count <= Limits.maxControlURLBytes else {
+                throw ControlRefusal(
+                    code: .badData,
+                    message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+            }
             return url
+        }
+        /// An index as the user gave it: checked here, named unchanged, never clamped.
+        func index(_ given: Int) throws -> Int32 {
+            guard (0...Limits.maxTabsPerBrowser).contains(given) else {
+                throw ControlRefusal(code: .badData, message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
+            }
+            return Int32(given)
         }
         var command = WorkerCommand()
         command.seq = seq
@@ -916,9 +962,9 @@ public final class Supervisor {
         case "open":
             var open = OpenTab()
             open.incognito = request.incognito ?? false
-            open.url = request.url ?? "about:blank"
+            open.url = try checked(request.url ?? "about:blank")
             if let opener = request.opener { open.opener = opener }
-            if let index = request.index { open.index = Int32(clamping: index) }
+            if let given = request.index { open.index = try index(given) }
             open.inBackground = request.background ?? false
             command.open = open
         case "navigate":
@@ -937,8 +983,8 @@ public final class Supervisor {
         case "move":
             var move = MoveTab()
             move.tab = try tab()
-            guard let index = request.index else { throw ControlRefusal(message: "move needs an index") }
-            move.index = Int32(clamping: index)
+            guard let given = request.index else { throw ControlRefusal(message: "move needs an index") }
+            move.index = try index(given)
             command.move = move
         case "replace":
             var replace = ReplaceTab()
@@ -1079,7 +1125,14 @@ public final class Supervisor {
     private func failingJSON(_ stats: WorkerStats) -> JSONValue {
         guard stats.failingErrno != 0 else { return .null }
         let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map { JSONValue.string($0.1) }
-        return .object(["error": .string("\(Errno(rawValue: Int32(clamping: stats.failingErrno)))"), "browsers": .array(browsers)])
+        return .object(["error": .string(Self.describeErrno(stats.failingErrno)), "browsers": .array(browsers)])
+    }
+
+    /// An errno a worker published in shared memory, named; a number no errno has is shown as
+    /// the worker wrote it, never clamped into a different one.
+    private static func describeErrno(_ raw: UInt64) -> String {
+        guard let code = Int32(exactly: raw) else { return "errno \(raw) (not an errno)" }
+        return "\(Errno(rawValue: code))"
     }
 
     static func json(_ dump: WindowDump, window: UUID) -> JSONValue {

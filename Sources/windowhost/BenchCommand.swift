@@ -2,6 +2,7 @@ import ArgumentParser
 import Bench
 import Foundation
 import Glibc
+import HostLimits
 import SystemPackage
 
 /// `windowhost bench`: every contender on one disk, side by side (docs/benchmarks.md).
@@ -58,7 +59,9 @@ struct BenchCommand: ParsableCommand {
             plan.windows = counts.compactMap { $0 }
         }
         if let tabs {
-            guard (1...1_000_000).contains(tabs) else { throw ValidationError("--tabs must be within 1...1000000") }
+            guard (1...Limits.maxTabsPerBrowser).contains(tabs) else {
+                throw ValidationError("--tabs must be within 1...\(Limits.maxTabsPerBrowser), the most a Browser holds")
+            }
             plan.restoreTabs = tabs
         }
         if let seconds {

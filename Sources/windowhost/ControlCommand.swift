@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HostLimits
 import Supervisor
 import SystemPackage
 
@@ -42,6 +43,9 @@ struct WindowOption: ParsableArguments {
     var window: String
 }
 
+/// The bound on a URL the control plane carries, as `ctl`'s help states it.
+let urlHelp = "at most \(Limits.maxControlURLBytes) UTF-8 bytes, Limits.maxControlURLBytes; a longer one exits 65"
+
 /// A verb: how it asks, and how its answer reads as text.
 protocol ControlVerb: ParsableCommand {
     var control: ControlOptions { get }
@@ -51,7 +55,12 @@ protocol ControlVerb: ParsableCommand {
 
 extension ControlVerb {
     func run() throws {
-        let reply = ControlClient.call(request(), socket: control.socketPath)
+        let request = request()
+        if let (code, refusal) = Self.refusal(of: request) {
+            FileHandle.standardError.write(Data("windowhost ctl: \(refusal)\n".utf8))
+            throw ExitCode(code.rawValue)
+        }
+        let reply = ControlClient.call(request, socket: control.socketPath)
         guard reply.code == .ok, let result = reply.result else {
             FileHandle.standardError.write(Data("windowhost ctl: \(reply.error ?? "failed")\n".utf8))
             throw ExitCode(reply.code == .ok ? ControlCode.software.rawValue : reply.code.rawValue)
@@ -61,6 +70,21 @@ extension ControlVerb {
     }
 
     func text(_ result: JSONValue) -> String { result["seq"].map { "seq \($0.int ?? 0)" } ?? "" }
+
+    /// Why the supervisor would refuse `request` for its size, and the exit code it would
+    /// give (65 for a URL past its bound, 64 for a request too long), said before it is sent:
+    /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
+    /// client still sending sees as a broken connection, not as the reason.
+    static func refusal(of request: ControlRequest) -> (ControlCode, String)? {
+        if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
+            return (.badData, "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+        }
+        let size = (try? JSONEncoder().encode(request).count) ?? 0
+        guard size <= Limits.maxControlRequestBytes else {
+            return (.usage, "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
+        }
+        return nil
+    }
 
     static func request(_ verb: String, window: String? = nil) -> ControlRequest {
         var request = ControlRequest(verb: verb)
@@ -129,7 +153,7 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(abstract: "Open a tab. Prints its id.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        @Option(help: "The page.") var url = "about:blank"
+        @Option(help: "The page (\(urlHelp)).") var url = "about:blank"
         @Flag(help: "In the window's incognito Browser.") var incognito = false
         @Option(help: "The tab that opened it.") var opener: Int64?
         @Option(help: "Where it goes in the list (default: the end).") var index: Int?
@@ -151,7 +175,7 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        @Option var url: String
+        @Option(help: "The page (\(urlHelp)).") var url: String
         func request() -> ControlRequest {
             var request = Self.request("navigate", window: target.window)
             request.tab = tab
@@ -215,7 +239,7 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        @Option var url: String
+        @Option(help: "The page (\(urlHelp)).") var url: String
         func request() -> ControlRequest {
             var request = Self.request("replace", window: target.window)
             request.tab = tab

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLinuxShims
 import Foundation
 import Glibc
 import IOUring
@@ -28,8 +29,9 @@ struct StressCampaignCommand: ParsableCommand {
             and (when not root) unreadable files where session files are read. The oracle is
             the same; the canary must survive, saves must be durable within seconds of space
             coming back, and any reply slower than \(Self.hostileReplyTimeoutSeconds) s is a hang.
-            As root it mounts a \(Self.hostileTmpfsMiB) MiB tmpfs as the root (unmounted at the
-            end; --root, if given, must be empty); otherwise --root must be on a filesystem of at
+            As root it mounts a \(Self.hostileTmpfsMiB) MiB tmpfs as the root, in a mount namespace
+            of its own (other processes do not see it; it goes with the campaign however the
+            campaign ends; --root, if given, must be empty); otherwise --root must be on a filesystem of at
             most \(Self.hostileMaxFilesystemMiB) MiB, which it fills.
             """)
 
@@ -181,6 +183,14 @@ struct HostileFilesystem: CustomStringConvertible {
         if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
         guard ((try? FileManager.default.contentsOfDirectory(atPath: root.string)) ?? []).isEmpty else {
             throw ValidationError("--hostile mounts a tmpfs over the root: \(root) must be empty or new")
+        }
+        // Mounted in a mount namespace of the campaign's own, which its supervisor and workers
+        // inherit: the tmpfs ends with the last of them even when the campaign is killed with
+        // SIGKILL and cannot unmount it (other processes never see it mounted).
+        guard wh_private_mount_namespace() == 0 else {
+            let error = Errno(rawValue: errno)
+            FileHandle.standardError.write(Data("windowhost stress: --hostile could not make a private mount namespace: \(error)\n".utf8))
+            throw ExitStatus.unavailable
         }
         let size = "size=\(StressCampaignCommand.hostileTmpfsMiB)m,mode=0700"
         guard mount("tmpfs", root.string, "tmpfs", UInt(MS_NOSUID | MS_NODEV), size) == 0 else {

@@ -1,4 +1,5 @@
 import BrowserModel
+import HostLimits
 import Stress
 import Testing
 
@@ -158,6 +159,21 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         try list.insert(makeTab(5), InsertionParams(activate: true, opener: WebStateOpener(openerID: WebStateID(rawValue: 2)!, navigationIndex: 0)))
         try list.close(at: 2)
         #expect(list.activeWebState?.id.rawValue == 2)
+    }
+
+    /// The list is where the tab bound holds for every writer: one insertion or restore past
+    /// `Limits.maxTabsPerBrowser` is refused, typed, and changes nothing.
+    @Test func aListRefusesTabsPastTheBound() throws {
+        let list = WebStateList()
+        let limit = Limits.maxTabsPerBrowser
+        try list.restore((1...limit).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: 0, pinnedCount: 0)
+        #expect(throws: WebStateListError.full(limit: limit)) { try list.insert(makeTab(Int64(limit + 1))) }
+        #expect(list.count == limit)
+        try list.close(at: 0)
+        #expect(try list.insert(makeTab(Int64(limit + 1))) == limit - 1, "room again once a tab closes")
+        #expect(throws: WebStateListError.full(limit: limit)) {
+            try WebStateList().restore((1...limit + 1).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: nil, pinnedCount: 0)
+        }
     }
 
     @Test func refusalsLeaveTheListUntouched() throws {

@@ -171,6 +171,64 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         #expect(source.largestRead <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes)
     }
 
+    /// A 64 MiB list-metadata record of empty items (33 million of them) decoded into
+    /// gigabytes of structs; its items are counted on the wire first and it is refused at once.
+    @Test(.timeLimit(.minutes(1))) func aRecordOfMillionsOfEmptyItemsIsRefusedBeforeDecoding() throws {
+        var payload = encodeMessage(ListStorage())
+        let emptyItem: [UInt8] = [0x0A, 0x00]  // field 1, length 0
+        payload.reserveCapacity(Limits.maxRecordPayloadBytes)
+        while payload.count + emptyItem.count <= Limits.maxRecordPayloadBytes { payload += emptyItem }
+        var bytes = Framing.fileHeader(.snapshot)
+        try Framing.appendRecord(.listMetadata, payload: payload, to: &bytes)
+        let start = ContinuousClock.now
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize, reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))) {
+            _ = try SnapshotReader(InMemoryBytes(bytes))
+        }
+        let elapsed = ContinuousClock.now - start
+        // One checksum and one count over 64 MiB; decoding 33 million items took minutes and GBs.
+        #expect(elapsed < .seconds(20), "refused before decoding: \(elapsed)")
+    }
+
+    /// The bound holds across continuation records: the count carries from one to the next.
+    @Test func itemsAreCountedAcrossContinuationRecords() throws {
+        var head = ListStorage()
+        head.continuationRecords = 1
+        let item: [UInt8] = [0x0A, 0x02, 0x08, 0x01]  // field 1 holding an item with identifier 1
+        let first = encodeMessage(head) + Array([[UInt8]](repeating: item, count: Limits.maxTabsPerBrowser).joined())
+        #expect(try SnapshotReader.countItems(first, at: 0, before: 0) == Limits.maxTabsPerBrowser)
+        var bytes = Framing.fileHeader(.snapshot)
+        try Framing.appendRecord(.listMetadata, payload: first, to: &bytes)
+        let continuation = bytes.count
+        try Framing.appendRecord(.listMetadataContinuation, payload: item, to: &bytes)
+        #expect(throws: SessionFormatError.invalidState(
+            offset: continuation, reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))) {
+            _ = try SnapshotReader(InMemoryBytes(bytes))
+        }
+        // A payload the wire format cannot hold is refused as the decoder would refuse it.
+        #expect(throws: SessionFormatError.self) { try SnapshotReader.countItems([0x0A, 0x05, 0x00], at: 0, before: 0) }
+        #expect(throws: SessionFormatError.self) { try SnapshotReader.countItems([0x0B], at: 0, before: 0) }
+    }
+
+    /// A journal replaying an insert past the bound is damage, typed.
+    @Test func replayingAnInsertPastTheBoundIsDamage() throws {
+        let profile = Profile(stateDirectory: "/nonexistent")
+        let list = WebStateList()
+        try list.restore(
+            (1...Limits.maxTabsPerBrowser).map { _ in RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: .zero), opener: nil) },
+            activeIndex: nil, pinnedCount: 0)
+        var insert = Windowhost_Session_InsertMutation()
+        insert.index = Int32(Limits.maxTabsPerBrowser)
+        insert.webState = WebStateStorage(WebState(id: profile.makeWebStateID(), creationTime: .zero), opener: nil)
+        var storage = MutationStorage()
+        storage.seq = 1
+        storage.insert = insert
+        #expect(throws: SessionFormatError.InvalidState.tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser)) {
+            try JournalReplayer.apply(JournalRecord(storage), to: list, profile: profile)
+        }
+        #expect(list.count == Limits.maxTabsPerBrowser)
+    }
+
     /// A 1 TiB (sparse) journal is refused by its size, unread; zeros are scanned in chunks.
     @Test func aJournalAboveTheLimitIsRefusedUnread() throws {
         let huge = ClaimingSource(JournalFile.header, size: 1 << 40)
@@ -238,6 +296,27 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         #expect(try journal([([], 4)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 0)
         #expect(try journal([([7], 7), ([6], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 1)
         #expect(try journal([([9], 8)]).checkSeqs(snapshotSeq: 5, previousCommit: nil).validCommits == 0)
+    }
+
+    /// A commit frame with a valid checksum whose Browser bits are undefined (above the lagging
+    /// bit) or name no Browser: the frame reads, the commit rules refuse it with a typed error.
+    @Test(arguments: [0, JournalCommit.laggingBit, 8, 0x10, 0xFF] as [UInt8])
+    func aCommitWithUndefinedBitsIsDamage(bits: UInt8) throws {
+        var bytes = JournalFile.header + JournalCommit(seq: 6, browsers: 1).frame
+        let offset = bytes.count
+        bytes += JournalCommit(seq: 7, browsers: bits).frame + JournalCommit(seq: 8, browsers: 3).frame
+        let scan = try JournalFile.scan(InMemoryBytes(bytes))
+        #expect(scan.stoppedBy == nil && scan.commits.count == 3, "the frame's checksum is valid")
+        let check = scan.checkSeqs(snapshotSeq: 5, previousCommit: nil)
+        #expect(check.validCommits == 1)
+        #expect(check.error == .invalidState(offset: offset, reason: .undefinedCommitBits(bits)))
+    }
+
+    @Test func everyCommitAStoreWritesKeepsTheRules() throws {
+        for bits: UInt8 in [1, 2, 3, 1 | JournalCommit.laggingBit, 2 | JournalCommit.laggingBit, 3 | JournalCommit.laggingBit] {
+            let scan = try JournalFile.scan(InMemoryBytes(JournalFile.header + JournalCommit(seq: 6, browsers: bits).frame))
+            #expect(scan.checkSeqs(snapshotSeq: 5, previousCommit: nil) == (1, nil), "bits \(bits)")
+        }
     }
 
     @Test func aSnapshotSeqAboveTheRangeIsDamage() throws {

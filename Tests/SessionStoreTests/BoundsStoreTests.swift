@@ -154,6 +154,39 @@ import Testing
         }
     }
 
+    /// A commit with a valid checksum whose Browser bits name no Browser (0, the lagging bit
+    /// alone) or an undefined bit: damage in the middle like a seq out of range, never accepted
+    /// (it was, silently, and recovery reported seq 4) nor zeroed as a torn tail.
+    @Test(arguments: [0, JournalCommit.laggingBit, 8, 0x81] as [UInt8])
+    func aCommitWithUndefinedBrowserBitsIsDamage(bits: UInt8) throws {
+        try withTemporaryDirectory { root in
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            for seq in 1...3 as ClosedRange<UInt64> {
+                try store.apply(seq: seq) {
+                    try store.regular.webStateList.insert(
+                        WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
+                }
+                try store.waitUntilDurable(seq)
+            }
+            let expected = try WindowContents(store)
+            let journalPath = windowDirectory(root).appending("regular").appending(StoreLayout.journalName(1))
+            let tail = try #require(try JournalFile.scan(FileBytes(path: journalPath)).commits.last).end
+            let handle = try FileDescriptor.open(journalPath, .writeOnly)
+            _ = try handle.writeAll(toAbsoluteOffset: Int64(tail), JournalCommit(seq: 4, browsers: bits).frame)
+            try handle.close()
+
+            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine())
+            let recovery = try again.recover()
+            let damaged = try #require(recovery.regular.damaged.first)
+            #expect(damaged.path == journalPath.string)
+            #expect(damaged.setAsideAt != nil, "the journal is set aside")
+            #expect(damaged.error == .invalidState(offset: tail, reason: .undefinedCommitBits(bits)))
+            #expect(recovery.seq == 3)
+            #expect(try WindowContents(again) == expected)
+        }
+    }
+
     /// A sparse 1 TiB journal: damage, set aside at once, never read (it aborted `inspect` and
     /// set the window aside before).
     @Test func aSparseTerabyteJournalIsSetAsideUnread() throws {

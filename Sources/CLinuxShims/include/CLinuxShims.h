@@ -77,6 +77,18 @@ int wh_pidfd_reap(int pidfd, int *code, int *signaled);
 /// above 2 closed, and the signal mask and dispositions reset. 0 and `*pid`, or an errno value.
 int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
              pid_t *pid);
+/// Like `wh_spawn` with `stdout_fd` and `stderr_fd` as the child's descriptors 1 and 2 and no
+/// other inherited, and the child killed (SIGKILL, `PR_SET_PDEATHSIG`, set before its exec)
+/// when the calling *thread* ends: a child that must not outlive whoever started it. Uses
+/// fork, the child calling only async-signal-safe functions before execve. 0 and `*pid`, or an
+/// errno value (the child's exec failing shows as its exit status 127).
+int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int stdout_fd, int stderr_fd,
+                               pid_t *pid);
+/// Moves the calling thread (and every process it spawns from then on) to a new mount
+/// namespace whose mounts propagate nowhere (`unshare(CLONE_NEWNS)`, then `/` made recursively
+/// private): a mount made in it ends when its last process does, however that process ends.
+/// 0, or -1 with errno.
+int wh_private_mount_namespace(void);
 /// Blocks SIGTERM, SIGINT and SIGPIPE in the calling thread (call before any other thread
 /// starts, so every thread inherits the mask) and returns a signalfd that reads SIGTERM and
 /// SIGINT; SIGPIPE stays blocked (a peer that hangs up is an error value, not a death). -1 with

@@ -1,0 +1,72 @@
+import Foundation
+import Glibc
+import Testing
+
+/// A stress campaign killed with SIGKILL (it can clean nothing up) leaves no supervisor or
+/// worker behind: the supervisor it spawns dies with it (`PR_SET_PDEATHSIG`), and the workers
+/// with their supervisor. Before, the supervisor went on running on the campaign's root.
+@Suite(.serialized) struct StressOrphanTests {
+    @Test(.timeLimit(.minutes(2))) func aKilledCampaignLeavesNoSupervisorBehind() throws {
+        let root = temporaryRoot("stress-orphan")
+        defer {
+            for pid in processes(mentioning: root.path) { Glibc.kill(pid, SIGKILL) }
+            for url in [root, URL(fileURLWithPath: root.path + ".stress-stdout"), URL(fileURLWithPath: root.path + ".stress-log")] {
+                try? FileManager.default.removeItem(at: url)
+            }
+        }
+        let campaign = Process()
+        campaign.executableURL = windowhostBinary
+        campaign.arguments = ["stress", "--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
+        campaign.standardOutput = FileHandle.nullDevice
+        campaign.standardError = FileHandle.nullDevice
+        try campaign.run()
+        // Its supervisor (`windowhost run --root ROOT`) is up.
+        try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
+
+        Glibc.kill(campaign.processIdentifier, SIGKILL)
+        campaign.waitUntilExit()
+        #expect(
+            waitFor({ processes(mentioning: root.path).isEmpty }, seconds: 5),
+            "left running: \(processes(mentioning: root.path).map { "\($0) \(commandLine($0))" })")
+    }
+
+    /// A hostile campaign killed with SIGKILL leaves its tmpfs mounted nowhere: it is mounted in
+    /// the campaign's own mount namespace, which ends with its last process.
+    @Test(.timeLimit(.minutes(2))) func aKilledHostileCampaignLeavesNothingMounted() throws {
+        try #require(geteuid() == 0, "the hostile campaign mounts a tmpfs: run the tests as root")
+        let root = temporaryRoot("stress-orphan-hostile")
+        defer {
+            for pid in processes(mentioning: root.path) { Glibc.kill(pid, SIGKILL) }
+            _ = umount2(root.path, Int32(MNT_DETACH))
+            for url in [root, URL(fileURLWithPath: root.path + ".stress-stdout"), URL(fileURLWithPath: root.path + ".stress-log"),
+                URL(fileURLWithPath: root.path + ".hostile-canary")]
+            {
+                try? FileManager.default.removeItem(at: url)
+            }
+        }
+        let campaign = Process()
+        campaign.executableURL = windowhostBinary
+        campaign.arguments = ["stress", "--hostile", "--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
+        campaign.standardOutput = FileHandle.nullDevice
+        campaign.standardError = FileHandle.nullDevice
+        try campaign.run()
+        try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
+
+        Glibc.kill(campaign.processIdentifier, SIGKILL)
+        campaign.waitUntilExit()
+        #expect(waitFor({ processes(mentioning: root.path).isEmpty }, seconds: 5))
+        let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
+        #expect(!mounts.contains(root.path), "\(root.path) is still mounted")
+    }
+}
+
+/// Running processes (not zombies) whose command line mentions `text`.
+private func processes(mentioning text: String) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap(Int32.init).filter { isRunning($0) && commandLine($0).contains(text) }
+}
+
+private func commandLine(_ pid: Int32) -> String {
+    let bytes = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+    return String(decoding: bytes.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+}
