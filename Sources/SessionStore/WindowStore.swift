@@ -386,15 +386,19 @@ public final class WindowStore {
         }
         // The regular commit that outlives the incognito directory needs the incognito save.
         if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasUnsavedRecords } }
-        guard !participants.isEmpty else { return }
         // A Browser left out with changes of its own (its saves failing) makes this save one
         // the window is not durable through: marked, so recovery keeps it only if that
-        // Browser's files catch up, and no snapshot (which cannot be taken back) holds it.
+        // Browser's files catch up, and no snapshot (which cannot be taken back) holds it. A
+        // Browser that can only save by a snapshot (`mustCompact`) therefore waits, its records
+        // staged, until the other saves again: the loop wakes for that one's retry, not before.
         let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasUnsavedRecords }
+        if lagging { participants.removeAll { stores[$0].mustCompact } }
+        guard !participants.isEmpty else { return }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         for index in participants {
             let store = stores[index]
             do {
+                assert(!(lagging && store.mustCompact), "no snapshot holds a lagging save")
                 try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging))
             } catch {
                 groupFailures[index] = groupFailures[index] ?? error
