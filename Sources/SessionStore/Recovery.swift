@@ -112,7 +112,9 @@ extension BrowserStore {
         // stays: its saves follow the journal before it, and without it an older snapshot
         // would restore without them.
         let listedSnapshots = Set(listing.snapshots)
-        let damagedEntries = (try? engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory))) ?? nil
+        // A listing that fails is thrown, not taken for an empty `damaged/`: the journal of a
+        // snapshot set aside there would go as an orphan.
+        let damagedEntries = try io { try engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory)) }
         let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
             ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
