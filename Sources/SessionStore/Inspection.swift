@@ -94,7 +94,7 @@ public enum SessionInspector {
 
     private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {
         let loaded = try store.load()
-        let (seq, damagedFiles) = store.replayForInspection(loaded)
+        let (seq, damagedFiles) = try store.replayForInspection(loaded)
         var damaged = damagedFiles.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") }
         if deep, let reader = loaded.reader {
             let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string

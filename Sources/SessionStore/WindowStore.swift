@@ -21,6 +21,10 @@ public enum SaveEvent: Equatable, Sendable {
     case compactionRecovered(BrowserKind)
     /// The incognito session's last tab closed and its directory was deleted durably.
     case deletedIncognito
+    /// A tab realized after recovery whose history read nowhere (its snapshot's copy and the
+    /// generation before both damaged): it keeps the page its metadata names, and the next
+    /// snapshot holds that one page. `reason`: why its own copy did not read.
+    case degradedTab(BrowserKind, WebStateID, reason: SessionFormatError)
 }
 
 /// One failed save attempt of one Browser.
@@ -148,7 +152,7 @@ public final class WindowStore {
         var reports: [RecoveryReport] = []
         for (index, store) in stores.enumerated() {
             let leftOut = loaded[index].savesToLeaveOut(other: loaded[1 - index], otherBit: stores[1 - index].kind.commitBit)
-            reports.append(store.restore(loaded[index], leavingOut: leftOut))
+            reports.append(try store.restore(loaded[index], leavingOut: leftOut))
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
@@ -289,6 +293,9 @@ public final class WindowStore {
         }
         if groupSeq == nil, let request = waiting.last, request.seq > durableSeq {
             try startGroup()
+        }
+        for store in stores {
+            for tab in store.takeDegradedTabs() { report(.degradedTab(store.kind, tab.id, reason: tab.reason)) }
         }
     }
 
