@@ -182,8 +182,8 @@ extension BrowserStore {
     /// (`LoadedSession.savesToLeaveOut`), then repairs the directory: a torn tail is zeroed, and after a fallback
     /// or damage a new snapshot is written from the restored state. Attaches the recorder:
     /// nothing restored is journaled again. Throws, with the files as they were, when a read
-    /// fails for want of the process's own resources (memory, descriptors): that is no damage,
-    /// and a later attempt restores the whole window.
+    /// fails for a reason that is no damage (the process short of memory or descriptors, an
+    /// I/O error): a later attempt restores the whole window.
     func restore(_ loaded: LoadedSession, leavingOut dropped: Int) throws(StoreError) -> RecoveryReport {
         var loaded = loaded
         var damaged = loaded.damaged
@@ -271,7 +271,7 @@ extension BrowserStore {
 
     /// Restores the snapshot into the empty list and applies the journals' committed saves,
     /// stopping at the first record that does not fit. A record that did not fit only because
-    /// rebuilding a tab's history ran short of the process's resources throws that shortage.
+    /// a tab's history could not be rebuilt for a reason that is no damage throws that error.
     private func replay(_ loaded: inout LoadedSession, leavingOut dropped: Int) throws(StoreError) -> ReplayOutcome {
         var outcome = ReplayOutcome()
         historyReadFailure = nil
