@@ -186,6 +186,10 @@ public final class WorkerLoop {
                     compactionFailing = false
                 case .deletedIncognito:
                     logger.info("incognito session deleted: its last tab closed")
+                case .degradedTab(let browser, let tab, let reason):
+                    logger.error(
+                        "a tab's history read nowhere: it keeps its current page only",
+                        metadata: ["browser": "\(browser.rawValue)", "tab": "\(tab)", "error": "\(reason)"])
                 }
             }
         } catch {

@@ -22,16 +22,16 @@ public final class DegradedHistories {
 
     public private(set) var tabs: [WebStateID: Tab] = [:]
     /// Told when a tab degrades: the store then writes a new snapshot from memory at its next
-    /// save, so the journal stops indexing a history no file holds.
-    private let onDegrade: () -> Void
+    /// save, so the journal stops indexing a history no file holds, and reports the tab.
+    private let onDegrade: (Tab) -> Void
 
-    public init(onDegrade: @escaping () -> Void = {}) { self.onDegrade = onDegrade }
+    public init(onDegrade: @escaping (Tab) -> Void = { _ in }) { self.onDegrade = onDegrade }
 
     public var isEmpty: Bool { tabs.isEmpty }
 
     /// The one-entry history `metadata` gives, recorded as degraded.
     func degrade(_ id: WebStateID, metadata: WebStateMetadata, reason: SessionFormatError) -> NavigationHistory {
-        defer { onDegrade() }
+        defer { if let tab = tabs[id] { onDegrade(tab) } }
         guard metadata.navigationItemCount > 0 else {
             tabs[id] = Tab(id: id, reason: reason, base: 0)
             return NavigationHistory()

@@ -220,10 +220,11 @@ public final class SnapshotReader {
     /// Fills the empty `list` with unrealized tabs; each reads its history from this snapshot
     /// when realized. Restored identifiers are reserved in `profile`. When a stored history
     /// does not read, `historyFallback` may supply the tab's history from elsewhere (the store
-    /// looks in the generation before); when it has none, the tab degrades to the page its
+    /// looks in the generation before, and throws when that cannot be read: the tab then stays
+    /// unrealized); when it has none, the tab degrades to the page its
     /// metadata names if `degraded` is given, and the read's error stands otherwise.
     public func restore(
-        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) -> NavigationHistory?)? = nil,
+        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) throws -> NavigationHistory?)? = nil,
         degraded: DegradedHistories? = nil
     ) throws(SessionFormatError) {
         var tabs: [RestoredTab] = []
@@ -234,7 +235,7 @@ public final class SnapshotReader {
                 do throws(SessionFormatError) {
                     return try self.history(at: index)
                 } catch {
-                    if let history = historyFallback?(item.id) { return history }
+                    if let history = try historyFallback?(item.id) { return history }
                     guard let degraded else { throw error }
                     return degraded.degrade(item.id, metadata: item.metadata, reason: error)
                 }

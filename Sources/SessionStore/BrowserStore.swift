@@ -111,6 +111,11 @@ public final class BrowserStore {
     let readOnly: Bool
     /// Generations a scratch store looking for an older copy of a history must not use.
     var fallbackExclusions: Set<UInt64> = []
+    /// Why the last attempt to rebuild a tab's history from an older generation could not read
+    /// it (no damage: a shortage of the process's own, a failing directory): replay throws it.
+    var historyReadFailure: StoreError?
+    /// Tabs degraded to one page after recovery, not yet reported (`takeDegradedTabs`).
+    var degradedSinceRecovery: [DegradedHistories.Tab] = []
     /// Damaged files recovery could not move to `damaged/`: compaction leaves them in place.
     var keptInPlace: Set<String> = []
 

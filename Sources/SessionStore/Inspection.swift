@@ -54,14 +54,15 @@ public enum SessionInspector {
     /// given. Opens everything read only and changes nothing, so a read-only copy works. A
     /// window or Browser that cannot be read is shown with what failed, and the others still
     /// are. With `deep`, every stored history is read and checked too (a plain look reads
-    /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed;
-    /// one that is not a directory lists nothing (`RootLayout.misplacedEntries` says what it is).
+    /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed
+    /// or `windows.order` is there and does not read; a `windows` that is not a directory lists
+    /// nothing (`RootLayout.misplacedEntries` says what it is).
     public static func inspect(root: FilePath, window: UUID? = nil, deep: Bool = false, engine: any IOEngine = SyncEngine())
         throws(StoreError) -> [WindowInspection]
     {
         let windows = root.appending(RootLayout.windows)
         let onDisk = try io { try engine.listDirectory(windows) } ?? []
-        let order = RootLayout.savedOrder(root: root, engine: engine)
+        let order = try io { try RootLayout.savedOrder(root: root, engine: engine) }
         var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name).map { (entry.name, $0, entry.kind) } }
         let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
@@ -93,7 +94,7 @@ public enum SessionInspector {
 
     private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {
         let loaded = try store.load()
-        let (seq, damagedFiles) = store.replayForInspection(loaded)
+        let (seq, damagedFiles) = try store.replayForInspection(loaded)
         var damaged = damagedFiles.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") }
         if deep, let reader = loaded.reader {
             let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string

@@ -112,7 +112,9 @@ extension BrowserStore {
         // stays: its saves follow the journal before it, and without it an older snapshot
         // would restore without them.
         let listedSnapshots = Set(listing.snapshots)
-        let damagedEntries = (try? engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory))) ?? nil
+        // A listing that fails is thrown, not taken for an empty `damaged/`: the journal of a
+        // snapshot set aside there would go as an orphan.
+        let damagedEntries = try io { try engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory)) }
         let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
             ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
@@ -179,18 +181,21 @@ extension BrowserStore {
     /// Restores `loaded` into the (empty) list, leaving out its last `dropped` saves
     /// (`LoadedSession.savesToLeaveOut`), then repairs the directory: a torn tail is zeroed, and after a fallback
     /// or damage a new snapshot is written from the restored state. Attaches the recorder:
-    /// nothing restored is journaled again.
-    func restore(_ loaded: LoadedSession, leavingOut dropped: Int) -> RecoveryReport {
+    /// nothing restored is journaled again. Throws, with the files as they were, when a read
+    /// fails for a reason that is no damage (the process short of memory or descriptors, an
+    /// I/O error): a later attempt restores the whole window.
+    func restore(_ loaded: LoadedSession, leavingOut dropped: Int) throws(StoreError) -> RecoveryReport {
         var loaded = loaded
         var damaged = loaded.damaged
-        var outcome = replay(&loaded, leavingOut: dropped)
+        var outcome = try replay(&loaded, leavingOut: dropped)
         if let failure = outcome.failure, loaded.generation > 0 {
             // A journal that does not fit its snapshot: the snapshot may be the damaged one (a
             // history that no longer reads). If the generation before replays cleanly, it was.
             list.closeAll()
             historySources.removeAll()
-            if var fallback = try? load(excluding: [loaded.generation]), fallback.reader != nil {
-                let retry = replay(&fallback, leavingOut: dropped)
+            var fallback = try load(excluding: [loaded.generation])
+            if fallback.reader != nil {
+                let retry = try replay(&fallback, leavingOut: dropped)
                 // Only a fallback that reaches as far: one whose chain stops short would drop
                 // acknowledged saves without a word.
                 if retry.failure == nil, fallback.seq >= loaded.seq {
@@ -204,7 +209,7 @@ extension BrowserStore {
                     historySources.removeAll()
                 }
             }
-            if outcome.failure != nil { outcome = replay(&loaded, leavingOut: dropped) }
+            if outcome.failure != nil { outcome = try replay(&loaded, leavingOut: dropped) }
         }
         if let failure = outcome.failure {
             damaged.append(contentsOf: setAside(failure.path, failure.error))
@@ -230,10 +235,24 @@ extension BrowserStore {
             degradedTabs: degradedTabs.map(\.id), repairError: repairError)
     }
 
+    /// A tab whose history read nowhere now holds one page: the next save writes a snapshot
+    /// from memory. One that degrades after recovery (realized later, by a command or for a
+    /// snapshot) is kept for the window to report; recovery's own are in its report.
+    private func noteDegraded(_ tab: DegradedHistories.Tab) {
+        needsRebase = true
+        if recorder != nil { degradedSinceRecovery.append(tab) }
+    }
+
+    /// The tabs that degraded since recovery and were not yet reported; emptied.
+    func takeDegradedTabs() -> [DegradedHistories.Tab] {
+        defer { degradedSinceRecovery.removeAll() }
+        return degradedSinceRecovery
+    }
+
     /// Applies `loaded` to the (scratch) list without repairing anything: what `inspect` shows.
-    func replayForInspection(_ loaded: LoadedSession) -> (seq: UInt64, damaged: [DamagedFile]) {
+    func replayForInspection(_ loaded: LoadedSession) throws(StoreError) -> (seq: UInt64, damaged: [DamagedFile]) {
         var loaded = loaded
-        let outcome = replay(&loaded, leavingOut: 0)
+        let outcome = try replay(&loaded, leavingOut: 0)
         var damaged = loaded.damaged
         if let failure = outcome.failure { damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error)) }
         return (outcome.seq, damaged)
@@ -251,19 +270,23 @@ extension BrowserStore {
     }
 
     /// Restores the snapshot into the empty list and applies the journals' committed saves,
-    /// stopping at the first record that does not fit.
-    private func replay(_ loaded: inout LoadedSession, leavingOut dropped: Int) -> ReplayOutcome {
+    /// stopping at the first record that does not fit. A record that did not fit only because
+    /// a tab's history could not be rebuilt for a reason that is no damage throws that error.
+    private func replay(_ loaded: inout LoadedSession, leavingOut dropped: Int) throws(StoreError) -> ReplayOutcome {
         var outcome = ReplayOutcome()
+        historyReadFailure = nil
         // A store that only reads (inspect, a scratch store rebuilding one history) reports a
         // lost history as the damage it is; a store that goes on keeps the tab and replays on.
-        let degraded = readOnly ? nil : DegradedHistories { [weak self] in self?.needsRebase = true }
+        let degraded = readOnly ? nil : DegradedHistories { [weak self] tab in self?.noteDegraded(tab) }
         outcome.degraded = degraded
         if let reader = loaded.reader {
             do {
                 let excluded = fallbackExclusions.union([loaded.generation])
                 try reader.restore(
                     into: list, profile: profile,
-                    historyFallback: { [weak self] id in self?.history(of: id, excluding: excluded, asIn: reader) },
+                    historyFallback: { [weak self] id throws(StoreError) in
+                        try self?.history(of: id, excluding: excluded, asIn: reader)
+                    },
                     degraded: degraded)
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
@@ -283,6 +306,7 @@ extension BrowserStore {
                 do {
                     try JournalReplayer.apply(record, to: list, profile: profile, degraded: degraded)
                 } catch {
+                    if let historyReadFailure { throw historyReadFailure }
                     outcome.failure = (journal.path, .invalidState(offset: journal.tail, reason: error))
                     return outcome
                 }
@@ -331,22 +355,37 @@ extension BrowserStore {
     /// no longer reads. Read only, through a scratch store. Nil unless the rebuilt history
     /// agrees with what `snapshot`'s metadata says of the tab (item count, current page): an
     /// older generation whose chain stops short must not pass for the tab's history. Each
-    /// level excludes one more generation, so a damaged chain cannot loop.
-    private func history(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) -> NavigationHistory? {
+    /// level excludes one more generation, so a damaged chain cannot loop. Only damage makes
+    /// nil: a read that fails for another reason (a shortage of descriptors or memory, an
+    /// unreadable directory) is thrown, and noted in `historyReadFailure`, so the tab stays
+    /// unrealized instead of degrading for good. The journal replay that realized it throws too.
+    private func history(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
+        do {
+            return try rebuiltHistory(of: id, excluding: excluded, asIn: snapshot)
+        } catch {
+            historyReadFailure = error
+            throw error
+        }
+    }
+
+    private func rebuiltHistory(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
         guard let stored = snapshot.items.first(where: { $0.id == id })?.metadata else { return nil }
         let scratch = BrowserStore(
             kind: kind, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
         scratch.fallbackExclusions = excluded
-        guard var loaded = try? scratch.load(excluding: excluded), loaded.reader != nil else { return nil }
+        var loaded = try scratch.load(excluding: excluded)
+        guard loaded.reader != nil else { return nil }
         for index in loaded.journals.indices {
             let journal = loaded.journals[index]
             loaded.journals[index].commitsUsed = journal.scan.commits[..<journal.commitsUsed]
                 .prefix { $0.commit.seq <= snapshot.lastCommandSeq }.count
         }
-        _ = scratch.replayForInspection(loaded)
-        guard let index = scratch.list.index(of: id),
-            let history = try? scratch.list.webState(at: index).navigationHistory(),
+        _ = try scratch.replayForInspection(loaded)
+        guard let index = scratch.list.index(of: id) else { return nil }
+        let realized = try? scratch.list.webState(at: index).navigationHistory()
+        if let failure = scratch.historyReadFailure { throw failure }
+        guard let history = realized,
             history.items.count == stored.navigationItemCount, history.currentItem?.url == stored.activePageURL,
             history.currentItem?.title == stored.activePageTitle
         else { return nil }

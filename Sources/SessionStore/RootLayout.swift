@@ -37,11 +37,24 @@ public enum RootLayout {
     /// `windows.order`'s UUIDs, any spelling, in order; lines that are not UUIDs are skipped.
     /// Empty when it is missing, not a regular file (never followed nor opened), or larger than
     /// `Limits.maxWindowsOrderBytes` (never read past that). The one parse of the file: the
-    /// supervisor orders its windows by it, `inspect` its listing.
-    public static func savedOrder(root: FilePath, engine: any IOEngine) -> [UUID] {
-        guard let bytes = try? EngineBytes(engine, path: root.appending(order)), bytes.size <= Limits.maxWindowsOrderBytes,
-            let text = try? bytes.read(offset: 0, count: bytes.size)
-        else { return [] }
+    /// supervisor orders its windows by it, `inspect` its listing. A file that is there and
+    /// does not read (EIO, EMFILE) is thrown, never taken for no order: the supervisor would
+    /// write its windows back in name order, and the saved order would be lost.
+    public static func savedOrder(root: FilePath, engine: any IOEngine) throws(IOEngineError) -> [UUID] {
+        let path = root.appending(order)
+        let bytes: EngineBytes
+        do {
+            bytes = try EngineBytes(engine, path: path)
+        } catch where [.noSuchFileOrDirectory, .tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error.errno) {
+            return []
+        }
+        guard bytes.size <= Limits.maxWindowsOrderBytes else { return [] }
+        let text: [UInt8]
+        do {
+            text = try bytes.read(offset: 0, count: bytes.size)
+        } catch {
+            throw IOEngineError("pread", path: path.string, errno: .ioError)
+        }
         return String(decoding: text, as: UTF8.self).split(separator: "\n").compactMap { UUID(uuidString: String($0)) }
     }
 }

@@ -21,6 +21,10 @@ public enum SaveEvent: Equatable, Sendable {
     case compactionRecovered(BrowserKind)
     /// The incognito session's last tab closed and its directory was deleted durably.
     case deletedIncognito
+    /// A tab realized after recovery whose history read nowhere (its snapshot's copy and the
+    /// generation before both damaged): it keeps the page its metadata names, and the next
+    /// snapshot holds that one page. `reason`: why its own copy did not read.
+    case degradedTab(BrowserKind, WebStateID, reason: SessionFormatError)
 }
 
 /// One failed save attempt of one Browser.
@@ -148,7 +152,7 @@ public final class WindowStore {
         var reports: [RecoveryReport] = []
         for (index, store) in stores.enumerated() {
             let leftOut = loaded[index].savesToLeaveOut(other: loaded[1 - index], otherBit: stores[1 - index].kind.commitBit)
-            reports.append(store.restore(loaded[index], leavingOut: leftOut))
+            reports.append(try store.restore(loaded[index], leavingOut: leftOut))
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
@@ -290,6 +294,9 @@ public final class WindowStore {
         if groupSeq == nil, let request = waiting.last, request.seq > durableSeq {
             try startGroup()
         }
+        for store in stores {
+            for tab in store.takeDegradedTabs() { report(.degradedTab(store.kind, tab.id, reason: tab.reason)) }
+        }
     }
 
     /// Every write of the group has landed, and a compaction sharing the save with the other
@@ -386,15 +393,19 @@ public final class WindowStore {
         }
         // The regular commit that outlives the incognito directory needs the incognito save.
         if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasUnsavedRecords } }
-        guard !participants.isEmpty else { return }
         // A Browser left out with changes of its own (its saves failing) makes this save one
         // the window is not durable through: marked, so recovery keeps it only if that
-        // Browser's files catch up, and no snapshot (which cannot be taken back) holds it.
+        // Browser's files catch up, and no snapshot (which cannot be taken back) holds it. A
+        // Browser that can only save by a snapshot (`mustCompact`) therefore waits, its records
+        // staged, until the other saves again: the loop wakes for that one's retry, not before.
         let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasUnsavedRecords }
+        if lagging { participants.removeAll { stores[$0].mustCompact } }
+        guard !participants.isEmpty else { return }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         for index in participants {
             let store = stores[index]
             do {
+                assert(!(lagging && store.mustCompact), "no snapshot holds a lagging save")
                 try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging))
             } catch {
                 groupFailures[index] = groupFailures[index] ?? error

@@ -177,12 +177,12 @@ public final class Supervisor {
         } catch {
             throw SupervisorError.region(error)
         }
-        let scan = files.windowsOnDisk(at: Date())
+        let scan = try files.windowsOnDisk(at: Date())
         for entry in scan.setAside {
             if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, at: Date(), reason: entry.reason)) }
             logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
         }
-        registry = WindowRegistry(onDisk: scan.windows, savedOrder: files.savedOrder())
+        registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
         listener = try Self.listen(at: configuration.socketPath)
         initialScenesPending = configuration.scenes
     }

@@ -30,7 +30,16 @@ struct SupervisorFiles {
     func windowDirectory(_ id: UUID) -> FilePath { windows.appending(id.uuidString) }
 
     /// Whether the window has a session directory (a real one: a symlink is none).
-    func hasSession(_ id: UUID) -> Bool { (try? NoFollow.kind(windowDirectory(id))) == .directory }
+    /// Whether the window's session is on disk. When that cannot be told (EMFILE, EIO) it is
+    /// taken to be: a window forgotten by mistake would leave `windows.order` for good, while
+    /// one kept by mistake goes at the next start, which finds no directory for it.
+    func hasSession(_ id: UUID) -> Bool {
+        do {
+            return try NoFollow.kind(windowDirectory(id)) == .directory
+        } catch {
+            return true
+        }
+    }
 
     /// An entry of `windows/` that could not serve as a window and was moved to `set-aside/`
     /// as itself, or could not be moved (`path` nil) and is left unused.
@@ -47,8 +56,16 @@ struct SupervisorFiles {
     /// - anything but a directory under a UUID's name (a symlink, a file, a FIFO) is set aside
     ///   as itself, never followed.
     /// Names that are no UUID are left alone.
-    func windowsOnDisk(at date: Date) -> (windows: [UUID], setAside: [SetAsideEntry]) {
-        guard let entries = try? NoFollow.entries(windows) else { return ([], []) }
+    /// A listing that fails (EIO, EMFILE) is thrown: starting with no windows would rewrite
+    /// `windows.order` without them, and their order would be lost.
+    func windowsOnDisk(at date: Date) throws(SupervisorError) -> (windows: [UUID], setAside: [SetAsideEntry]) {
+        let listing: [(name: String, kind: EntryKind)]?
+        do {
+            listing = try NoFollow.entries(windows)
+        } catch {
+            throw .setup("list \(windows)", error)
+        }
+        guard let entries = listing else { return ([], []) }
         var found: [UUID] = []
         var setAside: [SetAsideEntry] = []
         // Windows whose canonical name is taken by a directory: another spelling then goes aside.
@@ -87,7 +104,13 @@ struct SupervisorFiles {
     }
 
     /// `windows.order` as saved (`RootLayout.savedOrder`, its one parse and bound).
-    func savedOrder() -> [UUID] { RootLayout.savedOrder(root: root, engine: SyncEngine()) }
+    func savedOrder() throws(SupervisorError) -> [UUID] {
+        do {
+            return try RootLayout.savedOrder(root: root, engine: SyncEngine())
+        } catch {
+            throw .setup("read \(order)", error.errno)
+        }
+    }
 
     /// Replaces `windows.order` atomically: a new temporary file (`O_EXCL|O_NOFOLLOW`, after
     /// removing whatever had its name, as itself) synced and renamed over it, then the root

@@ -120,6 +120,7 @@ struct DemoCommand: ParsableCommand {
         case .compactionFailed(let error): "  +\(at) ms: compaction failed: \(error)"
         case .compactionRecovered(let browser): "  +\(at) ms: \(browser.rawValue) compaction works again"
         case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted"
+        case .degradedTab(let browser, let tab, let reason): "  +\(at) ms: \(browser.rawValue) tab \(tab) kept its current page only: \(reason)"
         }
     }
 

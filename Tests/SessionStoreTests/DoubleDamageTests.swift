@@ -57,12 +57,13 @@ import Testing
         return (engine, try WindowContents(store), seq)
     }
 
-    /// Flips a byte of every occurrence of the lost URL in every snapshot: tab A's history
-    /// frame fails its checksum in both generations.
-    static func damageTabAInEverySnapshot(_ engine: FaultEngine) throws -> Int {
+    /// Flips a byte of every occurrence of the lost URL in every snapshot (or only in
+    /// `snapshot`): tab A's history frame fails its checksum in both generations.
+    static func damageTabAInEverySnapshot(_ engine: FaultEngine, only snapshot: String? = nil) throws -> Int {
         let needle = Array(lostURL.utf8)
         var damaged = 0
-        for name in try engine.directoryEntries(directory) ?? [] where name.hasPrefix(StoreLayout.snapshotPrefix) {
+        for name in try engine.directoryEntries(directory) ?? []
+        where name.hasPrefix(StoreLayout.snapshotPrefix) && (snapshot == nil || name == snapshot) {
             let path = directory.appending(name)
             var bytes = try #require(engine.contents(of: path))
             var found = false
@@ -107,8 +108,48 @@ import Testing
         #expect(try WindowContents(again) == got)
     }
 
-    /// Realized after recovery, not by replay: the tab degrades the same way, and the next save
-    /// writes its history into a new snapshot instead of indexing one that no file holds.
+    /// Tab A's history damaged in the newest snapshot only, and the generation before (its
+    /// fallback) out of reach for a moment: descriptors ran short as its snapshot opened. That
+    /// is no damage: recovery throws, touching no file, instead of degrading the tab to one
+    /// page (which the next snapshot would then make permanent); once descriptors are back,
+    /// tab A comes back with its whole history.
+    @Test func aShortageReadingTheFallbackFailsTheRestoreInsteadOfDegrading() throws {
+        let (engine, live, seq) = try Self.prepared()
+        let generations = try #require(try engine.directoryEntries(Self.directory)).compactMap {
+            StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix)
+        }.sorted()
+        try #require(generations.count == 2)
+        #expect(try Self.damageTabAInEverySnapshot(engine, only: StoreLayout.snapshotName(generations[1])) == 1)
+        let fallback = Self.directory.appending(StoreLayout.snapshotName(generations[0]))
+        func files() throws -> [String: [UInt8]] {
+            var files: [String: [UInt8]] = [:]
+            for name in try engine.directoryEntries(Self.directory) ?? [] {
+                files[name] = engine.contents(of: Self.directory.appending(name))
+            }
+            return files
+        }
+        let before = try files()
+
+        engine.failingOpens[fallback.string] = .tooManyOpenFiles
+        #expect(throws: StoreError.io(IOEngineError("open", path: fallback.string, errno: .tooManyOpenFiles))) {
+            try simulatedWindow(engine)
+        }
+        #expect(try files() == before, "nothing set aside, nothing rewritten")
+
+        engine.failingOpens = [:]
+        let (restored, recovery) = try simulatedWindow(engine)
+        #expect(recovery.seq == seq)
+        #expect(recovery.regular.degradedTabs.isEmpty, "\(recovery.regular)")
+        let history = try restored.regular.webStateList.webState(at: 0).navigationHistory()
+        #expect(history.items.map(\.url) == [
+            Self.lostURL, "https://lost.example/second", "https://a.example/third", "https://a.example/fourth",
+        ])
+        #expect(try WindowContents(restored) == live)
+    }
+
+    /// Realized after recovery, not by replay: the tab degrades the same way, is reported
+    /// (`SaveEvent.degradedTab`), and the next save writes its history into a new snapshot
+    /// instead of indexing one that no file holds.
     @Test func aTabRealizedLaterDegradesAndIsRewritten() throws {
         let (engine, _, seq) = try Self.prepared(navigatingA: false)
         _ = try Self.damageTabAInEverySnapshot(engine)
@@ -122,6 +163,12 @@ import Testing
         try restored.apply(seq: seq + 2) { try tabA.commitNavigation(to: Self.page("https://a.example/fifth", 9)) }
         try restored.waitUntilDurable(seq + 2)
         try restored.settle()
+        // Said, not only rewritten: the worker logs the event.
+        let degraded = try restored.poll().filter { if case .degradedTab = $0 { true } else { false } }
+        #expect(degraded.map { event in
+            guard case .degradedTab(let browser, let id, _) = event else { return "" }
+            return "\(browser.rawValue) \(id)"
+        } == ["regular \(tabA.id)"])
         let live = try WindowContents(restored)
         #expect(try restored.regular.webStateList.webState(at: 0).navigationHistory().items.map(\.url) == [
             "https://a.example/third", "https://a.example/fifth",

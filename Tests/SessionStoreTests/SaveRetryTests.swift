@@ -111,6 +111,42 @@ import Testing
         #expect(try WindowContents(try simulatedWindow(engine).0) == live)
     }
 
+    /// The regular Browser must write a snapshot (`needsRebase`, as after a failed read-back)
+    /// while the incognito Browser's saves fail. A snapshot cannot be left out by recovery,
+    /// so the regular Browser waits with its records staged: after a cut neither Browser is
+    /// ahead of the other. Once the incognito Browser saves again, both land together.
+    @Test func aBrowserThatMustCompactWaitsWhileTheOtherLags() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let clock = ManualClock()
+        let (store, _) = try simulatedWindow(engine, clock: clock)
+        var browsing = WindowBrowsing(seed: 7)
+        try browsing.step(store, seq: 1, incognito: false)
+        try store.waitUntilDurable(1)
+        let before = try WindowContents(store)
+
+        let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+        let firstSnapshot = incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string
+        engine.failingOpens[firstSnapshot] = .noSpace
+        try store.apply(seq: 2) { try store.incognito.webStateList.insert(newTab("https://private.example/", store.incognito.profile), InsertionParams()) }
+        store.stores[0].needsRebase = true
+        try store.apply(seq: 3) { try store.regular.webStateList.insert(newTab("https://public.example/", store.regular.profile), InsertionParams()) }
+        let events = try store.pollWhileSaving()
+        #expect(events.failures.map(\.browser) == [.incognito])
+        #expect(store.durableSeq(of: .regular) == 1, "the regular Browser waits instead of writing a snapshot")
+
+        let cut = engine.copy()
+        cut.powerCut()
+        #expect(try WindowContents(try simulatedWindow(cut).0) == before, "neither Browser ahead of the other")
+
+        engine.failingOpens = [:]
+        clock.advance(milliseconds: 100)
+        let later = try store.pollWhileSaving()
+        #expect(later.contains(.recovered(.incognito, failedAttempts: 1)) && store.durableSeq == 3)
+        let live = try WindowContents(store)
+        engine.powerCut()
+        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+    }
+
     /// Both Browsers write, the incognito write fails: the regular part landed with a commit
     /// naming both, which recovery drops without the incognito part. It is retracted and
     /// written again alone, marked lagging; a power cut before or after that gives the

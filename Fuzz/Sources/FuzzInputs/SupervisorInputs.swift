@@ -17,7 +17,7 @@ enum SupervisorInputs {
                 let files = SupervisorFiles(root: root)
                 let fd = try FileDescriptor.open(files.order, .writeOnly, options: [.create, .exclusiveCreate], permissions: .ownerReadWrite)
                 try fd.closeAfter { _ = try fd.writeAll(bytes) }
-                return files.savedOrder()
+                return try files.savedOrder()
             }
         } catch {
             fatalError("fuzz-windows-order: no scratch file: \(error)")

@@ -20,6 +20,9 @@ public final class FaultEngine: BlockingChainEngine {
     public private(set) var operationCount = 0
     /// Operation number → the errno it fails with, without effect.
     public var failures: [Int: Errno] = [:]
+    /// Opens of these paths fail with the errno given, whatever the mode (a shortage of
+    /// descriptors, say, where one particular file is opened).
+    public var failingOpens: [String: Errno] = [:]
     /// Total bytes the files may hold; writes that would pass it fail with `ENOSPC`.
     public var capacity: Int?
     /// Operations after this many fail with `EIO` and do nothing, until `powerCut`.
@@ -228,6 +231,7 @@ public final class FaultEngine: BlockingChainEngine {
 
     public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile {
         let key = path.string
+        if let errno = failingOpens[key] { throw IOEngineError("open", path: key, errno: errno) }
         switch visible[key] {
         case .file(let inode)?:
             guard mode != .create else { throw IOEngineError("open", path: key, errno: .fileExists) }

@@ -1,0 +1,61 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Listing `windows/` fails for want of descriptors (a real EMFILE: `prlimit` caps the
+/// supervisor's descriptors, from a few to enough). Before, the supervisor took the failure
+/// for an empty `windows/`, started knowing no windows and would rewrite `windows.order`
+/// without them. Now, at every cap, `run` either starts or stops before anything is written;
+/// at the caps where the listing is what fails, it exits 74 saying so.
+@Suite struct WindowsListingTests {
+    @Test(.timeLimit(.minutes(2))) func aFailingListingStopsRunInsteadOfStartingEmpty() throws {
+        let root = temporaryRoot("listing")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let windows = root.appendingPathComponent("windows")
+        let ids = [UUID(), UUID()].map(\.uuidString).sorted().reversed()
+        for id in ids { try FileManager.default.createDirectory(at: windows.appendingPathComponent(id), withIntermediateDirectories: true) }
+        try #require(chmod(root.path, 0o700) == 0 && chmod(windows.path, 0o700) == 0)
+        let order = root.appendingPathComponent("windows.order")
+        let saved = Data(ids.map { $0 + "\n" }.joined().utf8)
+        try saved.write(to: order)
+        try #require(chmod(order.path, 0o600) == 0)
+
+        var listingFailures = 0
+        for cap in 4...24 {
+            let run = try runWindowhost(
+                ["run", "--root", root.path, "--scenes", "0", "--io", "sync"], prefix: ["prlimit", "--nofile=\(cap):\(cap)"],
+                until: "ready ")
+            #expect(try Data(contentsOf: order) == saved, "cap \(cap): \(run.output)")
+            if run.status == 74, run.output.contains("list \(windows.path)") { listingFailures += 1 }
+            #expect(run.status == nil || run.status != 0, "cap \(cap): \(run.output)")
+        }
+        #expect(listingFailures > 0, "some cap makes the listing itself fail")
+    }
+}
+
+/// Runs `windowhost ARGUMENTS` under `prefix` until it exits or prints `marker` (then it is
+/// stopped): its status (nil when stopped) and output.
+private func runWindowhost(_ arguments: [String], prefix: [String], until marker: String) throws -> (status: Int32?, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = prefix + [windowhostBinary.path] + arguments
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-listing-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: output) }
+    let handle = try FileHandle(forWritingTo: output)
+    process.standardOutput = handle
+    process.standardError = handle
+    try process.run()
+    let deadline = Date().addingTimeInterval(10)
+    var text = ""
+    while process.isRunning, Date() < deadline {
+        text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        if text.contains(marker) { break }
+        usleep(10_000)
+    }
+    let stopped = process.isRunning
+    if stopped { kill(process.processIdentifier, SIGTERM) }
+    process.waitUntilExit()
+    text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+    return (stopped ? nil : process.terminationStatus, text)
+}
