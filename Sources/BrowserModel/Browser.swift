@@ -103,8 +103,12 @@ public final class Profile {
         stateDirectory.appending("windows").appending(windowID.uuidString).appending(kind.rawValue)
     }
 
-    /// A new tab identifier, never handed out before in this profile family.
+    /// A new tab identifier, never handed out before in this profile family. Check
+    /// `webStateIDsExhausted` first when identifiers were restored from files.
     public func makeWebStateID() -> WebStateID { identifiers.generator.next() }
+
+    /// Whether the profile family handed out (or restored) the highest identifier there is.
+    public var webStateIDsExhausted: Bool { identifiers.generator.isExhausted }
 
     /// Keeps restored identifiers from being handed out again.
     public func reserveWebStateID(_ id: WebStateID) { identifiers.generator.reserve(id) }

@@ -1,10 +1,14 @@
-/// A tab's identity: unique within a profile, stable across save and restore, always positive.
+import HostLimits
+
+/// A tab's identity: unique within a profile, stable across save and restore, in
+/// 1...`Limits.maxWebStateID`.
 public struct WebStateID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let rawValue: Int64
 
-    /// Nil unless `rawValue` is positive (0 means "none" in session records).
+    /// Nil unless `rawValue` is in 1...`Limits.maxWebStateID` (0 means "none" in session
+    /// records; anything higher is damage, never a value to count up from).
     public init?(rawValue: Int64) {
-        guard rawValue > 0 else { return nil }
+        guard rawValue > 0, rawValue <= Limits.maxWebStateID else { return nil }
         self.rawValue = rawValue
     }
 
@@ -19,9 +23,14 @@ public struct WebStateIDGenerator: Sendable {
 
     public init(after last: Int64 = 0) { self.last = max(0, last) }
 
+    /// Whether every identifier up to `Limits.maxWebStateID` is taken: `next()` must not be
+    /// called then (a window refuses to open tabs instead).
+    public var isExhausted: Bool { last >= Limits.maxWebStateID }
+
     public mutating func next() -> WebStateID {
+        precondition(!isExhausted, "callers check isExhausted before asking for an identifier")
         last += 1
-        // `last` starts at 0 or above and only grows, so it is positive here.
+        // `last` starts at 0 or above, only grows, and stays within the bound checked above.
         return WebStateID(rawValue: last)!
     }
 

@@ -15,6 +15,11 @@ public enum Limits {
     /// far from overflowing.
     public static let maxLatencySamples: UInt64 = 1 << 48
 
+    /// The highest tab identifier: exact in JSON (a `ctl dump` prints it as a number), like
+    /// seqs. An identifier above it read from disk is damage; a profile whose identifiers
+    /// reached it opens no more tabs.
+    public static let maxWebStateID: Int64 = (1 << 53) - 1
+
     /// Whether `seq` is one a window can have reached.
     @inlinable
     public static func isValidCommandSeq(_ seq: UInt64) -> Bool { seq <= maxCommandSeq }

@@ -111,7 +111,10 @@ public final class SceneWindow {
         return nil
     }
 
-    private func newTab(url: String, profile: Profile) throws(NavigationItemError) -> WebState {
+    private func newTab(url: String, profile: Profile) throws -> WebState {
+        guard !profile.webStateIDsExhausted else {
+            throw Refusal("this window's tab identifiers reached \(Limits.maxWebStateID): it opens no more tabs")
+        }
         let time = now()
         var history = NavigationHistory()
         // A URL over Limits.maxURLBytes is refused (BAD_DATA), never stored truncated.

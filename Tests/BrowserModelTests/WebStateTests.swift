@@ -1,3 +1,4 @@
+import HostLimits
 import BrowserModel
 import Foundation
 import Testing
@@ -125,3 +126,20 @@ private let storedMetadata = WebStateMetadata(
         #expect(tab.isDestroyed)
     }
 }
+
+@Suite struct WebStateIDBoundsTests {
+    @Test func identifiersLiveIn1ToTheJSONExactBound() {
+        #expect(WebStateID(rawValue: 0) == nil)
+        #expect(WebStateID(rawValue: Limits.maxWebStateID)?.rawValue == Limits.maxWebStateID)
+        #expect(WebStateID(rawValue: Limits.maxWebStateID + 1) == nil)
+        #expect(WebStateID(rawValue: .max) == nil)
+    }
+
+    @Test func aGeneratorAtTheBoundSaysItIsExhausted() throws {
+        var generator = WebStateIDGenerator(after: Limits.maxWebStateID - 1)
+        #expect(!generator.isExhausted)
+        #expect(generator.next().rawValue == Limits.maxWebStateID)
+        #expect(generator.isExhausted)
+    }
+}
+

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import HostCoordination
+import HostLimits
 import IOUring
 import SceneWorker
 import SessionStore
@@ -37,6 +38,18 @@ private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener:
 }
 
 @Suite struct SceneWindowTests {
+    /// A profile whose identifiers were restored up to the highest there is (a crafted file
+    /// can hold it): opening a tab is refused with a reason, never a trap, and the window
+    /// keeps serving.
+    @Test func aWindowWhoseTabIdentifiersRanOutRefusesNewTabs() throws {
+        let window = try sceneWindow(FaultEngine(directories: [root]))
+        #expect(window.handle(open(1, "https://a.example/")).done.tab == 1)
+        window.store.regular.profile.reserveWebStateID(try #require(WebStateID(rawValue: Limits.maxWebStateID)))
+        let refused = window.handle(open(2, "https://b.example/"))
+        #expect(refused.failure.message.contains("identifiers"))
+        #expect(window.handle(command(3) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate }).done.appliedSeq == 3)
+    }
+
     @Test func tabCommandsChangeTheWindowAndAnswerWithTheirSeqAndTab() throws {
         let window = try sceneWindow(FaultEngine(directories: [root]))
         let first = window.handle(open(1, "https://a.example/"))

@@ -1,3 +1,4 @@
+import HostLimits
 import BrowserModel
 import Testing
 @testable import SessionFormat
@@ -308,6 +309,12 @@ import Testing
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .invalidIdentifier(0))) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].identifier = 0 }))
+        }
+        // Above 2⁵³ − 1 an identifier is damage: counting up from it would trap or leave JSON's range.
+        for identifier in [Int64.max, Limits.maxWebStateID + 1] {
+            #expect(throws: SessionFormatError.invalidState(offset: at, reason: .invalidIdentifier(identifier))) {
+                try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].identifier = identifier }))
+            }
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .pinnedCountOutOfRange(4, count: 3))) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.pinnedItemCount = 4 }))
