@@ -60,7 +60,10 @@ public final class WorkerLoop {
         engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, logger: Logger
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
-            throw WorkerFailure(.refused, "the memory given is slot \(memory.index) of supervisor \(memory.supervisorPID), not slot \(identity.slot) of \(identity.supervisorPID)")
+            throw WorkerFailure(
+                .refused,
+                "the memory given is slot \(memory.index) of supervisor \(memory.supervisorPID), "
+                    + "not slot \(identity.slot) of \(identity.supervisorPID)")
         }
         let slot = memory.slot
         guard slot.generation == identity.generation, slot.windowID == identity.windowID else {
