@@ -57,7 +57,7 @@ public enum CoordinationBench {
             toEcho.close()
             toUs.close()
         }
-        let inherit = [region.descriptor.rawValue, toEcho.descriptor.rawValue, toUs.descriptor.rawValue, pair[1]]
+        let inherit = [region.descriptor(ofSlot: 0).rawValue, toEcho.descriptor.rawValue, toUs.descriptor.rawValue, pair[1]]
         let pid: pid_t
         switch spawnProcess([executable, "bench-echo"], inheriting: inherit) {
         case .success(let spawned): pid = spawned
@@ -95,11 +95,11 @@ public enum CoordinationBench {
     /// doorbell, ours) and on the socket (descriptor 6) with the same bytes, until the socket
     /// closes.
     public static func echo() throws {
-        let region = try SharedRegion(attaching: FileDescriptor(rawValue: 3))
+        let memory = try SlotMemory(attaching: FileDescriptor(rawValue: 3))
         let bell = Doorbell(descriptor: FileDescriptor(rawValue: 4))
         let reply = Doorbell(descriptor: FileDescriptor(rawValue: 5))
         let socket: Int32 = 6
-        let slot = region.slot(0)
+        let slot = memory.slot
         var fds = [pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
         while true {
             guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { throw BenchError.system("poll", Errno(rawValue: errno)) }

@@ -266,6 +266,12 @@ int wh_peer_uid(int fd, uid_t *uid) {
 
 int wh_memfd_create(const char *name) { return memfd_create(name, MFD_CLOEXEC); }
 
+int wh_memfd_create_sealable(const char *name) { return memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING); }
+
+int wh_pidfd_getfd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
+
+int wh_memfd_seal_size(int fd) { return fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL); }
+
 int wh_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 int wh_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

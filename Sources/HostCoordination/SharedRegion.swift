@@ -3,93 +3,137 @@ import CLinuxShims
 import Glibc
 import SystemPackage
 
-/// Why a region could not be created or attached.
+/// Why a slot's memory could not be created or attached.
 public enum RegionError: Error, Equatable, CustomStringConvertible {
     case system(String, Errno)
-    /// The descriptor maps something that is not a region of this layout (another binary).
+    /// The descriptor maps something that is not a slot of this layout (another binary).
     case mismatch(String)
 
     public var description: String {
         switch self {
         case .system(let call, let errno): "\(call): \(errno)"
-        case .mismatch(let reason): "shared memory region refused: \(reason)"
+        case .mismatch(let reason): "shared memory refused: \(reason)"
         }
     }
 }
 
-/// The shared memory region: a header, then one slot per window (docs/shared-memory.md).
-/// The supervisor creates it as an anonymous memfd (nothing in /dev/shm, gone with the last
-/// process that maps it) and hands it to each worker as descriptor 3. Only the supervisor and
-/// its workers hold the descriptor, all running as one user.
-public final class SharedRegion: @unchecked Sendable {
-    /// The bytes "WNDWHOST": a mapping that does not start with them is not a region.
+/// One window slot's shared memory: its own anonymous memfd holding a small header, then the
+/// slot (docs/shared-memory.md). The supervisor creates one per slot and hands a worker only its
+/// own, as descriptor 3: a worker can reach no other window's memory, whatever it writes.
+///
+/// The memfd's size is sealed (`F_SEAL_GROW | F_SEAL_SHRINK`, then `F_SEAL_SEAL`): a worker
+/// holds a descriptor it could `ftruncate`, and a shrunk file would make the supervisor's
+/// reads of the mapping fault (SIGBUS) instead of reading bytes it does not trust.
+public final class SlotMemory: @unchecked Sendable {
+    /// The bytes "WNDWHOST": a mapping that does not start with them is not a slot.
     public static let magic: UInt64 = 0x5453_4F48_5744_4E57
     /// Bumped on any change of layout: a worker of another version refuses to attach.
-    public static let layoutVersion: UInt32 = 1
+    /// 2: one memfd per slot (1 was one region holding every slot).
+    public static let layoutVersion: UInt32 = 2
     public static let headerSize = 4096
-    public static let maximumSlots = 64
+    /// Everything in the memfd: the header, then the slot.
+    public static let size = headerSize + WindowSlot.size
 
-    public let descriptor: FileDescriptor
-    public let slotCount: Int
-    let base: UnsafeMutableRawPointer
-    let size: Int
-
-    /// A new region of `slotCount` free slots (supervisor).
-    public init(slotCount: Int, supervisorPID: Int32) throws(RegionError) {
-        precondition((1...Self.maximumSlots).contains(slotCount), "slot count within 1...\(Self.maximumSlots)")
-        let fd = wh_memfd_create("windowhost-region")
-        guard fd >= 0 else { throw .system("memfd_create", Errno(rawValue: errno)) }
-        let size = Self.headerSize + slotCount * WindowSlot.size
-        guard ftruncate(fd, off_t(size)) == 0 else {
-            let error = Errno(rawValue: errno)
-            close(fd)
-            throw .system("ftruncate", error)
-        }
-        // A memfd is created 0777 minus nothing; only its holders can reach it, but say 0600.
-        fchmod(fd, 0o600)
-        descriptor = FileDescriptor(rawValue: fd)
-        self.slotCount = slotCount
-        self.size = size
-        base = try Self.map(fd, size: size)
-        base.storeBytes(of: Self.magic, toByteOffset: 0, as: UInt64.self)
-        base.storeBytes(of: Self.layoutVersion, toByteOffset: 8, as: UInt32.self)
-        base.storeBytes(of: UInt32(Self.headerSize), toByteOffset: 12, as: UInt32.self)
-        base.storeBytes(of: UInt64(WindowSlot.size), toByteOffset: 16, as: UInt64.self)
-        base.storeBytes(of: UInt32(slotCount), toByteOffset: 24, as: UInt32.self)
-        base.storeBytes(of: supervisorPID, toByteOffset: 28, as: Int32.self)
-        base.storeBytes(of: UInt64(size), toByteOffset: 32, as: UInt64.self)
+    enum HeaderOffset {
+        static let magic = 0
+        static let version = 8
+        static let headerSize = 12
+        static let slotSize = 16
+        static let slotIndex = 24
+        static let supervisorPID = 28
+        static let totalSize = 32
     }
 
-    /// Attaches to the region behind `descriptor` (worker), refusing one of another layout.
+    /// The header's variable fields; the rest are this binary's constants.
+    struct Header {
+        let index: UInt32
+        let supervisorPID: Int32
+
+        func write(at base: UnsafeMutableRawPointer) {
+            base.storeBytes(of: SlotMemory.magic, toByteOffset: HeaderOffset.magic, as: UInt64.self)
+            base.storeBytes(of: SlotMemory.layoutVersion, toByteOffset: HeaderOffset.version, as: UInt32.self)
+            base.storeBytes(of: UInt32(SlotMemory.headerSize), toByteOffset: HeaderOffset.headerSize, as: UInt32.self)
+            base.storeBytes(of: UInt64(WindowSlot.size), toByteOffset: HeaderOffset.slotSize, as: UInt64.self)
+            base.storeBytes(of: index, toByteOffset: HeaderOffset.slotIndex, as: UInt32.self)
+            base.storeBytes(of: supervisorPID, toByteOffset: HeaderOffset.supervisorPID, as: Int32.self)
+            base.storeBytes(of: UInt64(SlotMemory.size), toByteOffset: HeaderOffset.totalSize, as: UInt64.self)
+        }
+    }
+
+    public let descriptor: FileDescriptor
+    /// Which of the supervisor's slots this is, as the supervisor wrote it at creation.
+    public let index: Int
+    /// The pid of the supervisor that created it, as written at creation.
+    public let supervisorPID: Int32
+    public let slot: WindowSlot
+    let base: UnsafeMutableRawPointer
+
+    /// A new, free slot numbered `index` (supervisor).
+    public init(index: Int, supervisorPID: Int32) throws(RegionError) {
+        let fd = wh_memfd_create_sealable("windowhost-slot-\(index)")
+        guard fd >= 0 else { throw .system("memfd_create", Errno(rawValue: errno)) }
+        func fail(_ call: String) -> RegionError {
+            let error = Errno(rawValue: errno)
+            close(fd)
+            return .system(call, error)
+        }
+        guard ftruncate(fd, off_t(Self.size)) == 0 else { throw fail("ftruncate") }
+        guard wh_memfd_seal_size(fd) == 0 else { throw fail("F_ADD_SEALS") }
+        // A memfd is created 0777; only its holders can reach it, but say 0600.
+        guard fchmod(fd, 0o600) == 0 else { throw fail("fchmod") }
+        let base: UnsafeMutableRawPointer
+        do {
+            base = try Self.map(fd)
+        } catch {
+            close(fd)
+            throw error
+        }
+        let header = Header(index: UInt32(index), supervisorPID: supervisorPID)
+        header.write(at: base)
+        descriptor = FileDescriptor(rawValue: fd)
+        self.index = index
+        self.supervisorPID = supervisorPID
+        self.base = base
+        slot = WindowSlot(base + Self.headerSize, header: header)
+    }
+
+    /// Attaches to the slot behind `descriptor` (worker), refusing one of another layout. The
+    /// header is read once, here: the supervisor never reads it back.
     public init(attaching descriptor: FileDescriptor) throws(RegionError) {
         var status = stat()
         guard fstat(descriptor.rawValue, &status) == 0 else { throw .system("fstat", Errno(rawValue: errno)) }
-        let size = Int(status.st_size)
-        guard size >= Self.headerSize else { throw .mismatch("\(size) bytes, less than a header") }
-        let base = try Self.map(descriptor.rawValue, size: size)
+        // Mapped only at this binary's size: a file of any other size is refused unread.
+        guard status.st_size == off_t(Self.size) else {
+            throw .mismatch("\(status.st_size) bytes, not this binary's slot of \(Self.size) (header and slot)")
+        }
+        let base = try Self.map(descriptor.rawValue)
         func refuse(_ reason: String) -> RegionError {
-            munmap(base, size)
+            munmap(base, Self.size)
             return .mismatch(reason)
         }
-        let magic = base.load(fromByteOffset: 0, as: UInt64.self)
-        guard magic == Self.magic else { throw refuse("magic \(String(magic, radix: 16)), not a windowhost region") }
-        let version = base.load(fromByteOffset: 8, as: UInt32.self)
+        let magic = base.load(fromByteOffset: HeaderOffset.magic, as: UInt64.self)
+        guard magic == Self.magic else { throw refuse("magic \(String(magic, radix: 16)), not a windowhost slot") }
+        let version = base.load(fromByteOffset: HeaderOffset.version, as: UInt32.self)
         guard version == Self.layoutVersion else {
             throw refuse("layout version \(version), this binary reads \(Self.layoutVersion)")
         }
-        let slotSize = base.load(fromByteOffset: 16, as: UInt64.self)
-        let slotCount = Int(base.load(fromByteOffset: 24, as: UInt32.self))
-        let recorded = base.load(fromByteOffset: 32, as: UInt64.self)
-        guard slotSize == WindowSlot.size, recorded == size, size == Self.headerSize + slotCount * WindowSlot.size else {
-            throw refuse("slot size \(slotSize) × \(slotCount) in \(size) bytes does not match this binary's \(WindowSlot.size)")
+        let headerSize = base.load(fromByteOffset: HeaderOffset.headerSize, as: UInt32.self)
+        let slotSize = base.load(fromByteOffset: HeaderOffset.slotSize, as: UInt64.self)
+        let recorded = base.load(fromByteOffset: HeaderOffset.totalSize, as: UInt64.self)
+        guard headerSize == Self.headerSize, slotSize == WindowSlot.size, recorded == Self.size else {
+            throw refuse("header \(headerSize) + slot \(slotSize) in \(recorded) bytes, not this binary's \(Self.headerSize) + \(WindowSlot.size)")
         }
+        let header = Header(
+            index: base.load(fromByteOffset: HeaderOffset.slotIndex, as: UInt32.self),
+            supervisorPID: base.load(fromByteOffset: HeaderOffset.supervisorPID, as: Int32.self))
         self.descriptor = descriptor
-        self.slotCount = slotCount
-        self.size = size
+        index = Int(header.index)
+        supervisorPID = header.supervisorPID
         self.base = base
+        slot = WindowSlot(base + Self.headerSize, header: header)
     }
 
-    private static func map(_ fd: Int32, size: Int) throws(RegionError) -> UnsafeMutableRawPointer {
+    private static func map(_ fd: Int32) throws(RegionError) -> UnsafeMutableRawPointer {
         guard let pointer = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), pointer != MAP_FAILED else {
             throw .system("mmap", Errno(rawValue: errno))
         }
@@ -97,15 +141,36 @@ public final class SharedRegion: @unchecked Sendable {
     }
 
     deinit {
-        munmap(base, size)
+        munmap(base, Self.size)
         try? descriptor.close()
     }
+}
 
-    /// The pid of the supervisor that created the region.
-    public var supervisorPID: Int32 { base.load(fromByteOffset: 28, as: Int32.self) }
+/// The supervisor's slots: one `SlotMemory` each, created up front (`run --capacity`). Only the
+/// supervisor holds them all; `descriptor(ofSlot:)` is what one worker inherits.
+public final class SharedRegion: @unchecked Sendable {
+    public static let maximumSlots = 64
+
+    private let slots: [SlotMemory]
+
+    /// `slotCount` new, free slots (supervisor).
+    public init(slotCount: Int, supervisorPID: Int32) throws(RegionError) {
+        precondition((1...Self.maximumSlots).contains(slotCount), "slot count within 1...\(Self.maximumSlots)")
+        var slots: [SlotMemory] = []
+        for index in 0..<slotCount { slots.append(try SlotMemory(index: index, supervisorPID: supervisorPID)) }
+        self.slots = slots
+    }
+
+    public var slotCount: Int { slots.count }
 
     public func slot(_ index: Int) -> WindowSlot {
         precondition(index >= 0 && index < slotCount, "slot \(index) of \(slotCount)")
-        return WindowSlot(base + Self.headerSize + index * WindowSlot.size)
+        return slots[index].slot
+    }
+
+    /// The memfd of slot `index` alone: what its worker inherits as descriptor 3.
+    public func descriptor(ofSlot index: Int) -> FileDescriptor {
+        precondition(index >= 0 && index < slotCount, "slot \(index) of \(slotCount)")
+        return slots[index].descriptor
     }
 }

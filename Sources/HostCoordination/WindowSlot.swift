@@ -43,8 +43,10 @@ public struct WorkerStats: Equatable, Sendable {
     public init() {}
 }
 
-/// One window's slot in the region. Every field has one writer:
-/// - the supervisor: state, generation, pid, UUID (and it zeroes the rest between workers);
+/// One window's slot, in its own memfd after the slot header (`SlotMemory`). Every field has one
+/// writer:
+/// - the supervisor: the slot header, state, generation, pid, UUID (and it zeroes the rest
+///   between workers);
 /// - the worker of the current generation: ready generation, heartbeat, the save in flight, the
 ///   stats (under a sequence lock), the save counters and latency buckets, the reply ring's tail
 ///   and the command ring's head.
@@ -58,8 +60,14 @@ public struct WindowSlot: @unchecked Sendable {
     public static let size = replyRingOffset + MessageRing.headerSize + replyRingCapacity
 
     let base: UnsafeMutableRawPointer
+    /// What the supervisor wrote in the header before the slot: written again before each
+    /// worker, since the worker before may have written anything there.
+    private let header: SlotMemory.Header
 
-    init(_ base: UnsafeMutableRawPointer) { self.base = base }
+    init(_ base: UnsafeMutableRawPointer, header: SlotMemory.Header) {
+        self.base = base
+        self.header = header
+    }
 
     private func word32(_ offset: Int) -> UnsafeAtomic<UInt32> {
         UnsafeAtomic(at: (base + offset).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
@@ -109,6 +117,7 @@ public struct WindowSlot: @unchecked Sendable {
     /// zero, the rings empty. `keepingCounters` keeps the save counters and latency buckets
     /// (a restart of the same window); a new reservation clears them too.
     public func resetWorkerFields(keepingCounters: Bool) {
+        header.write(at: base - SlotMemory.headerSize)
         for offset in stride(from: 64, to: 256, by: 8) { word64(offset).store(0, ordering: .relaxed) }
         if !keepingCounters {
             for offset in stride(from: 256, to: Self.latencyOffset + LatencyBuckets.count * 8, by: 8) {

@@ -31,7 +31,7 @@ public enum WorkerExit: Int32, Sendable {
     case orphaned = 70
     /// The window could not be restored (a storage error): counts as a failed start.
     case restoreFailed = 74
-    /// The slot belongs to another generation or window, or the region is of another layout.
+    /// The slot belongs to another generation or window, or its memory is of another layout.
     case refused = 78
 }
 
@@ -56,13 +56,16 @@ public final class WorkerLoop {
     private var lastSavingSeq: UInt64?
 
     public init(
-        identity: WorkerIdentity, region: SharedRegion, commands: Doorbell, supervisor: Doorbell, root: FilePath,
+        identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
         engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, logger: Logger
     ) throws(WorkerFailure) {
-        guard identity.slot >= 0, identity.slot < region.slotCount else {
-            throw WorkerFailure(.refused, "slot \(identity.slot) outside the region's \(region.slotCount)")
+        guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
+            throw WorkerFailure(
+                .refused,
+                "the memory given is slot \(memory.index) of supervisor \(memory.supervisorPID), "
+                    + "not slot \(identity.slot) of \(identity.supervisorPID)")
         }
-        let slot = region.slot(identity.slot)
+        let slot = memory.slot
         guard slot.generation == identity.generation, slot.windowID == identity.windowID else {
             throw WorkerFailure(.refused, "slot \(identity.slot) holds generation \(slot.generation) of \(slot.windowID)")
         }

@@ -347,7 +347,8 @@ public final class Supervisor {
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
-        let inherit = [region.descriptor.rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
+        // Its own slot's memfd only: no descriptor the worker holds reaches another window.
+        let inherit = [region.descriptor(ofSlot: slot).rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
         let spawnStart = monotonicNow()
         let pid: pid_t
         switch spawnProcess(arguments, inheriting: inherit) {
@@ -501,6 +502,12 @@ public final class Supervisor {
             + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
     }
 
+    /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
+    /// the supervisor would act on.
+    private func checkedStats(_ view: WindowSlot) -> WorkerStats? {
+        view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
+    }
+
     /// What makes a worker's published stats impossible, if anything: a worker that publishes
     /// them misbehaves (a bug, or damage it read and did not refuse).
     static func violation(in stats: WorkerStats) -> String? {
@@ -566,8 +573,8 @@ public final class Supervisor {
                 guard let next = try ring.receive() else { return }
                 bytes = next
             } catch {
-                logger.error("reply ring corrupt: the worker is killed", metadata: ["window": "\(window.id)", "error": "\(error)"])
-                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+                // Killed once (not on every turn until it is reaped), its death handled as a crash.
+                misbehaved(&window, "reply ring corrupt: \(error)")
                 return
             }
             guard let reply = try? WorkerReply(serializedBytes: bytes), let pending = window.pending.removeValue(forKey: reply.request) else {
@@ -1052,7 +1059,7 @@ public final class Supervisor {
         let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
             let view = region.slot(slot)
-            let stats = view.readStats() ?? window.lastStats
+            let stats = checkedStats(view) ?? window.lastStats
             let heartbeat = view.heartbeat
             var object: [String: JSONValue] = [
                 "uuid": .string(window.id.uuidString), "state": .string(window.state.description), "slot": JSONValue(slot),
@@ -1110,7 +1117,7 @@ public final class Supervisor {
             object["uuid"] = .string(window.id.uuidString)
             object["save_failures"] = JSONValue(failures.saves)
             object["compaction_failures"] = JSONValue(failures.compactions)
-            object["failing"] = failingJSON(view.readStats() ?? window.lastStats)
+            object["failing"] = failingJSON(checkedStats(view) ?? window.lastStats)
             return .object(object)
         }
         let uptime = Double(now - startedAt) / 1e9

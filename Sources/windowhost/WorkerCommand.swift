@@ -9,8 +9,8 @@ import SceneWorker
 import SessionStore
 import SystemPackage
 
-/// One scene's worker, spawned by the supervisor with the region at descriptor 3, its command
-/// doorbell at 4 and the supervisor's doorbell at 5.
+/// One scene's worker, spawned by the supervisor with its own slot's memory (and no other
+/// window's) at descriptor 3, its command doorbell at 4 and the supervisor's doorbell at 5.
 struct WorkerProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker", abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
@@ -33,10 +33,10 @@ struct WorkerProcessCommand: ParsableCommand {
         Logs.bootstrap()
         let logger = Logger(label: "windowhost.worker")
         do {
-            let region = try SharedRegion(attaching: FileDescriptor(rawValue: 3))
+            let memory = try SlotMemory(attaching: FileDescriptor(rawValue: 3))
             let loop = try WorkerLoop(
                 identity: WorkerIdentity(slot: slot, generation: generation, windowID: window, supervisorPID: supervisor),
-                region: region, commands: Doorbell(descriptor: FileDescriptor(rawValue: 4)),
+                memory: memory, commands: Doorbell(descriptor: FileDescriptor(rawValue: 4)),
                 supervisor: Doorbell(descriptor: FileDescriptor(rawValue: 5)), root: FilePath(root),
                 engine: try io.makeEngine(quietly: true),
                 options: compactAfter.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(), saveDelayMilliseconds: saveDelay,

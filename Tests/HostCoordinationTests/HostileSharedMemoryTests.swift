@@ -40,6 +40,36 @@ import Testing
         #expect(try ring.receive() == nil)
     }
 
+    /// A length past the ring's capacity, with a tail a whole ring ahead: refused, never read.
+    @Test func aLengthPastTheCapacityIsACorruptRing() throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let ring = region.slot(0).replyRing
+        (ring.base + MessageRing.headerSize).storeBytes(of: UInt32(ring.capacity + 1).littleEndian, as: UInt32.self)
+        store(UInt64(ring.capacity), at: ring.base + 64)
+        #expect(throws: MessageRing.CorruptRing.self) { _ = try ring.receive() }
+        store(UInt64(ring.capacity) + 1, at: ring.base + 64)
+        #expect(throws: MessageRing.CorruptRing.self) { _ = try ring.receive() }
+    }
+
+    /// Random bytes over a whole slot, as a compromised worker writes them: everything the
+    /// supervisor reads from it gives a value, a refusal or nil, never a trap.
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    func randomBytesOverASlotNeverTrapTheReader(seed: UInt64) throws {
+        let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
+        let slot = region.slot(0)
+        var state = seed
+        for offset in stride(from: 0, to: WindowSlot.size, by: 8) {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            store(state, at: slot.base + offset)
+        }
+        _ = slot.readStats()
+        _ = (slot.state, slot.generation, slot.pid, slot.windowID, slot.readyGeneration, slot.heartbeat, slot.savingSeq)
+        _ = (slot.savesCompleted &+ slot.saveFailures &+ slot.compactionFailures)
+        #expect(slot.latency.histogram().totalCount <= (1 << 48))
+        for _ in 0..<16 { _ = try? slot.replyRing.receive() }
+        _ = try? slot.commandRing.send([1, 2, 3])
+    }
+
     /// Counters at their highest: the histogram holds at most `Limits.maxLatencySamples`, and
     /// merging and percentiles work on it.
     @Test func saturatedLatencyCountersReadAsABoundedHistogram() throws {

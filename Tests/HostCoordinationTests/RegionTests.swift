@@ -87,7 +87,6 @@ import Testing
             #expect(slot.windowID == ids[index] && slot.generation == UInt32(index + 1) && slot.pid == Int32(100 + index))
             #expect(try slot.replyRing.receive() == (index == 1 ? nil : [UInt8(index)]))
         }
-        #expect(region.supervisorPID == 4242)
     }
 
     @Test func saveCountersAndLatencySurviveARestartButNotANewReservation() throws {
@@ -102,31 +101,74 @@ import Testing
 }
 
 @Suite struct AttachTests {
-    @Test func aWorkerAttachesToTheSameSlots() throws {
+    @Test func aWorkerAttachesToItsOwnSlotAndNoOther() throws {
         let region = try SharedRegion(slotCount: 4, supervisorPID: 77)
         region.slot(2).windowID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!
-        let copy = FileDescriptor(rawValue: dup(region.descriptor.rawValue))
-        let attached = try SharedRegion(attaching: copy)
-        #expect(attached.slotCount == 4 && attached.supervisorPID == 77)
-        #expect(attached.slot(2).windowID == region.slot(2).windowID)
-        attached.slot(3).heartbeat = 12345
-        #expect(region.slot(3).heartbeat == 12345)
+        let attached = try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 2).rawValue)))
+        #expect(attached.index == 2 && attached.supervisorPID == 77)
+        #expect(attached.slot.windowID == region.slot(2).windowID)
+        attached.slot.heartbeat = 12345
+        #expect(region.slot(2).heartbeat == 12345)
+        #expect((0..<4).filter { region.slot($0).heartbeat == 12345 } == [2])
+        // One memfd per slot: four files, so one slot's descriptor maps nothing of another.
+        let inodes = Set((0..<4).map { index in
+            var status = stat()
+            #expect(fstat(region.descriptor(ofSlot: index).rawValue, &status) == 0)
+            #expect(status.st_mode & 0o777 == 0o600)
+            #expect(Int(status.st_size) == SlotMemory.size)
+            return status.st_ino
+        })
+        #expect(inodes.count == 4)
     }
 
-    @Test func aRegionOfAnotherLayoutIsRefusedByName() throws {
+    /// A worker holds its slot's descriptor: were it able to shrink the file, the supervisor's
+    /// next read of the mapping would fault (SIGBUS). The size is sealed, even for a reopen.
+    @Test func noHolderCanResizeASlot() throws {
         let region = try SharedRegion(slotCount: 1, supervisorPID: 1)
-        region.base.storeBytes(of: SharedRegion.layoutVersion + 1, toByteOffset: 8, as: UInt32.self)
+        let fd = region.descriptor(ofSlot: 0).rawValue
+        #expect(ftruncate(fd, 4096) == -1 && errno == EPERM)
+        #expect(ftruncate(fd, off_t(SlotMemory.size * 2)) == -1 && errno == EPERM)
+        let reopened = open("/proc/self/fd/\(fd)", O_RDWR | O_CLOEXEC)
+        try #require(reopened >= 0)
+        defer { close(reopened) }
+        #expect(ftruncate(reopened, 0) == -1 && errno == EPERM)
+        #expect(wh_memfd_seal_size(reopened) == -1, "sealed for good: no seal can be added or removed")
+        region.slot(0).heartbeat = 7
+        #expect(region.slot(0).heartbeat == 7)
+    }
+
+    /// A worker may write over its slot's header; the next worker of the slot still attaches.
+    @Test func theHeaderIsWrittenAgainBeforeEachWorker() throws {
+        let region = try SharedRegion(slotCount: 2, supervisorPID: 55)
+        let header = region.slot(1).base - SlotMemory.headerSize
+        header.initializeMemory(as: UInt8.self, repeating: 0xA5, count: SlotMemory.headerSize)
+        #expect(throws: RegionError.self) { try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 1).rawValue))) }
+        region.slot(1).resetWorkerFields(keepingCounters: true)
+        let attached = try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 1).rawValue)))
+        #expect(attached.index == 1 && attached.supervisorPID == 55)
+    }
+
+    @Test func aSlotOfAnotherLayoutIsRefusedByName() throws {
+        let memory = try SlotMemory(index: 0, supervisorPID: 1)
+        memory.base.storeBytes(of: SlotMemory.layoutVersion + 1, toByteOffset: SlotMemory.HeaderOffset.version, as: UInt32.self)
         #expect {
-            try SharedRegion(attaching: FileDescriptor(rawValue: dup(region.descriptor.rawValue)))
+            try SlotMemory(attaching: FileDescriptor(rawValue: dup(memory.descriptor.rawValue)))
         } throws: { error in
-            "\(error)".contains("layout version \(SharedRegion.layoutVersion + 1)")
+            "\(error)".contains("layout version \(SlotMemory.layoutVersion + 1)")
         }
-        let stranger = wh_memfd_create("not-a-region")
-        #expect(ftruncate(stranger, 8192) == 0)
+        let small = wh_memfd_create("not-a-slot")
+        #expect(ftruncate(small, 8192) == 0)
         #expect {
-            try SharedRegion(attaching: FileDescriptor(rawValue: stranger))
+            try SlotMemory(attaching: FileDescriptor(rawValue: small))
         } throws: { error in
-            "\(error)".contains("not a windowhost region")
+            "\(error)".contains("8192 bytes")
+        }
+        let stranger = wh_memfd_create("not-a-slot")
+        #expect(ftruncate(stranger, off_t(SlotMemory.size)) == 0)
+        #expect {
+            try SlotMemory(attaching: FileDescriptor(rawValue: stranger))
+        } throws: { error in
+            "\(error)".contains("not a windowhost slot")
         }
     }
 }

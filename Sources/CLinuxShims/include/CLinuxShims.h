@@ -63,6 +63,9 @@ int wh_futex_wake_shared(uint32_t *word, int count);
 int wh_pidfd_open(pid_t pid);
 /// Sends `sig` to the process behind `pidfd`: 0, or -1 with errno.
 int wh_pidfd_send_signal(int pidfd, int sig);
+/// `pidfd_getfd(pidfd, fd, 0)`: a copy of another process's descriptor `fd` (needs ptrace
+/// rights over it), or -1 with errno.
+int wh_pidfd_getfd(int pidfd, int fd);
 /// `prctl(PR_SET_PDEATHSIG, sig)`: 0, or -1 with errno.
 int wh_set_parent_death_signal(int sig);
 /// `prctl(PR_SET_CHILD_SUBREAPER, on)`: 0, or -1 with errno.
@@ -104,6 +107,11 @@ int wh_pipe_cloexec(int fds[2]);
 int64_t wh_filesystem_type(const char *path);
 /// `memfd_create(name, MFD_CLOEXEC)`: a descriptor, or -1 with errno.
 int wh_memfd_create(const char *name);
+/// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)`: a descriptor, or -1 with errno.
+int wh_memfd_create_sealable(const char *name);
+/// Seals a sealable memfd's size for good (`F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`), so
+/// no holder of a descriptor can make another's mapping fault: 0, or -1 with errno.
+int wh_memfd_seal_size(int fd);
 /// `eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)`: a descriptor, or -1 with errno.
 int wh_eventfd(void);
 /// The descriptor of a ring, which polls readable when a completion is ready.
