@@ -98,6 +98,8 @@ import Testing
         let lowered = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(limit):\(hard)"])
         try #require(lowered.status == 0, "\(lowered.output)")
         Glibc.kill(Int32(worker), SIGKILL)
+        // Once the supervisor has seen the death, no worker starts while the limit holds.
+        #expect(waitFor({ host.call("status", timeout: 2).result?["windows"]?.array?.first?["state"]?.string != "foreground" }, seconds: 10))
 
         let session = root.appendingPathComponent("windows/\(window)/regular").path
         let setAside = root.appendingPathComponent("set-aside").path
@@ -129,6 +131,39 @@ import Testing
         #expect(host.call("status").result?["set_aside"]?.array?.isEmpty ?? false)
         let next = host.call("open", window: window) { $0.url = "https://after.example/" }
         #expect(next.result?["seq"]?.int == 4, "the refusals took no seq: \(next)")
+        #expect(host.terminate() == 0)
+    }
+
+    /// Every refusal in the supervisor's `read` and `handle` answers before a seq is taken:
+    /// malformed, too large, unknown verb or window, missing what the verb needs. (Passes on
+    /// the old code too: it guards the order of `handle`, where a seq is taken last.)
+    @Test(.timeLimit(.minutes(2))) func refusedRequestsTakeNoSeq() throws {
+        let root = temporaryRoot("ctl-refused")
+        defer { removeFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://first.example/") != nil)
+        func raw(_ line: [UInt8]) -> String {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            guard var address = UnixSocketAddress.make(FilePath(host.socket)) else { return "" }
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var reply = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &reply, reply.count, 0)
+            return count > 0 ? String(decoding: reply[..<count], as: UTF8.self) : ""
+        }
+        #expect(raw(Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(#""code":64"#))
+        #expect(raw(Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)).contains(#""code":64"#))
+        #expect(host.call("teleport", window: window).code == .usage)
+        #expect(host.call("navigate", window: window) { $0.tab = 1 }.code == .usage)
+        #expect(host.call("move", window: window) { $0.tab = 1 }.code == .usage)
+        #expect(host.call("open", window: UUID().uuidString).code == .badData)
+        #expect(host.windows()[window]?["applied_seq"]?.int == 1)
+        let next = host.call("open", window: window) { $0.url = "https://second.example/" }
+        #expect(next.result?["seq"]?.int == 2, "\(next)")
         #expect(host.terminate() == 0)
     }
 
