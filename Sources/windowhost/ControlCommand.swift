@@ -17,11 +17,11 @@ struct ControlCommand: ParsableCommand {
             worker is restarting, or no reply within the timeout): retry. --json prints one JSON
             object.
 
-            No call waits forever: connecting, sending and the reply together get --timeout
-            seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a
-            stopped or overloaded supervisor). `kill` waits at most 5 s for a worker to die
-            (after STOP, TSTP, TTIN or TTOU, the watchdog's period more) before the supervisor
-            answers 75; a signal ignored by default (CONT, CHLD, URG, WINCH) is answered at
+            No call waits forever: connecting, sending and the reply together get --timeout \
+            seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \
+            stopped or overloaded supervisor). `kill` waits at most 5 s for a worker to die \
+            (after STOP, TSTP, TTIN or TTOU, the watchdog's period more) before the supervisor \
+            answers 75; a signal ignored by default (CONT, CHLD, URG, WINCH) is answered at \
             once, with no restart expected.
             """,
         subcommands: [
