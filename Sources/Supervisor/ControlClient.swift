@@ -4,38 +4,68 @@ import SystemPackage
 
 /// The client side of the control socket: one request, one reply, one connection.
 public enum ControlClient {
-    /// Sends `request` and waits for the reply, at most `timeout` seconds if given (a reply
-    /// that does not come is `.temporary`). A socket nobody answers at gives `.unavailable`.
-    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = nil) -> ControlReply {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    /// What `ctl` waits by default for connecting, sending and the reply together.
+    public static let defaultTimeoutSeconds = 30
+
+    /// Sends `request` and waits for the reply, all of it (connecting, sending, the reply)
+    /// within `timeout` seconds: a supervisor that is stopped, or a socket nobody accepts on,
+    /// gives `.temporary` naming what was waited for, never a hang. A socket nobody listens at
+    /// gives `.unavailable`. Nil waits as long as it takes (tests that time the wait themselves).
+    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
+        let deadline = timeout.map { monotonicNow() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
+        func late(_ what: String) -> ControlReply {
+            .failure(.temporary, "\(what) within the \(timeout ?? 0) s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded")
+        }
+        /// Waits until `fd` is ready for `events`; false when the deadline passes first.
+        func wait(_ fd: Int32, for events: Int32) -> Bool {
+            while true {
+                let now = monotonicNow()
+                guard now < deadline else { return false }
+                var descriptor = pollfd(fd: fd, events: Int16(events), revents: 0)
+                let milliseconds = Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max)))
+                let ready = poll(&descriptor, 1, milliseconds)
+                if ready > 0 { return true }
+                if ready < 0, errno != EINTR { return true }  // the next call says what is wrong
+            }
+        }
+
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { return .failure(.unavailable, "socket: \(Errno(rawValue: errno))") }
         defer { close(fd) }
-        if let timeout {
-            var limit = timeval(tv_sec: timeout, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        }
         guard var address = UnixSocketAddress.make(path) else { return .failure(.usage, "socket path too long: \(path)") }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else {
-            return .failure(.unavailable, "no supervisor at \(path): \(Errno(rawValue: errno))")
+        while true {
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 { break }
+            let error = errno
+            if error == EINTR { continue }
+            // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
+            // for: the connect is tried again until the deadline.
+            guard error == EAGAIN else { return .failure(.unavailable, "no supervisor at \(path): \(Errno(rawValue: error))") }
+            guard monotonicNow() < deadline else { return late("the supervisor did not accept the connection") }
+            usleep(10_000)
         }
         guard var line = try? JSONEncoder().encode(request) else { return .failure(.usage, "unencodable request") }
         line.append(UInt8(ascii: "\n"))
         var sent = 0
         while sent < line.count {
             let count = line[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { return .failure(.unavailable, "the supervisor hung up: \(Errno(rawValue: errno))") }
-            sent += count
+            if count > 0 {
+                sent += count
+            } else if count < 0, errno == EAGAIN || errno == EINTR {
+                guard wait(fd, for: Int32(POLLOUT)) else { return late("the supervisor did not read the request") }
+            } else {
+                return .failure(.unavailable, "the supervisor hung up: \(Errno(rawValue: errno))")
+            }
         }
         var reply: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = recv(fd, &chunk, chunk.count, 0)
-            if count < 0, errno == EINTR { continue }
-            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                return .failure(.temporary, "no reply from the supervisor in \(timeout ?? 0) s")
+            if count < 0, errno == EAGAIN || errno == EINTR {
+                guard wait(fd, for: Int32(POLLIN)) else { return late("no reply to '\(request.verb)' came") }
+                continue
             }
             guard count > 0 else { break }
             reply += chunk[..<count]

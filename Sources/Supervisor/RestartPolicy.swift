@@ -1,3 +1,5 @@
+import SystemPackage
+
 /// When a dead worker comes back, after Erlang/OTP's restart intensity and systemd's stepped
 /// backoff, with Chrome's limit on failed starts:
 /// - a worker killed on request (`ctl kill`, stress campaigns) restarts at once and counts for
@@ -6,13 +8,18 @@
 ///   `failedStartLimit` in a row the window's session is set aside and it restarts empty;
 /// - any other death restarts at once while at most `maximumRestarts` happened in the last
 ///   `period`; past that, after a backoff that doubles from `initialBackoff` to `maximumBackoff`
-///   until the window stays up for a whole period.
+///   until the window stays up for a whole period;
+/// - a worker the supervisor could not start for want of its *own* resources (descriptors,
+///   memory, processes: `isShortage`) is no death at all: it is tried again after a backoff
+///   that doubles from `initialBackoff` to `maximumShortageBackoff` while the shortage lasts,
+///   and never counts against the window's restarts or failed starts.
 public struct RestartPolicy: Sendable, Equatable {
     public var maximumRestarts = 5
     public var periodNanoseconds: UInt64 = 10_000_000_000
     public var initialBackoffNanoseconds: UInt64 = 100_000_000
     public var maximumBackoffNanoseconds: UInt64 = 5_000_000_000
     public var failedStartLimit = 2
+    public var maximumShortageBackoffNanoseconds: UInt64 = 3_200_000_000
 
     public init() {}
 
@@ -20,6 +27,8 @@ public struct RestartPolicy: Sendable, Equatable {
     public struct History: Sendable, Equatable {
         var deaths: [UInt64] = []
         var failedStarts = 0
+        /// Starts in a row the supervisor's own shortage prevented.
+        public internal(set) var shortages = 0
         public internal(set) var restarts = 0
 
         public init() {}
@@ -54,5 +63,24 @@ public struct RestartPolicy: Sendable, Equatable {
             history.failedStarts = 0
         }
         return delay == 0 ? .restartNow : .restartAfter(nanoseconds: delay)
+    }
+
+    /// The supervisor could not start the window's worker for want of its own resources: when
+    /// to try again. Neither a death nor a failed start: the window did nothing.
+    public func retryAfterShortage(_ history: inout History) -> UInt64 {
+        history.shortages += 1
+        return min(initialBackoffNanoseconds << UInt64(min(history.shortages - 1, 20)), maximumShortageBackoffNanoseconds)
+    }
+
+    /// The worker started: a shortage, if there was one, is over.
+    public func started(_ history: inout History) {
+        history.shortages = 0
+    }
+
+    /// Whether a failure to start a worker (posix_spawn, eventfd, pidfd_open) is the
+    /// supervisor's own shortage, which says nothing about the window: out of descriptors
+    /// (EMFILE, ENFILE), memory (ENOMEM) or processes (EAGAIN).
+    public static func isShortage(_ error: Errno) -> Bool {
+        [.tooManyOpenFiles, .tooManyOpenFilesInSystem, .noMemory, .resourceTemporarilyUnavailable].contains(error)
     }
 }

@@ -115,7 +115,9 @@ public final class Supervisor {
 
     enum ReadyWaiter {
         case connect(ClientID)
-        case restart(ClientID, oldPID: Int32, whileSaving: Bool)
+        /// A `kill` waiting for the worker it signalled to be replaced; answered 75 at
+        /// `deadline` if that worker is still alive then (the signal was caught or ignored).
+        case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
     }
 
     struct Client {
@@ -336,9 +338,11 @@ public final class Supervisor {
         do {
             doorbell = try Doorbell()
         } catch {
-            logger.error("cannot make a doorbell: \(error)")
             windows[slot] = window
-            workerDied(slot, description: "not spawned: \(error)")
+            switch error {
+            case .system(_, let errno): startFailed(slot, "cannot make a doorbell", errno)
+            case .mismatch: workerDied(slot, description: "not spawned: \(error)")
+            }
             return
         }
         let arguments = [
@@ -355,14 +359,24 @@ public final class Supervisor {
         case .success(let spawned):
             pid = spawned
         case .failure(let error):
-            logger.error("spawn failed", metadata: ["window": "\(window.id)", "error": "\(error)"])
             doorbell.close()
             windows[slot] = window
-            workerDied(slot, description: "spawn failed: \(error)")
+            startFailed(slot, "posix_spawn", error)
             return
         }
         // The child cannot be reaped before we wait on it, so the pid still names it.
         let pidfd = wh_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            // Without a pidfd the worker cannot be watched: it goes, and is started again.
+            let error = Errno(rawValue: errno)
+            _ = Glibc.kill(pid, SIGKILL)
+            while waitpid(pid, nil, 0) < 0, errno == EINTR {}
+            doorbell.close()
+            windows[slot] = window
+            startFailed(slot, "pidfd_open", error)
+            return
+        }
+        configuration.restartPolicy.started(&window.history)
         window.pid = pid
         window.pidfd = pidfd
         window.doorbell = doorbell
@@ -375,6 +389,27 @@ public final class Supervisor {
                 "window": "\(window.id)", "pid": "\(pid)", "generation": "\(window.generation)",
                 "spawn_us": "\((window.spawnedAt - spawnStart) / 1000)",
             ])
+    }
+
+    /// Starting the worker failed at `call`. For want of the supervisor's own descriptors,
+    /// memory or processes (`RestartPolicy.isShortage`) the start is tried again after a
+    /// backoff and counts nothing against the window; any other failure is a failed start.
+    private func startFailed(_ slot: Int, _ call: String, _ error: Errno) {
+        guard var window = windows[slot] else { return }
+        guard RestartPolicy.isShortage(error) else {
+            logger.error("spawn failed", metadata: ["window": "\(window.id)", "call": "\(call)", "error": "\(error)"])
+            workerDied(slot, description: "not spawned: \(call): \(error)")
+            return
+        }
+        let delay = configuration.restartPolicy.retryAfterShortage(&window.history)
+        window.restartAt = monotonicNow() + delay
+        logger.error(
+            "the supervisor is short of resources: the worker is started again later; the window is not at fault",
+            metadata: [
+                "window": "\(window.id)", "call": "\(call)", "error": "\(error)", "attempt": "\(window.history.shortages)",
+                "retry_ms": "\(delay / 1_000_000)",
+            ])
+        windows[slot] = window
     }
 
     private func reapWorker(_ slot: Int) {
@@ -555,7 +590,7 @@ public final class Supervisor {
             switch waiter {
             case .connect(let client):
                 answer(client, .ok(.object(["window": .string(window.id.uuidString), "pid": JSONValue(window.pid)])))
-            case .restart(let client, let oldPID, let whileSaving):
+            case .restart(let client, let oldPID, let whileSaving, _, _):
                 answer(client, .ok(.object([
                     "window": .string(window.id.uuidString), "killed_pid": JSONValue(oldPID), "pid": JSONValue(window.pid),
                     "while_saving": .bool(whileSaving),
@@ -662,6 +697,7 @@ public final class Supervisor {
 
     private func runTimers() {
         let now = monotonicNow()
+        expireKillWaiters(now)
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
@@ -680,6 +716,34 @@ public final class Supervisor {
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
                 _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
             }
+        }
+    }
+
+    /// Answers each `kill` whose worker outlived its wait: the signal did not kill, and no
+    /// restart is coming. A worker that did die is waited for until it is ready again.
+    private func expireKillWaiters(_ now: UInt64) {
+        for slot in windows.keys.sorted() {
+            guard var window = windows[slot], !window.readyWaiters.isEmpty else { continue }
+            var expired = false
+            let (id, pid, isLive) = (window.id, window.pid, window.isLive)
+            window.readyWaiters.removeAll { waiter in
+                guard case .restart(let client, let oldPID, _, let signal, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
+                else { return false }
+                answer(
+                    client,
+                    .failure(
+                        .temporary,
+                        "the worker \(oldPID) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
+                    ))
+                expired = true
+                return true
+            }
+            guard expired else { continue }
+            if !window.readyWaiters.contains(where: { if case .restart = $0 { true } else { false } }) {
+                // The kill did not happen: a later death is the window's own again.
+                window.killRequested = false
+            }
+            windows[slot] = window
         }
     }
 
@@ -1042,15 +1106,37 @@ public final class Supervisor {
             return
         }
         logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(name)"])
+        let label = SignalName.numbers.first { $0.value == signal }?.key ?? "\(signal)"
+        guard !Self.signalsIgnoredByDefault.contains(signal) else {
+            // Its default action is to ignore: waiting for a restart would be forever.
+            answer(client, .ok(.object([
+                "window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving),
+                "signal": .string(label), "restart_expected": .bool(false),
+            ])))
+            return
+        }
         window.killRequested = true
         if request.wait == false {
             windows[slot] = window
             answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving)])))
         } else {
-            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving))
+            // A stopped worker is the watchdog's to kill: the wait covers its period too.
+            let wait = Self.killWaitNanoseconds + (Self.signalsThatStop.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
+            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNow() + wait))
             windows[slot] = window
         }
     }
+
+    /// How long a `kill` waits for the signalled worker to die (one that catches the signal,
+    /// like SEGV under a handler, never does) before it is answered 75; after a signal that
+    /// stops it, the watchdog's period more.
+    static let killWaitNanoseconds: UInt64 = 5_000_000_000
+
+    /// Signals whose default action is to ignore (or continue): a `kill` with one is answered
+    /// at once, with no restart expected.
+    static let signalsIgnoredByDefault: Set<Int32> = [SIGCONT, SIGCHLD, SIGURG, SIGWINCH]
+    /// Signals whose default action stops the worker: it dies when the watchdog sees it silent.
+    static let signalsThatStop: Set<Int32> = [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU]
 
     // MARK: reports
 

@@ -14,7 +14,15 @@ struct ControlCommand: ParsableCommand {
             65 unknown window or tab (bad data), 69 no supervisor at the socket, 74 a save failed
             (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
             keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
-            worker is restarting): retry. --json prints one JSON object.
+            worker is restarting, or no reply within the timeout): retry. --json prints one JSON
+            object.
+
+            No call waits forever: connecting, sending and the reply together get --timeout \
+            seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \
+            stopped or overloaded supervisor). `kill` waits at most 5 s for a worker to die \
+            (after STOP, TSTP, TTIN or TTOU, the watchdog's period more) before the supervisor \
+            answers 75; a signal ignored by default (CONT, CHLD, URG, WINCH) is answered at \
+            once, with no restart expected.
             """,
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
@@ -32,6 +40,13 @@ struct ControlOptions: ParsableArguments {
 
     @Flag(help: "Print the reply as one JSON object.")
     var json = false
+
+    @Option(help: "Seconds to wait for connecting, sending and the reply together; past it, exit 75.")
+    var timeout = ControlClient.defaultTimeoutSeconds
+
+    func validate() throws {
+        guard timeout > 0 else { throw ValidationError("--timeout must be at least 1 second") }
+    }
 
     var socketPath: FilePath {
         FilePath(socket ?? ProcessInfo.processInfo.environment["WINDOWHOST_SOCKET"] ?? DefaultPaths.socket(root: DefaultPaths.root))
@@ -60,7 +75,7 @@ extension ControlVerb {
             FileHandle.standardError.write(Data("windowhost ctl: \(refusal)\n".utf8))
             throw ExitCode(code.rawValue)
         }
-        let reply = ControlClient.call(request, socket: control.socketPath)
+        let reply = ControlClient.call(request, socket: control.socketPath, timeout: control.timeout)
         guard reply.code == .ok, let result = reply.result else {
             FileHandle.standardError.write(Data("windowhost ctl: \(reply.error ?? "failed")\n".utf8))
             throw ExitCode(reply.code == .ok ? ControlCode.software.rawValue : reply.code.rawValue)
@@ -275,7 +290,13 @@ extension ControlCommand {
             abstract: "Signal a window's worker (default KILL) and return once its replacement has restored the window.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        @Option(help: "KILL, TERM, ABRT, SEGV, STOP (a hang the watchdog catches), … or a number.") var signal = "KILL"
+        @Option(
+            help: """
+                KILL, TERM, ABRT, SEGV, STOP (a hang the watchdog catches), … or a number. One ignored by default (CONT, \
+                CHLD, URG, WINCH) is answered at once, no restart expected; a worker still alive 5 s after the signal (and \
+                the watchdog's period, after STOP) exits 75.
+                """)
+        var signal = "KILL"
         @Flag(help: "Return once the signal is sent.") var noWait = false
         @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving = false
         func request() -> ControlRequest {
@@ -286,6 +307,9 @@ extension ControlCommand {
             return request
         }
         func text(_ result: JSONValue) -> String {
+            if result["restart_expected"]?.bool == false {
+                return "signalled \(result["killed_pid"]?.int ?? 0) with SIG\(result["signal"]?.string ?? "?"), which cannot kill: no restart expected"
+            }
             guard let pid = result["pid"]?.int else { return "signalled \(result["killed_pid"]?.int ?? 0)" }
             return "killed \(result["killed_pid"]?.int ?? 0), restored by \(pid) in \(String(format: "%.1f", result["recovery_ms"]?.number ?? 0)) ms"
         }
