@@ -4,6 +4,7 @@ import Glibc
 import HostCoordination
 import HostLimits
 import Histogram
+import IOUring
 import Logging
 import SessionStore
 import SystemPackage
@@ -145,6 +146,7 @@ public final class Supervisor {
     private var setAsideRecords: [SetAsideRecord] = []
     private let listener: Int32
     private let signals: Int32
+    private let rootLock: Int32
     private let lock: Int32
     private let startedAt = monotonicNow()
     private var shutdownDeadline: UInt64?
@@ -168,9 +170,19 @@ public final class Supervisor {
         let misplaced = RootLayout.misplacedEntries(root: configuration.root)
         guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
         try SupervisorFiles.makeDirectory(files.windows)
+        // The lock is the root directory itself (flock: the kernel drops it when the holder
+        // dies, so a killed supervisor leaves none). A file under the root can be swapped under
+        // its holder by anyone who can write the root, and a second supervisor would then lock
+        // the new file; the directory cannot be swapped without writing its parent.
+        do {
+            rootLock = try NoFollow.openDirectory(configuration.root).rawValue
+        } catch {
+            throw SupervisorError.setup("open \(configuration.root)", error)
+        }
+        guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
+        // supervisor.lock too: what supervisors of earlier versions lock.
         lock = open(files.lock.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
-        // flock: the kernel drops it when the holder dies, so a killed supervisor leaves none.
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
         guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
         do {
@@ -193,6 +205,7 @@ public final class Supervisor {
         close(listener)
         close(signals)
         close(lock)
+        close(rootLock)
         bell.close()
     }
 
