@@ -481,21 +481,49 @@ public final class Supervisor {
         case .restartAfter(let delay):
             windows[slot]?.restartAt = now + delay
         case .setAside(let delay):
-            setAside(slot, reason: "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring")
-            if delay == 0 { spawn(slot) } else { windows[slot]?.restartAt = now + delay }
+            let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
+            if let failure = setAside(slot, reason: reason) {
+                // Nothing can start this window until the root is mended (a symlink in place of
+                // windows/, say): tried again at the slowest pace, and whoever waits for it to
+                // connect is told why instead of waiting for good.
+                windows[slot]?.restartAt = now + configuration.restartPolicy.maximumBackoffNanoseconds
+                answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(configuration.restartPolicy.maximumBackoffNanoseconds / 1_000_000_000) s"))
+            } else if delay == 0 {
+                spawn(slot)
+            } else {
+                windows[slot]?.restartAt = now + delay
+            }
         }
     }
 
-    private func setAside(_ slot: Int, reason: String) {
-        guard let window = windows[slot] else { return }
+    private func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
+        guard var window = windows[slot] else { return }
+        var connecting: [ClientID] = []
+        window.readyWaiters.removeAll { waiter in
+            guard case .connect(let client) = waiter else { return false }
+            connecting.append(client)
+            return true
+        }
+        windows[slot] = window
+        for client in connecting { answer(client, reply) }
+    }
+
+    /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
+    /// why it could not be, naming any fixed entry of the root that is not what it should be.
+    private func setAside(_ slot: Int, reason: String) -> String? {
+        guard let window = windows[slot] else { return nil }
         region.slot(slot).state = .setAside
         do {
             if let path = try files.setAside(window.id, at: Date()) {
                 setAsideRecords.append(SetAsideRecord(window: window.id, path: path, at: Date(), reason: reason))
                 logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
             }
+            return nil
         } catch {
-            logger.error("cannot set the window aside: \(error)", metadata: ["window": "\(window.id)"])
+            let misplaced = RootLayout.misplacedEntries(root: configuration.root).map { "\($0)" }
+            let failure = "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
+            logger.error("\(failure)", metadata: ["window": "\(window.id)"])
+            return failure
         }
     }
 
