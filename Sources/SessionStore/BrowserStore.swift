@@ -630,7 +630,8 @@ public final class BrowserStore {
     /// Removes a session being deleted: everything, then the marker, then the directory and
     /// the parent's entry.
     func removeDeletedSession() throws(StoreError) {
-        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name != StoreLayout.deletionMarker {
+        // Each entry by its exact name: one that is not UTF-8 goes too.
+        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name.string != StoreLayout.deletionMarker {
             try io { try engine.removeTree(directory.appending(entry.name)) }
         }
         try io { try engine.syncDirectory(directory) }
