@@ -341,7 +341,7 @@ extension BrowserStore {
             var failure: StoreError?
             while !isIdle {
                 for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
-                    if case .failed(let error) = try complete(completion) { failure = .io(error) }
+                    if case .failed(let error) = try complete(completion) { failure = error }
                 }
             }
             return failure

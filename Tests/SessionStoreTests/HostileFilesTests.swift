@@ -380,6 +380,46 @@ extension HostileFilesTests {
             #expect(try realWindow(root).regular.webStateList.count == 6)
         }
     }
+
+    /// A directory, a FIFO and a symlink planted under the names the next generations'
+    /// snapshots take: each is set aside into `damaged/` as itself (not followed, not deleted),
+    /// every save stays durable and compaction goes on past them. Before, the rename failed on
+    /// the directory with EISDIR and every later compaction chose the same name and failed
+    /// again; a FIFO or symlink would have been replaced, that is deleted.
+    @Test func entriesUnderTheNextSnapshotsNamesAreSetAsideAndCompactionGoesOn() throws {
+        try withRootAndCanary { root, canary in
+            let options = StoreOptions(compactAfterRecords: 2)
+            let store = try realWindow(root, options: options)
+            try open(store, store.regular, seq: 1, url: "https://one.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            try plant(.directory, at: regular.appending(StoreLayout.snapshotName(2)))
+            try plant(.symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
+            try plant(.fifo, at: regular.appending(StoreLayout.snapshotName(3)))
+            try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(StoreLayout.snapshotName(4)))
+
+            for seq in 2...(12 as UInt64) {
+                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
+                try store.waitUntilDurable(seq)
+            }
+            let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
+            let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            #expect(generations.contains { $0 >= 5 }, "compaction went past the planted names: \(names)")
+            let damaged = regular.appending(StoreLayout.damagedDirectory)
+            let setAside = try FileManager.default.contentsOfDirectory(atPath: damaged.string)
+            let kinds = Dictionary(
+                uniqueKeysWithValues: setAside.map { (String($0.prefix(StoreLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0))) })
+            #expect(kinds[StoreLayout.snapshotName(2)] == "directory", "\(setAside)")
+            #expect(kinds[StoreLayout.snapshotName(3)] == "other", "\(setAside)")
+            #expect(kinds[StoreLayout.snapshotName(4)] == "symlink", "\(setAside)")
+            if let directory = setAside.first(where: { $0.hasPrefix(StoreLayout.snapshotName(2)) }) {
+                #expect(lstatKind(damaged.appending(directory).appending("inside")) == "symlink", "set aside whole")
+            }
+            try expectCanaryIntact(canary)
+            let restored = try realWindow(root, options: options)
+            #expect(restored.regular.webStateList.count == 12)
+        }
+    }
 }
 
 /// Creates an empty file whose name is `name`'s bytes exactly (UTF-8 or not) in `directory`.
