@@ -89,7 +89,15 @@ public final class WorkerLoop {
             let recovery = try store.recover()
             restored = recovery.seq
             for damaged in recovery.regular.damaged + recovery.incognito.damaged {
-                logger.warning("set aside a damaged file", metadata: ["file": "\(damaged)"])
+                // What happened to it: moved into damaged/, renamed in place, or left where it is.
+                let outcome =
+                    switch (damaged.setAsideAt, damaged.setAsideFailure) {
+                    case (_?, nil): "set aside a damaged file"
+                    case (_?, _?): "could not move a damaged file to damaged/; renamed it in place"
+                    case (nil, _?): "could not set aside a damaged file; left it in place"
+                    case (nil, nil): "found a damaged file; left it in place"
+                    }
+                logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
             }
             logger.info("restored", metadata: ["seq": "\(recovery.seq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {

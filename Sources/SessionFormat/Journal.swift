@@ -324,11 +324,13 @@ public enum JournalFile {
     /// not read, this tells damage in the middle (a save follows it) from a torn tail (a torn
     /// write is a prefix of one save, whose commit comes last). Looks for commit frames only,
     /// which have one fixed length, so the search is linear in the bytes, in bounded chunks.
-    public static func hasValidCommit(in source: some ByteSource, after start: Int) -> Bool {
+    /// A read that fails is thrown: an unknown tail is no torn one, and must never be zeroed.
+    public static func hasValidCommit(in source: some ByteSource, after start: Int) throws(SessionFormatError) -> Bool {
         var chunkStart = max(start, 0)
         while chunkStart < source.size {
             let count = min(chunkSize + JournalCommit.frameSize - 1, source.size - chunkStart)
-            guard count >= JournalCommit.frameSize, let bytes = try? source.read(offset: chunkStart, count: count) else { return false }
+            guard count >= JournalCommit.frameSize else { return false }
+            let bytes = try source.read(offset: chunkStart, count: count)
             let found = bytes.withUnsafeBytes { raw -> Bool in
                 var index = 0
                 while index + JournalCommit.frameSize <= raw.count {
@@ -379,8 +381,8 @@ extension JournalFile.Scan {
     /// so one with a valid checksum is damage in the middle, never taken for a torn tail and
     /// zeroed), every seq is at most `Limits.maxCommandSeq` and not below
     /// `snapshotSeq` (the snapshot the chain starts from), records' seqs never go back and
-    /// never pass the commit that covers them, and each commit is above the one before it
-    /// (`previousCommit`, the last of the journal before this one in the chain).
+    /// never pass the commit that covers them, and each commit is at or above the one before
+    /// it (`previousCommit`, the last of the journal before this one in the chain).
     public func checkSeqs(snapshotSeq: UInt64, previousCommit: UInt64?) -> (validCommits: Int, error: SessionFormatError?) {
         var lastRecordSeq = snapshotSeq
         var lastCommit = previousCommit

@@ -28,7 +28,7 @@ public struct StoreOptions: Sendable {
 enum SaveProgress: Equatable {
     /// Every record up to `seq` is durable.
     case durable(UInt64)
-    case failed(IOEngineError)
+    case failed(StoreError)
 }
 
 /// One Browser's session on disk: restore, then append each save's records to the journal
@@ -98,9 +98,11 @@ public final class BrowserStore {
         var files: Set<IOTicket>
         var directorySync: (ticket: IOTicket, directory: EngineFile)?
         var renamed = false
-        var failure: IOEngineError?
+        var failure: StoreError?
         /// The records are in the snapshot only: durable once the directory sync completes.
         let acknowledgeAtEnd: Bool
+        /// The store's `unframedChanges` when the snapshot was encoded: what it holds of them.
+        let unframedChanges: Int
         /// The save names the other Browser too: the snapshot, which cannot be taken back, is
         /// renamed into place only once the partner's write is durable (`renameAfterPartners`).
         let awaitsPartners: Bool
@@ -149,15 +151,24 @@ public final class BrowserStore {
             do {
                 staged.append(try record.frame)
             } catch {
-                // Never written: the next save writes a snapshot of the list instead, which
-                // refuses (and reports) what does not fit.
+                // Unexpected: the bounds on what a tab holds keep every record framable.
+                // Never written as a record: the next save writes a snapshot of the list
+                // instead, which refuses (and reports) what does not fit.
+                assertionFailure("a record does not frame: \(error)")
                 needsRebase = true
+                unframedChanges += 1
             }
         }
         return !records.isEmpty
     }
 
-    var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty }
+    /// Changes whose records could not be framed: only a new snapshot holds them, so until
+    /// one taken after them is durable the store has unsaved changes (it joins the next save,
+    /// which then compacts, or fails and is reported), and the other Browser's save is never
+    /// taken for theirs.
+    private var unframedChanges = 0
+
+    var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty || unframedChanges > 0 }
     var isIdle: Bool { if case .idle = state { true } else { false } }
     var isCompacting: Bool { if case .compacting = state { true } else { false } }
     /// Whether the directory holds a session.
@@ -183,7 +194,7 @@ public final class BrowserStore {
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
         try placeDirectory()
-        let newGeneration = highestGeneration + 1
+        let newGeneration = try nextGeneration()
         let name = StoreLayout.snapshotName(newGeneration)
         let snapshotFile = try createFresh(name + StoreLayout.temporarySuffix)
         defer { engine.close(snapshotFile) }
@@ -263,7 +274,7 @@ public final class BrowserStore {
             throw .unreadableHistory(directory.string, error)
         }
         try placeDirectory()
-        let newGeneration = highestGeneration + 1
+        let newGeneration = try nextGeneration()
         let snapshotFile = try createFresh(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
         let journalFile: EngineFile
         do {
@@ -292,7 +303,8 @@ public final class BrowserStore {
         state = .compacting(
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
-                append: append, files: files, acknowledgeAtEnd: append == nil, awaitsPartners: browsers != kind.commitBit))
+                append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
+                awaitsPartners: browsers != kind.commitBit))
     }
 
     /// Makes the session directory a real directory at its path before a new generation goes
@@ -309,6 +321,28 @@ public final class BrowserStore {
             }
         }
         try io { try engine.makeDirectories(directory) }
+    }
+
+    /// The generation a new snapshot takes: the one above every generation known, its snapshot
+    /// name free. Whatever holds that name was never written by this store (generations only
+    /// count up past `highestGeneration`), and the rename would replace it (a symlink, a FIFO,
+    /// a file) or fail on it forever (a directory, `EISDIR`): it is set aside as itself into
+    /// `damaged/` — never followed, never deleted. If it cannot be moved, the generation is
+    /// skipped, so a save never waits on it. (The temporary's and new journal's names hold
+    /// only what a failed attempt left, or a planted entry: `createFresh` removes either as
+    /// itself.)
+    private func nextGeneration() throws(StoreError) -> UInt64 {
+        while true {
+            let (candidate, overflow) = highestGeneration.addingReportingOverflow(1)
+            guard !overflow else {
+                throw .io(IOEngineError("new generation", path: directory.string, errno: .overflow))
+            }
+            let path = directory.appending(StoreLayout.snapshotName(candidate))
+            guard let kind = try io({ try engine.kind(path) }) else { return candidate }
+            let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) under a new snapshot's name")
+            if setAside(path, reason).last?.setAsideAt != nil { return candidate }
+            highestGeneration = candidate
+        }
     }
 
     /// Nil when `file` is the entry at `path` (walked from `/`, no symlink followed); else the
@@ -390,7 +424,7 @@ public final class BrowserStore {
                     engine.close(sync.directory)
                     compaction.directorySync = nil
                 }
-                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? error }
+                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? .io(error) }
             }
             guard compaction.written else {
                 state = .compacting(compaction)
@@ -399,17 +433,14 @@ public final class BrowserStore {
             if let failure = compaction.failure {
                 abandon(compaction, renamed: compaction.renamed)
                 if compaction.acknowledgeAtEnd { return .failed(failure) }
-                unreportedCompactionFailure = .io(failure)
+                unreportedCompactionFailure = failure
                 return progress
             }
             if compaction.renamed {
                 if let failure = finishCompaction(compaction) {
                     // The new snapshot does not read back, or is not where it belongs: nothing
                     // was removed, and the next save writes another.
-                    if compaction.acknowledgeAtEnd {
-                        if case .io(let error) = failure { return .failed(error) }
-                        return .failed(IOEngineError("read back \(failure)", path: directory.string, errno: .ioError))
-                    }
+                    if compaction.acknowledgeAtEnd { return .failed(failure) }
                     unreportedCompactionFailure = failure
                     return progress
                 }
@@ -447,13 +478,20 @@ public final class BrowserStore {
         let name = StoreLayout.snapshotName(compaction.generation)
         do {
             try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+        } catch {
+            abandon(compaction, renamed: false)
+            return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
+        }
+        compaction.renamed = true
+        do {
             let directoryFile = try engine.openDirectory(directory)
             compaction.directorySync = (engine.submit([.sync(directoryFile)]), directoryFile)
         } catch {
-            abandon(compaction, renamed: false)
-            return compaction.acknowledgeAtEnd ? .failed(error) : nil
+            // The snapshot is in place but not durably: given up as one whose sync failed, so
+            // the next generation goes past it.
+            abandon(compaction, renamed: true)
+            return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
         }
-        compaction.renamed = true
         state = .compacting(compaction)
         return nil
     }
@@ -488,7 +526,7 @@ public final class BrowserStore {
                 engine.close(journal)
                 self.journal = nil
                 needsRebase = true
-                return .failed(misplaced)
+                return .failed(.io(misplaced))
             }
             journalEnd += bytes
             journalRecords += writing.count
@@ -499,7 +537,7 @@ public final class BrowserStore {
             // The same records go again at the same offset, over whatever part of them landed.
             staged = writing + staged
             writing.removeAll()
-            return .failed(error)
+            return .failed(.io(error))
         }
     }
 
@@ -536,28 +574,20 @@ public final class BrowserStore {
     private func finishCompaction(_ compaction: Compaction) -> StoreError? {
         let path = directory.appending(StoreLayout.snapshotName(compaction.generation))
         let reader: SnapshotReader
-        do {
-            reader = try SnapshotReader(try io { try EngineBytes(engine, path: path) })
-            guard reader.lastCommandSeq == compaction.seq else {
-                throw StoreError.readBackFailed(
-                    path.string, .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: compaction.seq)))
-            }
-            for index in reader.items.indices {
-                do {
-                    _ = try reader.historyFrame(at: index)
-                } catch {
-                    throw StoreError.readBackFailed(path.string, error)
+        do throws(StoreError) {
+            let bytes = try io { try EngineBytes(engine, path: path) }
+            do throws(SessionFormatError) {
+                reader = try SnapshotReader(bytes)
+                guard reader.lastCommandSeq == compaction.seq else {
+                    throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: compaction.seq))
                 }
+                for index in reader.items.indices { _ = try reader.historyFrame(at: index) }
+            } catch {
+                throw .readBackFailed(path.string, error)
             }
-        } catch let error as StoreError {
-            abandon(compaction, renamed: true)
-            return error
-        } catch let error as SessionFormatError {
-            abandon(compaction, renamed: true)
-            return .readBackFailed(path.string, error)
         } catch {
             abandon(compaction, renamed: true)
-            return .io(IOEngineError("read back \(error)", path: path.string, errno: .ioError))
+            return error
         }
         // Read by path: acknowledged only if the files written are the ones there.
         if let misplaced = misplacement(of: compaction.snapshotFile, at: path)
@@ -575,6 +605,7 @@ public final class BrowserStore {
         generation = compaction.generation
         highestGeneration = compaction.generation
         needsRebase = false
+        unframedChanges -= compaction.unframedChanges
         // An append riding on it went to the old journal: the save is whole once renamed.
         unconfirmed = nil
         compactionDeferral = (0, 0)
@@ -623,6 +654,7 @@ public final class BrowserStore {
         journalEnd = 0
         journalRecords = 0
         needsRebase = false
+        unframedChanges = 0
         historySources.removeAll()
         staged.removeAll()
     }
@@ -630,7 +662,8 @@ public final class BrowserStore {
     /// Removes a session being deleted: everything, then the marker, then the directory and
     /// the parent's entry.
     func removeDeletedSession() throws(StoreError) {
-        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name != StoreLayout.deletionMarker {
+        // Each entry by its exact name: one that is not UTF-8 goes too.
+        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name.string != StoreLayout.deletionMarker {
             try io { try engine.removeTree(directory.appending(entry.name)) }
         }
         try io { try engine.syncDirectory(directory) }

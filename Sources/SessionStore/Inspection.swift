@@ -63,7 +63,7 @@ public enum SessionInspector {
         let windows = root.appending(RootLayout.windows)
         let onDisk = try io { try engine.listDirectory(windows) } ?? []
         let order = try io { try RootLayout.savedOrder(root: root, engine: engine) }
-        var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name).map { (entry.name, $0, entry.kind) } }
+        var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name.string).map { (entry.name.string, $0, entry.kind) } }
         let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
         if let window { entries = entries.filter { $0.1 == window } }

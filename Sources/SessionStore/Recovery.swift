@@ -159,7 +159,7 @@ extension BrowserStore {
                 garbageEnd: try lastNonZeroEnd(source, from: tail))
             loaded.journals.append(journal)
             if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy, JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) {
+                if let error = scan.stoppedBy, try hasValidCommit(in: source, after: scan.validLength + 1) {
                     // Valid records after a bad one: damage in the middle, not a torn last write.
                     loaded.damaged.append(contentsOf: setAside(path, error))
                     loaded.needsRebase = true
@@ -341,7 +341,7 @@ extension BrowserStore {
             var failure: StoreError?
             while !isIdle {
                 for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
-                    if case .failed(let error) = try complete(completion) { failure = .io(error) }
+                    if case .failed(let error) = try complete(completion) { failure = error }
                 }
             }
             return failure
@@ -393,6 +393,16 @@ extension BrowserStore {
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
+    /// `JournalFile.hasValidCommit`, a read that fails thrown as one: what is after the bad
+    /// record is unknown, so the tail is neither zeroed nor set aside.
+    private func hasValidCommit(in source: EngineBytes, after start: Int) throws(StoreError) -> Bool {
+        do {
+            return try JournalFile.hasValidCommit(in: source, after: start)
+        } catch {
+            throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
+        }
+    }
+
     private func lastNonZeroEnd(_ source: EngineBytes, from start: Int) throws(StoreError) -> Int {
         do {
             return try JournalFile.lastNonZeroEnd(source, from: start)

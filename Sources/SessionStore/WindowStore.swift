@@ -281,7 +281,7 @@ public final class WindowStore {
         for completion in completions {
             guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
             if case .failed(let error) = try stores[index].complete(completion) {
-                groupFailures[index] = groupFailures[index] ?? .io(error)
+                groupFailures[index] = groupFailures[index] ?? error
             }
             if let failure = stores[index].takeCompactionFailure() { noteCompactionFailure(index, failure) }
         }
@@ -307,7 +307,7 @@ public final class WindowStore {
             if !groupFailures.isEmpty {
                 store.abandonAfterPartnerFailure()
             } else if case .failed(let error) = store.renameAfterPartners() {
-                groupFailures[index] = groupFailures[index] ?? .io(error)
+                groupFailures[index] = groupFailures[index] ?? error
             }
         }
         try io { try engine.flush() }

@@ -438,6 +438,7 @@ public final class Campaign {
         // Regular files only, opened without following a link: a hostile campaign plants
         // symlinks under snapshot names, and the campaign must not write through them itself.
         let snapshots = ((try? NoFollow.entries(directory)) ?? nil ?? [])
+            .map { (name: $0.name.string, kind: $0.kind) }
             .filter { $0.kind == .file && $0.name.hasPrefix("snapshot-") && !$0.name.hasSuffix(".tmp") }.map(\.name)
         guard snapshots.count >= 2, let newest = snapshots.last else { return false }
         let damaged = damagedSnapshots[id, default: []]

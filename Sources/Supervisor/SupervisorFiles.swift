@@ -61,7 +61,8 @@ struct SupervisorFiles {
     func windowsOnDisk(at date: Date) throws(SupervisorError) -> (windows: [UUID], setAside: [SetAsideEntry]) {
         let listing: [(name: String, kind: EntryKind)]?
         do {
-            listing = try NoFollow.entries(windows)
+            // Only UUID names matter here (ASCII); any other name is left alone.
+            listing = try NoFollow.entries(windows)?.map { ($0.name.string, $0.kind) }
         } catch {
             throw .setup("list \(windows)", error)
         }

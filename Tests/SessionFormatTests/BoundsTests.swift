@@ -251,11 +251,23 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         while tail.count < 12 << 20 { tail += header }
         let bytes = JournalFile.header + [0xFF] + tail
         let start = ContinuousClock.now
-        #expect(!JournalFile.hasValidCommit(in: InMemoryBytes(bytes), after: Framing.fileHeaderSize + 1))
+        #expect(try !JournalFile.hasValidCommit(in: InMemoryBytes(bytes), after: Framing.fileHeaderSize + 1))
         let commit = JournalCommit(seq: 5, browsers: 1).frame
-        #expect(JournalFile.hasValidCommit(in: InMemoryBytes(bytes + commit), after: Framing.fileHeaderSize + 1))
+        #expect(try JournalFile.hasValidCommit(in: InMemoryBytes(bytes + commit), after: Framing.fileHeaderSize + 1))
         let elapsed = ContinuousClock.now - start
         #expect(elapsed < .seconds(20), "\(elapsed)")
+    }
+
+    /// A read that fails while looking for a save after damage is thrown: taken for "no save
+    /// follows", it made the damage a torn tail, and recovery zeroed what it could not read.
+    @Test func aReadErrorWhileSearchingForASaveIsThrownNotTakenForATornTail() {
+        struct Unreadable: ByteSource {
+            let size = 4096
+            func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] { throw .readFailed(offset: offset, reason: "EIO") }
+        }
+        #expect(throws: SessionFormatError.readFailed(offset: Framing.fileHeaderSize + 1, reason: "EIO")) {
+            try JournalFile.hasValidCommit(in: Unreadable(), after: Framing.fileHeaderSize + 1)
+        }
     }
 }
 

@@ -319,3 +319,125 @@ private func chattr(_ flags: String, _ path: FilePath) -> Int32 {
     process.waitUntilExit()
     return process.terminationStatus
 }
+
+/// Names a listing must hand on byte for byte, and names a new generation takes that
+/// something else holds.
+extension HostileFilesTests {
+    /// Entries whose names are not UTF-8 (a file, and a directory holding another) in the
+    /// incognito directory: closing the last incognito tab deletes them all and completes.
+    /// Before, the listing's names came back with U+FFFD in them, named nothing, and the
+    /// deletion failed with ENOTEMPTY on every save.
+    @Test func anIncognitoDirectoryHoldingNamesThatAreNotUTF8IsDeletedWhenItsLastTabCloses() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root)
+            try open(store, store.regular, seq: 1, url: "https://kept.example/")
+            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
+            try store.waitUntilDurable(2)
+            let incognito = store.incognito.sessionDirectory
+            try plantFile(named: [0xFF], in: incognito)
+            try plantFile(named: Array("a".utf8) + [0xC3, 0x28], in: incognito)
+            let directory = try plantDirectory(named: [0xFE, 0xFD], in: incognito)
+            try plantFile(named: [0x80], in: directory)
+            let link = FilePath(platformString: rawPath(directory, Array("link".utf8)))
+            try #require(link.withPlatformString { symlink(canary.string, $0) } == 0)
+
+            var events: [SaveEvent] = []
+            store.apply(seq: 3) { store.incognito.webStateList.closeAll() }
+            for _ in 0..<20 where !events.contains(.deletedIncognito) { events += try store.poll(waiting: true) }
+            #expect(events.contains(.deletedIncognito), "\(events)")
+            #expect(lstatKind(incognito) == nil, "the incognito directory is gone")
+            try expectCanaryIntact(canary)
+            let restored = try realWindow(root)
+            #expect(restored.incognito.webStateList.isEmpty)
+            #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
+        }
+    }
+
+    /// A stale temporary directory holding names that are not UTF-8, under every name the
+    /// next compactions take: each is removed whole and compaction goes on. Before, the names
+    /// inside could not be removed, `createFresh` failed, and no compaction ever succeeded.
+    @Test func aTemporaryHoldingNamesThatAreNotUTF8IsRemovedAndTheNextCompactionSucceeds() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root, options: StoreOptions(compactAfterRecords: 2))
+            try open(store, store.regular, seq: 1, url: "https://one.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            for generation in 2...(8 as UInt64) {
+                let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                try plant(.directory, at: temporary)
+                try plantFile(named: [0xFF, 0xFE], in: temporary)
+                try plant(.symlink(to: canary.string), at: temporary.appending("inside"))
+            }
+            for seq in 2...(6 as UInt64) {
+                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
+                try store.waitUntilDurable(seq)
+            }
+            let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
+            let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            #expect(generations.contains { $0 >= 3 }, "compaction wrote new generations: \(names)")
+            #expect(lstatKind(regular.appending(StoreLayout.snapshotName(2) + StoreLayout.temporarySuffix)) == nil)
+            try expectCanaryIntact(canary)
+            #expect(try realWindow(root).regular.webStateList.count == 6)
+        }
+    }
+
+    /// A directory, a FIFO and a symlink planted under the names the next generations'
+    /// snapshots take: each is set aside into `damaged/` as itself (not followed, not deleted),
+    /// every save stays durable and compaction goes on past them. Before, the rename failed on
+    /// the directory with EISDIR and every later compaction chose the same name and failed
+    /// again; a FIFO or symlink would have been replaced, that is deleted.
+    @Test func entriesUnderTheNextSnapshotsNamesAreSetAsideAndCompactionGoesOn() throws {
+        try withRootAndCanary { root, canary in
+            let options = StoreOptions(compactAfterRecords: 2)
+            let store = try realWindow(root, options: options)
+            try open(store, store.regular, seq: 1, url: "https://one.example/")
+            try store.waitUntilDurable(1)
+            let regular = store.regular.sessionDirectory
+            try plant(.directory, at: regular.appending(StoreLayout.snapshotName(2)))
+            try plant(.symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
+            try plant(.fifo, at: regular.appending(StoreLayout.snapshotName(3)))
+            try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(StoreLayout.snapshotName(4)))
+
+            for seq in 2...(12 as UInt64) {
+                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
+                try store.waitUntilDurable(seq)
+            }
+            let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
+            let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            #expect(generations.contains { $0 >= 5 }, "compaction went past the planted names: \(names)")
+            let damaged = regular.appending(StoreLayout.damagedDirectory)
+            let setAside = try FileManager.default.contentsOfDirectory(atPath: damaged.string)
+            let kinds = Dictionary(
+                uniqueKeysWithValues: setAside.map { (String($0.prefix(StoreLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0))) })
+            #expect(kinds[StoreLayout.snapshotName(2)] == "directory", "\(setAside)")
+            #expect(kinds[StoreLayout.snapshotName(3)] == "other", "\(setAside)")
+            #expect(kinds[StoreLayout.snapshotName(4)] == "symlink", "\(setAside)")
+            if let directory = setAside.first(where: { $0.hasPrefix(StoreLayout.snapshotName(2)) }) {
+                #expect(lstatKind(damaged.appending(directory).appending("inside")) == "symlink", "set aside whole")
+            }
+            try expectCanaryIntact(canary)
+            let restored = try realWindow(root, options: options)
+            #expect(restored.regular.webStateList.count == 12)
+        }
+    }
+}
+
+/// Creates an empty file whose name is `name`'s bytes exactly (UTF-8 or not) in `directory`.
+private func plantFile(named name: [UInt8], in directory: FilePath) throws {
+    let fd = FilePath(platformString: rawPath(directory, name)).withPlatformString { Glibc.open($0, O_CREAT | O_EXCL | O_WRONLY, 0o600) }
+    guard fd >= 0 else { throw Errno(rawValue: errno) }
+    close(fd)
+}
+
+/// Creates a directory whose name is `name`'s bytes exactly in `directory`; its path.
+private func plantDirectory(named name: [UInt8], in directory: FilePath) throws -> FilePath {
+    let path = FilePath(platformString: rawPath(directory, name))
+    guard path.withPlatformString({ mkdir($0, 0o700) }) == 0 else { throw Errno(rawValue: errno) }
+    return path
+}
+
+/// `directory/name` as its bytes, NUL-terminated: `directory`'s own bytes too (UTF-8 or not).
+private func rawPath(_ directory: FilePath, _ name: [UInt8]) -> [CChar] {
+    let base = directory.withPlatformString { start in Array(UnsafeBufferPointer(start: start, count: strlen(start))) }
+    return base + [0x2F] + name.map { CChar(bitPattern: $0) } + [0]
+}

@@ -79,7 +79,7 @@ enum SessionFileInputs {
                     "commit \(commit) after \(previous) in \(scan.records.count) records, \(scan.validLength) bytes")
                 previous = (commit.recordCount, commit.end)
             }
-            if scan.stoppedBy != nil { _ = JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }
+            if scan.stoppedBy != nil { _ = try? JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }
             let list = WebStateList()
             let profile = Profile(stateDirectory: "/fuzz")
             var replayedAll = true

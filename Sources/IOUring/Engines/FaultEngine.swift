@@ -318,7 +318,7 @@ public final class FaultEngine: BlockingChainEngine {
         guard top == .directory else { return try removeFile(path) }
         // Directories still to empty, each with the entries not yet removed (reversed: popLast
         // takes them in name order).
-        var pending: [(path: FilePath, entries: [(name: String, kind: EntryKind)])] = [
+        var pending: [(path: FilePath, entries: [(name: FilePath.Component, kind: EntryKind)])] = [
             (path, (try listDirectory(path) ?? []).reversed())
         ]
         while let last = pending.indices.last {
@@ -354,7 +354,7 @@ public final class FaultEngine: BlockingChainEngine {
         }
     }
 
-    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
         let key = path.string
         guard case .directory? = visible[key] else { return nil }
         return visible.filter { Self.parent(of: $0.key) == key && $0.key != key }
@@ -364,6 +364,7 @@ public final class FaultEngine: BlockingChainEngine {
                 return (name, .file)
             }
             .sorted { $0.name < $1.name }
+            .compactMap { entry in FilePath.Component(entry.name).map { ($0, entry.kind) } }
     }
 
     /// What a reader sees in `path` now, or nil: for tests that damage files on the simulated disk.

@@ -95,8 +95,10 @@ public protocol IOEngine: AnyObject {
     func removeFile(_ path: FilePath) throws(IOEngineError)
     func removeDirectory(_ path: FilePath) throws(IOEngineError)
     /// Entries with what each is, sorted by name; nil when `path` is not a directory (a
-    /// symlink to one included: it is not followed).
-    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]?
+    /// symlink to one included: it is not followed). Each name is the entry's bytes exactly,
+    /// so `path.appending(name)` names that entry even when the name is not UTF-8: what a
+    /// caller acting on whatever it lists (deleting a session) goes by.
+    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]?
     /// Removes `path` whatever it is, a directory with everything under it, each entry as
     /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
     /// Without recursion: a planted tree of any depth cannot overflow the stack (real files:
@@ -114,9 +116,11 @@ public protocol IOEngine: AnyObject {
 extension IOEngine {
     public var completionDescriptor: Int32? { nil }
 
-    /// Entry names, sorted; nil when `path` is not a directory.
+    /// Entry names as strings, sorted; nil when `path` is not a directory. For matching the
+    /// names the host writes (ASCII): a name that is not UTF-8 comes out with U+FFFD in it and
+    /// names nothing, so whatever acts on every entry lists with `listDirectory`.
     public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
-        try listDirectory(path)?.map(\.name)
+        try listDirectory(path)?.map(\.name.string)
     }
 
     /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending

@@ -120,9 +120,12 @@ public enum NoFollow {
         }
     }
 
-    /// Entry names and kinds, sorted by name; nil when `path` is missing or is not a
-    /// directory (a symlink to one included).
-    public static func entries(_ path: FilePath) throws(Errno) -> [(name: String, kind: EntryKind)]? {
+    /// Entry names and kinds, sorted by name's bytes; nil when `path` is missing or is not a
+    /// directory (a symlink to one included). Each name is the entry's bytes exactly, valid
+    /// UTF-8 or not, so a path made with it names that entry (a `String` would replace bad
+    /// bytes with U+FFFD and name nothing). A listing that fails part-way is thrown, never
+    /// taken for the end of the directory.
+    public static func entries(_ path: FilePath) throws(Errno) -> [(name: FilePath.Component, kind: EntryKind)]? {
         let fd: FileDescriptor
         do {
             fd = try openDirectory(path)
@@ -136,20 +139,44 @@ public enum NoFollow {
             throw error
         }
         defer { closedir(stream) }
-        var found: [(name: String, kind: EntryKind)] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard name != ".", name != ".." else { continue }
+        var found: [(bytes: Name, name: FilePath.Component, kind: EntryKind)] = []
+        while let name = try nextName(stream) {
             var status = stat()
             // Gone since it was listed: no longer an entry.
             guard fstatat(fd.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
                 if errno == ENOENT { continue }
                 throw Errno(rawValue: errno)
             }
-            found.append((name, kind(of: status.st_mode)))
+            // A name from readdir is one component ("." and ".." are skipped): never nil.
+            guard let component = FilePath.Component(platformString: name) else { throw .invalidArgument }
+            found.append((name, component, kind(of: status.st_mode)))
         }
-        return found.sorted { $0.name < $1.name }
+        return found.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }.map { ($0.name, $0.kind) }
     }
+
+    /// An entry's name as its bytes, NUL-terminated: what `openat`, `fstatat`, `unlinkat` and
+    /// the like take, exactly as `readdir` gave it.
+    private typealias Name = [CChar]
+
+    /// The next entry's name but `.` and `..`, nil at the end of the directory. `readdir`
+    /// returns NULL both at the end and on an error: errno, cleared before the call, tells
+    /// them apart, so an error part-way is thrown rather than cutting the listing short.
+    private static func nextName(_ stream: OpaquePointer) throws(Errno) -> Name? {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                guard errno == 0 else { throw Errno(rawValue: errno) }
+                return nil
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                bytes.prefix { $0 != 0 }.map { CChar(bitPattern: $0) } + [0]
+            }
+            if name != dot, name != dotDot { return name }
+        }
+    }
+
+    private static let dot: Name = [0x2E, 0]
+    private static let dotDot: Name = [0x2E, 0x2E, 0]
 
     /// Whether the open `descriptor` is the entry `path` names now, walked without following a
     /// symlink: (st_dev, st_ino) of `fstat` against `fstatat(AT_SYMLINK_NOFOLLOW)` of the path.
@@ -186,7 +213,7 @@ public enum NoFollow {
         var current = try openDirectory(path).rawValue
         defer { Glibc.close(current) }
         // Per level below `path`: the identity of the directory above and this one's name.
-        var climb: [(parent: (dev: UInt, ino: UInt), name: String)] = []
+        var climb: [(parent: (dev: UInt, ino: UInt), name: Name)] = []
         while true {
             if let child = try removeEntriesUntilDirectory(in: current) {
                 var status = stat()
@@ -213,7 +240,7 @@ public enum NoFollow {
 
     /// Unlinks the entries of the directory open as `directory` that are not directories, until
     /// the first directory: its name, or nil when the directory is left empty.
-    private static func removeEntriesUntilDirectory(in directory: Int32) throws(Errno) -> String? {
+    private static func removeEntriesUntilDirectory(in directory: Int32) throws(Errno) -> Name? {
         let listing = dup(directory)
         guard listing >= 0 else { throw Errno(rawValue: errno) }
         // fdopendir owns the duplicate (and its read position) from here: closedir closes it.
@@ -224,9 +251,7 @@ public enum NoFollow {
         }
         defer { closedir(stream) }
         rewinddir(stream)
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard name != ".", name != ".." else { continue }
+        while let name = try nextName(stream) {
             var status = stat()
             guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
                 if errno == ENOENT { continue }
@@ -240,9 +265,9 @@ public enum NoFollow {
 
     /// Runs `body` with the descriptor of the directory holding `path`'s last component, and
     /// that component. `path` must name an entry, not `/`.
-    private static func withParent<T>(of path: FilePath, _ body: (Int32, String) throws(Errno) -> T) throws(Errno) -> T {
+    private static func withParent<T>(of path: FilePath, _ body: (Int32, Name) throws(Errno) -> T) throws(Errno) -> T {
         let (components, absolute) = split(path)
-        guard let name = components.last, name != "..", name != "." else { throw .invalidArgument }
+        guard let name = components.last, name != dotDot, name != dot else { throw .invalidArgument }
         let parent = try walk(components.dropLast(), from: absolute, flags: wh_open_flag_path())
         defer { if parent != AT_FDCWD { Glibc.close(parent) } }
         return try body(parent, name)
@@ -250,7 +275,7 @@ public enum NoFollow {
 
     /// Opens the directory the components lead to, each step `O_DIRECTORY|O_NOFOLLOW`; the
     /// last one opened with `flags`. `AT_FDCWD` for a relative path with no components.
-    private static func walk(_ components: some Collection<String>, from root: Bool, flags: Int32) throws(Errno) -> Int32 {
+    private static func walk(_ components: some Collection<Name>, from root: Bool, flags: Int32) throws(Errno) -> Int32 {
         var current = AT_FDCWD
         if root {
             current = retrying { Glibc.open("/", (components.isEmpty ? flags : wh_open_flag_path()) | O_DIRECTORY | O_CLOEXEC) }
@@ -267,12 +292,26 @@ public enum NoFollow {
         return current
     }
 
-    /// The path's components and whether it is absolute. Plain string work: `FilePath`'s
-    /// component view costs milliseconds a call in a debug build, and this runs for every
-    /// file operation.
-    private static func split(_ path: FilePath) -> (components: [String], absolute: Bool) {
-        let text = path.string
-        return (text.split(separator: "/").map(String.init), text.hasPrefix("/"))
+    /// The path's components, each its bytes exactly (a name that is not UTF-8 included),
+    /// and whether it is absolute. Plain byte work: `FilePath`'s component view costs
+    /// milliseconds a call in a debug build, and this runs for every file operation.
+    private static func split(_ path: FilePath) -> (components: [Name], absolute: Bool) {
+        path.withPlatformString { start in
+            var components: [Name] = []
+            var component: Name = []
+            var index = 0
+            while start[index] != 0 {
+                if start[index] != 0x2F {
+                    component.append(start[index])
+                } else if !component.isEmpty {
+                    components.append(component + [0])
+                    component.removeAll(keepingCapacity: true)
+                }
+                index += 1
+            }
+            if !component.isEmpty { components.append(component + [0]) }
+            return (components, start[0] == 0x2F)
+        }
     }
 
     private static func kind(of mode: mode_t) -> EntryKind {
@@ -389,7 +428,7 @@ struct RealFiles {
         try call("fstatat", path) { () throws(Errno) in try NoFollow.isAt(descriptor(file), path) }
     }
 
-    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
+    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
         try call("opendir", path) { () throws(Errno) in try NoFollow.entries(path) }
     }
 
@@ -428,7 +467,7 @@ extension RealFileEngine {
     public func removeDirectory(_ path: FilePath) throws(IOEngineError) { try files.removeDirectory(path) }
     public func removeTree(_ path: FilePath) throws(IOEngineError) { try files.removeTree(path) }
     public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool { try files.isAt(file, path) }
-    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: String, kind: EntryKind)]? {
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
         try files.directoryEntries(path)
     }
 }
