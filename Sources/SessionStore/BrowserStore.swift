@@ -162,11 +162,26 @@ public final class BrowserStore {
         return !records.isEmpty
     }
 
-    /// Changes whose records could not be framed: only a new snapshot holds them, so until
-    /// one taken after them is durable the store has unsaved changes (it joins the next save,
-    /// which then compacts, or fails and is reported), and the other Browser's save is never
-    /// taken for theirs.
+    /// Changes only a new snapshot can hold: records that could not be framed, or a whole
+    /// session whose files were found out of place (`verifyInPlace`). Until a snapshot taken
+    /// after them is durable the store has unsaved changes (it joins the next save, which then
+    /// compacts, or fails and is reported), and the other Browser's save is never taken for
+    /// theirs.
     private var unframedChanges = 0
+
+    /// After the other Browser found its files out of place (the window directory swapped while
+    /// the window ran): when this Browser's journal is no longer the file at its path either,
+    /// everything it holds is unsaved. The journal is given up, and the next save writes a new
+    /// generation from memory where the directory belongs, though this Browser changed nothing.
+    func verifyInPlace() {
+        guard isIdle, let journal, misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) != nil else {
+            return
+        }
+        engine.close(journal)
+        self.journal = nil
+        needsRebase = true
+        unframedChanges += 1
+    }
 
     var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty || unframedChanges > 0 }
     var isIdle: Bool { if case .idle = state { true } else { false } }
@@ -312,7 +327,7 @@ public final class BrowserStore {
     /// window ran, say) is moved aside as itself into its parent's `damaged/` — never
     /// followed, never deleted — and missing ones are created 0700, each with a sync of its
     /// parent (which also makes the move durable).
-    private func placeDirectory() throws(StoreError) {
+    func placeDirectory() throws(StoreError) {
         for path in [directory.removingLastComponent(), directory] {
             guard let kind = try io({ try engine.kind(path) }), kind != .directory else { continue }
             let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) where a directory belongs")

@@ -328,6 +328,11 @@ public final class WindowStore {
         }
         let now = clock()
         for (index, error) in failures.sorted(by: { $0.key < $1.key }) { noteFailure(index, error, now: now) }
+        // A Browser's files found out of place (ESTALE: its directory or the window's was
+        // swapped): the other Browser's may have moved with them, though it saved nothing.
+        if failures.values.contains(where: { if case .io(let error) = $0 { error.errno == .staleNFSFileHandle } else { false } }) {
+            for store in stores { store.verifyInPlace() }
+        }
         for index in compactionEpisodes.indices {
             guard let generation = compactionEpisodes[index] else { continue }
             if !stores[index].isOnDisk || stores[index].generation > generation, !stores[index].compactionDeferred {
@@ -386,6 +391,9 @@ public final class WindowStore {
         for index in candidates {
             do {
                 try stores[index].createIfNeeded(emptyThrough: durableSeq)
+                // Before any write is queued: making a directory syncs its parent with a blocking
+                // `perform`, which would reap (and drop) the other Browser's queued writes.
+                if stores[index].mustCompact || stores[index].shouldCompact { try stores[index].placeDirectory() }
                 participants.append(index)
             } catch {
                 noteFailure(index, error, now: now)

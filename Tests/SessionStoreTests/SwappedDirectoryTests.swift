@@ -84,6 +84,42 @@ import Testing
         }
     }
 
+    /// The window directory swapped while both Browsers hold tabs, and only the regular one
+    /// saves after: the incognito session moved out of the root with it, so it too is written
+    /// again from memory, though it changed nothing (a hostile tester lost its tabs that way).
+    @Test func aSwappedWindowDirectoryRewritesTheBrowserThatDidNotSave() throws {
+        try withTemporaryDirectory { base in
+            let root = base.appending("root")
+            let elsewhere = base.appending("elsewhere")
+            try #require(mkdir(root.string, 0o700) == 0)
+            let clock = ManualClock()
+            let store = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
+            _ = try store.recover()
+            try openTab(store, seq: 1, url: "https://regular.example/1")
+            try openTab(store, seq: 2, url: "https://incognito.example/2", incognito: true)
+            try store.waitUntilDurable(2)
+            let window = store.regular.sessionDirectory.removingLastComponent()
+            try #require(rename(window.string, elsewhere.string) == 0)
+            try #require(symlink(elsewhere.string, window.string) == 0)
+
+            try openTab(store, seq: 3, url: "https://regular.example/3")
+            #expect(throws: StoreError.self) { try store.waitUntilDurable(3) }
+            var turns = 0
+            while store.durableSeq < 3 || store.hasUnsavedChanges, turns < 20 {
+                clock.now = max(clock.now, store.nextDeadline ?? clock.now)
+                _ = try store.poll(waiting: true)
+                turns += 1
+            }
+            #expect(store.durableSeq == 3 && !store.hasUnsavedChanges)
+
+            let restarted = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try restarted.recover()
+            #expect(restarted.regular.webStateList.webStates.map(\.url) == ["https://regular.example/1", "https://regular.example/3"])
+            #expect(restarted.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/2"], "the Browser that did not save is back too")
+        }
+    }
+
     /// A planted directory 100,000 levels deep, a symlink out of the root at the bottom:
     /// removed whole (no recursion to overflow the stack), by `NoFollow` and by the engine,
     /// with nothing outside touched. On tmpfs: ext4 here takes minutes for that depth.
@@ -127,8 +163,8 @@ private func plantDeepTree(at top: FilePath, depth: Int, canary: FilePath) throw
     try #require(symlinkat(canary.string, current, "link") == 0)
 }
 
-private func openTab(_ store: WindowStore, seq: UInt64, url: String) throws {
-    let browser = store.regular
+private func openTab(_ store: WindowStore, seq: UInt64, url: String, incognito: Bool = false) throws {
+    let browser = incognito ? store.incognito : store.regular
     var history = NavigationHistory()
     history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
     try store.apply(seq: seq) {
