@@ -77,10 +77,12 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")
     var compactAfter: Int?
 
-    @Option(help: "Control connections at once (default 64: room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped.")
+    /// 64: room for one waiting `ctl` (a `kill --wait`, a `wait-durable`) per window at the
+    /// largest --capacity, while an idle client costs only a descriptor until it is evicted.
+    @Option(help: "Control connections at once (room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped.")
     var maxClients = 64
 
-    @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped (default 10).")
+    @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
     var clientTimeout: UInt64 = 10
 
     @OptionGroup var io: IOOptions
