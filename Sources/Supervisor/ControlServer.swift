@@ -174,23 +174,33 @@ final class ControlServer {
     // MARK: clients
 
     private func accept(now: UInt64) {
-        var freedForDescriptors = false
+        /// Whether the last eviction for descriptors was followed by an accept: evicting again
+        /// makes progress; otherwise the table is full for other reasons.
+        var evictionHelped = true
+        var exhaustedThisTurn = false
         while true {
             let fd = acceptConnection()
             if fd < 0 {
                 let error = Errno(rawValue: errno)
                 switch error {
-                case .resourceTemporarilyUnavailable: return
+                case .resourceTemporarilyUnavailable:
+                    // The backlog is drained without want of descriptors: the episode is over.
+                    if !exhaustedThisTurn, let error = exhaustion {
+                        logger.notice("accepting control connections again", metadata: ["after": "\(error)"])
+                        exhaustion = nil
+                    }
+                    return
                 case .interrupted, .connectionAbort: continue
                 case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory:
                     if exhaustion == nil {
                         logger.error("cannot accept control connections: \(error); idle clients are evicted and new ones refused until descriptors are free")
                     }
                     exhaustion = error
-                    // One idle client makes room once per turn; if that is not enough (the
-                    // system's table is full), the spare refuses one and the listener rests.
-                    if !freedForDescriptors, evictLongestIdle() {
-                        freedForDescriptors = true
+                    exhaustedThisTurn = true
+                    // An idle client makes room, as long as that lets a connection in; if not
+                    // (the system's table is full), the spare refuses one and the listener rests.
+                    if evictionHelped, evictLongestIdle() {
+                        evictionHelped = false
                         continue
                     }
                     refuseWithSpare()
@@ -202,10 +212,7 @@ final class ControlServer {
                     return
                 }
             }
-            if let error = exhaustion {
-                logger.notice("accepting control connections again", metadata: ["after": "\(error)"])
-                exhaustion = nil
-            }
+            evictionHelped = true
             var uid: uid_t = 0
             guard wh_peer_uid(fd, &uid) == 0, uid == getuid() else {
                 logger.warning("refused a control connection from uid \(uid)")
