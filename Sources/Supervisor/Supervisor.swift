@@ -28,6 +28,12 @@ public struct SupervisorConfiguration: Sendable {
     /// Passed to every worker: compact a journal past this many records (the store's default
     /// when nil). Small values make compaction happen under a stress campaign's kills.
     public var compactAfterRecords: Int?
+    /// Control connections at once (`ControlServer`): at the cap, the longest-idle one is
+    /// dropped for a new one.
+    public var maxClients = 64
+    /// A control client that sends no complete request, or does not read its reply, for this
+    /// long is dropped.
+    public var clientTimeoutMilliseconds: UInt64 = 10_000
 
     public init(root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String) {
         self.root = root
@@ -46,6 +52,7 @@ public enum SupervisorError: Error, CustomStringConvertible {
     case misplacedEntries([MisplacedEntry])
     case setup(String, Errno)
     case region(RegionError)
+    case socket(ControlSocketError)
 
     public var description: String {
         switch self {
@@ -53,6 +60,7 @@ public enum SupervisorError: Error, CustomStringConvertible {
         case .misplacedEntries(let entries): entries.map(\.description).joined(separator: "\n")
         case .setup(let step, let errno): "\(step): \(errno)"
         case .region(let error): "\(error)"
+        case .socket(let error): "\(error)"
         }
     }
 }
@@ -61,7 +69,7 @@ public enum SupervisorError: Error, CustomStringConvertible {
 /// socket and its clients, every worker's pidfd and the doorbell workers ring; timers for
 /// restarts and the watchdog. It owns the shared region, the window registry and the slots.
 public final class Supervisor {
-    typealias ClientID = UInt64
+    typealias ClientID = ControlServer.ClientID
 
     struct Window {
         let id: UUID
@@ -121,11 +129,6 @@ public final class Supervisor {
         case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
     }
 
-    struct Client {
-        let fd: Int32
-        var buffer: [UInt8] = []
-    }
-
     struct SetAsideRecord {
         let window: UUID
         let path: FilePath
@@ -140,11 +143,9 @@ public final class Supervisor {
     private let bell: Doorbell
     private var registry: WindowRegistry
     private var windows: [Int: Window] = [:]
-    private var clients: [ClientID: Client] = [:]
-    private var nextClient: ClientID = 1
     private var nextRequest: UInt64 = 1
     private var setAsideRecords: [SetAsideRecord] = []
-    private let listener: Int32
+    private let control: ControlServer
     private let signals: Int32
     private let rootLock: Int32
     private let lock: Int32
@@ -197,39 +198,21 @@ public final class Supervisor {
             logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
-        listener = try Self.listen(at: configuration.socketPath)
+        do {
+            control = try ControlServer(
+                path: configuration.socketPath, maxClients: configuration.maxClients,
+                idleTimeout: configuration.clientTimeoutMilliseconds * 1_000_000, logger: logger)
+        } catch {
+            throw SupervisorError.socket(error)
+        }
         initialScenesPending = configuration.scenes
     }
 
     deinit {
-        close(listener)
         close(signals)
         close(lock)
         close(rootLock)
         bell.close()
-    }
-
-    private static func listen(at path: FilePath) throws -> Int32 {
-        // Holding the root's lock, any socket left at the path is a dead supervisor's.
-        unlink(path.string)
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SupervisorError.setup("socket", Errno(rawValue: errno)) }
-        guard var address = UnixSocketAddress.make(path) else {
-            close(fd)
-            throw SupervisorError.setup("socket path \(path) too long", .fileNameTooLong)
-        }
-        // The socket is created 0600: only this user can connect (SO_PEERCRED checks again).
-        let previous = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        umask(previous)
-        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
-            let error = Errno(rawValue: errno)
-            close(fd)
-            throw SupervisorError.setup("bind \(path)", error)
-        }
-        return fd
     }
 
     // MARK: the loop
@@ -260,8 +243,7 @@ public final class Supervisor {
             }
             waitForEvents()
         }
-        for client in clients.keys { drop(client) }
-        unlink(configuration.socketPath.string)
+        control.stop()
         guard keptUnsaved.isEmpty else {
             for (window, reason) in keptUnsaved {
                 logger.error("window kept unsaved changes", metadata: ["window": "\(window)", "reason": "\(reason)"])
@@ -283,10 +265,9 @@ public final class Supervisor {
         var descriptors = [
             pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
             pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: listener, events: shutdownDeadline == nil ? Int16(POLLIN) : 0, revents: 0),
         ]
-        let clientIDs = Array(clients.keys)
-        for id in clientIDs { descriptors.append(pollfd(fd: clients[id]!.fd, events: Int16(POLLIN), revents: 0)) }
+        let controlDescriptors = control.pollDescriptors(accepting: shutdownDeadline == nil, now: monotonicNow())
+        descriptors += controlDescriptors
         let slots = windows.keys.filter { windows[$0]!.isLive }
         for slot in slots { descriptors.append(pollfd(fd: windows[slot]!.pidfd, events: Int16(POLLIN), revents: 0)) }
         _ = poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds())
@@ -298,13 +279,14 @@ public final class Supervisor {
                 beginShutdown()
             }
         }
-        for (index, slot) in slots.enumerated() where descriptors[3 + clientIDs.count + index].revents != 0 {
+        for (index, slot) in slots.enumerated() where descriptors[2 + controlDescriptors.count + index].revents != 0 {
             reapWorker(slot)
         }
         bell.clear()
         serviceWorkers()
-        if descriptors[2].revents != 0 { accept() }
-        for (index, id) in clientIDs.enumerated() where descriptors[3 + index].revents != 0 { read(id) }
+        retryAimedKills()
+        let revents = Array(descriptors[2..<(2 + controlDescriptors.count)])
+        for (client, request) in control.service(revents, now: monotonicNow()) { handle(request, from: client) }
         runTimers()
     }
 
@@ -315,6 +297,9 @@ public final class Supervisor {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
         if let at = orderRetry?.at { timeout = min(timeout, at > now ? at - now : 0) }
+        if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
+        // An aimed kill looks at its window's slot again every millisecond.
+        if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }
         return Int32((timeout + 999_999) / 1_000_000)
     }
 
@@ -859,66 +844,9 @@ public final class Supervisor {
 
     // MARK: control socket
 
-    private func accept() {
-        let fd = Glibc.accept(listener, nil, nil)
-        guard fd >= 0 else { return }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        var uid: uid_t = 0
-        guard wh_peer_uid(fd, &uid) == 0, uid == getuid() else {
-            logger.warning("refused a control connection from uid \(uid)")
-            close(fd)
-            return
-        }
-        // A client that stops reading cannot stall the loop for long.
-        var timeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        clients[nextClient] = Client(fd: fd)
-        nextClient += 1
-    }
-
-    private func read(_ id: ClientID) {
-        guard var client = clients[id] else { return }
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        let count = recv(client.fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
-        if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
-            drop(id)
-            return
-        }
-        guard count > 0 else { return }
-        client.buffer += chunk[..<count]
-        clients[id] = client
-        if let newline = client.buffer.firstIndex(of: UInt8(ascii: "\n")) {
-            let line = Array(client.buffer[..<newline])
-            clients[id]?.buffer = []
-            do {
-                handle(try JSONDecoder().decode(ControlRequest.self, from: Data(line)), from: id)
-            } catch {
-                answer(id, .failure(.usage, "malformed request: \(error)"))
-            }
-        } else if client.buffer.count > Limits.maxControlRequestBytes {
-            answer(id, .failure(.usage, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
-        }
-    }
-
-    /// Sends the reply and closes the connection: one request per connection.
+    /// Replies through the control server: queued, sent as the client reads, then closed.
     private func answer(_ id: ClientID, _ reply: ControlReply) {
-        guard let client = clients[id] else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        var bytes = Array((try? encoder.encode(reply)) ?? Data(#"{"code":70,"error":"unencodable reply"}"#.utf8))
-        bytes.append(UInt8(ascii: "\n"))
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { Glibc.send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { break }
-            sent += count
-        }
-        drop(id)
-    }
-
-    private func drop(_ id: ClientID) {
-        guard let client = clients.removeValue(forKey: id) else { return }
-        close(client.fd)
+        control.answer(id, reply)
     }
 
     private func handle(_ request: ControlRequest, from client: ClientID) {
@@ -1124,7 +1052,7 @@ public final class Supervisor {
         return command
     }
 
-    private func kill(_ slot: Int, _ request: ControlRequest, _ client: ClientID) {
+    private func kill(_ slot: Int, _ request: ControlRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
         guard var window = windows[slot], window.isLive else {
             answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
             return
@@ -1134,13 +1062,15 @@ public final class Supervisor {
             answer(client, .failure(.usage, "unknown signal '\(name)'"))
             return
         }
-        var whileSaving = false
-        if request.aim == true {
-            // Aimed at a save in flight: what the worker's slot shows, read without a round trip.
-            let deadline = monotonicNow() + 50_000_000
-            while !whileSaving, monotonicNow() < deadline { whileSaving = region.slot(slot).savingSeq > 0 }
-        } else {
-            whileSaving = region.slot(slot).savingSeq > 0
+        // What the worker's slot shows, read without a round trip.
+        let whileSaving = region.slot(slot).savingSeq > 0
+        if request.aim == true, !whileSaving {
+            // Aimed at a save in flight: the loop looks again each millisecond, for 50 ms.
+            let deadline = aimedUntil ?? monotonicNow() + 50_000_000
+            if monotonicNow() < deadline {
+                aimedKills.append(AimedKill(slot: slot, request: request, client: client, deadline: deadline))
+                return
+            }
         }
         guard wh_pidfd_send_signal(window.pidfd, signal) == 0 else {
             answer(client, .failure(.software, "pidfd_send_signal: \(Errno(rawValue: errno))"))
@@ -1178,6 +1108,23 @@ public final class Supervisor {
     static let signalsIgnoredByDefault: Set<Int32> = [SIGCONT, SIGCHLD, SIGURG, SIGWINCH]
     /// Signals whose default action stops the worker: it dies when the watchdog sees it silent.
     static let signalsThatStop: Set<Int32> = [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU]
+
+    /// A `kill --aim` waiting for its window's slot to show a save in flight.
+    struct AimedKill {
+        let slot: Int
+        let request: ControlRequest
+        let client: ClientID
+        let deadline: UInt64
+    }
+
+    private var aimedKills: [AimedKill] = []
+
+    /// Each turn of the loop: an aimed kill whose save started, or whose 50 ms passed, is sent.
+    private func retryAimedKills() {
+        let waiting = aimedKills
+        aimedKills = []
+        for aimed in waiting { kill(aimed.slot, aimed.request, aimed.client, aimedUntil: aimed.deadline) }
+    }
 
     // MARK: reports
 

@@ -42,6 +42,18 @@ struct RunCommand: ParsableCommand {
             owns or can write, or whose windows/, windows.order or supervisor.lock is not what the
             host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with
             exit 77 and the fix named.
+
+            The control socket is replaced only when it is a stale socket (one nobody answers at). \
+            Anything else at --socket is left untouched and refused: a file, directory or other \
+            entry that is not a socket exits 73; a socket another supervisor answers at exits 75. \
+            At exit the socket is removed only if it is still the one this supervisor bound.
+
+            Control connections are bounded: at most --max-clients at once (and never more than \
+            half the descriptor limit); at the cap, the client idle longest is dropped for the \
+            new one. A client idle for --client-timeout seconds (no complete request sent, or a \
+            reply it does not read) is dropped; a client whose request is being worked on \
+            (kill --wait, wait-durable) is not idle. Replies never block the loop: a client \
+            that does not read delays only itself.
             """)
 
     @Option(help: "The state directory (default: $XDG_STATE_HOME/windowhost, else ~/.local/state/windowhost).")
@@ -65,12 +77,22 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")
     var compactAfter: Int?
 
+    /// 64: room for one waiting `ctl` (a `kill --wait`, a `wait-durable`) per window at the
+    /// largest --capacity, while an idle client costs only a descriptor until it is evicted.
+    @Option(help: "Control connections at once (room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped.")
+    var maxClients = 64
+
+    @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
+    var clientTimeout: UInt64 = 10
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
         guard (1...64).contains(capacity) else { throw ValidationError("--capacity must be within 1...64") }
         guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
         if let compactAfter, compactAfter < 2 { throw ValidationError("--compact-after must be at least 2") }
+        guard (1...4096).contains(maxClients) else { throw ValidationError("--max-clients must be within 1...4096") }
+        guard (1...3600).contains(clientTimeout) else { throw ValidationError("--client-timeout must be within 1...3600 seconds") }
         guard watchdog >= 200 else { throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)") }
     }
 
@@ -86,6 +108,8 @@ struct RunCommand: ParsableCommand {
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity
         configuration.compactAfterRecords = compactAfter
+        configuration.maxClients = maxClients
+        configuration.clientTimeoutMilliseconds = clientTimeout * 1000
         let supervisor: Supervisor
         do {
             supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))
@@ -96,6 +120,14 @@ struct RunCommand: ParsableCommand {
             // Same class as a root another user owns: the user must change the root first.
             for entry in entries { FileHandle.standardError.write(Data("windowhost: \(entry)\n".utf8)) }
             throw ExitStatus.permission
+        } catch SupervisorError.socket(let error) {
+            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            switch error {
+            case .notASocket: throw ExitStatus.cantCreate
+            case .inUse: throw ExitStatus.temporary
+            case .pathTooLong: throw ExitStatus.usage
+            case .failed: throw ExitStatus.ioError
+            }
         } catch {
             FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
             throw ExitStatus.ioError

@@ -8,8 +8,9 @@ struct Windowhost: ParsableCommand {
         discussion: """
             Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data or an
             unknown window or tab, 66 no such input, 69 a required service unavailable (io_uring, or
-            no supervisor at the socket), 74 an I/O error, 75 temporary (a worker restarting,
-            another supervisor on the root): retry, 77 a root (or a fixed entry under it) that is
+            no supervisor at the socket), 73 cannot create the control socket (something that is not a
+            socket at its path), 74 an I/O error, 75 temporary (a worker restarting, another
+            supervisor on the root or at the socket): retry, 77 a root (or a fixed entry under it) that is
             someone else's, open to others, or not what the host needs there.
             """,
         version: "0.1.0",
@@ -20,9 +21,12 @@ struct Windowhost: ParsableCommand {
 /// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.
 enum ExitStatus {
     static let checkFailed = ExitCode(1)
+    static let usage = ExitCode(64)
     static let dataError = ExitCode(65)
     static let noInput = ExitCode(66)
     static let unavailable = ExitCode(69)
+    /// EX_CANTCREAT: something not ours is where the host would create its control socket.
+    static let cantCreate = ExitCode(73)
     static let ioError = ExitCode(74)
     static let temporary = ExitCode(75)
     /// EX_NOPERM: a root another user owns or can write, or whose fixed entries (`RootLayout`)
