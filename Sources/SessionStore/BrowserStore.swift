@@ -388,11 +388,29 @@ public final class BrowserStore {
     }
 
     /// Opens `name` in the directory as a new, empty file (`O_EXCL`, never through a symlink),
-    /// first removing, as itself, whatever a failed attempt or anyone else left under the name.
+    /// first clearing whatever a failed attempt or anyone else left under the name (`clear`).
     private func createFresh(_ name: String) throws(StoreError) -> EngineFile {
         let path = directory.appending(name)
-        try io { try engine.removeTree(path) }
+        try clear(path, into: directory)
         return try io { try engine.open(path, .create) }
+    }
+
+    /// Frees a name where the host keeps only files, in a bounded number of calls: a file,
+    /// symlink, FIFO or socket is unlinked as itself; a directory, which the host never makes
+    /// there, is moved whole, as itself, into `parent`'s `damaged/`. Removing a planted tree
+    /// could take minutes inside a restore or a save, and the worker would be killed for it.
+    func clear(_ path: FilePath, into parent: FilePath) throws(StoreError) {
+        switch try io({ try engine.kind(path) }) {
+        case nil:
+            return
+        case .directory?:
+            let reason = SessionFormatError.readFailed(offset: 0, reason: "a directory where the host keeps only files")
+            guard setAside(path, reason, under: parent).last?.setAsideAt != nil else {
+                throw .io(IOEngineError("set aside", path: path.string, errno: .directoryNotEmpty))
+            }
+        case .some:
+            try io { try engine.removeFile(path) }
+        }
     }
 
     private func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
@@ -662,7 +680,7 @@ public final class BrowserStore {
             try removeDeletedSession()
         } else {
             // Not a directory (a symlink where the session was): it goes as itself.
-            try io { try engine.removeTree(directory) }
+            try io { try engine.removeFile(directory) }
             try io { try engine.syncDirectory(directory.removingLastComponent()) }
         }
         generation = 0
@@ -675,14 +693,17 @@ public final class BrowserStore {
     }
 
     /// Removes a session being deleted: everything, then the marker, then the directory and
-    /// the parent's entry.
+    /// the parent's entry. A directory in it is none of the host's (it writes only files
+    /// there): it is moved whole into the window's `damaged/` (`clear`), so the deletion takes
+    /// a bounded number of calls however deep a planted tree goes.
     func removeDeletedSession() throws(StoreError) {
         // Each entry by its exact name: one that is not UTF-8 goes too.
         for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name.string != StoreLayout.deletionMarker {
-            try io { try engine.removeTree(directory.appending(entry.name)) }
+            try clear(directory.appending(entry.name), into: directory.removingLastComponent())
         }
         try io { try engine.syncDirectory(directory) }
-        try io { try engine.removeTree(directory) }
+        try clear(directory.appending(StoreLayout.deletionMarker), into: directory.removingLastComponent())
+        try io { try engine.removeDirectory(directory) }
         try io { try engine.syncDirectory(directory.removingLastComponent()) }
     }
 }

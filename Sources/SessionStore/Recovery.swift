@@ -91,7 +91,7 @@ extension BrowserStore {
         }
         let listing = StoreListing(entries: entries)
         if !readOnly {
-            for name in listing.temporaries { try? engine.removeTree(directory.appending(name)) }
+            for name in listing.temporaries { try? clear(directory.appending(name), into: directory) }
         }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
         for generation in listing.snapshots where !excluded.contains(generation) {

@@ -40,6 +40,47 @@ import Testing
         }
     }
 
+    /// A directory tree planted in the incognito directory (or under a temporary's name) is
+    /// none of the host's: it is moved whole, as itself, into `damaged/` in one rename, never
+    /// removed entry by entry. Removing a tree 100,000 levels deep took minutes inside the
+    /// worker's loop or its restore, and the window was set aside (a hostile tester's find).
+    @Test func plantedDirectoriesAreMovedAsideWholeNotRemovedEntryByEntry() throws {
+        try withRootAndCanary { root, canary in
+            let store = try realWindow(root)
+            try open(store, store.regular, seq: 1, url: "https://kept.example/")
+            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
+            try store.waitUntilDurable(2)
+            let incognito = store.incognito.sessionDirectory
+            var deep = incognito.appending("tree")
+            for _ in 0..<50 {
+                try plant(.directory, at: deep)
+                deep = deep.appending("d")
+            }
+            try plant(.symlink(to: canary.string), at: deep)
+            let temporary = store.regular.sessionDirectory.appending(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix)
+            try plant(.directory, at: temporary)
+            try plant(.directory, at: temporary.appending("inside"))
+
+            var events: [SaveEvent] = []
+            store.apply(seq: 3) { store.incognito.webStateList.closeAll() }
+            for _ in 0..<20 where !events.contains(.deletedIncognito) { events += try store.poll(waiting: true) }
+            #expect(events.contains(.deletedIncognito), "\(events)")
+            #expect(lstatKind(incognito) == nil, "the incognito directory is gone")
+            let windowDamaged = incognito.removingLastComponent().appending(StoreLayout.damagedDirectory)
+            let windowDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: windowDamaged.string)) ?? []
+            let movedTree = try #require(windowDamagedNames.first { $0.hasPrefix("tree-") }, "\(windowDamagedNames)")
+            #expect(lstatKind(windowDamaged.appending(movedTree).appending("d")) == "directory", "moved whole, as itself")
+
+            let restored = try realWindow(root)
+            #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
+            #expect(lstatKind(temporary) == nil, "the temporary's name is free again")
+            let storeDamaged = store.regular.sessionDirectory.appending(StoreLayout.damagedDirectory)
+            let storeDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: storeDamaged.string)) ?? []
+            #expect(storeDamagedNames.contains { $0.hasPrefix(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix) }, "\(storeDamagedNames)")
+            try expectCanaryIntact(canary)
+        }
+    }
+
     /// Issue 11, item 7: a directory under a snapshot's name and a FIFO under another's are
     /// each set aside alone (moved as themselves, never opened); both Browsers restore whole.
     @Test func aDirectoryOrFIFONamedLikeASnapshotIsSetAsideAloneAndTheRestRestores() throws {

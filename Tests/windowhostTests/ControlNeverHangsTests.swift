@@ -78,9 +78,10 @@ import Testing
         let supervisor = host.process.processIdentifier
         let worker = try #require(host.windows()[window]?["pid"]?.int)
 
-        // The limit leaves the supervisor three descriptor numbers free once the worker's
-        // pidfd and doorbell close: enough to set a session aside (the old code did), never
-        // the four a start holds at once (a doorbell and three descriptors lifted for the child).
+        // The limit leaves the supervisor two descriptor numbers free once the worker's pidfd
+        // and doorbell close, three when the control server gives up its spare descriptor to
+        // answer a client: enough to set a session aside (the old code did), never the four a
+        // start holds at once (a doorbell and three descriptors lifted for the child).
         let fds = "/proc/\(supervisor)/fd"
         let open = try FileManager.default.contentsOfDirectory(atPath: fds).compactMap(Int.init)
         func target(_ fd: Int) -> String { (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fds)/\(fd)")) ?? "" }
@@ -89,7 +90,7 @@ import Testing
         let held = Set(open).subtracting([pidfd, doorbell])
         var limit = 0
         var free = 0
-        while free < 3 {
+        while free < 2 {
             if !held.contains(limit) { free += 1 }
             limit += 1
         }
