@@ -61,8 +61,9 @@ private struct ReferenceRun {
                 // Anywhere from start-up through recovery and the first saves.
                 usleep(UInt32.random(in: 0...60_000, using: &random))
             } else {
-                // Once recovered (however long start-up took on a loaded machine), while saving.
-                waitForLine("recovered ", in: acknowledgements)
+                // Once saving (however long start-up and the first save took on a loaded
+                // machine: a first save that compacts takes several syncs), while saving.
+                waitForLine("durable ", in: acknowledgements)
                 usleep(UInt32.random(in: 2_000...30_000, using: &random))
             }
             Glibc.kill(child.processIdentifier, SIGKILL)
