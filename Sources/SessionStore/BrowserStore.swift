@@ -120,6 +120,13 @@ public final class BrowserStore {
     var degradedSinceRecovery: [DegradedHistories.Tab] = []
     /// Damaged files recovery could not move to `damaged/`: compaction leaves them in place.
     var keptInPlace: Set<String> = []
+    /// Saves recovery left out (never acknowledged) that are still committed in a journal it
+    /// did not continue, as byte ranges of that journal. A new snapshot, which does not hold
+    /// them, is written only once they are zeroed durably (`eraseLeftOutSaves`): otherwise a
+    /// recovery falling back past that snapshot (damaged) would replay them through the older
+    /// generation's journals, under seqs that name other, acknowledged commands by then, and
+    /// the window would come back torn or below what was acknowledged.
+    var leftOutSaves: [(path: FilePath, range: Range<Int>)] = []
 
     init(
         kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
@@ -282,6 +289,7 @@ public final class BrowserStore {
     }
 
     private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
+        try eraseLeftOutSaves()
         let snapshot: [UInt8]
         do {
             snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
@@ -320,6 +328,30 @@ public final class BrowserStore {
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
                 append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
                 awaitsPartners: browsers != kind.commitBit))
+    }
+
+    /// Zeroes, durably, the saves recovery left out (`leftOutSaves`), in bounded pieces. A
+    /// journal no longer at its path (set aside as damaged) is out of every chain already.
+    private func eraseLeftOutSaves() throws(StoreError) {
+        while let save = leftOutSaves.first {
+            let file: EngineFile
+            do {
+                file = try engine.open(save.path, .write)
+            } catch where error.errno == .noSuchFileOrDirectory {
+                leftOutSaves.removeFirst()
+                continue
+            } catch {
+                throw .io(error)
+            }
+            defer { engine.close(file) }
+            var offset = save.range.lowerBound
+            while offset < save.range.upperBound {
+                let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, save.range.upperBound - offset))
+                _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
+                offset += zeros.count
+            }
+            leftOutSaves.removeFirst()
+        }
     }
 
     /// Makes the session directory a real directory at its path before a new generation goes

@@ -13,6 +13,8 @@ struct LoadedJournal {
     var commitsUsed: Int
     /// One past the last byte that is neither a used commit's nor a zero: what a repair zeroes.
     let garbageEnd: Int
+    /// Committed saves recovery left out of this journal (`LoadedSession.savesToLeaveOut`).
+    var savesLeftOut = 0
 
     /// Where appends continue: the end of the last used commit.
     var tail: Int { commitsUsed == 0 ? Framing.fileHeaderSize : scan.commits[commitsUsed - 1].end }
@@ -209,7 +211,12 @@ extension BrowserStore {
                     historySources.removeAll()
                 }
             }
-            if outcome.failure != nil { outcome = try replay(&loaded, leavingOut: dropped) }
+            if outcome.failure != nil {
+                // `loaded` left its saves out already: leaving them out again would drop one more.
+                let droppedSeq = outcome.dropped
+                outcome = try replay(&loaded, leavingOut: 0)
+                outcome.dropped = droppedSeq
+            }
         }
         if let failure = outcome.failure {
             damaged.append(contentsOf: setAside(failure.path, failure.error))
@@ -227,6 +234,12 @@ extension BrowserStore {
         generation = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
+        // Continuing the journal zeroes its left-out saves (`repair`); a new snapshot must
+        // erase them first, wherever they are.
+        leftOutSaves =
+            needsRebase
+            ? loaded.journals.filter { $0.savesLeftOut > 0 && !keptInPlace.contains($0.path.lastComponent?.string ?? "") }
+                .map { ($0.path, $0.tail..<$0.garbageEnd) } : []
         recorder = JournalRecorder(list: list)
         let repairError = repair(loaded, seq: outcome.seq)
         return RecoveryReport(
@@ -279,6 +292,14 @@ extension BrowserStore {
         // lost history as the damage it is; a store that goes on keeps the tab and replays on.
         let degraded = readOnly ? nil : DegradedHistories { [weak self] tab in self?.noteDegraded(tab) }
         outcome.degraded = degraded
+        // Before anything can fail, so a retry of the same `loaded` leaves out nothing more.
+        for _ in 0..<dropped {
+            guard let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) else { break }
+            outcome.dropped = outcome.dropped ?? loaded.journals[last].lastCommit?.seq
+            loaded.journals[last].commitsUsed -= 1
+            loaded.journals[last].savesLeftOut += 1
+            if last != loaded.journals.count - 1 { loaded.needsRebase = true }
+        }
         if let reader = loaded.reader {
             do {
                 let excluded = fallbackExclusions.union([loaded.generation])
@@ -293,12 +314,6 @@ extension BrowserStore {
                 outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
                 return outcome
             }
-        }
-        for _ in 0..<dropped {
-            guard let last = loaded.journals.lastIndex(where: { $0.commitsUsed > 0 }) else { break }
-            outcome.dropped = outcome.dropped ?? loaded.journals[last].lastCommit?.seq
-            loaded.journals[last].commitsUsed -= 1
-            if last != loaded.journals.count - 1 { loaded.needsRebase = true }
         }
         outcome.seq = loaded.reader?.lastCommandSeq ?? 0
         for journal in loaded.journals {
