@@ -41,14 +41,22 @@ struct LoadedSession {
     /// How many of the last saves the window cannot keep beside `other` as it is on disk, so
     /// the window comes back as it was after one command: every trailing save made while the
     /// other Browser lagged (`JournalCommit.laggingBit`) past the seq the other's files reach,
-    /// then the last save left if it names the other (`otherBit`) and the other's files end
+    /// then the last save left if it names the other (`otherBit`) and the other's session ends
     /// before it. Lagging saves were never durable for the window, so nothing acknowledged is
     /// left out; when the other Browser fell back from damage, each keeps its own.
+    ///
+    /// Only a session the other's files hold counts (a snapshot that reads), not any file:
+    /// a save naming the other was made after the other's session was created durably, and
+    /// that session goes only once a later save is durable in both (the incognito session
+    /// deleted when its last tab closed). What a kill leaves of a session being created again
+    /// after that (a journal whose snapshot was never renamed) ends before every save and
+    /// holds nothing: taken for a session, it made recovery drop the acknowledged save that
+    /// closed the incognito tabs.
     func savesToLeaveOut(other: LoadedSession, otherBit: UInt8) -> Int {
         let commits = journals.flatMap { $0.scan.commits[..<$0.commitsUsed].map(\.commit) }
         var count = 0
         if other.damaged.isEmpty {
-            let otherSeq = other.isOnDisk ? other.seq : 0
+            let otherSeq = other.holdsSession ? other.seq : 0
             while count < commits.count, commits[commits.count - 1 - count].browsers & JournalCommit.laggingBit != 0,
                 commits[commits.count - 1 - count].seq > otherSeq
             {
@@ -56,7 +64,7 @@ struct LoadedSession {
             }
         }
         if count < commits.count, case let last = commits[commits.count - 1 - count],
-            last.browsers & otherBit != 0, other.isOnDisk, other.seq < last.seq
+            last.browsers & otherBit != 0, other.holdsSession, other.seq < last.seq
         {
             count += 1
         }
@@ -65,6 +73,8 @@ struct LoadedSession {
     /// The last command sequence number this session covers.
     var seq: UInt64 { max(reader?.lastCommandSeq ?? 0, lastCommit?.seq ?? 0) }
     var isOnDisk: Bool { highestGeneration > 0 }
+    /// Whether a snapshot read: the files hold a session, not only what a kill left of one.
+    var holdsSession: Bool { reader != nil }
 }
 
 extension BrowserStore {

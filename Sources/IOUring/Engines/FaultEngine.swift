@@ -144,6 +144,21 @@ public final class FaultEngine: BlockingChainEngine {
         }
     }
 
+    // MARK: kill
+
+    /// The process is killed with the power on: what it did stays as it is (visible now, durable
+    /// once synced, as the kernel keeps it), nothing after the halt happens, and the writes it
+    /// had queued and not yet run never run. Closes every handle and clears the halt and the
+    /// failures still planned: the next process starts on this disk.
+    public func processKilled() {
+        handles.removeAll()
+        chains.drop()
+        haltAfter = nil
+        inFlightAtHalt = nil
+        catchingInFlight = false
+        failures.removeAll()
+    }
+
     // MARK: power
 
     /// Drops everything not durable, closes every handle and clears the halt and the failures
