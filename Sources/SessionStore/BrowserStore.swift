@@ -103,6 +103,8 @@ public final class BrowserStore {
         let acknowledgeAtEnd: Bool
         /// The store's `unframedChanges` when the snapshot was encoded: what it holds of them.
         let unframedChanges: Int
+        /// The snapshot holds what the generation before does not reach (see `followUpDue`).
+        let fromMemory: Bool
         /// The save names the other Browser too: the snapshot, which cannot be taken back, is
         /// renamed into place only once the partner's write is durable (`renameAfterPartners`).
         let awaitsPartners: Bool
@@ -202,9 +204,19 @@ public final class BrowserStore {
     /// there is none (recovery could not open or repair it).
     var mustCompact: Bool { needsRebase || (generation > 0 && journal == nil) }
 
-    /// Whether the journal has passed a threshold and the next save should compact.
+    /// The newest snapshot was written from memory: the generation before it, plus its
+    /// journal, does not reach it (the journal could not be continued, or the save's records
+    /// went into the snapshot only). A damaged newest snapshot falls back to the generation
+    /// before, so until another generation follows this one, one fault would bring the window
+    /// back short of it, or torn. The next save therefore compacts again, the usual way:
+    /// snapshot N+1 is snapshot N plus journal N, and the generations that did not reach N go.
+    private(set) var followUpDue = false
+
+    /// Whether the journal has passed a threshold (or a snapshot written from memory waits for
+    /// its follow-up) and the next save should compact.
     var shouldCompact: Bool {
-        journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
+        (followUpDue && !compactionDeferred)
+            || journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
             || journalEnd + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
@@ -327,6 +339,7 @@ public final class BrowserStore {
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
                 append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
+                fromMemory: append == nil && (!writing.isEmpty || needsRebase || journal == nil),
                 awaitsPartners: browsers != kind.commitBit))
     }
 
@@ -670,6 +683,7 @@ public final class BrowserStore {
         generation = compaction.generation
         highestGeneration = compaction.generation
         needsRebase = false
+        followUpDue = compaction.fromMemory
         unframedChanges -= compaction.unframedChanges
         // An append riding on it went to the old journal: the save is whole once renamed.
         unconfirmed = nil
