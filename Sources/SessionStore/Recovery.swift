@@ -347,6 +347,10 @@ extension BrowserStore {
     private func repair(_ loaded: LoadedSession, seq: UInt64) -> StoreError? {
         do {
             if !needsRebase, let current = loaded.journals.first {
+                // A killed process's last rename (a compaction's snapshot, a new session's
+                // generation) may be visible and not yet durable: the saves about to be
+                // acknowledged in this journal must not rest on an entry a power cut undoes.
+                try io { try engine.syncDirectory(directory) }
                 let file = try io { try engine.open(current.path, .write) }
                 journal = file
                 journalEnd = current.tail
