@@ -8,8 +8,8 @@ struct Windowhost: ParsableCommand {
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
         discussion: """
-            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data or an
-            unknown window or tab, 66 no such input, 69 a required service unavailable (io_uring, or
+            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data, an
+            unknown window or tab, or an argument that is not UTF-8, 66 no such input, 69 a required service unavailable (io_uring, or
             no supervisor at the socket), 73 cannot create the control socket (something that is not a
             socket at its path), 74 an I/O error, 75 temporary (a worker restarting, another
             supervisor on the root or at the socket): retry, 77 a root (or a fixed entry under it) that is
