@@ -492,6 +492,15 @@ public final class Supervisor {
         }
     }
 
+    /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
+    /// no seq is renumbered (nothing could prove a renumbered window loses nothing).
+    static func seqExhaustedMessage(_ window: UUID) -> String {
+        "window \(window) has reached the highest command seq (\(Limits.maxCommandSeq)), which no window reaches by use "
+            + "(its files were crafted or damaged): it takes no more tab commands, and retrying will not help. Its tabs "
+            + "still read (ctl dump) and save; to go on, open them in a new window (ctl connect, then ctl open for each "
+            + "URL ctl dump lists) and disconnect this one"
+    }
+
     private func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
         guard var window = windows[slot] else { return }
         var connecting: [ClientID] = []
@@ -949,7 +958,7 @@ public final class Supervisor {
         do {
             command = try makeCommand(request, seq: window.nextSeq)
             if command.seq > Limits.maxCommandSeq {
-                answer(client, .failure(.badData, "window \(id) has reached the highest command seq (\(Limits.maxCommandSeq)): it takes no more tab commands"))
+                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
                 return
             }
         } catch let refusal as ControlRefusal {
