@@ -112,6 +112,16 @@ public final class Profile {
 
     /// Keeps restored identifiers from being handed out again.
     public func reserveWebStateID(_ id: WebStateID) { identifiers.generator.reserve(id) }
+
+    /// Whether a tab list of this profile family other than `list` holds a tab `id`:
+    /// identifiers are unique across the family (a window's regular and incognito tabs are
+    /// addressed by id alone), so a restore that would bring a second one in is damage.
+    public func holdsWebState(_ id: WebStateID, outside list: WebStateList) -> Bool {
+        let family = [originalProfile] + (originalProfile.offTheRecord.map { [$0] } ?? [])
+        return family.contains { profile in
+            profile.browserList.browsers.contains { $0.webStateList !== list && $0.webStateList.index(of: id) != nil }
+        }
+    }
 }
 
 /// Shared by a profile and its off-the-record sibling.

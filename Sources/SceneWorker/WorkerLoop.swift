@@ -31,6 +31,11 @@ public enum WorkerExit: Int32, Sendable {
     case orphaned = 70
     /// The window could not be restored (a storage error): counts as a failed start.
     case restoreFailed = 74
+    /// The restore ran short of the worker's own descriptors or memory (EX_TEMPFAIL): no fault
+    /// of the window's, whose files are left as they were. The supervisor starts it again after
+    /// its shortage backoff and never counts it as a failed start
+    /// (`RestartPolicy.shortageExitStatus`), so a good session is never set aside for it.
+    case restoreShortOfResources = 75
     /// The slot belongs to another generation or window, or its memory is of another layout.
     case refused = 78
 }
@@ -101,6 +106,10 @@ public final class WorkerLoop {
             }
             logger.info("restored", metadata: ["seq": "\(recovery.seq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {
+            if case .io(let failure) = error, failure.isResourceShortage {
+                logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
+                return .restoreShortOfResources
+            }
             logger.error("restore failed", metadata: ["error": "\(error)"])
             return .restoreFailed
         }

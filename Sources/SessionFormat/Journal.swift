@@ -130,6 +130,7 @@ public enum JournalReplayer {
                 throw .tooManyTabs(list.count + 1, limit: Limits.maxTabsPerBrowser)
             }
             let (webState, opener) = try insert.webState.makeWebState()
+            try checkUniqueInFamily(webState.id, list: list, profile: profile)
             profile.reserveWebStateID(webState.id)
             let index = try listCall {
                 try list.insert(webState, InsertionParams(index: Int(insert.index), pinned: insert.pinned, opener: opener))
@@ -153,6 +154,7 @@ public enum JournalReplayer {
         case .replace(let replace):
             let index = try position(of: replace.replacedIdentifier, in: list)
             let (webState, _) = try replace.webState.makeWebState()
+            try checkUniqueInFamily(webState.id, list: list, profile: profile)
             profile.reserveWebStateID(webState.id)
             try listCall { try list.replace(at: index, with: webState).destroy() }
         case .activate:
@@ -188,6 +190,12 @@ public enum JournalReplayer {
         }
         let active = storage.activeIdentifier == 0 ? nil : try position(of: storage.activeIdentifier, in: list)
         try listCall { try list.activate(at: active) }
+    }
+
+    /// A tab id the other Browser of the window already holds: a record that brings it in
+    /// does not fit, like any other (the Browser restored first keeps its tab).
+    private static func checkUniqueInFamily(_ id: WebStateID, list: WebStateList, profile: Profile) throws(SessionFormatError.InvalidState) {
+        guard !profile.holdsWebState(id, outside: list) else { throw .duplicateIdentifier(id.rawValue) }
     }
 
     private static func position(of identifier: Int64, in list: WebStateList) throws(SessionFormatError.InvalidState)
@@ -278,6 +286,9 @@ public enum JournalFile {
     /// and why reading stopped before the end of the bytes, if it did.
     public struct Scan: Sendable {
         public let records: [JournalRecord]
+        /// Where each record starts in the file, in the order of `records`: what an error
+        /// about one record names.
+        public let recordOffsets: [Int]
         public let commits: [FoundCommit]
         public let validLength: Int
         public let stoppedBy: SessionFormatError?
@@ -293,6 +304,7 @@ public enum JournalFile {
         guard source.size <= Limits.maxJournalBytes else { throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes) }
         var offset = try Framing.checkFileHeader(source, kind: .journal)
         var records: [JournalRecord] = []
+        var recordOffsets: [Int] = []
         var commits: [FoundCommit] = []
         while offset < source.size {
             do {
@@ -301,13 +313,14 @@ public enum JournalFile {
                     commits.append(FoundCommit(commit: try JournalCommit(payload: payload, at: offset), recordCount: records.count, end: end))
                 } else {
                     records.append(JournalRecord(try decodeMessage(MutationStorage.self, payload, at: offset)))
+                    recordOffsets.append(offset)
                 }
                 offset = end
             } catch {
-                return Scan(records: records, commits: commits, validLength: offset, stoppedBy: error)
+                return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error)
             }
         }
-        return Scan(records: records, commits: commits, validLength: offset, stoppedBy: nil)
+        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil)
     }
 
     /// Every record, or the error at the first that does not read cleanly.
@@ -382,14 +395,15 @@ extension JournalFile.Scan {
     /// zeroed), every seq is at most `Limits.maxCommandSeq` and not below
     /// `snapshotSeq` (the snapshot the chain starts from), records' seqs never go back and
     /// never pass the commit that covers them, and each commit is at or above the one before
-    /// it (`previousCommit`, the last of the journal before this one in the chain).
+    /// it (`previousCommit`, the last of the journal before this one in the chain). An error
+    /// about a record names that record's seq and offset, not its commit's.
     public func checkSeqs(snapshotSeq: UInt64, previousCommit: UInt64?) -> (validCommits: Int, error: SessionFormatError?) {
         var lastRecordSeq = snapshotSeq
         var lastCommit = previousCommit
         var recordIndex = 0
         for (index, found) in commits.enumerated() {
             let offset = found.end - JournalCommit.frameSize
-            func refuse(_ reason: SessionFormatError.InvalidState) -> (Int, SessionFormatError?) {
+            func refuse(_ reason: SessionFormatError.InvalidState, at offset: Int = offset) -> (Int, SessionFormatError?) {
                 (index, .invalidState(offset: offset, reason: reason))
             }
             guard found.commit.hasValidBrowsers else { return refuse(.undefinedCommitBits(found.commit.browsers)) }
@@ -401,8 +415,10 @@ extension JournalFile.Scan {
             if let lastCommit, seq < lastCommit { return refuse(.seqOutOfOrder(seq, previous: lastCommit)) }
             while recordIndex < found.recordCount {
                 let recordSeq = records[recordIndex].seq
-                guard recordSeq >= lastRecordSeq else { return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq)) }
-                guard recordSeq <= seq else { return refuse(.seqOutOfOrder(seq, previous: recordSeq)) }
+                let recordOffset = recordOffsets[recordIndex]
+                guard Limits.isValidCommandSeq(recordSeq) else { return refuse(.seqOutOfRange(recordSeq), at: recordOffset) }
+                guard recordSeq >= lastRecordSeq else { return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq), at: recordOffset) }
+                guard recordSeq <= seq else { return refuse(.recordPastItsCommit(recordSeq, commit: seq), at: recordOffset) }
                 lastRecordSeq = recordSeq
                 recordIndex += 1
             }

@@ -42,6 +42,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case seqOutOfRange(UInt64)
         /// A seq that goes back: below the one before it (`previous`), which the format never writes.
         case seqOutOfOrder(UInt64, previous: UInt64)
+        /// A journal record whose seq is above the seq of the commit that covers it.
+        case recordPastItsCommit(UInt64, commit: UInt64)
         /// More continuation records than the bytes after the first could hold.
         case continuationsOutOfRange(Int, bytesLeft: Int)
         /// An entry over the bounds a tab keeps (a URL or title too long).
@@ -71,6 +73,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             case .replayMismatch(let reason): "journal does not fit the list: \(reason)"
             case .seqOutOfRange(let seq): "seq \(seq) above the highest a window reaches (2^53 - 1)"
             case .seqOutOfOrder(let seq, let previous): "seq \(seq) after \(previous): seqs never go back"
+            case .recordPastItsCommit(let seq, let commit): "record seq \(seq) above the seq \(commit) of the commit that covers it"
             case .continuationsOutOfRange(let count, let bytesLeft):
                 "\(count) metadata continuation records cannot fit the \(bytesLeft) bytes after the first"
             case .invalidNavigationItem(let error): "\(error)"

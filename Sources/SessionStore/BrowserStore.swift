@@ -371,8 +371,13 @@ public final class BrowserStore {
     /// in: a window or session directory that is not one (a symlink swapped in while the
     /// window ran, say) is moved aside as itself into its parent's `damaged/` — never
     /// followed, never deleted — and missing ones are created 0700, each with a sync of its
-    /// parent (which also makes the move durable).
+    /// parent (which also makes the move durable). The session directory found a directory
+    /// is enough: it is reached from `/` with `O_DIRECTORY|O_NOFOLLOW` at every step, so the
+    /// window directory and every one above are directories too, and nothing is to be moved
+    /// or made. (One walk where the slow path takes three: this runs before every new
+    /// generation, twice when a save compacts.)
     func placeDirectory() throws(StoreError) {
+        if (try? engine.kind(directory)) == .directory { return }
         for path in [directory.removingLastComponent(), directory] {
             guard let kind = try io({ try engine.kind(path) }), kind != .directory else { continue }
             let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) where a directory belongs")

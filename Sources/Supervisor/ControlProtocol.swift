@@ -98,6 +98,10 @@ public enum ControlCode: Int32, Codable, Sendable {
     case ioError = 74
     /// The worker is restarting or the window not ready yet: retry.
     case temporary = 75
+    /// EX_PROTOCOL: the window has used the highest command seq (`Limits.maxCommandSeq`), which
+    /// no window reaches by use, only from crafted or damaged files: it takes no more tab
+    /// commands. Retrying never helps; its tabs still read and save (recovery.md says what to do).
+    case seqExhausted = 76
 }
 
 /// The answer to one request: a JSON object on one line.

@@ -290,6 +290,12 @@ final class ControlServer {
             client.input = []
             client.phase = .awaiting
             clients[id] = client
+            // Text is refused, not mended: a decoder that replaced bad bytes with U+FFFD would
+            // have a URL stored and acknowledged that the client never sent (65, bad data).
+            guard String(validating: line, as: UTF8.self) != nil else {
+                answer(id, .failure(.badData, "request is not valid UTF-8: refused, nothing was done"))
+                return nil
+            }
             do {
                 return try JSONDecoder().decode(ControlRequest.self, from: line)
             } catch {

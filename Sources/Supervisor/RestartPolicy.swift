@@ -12,7 +12,9 @@ import SystemPackage
 /// - a worker the supervisor could not start for want of its *own* resources (descriptors,
 ///   memory, processes: `isShortage`) is no death at all: it is tried again after a backoff
 ///   that doubles from `initialBackoff` to `maximumShortageBackoff` while the shortage lasts,
-///   and never counts against the window's restarts or failed starts.
+///   and never counts against the window's restarts or failed starts. So is a worker that
+///   exits `shortageExitStatus` while restoring: it ran short of its own resources, not of a
+///   good session.
 public struct RestartPolicy: Sendable, Equatable {
     public var maximumRestarts = 5
     public var periodNanoseconds: UInt64 = 10_000_000_000
@@ -72,7 +74,8 @@ public struct RestartPolicy: Sendable, Equatable {
         return min(initialBackoffNanoseconds << UInt64(min(history.shortages - 1, 20)), maximumShortageBackoffNanoseconds)
     }
 
-    /// The worker started: a shortage, if there was one, is over.
+    /// The worker restored its window and is ready: a shortage, the supervisor's or the
+    /// worker's, is over (not at the spawn: a worker short while restoring keeps backing off).
     public func started(_ history: inout History) {
         history.shortages = 0
     }
@@ -82,5 +85,16 @@ public struct RestartPolicy: Sendable, Equatable {
     /// (EMFILE, ENFILE), memory (ENOMEM) or processes (EAGAIN).
     public static func isShortage(_ error: Errno) -> Bool {
         [.tooManyOpenFiles, .tooManyOpenFilesInSystem, .noMemory, .resourceTemporarilyUnavailable].contains(error)
+    }
+
+    /// The status a worker exits with when its restore ran short of its own descriptors or
+    /// memory (EX_TEMPFAIL; `WorkerExit.restoreShortOfResources`, which a test holds equal).
+    public static let shortageExitStatus: Int32 = 75
+
+    /// Whether a worker's death is its own shortage while restoring: it exited
+    /// `shortageExitStatus` before it was ready. Retried like the supervisor's own shortage.
+    /// A worker that says so falsely only delays its own window.
+    public static func isShortage(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool) -> Bool {
+        beforeReady && !signaled && status == shortageExitStatus
     }
 }

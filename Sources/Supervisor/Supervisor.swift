@@ -374,7 +374,6 @@ public final class Supervisor {
             startFailed(slot, "pidfd_open", error)
             return
         }
-        configuration.restartPolicy.started(&window.history)
         window.pid = pid
         window.pidfd = pidfd
         window.doorbell = doorbell
@@ -416,10 +415,13 @@ public final class Supervisor {
         var signaled: Int32 = 0
         guard wh_pidfd_reap(window.pidfd, &code, &signaled) == 1 else { return }
         let description = signaled != 0 ? "killed by signal \(code)" : "exited with status \(code)"
-        workerDied(slot, description: description, cleanExit: signaled == 0 && code == 0)
+        let shortage = RestartPolicy.isShortage(workerExitStatus: code, signaled: signaled != 0, beforeReady: window.readyAt == nil)
+        workerDied(slot, description: description, cleanExit: signaled == 0 && code == 0, shortOfResources: shortage)
     }
 
-    private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false) {
+    /// `shortOfResources`: the worker said its restore ran short of its own resources; it is
+    /// started again after the shortage backoff, and the death counts for nothing.
+    private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false) {
         guard var window = windows[slot] else { return }
         if window.pidfd >= 0 { close(window.pidfd) }
         window.pidfd = -1
@@ -455,6 +457,15 @@ public final class Supervisor {
         window.diedAt = now
         window.state = .crashed
         region.slot(slot).state = .crashed
+        if shortOfResources {
+            let delay = configuration.restartPolicy.retryAfterShortage(&window.history)
+            window.restartAt = now + delay
+            windows[slot] = window
+            logger.error(
+                "the worker was short of resources while restoring: it is started again later; the window is not at fault",
+                metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\(delay / 1_000_000)"])
+            return
+        }
         let decision = configuration.restartPolicy.decide(
             &window.history, now: now, diedBeforeReady: diedBeforeReady, requested: window.killRequested)
         logger.warning(
@@ -479,6 +490,15 @@ public final class Supervisor {
                 windows[slot]?.restartAt = now + delay
             }
         }
+    }
+
+    /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
+    /// no seq is renumbered (nothing could prove a renumbered window loses nothing).
+    static func seqExhaustedMessage(_ window: UUID) -> String {
+        "window \(window) has reached the highest command seq (\(Limits.maxCommandSeq)), which no window reaches by use "
+            + "(its files were crafted or damaged): it takes no more tab commands, and retrying will not help. Its tabs "
+            + "still read (ctl dump) and save; to go on, open them in a new window (ctl connect, then ctl open for each "
+            + "URL ctl dump lists) and disconnect this one"
     }
 
     private func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
@@ -595,6 +615,7 @@ public final class Supervisor {
         let now = monotonicNow()
         let view = region.slot(window.slot)
         window.readyAt = now
+        configuration.restartPolicy.started(&window.history)
         window.state = window.inBackground ? .background : .foreground
         view.state = window.state
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
@@ -937,7 +958,7 @@ public final class Supervisor {
         do {
             command = try makeCommand(request, seq: window.nextSeq)
             if command.seq > Limits.maxCommandSeq {
-                answer(client, .failure(.badData, "window \(id) has reached the highest command seq (\(Limits.maxCommandSeq)): it takes no more tab commands"))
+                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
                 return
             }
         } catch let refusal as ControlRefusal {

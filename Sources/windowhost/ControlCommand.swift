@@ -11,10 +11,13 @@ struct ControlCommand: ParsableCommand {
         abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
         discussion: """
             Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
-            65 unknown window or tab (bad data), 69 no supervisor at the socket, 74 a save failed
+            65 unknown window or tab, or text that is not UTF-8 (bad data), 69 no supervisor
+            at the socket, 74 a save failed
             (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
             keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
-            worker is restarting, or no reply within the timeout): retry. --json prints one JSON
+            worker is restarting, or no reply within the timeout): retry, 76 the window has used
+            the highest command seq (only crafted or damaged files get there): it takes no more tab
+            commands; `dump` and `save` still work (docs/recovery.md). --json prints one JSON
             object.
 
             No call waits forever: connecting, sending and the reply together get --timeout \

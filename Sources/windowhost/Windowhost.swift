@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import Glibc
 
 @main
 struct Windowhost: ParsableCommand {
@@ -6,16 +8,58 @@ struct Windowhost: ParsableCommand {
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
         discussion: """
-            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data or an
-            unknown window or tab, 66 no such input, 69 a required service unavailable (io_uring, or
+            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data, an
+            unknown window or tab, or an argument that is not UTF-8, 66 no such input, 69 a required service unavailable (io_uring, or
             no supervisor at the socket), 73 cannot create the control socket (something that is not a
             socket at its path), 74 an I/O error, 75 temporary (a worker restarting, another
-            supervisor on the root or at the socket): retry, 77 a root (or a fixed entry under it) that is
+            supervisor on the root or at the socket): retry, 76 a window that has used the highest
+            command seq (it takes no more tab commands), 77 a root (or a fixed entry under it) that is
             someone else's, open to others, or not what the host needs there.
             """,
         version: "0.1.0",
         subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self]
     )
+
+    /// Refuses an argument that is not valid UTF-8 (exit 65) before anything parses it: Swift
+    /// reads `argv` into `String` by replacing bad bytes with U+FFFD, so a URL or title (or a
+    /// path) would be taken, stored and acknowledged as text the caller never gave.
+    static func main() {
+        let arguments = (0..<Int(CommandLine.argc)).map { index in
+            CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:)) } ?? []
+        }
+        if let invalid = InvalidUTF8Argument.first(in: arguments) {
+            FileHandle.standardError.write(Data("windowhost: \(invalid)\n".utf8))
+            Glibc.exit(ExitStatus.dataError.rawValue)
+        }
+        main(nil)
+    }
+}
+
+/// An argument whose bytes are not UTF-8: refused whole, never read with replacements.
+struct InvalidUTF8Argument: Error, Equatable, CustomStringConvertible {
+    /// Its place in `argv` (0 is the program).
+    let index: Int
+    /// Where in it the first byte that is not UTF-8 is.
+    let offset: Int
+
+    /// The first argument in `arguments` (argv's bytes) that is not valid UTF-8.
+    static func first(in arguments: [[UInt8]]) -> InvalidUTF8Argument? {
+        for (index, bytes) in arguments.enumerated() {
+            var decoder = UTF8()
+            var iterator = bytes.makeIterator()
+            var offset = 0
+            decoding: while true {
+                switch decoder.decode(&iterator) {
+                case .scalarValue(let scalar): offset += UTF8.width(scalar)
+                case .emptyInput: break decoding
+                case .error: return InvalidUTF8Argument(index: index, offset: offset)
+                }
+            }
+        }
+        return nil
+    }
+
+    var description: String { "argument \(index) is not valid UTF-8 (at byte \(offset)): refused, nothing was done" }
 }
 
 /// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.

@@ -37,7 +37,8 @@ import Testing
     }
 
     /// The highest valid seq restores; the next tab command would pass it, so it is refused
-    /// (65) rather than wrapped, and the window still answers everything else.
+    /// (76, naming the cause and what to do) rather than wrapped, and the window still answers
+    /// everything else.
     @Test func aWindowAtTheHighestSeqRefusesTabCommandsWithATypedError() throws {
         let root = temporaryRoot("maxseq")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -48,7 +49,16 @@ import Testing
         defer { if host.process.isRunning { host.kill9() } }
         try #require(waitFor({ host.windows()[full]?["state"]?.string == "foreground" }, seconds: 20), "\(host.log)")
         let refused = try host.ctlBounded(["open", "--window", full, "--url", "https://one-more.example/"])
-        #expect(refused.status == 65 && refused.output.contains("highest command seq"), "\(refused.output)")
+        #expect(refused.status == 76 && refused.output.contains("highest command seq") && refused.output.contains("ctl connect"), "\(refused.output)")
+        // Every tab command, whatever it is, is refused the same way.
+        for verb in [
+            ["navigate", "--tab", "1", "--url", "https://b.example/"], ["close", "--tab", "1"], ["activate", "--tab", "1"],
+            ["move", "--tab", "1", "--index", "0"], ["replace", "--tab", "1", "--url", "https://c.example/"], ["close-all"],
+            ["open", "--incognito", "--url", "https://d.example/"],
+        ] {
+            let other = try host.ctlBounded([verb[0], "--window", full] + verb.dropFirst())
+            #expect(other.status == 76 && other.output.contains("highest command seq"), "\(verb): \(other.output)")
+        }
         let dump = try host.ctlBounded(["dump", "--window", full])
         #expect(dump.status == 0 && dump.output.contains("applied \(Limits.maxCommandSeq)"), "printed exactly: \(dump.output)")
         #expect(try host.ctlBounded(["save", "--wait", "--window", full]).status == 0)

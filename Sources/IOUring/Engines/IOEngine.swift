@@ -99,6 +99,11 @@ public protocol IOEngine: AnyObject {
     /// so `path.appending(name)` names that entry even when the name is not UTF-8: what a
     /// caller acting on whatever it lists (deleting a session) goes by.
     func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]?
+    /// Entry names as strings, sorted; nil when `path` is not a directory. For matching the
+    /// names the host writes (ASCII): a name that is not UTF-8 comes out with U+FFFD in it and
+    /// names nothing, so whatever acts on every entry lists with `listDirectory`. (A requirement
+    /// so the real engines can list without making a `FilePath.Component` per entry.)
+    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]?
     /// Removes `path` whatever it is, a directory with everything under it, each entry as
     /// itself: a symlink is unlinked, never followed, so nothing outside `path` is touched.
     /// Without recursion: a planted tree of any depth cannot overflow the stack (real files:
@@ -116,9 +121,7 @@ public protocol IOEngine: AnyObject {
 extension IOEngine {
     public var completionDescriptor: Int32? { nil }
 
-    /// Entry names as strings, sorted; nil when `path` is not a directory. For matching the
-    /// names the host writes (ASCII): a name that is not UTF-8 comes out with U+FFFD in it and
-    /// names nothing, so whatever acts on every entry lists with `listDirectory`.
+    /// `listDirectory`'s names as strings.
     public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
         try listDirectory(path)?.map(\.name.string)
     }
@@ -146,13 +149,24 @@ extension IOEngine {
     public func makeDirectories(_ path: FilePath) throws(IOEngineError) {
         var missing: [FilePath] = []
         var current = path
-        while !current.isEmpty, current != FilePath("/"), try directoryEntries(current) == nil {
+        while !current.isEmpty, current != FilePath("/"), try !isDirectory(current) {
             missing.append(current)
             current = current.removingLastComponent()
         }
         for directory in missing.reversed() {
             try makeDirectory(directory)
             try syncDirectory(directory.removingLastComponent())
+        }
+    }
+
+    /// Whether `path` is a directory, reached without following a symlink: false where
+    /// a listing would be nil (nothing there, a symlink or a file there or on the way). One
+    /// `fstatat`, not a listing: this runs before every new generation.
+    private func isDirectory(_ path: FilePath) throws(IOEngineError) -> Bool {
+        do {
+            return try kind(path) == .directory
+        } catch where error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels {
+            return false
         }
     }
 

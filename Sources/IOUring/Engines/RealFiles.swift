@@ -126,6 +126,25 @@ public enum NoFollow {
     /// bytes with U+FFFD and name nothing). A listing that fails part-way is thrown, never
     /// taken for the end of the directory.
     public static func entries(_ path: FilePath) throws(Errno) -> [(name: FilePath.Component, kind: EntryKind)]? {
+        try listing(path)?.map { entry throws(Errno) in
+            // A name from readdir is one component ("." and ".." are skipped): never nil.
+            guard let component = FilePath.Component(platformString: entry.name) else { throw .invalidArgument }
+            return (component, entry.kind)
+        }
+    }
+
+    /// `entries` with each name as a `String` (a name that is not UTF-8 gets U+FFFD): for
+    /// matching the names the host writes. No `FilePath.Component` is made: each costs about
+    /// a millisecond in a debug build, and this lists a session directory on every compaction.
+    public static func entryNames(_ path: FilePath) throws(Errno) -> [(name: String, kind: EntryKind)]? {
+        try listing(path)?.map { entry in
+            // The bytes without their NUL terminator.
+            (String(decoding: entry.name.dropLast().lazy.map { UInt8(bitPattern: $0) }, as: UTF8.self), entry.kind)
+        }
+    }
+
+    /// What `entries` and `entryNames` list: each name's bytes and kind, sorted by the bytes.
+    private static func listing(_ path: FilePath) throws(Errno) -> [(name: Name, kind: EntryKind)]? {
         let fd: FileDescriptor
         do {
             fd = try openDirectory(path)
@@ -139,7 +158,7 @@ public enum NoFollow {
             throw error
         }
         defer { closedir(stream) }
-        var found: [(bytes: Name, name: FilePath.Component, kind: EntryKind)] = []
+        var found: [(name: Name, kind: EntryKind)] = []
         while let name = try nextName(stream) {
             var status = stat()
             // Gone since it was listed: no longer an entry.
@@ -147,11 +166,9 @@ public enum NoFollow {
                 if errno == ENOENT { continue }
                 throw Errno(rawValue: errno)
             }
-            // A name from readdir is one component ("." and ".." are skipped): never nil.
-            guard let component = FilePath.Component(platformString: name) else { throw .invalidArgument }
-            found.append((name, component, kind(of: status.st_mode)))
+            found.append((name, kind(of: status.st_mode)))
         }
-        return found.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }.map { ($0.name, $0.kind) }
+        return found.sorted { $0.name.lexicographicallyPrecedes($1.name) }
     }
 
     /// An entry's name as its bytes, NUL-terminated: what `openat`, `fstatat`, `unlinkat` and
@@ -428,8 +445,12 @@ struct RealFiles {
         try call("fstatat", path) { () throws(Errno) in try NoFollow.isAt(descriptor(file), path) }
     }
 
-    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
+    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
         try call("opendir", path) { () throws(Errno) in try NoFollow.entries(path) }
+    }
+
+    func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+        try call("opendir", path) { () throws(Errno) in try NoFollow.entryNames(path)?.map(\.name) }
     }
 
     private func call<T>(_ operation: String, _ path: FilePath, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T {
@@ -468,6 +489,7 @@ extension RealFileEngine {
     public func removeTree(_ path: FilePath) throws(IOEngineError) { try files.removeTree(path) }
     public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool { try files.isAt(file, path) }
     public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
-        try files.directoryEntries(path)
+        try files.listDirectory(path)
     }
+    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? { try files.directoryEntries(path) }
 }

@@ -1,0 +1,73 @@
+import BrowserModel
+import Foundation
+import IOUring
+@testable import SessionFormat
+@testable import SessionStore
+import SystemPackage
+import Testing
+
+/// Tab ids are unique across a window (commands address tabs by id alone, in either Browser).
+/// A journal that brings into one Browser an id the other holds does not fit, like any record
+/// that does not: replay stops before it, the journal is set aside, and the Browser restored
+/// first (regular) keeps its tab. Before, both tabs came back under one id.
+@Suite struct DuplicateTabIDTests {
+    private func tab(_ id: Int64, _ url: String) throws -> WebState {
+        var history = NavigationHistory()
+        history.commit(NavigationItem(url: url, timestamp: .zero))
+        return WebState(id: try #require(WebStateID(rawValue: id)), creationTime: .zero, history: history)
+    }
+
+    @Test func anIncognitoRecordThatReusesARegularTabsIDIsDamage() throws {
+        try withTemporaryDirectory { root in
+            // The model checks one list at a time, so a store writes such a journal as a
+            // crafted file would: regular tab 5, incognito tab 7, then incognito tab 5.
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            try store.apply(seq: 1) { try store.regular.webStateList.insert(try tab(5, "https://regular.example/")) }
+            try store.apply(seq: 2) { try store.incognito.webStateList.insert(try tab(7, "https://private.example/")) }
+            try store.waitUntilDurable(2)
+            try store.apply(seq: 3) { try store.incognito.webStateList.insert(try tab(5, "https://twin.example/")) }
+            try store.waitUntilDurable(3)
+
+            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let recovery = try again.recover()
+            #expect(again.regular.webStateList.webStates.map(\.id.rawValue) == [5])
+            #expect(again.incognito.webStateList.webStates.map(\.id.rawValue) == [7], "the record that reused id 5 is not applied")
+            #expect(recovery.regular.damaged.isEmpty)
+            let damaged = try #require(recovery.incognito.damaged.first, "the incognito journal is set aside: \(recovery)")
+            guard case .invalidState(_, .duplicateIdentifier(5)) = damaged.error else {
+                Issue.record("set aside for \(damaged.error), not the duplicate id")
+                return
+            }
+            #expect(damaged.setAsideAt != nil, "moved to damaged/, never deleted")
+
+            // What restored is what the next start reads, without the damage again. It does not
+            // yet: `BrowserStore.replay` (Recovery.swift, the lead's) reports the snapshot's seq (0)
+            // after a record that does not fit, not the last commit it applied (2); the rebased
+            // incognito snapshot says 0, and the next start leaves out the regular save at 2 as
+            // one the incognito Browser never had: regular tab 5, acknowledged, is lost.
+            let third = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let next = try third.recover()
+            #expect(next.regular.damaged.isEmpty && next.incognito.damaged.isEmpty, "\(next)")
+            #expect(third.incognito.webStateList.webStates.map(\.id.rawValue) == [7])
+            withKnownIssue("Recovery.replay reports the snapshot's seq after a record that does not fit") {
+                #expect(recovery.incognito.seq == 2)
+                #expect(third.regular.webStateList.webStates.map(\.id.rawValue) == [5], "\(next)")
+            }
+        }
+    }
+
+    /// The check is the profile family's: an id in the other Browser of the window, never the
+    /// list being replayed (which refuses its own duplicates itself).
+    @Test func theFamilyKnowsWhichListHoldsAnID() throws {
+        let profile = Profile(stateDirectory: FilePath("/nowhere"))
+        let regular = profile.browserList.browser(for: windowID).webStateList
+        let incognito = profile.offTheRecordProfile.browserList.browser(for: windowID).webStateList
+        try regular.insert(try tab(5, "https://regular.example/"))
+        let id = try #require(WebStateID(rawValue: 5))
+        #expect(profile.offTheRecordProfile.holdsWebState(id, outside: incognito))
+        #expect(profile.holdsWebState(id, outside: incognito))
+        #expect(!profile.holdsWebState(id, outside: regular))
+        #expect(!profile.offTheRecordProfile.holdsWebState(try #require(WebStateID(rawValue: 6)), outside: incognito))
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Glibc
+import Supervisor
+import SystemPackage
+import Testing
+
+/// Text that is not valid UTF-8 is refused where its bytes become text, with 65 (bad data),
+/// and nothing is applied or takes a seq. Before, `ctl open --url` with a byte 0xFF stored
+/// and acknowledged a URL with U+FFFD in its place (Swift mends argv when it reads it).
+@Suite struct InvalidUTF8Tests {
+    @Test(.timeLimit(.minutes(2))) func invalidUTF8TextIsRefusedAndTakesNoSeq() throws {
+        let root = temporaryRoot("utf8")
+        defer {
+            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
+        }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://first.example/") != nil)
+
+        // Through `windowhost ctl`, as a script passes the bytes: the URL, and any other argument.
+        func ctl(_ arguments: String) throws -> (status: Int32, output: String) {
+            try runProcess(
+                URL(fileURLWithPath: "/bin/sh"),
+                ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, host.socket, window])
+        }
+        for arguments in [
+            #"open --window "$2" --url "$(printf 'https://bad.example/\377')""#,
+            #"navigate --window "$2" --tab 1 --url "$(printf 'https://bad.example/\300\200')""#,
+            #"open --window "$2" --url "$(printf 'https://bad.example/\355\240\200')""#,
+            #"open --window "$(printf "$2\377")" --url https://good.example/"#,
+        ] {
+            let refused = try ctl(arguments)
+            #expect(refused.status == 65, "\(arguments): \(refused.output)")
+            #expect(refused.output.contains("is not valid UTF-8"), "\(refused.output)")
+        }
+
+        // Straight to the socket: the same bytes in a JSON string.
+        let line = Array(#"{"verb":"open","window":""#.utf8) + Array(window.utf8) + Array(#"","url":"https://bad.example/"#.utf8) + [0xFF]
+            + Array(#""}"#.utf8) + [10]
+        let reply = try rawReply(host.socket, line)
+        #expect(reply.contains(#""code":65"#) && reply.contains("not valid UTF-8"), "\(reply)")
+
+        // Nothing was applied and no seq was taken.
+        let next = host.call("open", window: window) { $0.url = "https://after.example/" }
+        #expect(next.result?["seq"]?.int == 2, "\(next)")
+        let dump = try #require(host.call("dump", window: window).result)
+        let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
+        #expect(urls == ["https://first.example/", "https://after.example/"], "\(dump)")
+        #expect(host.terminate() == 0)
+    }
+}
+
+/// Writes `bytes` to the control socket as is and reads the reply as text.
+private func rawReply(_ path: String, _ bytes: [UInt8]) throws -> String {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw HostFailure("connect: \(errno)") }
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &chunk, chunk.count, 0)
+        guard count > 0 else { break }
+        reply += chunk[..<count]
+    }
+    return String(decoding: reply, as: UTF8.self)
+}
