@@ -221,16 +221,27 @@ extension BrowserStore {
                     historySources.removeAll()
                 }
             }
-            if outcome.failure != nil {
-                // `loaded` left its saves out already: leaving them out again would drop one more.
-                let droppedSeq = outcome.dropped
-                outcome = try replay(&loaded, leavingOut: 0)
-                outcome.dropped = droppedSeq
-            }
         }
         if let failure = outcome.failure {
             damaged.append(contentsOf: setAside(failure.path, failure.error))
             loaded.needsRebase = true
+            // Whole saves only: the save whose record did not fit goes with everything after
+            // it, and the chain is applied again up to the commit before it, so the list and
+            // the seq it comes back at are the same save's (the list held that save's first
+            // records, and the seq was the snapshot's: the other Browser's saves above it were
+            // then taken for unfinished ones at the next start, and dropped).
+            if let journal = failure.journal {
+                loaded.journals[journal].commitsUsed = failure.commitsApplied
+                loaded.journals.removeSubrange((journal + 1)...)
+            }
+            list.closeAll()
+            historySources.removeAll()
+            // `loaded` left its saves out already: leaving them out again would drop one more.
+            let droppedSeq = outcome.dropped
+            outcome = try replay(&loaded, leavingOut: 0)
+            outcome.dropped = droppedSeq
+            assert(failure.journal == nil || outcome.failure == nil, "the saves before a record that did not fit replay cleanly")
+            outcome.failure = failure
         }
         let degradedTabs = outcome.degraded?.tabs.values.sorted { $0.id < $1.id } ?? []
         if !degradedTabs.isEmpty {
@@ -287,7 +298,7 @@ extension BrowserStore {
         var replayed = 0
         var seq: UInt64 = 0
         var dropped: UInt64?
-        var failure: (path: FilePath, error: SessionFormatError)?
+        var failure: ReplayFailure?
         /// Tabs whose history read nowhere, kept as the page their metadata names.
         var degraded: DegradedHistories?
     }
@@ -321,25 +332,40 @@ extension BrowserStore {
                     degraded: degraded)
                 for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
             } catch {
-                outcome.failure = (directory.appending(StoreLayout.snapshotName(loaded.generation)), error)
+                outcome.failure = ReplayFailure(path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
                 return outcome
             }
         }
         outcome.seq = loaded.reader?.lastCommandSeq ?? 0
-        for journal in loaded.journals {
-            for record in journal.usedRecords {
-                do {
-                    try JournalReplayer.apply(record, to: list, profile: profile, degraded: degraded)
-                } catch {
-                    if let historyReadFailure { throw historyReadFailure }
-                    outcome.failure = (journal.path, .invalidState(offset: journal.tail, reason: error))
-                    return outcome
+        for (index, journal) in loaded.journals.enumerated() {
+            var next = 0
+            for (applied, found) in journal.scan.commits[..<journal.commitsUsed].enumerated() {
+                for record in next..<found.recordCount {
+                    do {
+                        try JournalReplayer.apply(journal.scan.records[record], to: list, profile: profile, degraded: degraded)
+                    } catch {
+                        if let historyReadFailure { throw historyReadFailure }
+                        outcome.failure = ReplayFailure(
+                            path: journal.path, error: .invalidState(offset: journal.scan.recordOffsets[record], reason: error),
+                            journal: index, commitsApplied: applied)
+                        return outcome
+                    }
+                    outcome.replayed += 1
                 }
-                outcome.replayed += 1
+                next = found.recordCount
+                outcome.seq = max(outcome.seq, found.commit.seq)
             }
-            outcome.seq = max(outcome.seq, journal.lastCommit?.seq ?? 0)
         }
         return outcome
+    }
+
+    /// What did not fit when applying a loaded session: the snapshot (`journal` nil), or a
+    /// journal record, in `loaded.journals[journal]`, after its first `commitsApplied` saves.
+    private struct ReplayFailure {
+        let path: FilePath
+        let error: SessionFormatError
+        var journal: Int?
+        var commitsApplied = 0
     }
 
     /// Opens the journal for appends (its unused tail zeroed) or, when the files cannot simply

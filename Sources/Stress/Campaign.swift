@@ -390,8 +390,15 @@ public final class Campaign {
         guard !ids.isEmpty else { return }
         let id = ids[Int.random(in: 0..<ids.count, using: &random)]
         if Bool.random(using: &random) { acknowledgeDurable(id) }
+        var evidence: String?
         if options.corruptionOneIn > 0, Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) {
             report.corruptions += 1
+            evidence = keepEvidence(of: id)
+        }
+        let failuresBefore = report.failures.count
+        defer {
+            // Kept only when the recovery that follows it failed its check.
+            if let evidence, report.failures.count == failuresBefore { try? FileManager.default.removeItem(atPath: evidence) }
         }
         var request = ControlRequest(verb: "kill")
         request.window = id
@@ -414,6 +421,21 @@ public final class Campaign {
         guard var history = windows[id] else { return }
         check(id, &history)
         windows[id] = history
+    }
+
+    /// A copy of the window's directory as the damage left it, just before the kill: what the
+    /// recovery read, for a failure to be traced (`<root>.evidence/<UUID>-step<N>`). The worker
+    /// may be writing meanwhile, so it is a best effort.
+    private func keepEvidence(of id: String) -> String? {
+        let evidence = FilePath(options.root.string + ".evidence").appending("\(id)-step\(step)").string
+        try? FileManager.default.createDirectory(atPath: FilePath(evidence).removingLastComponent().string, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: evidence)
+        do {
+            try FileManager.default.copyItem(atPath: options.root.appending("windows").appending(id).string, toPath: evidence)
+            return evidence
+        } catch {
+            return nil
+        }
     }
 
     private func acknowledgeDurable(_ id: String) {
