@@ -136,3 +136,24 @@ func isRunning(_ pid: Int32) -> Bool {
 func temporaryRoot(_ name: String) -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-\(name)-\(UUID().uuidString.prefix(8))")
 }
+
+/// Writes `bytes` to the control socket at `path` as they are, and reads the reply until the
+/// server closes: what a client that does not speak the protocol sees.
+func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw HostFailure("connect: \(errno)") }
+    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = recv(fd, &chunk, chunk.count, 0)
+        guard count > 0 else { break }
+        reply += chunk[..<count]
+    }
+    return reply
+}

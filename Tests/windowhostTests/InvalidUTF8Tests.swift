@@ -52,20 +52,5 @@ import Testing
 
 /// Writes `bytes` to the control socket as is and reads the reply as text.
 private func rawReply(_ path: String, _ bytes: [UInt8]) throws -> String {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard connected == 0 else { throw HostFailure("connect: \(errno)") }
-    _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    var reply: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = recv(fd, &chunk, chunk.count, 0)
-        guard count > 0 else { break }
-        reply += chunk[..<count]
-    }
-    return String(decoding: reply, as: UTF8.self)
+    String(decoding: try rawSocketReply(path, bytes), as: UTF8.self)
 }
