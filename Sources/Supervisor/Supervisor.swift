@@ -181,10 +181,14 @@ public final class Supervisor {
             throw SupervisorError.setup("open \(configuration.root)", error)
         }
         guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
-        // supervisor.lock too: what supervisors of earlier versions lock.
-        lock = open(files.lock.string, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // supervisor.lock too: what supervisors of earlier versions lock, and what every worker
+        // holds (inherited, read-only) until its last thread is gone. A supervisor killed takes
+        // its workers with it (PR_SET_PDEATHSIG), but not at once: a worker's io_uring writes in
+        // flight finish in its io-wq threads first. The next supervisor waits for them here, so
+        // no write of a dead window's worker lands over what a new worker restored and saved.
+        lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
-        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
+        guard Self.lockWhenWorkersAreGone(lock) else { throw SupervisorError.alreadyRunning(configuration.root) }
         guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
         do {
             region = try SharedRegion(slotCount: configuration.capacity, supervisorPID: getpid())
@@ -207,6 +211,22 @@ public final class Supervisor {
         }
         initialScenesPending = configuration.scenes
     }
+
+    /// Takes `supervisor.lock` once the workers of a supervisor that died have all exited
+    /// (they hold it until then): false if it is still held after `workerExitWaitNanoseconds`,
+    /// by a supervisor of an earlier version or a worker that does not die.
+    private static func lockWhenWorkersAreGone(_ lock: Int32) -> Bool {
+        let deadline = monotonicNow() + workerExitWaitNanoseconds
+        while flock(lock, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, monotonicNow() < deadline else { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    /// How long a new supervisor waits for the dying workers of the one before: they exit
+    /// within milliseconds of its death, once their writes in flight are done.
+    static let workerExitWaitNanoseconds: UInt64 = 5_000_000_000
 
     deinit {
         close(signals)
@@ -349,8 +369,9 @@ public final class Supervisor {
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
-        // Its own slot's memfd only: no descriptor the worker holds reaches another window.
-        let inherit = [region.descriptor(ofSlot: slot).rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue]
+        // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
+        // supervisor.lock, read-only, held until the worker's last thread is gone.
+        let inherit = [region.descriptor(ofSlot: slot).rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue, lock]
         let spawnStart = monotonicNow()
         let pid: pid_t
         switch spawnProcess(arguments, inheriting: inherit) {

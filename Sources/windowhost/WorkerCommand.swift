@@ -10,7 +10,9 @@ import SessionStore
 import SystemPackage
 
 /// One scene's worker, spawned by the supervisor with its own slot's memory (and no other
-/// window's) at descriptor 3, its command doorbell at 4 and the supervisor's doorbell at 5.
+/// window's) at descriptor 3, its command doorbell at 4, the supervisor's doorbell at 5, and
+/// `supervisor.lock` (read-only) at 6, held until the worker's last thread is gone: a new
+/// supervisor starts only once no worker of the one before can still write.
 struct WorkerProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "worker", abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
