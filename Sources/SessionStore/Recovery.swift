@@ -73,8 +73,13 @@ struct LoadedSession {
     /// The last command sequence number this session covers.
     var seq: UInt64 { max(reader?.lastCommandSeq ?? 0, lastCommit?.seq ?? 0) }
     var isOnDisk: Bool { highestGeneration > 0 }
-    /// Whether a snapshot read: the files hold a session, not only what a kill left of one.
-    var holdsSession: Bool { reader != nil }
+    /// Whether a snapshot read (or generation 1's, which is empty, stands in for its damaged
+    /// file): the files hold a session, not only what a kill left of one.
+    var holdsSession: Bool { reader != nil || emptyFirstGeneration }
+    /// Generation 1's snapshot did not read, and its journal is there: the base is the empty list
+    /// that snapshot always holds (`BrowserStore.createIfNeeded` writes it; compactions start
+    /// at 2), so the journal's saves are not lost with it.
+    var emptyFirstGeneration = false
 }
 
 extension BrowserStore {
@@ -139,6 +144,12 @@ extension BrowserStore {
             for orphan in listing.journals where orphan > loaded.generation && !snapshotExisted(orphan) {
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(orphan)))
             }
+        }
+        if loaded.reader == nil, snapshotExisted(1), listing.journals.contains(1) {
+            // The only snapshot damaged: a young window, or an incognito session created again.
+            loaded.generation = 1
+            loaded.emptyFirstGeneration = true
+            loaded.needsRebase = true
         }
         guard loaded.generation > 0 else { return loaded }
         // The chain goes through every newer generation whose snapshot was ever there (set aside

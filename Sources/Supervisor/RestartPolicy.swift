@@ -13,8 +13,8 @@ import SystemPackage
 ///   memory, processes: `isShortage`) is no death at all: it is tried again after a backoff
 ///   that doubles from `initialBackoff` to `maximumShortageBackoff` while the shortage lasts,
 ///   and never counts against the window's restarts or failed starts. So is a worker that
-///   exits `shortageExitStatus` while restoring: it ran short of its own resources, not of a
-///   good session.
+///   exits before it is ready with a status that says nothing of the session
+///   (`diedOfNoFaultOfTheSession`): its own shortage, a loader that could not start it.
 public struct RestartPolicy: Sendable, Equatable {
     public var maximumRestarts = 5
     public var periodNanoseconds: UInt64 = 10_000_000_000
@@ -90,11 +90,18 @@ public struct RestartPolicy: Sendable, Equatable {
     /// The status a worker exits with when its restore ran short of its own descriptors or
     /// memory (EX_TEMPFAIL; `WorkerExit.restoreShortOfResources`, which a test holds equal).
     public static let shortageExitStatus: Int32 = 75
+    /// The status a worker exits with when its restore failed (`WorkerExit.restoreFailed`).
+    public static let restoreFailedExitStatus: Int32 = 74
 
-    /// Whether a worker's death is its own shortage while restoring: it exited
-    /// `shortageExitStatus` before it was ready. Retried like the supervisor's own shortage.
-    /// A worker that says so falsely only delays its own window.
-    public static func isShortage(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool) -> Bool {
-        beforeReady && !signaled && status == shortageExitStatus
+    /// Whether a worker's death before it was ready says nothing of its window's session. The
+    /// session is read only by the restore, which exits `restoreFailedExitStatus` when it
+    /// fails and is killed by a signal when it crashes. Any other exit before ready says
+    /// nothing of the session: `shortageExitStatus` (its own descriptors or memory), 127 (the
+    /// loader could not open a library, short of descriptors), 0 or 1. It is retried like the
+    /// supervisor's own shortage, and never counts toward setting the session aside (a hostile
+    /// tester squeezed fresh workers' descriptor limits and got 5 of 6 healthy windows set
+    /// aside on exits 0 and 127). A worker that exits so on purpose only delays its own window.
+    public static func diedOfNoFaultOfTheSession(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool) -> Bool {
+        beforeReady && !signaled && status != restoreFailedExitStatus
     }
 }

@@ -436,7 +436,7 @@ public final class Supervisor {
         var signaled: Int32 = 0
         guard wh_pidfd_reap(window.pidfd, &code, &signaled) == 1 else { return }
         let description = signaled != 0 ? "killed by signal \(code)" : "exited with status \(code)"
-        let shortage = RestartPolicy.isShortage(workerExitStatus: code, signaled: signaled != 0, beforeReady: window.readyAt == nil)
+        let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: code, signaled: signaled != 0, beforeReady: window.readyAt == nil)
         workerDied(slot, description: description, cleanExit: signaled == 0 && code == 0, shortOfResources: shortage)
     }
 

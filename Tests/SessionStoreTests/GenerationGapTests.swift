@@ -50,4 +50,43 @@ import Testing
         #expect(recovery.seq == seq, "\(recovery.regular)")
         #expect(try WindowContents(restored) == live)
     }
+
+    /// Generation 1's snapshot is the empty one a new session starts with, and its journal holds
+    /// every save since: a young window, and almost every incognito session (created again at
+    /// generation 1). When that snapshot is damaged, the journal's saves come back on an empty
+    /// list (found by a hostile tester: one flipped byte lost every acknowledged tab, and the
+    /// journal was deleted at the repair's next compaction).
+    @Test(arguments: BrowserKind.allCases)
+    func aDamagedFirstSnapshotLosesNoSaveOfItsJournal(kind: BrowserKind) throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        var seq: UInt64 = 0
+        let live: WindowContents
+        let directory: FilePath
+        do {
+            let (store, _) = try simulatedWindow(engine, options: Self.options)
+            directory = store.browser(kind).sessionDirectory
+            for page in 1...3 {
+                seq += 1
+                try store.apply(seq: seq) { try LeftOutSaveTests.open("https://\(kind.rawValue).example/\(page)", in: store.browser(kind)) }
+                try store.waitUntilDurable(seq)
+            }
+            #expect(store.stores[kind == .regular ? 0 : 1].generation == 1)
+            live = try WindowContents(store)
+        }
+        let path = directory.appending(StoreLayout.snapshotName(1))
+        var bytes = try #require(engine.contents(of: path))
+        bytes[Framing.fileHeaderSize + 2] ^= 0x20
+        engine.overwrite(path, with: bytes)
+        engine.processKilled()
+
+        let (restored, recovery) = try simulatedWindow(engine, options: Self.options)
+        let report = kind == .regular ? recovery.regular : recovery.incognito
+        #expect(!report.damaged.isEmpty && report.repairError == nil, "\(report)")
+        #expect(recovery.seq == seq, "\(report)")
+        #expect(try WindowContents(restored) == live)
+        // Rewritten: the next start reads it without the damage.
+        engine.processKilled()
+        let (again, second) = try simulatedWindow(engine, options: Self.options)
+        #expect(try WindowContents(again) == live && second.seq == seq, "\(second)")
+    }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import Supervisor
 import Testing
 
@@ -5,16 +6,20 @@ import Testing
 /// retried after the shortage backoff like the supervisor's own shortage, never a failed
 /// start, so a good session is never set aside for it.
 extension RestartPolicyTests {
-    @Test func onlyAWorkerThatExitsTempfailWhileRestoringIsShortOfResources() {
-        #expect(RestartPolicy.shortageExitStatus == 75)
-        #expect(RestartPolicy.isShortage(workerExitStatus: 75, signaled: false, beforeReady: true))
-        // Killed by signal 75 (no such signal, but a number is a number), after it was ready,
-        // a plain restore failure (74) or any other status: judged as a death.
-        #expect(!RestartPolicy.isShortage(workerExitStatus: 75, signaled: true, beforeReady: true))
-        #expect(!RestartPolicy.isShortage(workerExitStatus: 75, signaled: false, beforeReady: false))
-        for status: Int32 in [0, 1, 70, 74, 78, 134] {
-            #expect(!RestartPolicy.isShortage(workerExitStatus: status, signaled: false, beforeReady: true), "\(status)")
+    @Test func onlyARestoreThatFailedOrCrashedIsTheSessionsFault() {
+        #expect(RestartPolicy.shortageExitStatus == 75 && RestartPolicy.restoreFailedExitStatus == 74)
+        // Exits before ready that say nothing of the session: its own shortage, a loader short
+        // of descriptors (127), exits no restore makes.
+        for status: Int32 in [0, 1, 70, 75, 78, 127] {
+            #expect(RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: true), "\(status)")
         }
+        // A restore that failed (74) or crashed (any signal), and any death after ready: judged
+        // as a death.
+        #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: 74, signaled: false, beforeReady: true))
+        for signal: Int32 in [SIGSEGV, SIGILL, SIGTRAP, SIGABRT, SIGKILL, 75] {
+            #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: signal, signaled: true, beforeReady: true), "\(signal)")
+        }
+        #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: 75, signaled: false, beforeReady: false))
     }
 
     /// The supervisor's decision, exit by exit: the shortages back off and leave the
@@ -23,7 +28,7 @@ extension RestartPolicyTests {
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
         func died(_ status: Int32, at now: UInt64) -> RestartPolicy.Decision {
-            if RestartPolicy.isShortage(workerExitStatus: status, signaled: false, beforeReady: true) {
+            if RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: true) {
                 return .restartAfter(nanoseconds: policy.retryAfterShortage(&history))
             }
             return policy.decide(&history, now: now, diedBeforeReady: true, requested: false)
