@@ -193,6 +193,8 @@ public final class BrowserStore {
     }
 
     var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty || unframedChanges > 0 }
+    /// Changes no command asked to save (`unframedChanges`): the window saves them unasked.
+    var hasChangesOnlyASnapshotHolds: Bool { unframedChanges > 0 }
     var isIdle: Bool { if case .idle = state { true } else { false } }
     var isCompacting: Bool { if case .compacting = state { true } else { false } }
     /// Whether the directory holds a session.

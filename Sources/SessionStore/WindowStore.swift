@@ -291,7 +291,7 @@ public final class WindowStore {
         if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
             try finishGroup(seq)
         }
-        if groupSeq == nil, let request = waiting.last, request.seq > durableSeq {
+        if groupSeq == nil, waiting.last.map({ $0.seq > durableSeq }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
         }
         for store in stores {
@@ -332,6 +332,12 @@ public final class WindowStore {
         // swapped): the other Browser's may have moved with them, though it saved nothing.
         if failures.values.contains(where: { if case .io(let error) = $0 { error.errno == .staleNFSFileHandle } else { false } }) {
             for store in stores { store.verifyInPlace() }
+        } else if failures.isEmpty {
+            // A Browser that did not save is checked too: its own directory swapped since its
+            // last save (moved out of the root, a symlink in its place) is noticed by nothing
+            // else, and its acknowledged tabs would be lost at the next start. It is written
+            // again where it belongs at once (`turn`).
+            for index in stores.indices where !participants.contains(index) { stores[index].verifyInPlace() }
         }
         for index in compactionEpisodes.indices {
             guard let generation = compactionEpisodes[index] else { continue }

@@ -120,6 +120,41 @@ import Testing
         }
     }
 
+    /// A Browser's own directory moved out of the root (a symlink to it in its place) after its
+    /// last save, while only the other Browser saves: noticed at the other's next save and
+    /// written again where it belongs, unasked, so a restart brings its acknowledged tabs back
+    /// (found by a hostile tester: they were lost, the symlink set aside at the restart).
+    @Test(arguments: BrowserKind.allCases)
+    func aSwappedDirectoryOfTheBrowserThatDoesNotSaveIsWrittenAgain(idle: BrowserKind) throws {
+        try withTemporaryDirectory { base in
+            let root = base.appending("root")
+            let elsewhere = base.appending("elsewhere")
+            try #require(mkdir(root.string, 0o700) == 0)
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            try openTab(store, seq: 1, url: "https://regular.example/1")
+            try openTab(store, seq: 2, url: "https://incognito.example/2", incognito: true)
+            try store.waitUntilDurable(2)
+            let directory = store.browser(idle).sessionDirectory
+            try #require(rename(directory.string, elsewhere.string) == 0)
+            try #require(symlink(elsewhere.string, directory.string) == 0)
+
+            try openTab(store, seq: 3, url: "https://other.example/3", incognito: idle == .regular)
+            try store.waitUntilDurable(3)
+            var turns = 0
+            while store.hasUnsavedChanges, turns < 20 {
+                _ = try store.poll(waiting: true)
+                turns += 1
+            }
+            #expect(!store.hasUnsavedChanges)
+            let live = try WindowContents(store)
+
+            let restarted = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try restarted.recover()
+            #expect(try WindowContents(restarted) == live, "the Browser that did not save is back")
+        }
+    }
+
     /// A planted directory 100,000 levels deep, a symlink out of the root at the bottom:
     /// removed whole (no recursion to overflow the stack), by `NoFollow` and by the engine,
     /// with nothing outside touched. On tmpfs: ext4 here takes minutes for that depth.
