@@ -425,17 +425,34 @@ public final class Campaign {
 
     /// A copy of the window's directory as the damage left it, just before the kill: what the
     /// recovery read, for a failure to be traced (`<root>.evidence/<UUID>-step<N>`). The worker
-    /// may be writing meanwhile, so it is a best effort.
+    /// may be writing meanwhile, so it is a best effort. Regular files and directories only,
+    /// three levels down (`<kind>/damaged/`), and never in a hostile campaign: a planted FIFO
+    /// would block the open that copies it, and a planted tree could be deep.
     private func keepEvidence(of id: String) -> String? {
+        guard hostile == nil else { return nil }
         let evidence = FilePath(options.root.string + ".evidence").appending("\(id)-step\(step)").string
-        try? FileManager.default.createDirectory(atPath: FilePath(evidence).removingLastComponent().string, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(atPath: evidence)
-        do {
-            try FileManager.default.copyItem(atPath: options.root.appending("windows").appending(id).string, toPath: evidence)
-            return evidence
-        } catch {
-            return nil
+        return Self.copyRegularFiles(from: options.root.appending("windows").appending(id).string, to: evidence, levels: 3) ? evidence : nil
+    }
+
+    private static func copyRegularFiles(from source: String, to target: String, levels: Int) -> Bool {
+        let files = FileManager.default
+        guard levels > 0, (try? files.createDirectory(atPath: target, withIntermediateDirectories: true)) != nil,
+            let names = try? files.contentsOfDirectory(atPath: source)
+        else { return false }
+        for name in names {
+            let from = source + "/" + name
+            // lstat: a symlink is its own type here, never followed.
+            switch (try? files.attributesOfItem(atPath: from))?[.type] as? FileAttributeType {
+            case .typeRegular?:
+                if let bytes = files.contents(atPath: from) { _ = files.createFile(atPath: target + "/" + name, contents: bytes) }
+            case .typeDirectory?:
+                _ = copyRegularFiles(from: from, to: target + "/" + name, levels: levels - 1)
+            default:
+                continue
+            }
         }
+        return true
     }
 
     private func acknowledgeDurable(_ id: String) {
