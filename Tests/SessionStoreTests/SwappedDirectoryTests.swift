@@ -19,14 +19,7 @@ import Testing
 
     @Test(arguments: Swap.allCases)
     func aSaveToAFileMovedOutOfTheRootFailsThenHealsAndEveryAcknowledgedTabRestores(_ swap: Swap) throws {
-        try withTemporaryDirectory { base in
-            let root = base.appending("root")
-            let elsewhere = base.appending("elsewhere")
-            try #require(mkdir(root.string, 0o700) == 0)
-            let clock = ManualClock()
-            let store = WindowStore(
-                root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
-            _ = try store.recover()
+        try withSwappableWindow { root, elsewhere, store, clock in
             var urls: [String] = []
             for seq in UInt64(1)...2 {
                 urls.append("https://before.example/\(seq)")
@@ -43,7 +36,7 @@ import Testing
             }
             try #require(rename(moved.string, elsewhere.string) == 0)
             if swap != .journal { try #require(symlink(elsewhere.string, moved.string) == 0) }
-            let outside = names(in: swap == .journal ? base : elsewhere)
+            let outside = names(in: swap == .journal ? elsewhere.removingLastComponent() : elsewhere)
 
             // Durable, but outside the root: not acknowledged.
             try openTab(store, seq: 3, url: "https://during.example/3")
@@ -70,7 +63,7 @@ import Testing
             #expect(lstatKind(window) == "directory" && lstatKind(session) == "directory", "real directories inside the root")
 
             // What was moved is kept as itself, its target untouched (the one refused append landed there).
-            #expect(names(in: swap == .journal ? base : elsewhere) == outside, "nothing outside created or removed")
+            #expect(names(in: swap == .journal ? elsewhere.removingLastComponent() : elsewhere) == outside, "nothing outside created or removed")
             if swap != .journal {
                 let damaged = moved.removingLastComponent().appending(StoreLayout.damagedDirectory)
                 let setAside = try #require(names(in: damaged).first { $0.hasPrefix(moved.lastComponent!.string + "-") })
@@ -88,14 +81,7 @@ import Testing
     /// saves after: the incognito session moved out of the root with it, so it too is written
     /// again from memory, though it changed nothing (a hostile tester lost its tabs that way).
     @Test func aSwappedWindowDirectoryRewritesTheBrowserThatDidNotSave() throws {
-        try withTemporaryDirectory { base in
-            let root = base.appending("root")
-            let elsewhere = base.appending("elsewhere")
-            try #require(mkdir(root.string, 0o700) == 0)
-            let clock = ManualClock()
-            let store = WindowStore(
-                root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
-            _ = try store.recover()
+        try withSwappableWindow { root, elsewhere, store, clock in
             try openTab(store, seq: 1, url: "https://regular.example/1")
             try openTab(store, seq: 2, url: "https://incognito.example/2", incognito: true)
             try store.waitUntilDurable(2)
@@ -126,12 +112,7 @@ import Testing
     /// (found by a hostile tester: they were lost, the symlink set aside at the restart).
     @Test(arguments: BrowserKind.allCases)
     func aSwappedDirectoryOfTheBrowserThatDoesNotSaveIsWrittenAgain(idle: BrowserKind) throws {
-        try withTemporaryDirectory { base in
-            let root = base.appending("root")
-            let elsewhere = base.appending("elsewhere")
-            try #require(mkdir(root.string, 0o700) == 0)
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
-            _ = try store.recover()
+        try withSwappableWindow { root, elsewhere, store, clock in
             try openTab(store, seq: 1, url: "https://regular.example/1")
             try openTab(store, seq: 2, url: "https://incognito.example/2", incognito: true)
             try store.waitUntilDurable(2)
@@ -225,5 +206,18 @@ private func lstatKind(_ path: FilePath) -> String? {
     case S_IFDIR: return "directory"
     case S_IFLNK: return "symlink"
     default: return "other"
+    }
+}
+
+/// A window recovered on a real, empty root under a temporary directory, on a clock the test
+/// moves; `elsewhere` is a free path beside the root, where a test moves what it swaps out.
+private func withSwappableWindow(_ body: (_ root: FilePath, _ elsewhere: FilePath, _ store: WindowStore, _ clock: ManualClock) throws -> Void) throws {
+    try withTemporaryDirectory { base in
+        let root = base.appending("root")
+        try #require(mkdir(root.string, 0o700) == 0)
+        let clock = ManualClock()
+        let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
+        _ = try store.recover()
+        try body(root, base.appending("elsewhere"), store, clock)
     }
 }
