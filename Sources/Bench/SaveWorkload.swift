@@ -43,7 +43,8 @@ public enum Workloads {
     /// The workload of `contender` for saves of `size`, set up (its window built and saved
     /// once) under `directory`.
     public static func make(_ contender: Contender, size: SaveSize, directory: FilePath) throws -> any SaveWorkload {
-        try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         switch contender {
         case .floor:
             return try FloorWorkload(directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())

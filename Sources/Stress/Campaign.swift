@@ -437,7 +437,7 @@ public final class Campaign {
 
     private static func copyRegularFiles(from source: String, to target: String, levels: Int) -> Bool {
         let files = FileManager.default
-        guard levels > 0, (try? files.createDirectory(atPath: target, withIntermediateDirectories: true)) != nil,
+        guard levels > 0, (try? files.createDirectory(atPath: target, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil,
             let names = try? files.contentsOfDirectory(atPath: source)
         else { return false }
         for name in names {
@@ -445,7 +445,7 @@ public final class Campaign {
             // lstat: a symlink is its own type here, never followed.
             switch (try? files.attributesOfItem(atPath: from))?[.type] as? FileAttributeType {
             case .typeRegular?:
-                if let bytes = files.contents(atPath: from) { _ = files.createFile(atPath: target + "/" + name, contents: bytes) }
+                if let bytes = files.contents(atPath: from) { _ = files.createFile(atPath: target + "/" + name, contents: bytes, attributes: [.posixPermissions: 0o600]) }
             case .typeDirectory?:
                 _ = copyRegularFiles(from: from, to: target + "/" + name, levels: levels - 1)
             default:

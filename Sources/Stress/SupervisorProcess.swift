@@ -30,8 +30,11 @@ public final class SupervisorProcess {
         socket = root.appending("ctl.sock")
         stdout = URL(fileURLWithPath: root.string + ".stress-stdout")
         let log = URL(fileURLWithPath: root.string + ".stress-log")
-        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
-        if !FileManager.default.fileExists(atPath: log.path) { _ = FileManager.default.createFile(atPath: log.path, contents: nil) }
+        let privateFile: [FileAttributeKey: Any] = [.posixPermissions: 0o600]
+        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil, attributes: privateFile)
+        if !FileManager.default.fileExists(atPath: log.path) {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil, attributes: privateFile)
+        }
         let stdoutHandle = try FileHandle(forWritingTo: stdout)
         let logHandle = try FileHandle(forWritingTo: log)
         defer {

@@ -188,6 +188,11 @@ public final class Supervisor {
         // no write of a dead window's worker lands over what a new worker restored and saved.
         lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
+        do {
+            try NoFollow.setPrivateMode(lock, 0o600)
+        } catch {
+            throw SupervisorError.setup("fchmod \(files.lock)", error)
+        }
         guard Self.lockWhenWorkersAreGone(lock) else { throw SupervisorError.alreadyRunning(configuration.root) }
         guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
         do {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import IOUring
 import SystemPackage
 
 /// Files and directories the host creates are private to its user: directories 0700, files 0600.
@@ -11,23 +12,38 @@ enum PrivateFiles {
         let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
         guard mkdtemp(&template) != nil else { throw Errno(rawValue: errno) }
-        return try resolvedPath(template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) })
+        let made = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+        try setDirectoryMode(made)
+        return try resolvedPath(made)
     }
 
-    /// Creates `path` and its missing parents, each 0700.
+    /// Creates `path` and its missing parents, each 0700 whatever the umask.
     static func makeDirectories(_ path: FilePath) throws {
         var current = path.root.map { FilePath(root: $0) } ?? FilePath()
         for component in path.components {
             current.append(component)
-            if mkdir(current.string, 0o700) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
+            if mkdir(current.string, 0o700) == 0 {
+                try setDirectoryMode(current)
+            } else if errno != EEXIST {
+                throw Errno(rawValue: errno)
+            }
         }
     }
 
-    /// Writes `bytes` to a new or truncated 0600 file.
+    /// 0700 on a directory just made (`mkdir` and `mkdtemp` modes are cut by the umask).
+    private static func setDirectoryMode(_ path: FilePath) throws {
+        let fd = try FileDescriptor.open(path, .readOnly, options: [.directory, .noFollow, .closeOnExec])
+        try fd.closeAfter { try NoFollow.setPrivateMode(fd.rawValue, 0o700) }
+    }
+
+    /// Writes `bytes` to a new or truncated file, 0600 whatever the umask.
     static func write(_ bytes: [UInt8], to path: FilePath) throws {
         let fd = try FileDescriptor.open(
             path, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: [.ownerReadWrite])
-        try fd.closeAfter { _ = try fd.writeAll(bytes) }
+        try fd.closeAfter {
+            try NoFollow.setPrivateMode(fd.rawValue, 0o600)
+            _ = try fd.writeAll(bytes)
+        }
     }
 
     /// The root a command that writes it may use, as ssh requires of `~/.ssh`: created 0700

@@ -180,7 +180,7 @@ struct HostileFilesystem: CustomStringConvertible {
             }
             return HostileFilesystem(mountPoint: nil, description: "a filesystem of \(mebibytes) MiB")
         }
-        if mkdir(root.string, 0o700) != 0, errno != EEXIST { throw Errno(rawValue: errno) }
+        try PrivateFiles.makeDirectories(root)
         guard ((try? FileManager.default.contentsOfDirectory(atPath: root.string)) ?? []).isEmpty else {
             throw ValidationError("--hostile mounts a tmpfs over the root: \(root) must be empty or new")
         }

@@ -11,10 +11,15 @@ private func mode(_ path: String) throws -> Int {
 }
 
 @Suite struct DemoCommandTests {
-    @Test func demoRestoresTheWindowSurvivesADamagedSnapshotAndWritesPrivateFiles() throws {
+    /// The modes are the host's whatever umask it inherits: one of 0777 would otherwise make
+    /// directories nobody may enter and files nobody may read (a CI runner had one with user bits).
+    @Test(arguments: ["022", "777"])
+    func demoRestoresTheWindowSurvivesADamagedSnapshotAndWritesPrivateFiles(umask: String) throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let (status, output) = try run(["demo", "--root", root.path, "--seed", "7", "--commands", "150", "--save-delay", "100"])
+        let (status, output) = try runWindowhost(
+            ["demo", "--root", root.path, "--seed", "7", "--commands", "150", "--save-delay", "100"],
+            prefix: ["sh", "-c", "umask \(umask) && exec \"$@\"", "sh"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("nothing acknowledged was lost"))
         #expect(output.contains("restored == live, every history compared: yes"))

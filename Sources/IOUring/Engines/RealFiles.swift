@@ -57,6 +57,12 @@ public enum NoFollow {
             if mode == .create {
                 fd = retrying { openat(parent, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
                 guard fd >= 0 else { throw Errno(rawValue: errno) }
+                do throws(Errno) {
+                    try setPrivateMode(fd, 0o600)
+                } catch {
+                    Glibc.close(fd)
+                    throw error
+                }
                 return FileDescriptor(rawValue: fd)
             }
             var status = stat()
@@ -96,11 +102,22 @@ public enum NoFollow {
         return FileDescriptor(rawValue: fd)
     }
 
-    /// `mkdirat`, 0700.
+    /// `mkdirat`, 0700 whatever the umask.
     public static func makeDirectory(_ path: FilePath) throws(Errno) {
         try withParent(of: path) { parent, name throws(Errno) in
             guard mkdirat(parent, name, 0o700) == 0 else { throw Errno(rawValue: errno) }
+            let fd = retrying { openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard fd >= 0 else { throw Errno(rawValue: errno) }
+            defer { Glibc.close(fd) }
+            try setPrivateMode(fd, 0o700)
         }
+    }
+
+    /// Sets exactly `mode` on what `fd` names. A mode passed to `mkdir` or `open` is cut by the
+    /// umask the process inherited (one of 0277 makes a directory nobody may enter, even its
+    /// owner): what the host creates gets its mode here instead.
+    public static func setPrivateMode(_ fd: Int32, _ mode: mode_t) throws(Errno) {
+        guard fchmod(fd, mode) == 0 else { throw Errno(rawValue: errno) }
     }
 
     /// `renameat`: the entry itself moves, whatever it is.
