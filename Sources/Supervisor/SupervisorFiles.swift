@@ -160,15 +160,8 @@ struct SupervisorFiles {
         try Self.makeDirectory(setAside)
     }
 
-    /// `directory/base`, or `base-N` for the first N from 2 that no entry has.
-    private static func unusedName(under directory: FilePath, _ base: String) throws -> FilePath {
-        var destination = directory.appending(base)
-        var attempt = 1
-        while try NoFollow.kind(destination) != nil {
-            attempt += 1
-            destination = directory.appending("\(base)-\(attempt)")
-        }
-        return destination
+    private static func unusedName(under directory: FilePath, _ base: String) throws(Errno) -> FilePath {
+        try directory.appendingUnusedName(base) { path throws(Errno) in try NoFollow.kind(path) != nil }
     }
 
     /// A UTC time for names: `20261122T185700Z`.

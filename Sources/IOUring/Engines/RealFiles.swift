@@ -510,3 +510,17 @@ extension RealFileEngine {
     }
     public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? { try files.directoryEntries(path) }
 }
+
+extension FilePath {
+    /// `self/base`, or `self/base-N` for the first N from 2 that `taken` says no entry has:
+    /// where something moved aside goes, never over what is there.
+    public func appendingUnusedName<E: Error>(_ base: String, taken: (FilePath) throws(E) -> Bool) throws(E) -> FilePath {
+        var target = appending(base)
+        var attempt = 1
+        while try taken(target) {
+            attempt += 1
+            target = appending("\(base)-\(attempt)")
+        }
+        return target
+    }
+}
