@@ -129,6 +129,8 @@ public final class BrowserStore {
     /// generation's journals, under seqs that name other, acknowledged commands by then, and
     /// the window would come back torn or below what was acknowledged.
     var leftOutSaves: [(path: FilePath, range: Range<Int>)] = []
+    /// What `restore` read, until `repair(windowSeq:)` repairs its directory.
+    var restoredSession: (loaded: LoadedSession, seq: UInt64)?
 
     init(
         kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
@@ -359,13 +361,19 @@ public final class BrowserStore {
                 throw .io(error)
             }
             defer { engine.close(file) }
-            var offset = save.range.lowerBound
-            while offset < save.range.upperBound {
-                let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, save.range.upperBound - offset))
-                _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
-                offset += zeros.count
-            }
+            try zeroDurably(file, save.range)
             leftOutSaves.removeFirst()
+        }
+    }
+
+    /// Writes zeros over `range` of `file`, durably, in bounded pieces: a journal's garbage
+    /// can run to its limit (1 GiB).
+    func zeroDurably(_ file: EngineFile, _ range: Range<Int>) throws(StoreError) {
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, range.upperBound - offset))
+            _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
+            offset += zeros.count
         }
     }
 

@@ -208,11 +208,11 @@ extension BrowserStore {
     }
 
     /// Restores `loaded` into the (empty) list, leaving out its last `dropped` saves
-    /// (`LoadedSession.savesToLeaveOut`), then repairs the directory: a torn tail is zeroed, and after a fallback
-    /// or damage a new snapshot is written from the restored state. Attaches the recorder:
-    /// nothing restored is journaled again. Throws, with the files as they were, when a read
-    /// fails for a reason that is no damage (the process short of memory or descriptors, an
-    /// I/O error): a later attempt restores the whole window.
+    /// (`LoadedSession.savesToLeaveOut`). Attaches the recorder: nothing restored is journaled
+    /// again. The directory is repaired after, by `repair(windowSeq:)`, once the window's seq
+    /// is known. Throws, with the files as they were, when a read fails for a reason that is
+    /// no damage (the process short of memory or descriptors, an I/O error): a later attempt
+    /// restores the whole window.
     func restore(_ loaded: LoadedSession, leavingOut dropped: Int) throws(StoreError) -> RecoveryReport {
         var loaded = loaded
         var damaged = loaded.damaged
@@ -279,11 +279,26 @@ extension BrowserStore {
             ? loaded.journals.filter { $0.savesLeftOut > 0 && !keptInPlace.contains($0.path.lastComponent?.string ?? "") }
                 .map { ($0.path, $0.tail..<$0.garbageEnd) } : []
         recorder = JournalRecorder(list: list)
-        let repairError = repair(loaded, seq: outcome.seq)
+        restoredSession = (loaded, outcome.seq)
         return RecoveryReport(
             kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
             replayedRecords: outcome.replayed, droppedIncompleteSave: outcome.dropped, seq: outcome.seq,
-            degradedTabs: degradedTabs.map(\.id), repairError: repairError)
+            degradedTabs: degradedTabs.map(\.id))
+    }
+
+    /// Repairs the directory `restore` read: a torn tail is zeroed, and after a fallback or
+    /// damage (or over what a kill left of a session being created) a new snapshot is written
+    /// from the restored state. That snapshot says the list is as of `windowSeq`, the seq the
+    /// window came back at, never only this Browser's own: a snapshot below it would make the
+    /// next recovery take the other Browser's saves above it for ones this Browser never made
+    /// durable, and drop acknowledged saves (a kill while the incognito session was created
+    /// again left a journal, the repair wrote snapshots saying seq 0, and the next start left
+    /// out and erased the regular commit of the save that had closed the incognito tabs).
+    func repair(windowSeq: UInt64) -> StoreError? {
+        guard let restored = restoredSession else { return nil }
+        restoredSession = nil
+        assert(windowSeq >= restored.seq, "the window comes back at the newest of its Browsers' seqs")
+        return repair(restored.loaded, seq: windowSeq)
     }
 
     /// A tab whose history read nowhere now holds one page: the next save writes a snapshot
@@ -398,13 +413,7 @@ extension BrowserStore {
                 journal = file
                 journalEnd = current.tail
                 journalRecords = current.usedRecords.count
-                // In bounded pieces: the garbage can run to the journal's limit (1 GiB).
-                var offset = current.tail
-                while offset < current.garbageEnd {
-                    let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, current.garbageEnd - offset))
-                    _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
-                    offset += zeros.count
-                }
+                try zeroDurably(file, current.tail..<current.garbageEnd)
                 return nil
             }
             guard loaded.isOnDisk else { return nil }
@@ -547,14 +556,7 @@ extension BrowserStore {
         }
     }
 
-    /// `directory/base`, or `base-N` for the first N from 2 that no entry has.
     private func unusedName(under directory: FilePath, _ base: String) throws(IOEngineError) -> FilePath {
-        var target = directory.appending(base)
-        var attempt = 1
-        while try engine.kind(target) != nil {
-            attempt += 1
-            target = directory.appending("\(base)-\(attempt)")
-        }
-        return target
+        try directory.appendingUnusedName(base) { path throws(IOEngineError) in try engine.kind(path) != nil }
     }
 }

@@ -76,7 +76,7 @@ public struct RecoveryReport: Sendable, Equatable {
     public let degradedTabs: [WebStateID]
     /// Rewriting the directory after damage failed: the state in memory is whole, the next save
     /// tries again.
-    public let repairError: StoreError?
+    public internal(set) var repairError: StoreError?
 
     /// True when something newer than what was restored failed its checks.
     public var fellBack: Bool { !damaged.isEmpty }

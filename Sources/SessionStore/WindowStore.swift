@@ -156,6 +156,7 @@ public final class WindowStore {
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
+        for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
         return WindowRecovery(regular: reports[0], incognito: reports[1])
