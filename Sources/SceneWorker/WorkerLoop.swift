@@ -62,7 +62,7 @@ public final class WorkerLoop {
 
     public init(
         identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
-        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, logger: Logger
+        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, logger: Logger
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
             throw WorkerFailure(
@@ -82,7 +82,7 @@ public final class WorkerLoop {
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
         let store = WindowStore(
             root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
-        window = SceneWindow(store: store)
+        window = SceneWindow(store: store, floor: floor)
         store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
     }
 
@@ -104,7 +104,7 @@ public final class WorkerLoop {
                     }
                 logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
             }
-            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
+            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_after": "\(window.appliedSeq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {
             if case .io(let failure) = error, failure.isResourceShortage {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
@@ -154,7 +154,7 @@ public final class WorkerLoop {
                     noteSaveStarted()
                     publish()
                     var done = CommandDone()
-                    done.appliedSeq = window.store.appliedSeq
+                    done.appliedSeq = window.appliedSeq
                     reply.done = done
                 } catch {
                     var failure = CommandFailure()
@@ -246,26 +246,26 @@ public final class WorkerLoop {
             stats.digest = window.digest
         }
         digestsInFlight = digestsInFlight.filter { $0.key > seq }
-        stats.durableSeq = seq
+        stats.durableSeq = window.windowSeq(seq)
         publishTabsAndApplied()
         supervisor.ring()
     }
 
     private func publish() {
-        stats.durableSeq = window.store.durableSeq
+        stats.durableSeq = window.durableSeq
         stats.digest = window.digest
         publishTabsAndApplied()
     }
 
     private func publishTabsAndApplied() {
         let store = window.store
-        if store.durableSeq > stats.durableSeq {
+        if window.durableSeq > stats.durableSeq {
             // A save that finished inside a command (background, save, teardown): its event
             // went to that command, not to the loop.
             stats.digest = digestsInFlight.removeValue(forKey: store.durableSeq) ?? window.digest
-            stats.durableSeq = store.durableSeq
+            stats.durableSeq = window.durableSeq
         }
-        stats.appliedSeq = store.appliedSeq
+        stats.appliedSeq = window.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
         stats.regularTabs = UInt64(store.regular.webStateList.count)

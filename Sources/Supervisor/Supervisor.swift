@@ -87,8 +87,11 @@ public final class Supervisor {
         var reservedAt: UInt64
         var diedAt: UInt64?
         var lastRecoveryNanoseconds: UInt64?
-        var nextSeq: UInt64 = 1
+        /// The window's seq as the supervisor last heard it (replies, shared memory): the worker
+        /// numbers commands, and a restarted worker numbers above it (`WorkerFloor`).
         var appliedSeq: UInt64 = 0
+        /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
+        var highestTab: Int64 = 0
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
@@ -373,6 +376,8 @@ public final class Supervisor {
             "--slot", "\(slot)", "--generation", "\(window.generation)", "--window", window.id.uuidString,
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
+            // Checked when heard (`violation`, `handleReply`): within `Limits`, as the worker checks again.
+            "--seq-floor", "\(max(window.appliedSeq, window.lastStats.appliedSeq))", "--tab-floor", "\(window.highestTab)",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
         // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
         // supervisor.lock, read-only, held until the worker's last thread is gone.
@@ -645,8 +650,7 @@ public final class Supervisor {
         window.state = window.inBackground ? .background : .foreground
         view.state = window.state
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
-        // Checked (`violation`): at most `Limits.maxCommandSeq`, so one more cannot overflow.
-        window.nextSeq = max(window.nextSeq, window.lastStats.appliedSeq + 1)
+        // At or above the floor it was given: lower only for a worker that misbehaves.
         window.appliedSeq = window.lastStats.appliedSeq
         if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
         window.diedAt = nil
@@ -719,9 +723,17 @@ public final class Supervisor {
                 misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
                 return
             }
+            if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+                return
+            }
             window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
             var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(done.appliedSeq)]
-            if done.hasTab { result["tab"] = JSONValue(done.tab) }
+            if done.hasTab {
+                window.highestTab = max(window.highestTab, done.tab)
+                result["tab"] = JSONValue(done.tab)
+            }
             switch pending.verb {
             case "background", "foreground":
                 window.inBackground = pending.verb == "background"
@@ -980,13 +992,17 @@ public final class Supervisor {
                 return
             }
         }
+        // The worker numbers the commands that change the window; each tab command in flight
+        // may take one. `appliedSeq` is at most `Limits.maxCommandSeq`, so the sum cannot overflow.
+        if Self.tabVerbs.contains(request.verb),
+            window.appliedSeq + UInt64(window.pending.values.filter { Self.tabVerbs.contains($0.verb) }.count) >= Limits.maxCommandSeq
+        {
+            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
+            return
+        }
         let command: WorkerCommand
         do {
-            command = try makeCommand(request, seq: window.nextSeq)
-            if command.seq > Limits.maxCommandSeq {
-                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
-                return
-            }
+            command = try makeCommand(request)
         } catch let refusal as ControlRefusal {
             answer(client, .failure(refusal.code, refusal.message))
             return
@@ -998,12 +1014,14 @@ public final class Supervisor {
             answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
             return
         }
-        if command.seq > 0 { windows[slot]?.nextSeq += 1 }
         if request.verb == "disconnect" {
             windows[slot]?.state = .disconnecting
             region.slot(slot).state = .disconnecting
         }
     }
+
+    /// The verbs that may change the window's tabs, so take a seq when they do.
+    static let tabVerbs: Set<String> = ["open", "navigate", "close", "activate", "move", "replace", "close-all"]
 
     static let windowVerbs: Set<String> = [
         "disconnect", "background", "foreground", "open", "navigate", "close", "activate", "move", "replace", "close-all",
@@ -1017,7 +1035,7 @@ public final class Supervisor {
         let message: String
     }
 
-    private func makeCommand(_ request: ControlRequest, seq: UInt64) throws -> WorkerCommand {
+    private func makeCommand(_ request: ControlRequest) throws -> WorkerCommand {
         func tab() throws -> Int64 {
             guard let tab = request.tab else { throw ControlRefusal(message: "\(request.verb) needs a tab") }
             return tab
@@ -1044,7 +1062,6 @@ public final class Supervisor {
             return Int32(given)
         }
         var command = WorkerCommand()
-        command.seq = seq
         switch request.verb {
         case "open":
             var open = OpenTab()
@@ -1083,15 +1100,12 @@ public final class Supervisor {
             closeAll.incognito = request.incognito ?? false
             command.closeAll = closeAll
         case "background", "foreground", "disconnect":
-            command.seq = 0
             var event = SceneEvent()
             event.kind = request.verb == "background" ? .background : request.verb == "foreground" ? .foreground : .disconnect
             command.scene = event
         case "save":
-            command.seq = 0
             command.save = SaveNow()
         case "dump":
-            command.seq = 0
             command.dump = Dump()
         default:
             throw ControlRefusal(message: "unknown verb '\(request.verb)'")

@@ -20,6 +20,12 @@ struct ControlCommand: ParsableCommand {
             commands; `dump` and `save` still work (docs/recovery.md). --json prints one JSON
             object.
 
+            A tab command prints the window's seq after it (`seq N`). Only a command that changes
+            the window takes a new seq; one that changes nothing prints the seq as it was. Within
+            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq
+            below one before; seqs may have gaps: commands replied to and then lost with a worker
+            killed before their save was durable (`ctl` exited 75 for any still waiting).
+
             No call waits forever: connecting, sending and the reply together get --timeout \
             seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \
             stopped or overloaded supervisor). `kill` waits at most 5 s for a worker to die \
