@@ -1044,9 +1044,11 @@ public final class Supervisor {
             guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
             return try checked(url)
         }
-        /// A URL the command ring carries (`Limits.maxControlURLBytes`); the tab's own bound
-        /// (`Limits.maxURLBytes`) is larger and checked by the worker.
+        /// A URL the command ring carries (`Limits.maxControlURLBytes`) and holding no character
+        /// `ForbiddenCharacter` refuses; the tab's own bound (`Limits.maxURLBytes`) is larger and
+        /// checked by the worker, with the characters again.
         func checked(_ url: String) throws -> String {
+            if let forbidden = ForbiddenCharacter.inURL(url) { throw ControlRefusal(code: .badData, message: "\(forbidden)") }
             guard url.utf8.count <= Limits.maxControlURLBytes else {
                 throw ControlRefusal(
                     code: .badData,

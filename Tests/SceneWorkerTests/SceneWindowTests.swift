@@ -98,6 +98,10 @@ private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener
             open(4, "https://b.example/", index: 7),
             open(5, "https://c.example/", incognito: true, opener: 1),
             command(6) { _ in },
+            // The worker holds decoded commands to the rule for entered text (ForbiddenCharacter)
+            // too: a supervisor of another version, or a compromised one, is not trusted with it.
+            open(7, "https://nul.example/\u{0}x"),
+            command(8) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://tab.example/\tx"; $0.navigate = navigate },
         ]
         for refused in refusals {
             let reply = window.handle(refused)
@@ -105,6 +109,7 @@ private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener
         }
         #expect(window.dump().digest == before)
         #expect(window.dump().regular.tabs.count == 1)
+        #expect(window.dump().appliedSeq == 1, "no refusal took a seq")
     }
 
     /// A worker restarted after its last commands were replied to and lost (killed before their
