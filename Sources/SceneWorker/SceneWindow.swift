@@ -4,11 +4,12 @@ import HostCoordination
 import HostLimits
 import SessionStore
 
-/// What the supervisor relayed to clients before this worker started: the highest command seq
-/// and tab id its replies carried. A worker killed before its save was durable comes back at
-/// an older seq, with older tab ids in use; numbering from there would hand a seq or a tab id
-/// out twice. The worker numbers above the floor instead (seqs then have a gap: the commands
-/// in it were lost with the worker that applied them).
+/// What the supervisor handed out for the window before this worker started: the highest
+/// command seq and tab id clients may have seen. A worker killed before its save was durable
+/// comes back at an older seq, with older tab ids free; numbering from there would hand a seq or
+/// a tab id out twice. The worker numbers above the floor instead (seqs then have a gap: the
+/// commands in it were lost with the worker that applied them). The window's own seqs (applied,
+/// durable) stay what it holds: the floor is no state, and a durable seq is one on disk.
 public struct WorkerFloor: Sendable, Equatable {
     public let seq: UInt64
     public let tab: Int64
@@ -43,15 +44,9 @@ public final class SceneWindow {
         if let tab = WebStateID(rawValue: floor.tab) { store.profile.reserveWebStateID(tab) }
     }
 
-    /// The window's seq: the last change's, and never below the floor. The restored state is
-    /// named by the floor when it is higher: seqs above the restored one and up to the floor
-    /// named commands lost with the last worker, and are never named again.
-    public var appliedSeq: UInt64 { max(store.appliedSeq, floor.seq) }
-    /// Every command up to it is durable (or, up to the floor, lost before it was).
-    public var durableSeq: UInt64 { windowSeq(store.durableSeq) }
-
-    /// A seq of the store's as the window names it.
-    public func windowSeq(_ storeSeq: UInt64) -> UInt64 { max(storeSeq, floor.seq) }
+    /// The next change takes the seq after this one: the last change's, or the floor when that
+    /// is higher (the seqs up to it named commands lost with the last worker).
+    public var nextSeqBase: UInt64 { max(store.appliedSeq, floor.seq) }
 
     public static func wallClock() -> Timestamp {
         Timestamp(microsecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1_000_000))
@@ -76,7 +71,7 @@ public final class SceneWindow {
             default:
                 // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the
                 // floor by its init), so one more cannot overflow.
-                let seq = appliedSeq
+                let seq = nextSeqBase
                 guard seq < Limits.maxCommandSeq else {
                     throw Refusal("the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command")
                 }
@@ -169,7 +164,7 @@ public final class SceneWindow {
 
     private func done(tab: Int64? = nil) -> CommandDone {
         var done = CommandDone()
-        done.appliedSeq = appliedSeq
+        done.appliedSeq = store.appliedSeq
         if let tab { done.tab = tab }
         return done
     }
@@ -208,8 +203,8 @@ public final class SceneWindow {
         var dump = WindowDump()
         dump.regular = browser(store.regular.webStateList)
         dump.incognito = browser(store.incognito.webStateList)
-        dump.appliedSeq = appliedSeq
-        dump.durableSeq = durableSeq
+        dump.appliedSeq = store.appliedSeq
+        dump.durableSeq = store.durableSeq
         dump.digest = digest
         return dump
     }

@@ -104,7 +104,7 @@ public final class WorkerLoop {
                     }
                 logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
             }
-            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_after": "\(window.appliedSeq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
+            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_above": "\(window.nextSeqBase)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {
             if case .io(let failure) = error, failure.isResourceShortage {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
@@ -154,7 +154,7 @@ public final class WorkerLoop {
                     noteSaveStarted()
                     publish()
                     var done = CommandDone()
-                    done.appliedSeq = window.appliedSeq
+                    done.appliedSeq = window.store.appliedSeq
                     reply.done = done
                 } catch {
                     var failure = CommandFailure()
@@ -246,26 +246,26 @@ public final class WorkerLoop {
             stats.digest = window.digest
         }
         digestsInFlight = digestsInFlight.filter { $0.key > seq }
-        stats.durableSeq = window.windowSeq(seq)
+        stats.durableSeq = seq
         publishTabsAndApplied()
         supervisor.ring()
     }
 
     private func publish() {
-        stats.durableSeq = window.durableSeq
+        stats.durableSeq = window.store.durableSeq
         stats.digest = window.digest
         publishTabsAndApplied()
     }
 
     private func publishTabsAndApplied() {
         let store = window.store
-        if window.durableSeq > stats.durableSeq {
+        if store.durableSeq > stats.durableSeq {
             // A save that finished inside a command (background, save, teardown): its event
             // went to that command, not to the loop.
             stats.digest = digestsInFlight.removeValue(forKey: store.durableSeq) ?? window.digest
-            stats.durableSeq = window.durableSeq
+            stats.durableSeq = store.durableSeq
         }
-        stats.appliedSeq = window.appliedSeq
+        stats.appliedSeq = store.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
         stats.regularTabs = UInt64(store.regular.webStateList.count)

@@ -87,11 +87,24 @@ public final class Supervisor {
         var reservedAt: UInt64
         var diedAt: UInt64?
         var lastRecoveryNanoseconds: UInt64?
-        /// The window's seq as the supervisor last heard it (replies, shared memory): the worker
-        /// numbers commands, and a restarted worker numbers above it (`WorkerFloor`).
+        /// The window's seq as its worker holds it (replies, shared memory): what durable waits
+        /// wait for. A restarted worker's is the seq it restored.
         var appliedSeq: UInt64 = 0
+        /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
+        var highestRepliedSeq: UInt64 = 0
+        /// The floor the worker now serving was given: it numbers changes above it.
+        var seqFloor: UInt64 = 0
         /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
         var highestTab: Int64 = 0
+
+        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
+        /// commands. It is the worker's own but after a restart that lost replied commands (their
+        /// seqs are above what it restored), when a command that changes nothing shows the highest
+        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
+        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
+            highestRepliedSeq = max(highestRepliedSeq, applied)
+            return highestRepliedSeq
+        }
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
@@ -350,6 +363,9 @@ public final class Supervisor {
     private func spawn(_ slot: Int) {
         guard var window = windows[slot] else { return }
         let view = region.slot(slot)
+        // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
+        // last words included, read when it died).
+        window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
         window.generation += 1
         window.restartAt = nil
         window.readyAt = nil
@@ -377,7 +393,7 @@ public final class Supervisor {
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
             // Checked when heard (`violation`, `handleReply`): within `Limits`, as the worker checks again.
-            "--seq-floor", "\(max(window.appliedSeq, window.lastStats.appliedSeq))", "--tab-floor", "\(window.highestTab)",
+            "--seq-floor", "\(window.seqFloor)", "--tab-floor", "\(window.highestTab)",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
         // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
         // supervisor.lock, read-only, held until the worker's last thread is gone.
@@ -650,7 +666,8 @@ public final class Supervisor {
         window.state = window.inBackground ? .background : .foreground
         view.state = window.state
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
-        // At or above the floor it was given: lower only for a worker that misbehaves.
+        // What it restored: below the seqs the last worker applied if it lost them (the floor
+        // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
         if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
         window.diedAt = nil
@@ -729,7 +746,7 @@ public final class Supervisor {
                 return
             }
             window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
-            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(done.appliedSeq)]
+            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(window.shownSeq(done.appliedSeq))]
             if done.hasTab {
                 window.highestTab = max(window.highestTab, done.tab)
                 result["tab"] = JSONValue(done.tab)
@@ -774,7 +791,7 @@ public final class Supervisor {
         saveOrder()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
-            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(window.appliedSeq)]))
+            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(max(window.appliedSeq, window.highestRepliedSeq))]))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
         for client in window.exitWaiters { answer(client, reply) }
@@ -992,10 +1009,12 @@ public final class Supervisor {
                 return
             }
         }
-        // The worker numbers the commands that change the window; each tab command in flight
-        // may take one. `appliedSeq` is at most `Limits.maxCommandSeq`, so the sum cannot overflow.
+        // The worker numbers the commands that change the window, above its floor; each tab
+        // command in flight may take one. Both seqs are at most `Limits.maxCommandSeq`, so the
+        // sum cannot overflow.
         if Self.tabVerbs.contains(request.verb),
-            window.appliedSeq + UInt64(window.pending.values.filter { Self.tabVerbs.contains($0.verb) }.count) >= Limits.maxCommandSeq
+            max(window.appliedSeq, window.seqFloor) + UInt64(window.pending.values.filter { Self.tabVerbs.contains($0.verb) }.count)
+                >= Limits.maxCommandSeq
         {
             answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
             return

@@ -25,7 +25,8 @@ struct ControlCommand: ParsableCommand {
             the window takes a new seq; one that changes nothing prints the seq as it was. Within
             a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq
             below one before; seqs may have gaps: commands replied to and then lost with a worker
-            killed before their save was durable (`ctl` exited 75 for any still waiting).
+            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump`
+            and `wait-durable` show the seq the window restored until its next change).
 
             No call waits forever: connecting, sending and the reply together get --timeout \
             seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \

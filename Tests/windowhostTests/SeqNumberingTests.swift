@@ -43,6 +43,9 @@ import Testing
         #expect(try host.ctl(["kill", "--window", window]).status == 0)
         let restored = try ctl(host, "dump", window)
         #expect(restored.result?["regular"]?["tabs"]?.array?.isEmpty == true, "nothing was durable: \(String(describing: restored.result))")
+        // The window's own seqs say what it holds: a durable seq is one on disk, whatever was lost.
+        #expect(restored.result?["applied_seq"]?.int == 0 && restored.result?["durable_seq"]?.int == 0)
+        #expect(try ctl(host, "wait-durable", window).result?["durable_seq"]?.int == 0)
         // A command that changes nothing shows the window's seq: not below one replied before.
         let nothing = try ctl(host, "close-all", window, ["--incognito"])
         #expect(nothing.status == 0 && (nothing.result?["seq"]?.int ?? -1) >= 3, "\(String(describing: nothing.result))")
@@ -56,7 +59,18 @@ import Testing
 
         #expect(seqs == [1, 2, 3, 4, 5], "each change a new seq, in order: \(seqs)")
         #expect(Set(tabs).count == tabs.count && tabs == tabs.sorted(), "every tab id new: \(tabs)")
+
+        // Saved, then a clean stop; the next supervisor brings the window back at the seq last
+        // reported durable (5; seq 4 went with the SIGKILLed worker), never below it.
+        #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
+        #expect(try ctl(host, "wait-durable", window).result?["durable_seq"]?.int == 5)
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
+        let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        let back = try ctl(next, "dump", window)
+        #expect(back.result?["applied_seq"]?.int == 5, "\(String(describing: back.result))")
+        let urls = ["regular", "incognito"].flatMap { back.result?[$0]?["tabs"]?.array ?? [] }.compactMap { $0["url"]?.string }
+        #expect(urls == ["https://after-sigkill.example/"], "\(urls)")
+        #expect(next.terminate() == 0)
     }
 
     /// Every verb that changes nothing (or is refused) leaves the seq where it was, so the next
