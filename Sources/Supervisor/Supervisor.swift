@@ -92,19 +92,11 @@ public final class Supervisor {
         var appliedSeq: UInt64 = 0
         /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
         var highestRepliedSeq: UInt64 = 0
-        /// The floor the worker now serving was given: it numbers changes above it.
+        /// The seq floor the worker now serving was given (`WorkerFloor`): it numbers changes
+        /// above it. Raised at each spawn to every seq a client may have seen.
         var seqFloor: UInt64 = 0
         /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
         var highestTab: Int64 = 0
-
-        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
-        /// commands. It is the worker's own but after a restart that lost replied commands (their
-        /// seqs are above what it restored), when a command that changes nothing shows the highest
-        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
-        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
-            highestRepliedSeq = max(highestRepliedSeq, applied)
-            return highestRepliedSeq
-        }
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
@@ -118,6 +110,15 @@ public final class Supervisor {
         var durableWaiters: [DurableWaiter] = []
 
         var isLive: Bool { pidfd >= 0 }
+
+        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
+        /// commands. It is the worker's own but after a restart that lost replied commands (their
+        /// seqs are above what it restored), when a command that changes nothing shows the highest
+        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
+        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
+            highestRepliedSeq = max(highestRepliedSeq, applied)
+            return highestRepliedSeq
+        }
         var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
     }
 

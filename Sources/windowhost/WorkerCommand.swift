@@ -24,7 +24,8 @@ struct WorkerProcessCommand: ParsableCommand {
     @Option var saveDelay: UInt64
     @Option var supervisor: Int32
     @Option var compactAfter: Int?
-    /// The highest seq and tab id the supervisor relayed for the window (`WorkerFloor`).
+    /// The highest seq and tab id clients of the supervisor may have seen for the window
+    /// (`WorkerFloor`): the worker numbers above them.
     @Option var seqFloor: UInt64 = 0
     @Option var tabFloor: Int64 = 0
     @OptionGroup var io: IOOptions
