@@ -36,9 +36,11 @@ public struct NavigationItem: Hashable, Sendable {
 public enum NavigationItemError: Error, Equatable, Sendable, CustomStringConvertible {
     case urlTooLong(bytes: Int, limit: Int)
     case titleTooLong(bytes: Int, limit: Int)
+    case forbiddenCharacter(ForbiddenCharacter)
 
     public var description: String {
         switch self {
+        case .forbiddenCharacter(let forbidden): "\(forbidden)"
         case .urlTooLong(let bytes, let limit): "URL of \(bytes) bytes is longer than the \(limit) a tab keeps"
         case .titleTooLong(let bytes, let limit): "title of \(bytes) bytes is longer than the \(limit) a tab keeps"
         }
@@ -46,14 +48,17 @@ public enum NavigationItemError: Error, Equatable, Sendable, CustomStringConvert
 }
 
 extension NavigationItem {
-    /// An entry a tab may take: its URL and title within `Limits`.
+    /// An entry a tab may take from outside (a command): its URL and title within `Limits`, and
+    /// holding no character `ForbiddenCharacter` refuses.
     public static func checked(url: String, title: String = "", timestamp: Timestamp) throws(NavigationItemError) -> NavigationItem {
         let item = NavigationItem(url: url, title: title, timestamp: timestamp)
         try item.check()
+        if let forbidden = ForbiddenCharacter.inURL(url) ?? ForbiddenCharacter.inTitle(title) { throw .forbiddenCharacter(forbidden) }
         return item
     }
 
-    /// Throws unless the URL and title are within `Limits`.
+    /// Throws unless the URL and title are within `Limits`: the stored bounds, which text read
+    /// back from a session file is held to (one written before `ForbiddenCharacter` still reads).
     public func check() throws(NavigationItemError) {
         guard Limits.isValidURL(url) else { throw .urlTooLong(bytes: url.utf8.count, limit: Limits.maxURLBytes) }
         guard Limits.isValidTitle(title) else { throw .titleTooLong(bytes: title.utf8.count, limit: Limits.maxTitleBytes) }

@@ -89,9 +89,53 @@ public enum Limits {
     /// every start); the windows are then ordered by name, and the next save rewrites it.
     public static let maxWindowsOrderBytes = 1 << 20
 
-    /// Whether a URL / a title is within its bound (UTF-8 bytes).
+    /// Whether a URL / a title is within its bound (UTF-8 bytes). The bound is the stored one:
+    /// what text entering the host may hold besides is `ForbiddenCharacter`'s.
     @inlinable
     public static func isValidURL(_ url: String) -> Bool { url.utf8.count <= maxURLBytes }
     @inlinable
     public static func isValidTitle(_ title: String) -> Bool { title.utf8.count <= maxTitleBytes }
+}
+
+/// A character text entering the host may not hold, where it is. The rule, one for every way
+/// in (`ctl` arguments, the control socket's JSON, a command the worker decodes):
+/// - a URL holds no C0 control (U+0000–U+001F) and no DEL (U+007F): the URL Standard strips
+///   them from a URL's ends and removes tabs and newlines inside, so a browser never commits a
+///   URL that holds one; NUL also ends the text for every C interface;
+/// - a title holds no NUL; other characters are the page's text;
+/// - text is Unicode scalars: invalid UTF-8 and a lone surrogate (a JSON `\ud800` with no low
+///   half) are refused before any of this (`InvalidUTF8Tests`, `TextRuleTests`).
+/// Each refusal exits 65 (bad data): nothing is applied and no seq is taken. Text read back
+/// from a session file is held only to its length bounds (`Limits.isValidURL`), so a session
+/// written before this rule still restores whole.
+public struct ForbiddenCharacter: Error, Equatable, Sendable, CustomStringConvertible {
+    /// "URL" or "title".
+    public let field: String
+    public let scalar: UInt32
+    /// Where it starts, in UTF-8 bytes.
+    public let offset: Int
+
+    /// The first character `url` may not hold.
+    public static func inURL(_ url: String) -> ForbiddenCharacter? {
+        first(in: url, field: "URL") { $0.value < 0x20 || $0.value == 0x7F }
+    }
+
+    /// The first character `title` may not hold.
+    public static func inTitle(_ title: String) -> ForbiddenCharacter? {
+        first(in: title, field: "title") { $0.value == 0 }
+    }
+
+    private static func first(in text: String, field: String, _ forbidden: (Unicode.Scalar) -> Bool) -> ForbiddenCharacter? {
+        var offset = 0
+        for scalar in text.unicodeScalars {
+            if forbidden(scalar) { return ForbiddenCharacter(field: field, scalar: scalar.value, offset: offset) }
+            offset += UTF8.width(scalar)
+        }
+        return nil
+    }
+
+    public var description: String {
+        let code = String(scalar, radix: 16, uppercase: true)
+        return "\(field) holds U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code) (a control character) at byte \(offset): refused, nothing was done"
+    }
 }

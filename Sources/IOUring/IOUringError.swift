@@ -23,6 +23,12 @@ public enum IOUringError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// `io_uring_setup` ran short (EAGAIN for want of locked memory or rings, ENOMEM, EMFILE):
+    /// the ring may be had later, so a caller that needs one says "try again", not "unavailable".
+    public var isResourceShortage: Bool {
+        if case .setupFailed(let errno) = self { errno.isResourceShortage } else { false }
+    }
+
     public var description: String {
         switch self {
         case .unavailable(let errno): "io_uring unavailable: \(errno) (kernel or sandbox refuses it)"

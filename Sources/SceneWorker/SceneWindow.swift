@@ -4,18 +4,49 @@ import HostCoordination
 import HostLimits
 import SessionStore
 
+/// What the supervisor handed out for the window before this worker started: the highest
+/// command seq and tab id clients may have seen. A worker killed before its save was durable
+/// comes back at an older seq, with older tab ids free; numbering from there would hand a seq or
+/// a tab id out twice. The worker numbers above the floor instead (seqs then have a gap: the
+/// commands in it were lost with the worker that applied them). The window's own seqs (applied,
+/// durable) stay what it holds: the floor is no state, and a durable seq is one on disk.
+public struct WorkerFloor: Sendable, Equatable {
+    public let seq: UInt64
+    public let tab: Int64
+
+    /// Nil when a number is outside what a window can reach (`Limits`): a floor is passed on a
+    /// command line, so it is checked like any input.
+    public init?(seq: UInt64, tab: Int64) {
+        guard Limits.isValidCommandSeq(seq), (0...Limits.maxWebStateID).contains(tab) else { return nil }
+        self.seq = seq
+        self.tab = tab
+    }
+
+    public static let none = WorkerFloor(seq: 0, tab: 0)!
+}
+
 /// One scene's window inside its worker: both Browsers behind a `WindowStore`, and the ring's
-/// commands applied to them with the sequence numbers the supervisor gave. Every command gets
-/// exactly one reply; a command that does not fit the window (an unknown tab, an index out of
-/// range) is refused with `BAD_DATA` and changes nothing.
+/// commands applied to them. The window numbers its commands: a command that changes the window
+/// takes the next seq, one that changes nothing (an empty `close-all`, activating the active tab)
+/// or is refused takes none (the store's `apply` decides, from the records the command made).
+/// Every command gets exactly one reply; a command that does not fit the window (an unknown tab,
+/// an index out of range) is refused with `BAD_DATA` and changes nothing.
 public final class SceneWindow {
     public let store: WindowStore
+    private let floor: WorkerFloor
     private let now: () -> Timestamp
 
-    public init(store: WindowStore, now: @escaping () -> Timestamp = SceneWindow.wallClock) {
+    /// `floor`: the seq and tab id numbering continues above (tab ids below it are reserved).
+    public init(store: WindowStore, floor: WorkerFloor = .none, now: @escaping () -> Timestamp = SceneWindow.wallClock) {
         self.store = store
+        self.floor = floor
         self.now = now
+        if let tab = WebStateID(rawValue: floor.tab) { store.profile.reserveWebStateID(tab) }
     }
+
+    /// The next change takes the seq after this one: the last change's, or the floor when that
+    /// is higher (the seqs up to it named commands lost with the last worker).
+    public var nextSeqBase: UInt64 { max(store.appliedSeq, floor.seq) }
 
     public static func wallClock() -> Timestamp {
         Timestamp(microsecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1_000_000))
@@ -38,13 +69,13 @@ public final class SceneWindow {
             case .none:
                 throw Refusal("a command with no action")
             default:
-                guard Limits.isValidCommandSeq(command.seq) else {
-                    throw Refusal("command seq \(command.seq) is above the highest a window reaches (\(Limits.maxCommandSeq))")
+                // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the
+                // floor by its init), so one more cannot overflow.
+                let seq = nextSeqBase
+                guard seq < Limits.maxCommandSeq else {
+                    throw Refusal("the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command")
                 }
-                guard command.seq > store.appliedSeq else {
-                    throw Refusal("command seq \(command.seq) is not after \(store.appliedSeq)")
-                }
-                let tab = try store.apply(seq: command.seq) { () throws -> Int64? in try apply(command.action) }
+                let tab = try store.apply(seq: seq + 1) { () throws -> Int64? in try apply(command.action) }
                 reply.done = done(tab: tab)
             }
         } catch let refusal as Refusal {

@@ -62,7 +62,7 @@ public final class WorkerLoop {
 
     public init(
         identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
-        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, logger: Logger
+        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, logger: Logger
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
             throw WorkerFailure(
@@ -82,7 +82,7 @@ public final class WorkerLoop {
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
         let store = WindowStore(
             root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
-        window = SceneWindow(store: store)
+        window = SceneWindow(store: store, floor: floor)
         store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
     }
 
@@ -104,7 +104,7 @@ public final class WorkerLoop {
                     }
                 logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
             }
-            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
+            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_above": "\(window.nextSeqBase)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {
             if case .io(let failure) = error, failure.isResourceShortage {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])

@@ -12,7 +12,8 @@ public struct WindowInspection: Encodable, Sendable {
     /// the host next starts.
     public let directory: String
     public let browsers: [BrowserInspection]
-    /// What keeps the window's directory from being read at all (a symlink in its place).
+    /// Damage of the window as a whole: what keeps its directory from being read at all (a
+    /// symlink in its place), or a tab id both its Browsers hold.
     public let damaged: [BrowserInspection.Damage]
 
     /// Whether anything of the window failed its checks.
@@ -78,9 +79,11 @@ public enum SessionInspector {
             var browsers: [BrowserInspection] = []
             for kind in BrowserKind.allCases {
                 let owner = kind == .regular ? profile : profile.offTheRecordProfile
+                // The window's own Browsers, as recovery reads them: replaying one checks its tab
+                // ids against the other's (a record bringing in an id the other holds is damage).
                 let store = BrowserStore(
-                    kind: kind, directory: directory.appending(kind.rawValue), list: WebStateList(), profile: owner, engine: engine,
-                    options: StoreOptions(), readOnly: true)
+                    kind: kind, directory: directory.appending(kind.rawValue), list: owner.browserList.browser(for: id).webStateList,
+                    profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
                 do throws(StoreError) {
                     guard try io({ try engine.kind(store.directory) }) != nil else { continue }
                     browsers.append(try inspect(store, deep: deep))
@@ -88,7 +91,20 @@ public enum SessionInspector {
                     browsers.append(BrowserInspection(unreadable: store, error))
                 }
             }
-            return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: [])
+            return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: sharedTabIDs(browsers, directory))
+        }
+    }
+
+    /// Tab ids both Browsers of a window hold (from their snapshots: a journal record that would
+    /// bring one in is already reported where it is). Ids are unique across a window, since
+    /// commands address tabs by id alone.
+    private static func sharedTabIDs(_ browsers: [BrowserInspection], _ directory: FilePath) -> [BrowserInspection.Damage] {
+        guard browsers.count == 2 else { return [] }
+        let shared = Set(browsers[0].tabs.map(\.id)).intersection(browsers[1].tabs.map(\.id))
+        return shared.sorted().map { id in
+            BrowserInspection.Damage(
+                file: directory.string, offset: nil,
+                error: "tab identifier \(id) appears twice: both the \(browsers[0].kind) and the \(browsers[1].kind) Browser hold it")
         }
     }
 

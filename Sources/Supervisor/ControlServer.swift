@@ -296,6 +296,11 @@ final class ControlServer {
                 answer(id, .failure(.badData, "request is not valid UTF-8: refused, nothing was done"))
                 return nil
             }
+            // Well-formed JSON whose text is no text: the data is bad, not the request's shape.
+            if let offset = Self.loneSurrogateEscape(in: Array(line)) {
+                answer(id, .failure(.badData, "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"))
+                return nil
+            }
             do {
                 return try JSONDecoder().decode(ControlRequest.self, from: line)
             } catch {
@@ -306,6 +311,51 @@ final class ControlServer {
         clients[id] = client
         if client.input.count > Limits.maxControlRequestBytes {
             answer(id, .failure(.usage, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
+        }
+        return nil
+    }
+
+    /// Where a JSON string in `line` escapes half of a UTF-16 surrogate pair alone (`\ud800` not
+    /// followed by a `\udc00`–`\udfff` escape, or a low half first): no Unicode scalar, so no
+    /// `String` holds it, and JSONDecoder refuses it as if the JSON were malformed. Nil when there
+    /// is none; an escape malformed otherwise is left to the decoder (64).
+    static func loneSurrogateEscape(in line: [UInt8]) -> Int? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\"), u = UInt8(ascii: "u")
+        func unit(at start: Int) -> UInt32? {
+            guard start + 6 <= line.count, line[start] == backslash, line[start + 1] == u else { return nil }
+            var value: UInt32 = 0
+            for byte in line[(start + 2)..<(start + 6)] {
+                guard let digit = Character(Unicode.Scalar(byte)).hexDigitValue else { return nil }
+                value = value << 4 | UInt32(digit)
+            }
+            return value
+        }
+        var index = 0
+        var inString = false
+        while index < line.count {
+            let byte = line[index]
+            guard inString else {
+                inString = byte == quote
+                index += 1
+                continue
+            }
+            if byte == quote { inString = false }
+            guard byte == backslash else {
+                index += 1
+                continue
+            }
+            switch unit(at: index) {
+            case (0xD800...0xDBFF)?:
+                guard let low = unit(at: index + 6), (0xDC00...0xDFFF).contains(low) else { return index }
+                index += 12
+            case (0xDC00...0xDFFF)?:
+                return index
+            case _?:
+                index += 6
+            case nil:
+                // Any other escape: the backslash and the character it escapes.
+                index += 2
+            }
         }
         return nil
     }

@@ -1,3 +1,4 @@
+import IOUring
 import SystemPackage
 
 /// When a dead worker comes back, after Erlang/OTP's restart intensity and systemd's stepped
@@ -82,10 +83,8 @@ public struct RestartPolicy: Sendable, Equatable {
 
     /// Whether a failure to start a worker (posix_spawn, eventfd, pidfd_open) is the
     /// supervisor's own shortage, which says nothing about the window: out of descriptors
-    /// (EMFILE, ENFILE), memory (ENOMEM) or processes (EAGAIN).
-    public static func isShortage(_ error: Errno) -> Bool {
-        [.tooManyOpenFiles, .tooManyOpenFilesInSystem, .noMemory, .resourceTemporarilyUnavailable].contains(error)
-    }
+    /// (EMFILE, ENFILE), memory (ENOMEM) or processes (EAGAIN); `Errno.isResourceShortage`.
+    public static func isShortage(_ error: Errno) -> Bool { error.isResourceShortage }
 
     /// The status a worker exits with when its restore ran short of its own descriptors or
     /// memory (EX_TEMPFAIL; `WorkerExit.restoreShortOfResources`, which a test holds equal).

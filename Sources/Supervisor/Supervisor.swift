@@ -87,8 +87,16 @@ public final class Supervisor {
         var reservedAt: UInt64
         var diedAt: UInt64?
         var lastRecoveryNanoseconds: UInt64?
-        var nextSeq: UInt64 = 1
+        /// The window's seq as its worker holds it (replies, shared memory): what durable waits
+        /// wait for. A restarted worker's is the seq it restored.
         var appliedSeq: UInt64 = 0
+        /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
+        var highestRepliedSeq: UInt64 = 0
+        /// The seq floor the worker now serving was given (`WorkerFloor`): it numbers changes
+        /// above it. Raised at each spawn to every seq a client may have seen.
+        var seqFloor: UInt64 = 0
+        /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
+        var highestTab: Int64 = 0
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
@@ -102,6 +110,15 @@ public final class Supervisor {
         var durableWaiters: [DurableWaiter] = []
 
         var isLive: Bool { pidfd >= 0 }
+
+        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
+        /// commands. It is the worker's own but after a restart that lost replied commands (their
+        /// seqs are above what it restored), when a command that changes nothing shows the highest
+        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
+        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
+            highestRepliedSeq = max(highestRepliedSeq, applied)
+            return highestRepliedSeq
+        }
         var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
     }
 
@@ -347,6 +364,9 @@ public final class Supervisor {
     private func spawn(_ slot: Int) {
         guard var window = windows[slot] else { return }
         let view = region.slot(slot)
+        // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
+        // last words included, read when it died).
+        window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
         window.generation += 1
         window.restartAt = nil
         window.readyAt = nil
@@ -373,6 +393,8 @@ public final class Supervisor {
             "--slot", "\(slot)", "--generation", "\(window.generation)", "--window", window.id.uuidString,
             "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
             "--io", configuration.io, "--supervisor", "\(getpid())",
+            // Checked when heard (`violation`, `handleReply`): within `Limits`, as the worker checks again.
+            "--seq-floor", "\(window.seqFloor)", "--tab-floor", "\(window.highestTab)",
         ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
         // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
         // supervisor.lock, read-only, held until the worker's last thread is gone.
@@ -645,8 +667,8 @@ public final class Supervisor {
         window.state = window.inBackground ? .background : .foreground
         view.state = window.state
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
-        // Checked (`violation`): at most `Limits.maxCommandSeq`, so one more cannot overflow.
-        window.nextSeq = max(window.nextSeq, window.lastStats.appliedSeq + 1)
+        // What it restored: below the seqs the last worker applied if it lost them (the floor
+        // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
         if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
         window.diedAt = nil
@@ -719,9 +741,17 @@ public final class Supervisor {
                 misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
                 return
             }
+            if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+                return
+            }
             window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
-            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(done.appliedSeq)]
-            if done.hasTab { result["tab"] = JSONValue(done.tab) }
+            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(window.shownSeq(done.appliedSeq))]
+            if done.hasTab {
+                window.highestTab = max(window.highestTab, done.tab)
+                result["tab"] = JSONValue(done.tab)
+            }
             switch pending.verb {
             case "background", "foreground":
                 window.inBackground = pending.verb == "background"
@@ -762,7 +792,7 @@ public final class Supervisor {
         saveOrder()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
-            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(window.appliedSeq)]))
+            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(max(window.appliedSeq, window.highestRepliedSeq))]))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
         for client in window.exitWaiters { answer(client, reply) }
@@ -980,13 +1010,19 @@ public final class Supervisor {
                 return
             }
         }
+        // The worker numbers the commands that change the window, above its floor; each tab
+        // command in flight may take one. Both seqs are at most `Limits.maxCommandSeq`, so the
+        // sum cannot overflow.
+        if Self.tabVerbs.contains(request.verb),
+            max(window.appliedSeq, window.seqFloor) + UInt64(window.pending.values.filter { Self.tabVerbs.contains($0.verb) }.count)
+                >= Limits.maxCommandSeq
+        {
+            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
+            return
+        }
         let command: WorkerCommand
         do {
-            command = try makeCommand(request, seq: window.nextSeq)
-            if command.seq > Limits.maxCommandSeq {
-                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
-                return
-            }
+            command = try makeCommand(request)
         } catch let refusal as ControlRefusal {
             answer(client, .failure(refusal.code, refusal.message))
             return
@@ -998,12 +1034,14 @@ public final class Supervisor {
             answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
             return
         }
-        if command.seq > 0 { windows[slot]?.nextSeq += 1 }
         if request.verb == "disconnect" {
             windows[slot]?.state = .disconnecting
             region.slot(slot).state = .disconnecting
         }
     }
+
+    /// The verbs that may change the window's tabs, so take a seq when they do.
+    static let tabVerbs: Set<String> = ["open", "navigate", "close", "activate", "move", "replace", "close-all"]
 
     static let windowVerbs: Set<String> = [
         "disconnect", "background", "foreground", "open", "navigate", "close", "activate", "move", "replace", "close-all",
@@ -1017,7 +1055,7 @@ public final class Supervisor {
         let message: String
     }
 
-    private func makeCommand(_ request: ControlRequest, seq: UInt64) throws -> WorkerCommand {
+    private func makeCommand(_ request: ControlRequest) throws -> WorkerCommand {
         func tab() throws -> Int64 {
             guard let tab = request.tab else { throw ControlRefusal(message: "\(request.verb) needs a tab") }
             return tab
@@ -1026,9 +1064,11 @@ public final class Supervisor {
             guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
             return try checked(url)
         }
-        /// A URL the command ring carries (`Limits.maxControlURLBytes`); the tab's own bound
-        /// (`Limits.maxURLBytes`) is larger and checked by the worker.
+        /// A URL the command ring carries (`Limits.maxControlURLBytes`) and holding no character
+        /// `ForbiddenCharacter` refuses; the tab's own bound (`Limits.maxURLBytes`) is larger and
+        /// checked by the worker, with the characters again.
         func checked(_ url: String) throws -> String {
+            if let forbidden = ForbiddenCharacter.inURL(url) { throw ControlRefusal(code: .badData, message: "\(forbidden)") }
             guard url.utf8.count <= Limits.maxControlURLBytes else {
                 throw ControlRefusal(
                     code: .badData,
@@ -1044,7 +1084,6 @@ public final class Supervisor {
             return Int32(given)
         }
         var command = WorkerCommand()
-        command.seq = seq
         switch request.verb {
         case "open":
             var open = OpenTab()
@@ -1083,15 +1122,12 @@ public final class Supervisor {
             closeAll.incognito = request.incognito ?? false
             command.closeAll = closeAll
         case "background", "foreground", "disconnect":
-            command.seq = 0
             var event = SceneEvent()
             event.kind = request.verb == "background" ? .background : request.verb == "foreground" ? .foreground : .disconnect
             command.scene = event
         case "save":
-            command.seq = 0
             command.save = SaveNow()
         case "dump":
-            command.seq = 0
             command.dump = Dump()
         default:
             throw ControlRefusal(message: "unknown verb '\(request.verb)'")

@@ -11,7 +11,8 @@ struct ControlCommand: ParsableCommand {
         abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
         discussion: """
             Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
-            65 unknown window or tab, or text that is not UTF-8 (bad data), 69 no supervisor
+            65 unknown window or tab, or text that is not UTF-8, a URL holding a control
+            character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data), 69 no supervisor
             at the socket, 74 a save failed
             (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
             keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
@@ -19,6 +20,13 @@ struct ControlCommand: ParsableCommand {
             the highest command seq (only crafted or damaged files get there): it takes no more tab
             commands; `dump` and `save` still work (docs/recovery.md). --json prints one JSON
             object.
+
+            A tab command prints the window's seq after it (`seq N`). Only a command that changes
+            the window takes a new seq; one that changes nothing prints the seq as it was. Within
+            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq
+            below one before; seqs may have gaps: commands replied to and then lost with a worker
+            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump`
+            and `wait-durable` show the seq the window restored until its next change).
 
             No call waits forever: connecting, sending and the reply together get --timeout \
             seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \
@@ -89,11 +97,13 @@ extension ControlVerb {
 
     func text(_ result: JSONValue) -> String { result["seq"].map { "seq \($0.int ?? 0)" } ?? "" }
 
-    /// Why the supervisor would refuse `request` for its size, and the exit code it would
-    /// give (65 for a URL past its bound, 64 for a request too long), said before it is sent:
+    /// Why the supervisor would refuse `request` for its text or size, and the exit code it would
+    /// give (65 for a URL holding a control character or past its bound, 64 for a request too
+    /// long), said before it is sent:
     /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
     /// client still sending sees as a broken connection, not as the reason.
     static func refusal(of request: ControlRequest) -> (ControlCode, String)? {
+        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return (.badData, "\(forbidden)") }
         if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
             return (.badData, "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
         }

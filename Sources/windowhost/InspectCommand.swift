@@ -11,7 +11,8 @@ struct InspectCommand: ParsableCommand {
         abstract: "Show the sessions saved under ROOT without changing anything.",
         discussion: """
             Opens everything read only: a read-only copy of a root works. Exit codes: 0 all readable, 65 something is \
-            corrupt or unreadable (file and byte offset named, every other window still shown), or ROOT is not a \
+            corrupt or unreadable (file and byte offset named, every other window still shown; a tab id held twice \
+            in a window is damage too), or ROOT is not a \
             directory, or ROOT/windows, ROOT/windows.order or ROOT/supervisor.lock is not what the host needs there \
             (a symlink, a FIFO, the wrong kind: named, never followed; `run` refuses such a root), \
             66 ROOT does not exist, 74 ROOT/windows cannot be listed.

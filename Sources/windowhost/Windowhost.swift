@@ -12,7 +12,7 @@ struct Windowhost: ParsableCommand {
             unknown window or tab, or an argument that is not UTF-8, 66 no such input, 69 a required service unavailable (io_uring, or
             no supervisor at the socket), 73 cannot create the control socket (something that is not a
             socket at its path), 74 an I/O error, 75 temporary (a worker restarting, another
-            supervisor on the root or at the socket): retry, 76 a window that has used the highest
+            supervisor on the root or at the socket, io_uring setup short of memory or rings): retry, 76 a window that has used the highest
             command seq (it takes no more tab commands), 77 a root (or a fixed entry under it) that is
             someone else's, open to others, or not what the host needs there.
             """,

@@ -24,7 +24,19 @@ struct WorkerProcessCommand: ParsableCommand {
     @Option var saveDelay: UInt64
     @Option var supervisor: Int32
     @Option var compactAfter: Int?
+    /// The highest seq and tab id clients of the supervisor may have seen for the window
+    /// (`WorkerFloor`): the worker numbers above them.
+    @Option var seqFloor: UInt64 = 0
+    @Option var tabFloor: Int64 = 0
     @OptionGroup var io: IOOptions
+
+    func validate() throws {
+        guard floor != nil else {
+            throw ValidationError("--seq-floor \(seqFloor) or --tab-floor \(tabFloor) is beyond what a window reaches (Limits)")
+        }
+    }
+
+    private var floor: WorkerFloor? { WorkerFloor(seq: seqFloor, tab: tabFloor) }
 
     func run() throws {
         // The supervisor dying kills the worker; checked against the pid it was given after
@@ -42,7 +54,7 @@ struct WorkerProcessCommand: ParsableCommand {
                 supervisor: Doorbell(descriptor: FileDescriptor(rawValue: 5)), root: FilePath(root),
                 engine: try io.makeEngine(quietly: true),
                 options: compactAfter.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(), saveDelayMilliseconds: saveDelay,
-                logger: logger)
+                floor: floor ?? .none, logger: logger)
             throw ExitCode(loop.run().rawValue)
         } catch let error as RegionError {
             logger.critical("\(error)")

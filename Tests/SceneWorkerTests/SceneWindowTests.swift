@@ -12,22 +12,22 @@ private let root = FilePath("/sim")
 private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000001")!
 
 /// A window on a simulated disk, restored, its clock fixed so histories compare.
-private func sceneWindow(_ engine: FaultEngine) throws -> SceneWindow {
+private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none) throws -> SceneWindow {
     let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0)
     _ = try store.recover()
-    return SceneWindow(store: store) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
+    return SceneWindow(store: store, floor: floor) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
 }
 
-private func command(_ seq: UInt64, _ build: (inout WorkerCommand) -> Void) -> WorkerCommand {
+/// A command; `step` names it (its request is `step + 1000`). The window numbers it.
+private func command(_ step: UInt64, _ build: (inout WorkerCommand) -> Void) -> WorkerCommand {
     var command = WorkerCommand()
-    command.request = seq + 1000
-    command.seq = seq
+    command.request = step + 1000
     build(&command)
     return command
 }
 
-private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener: Int64? = nil, index: Int32? = nil) -> WorkerCommand {
-    command(seq) {
+private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener: Int64? = nil, index: Int32? = nil) -> WorkerCommand {
+    command(step) {
         var open = OpenTab()
         open.url = url
         open.incognito = incognito
@@ -47,7 +47,8 @@ private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener:
         window.store.regular.profile.reserveWebStateID(try #require(WebStateID(rawValue: Limits.maxWebStateID)))
         let refused = window.handle(open(2, "https://b.example/"))
         #expect(refused.failure.message.contains("identifiers"))
-        #expect(window.handle(command(3) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate }).done.appliedSeq == 3)
+        // The refused open took no seq.
+        #expect(window.handle(command(3) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate }).done.appliedSeq == 2)
     }
 
     @Test func tabCommandsChangeTheWindowAndAnswerWithTheirSeqAndTab() throws {
@@ -97,7 +98,10 @@ private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener:
             open(4, "https://b.example/", index: 7),
             open(5, "https://c.example/", incognito: true, opener: 1),
             command(6) { _ in },
-            open(6, "https://late.example/").withSeq(1),
+            // The worker holds decoded commands to the rule for entered text (ForbiddenCharacter)
+            // too: a supervisor of another version, or a compromised one, is not trusted with it.
+            open(7, "https://nul.example/\u{0}x"),
+            command(8) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://tab.example/\tx"; $0.navigate = navigate },
         ]
         for refused in refusals {
             let reply = window.handle(refused)
@@ -105,6 +109,46 @@ private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener:
         }
         #expect(window.dump().digest == before)
         #expect(window.dump().regular.tabs.count == 1)
+        #expect(window.dump().appliedSeq == 1, "no refusal took a seq")
+    }
+
+    /// A worker restarted after its last commands were replied to and lost (killed before their
+    /// save): it numbers above the floor the supervisor gives, so no seq and no tab id is handed
+    /// out twice, while its own seqs stay what it holds (a durable seq is one on disk). Before,
+    /// the window handed out its restored seq and tab ids again.
+    @Test func aRestartedWindowNumbersAboveItsFloor() throws {
+        let engine = FaultEngine(directories: [root])
+        let first = try sceneWindow(engine)
+        _ = first.handle(open(1, "https://kept.example/"))
+        try first.store.waitUntilDurable(1)
+        // Replied to, then lost with the worker: seq 2 and 3, tab 2 and 3.
+        _ = first.handle(open(2, "https://lost.example/"))
+        _ = first.handle(open(3, "https://lost-too.example/", incognito: true))
+
+        let again = try sceneWindow(engine, floor: try #require(WorkerFloor(seq: 3, tab: 3)))
+        #expect(again.dump().appliedSeq == 1 && again.dump().durableSeq == 1 && again.dump().regular.tabs.map(\.id) == [1], "restored at the durable seq")
+        let nothing = again.handle(command(4) { var closeAll = CloseAll(); closeAll.incognito = true; $0.closeAll = closeAll })
+        #expect(nothing.done.appliedSeq == 1, "a command that changes nothing takes no seq (the supervisor shows it as 3)")
+        let opened = again.handle(open(5, "https://new.example/", incognito: true))
+        #expect(opened.done.appliedSeq == 4 && opened.done.tab == 4, "\(opened)")
+        #expect(again.handle(open(6, "https://newer.example/")).done.tab == 5)
+        #expect(again.dump().durableSeq == 1, "the new commands are not durable yet")
+        try again.store.waitUntilDurable(5)
+        #expect(again.dump().durableSeq == 5)
+    }
+
+    /// A floor at the bounds of `Limits` (a crafted file, a compromised worker's last words)
+    /// refuses tab commands with a reason, never traps, and the window keeps answering.
+    @Test func aFloorAtTheLimitsRefusesWithoutTrapping() throws {
+        #expect(WorkerFloor(seq: Limits.maxCommandSeq + 1, tab: 0) == nil)
+        #expect(WorkerFloor(seq: 0, tab: Limits.maxWebStateID + 1) == nil)
+        #expect(WorkerFloor(seq: 0, tab: -1) == nil)
+        let seqs = try sceneWindow(FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: Limits.maxCommandSeq, tab: 0)))
+        let refused = seqs.handle(open(1, "https://a.example/"))
+        #expect(refused.failure.kind == .badData && refused.failure.message.contains("highest"), "\(refused)")
+        #expect(seqs.dump().regular.tabs.isEmpty)
+        let tabs = try sceneWindow(FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: 0, tab: Limits.maxWebStateID)))
+        #expect(tabs.handle(open(1, "https://a.example/")).failure.message.contains("identifiers"))
     }
 
     @Test func aSavedWindowRestoresWithTheSameTabsAndDigest() throws {
@@ -120,13 +164,5 @@ private func open(_ seq: UInt64, _ url: String, incognito: Bool = false, opener:
         let dump = restored.dump()
         #expect(dump.regular.tabs.map(\.url) == saved.regular.tabs.map(\.url))
         #expect(dump.digest == saved.digest && dump.appliedSeq == 6)
-    }
-}
-
-extension WorkerCommand {
-    fileprivate func withSeq(_ seq: UInt64) -> WorkerCommand {
-        var copy = self
-        copy.seq = seq
-        return copy
     }
 }

@@ -31,7 +31,8 @@ public nonisolated struct WorkerCommand: Sendable {
 
   public var request: UInt64 = 0
 
-  /// The window's command sequence number for a command that may change tabs; 0 otherwise.
+  /// Always 0 now, kept so the field number is never reused: the worker numbers the commands
+  /// that change its window itself, above the floor its launch arguments give (`WorkerFloor`).
   public var seq: UInt64 = 0
 
   public var action: WorkerCommand.OneOf_Action? = nil

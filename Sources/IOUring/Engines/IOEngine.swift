@@ -48,10 +48,22 @@ public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible
 
     public var description: String { "\(operation) \(path): \(errno)" }
 
-    /// The process ran short of memory or descriptors: nothing to do with the file named, so
-    /// no reason to set it aside.
+    /// The process ran short of memory, descriptors or the like (`Errno.isResourceShortage`):
+    /// nothing to do with the file named, so no reason to set it aside.
+    public var isResourceShortage: Bool { errno.isResourceShortage }
+}
+
+extension Errno {
+    /// Whether the kernel refused for want of something the process or the system runs short
+    /// of, which comes back by itself: descriptors (EMFILE, ENFILE), memory (ENOMEM), or what
+    /// EAGAIN says is short for the call that returns it (processes and threads for `fork` and
+    /// `clone`, locked memory or rings for `io_uring_setup`, memory for `memfd_create` and
+    /// `mmap`, a lease held on a file opened `O_NONBLOCK`). Such a failure says nothing of the
+    /// file or the window it was about: it is retried after a backoff, never taken for damage
+    /// or counted as a failed start. The one definition: `IOEngineError`, `IOUringError` and the
+    /// supervisor's `RestartPolicy.isShortage` all ask it.
     public var isResourceShortage: Bool {
-        errno == .noMemory || errno == .tooManyOpenFiles || errno == .tooManyOpenFilesInSystem
+        self == .tooManyOpenFiles || self == .tooManyOpenFilesInSystem || self == .noMemory || self == .resourceTemporarilyUnavailable
     }
 }
 
