@@ -33,7 +33,6 @@ public enum CoordinationBench {
     static func command() throws -> [UInt8] {
         var command = WorkerCommand()
         command.request = 1
-        command.seq = 1
         command.navigate = NavigateTab.with {
             $0.tab = 42
             $0.url = "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"

@@ -230,6 +230,11 @@ public final class SnapshotReader {
         var tabs: [RestoredTab] = []
         tabs.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
+            // Ids are unique across the window: one the other Browser holds is damage here,
+            // as it is in a journal record (`JournalReplayer`).
+            guard !profile.holdsWebState(item.id, outside: list) else {
+                throw .invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(item.id.rawValue))
+            }
             profile.reserveWebStateID(item.id)
             let webState = WebState(id: item.id, metadata: item.metadata) { [self] () throws -> NavigationHistory in
                 do throws(SessionFormatError) {

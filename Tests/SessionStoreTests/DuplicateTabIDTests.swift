@@ -55,6 +55,38 @@ import Testing
         }
     }
 
+    /// The same through snapshots: both compacted, each holding tab 5. The incognito snapshot
+    /// (restored second) does not fit, and neither does its journal chain's record that brought
+    /// tab 5 in: the incognito Browser comes back without it, the regular keeps it, and no
+    /// id is held twice. Before, both tabs came back under one id.
+    @Test func anIncognitoSnapshotThatHoldsARegularTabsIDIsDamage() throws {
+        try withTemporaryDirectory { root in
+            let options = StoreOptions(compactAfterRecords: 1)
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            try store.apply(seq: 1) { try store.regular.webStateList.insert(try tab(5, "https://regular.example/")) }
+            try store.apply(seq: 2) { try store.incognito.webStateList.insert(try tab(7, "https://private.example/")) }
+            try store.waitUntilDurable(2)
+            try store.apply(seq: 3) { try store.incognito.webStateList.insert(try tab(5, "https://twin.example/")) }
+            try store.apply(seq: 4) { try store.regular.webStateList.insert(try tab(9, "https://more.example/")) }
+            try store.apply(seq: 5) { try store.incognito.webStateList.insert(try tab(8, "https://more.example/")) }
+            try store.waitUntilDurable(5)
+            try store.settle()
+
+            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let recovery = try again.recover()
+            let regular = again.regular.webStateList.webStates.map(\.id.rawValue)
+            let incognito = again.incognito.webStateList.webStates.map(\.id.rawValue)
+            #expect(Set(regular).isDisjoint(with: incognito), "no id in both Browsers: \(regular) \(incognito)")
+            #expect(regular == [5, 9], "the regular Browser, restored first, keeps its tabs: \(recovery)")
+            #expect(!recovery.incognito.damaged.isEmpty && recovery.regular.damaged.isEmpty, "\(recovery)")
+            #expect(
+                recovery.incognito.damaged.contains {
+                    if case .invalidState(_, .duplicateIdentifier(5)) = $0.error { true } else { false }
+                }, "\(recovery.incognito.damaged)")
+        }
+    }
+
     /// The check is the profile family's: an id in the other Browser of the window, never the
     /// list being replayed (which refuses its own duplicates itself).
     @Test func theFamilyKnowsWhichListHoldsAnID() throws {

@@ -39,6 +39,7 @@ enum SupervisorInputs {
     /// newline), then the fields it interprets.
     static func controlRequest(_ bytes: [UInt8]) {
         let line = bytes.prefix { $0 != UInt8(ascii: "\n") }
+        _ = ControlServer.loneSurrogateEscape(in: Array(line))
         guard let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) else { return }
         _ = Supervisor.windowVerbs.contains(request.verb)
         _ = request.window.flatMap(UUID.init(uuidString:))
