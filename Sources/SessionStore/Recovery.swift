@@ -32,6 +32,9 @@ struct LoadedSession {
     var highestGeneration: UInt64 = 0
     var journals: [LoadedJournal] = []
     var damaged: [DamagedFile] = []
+    /// Damage found in the fallback only (`checkFallback`): set aside, reported, and no reason to
+    /// doubt the newest chain, which restores as it is.
+    var fallbackDamaged: [DamagedFile] = []
     var tornTailAt: Int?
     var needsRebase = false
 
@@ -204,7 +207,27 @@ extension BrowserStore {
             }
         }
         if loaded.journals.first?.generation != loaded.generation { loaded.needsRebase = true }
+        if excluded.isEmpty, !loaded.needsRebase, listedSnapshots.contains(where: { $0 < loaded.generation }) {
+            try checkFallback(&loaded)
+        }
         return loaded
+    }
+
+    /// The generation a damaged newest snapshot would fall back to is read too, as a fallback
+    /// would read it: damage there (a save in the middle of its journal no longer reading, its
+    /// snapshot no longer reading) was found before only when the newest snapshot was damaged
+    /// in turn, too late, and acknowledged saves went with both. Damage found is set aside and
+    /// reported, and the directory is written again from memory (`needsRebase`: a new snapshot
+    /// and one that continues it), so the newest snapshot has a fallback that reaches it again.
+    /// A fallback that reads whole but does not reach the newest snapshot (one written from
+    /// memory, its follow-up cut short by a kill) is written again the same way.
+    private func checkFallback(_ loaded: inout LoadedSession) throws(StoreError) {
+        guard let newest = loaded.reader else { return }
+        let fallback = try load(excluding: [loaded.generation])
+        let reaches = fallback.reader != nil && fallback.damaged.isEmpty && fallback.seq >= newest.lastCommandSeq
+        guard !reaches else { return }
+        loaded.fallbackDamaged = fallback.damaged
+        loaded.needsRebase = true
     }
 
     /// Restores `loaded` into the (empty) list, leaving out its last `dropped` saves
@@ -215,7 +238,7 @@ extension BrowserStore {
     /// restores the whole window.
     func restore(_ loaded: LoadedSession, leavingOut dropped: Int) throws(StoreError) -> RecoveryReport {
         var loaded = loaded
-        var damaged = loaded.damaged
+        var damaged = loaded.damaged + loaded.fallbackDamaged
         var outcome = try replay(&loaded, leavingOut: dropped)
         if let failure = outcome.failure, loaded.generation > 0 {
             // A journal that does not fit its snapshot: the snapshot may be the damaged one (a
@@ -319,7 +342,7 @@ extension BrowserStore {
     func replayForInspection(_ loaded: LoadedSession) throws(StoreError) -> (seq: UInt64, damaged: [DamagedFile]) {
         var loaded = loaded
         let outcome = try replay(&loaded, leavingOut: 0)
-        var damaged = loaded.damaged
+        var damaged = loaded.damaged + loaded.fallbackDamaged
         if let failure = outcome.failure { damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error)) }
         return (outcome.seq, damaged)
     }

@@ -22,6 +22,10 @@ import Testing
         case journalDamagedInTheMiddle
         /// The newest snapshot no longer reads: the window falls back to the generation before.
         case newestSnapshotDamaged
+        /// A save in the middle of the fallback's journal (the generation before the newest)
+        /// no longer reads. Nothing restored needs it, so it went unnoticed, and the second
+        /// fault fell back onto it: the saves after the damaged one were lost.
+        case fallbackJournalDamagedInTheMiddle
     }
 
     static func command(_ store: WindowStore, _ seq: inout UInt64, _ url: String) throws {
@@ -59,6 +63,15 @@ import Testing
             engine.overwrite(path, with: bytes)
         case .newestSnapshotDamaged:
             try LeftOutSaveTests.damageNewestSnapshot(engine)
+        case .fallbackJournalDamagedInTheMiddle:
+            let journals = try #require(try engine.directoryEntries(Self.regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
+            try #require(journals.count == 2)
+            let path = Self.regularDirectory.appending(journals[0])
+            var bytes = try #require(engine.contents(of: path))
+            let commits = try JournalFile.scan(InMemoryBytes(bytes)).commits
+            try #require(commits.count == 4)
+            bytes[commits[1].end + Framing.recordHeaderSize + 1] ^= 0x40
+            engine.overwrite(path, with: bytes)
         }
         engine.processKilled()
 
