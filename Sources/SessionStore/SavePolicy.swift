@@ -55,7 +55,7 @@ public struct SavePolicy: Sendable, Equatable {
 
 extension UInt64 {
     /// `self + other`, or `.max` where it would overflow: deadlines far enough out are never.
-    func saturatingAdd(_ other: UInt64) -> UInt64 {
+    public func saturatingAdd(_ other: UInt64) -> UInt64 {
         let (sum, overflow) = addingReportingOverflow(other)
         return overflow ? .max : sum
     }

@@ -82,6 +82,8 @@ public struct ControlRequest: Codable, Equatable, Sendable {
     public var histogram: Bool?
     /// `kill`: wait (at most 50 ms) until shared memory shows a save in flight, then signal.
     public var aim: Bool?
+    /// `wait-durable`: the command to wait for (default: every command applied so far).
+    public var seq: UInt64?
 
     public init(verb: String) { self.verb = verb }
 }

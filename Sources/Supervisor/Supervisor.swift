@@ -97,6 +97,9 @@ public final class Supervisor {
         var seqFloor: UInt64 = 0
         /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
         var highestTab: Int64 = 0
+        /// Seqs replied to and then lost with the worker that applied them (killed before they
+        /// were durable), oldest first: no durable answer covers them (`durableReply`).
+        var lostSeqs = LostSeqs()
         var history = RestartPolicy.History()
         var restartAt: UInt64?
         var killRequested = false
@@ -617,7 +620,7 @@ public final class Supervisor {
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
-            for waiter in done { answer(waiter.client, .ok(.object(["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]))) }
+            for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
     }
@@ -670,6 +673,16 @@ public final class Supervisor {
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
+        // Seqs a client may have seen above what it restored named commands lost with the last
+        // worker: waits for them end here (a wait asked while no worker ran still had the dead
+        // one's seq, and waited for a save that never comes), and no durable answer covers them.
+        if window.seqFloor > window.appliedSeq {
+            let lost = (window.appliedSeq + 1)...window.seqFloor
+            window.lostSeqs.insert(lost)
+            let stale = window.durableWaiters.filter { $0.seq > window.appliedSeq }
+            window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
+            for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
+        }
         if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
         window.diedAt = nil
         if !window.configured {
@@ -969,12 +982,21 @@ public final class Supervisor {
             kill(slot, request, client)
             return
         case "wait-durable":
-            if window.lastStats.durableSeq >= window.appliedSeq {
-                answer(client, .ok(.object(["window": .string(id.uuidString), "durable_seq": JSONValue(window.lastStats.durableSeq)])))
+            let target = request.seq ?? window.appliedSeq
+            if let lost = window.lostSeqs.range(holding: target) {
+                answer(client, .failure(.temporary, Self.lostMessage(lost)))
+                return
+            }
+            if target > max(window.appliedSeq, window.highestRepliedSeq) {
+                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(max(window.appliedSeq, window.highestRepliedSeq))"))
+                return
+            }
+            if window.lastStats.durableSeq >= target {
+                answer(client, .ok(Self.durableReply(window, durable: window.lastStats.durableSeq)))
                 return
             }
             let failures = region.slot(slot).saveFailures
-            windows[slot]?.durableWaiters.append(DurableWaiter(seq: window.appliedSeq, client: client, failuresBefore: failures))
+            windows[slot]?.durableWaiters.append(DurableWaiter(seq: target, client: client, failuresBefore: failures))
             // Saves are failing: a durable wait is an explicit request, so the worker tries again
             // now rather than after its backoff; the wait ends with that attempt.
             if window.lastStats.failingErrno != 0, window.isReady {
@@ -1038,6 +1060,19 @@ public final class Supervisor {
             windows[slot]?.state = .disconnecting
             region.slot(slot).state = .disconnecting
         }
+    }
+
+    /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.
+    static func durableReply(_ window: Window, durable: UInt64) -> JSONValue {
+        var reply: [String: JSONValue] = ["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]
+        let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }
+        if !lost.isEmpty { reply["lost_seqs"] = .array(lost.map { .array([JSONValue($0.lowerBound), JSONValue($0.upperBound)]) }) }
+        return .object(reply)
+    }
+
+    static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {
+        "commands \(lost.lowerBound)…\(lost.upperBound) were lost with the worker that applied them (killed before they were durable); "
+            + "`dump` shows what the window holds"
     }
 
     /// The verbs that may change the window's tabs, so take a seq when they do.

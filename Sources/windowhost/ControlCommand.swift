@@ -294,8 +294,22 @@ extension ControlCommand {
             commandName: "wait-durable", abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() -> ControlRequest { Self.request("wait-durable", window: target.window) }
-        func text(_ result: JSONValue) -> String { "durable \(result["durable_seq"]?.int ?? 0)" }
+        @Option(
+            help: ArgumentHelp(
+                "Wait for this command only: 75 if it was lost with a worker killed before it was durable, 65 if the window has no such command yet.",
+                valueName: "seq")) var seq: UInt64?
+        func request() -> ControlRequest {
+            var request = Self.request("wait-durable", window: target.window)
+            request.seq = seq
+            return request
+        }
+        func text(_ result: JSONValue) -> String {
+            let lost = (result["lost_seqs"]?.array ?? []).compactMap { range -> String? in
+                guard let bounds = range.array, bounds.count == 2, let low = bounds[0].int, let high = bounds[1].int else { return nil }
+                return low == high ? "\(low)" : "\(low)-\(high)"
+            }
+            return "durable \(result["durable_seq"]?.int ?? 0)" + (lost.isEmpty ? "" : " (lost with a killed worker, never durable: \(lost.joined(separator: ", ")))")
+        }
     }
 
     struct Kill: ControlVerb {

@@ -46,6 +46,7 @@ import Testing
         // The window's own seqs say what it holds: a durable seq is one on disk, whatever was lost.
         #expect(restored.result?["applied_seq"]?.int == 0 && restored.result?["durable_seq"]?.int == 0)
         #expect(try ctl(host, "wait-durable", window).result?["durable_seq"]?.int == 0)
+        #expect(try ctl(host, "wait-durable", window, ["--seq", "2"]).status == 75, "seq 2 was lost: no wait ever ends for it")
         // A command that changes nothing shows the window's seq: not below one replied before.
         let nothing = try ctl(host, "close-all", window, ["--incognito"])
         #expect(nothing.status == 0 && (nothing.result?["seq"]?.int ?? -1) >= 3, "\(String(describing: nothing.result))")
@@ -63,7 +64,16 @@ import Testing
         // Saved, then a clean stop; the next supervisor brings the window back at the seq last
         // reported durable (5; seq 4 went with the SIGKILLed worker), never below it.
         #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
-        #expect(try ctl(host, "wait-durable", window).result?["durable_seq"]?.int == 5)
+        // Durable through 5 does not cover the seqs lost below it: the answer names them, and a
+        // wait for one of them says it is gone. (Before, `durable 5` alone: a script that held
+        // seq 4 took its command for durable.)
+        let durable = try ctl(host, "wait-durable", window)
+        #expect(durable.result?["durable_seq"]?.int == 5)
+        #expect(durable.result?["lost_seqs"] == .array([.array([JSONValue(1), JSONValue(4)])]), "\(String(describing: durable.result))")
+        #expect(try ctl(host, "wait-durable", window, ["--seq", "4"]).status == 75)
+        #expect(try ctl(host, "wait-durable", window, ["--seq", "5"]).result?["durable_seq"]?.int == 5)
+        #expect(try ctl(host, "wait-durable", window, ["--seq", "6"]).status == 65, "no command 6 yet")
+        #expect(try host.ctl(["wait-durable", "--window", window]).output.contains("durable 5 (lost with a killed worker, never durable: 1-4)"))
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let back = try ctl(next, "dump", window)
