@@ -1066,8 +1066,13 @@ public final class Supervisor {
     static func durableReply(_ window: Window, durable: UInt64) -> JSONValue {
         var reply: [String: JSONValue] = ["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]
         let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }
-        if !lost.isEmpty { reply["lost_seqs"] = .array(lost.map { .array([JSONValue($0.lowerBound), JSONValue($0.upperBound)]) }) }
+        if !lost.isEmpty { reply["lost_seqs"] = lostJSON(lost) }
         return .object(reply)
+    }
+
+    /// `[[first, last], …]`.
+    static func lostJSON(_ ranges: [ClosedRange<UInt64>]) -> JSONValue {
+        .array(ranges.map { .array([JSONValue($0.lowerBound), JSONValue($0.upperBound)]) })
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {
@@ -1266,6 +1271,7 @@ public final class Supervisor {
             ]
             if heartbeat > 0, window.isLive { object["heartbeat_age_ms"] = .number(Double(now > heartbeat ? now - heartbeat : 0) / 1e6) }
             if let recovery = window.lastRecoveryNanoseconds { object["last_recovery_ms"] = .number(Double(recovery) / 1e6) }
+            object["lost_seqs"] = Self.lostJSON(window.lostSeqs.ranges)
             return .object(object)
         }
         let asides: [JSONValue] = setAsideRecords.map { record in
