@@ -18,7 +18,6 @@
 #include <sys/wait.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
-#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <liburing.h>
@@ -26,15 +25,11 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 struct wh_ring {
     struct io_uring ring;
 };
-
-uint8_t wh_sqe_flag_io_link(void) { return IOSQE_IO_LINK; }
-uint8_t wh_sqe_flag_io_drain(void) { return IOSQE_IO_DRAIN; }
 
 int wh_ring_create(unsigned entries, wh_ring **out) {
     wh_ring *ring = calloc(1, sizeof(*ring));
@@ -63,22 +58,20 @@ int wh_ring_supports(wh_ring *ring, wh_ring_op op) {
 }
 
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
-                       uint64_t user_data, uint8_t sqe_flags, int dsync) {
+                       uint64_t user_data, int dsync) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);
     if (sqe == NULL) return -EBUSY;
     io_uring_prep_write(sqe, fd, buf, nbytes, offset);
     // IORING_OP_WRITE honours per-write RWF_ flags (kernel 5.6+): one flush, no fsync entry.
     if (dsync) sqe->rw_flags = RWF_DSYNC;
-    io_uring_sqe_set_flags(sqe, sqe_flags);
     io_uring_sqe_set_data64(sqe, user_data);
     return 0;
 }
 
-int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data, uint8_t sqe_flags) {
+int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);
     if (sqe == NULL) return -EBUSY;
     io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
-    io_uring_sqe_set_flags(sqe, sqe_flags);
     io_uring_sqe_set_data64(sqe, user_data);
     return 0;
 }
@@ -105,21 +98,6 @@ int wh_ring_wait(wh_ring *ring) {
 ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset) {
     struct iovec vector = {.iov_base = (void *)buf, .iov_len = count};
     return pwritev2(fd, &vector, 1, offset, RWF_DSYNC);
-}
-
-int wh_futex_wait_shared(uint32_t *word, uint32_t expected, int64_t timeout_ns) {
-    struct timespec timeout;
-    struct timespec *timeout_ptr = NULL;
-    if (timeout_ns >= 0) {
-        timeout.tv_sec = (time_t)(timeout_ns / 1000000000);
-        timeout.tv_nsec = (long)(timeout_ns % 1000000000);
-        timeout_ptr = &timeout;
-    }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ptr, NULL, 0);
-}
-
-int wh_futex_wake_shared(uint32_t *word, int count) {
-    return (int)syscall(SYS_futex, word, FUTEX_WAKE, count, NULL, NULL, 0);
 }
 
 int wh_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }

@@ -16,17 +16,6 @@ public struct Completion: Equatable, Sendable {
     public var error: Errno? { result < 0 ? Errno(rawValue: -result) : nil }
 }
 
-/// How a submission entry relates to the ones around it.
-public struct SubmissionFlags: OptionSet, Sendable {
-    public let rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
-
-    /// The next entry runs only if this one succeeds in full; otherwise it completes `-ECANCELED`.
-    public static let link = SubmissionFlags(rawValue: wh_sqe_flag_io_link())
-    /// This entry waits for every earlier entry of the ring to complete.
-    public static let drain = SubmissionFlags(rawValue: wh_sqe_flag_io_drain())
-}
-
 /// An io_uring instance: the caller queues entries, submits once per turn of its loop, and
 /// collects completions by `userData`.
 ///
@@ -78,21 +67,21 @@ public final class Ring {
     /// Queues a write of `buffer` at `offset`; with `dsync` it completes only once durable.
     public func prepareWrite(
         fd: FileDescriptor, buffer: UnsafeRawBufferPointer, offset: UInt64, userData: UInt64,
-        flags: SubmissionFlags = [], dsync: Bool = false
+        dsync: Bool = false
     ) throws(IOUringError) {
         try withFreeSlot { handle in
             wh_ring_prep_write(
                 handle, fd.rawValue, buffer.baseAddress, UInt32(buffer.count), offset, userData,
-                flags.rawValue, dsync ? 1 : 0)
+                dsync ? 1 : 0)
         }
     }
 
     /// Queues an fsync of `fd`; `dataOnly` makes it an fdatasync.
     public func prepareFsync(
-        fd: FileDescriptor, dataOnly: Bool = true, userData: UInt64, flags: SubmissionFlags = []
+        fd: FileDescriptor, dataOnly: Bool = true, userData: UInt64
     ) throws(IOUringError) {
         try withFreeSlot { handle in
-            wh_ring_prep_fsync(handle, fd.rawValue, dataOnly ? 1 : 0, userData, flags.rawValue)
+            wh_ring_prep_fsync(handle, fd.rawValue, dataOnly ? 1 : 0, userData)
         }
     }
 

@@ -37,12 +37,12 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
 }
 
 @Suite struct RingTests {
-    @Test func linkedWriteThenFdatasyncCompletesAndPersistsTheBytes() throws {
+    @Test func writeAndFdatasyncCompleteAndTheBytesReadBack() throws {
         try withRingAndFile { ring, fd in
             try ring.require([.write, .fsync])
             let payload = Array("a durable session record".utf8)
             try payload.withUnsafeBytes { buffer in
-                try ring.prepareWrite(fd: fd, buffer: buffer, offset: 0, userData: 1, flags: .link)
+                try ring.prepareWrite(fd: fd, buffer: buffer, offset: 0, userData: 1)
                 try ring.prepareFsync(fd: fd, dataOnly: true, userData: 2)
                 try ring.submit(waitFor: 2)
                 #expect(try collect(2, from: ring)
@@ -78,20 +78,6 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
                 let completions = try collect(19, from: ring)
                 #expect(completions.map(\.userData) == Array(0..<19))
                 #expect(completions.allSatisfy { $0.result == 64 })
-            }
-        }
-    }
-
-    @Test func aFailedLinkCancelsTheRestOfTheChain() throws {
-        try withRingAndFile { ring, fd in
-            let payload = [UInt8](repeating: 1, count: 16)
-            try payload.withUnsafeBytes { buffer in
-                // A descriptor number that is not open fails the write; the linked fsync must not run.
-                try ring.prepareWrite(fd: FileDescriptor(rawValue: 1_000_000), buffer: buffer, offset: 0, userData: 1, flags: .link)
-                try ring.prepareFsync(fd: fd, userData: 2)
-                try ring.submit(waitFor: 2)
-                let completions = try collect(2, from: ring)
-                #expect(completions.map(\.error) == [.badFileDescriptor, .canceled])
             }
         }
     }

@@ -13,11 +13,6 @@
 
 typedef struct wh_ring wh_ring;
 
-/// Submission-entry flags: `IOSQE_IO_LINK` (the next entry runs only if this one succeeds in
-/// full) and `IOSQE_IO_DRAIN` (this entry waits for every earlier one).
-uint8_t wh_sqe_flag_io_link(void);
-uint8_t wh_sqe_flag_io_drain(void);
-
 /// Operations the probe can be asked about.
 typedef enum { WH_OP_WRITE = 0, WH_OP_FSYNC = 1 } wh_ring_op;
 
@@ -29,9 +24,9 @@ int wh_ring_supports(wh_ring *ring, wh_ring_op op);
 /// Queues a write; `dsync` adds RWF_DSYNC (the write completes once durable). 0, or -EBUSY when
 /// the submission queue is full.
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
-                       uint64_t user_data, uint8_t sqe_flags, int dsync);
+                       uint64_t user_data, int dsync);
 /// Queues an fsync (`datasync`: fdatasync). 0, or -EBUSY when the submission queue is full.
-int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data, uint8_t sqe_flags);
+int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data);
 /// Submits what is queued and waits for `wait_nr` completions: entries taken, or -errno.
 int wh_ring_submit_and_wait(wh_ring *ring, unsigned wait_nr);
 /// Takes one ready completion: 0 and its fields, or -EAGAIN when none is ready.
@@ -48,14 +43,6 @@ ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset);
 /// `O_PATH`, a GNU flag Glibc's Swift module does not export: a descriptor that names a
 /// directory for the *at calls without needing read permission on it.
 int wh_open_flag_path(void);
-
-// MARK: futex on shared memory (no FUTEX_PRIVATE_FLAG: waiters live in other processes)
-
-/// Sleeps while `*word == expected`, at most `timeout_ns` (negative: no limit).
-/// 0 when woken, -1 with errno EAGAIN (value differed), ETIMEDOUT or EINTR.
-int wh_futex_wait_shared(uint32_t *word, uint32_t expected, int64_t timeout_ns);
-/// Wakes up to `count` waiters: the number woken, or -1 with errno.
-int wh_futex_wake_shared(uint32_t *word, int count);
 
 // MARK: process control
 
