@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HostCoordination
 import Histogram
+import IOUring
 import SessionStore
 import Stress
 import Supervisor

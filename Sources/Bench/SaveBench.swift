@@ -2,6 +2,7 @@ import CLinuxShims
 import Foundation
 import Glibc
 import Histogram
+import IOUring
 import SessionStore
 import Supervisor
 import SystemPackage

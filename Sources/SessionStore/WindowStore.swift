@@ -466,10 +466,3 @@ public final class WindowStore {
         report(.deletedIncognito)
     }
 }
-
-/// CLOCK_MONOTONIC in nanoseconds.
-public func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}

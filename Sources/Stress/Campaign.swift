@@ -408,7 +408,7 @@ public final class Campaign {
             request.aim = true
             sendCommand(to: id)
         }
-        let sent = monotonicMicroseconds()
+        let sent = monotonicNanoseconds() / 1000
         let reply = call(request)
         guard reply.code == .ok else {
             if !hung(reply, "kill of window \(id)'s worker") {
@@ -417,7 +417,7 @@ public final class Campaign {
             return
         }
         if reply.result?["while_saving"]?.bool == true { report.killed_while_saving += 1 }
-        _ = recoveryTimes.record(monotonicMicroseconds() - sent)
+        _ = recoveryTimes.record(monotonicNanoseconds() / 1000 - sent)
         guard var history = windows[id] else { return }
         check(id, &history)
         windows[id] = history
@@ -498,10 +498,10 @@ public final class Campaign {
         for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
         mergeSaveLatency()
         supervisor?.kill()
-        let sent = monotonicMicroseconds()
+        let sent = monotonicNanoseconds() / 1000
         supervisor = nil
         supervisor = try startSupervisor()
-        _ = recoveryTimes.record(monotonicMicroseconds() - sent)
+        _ = recoveryTimes.record(monotonicNanoseconds() / 1000 - sent)
         adoptWindows(checking: true)
     }
 
@@ -603,5 +603,3 @@ private func differingPages(_ shown: OracleWindow, _ model: OracleWindow) -> Str
         return "; tab \(id) shows \(url), the model \(expected)"
     }.joined()
 }
-
-func monotonicMicroseconds() -> UInt64 { monotonicNow() / 1000 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IOUring
 import SystemPackage
 
 /// The client side of the control socket: one request, one reply, one connection.
@@ -12,14 +13,14 @@ public enum ControlClient {
     /// gives `.temporary` naming what was waited for, never a hang. A socket nobody listens at
     /// gives `.unavailable`. Nil waits as long as it takes (tests that time the wait themselves).
     public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
-        let deadline = timeout.map { monotonicNow() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
+        let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
         func late(_ what: String) -> ControlReply {
             .failure(.temporary, "\(what) within the \(timeout ?? 0) s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded")
         }
         /// Waits until `fd` is ready for `events`; false when the deadline passes first.
         func wait(_ fd: Int32, for events: Int32) -> Bool {
             while true {
-                let now = monotonicNow()
+                let now = monotonicNanoseconds()
                 guard now < deadline else { return false }
                 var descriptor = pollfd(fd: fd, events: Int16(events), revents: 0)
                 let milliseconds = Int32(min((deadline - now + 999_999) / 1_000_000, UInt64(Int32.max)))
@@ -43,7 +44,7 @@ public enum ControlClient {
             // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
             // for: the connect is tried again until the deadline.
             guard error == EAGAIN else { return .failure(.unavailable, "no supervisor at \(path): \(Errno(rawValue: error))") }
-            guard monotonicNow() < deadline else { return late("the supervisor did not accept the connection") }
+            guard monotonicNanoseconds() < deadline else { return late("the supervisor did not accept the connection") }
             usleep(10_000)
         }
         guard var line = try? JSONEncoder().encode(request) else { return .failure(.usage, "unencodable request") }

@@ -2,6 +2,7 @@ import CLinuxShims
 import Foundation
 import Glibc
 import HostLimits
+import IOUring
 import Logging
 import SystemPackage
 
@@ -370,7 +371,7 @@ final class ControlServer {
         client.output = Self.encode(reply)
         client.written = 0
         client.phase = .writing
-        client.lastActivity = monotonicNow()
+        client.lastActivity = monotonicNanoseconds()
         clients[id] = client
         flush(id, now: client.lastActivity)
     }

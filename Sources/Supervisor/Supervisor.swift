@@ -169,7 +169,7 @@ public final class Supervisor {
     private let signals: Int32
     private let rootLock: Int32
     private let lock: Int32
-    private let startedAt = monotonicNow()
+    private let startedAt = monotonicNanoseconds()
     private var shutdownDeadline: UInt64?
     /// Windows whose unsaved changes shutdown could not save, and why: named at the end, and
     /// the exit status is then 75.
@@ -241,9 +241,9 @@ public final class Supervisor {
     /// (they hold it until then): false if it is still held after `workerExitWaitNanoseconds`,
     /// by a supervisor of an earlier version or a worker that does not die.
     private static func lockWhenWorkersAreGone(_ lock: Int32) -> Bool {
-        let deadline = monotonicNow() + workerExitWaitNanoseconds
+        let deadline = monotonicNanoseconds() + workerExitWaitNanoseconds
         while flock(lock, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, monotonicNow() < deadline else { return false }
+            guard errno == EWOULDBLOCK || errno == EINTR, monotonicNanoseconds() < deadline else { return false }
             usleep(10_000)
         }
         return true
@@ -275,7 +275,7 @@ public final class Supervisor {
             }
             if let deadline = shutdownDeadline {
                 if windows.values.allSatisfy({ !$0.isLive }) { break }
-                if monotonicNow() > deadline {
+                if monotonicNanoseconds() > deadline {
                     for window in windows.values where window.isLive {
                         logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
                         if window.lastStats.durableSeq < window.appliedSeq {
@@ -311,7 +311,7 @@ public final class Supervisor {
             pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
             pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
         ]
-        let controlDescriptors = control.pollDescriptors(accepting: shutdownDeadline == nil, now: monotonicNow())
+        let controlDescriptors = control.pollDescriptors(accepting: shutdownDeadline == nil, now: monotonicNanoseconds())
         descriptors += controlDescriptors
         let slots = windows.keys.filter { windows[$0]!.isLive }
         for slot in slots { descriptors.append(pollfd(fd: windows[slot]!.pidfd, events: Int16(POLLIN), revents: 0)) }
@@ -331,12 +331,12 @@ public final class Supervisor {
         serviceWorkers()
         retryAimedKills()
         let revents = Array(descriptors[2..<(2 + controlDescriptors.count)])
-        for (client, request) in control.service(revents, now: monotonicNow()) { handle(request, from: client) }
+        for (client, request) in control.service(revents, now: monotonicNanoseconds()) { handle(request, from: client) }
         runTimers()
     }
 
     private func timeoutMilliseconds() -> Int32 {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         var timeout: UInt64 = 100_000_000
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
@@ -354,7 +354,7 @@ public final class Supervisor {
     private func connectScene(waiter: ClientID?) -> UUID? {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
         let id = registry.reserve()
-        var window = Window(id: id, slot: slot, reservedAt: monotonicNow())
+        var window = Window(id: id, slot: slot, reservedAt: monotonicNanoseconds())
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
         region.slot(slot).resetWorkerFields(keepingCounters: false)
@@ -402,7 +402,7 @@ public final class Supervisor {
         // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
         // supervisor.lock, read-only, held until the worker's last thread is gone.
         let inherit = [region.descriptor(ofSlot: slot).rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue, lock]
-        let spawnStart = monotonicNow()
+        let spawnStart = monotonicNanoseconds()
         let pid: pid_t
         switch spawnProcess(arguments, inheriting: inherit) {
         case .success(let spawned):
@@ -428,7 +428,7 @@ public final class Supervisor {
         window.pid = pid
         window.pidfd = pidfd
         window.doorbell = doorbell
-        window.spawnedAt = monotonicNow()
+        window.spawnedAt = monotonicNanoseconds()
         view.pid = pid
         windows[slot] = window
         logger.info(
@@ -450,7 +450,7 @@ public final class Supervisor {
             return
         }
         let delay = configuration.restartPolicy.retryAfterShortage(&window.history)
-        window.restartAt = monotonicNow() + delay
+        window.restartAt = monotonicNanoseconds() + delay
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
             metadata: [
@@ -479,7 +479,7 @@ public final class Supervisor {
         window.doorbell?.close()
         window.doorbell = nil
         drainReplies(&window)
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         for (_, pending) in window.pending where pending.verb != "disconnect" {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
@@ -663,7 +663,7 @@ public final class Supervisor {
     }
 
     private func becameReady(_ window: inout Window) {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         let view = region.slot(window.slot)
         window.readyAt = now
         configuration.restartPolicy.started(&window.history)
@@ -812,7 +812,7 @@ public final class Supervisor {
     }
 
     private func runTimers() {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         expireKillWaiters(now)
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         for slot in windows.keys.sorted() {
@@ -865,7 +865,7 @@ public final class Supervisor {
 
     private func beginShutdown() {
         guard shutdownDeadline == nil else { return }
-        shutdownDeadline = monotonicNow() + 15_000_000_000
+        shutdownDeadline = monotonicNanoseconds() + 15_000_000_000
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
             if window.isReady {
@@ -894,7 +894,7 @@ public final class Supervisor {
             if orderRetry == nil { logger.error("cannot write windows.order; retried with backoff until it lands: \(error)") }
             let failures = (orderRetry?.failures ?? 0) + 1
             let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
-            orderRetry = (at: monotonicNow() + delay, failures: failures)
+            orderRetry = (at: monotonicNanoseconds() + delay, failures: failures)
         }
     }
 
@@ -1189,8 +1189,8 @@ public final class Supervisor {
         let whileSaving = region.slot(slot).savingSeq > 0
         if request.aim == true, !whileSaving {
             // Aimed at a save in flight: the loop looks again each millisecond, for 50 ms.
-            let deadline = aimedUntil ?? monotonicNow() + 50_000_000
-            if monotonicNow() < deadline {
+            let deadline = aimedUntil ?? monotonicNanoseconds() + 50_000_000
+            if monotonicNanoseconds() < deadline {
                 aimedKills.append(AimedKill(slot: slot, request: request, client: client, deadline: deadline))
                 return
             }
@@ -1216,7 +1216,7 @@ public final class Supervisor {
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
             let wait = Self.killWaitNanoseconds + (Self.signalsThatStop.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
-            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNow() + wait))
+            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNanoseconds() + wait))
             windows[slot] = window
         }
     }
@@ -1252,7 +1252,7 @@ public final class Supervisor {
     // MARK: reports
 
     private func statusJSON() -> JSONValue {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
             let view = region.slot(slot)
@@ -1288,7 +1288,7 @@ public final class Supervisor {
     }
 
     private func statsJSON(withHistogram: Bool) -> JSONValue {
-        let now = monotonicNow()
+        let now = monotonicNanoseconds()
         var total = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
         var totalSaves: UInt64 = 0
         var totalFailures: (saves: UInt64, compactions: UInt64) = (0, 0)
@@ -1358,11 +1358,4 @@ public final class Supervisor {
             "digest": .string(String(format: "%016llx", dump.digest)), "regular": browser(dump.regular), "incognito": browser(dump.incognito),
         ])
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the workers' heartbeats use.
-public func monotonicNow() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }

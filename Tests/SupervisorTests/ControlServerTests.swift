@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import IOUring
 @testable import Supervisor
 import SystemPackage
 import Testing
@@ -18,7 +19,7 @@ import Testing
 
     /// One turn of a loop: poll (at most `wait` ms), then service.
     @discardableResult
-    func turn(_ server: ControlServer, now: UInt64 = monotonicNow(), wait: Int32 = 20) -> [(ControlServer.ClientID, ControlRequest)] {
+    func turn(_ server: ControlServer, now: UInt64 = monotonicNanoseconds(), wait: Int32 = 20) -> [(ControlServer.ClientID, ControlRequest)] {
         var descriptors = server.pollDescriptors(accepting: true, now: now)
         _ = poll(&descriptors, nfds_t(descriptors.count), wait)
         return server.service(descriptors, now: now)
@@ -66,7 +67,7 @@ import Testing
     @Test func theLongestIdleClientMakesRoomAtTheCap() throws {
         let server = try ControlServer(path: path, maxClients: 3, idleTimeout: 60_000_000_000)
         defer { server.stop() }
-        var now = monotonicNow()
+        var now = monotonicNanoseconds()
         var idle: [Int32] = []
         for _ in 0..<3 {
             idle.append(try connectClient())
@@ -92,7 +93,7 @@ import Testing
     @Test func aClientWaitingForItsReplyIsNeitherTimedOutNorEvicted() throws {
         let server = try ControlServer(path: path, maxClients: 1, idleTimeout: 1_000_000_000)
         defer { server.stop() }
-        let start = monotonicNow()
+        let start = monotonicNanoseconds()
         let waiting = try connectClient()
         turn(server, now: start)
         sendRequest(waiting, "wait-durable")
@@ -113,7 +114,7 @@ import Testing
     @Test func aClientThatSendsNothingIsDroppedAfterTheTimeout() throws {
         let server = try ControlServer(path: path, maxClients: 8, idleTimeout: 1_000_000_000)
         defer { server.stop() }
-        let start = monotonicNow()
+        let start = monotonicNanoseconds()
         let silent = try connectClient()
         turn(server, now: start)
         turn(server, now: start + 500_000_000, wait: 0)
@@ -132,7 +133,7 @@ import Testing
         defer { server.stop() }
         let slow = try connectClient()
         let quick = try connectClient()
-        let start = monotonicNow()
+        let start = monotonicNanoseconds()
         turn(server, now: start)
         sendRequest(slow, "dump")
         sendRequest(quick, "status")
@@ -149,7 +150,7 @@ import Testing
         // The answers stamped the clients with the real clock, a moment after `start`.
         turn(server, now: start + 500_000_000, wait: 0)
         #expect(server.clientCount == 1)
-        turn(server, now: monotonicNow() + 1_000_000_000, wait: 0)
+        turn(server, now: monotonicNanoseconds() + 1_000_000_000, wait: 0)
         #expect(server.clientCount == 0)
         close(slow)
         close(quick)

@@ -1,0 +1,10 @@
+import Glibc
+
+/// CLOCK_MONOTONIC in nanoseconds: the one clock of the host. Its readings cross processes (a
+/// worker's heartbeat in shared memory is read against the supervisor's), so every module reads
+/// it here; it lives in IOUring because every module that reads a clock already depends on it.
+public func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
