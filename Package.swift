@@ -163,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostCoordination", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Supervisor", "HostCoordination", "HostLimits", "IOUring", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "SessionFormatTests",
