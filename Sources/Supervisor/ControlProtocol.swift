@@ -130,3 +130,12 @@ public enum SignalName {
         return numbers[bare] ?? Int32(name).flatMap { (1...64).contains($0) ? $0 : nil }
     }
 }
+
+extension UUID {
+    /// A UUID that is `text` whole. `UUID(uuidString:)` reads a C string, so it stops at a NUL
+    /// and takes "UUID\0anything" for the UUID: a request naming a window must name it exactly.
+    public init?(exactly text: String) {
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else { return nil }
+        self = id
+    }
+}

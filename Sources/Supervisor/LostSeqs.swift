@@ -1,9 +1,11 @@
 import SessionStore
 
 /// The seqs of a window replied to and then lost with the worker that applied them, as ranges,
-/// oldest first, merged where they touch. Bounded: past `capacity` ranges the oldest go (a
-/// window losing commands that often is shown by its restart count; `wait-durable --seq` for a
-/// seq that old then waits as for any seq at or below the durable one).
+/// oldest first, merged where they touch. Bounded, and never by forgetting: past `capacity`
+/// ranges the two oldest become one that spans both, so a seq between them that is durable is
+/// then said lost too (a script told so retries a command that was in fact kept), and a lost
+/// one is never taken for durable (dropping the oldest did that: `wait-durable --seq` answered
+/// 0 for a command lost 33 kills before).
 struct LostSeqs: Equatable {
     static let capacity = 32
     private(set) var ranges: [ClosedRange<UInt64>] = []
@@ -16,7 +18,10 @@ struct LostSeqs: Equatable {
         } else {
             ranges.append(range)
         }
-        if ranges.count > Self.capacity { ranges.removeFirst(ranges.count - Self.capacity) }
+        while ranges.count > Self.capacity {
+            ranges[1] = ranges[0].lowerBound...ranges[1].upperBound
+            ranges.removeFirst()
+        }
         assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges ordered and apart")
     }
 

@@ -969,8 +969,8 @@ public final class Supervisor {
             answer(client, .failure(.usage, "\(request.verb) needs a window"))
             return
         }
-        guard let id = UUID(uuidString: text) else {
-            answer(client, .failure(.usage, "'\(text)' is not a UUID"))
+        guard let id = UUID(exactly: text) else {
+            answer(client, .failure(.usage, "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID"))
             return
         }
         guard let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] else {

@@ -43,6 +43,13 @@ import Testing
             let reply = try raw(url)
             #expect(reply.contains(#""code":65"#) && reply.contains("surrogate"), "\(url): \(reply)")
         }
+        // A window named with more after a NUL: `UUID(uuidString:)` stopped at the NUL and the
+        // tab went to that window (0, seq taken). Refused as no UUID (64), nothing applied.
+        for suffix in [#"\u0000junk"#, #"\u0000"#] {
+            let line = #"{"verb":"open","window":""# + window + suffix + #"","url":"https://nul-window.example/"}"# + "\n"
+            let reply = String(decoding: try rawSocketReply(host.socket, Array(line.utf8)), as: UTF8.self)
+            #expect(reply.contains(#""code":64"#) && reply.contains("is not a UUID"), "\(suffix): \(reply)")
+        }
         // A surrogate pair is a character: taken.
         let pair = try raw(#"https://good.example/\ud83d\ude00"#)
         #expect(pair.contains(#""code":0"#) && pair.contains(#""seq":2"#), "\(pair)")

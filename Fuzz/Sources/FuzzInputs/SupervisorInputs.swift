@@ -42,7 +42,7 @@ enum SupervisorInputs {
         _ = ControlServer.loneSurrogateEscape(in: Array(line))
         guard let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) else { return }
         _ = Supervisor.windowVerbs.contains(request.verb)
-        _ = request.window.flatMap(UUID.init(uuidString:))
+        _ = request.window.flatMap(UUID.init(exactly:))
         _ = request.signal.map(SignalName.number)
         _ = request.index.map { Int32(clamping: $0) }
     }
