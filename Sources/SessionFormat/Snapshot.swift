@@ -28,7 +28,16 @@ public enum SnapshotEncoder {
             if let history = webState.loadedHistory {
                 frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
             } else {
-                frame = try storedHistory(webState)
+                do {
+                    frame = try storedHistory(webState)
+                } catch {
+                    // A stored history that no longer reads: the caller realizes the tab (its
+                    // history rebuilt from an older generation, or degraded to its page), and
+                    // the snapshot holds that. Failing instead made every compaction fail
+                    // while the damaged frame was the only copy.
+                    guard let history = webState.loadedHistory else { throw error }
+                    frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+                }
             }
             var item = ItemStorage()
             item.identifier = webState.id.rawValue

@@ -11,7 +11,9 @@ import Testing
 /// go. Found by the hostile round 4 (`repro-dd.py`, seed 3): a history frame damaged in one
 /// generation made every compaction fail after it, the repair after the next fault wrote no
 /// snapshot, and a save whose records went only into a snapshot written from memory was
-/// acknowledged before any fallback reached it; the next fault lost it.
+/// acknowledged before any fallback reached it; the next fault lost it. A compaction now
+/// encodes such a tab as realized (its history rebuilt, or degraded to its page) instead of
+/// failing: seeds 1, 3 and 5 lost a tab before.
 @Suite struct RepeatedDamageTests {
     static let options = StoreOptions(compactAfterRecords: 2, compactAfterBytes: 1 << 20, journalPreallocation: 8 << 10)
 
