@@ -70,6 +70,11 @@ public final class BrowserStore {
     /// How far past the thresholds compaction waits after one failed (a full disk): saves go
     /// on appending into the preallocated journal meanwhile.
     private var compactionDeferral = (records: 0, bytes: 0)
+    /// The disk had no room for a preallocated journal (`ENOSPC`): new journals are created
+    /// with their header only and grow with each append (whose flush then carries the size
+    /// change too), for the store's life. Else on a disk smaller than two preallocations (a
+    /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
+    private var journalsGrowByAppend = false
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
     private var unreportedCompactionFailure: StoreError?
@@ -255,6 +260,10 @@ public final class BrowserStore {
             try io { try engine.syncDirectory(directory) }
         } catch {
             engine.close(journalFile)
+            if error.errno == .noSpace, !journalsGrowByAppend {
+                journalsGrowByAppend = true
+                return try createIfNeeded(emptyThrough: seq)
+            }
             throw error
         }
         journal = journalFile
@@ -265,6 +274,7 @@ public final class BrowserStore {
     }
 
     private func preallocatedJournal() -> [UInt8] {
+        if journalsGrowByAppend { return JournalFile.header }
         let size = min(options.journalPreallocation, Limits.maxJournalBytes)
         return JournalFile.header + [UInt8](repeating: 0, count: max(0, size - Framing.fileHeaderSize))
     }
@@ -563,6 +573,8 @@ public final class BrowserStore {
                 return progress
             }
             if let failure = compaction.failure {
+                // The next one tries without the journal's preallocated room.
+                if failure.errno == .noSpace { journalsGrowByAppend = true }
                 abandon(compaction, renamed: compaction.renamed)
                 if compaction.acknowledgeAtEnd { return .failed(failure) }
                 unreportedCompactionFailure = failure
