@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostLimits
@@ -6,6 +7,7 @@ import SystemPackage
 
 /// The fixed names the host owns directly under its root, and what each must be. One owner for
 /// both the supervisor (which refuses to start on a wrong one) and `inspect` (which reports it).
+/// The names are spelled once, in `DiskLayout` (BrowserModel), with the rest of the layout.
 ///
 /// - `windows/` (a directory), `windows.order` and `supervisor.lock` (regular files) hold what
 ///   the host must not lose or must not share: anything else under their name (a symlink, a
@@ -15,11 +17,11 @@ import SystemPackage
 ///   out of the way (`SupervisorFiles`), since it only has to exist.
 /// - `windows.order.tmp` is the host's scratch name: whatever has it is removed as itself.
 public enum RootLayout {
-    public static let windows = "windows"
-    public static let order = "windows.order"
-    public static let orderTemporary = "windows.order.tmp"
-    public static let setAside = "set-aside"
-    public static let lock = "supervisor.lock"
+    public static let windows = DiskLayout.windows
+    public static let order = DiskLayout.order
+    public static let orderTemporary = DiskLayout.orderTemporary
+    public static let setAside = DiskLayout.setAside
+    public static let lock = DiskLayout.lock
 
     /// The entries that must be of one kind, and that kind.
     static let required: [(name: String, kind: EntryKind)] = [(windows, .directory), (order, .file), (lock, .file)]
