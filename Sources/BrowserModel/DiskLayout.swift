@@ -72,7 +72,7 @@ public enum DiskLayout {
     }
 
     /// A generation in a name: fixed width, so names sort as their generations do.
-    private static let generationDigits = 16
+    public static let generationDigits = 16
 
     private static func hex(_ value: UInt64) -> String {
         let digits = String(value, radix: 16)

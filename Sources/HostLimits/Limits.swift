@@ -65,7 +65,7 @@ public enum Limits {
     // MARK: control plane
 
     /// The longest control request (one JSON line) the supervisor reads: the capacity of a
-    /// window's command ring (`WindowSlot.commandRingCapacity`, 64 KiB), which carries every
+    /// window's command ring (`SlotLayout.commandRingCapacity`, 64 KiB), which carries every
     /// command to its worker as one message. Growing it grows each of the 64 slots' shared
     /// memory; a longer request is refused (64, like any malformed request) before it takes a seq.
     public static let maxControlRequestBytes = 64 << 10

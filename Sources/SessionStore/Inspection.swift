@@ -69,7 +69,7 @@ public enum SessionInspector {
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
         if let window { entries = entries.filter { $0.1 == window } }
         return entries.map { name, id, kind in
-            let directory = windows.appending(name)
+            let directory = DiskLayout.windowDirectory(root: root, name: name)
             guard kind == .directory else {
                 let damage = BrowserInspection.Damage(
                     file: directory.string, offset: nil, error: "a \(kind) where a window directory belongs (not followed)")
@@ -82,7 +82,7 @@ public enum SessionInspector {
                 // The window's own Browsers, as recovery reads them: replaying one checks its tab
                 // ids against the other's (a record bringing in an id the other holds is damage).
                 let store = BrowserStore(
-                    kind: kind, directory: directory.appending(kind.rawValue), list: owner.browserList.browser(for: id).webStateList,
+                    kind: kind, directory: DiskLayout.browserDirectory(window: directory, kind: kind), list: owner.browserList.browser(for: id).webStateList,
                     profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
                 do throws(StoreError) {
                     guard try io({ try engine.kind(store.directory) }) != nil else { continue }

@@ -138,7 +138,7 @@ extension BrowserStore {
         let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
             ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
-                StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + 16)), prefix: StoreLayout.snapshotPrefix)
+                StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + StoreLayout.generationDigits)), prefix: StoreLayout.snapshotPrefix)
             })
         let snapshotExisted = { (generation: UInt64) in
             listedSnapshots.contains(generation) || setAsideSnapshots.contains(generation)
