@@ -287,6 +287,8 @@ extension ControlCommand {
             request.wait = wait
             return request
         }
+        // Without --wait, the seq the save covers; with it, what is durable (it printed nothing).
+        func text(_ result: JSONValue) -> String { wait ? WaitDurable.durableText(result) : "seq \(result["seq"]?.int ?? 0)" }
     }
 
     struct WaitDurable: ControlVerb {
@@ -303,7 +305,11 @@ extension ControlCommand {
             request.seq = seq
             return request
         }
-        func text(_ result: JSONValue) -> String {
+        func text(_ result: JSONValue) -> String { Self.durableText(result) }
+
+        /// A durable answer (`wait-durable`, `save --wait`): the seq, and the ranges below it lost
+        /// with a killed worker.
+        static func durableText(_ result: JSONValue) -> String {
             let lost = (result["lost_seqs"]?.array ?? []).compactMap { range -> String? in
                 guard let bounds = range.array, bounds.count == 2, let low = bounds[0].int, let high = bounds[1].int else { return nil }
                 return low == high ? "\(low)" : "\(low)-\(high)"
