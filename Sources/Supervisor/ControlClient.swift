@@ -14,8 +14,15 @@ public enum ControlClient {
     /// gives `.unavailable`. Nil waits as long as it takes (tests that time the wait themselves).
     public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
+        // A durable wait lasts until the window's next save, which may be later than the
+        // timeout (a --save-delay above it): that, not a stopped supervisor, is the likely cause.
+        let waitsForASave = request.verb == "wait-durable" || (request.verb == "save" && request.wait == true)
+        let likelyCause =
+            waitsForASave
+            ? "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
+            : "the supervisor at \(path) may be stopped or overloaded"
         func late(_ what: String) -> ControlReply {
-            .failure(.temporary, "\(what) within the \(timeout ?? 0) s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded")
+            .failure(.temporary, "\(what) within the \(timeout ?? 0) s timeout (--timeout): \(likelyCause)")
         }
         /// Waits until `fd` is ready for `events`; false when the deadline passes first.
         func wait(_ fd: Int32, for events: Int32) -> Bool {
