@@ -88,8 +88,9 @@ struct LoadedSession {
 extension BrowserStore {
     /// Reads the directory: the newest snapshot that passes its checks (newer ones are set
     /// aside), then the journals that follow it, each cut at its last commit. Removes what a
-    /// crashed compaction left. Changes nothing else.
-    func load(excluding excluded: Set<UInt64> = []) throws(StoreError) -> LoadedSession {
+    /// crashed compaction left. Changes nothing else. `below`: the chain stops before that
+    /// generation (a fallback's check needs it only as far as the newest snapshot).
+    func load(excluding excluded: Set<UInt64> = [], below: UInt64 = .max) throws(StoreError) -> LoadedSession {
         var loaded = LoadedSession()
         switch try io({ try engine.kind(directory) }) {
         case nil:
@@ -161,7 +162,7 @@ extension BrowserStore {
         // compaction took the number above. (Walked one number at a time, the chain stopped
         // at that gap, and a fallback past a damaged newest snapshot dropped its journal's
         // acknowledged saves: windowhost stress, seed 1 with --io uring.)
-        let chain = [loaded.generation] + listedSnapshots.union(setAsideSnapshots).filter { $0 > loaded.generation }.sorted()
+        let chain = [loaded.generation] + listedSnapshots.union(setAsideSnapshots).filter { $0 > loaded.generation && $0 < below }.sorted()
         for (position, generation) in chain.enumerated() {
             guard listing.journals.contains(generation) else { break }
             let path = directory.appending(StoreLayout.journalName(generation))
@@ -223,7 +224,8 @@ extension BrowserStore {
     /// memory, its follow-up cut short by a kill) is written again the same way.
     private func checkFallback(_ loaded: inout LoadedSession) throws(StoreError) {
         guard let newest = loaded.reader else { return }
-        let fallback = try load(excluding: [loaded.generation])
+        // Snapshot N+1 is snapshot N plus journal N: the newest journal, read already, is not read again.
+        let fallback = try load(excluding: [loaded.generation], below: loaded.generation)
         let reaches = fallback.reader != nil && fallback.damaged.isEmpty && fallback.seq >= newest.lastCommandSeq
         guard !reaches else { return }
         loaded.fallbackDamaged = fallback.damaged
