@@ -13,11 +13,17 @@ import SystemPackage
 ///   user to move away.
 /// - `set-aside/` is where windows are moved: something else under its name is itself moved
 ///   out of the way (`SupervisorFiles`), since it only has to exist.
-/// - `windows.order.tmp` is the host's scratch name: whatever has it is removed as itself.
+/// - `handed-out` (a regular file) holds each window's ceilings for seqs and tab ids
+///   (`HandedOut` in the supervisor): anything else under its name is set aside like a damaged
+///   file, since the safe rule that replaces it needs nothing from it.
+/// - `windows.order.tmp` and `handed-out.tmp` are the host's scratch names: whatever has one is
+///   removed as itself.
 public enum RootLayout {
     public static let windows = "windows"
     public static let order = "windows.order"
     public static let orderTemporary = "windows.order.tmp"
+    public static let handedOut = "handed-out"
+    public static let handedOutTemporary = "handed-out.tmp"
     public static let setAside = "set-aside"
     public static let lock = "supervisor.lock"
 
