@@ -18,6 +18,12 @@ struct HandedOutCeiling: Equatable, Sendable {
     /// them: "lost or never handed out").
     static let block: UInt64 = 4096
 
+    /// How far above what a window restored it numbers when its ceilings were lost with a
+    /// damaged `handed-out`: past any ceiling a supervisor could have reached from there (each
+    /// restart adds at most a block and the commands sent since), unless 2^32 commands or a
+    /// million restarts went by without a save. 2^53 - 1 leaves room for two million such jumps.
+    static let fallbackJump: UInt64 = 1 << 32
+
     /// The ceiling covering `needed` (a seq and a tab id some reply may show): itself when it
     /// already does, else each value that falls short raised to `needed` plus `block`, never
     /// past its maximum (`Limits`). Throws when `needed` is past a maximum: no window reaches

@@ -108,6 +108,10 @@ public final class Supervisor {
         var killRequested = false
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
+        /// The window's `handed-out` entry went with a damaged file: its first worker only says
+        /// what it restored (a dump, `probeFloors`), then makes way for one numbering
+        /// `HandedOutCeiling.fallbackJump` above that.
+        var floorProbe: FloorProbe?
         var lastStats = WorkerStats()
         /// Requests sent to the worker and not yet answered.
         var pending: [UInt64: Pending] = [:]
@@ -127,6 +131,8 @@ public final class Supervisor {
         }
         var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
     }
+
+    enum FloorProbe { case needed, asked }
 
     struct Pending {
         let client: ClientID?
@@ -171,6 +177,9 @@ public final class Supervisor {
     /// Each window's ceilings and lost seqs as `handed-out` holds them on disk: no reply shows
     /// a seq or tab id above its window's ceilings (`recordHandedOut`).
     private var handedOut: [UUID: HandedOutWindow] = [:]
+    /// `handed-out` did not read at the start: windows on disk with no entry take the fallback
+    /// floors (`Window.floorProbe`).
+    private var handedOutDamaged = false
     private let control: ControlServer
     private let signals: Int32
     private let rootLock: Int32
@@ -241,9 +250,10 @@ public final class Supervisor {
             let onDisk = Set(scan.windows)
             handedOut = record.filter { onDisk.contains($0.key) }
         case .damaged(let reason, let path):
+            handedOutDamaged = true
             if let path { setAsideRecords.append(SetAsideRecord(window: WindowRegistry.unavailable, path: path, at: Date(), reason: reason)) }
             logger.error(
-                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue above what it restores, so a seq handed out by the supervisor before and lost may be handed out again",
+                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
                 metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
         }
         do {
@@ -381,6 +391,8 @@ public final class Supervisor {
             window.seqFloor = record.ceiling.seq
             window.highestTab = record.ceiling.tab
             window.lostSeqs = record.lost
+        } else if handedOutDamaged, files.hasSession(id) {
+            window.floorProbe = .needed
         }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
@@ -398,6 +410,8 @@ public final class Supervisor {
         // last words included, read when it died).
         window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
         window.generation += 1
+        // A probe that died unanswered is asked of the next worker.
+        if window.floorProbe == .asked { window.floorProbe = .needed }
         window.restartAt = nil
         window.readyAt = nil
         window.killRequested = false
@@ -625,7 +639,7 @@ public final class Supervisor {
                 window.lastStats = stats
             }
             let justReady = window.isLive && window.readyAt == nil && window.state == .starting && view.readyGeneration == window.generation
-            if justReady { becameReady(&window) }
+            if justReady, window.floorProbe == nil { becameReady(&window) }
             drainReplies(&window)
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
@@ -646,7 +660,12 @@ public final class Supervisor {
             window.durableWaiters = waiting
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
-            if justReady, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
+            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
+            if justReady, window.floorProbe == .needed {
+                var command = WorkerCommand()
+                command.dump = Dump()
+                if send(command, to: slot, client: nil, verb: Self.floorProbeVerb, wait: false) { windows[slot]?.floorProbe = .asked }
+            }
             for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
@@ -738,6 +757,31 @@ public final class Supervisor {
         }
     }
 
+    /// The internal request of `Window.floorProbe`: never a client's.
+    static let floorProbeVerb = "floor-probe"
+
+    /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
+    /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
+    /// by one numbering above them, whose `becameReady` names the jump lost.
+    private func probeFloors(_ dump: WindowDump, _ window: inout Window) {
+        let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
+        guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
+            misbehaved(&window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+            return
+        }
+        let jump = HandedOutCeiling.fallbackJump
+        window.seqFloor = min(max(window.seqFloor, dump.appliedSeq).saturatingAdd(jump), Limits.maxCommandSeq)
+        // Both at most 2^53 - 1: the sum cannot overflow.
+        window.highestTab = min(max(window.highestTab, tabs.max() ?? 0) + Int64(jump), Limits.maxWebStateID)
+        window.floorProbe = nil
+        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqFloor, tab: window.highestTab))
+        logger.warning(
+            "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
+            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
+        window.killRequested = true
+        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+    }
+
     private func drainReplies(_ window: inout Window) {
         let ring = region.slot(window.slot).replyRing
         while true {
@@ -776,6 +820,8 @@ public final class Supervisor {
             }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
+        case .dump(let dump) where pending.verb == Self.floorProbeVerb:
+            probeFloors(dump, &window)
         case .dump(let dump):
             if let client = pending.client { answer(client, .ok(Self.json(dump, window: window.id))) }
         case .done(let done):

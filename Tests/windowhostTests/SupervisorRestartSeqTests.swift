@@ -83,6 +83,40 @@ import Testing
         }
     }
 
+    /// `handed-out` damaged while no supervisor ran (one byte changed: it no longer parses): set
+    /// aside, and the window numbers 2^32 above what it restored, so the seqs and tab ids lost
+    /// with the killed supervisor are still never handed out again, and still answer 75. Before,
+    /// the window numbered from its durable seq 1 again.
+    @Test(.timeLimit(.minutes(2))) func aDamagedRecordFallsBackToAJumpAboveWhatIsRestored() throws {
+        let root = temporaryRoot("handed-out-damaged")
+        defer {
+            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
+        }
+        let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        let window = try #require(host.windowIDs().first)
+        var seen = [try open(host, window, "https://saved.example/")]
+        #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
+        seen.append(try open(host, window, "https://lost.example/"))
+        try killAll(host, window)
+        let file = root.appendingPathComponent("handed-out")
+        var bytes = try Data(contentsOf: file)
+        bytes[bytes.count - 2] = UInt8(ascii: "7")
+        try bytes.write(to: file)
+
+        let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        try #require(next.windowIDs() == [window], "\(next.log.suffix(2000))")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)
+        #expect(aside.count == 1 && aside[0].hasPrefix("handed-out-"), "\(aside)")
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 75)
+        let fresh = try open(next, window, "https://after.example/")
+        #expect(fresh.seq > 1 << 32 && fresh.tab > 1 << 32 && seen.allSatisfy { fresh.seq > $0.seq && fresh.tab > $0.tab }, "\(fresh)")
+        #expect(try next.ctl(["save", "--wait", "--window", window]).status == 0)
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 75, "still lost once saved")
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(fresh.seq)"]).status == 0)
+        #expect(next.terminate() == 0)
+    }
+
     /// A clean stop loses nothing: the next supervisor continues at the next seq and tab id
     /// (the ceilings come down to what was shown), not a block above.
     @Test(.timeLimit(.minutes(2))) func aCleanStopContinuesAtTheNextSeq() throws {
