@@ -100,7 +100,7 @@ public final class Profile {
 
     /// Where a window's session of this profile lives.
     public func sessionDirectory(for windowID: UUID) -> FilePath {
-        stateDirectory.appending("windows").appending(windowID.uuidString).appending(kind.rawValue)
+        DiskLayout.browserDirectory(root: stateDirectory, id: windowID, kind: kind)
     }
 
     /// A new tab identifier, never handed out before in this profile family. Check

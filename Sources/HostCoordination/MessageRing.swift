@@ -7,8 +7,8 @@ import Atomics
 /// bytes forever (64 bits do not wrap in practice; the arithmetic wraps rather than traps, as
 /// the other process may write any value); positions are taken modulo the capacity.
 public struct MessageRing: @unchecked Sendable {
-    static let headerSize = 128
-    static let lengthSize = 4
+    /// Where the buffer starts, for tests that write into it (`RingLayout` owns the layout).
+    static let headerSize = RingLayout.headerSize
 
     let base: UnsafeMutableRawPointer
     public let capacity: Int
@@ -20,14 +20,17 @@ public struct MessageRing: @unchecked Sendable {
     }
 
     /// Consumer's position: on its own cache line, apart from the producer's.
-    private var head: UnsafeAtomic<UInt64> { UnsafeAtomic(at: base.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)) }
-    private var tail: UnsafeAtomic<UInt64> {
-        UnsafeAtomic(at: (base + 64).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
+    private var head: UnsafeAtomic<UInt64> { position(RingLayout.head) }
+    private var tail: UnsafeAtomic<UInt64> { position(RingLayout.tail) }
+
+    private func position(_ field: SharedField) -> UnsafeAtomic<UInt64> {
+        assert(field.wordSize == MemoryLayout<UInt64>.size, "\(field.name) is a 64-bit word")
+        return UnsafeAtomic(at: (base + field.offset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
     }
-    private var data: UnsafeMutableRawPointer { base + Self.headerSize }
+    private var data: UnsafeMutableRawPointer { base + RingLayout.headerSize }
 
     /// The largest message that fits.
-    public var maximumMessage: Int { capacity - Self.lengthSize }
+    public var maximumMessage: Int { capacity - RingLayout.lengthSize }
 
     /// Empties the ring. Only while neither side runs.
     func reset() {
@@ -49,10 +52,10 @@ public struct MessageRing: @unchecked Sendable {
         // Both positions live in shared memory the other process can write: a distance past
         // the capacity is a ring to wait on (the receiving side reports the corruption).
         let used = Int(clamping: start &- head.load(ordering: .acquiring))
-        guard capacity - used >= Self.lengthSize + message.count else { throw .full }
+        guard capacity - used >= RingLayout.lengthSize + message.count else { throw .full }
         withUnsafeBytes(of: UInt32(message.count).littleEndian) { copyIn($0, at: start) }
-        message.withUnsafeBytes { copyIn($0, at: start &+ UInt64(Self.lengthSize)) }
-        tail.store(start &+ UInt64(Self.lengthSize + message.count), ordering: .releasing)
+        message.withUnsafeBytes { copyIn($0, at: start &+ UInt64(RingLayout.lengthSize)) }
+        tail.store(start &+ UInt64(RingLayout.lengthSize + message.count), ordering: .releasing)
     }
 
     /// A length that runs past the published tail: the other side wrote outside the protocol.
@@ -65,17 +68,17 @@ public struct MessageRing: @unchecked Sendable {
     public func receive() throws(CorruptRing) -> [UInt8]? {
         let start = head.load(ordering: .relaxed)
         let available = Int(clamping: tail.load(ordering: .acquiring) &- start)
-        guard available >= Self.lengthSize else { return nil }
+        guard available >= RingLayout.lengthSize else { return nil }
         var length: UInt32 = 0
         withUnsafeMutableBytes(of: &length) { copyOut($0, at: start) }
         let count = Int(UInt32(littleEndian: length))
         // The producer publishes a length with all its bytes: anything else is a corrupt ring.
-        guard available <= capacity, count <= available - Self.lengthSize else {
+        guard available <= capacity, count <= available - RingLayout.lengthSize else {
             throw CorruptRing(length: count, available: available)
         }
         var message = [UInt8](repeating: 0, count: count)
-        message.withUnsafeMutableBytes { copyOut($0, at: start &+ UInt64(Self.lengthSize)) }
-        head.store(start &+ UInt64(Self.lengthSize + count), ordering: .releasing)
+        message.withUnsafeMutableBytes { copyOut($0, at: start &+ UInt64(RingLayout.lengthSize)) }
+        head.store(start &+ UInt64(RingLayout.lengthSize + count), ordering: .releasing)
         return message
     }
 

@@ -34,16 +34,6 @@ public final class SlotMemory: @unchecked Sendable {
     /// Everything in the memfd: the header, then the slot.
     public static let size = headerSize + WindowSlot.size
 
-    enum HeaderOffset {
-        static let magic = 0
-        static let version = 8
-        static let headerSize = 12
-        static let slotSize = 16
-        static let slotIndex = 24
-        static let supervisorPID = 28
-        static let totalSize = 32
-    }
-
     /// The header's variable fields; the rest are this binary's constants.
     struct Header {
         let index: UInt32

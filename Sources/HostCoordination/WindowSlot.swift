@@ -43,8 +43,8 @@ public struct WorkerStats: Equatable, Sendable {
     public init() {}
 }
 
-/// One window's slot, in its own memfd after the slot header (`SlotMemory`). Every field has one
-/// writer:
+/// One window's slot, in its own memfd after the slot header (`SlotMemory`), laid out by
+/// `SlotLayout`. Every field has one writer:
 /// - the supervisor: the slot header, state, generation, pid, UUID (and it zeroes the rest
 ///   between workers);
 /// - the worker of the current generation: ready generation, heartbeat, the save in flight, the
@@ -53,11 +53,7 @@ public struct WorkerStats: Equatable, Sendable {
 /// All access is atomic, so a process killed mid-update leaves no lock held: at worst a stats
 /// version stays odd, and readers give up after bounded retries and keep their last snapshot.
 public struct WindowSlot: @unchecked Sendable {
-    static let commandRingOffset = 16 << 10
-    static let commandRingCapacity = 64 << 10
-    static let replyRingOffset = commandRingOffset + MessageRing.headerSize + commandRingCapacity
-    static let replyRingCapacity = 1 << 20
-    public static let size = replyRingOffset + MessageRing.headerSize + replyRingCapacity
+    public static let size = SlotLayout.size
 
     let base: UnsafeMutableRawPointer
     /// What the supervisor wrote in the header before the slot: written again before each
@@ -69,36 +65,43 @@ public struct WindowSlot: @unchecked Sendable {
         self.header = header
     }
 
-    private func word32(_ offset: Int) -> UnsafeAtomic<UInt32> {
-        UnsafeAtomic(at: (base + offset).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
+    private func word32(_ field: SharedField) -> UnsafeAtomic<UInt32> {
+        assert(field.wordSize == MemoryLayout<UInt32>.size, "\(field.name) is a 32-bit word")
+        return UnsafeAtomic(at: (base + field.offset).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
     }
 
-    private func word64(_ offset: Int) -> UnsafeAtomic<UInt64> {
+    /// The `index`th 64-bit word of `field`.
+    private func word64(_ field: SharedField, _ index: Int = 0) -> UnsafeAtomic<UInt64> {
+        assert(field.wordSize == MemoryLayout<UInt64>.size && (0..<field.wordCount).contains(index), "\(field.name) word \(index)")
+        return word64(at: field.offset + index * field.wordSize)
+    }
+
+    private func word64(at offset: Int) -> UnsafeAtomic<UInt64> {
         UnsafeAtomic(at: (base + offset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
     }
 
     // MARK: supervisor's fields
 
     public var state: SlotState {
-        get { SlotState(rawValue: word32(0).load(ordering: .acquiring)) ?? .free }
-        nonmutating set { word32(0).store(newValue.rawValue, ordering: .releasing) }
+        get { SlotState(rawValue: word32(SlotLayout.state).load(ordering: .acquiring)) ?? .free }
+        nonmutating set { word32(SlotLayout.state).store(newValue.rawValue, ordering: .releasing) }
     }
 
     /// Counts the workers spawned for this window since it was reserved.
     public var generation: UInt32 {
-        get { word32(4).load(ordering: .acquiring) }
-        nonmutating set { word32(4).store(newValue, ordering: .releasing) }
+        get { word32(SlotLayout.generation).load(ordering: .acquiring) }
+        nonmutating set { word32(SlotLayout.generation).store(newValue, ordering: .releasing) }
     }
 
     public var pid: Int32 {
-        get { Int32(bitPattern: word32(8).load(ordering: .acquiring)) }
-        nonmutating set { word32(8).store(UInt32(bitPattern: newValue), ordering: .releasing) }
+        get { Int32(bitPattern: word32(SlotLayout.pid).load(ordering: .acquiring)) }
+        nonmutating set { word32(SlotLayout.pid).store(UInt32(bitPattern: newValue), ordering: .releasing) }
     }
 
     public var windowID: UUID {
         get {
-            let high = word64(16).load(ordering: .acquiring)
-            let low = word64(24).load(ordering: .acquiring)
+            let high = word64(SlotLayout.windowID, 0).load(ordering: .acquiring)
+            let low = word64(SlotLayout.windowID, 1).load(ordering: .acquiring)
             return withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { bytes in
                 UUID(uuid: bytes.load(as: uuid_t.self))
             }
@@ -108,8 +111,8 @@ public struct WindowSlot: @unchecked Sendable {
                 (UInt64(bigEndian: bytes.load(fromByteOffset: 0, as: UInt64.self)),
                  UInt64(bigEndian: bytes.load(fromByteOffset: 8, as: UInt64.self)))
             }
-            word64(16).store(high, ordering: .releasing)
-            word64(24).store(low, ordering: .releasing)
+            word64(SlotLayout.windowID, 0).store(high, ordering: .releasing)
+            word64(SlotLayout.windowID, 1).store(low, ordering: .releasing)
         }
     }
 
@@ -118,10 +121,12 @@ public struct WindowSlot: @unchecked Sendable {
     /// (a restart of the same window); a new reservation clears them too.
     public func resetWorkerFields(keepingCounters: Bool) {
         header.write(at: base - SlotMemory.headerSize)
-        for offset in stride(from: 64, to: 256, by: 8) { word64(offset).store(0, ordering: .relaxed) }
+        for offset in stride(from: SlotLayout.workerScratch.lowerBound, to: SlotLayout.workerScratch.upperBound, by: 8) {
+            word64(at: offset).store(0, ordering: .relaxed)
+        }
         if !keepingCounters {
-            for offset in stride(from: 256, to: Self.latencyOffset + LatencyBuckets.count * 8, by: 8) {
-                word64(offset).store(0, ordering: .relaxed)
+            for offset in stride(from: SlotLayout.counters.lowerBound, to: SlotLayout.counters.upperBound, by: 8) {
+                word64(at: offset).store(0, ordering: .relaxed)
             }
         }
         commandRing.reset()
@@ -133,28 +138,25 @@ public struct WindowSlot: @unchecked Sendable {
 
     /// The generation whose worker has restored its window and takes commands.
     public var readyGeneration: UInt32 {
-        get { word32(64).load(ordering: .acquiring) }
-        nonmutating set { word32(64).store(newValue, ordering: .releasing) }
+        get { word32(SlotLayout.readyGeneration).load(ordering: .acquiring) }
+        nonmutating set { word32(SlotLayout.readyGeneration).store(newValue, ordering: .releasing) }
     }
 
     /// CLOCK_MONOTONIC nanoseconds of the worker's last turn of its loop.
     public var heartbeat: UInt64 {
-        get { word64(72).load(ordering: .acquiring) }
-        nonmutating set { word64(72).store(newValue, ordering: .releasing) }
+        get { word64(SlotLayout.heartbeat).load(ordering: .acquiring) }
+        nonmutating set { word64(SlotLayout.heartbeat).store(newValue, ordering: .releasing) }
     }
 
     /// The command seq the save in flight covers, 0 when none: where a kill hurts most.
     public var savingSeq: UInt64 {
-        get { word64(80).load(ordering: .acquiring) }
-        nonmutating set { word64(80).store(newValue, ordering: .releasing) }
+        get { word64(SlotLayout.savingSeq).load(ordering: .acquiring) }
+        nonmutating set { word64(SlotLayout.savingSeq).store(newValue, ordering: .releasing) }
     }
-
-    private static let statsVersionOffset = 128
-    private static let statsOffsets = [136, 144, 152, 160, 168, 176, 184]
 
     /// Publishes `stats` under the sequence lock (worker only).
     public func publish(_ stats: WorkerStats) {
-        let version = word64(Self.statsVersionOffset)
+        let version = word64(SlotLayout.statsVersion)
         let start = version.load(ordering: .relaxed)
         version.store(start &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
@@ -162,19 +164,19 @@ public struct WindowSlot: @unchecked Sendable {
             stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
             stats.failingBrowsers,
         ]
-        assert(values.count == Self.statsOffsets.count, "one offset per field")
-        for (offset, value) in zip(Self.statsOffsets, values) { word64(offset).store(value, ordering: .relaxed) }
+        assert(values.count == SlotLayout.stats.wordCount, "one word per field")
+        for (index, value) in values.enumerated() { word64(SlotLayout.stats, index).store(value, ordering: .relaxed) }
         version.store(start &+ 2, ordering: .releasing)
     }
 
     /// A consistent snapshot of the stats, or nil if none was seen within `attempts` tries (a
     /// writer mid-update, or killed in the middle of one): never waits for the writer.
     public func readStats(attempts: Int = 64) -> WorkerStats? {
-        let version = word64(Self.statsVersionOffset)
+        let version = word64(SlotLayout.statsVersion)
         for _ in 0..<attempts {
             let before = version.load(ordering: .acquiring)
             guard before & 1 == 0 else { continue }
-            let values = Self.statsOffsets.map { word64($0).load(ordering: .relaxed) }
+            let values = (0..<SlotLayout.stats.wordCount).map { word64(SlotLayout.stats, $0).load(ordering: .relaxed) }
             atomicMemoryFence(ordering: .acquiring)
             guard version.load(ordering: .relaxed) == before else { continue }
             var stats = WorkerStats()
@@ -192,35 +194,33 @@ public struct WindowSlot: @unchecked Sendable {
 
     /// Leaves the stats version odd, as a worker killed mid-update does (tests).
     public func abandonStatsUpdate() {
-        word64(Self.statsVersionOffset).wrappingIncrement(ordering: .releasing)
+        word64(SlotLayout.statsVersion).wrappingIncrement(ordering: .releasing)
     }
 
     // MARK: save counters and latency
 
-    static let latencyOffset = 320
-
-    public var savesCompleted: UInt64 { word64(256).load(ordering: .relaxed) }
+    public var savesCompleted: UInt64 { word64(SlotLayout.savesCompleted).load(ordering: .relaxed) }
     /// Failed save attempts (scheduled, explicit, at disconnect; each retry counts).
-    public var saveFailures: UInt64 { word64(264).load(ordering: .relaxed) }
+    public var saveFailures: UInt64 { word64(SlotLayout.saveFailures).load(ordering: .relaxed) }
     /// Failed compactions (the saves riding on them may have succeeded).
-    public var compactionFailures: UInt64 { word64(272).load(ordering: .relaxed) }
+    public var compactionFailures: UInt64 { word64(SlotLayout.compactionFailures).load(ordering: .relaxed) }
 
     /// Records one durable save that took `microseconds` from request to durable (worker).
     public func recordSave(microseconds: UInt64) {
-        word64(256).wrappingIncrement(ordering: .relaxed)
+        word64(SlotLayout.savesCompleted).wrappingIncrement(ordering: .relaxed)
         latency.record(microseconds)
     }
 
-    public func recordSaveFailure() { word64(264).wrappingIncrement(ordering: .relaxed) }
+    public func recordSaveFailure() { word64(SlotLayout.saveFailures).wrappingIncrement(ordering: .relaxed) }
 
-    public func recordCompactionFailure() { word64(272).wrappingIncrement(ordering: .relaxed) }
+    public func recordCompactionFailure() { word64(SlotLayout.compactionFailures).wrappingIncrement(ordering: .relaxed) }
 
-    public var latency: LatencyBuckets { LatencyBuckets(base + Self.latencyOffset) }
+    public var latency: LatencyBuckets { LatencyBuckets(base + SlotLayout.latency.offset) }
 
     // MARK: rings
 
     /// Supervisor → worker.
-    public var commandRing: MessageRing { MessageRing(base + Self.commandRingOffset, capacity: Self.commandRingCapacity) }
+    public var commandRing: MessageRing { MessageRing(base + SlotLayout.commandRing.offset, capacity: SlotLayout.commandRingCapacity) }
     /// Worker → supervisor.
-    public var replyRing: MessageRing { MessageRing(base + Self.replyRingOffset, capacity: Self.replyRingCapacity) }
+    public var replyRing: MessageRing { MessageRing(base + SlotLayout.replyRing.offset, capacity: SlotLayout.replyRingCapacity) }
 }

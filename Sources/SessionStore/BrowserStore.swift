@@ -70,6 +70,11 @@ public final class BrowserStore {
     /// How far past the thresholds compaction waits after one failed (a full disk): saves go
     /// on appending into the preallocated journal meanwhile.
     private var compactionDeferral = (records: 0, bytes: 0)
+    /// The disk had no room for a preallocated journal (`ENOSPC`): new journals are created
+    /// with their header only and grow with each append (whose flush then carries the size
+    /// change too), for the store's life. Else on a disk smaller than two preallocations (a
+    /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
+    private var journalsGrowByAppend = false
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
     private var unreportedCompactionFailure: StoreError?
@@ -94,6 +99,16 @@ public final class BrowserStore {
         let seq: UInt64
         let snapshotFile: EngineFile
         let journalFile: EngineFile
+        /// A snapshot written from memory holds what no generation before it reaches (the
+        /// journal could not be continued, or the save's records did not fit it), and recovery
+        /// falls back past a damaged newest snapshot to the generation before. So that one fault
+        /// cannot bring the window back short of a save acknowledged through such a snapshot,
+        /// it goes down twice in the same save: as this generation, with an empty journal, and
+        /// as `generation`, which this one plus its journal reaches. Both are in place and read
+        /// back before the save is acknowledged. (Written once and followed by a compaction only
+        /// at the next save, the save between was acknowledged with one copy: hostile round
+        /// B1, `FromMemorySaveTests`.)
+        let twin: NewGeneration?
         var append: (ticket: IOTicket, bytes: Int)?
         var files: Set<IOTicket>
         var directorySync: (ticket: IOTicket, directory: EngineFile)?
@@ -103,12 +118,21 @@ public final class BrowserStore {
         let acknowledgeAtEnd: Bool
         /// The store's `unframedChanges` when the snapshot was encoded: what it holds of them.
         let unframedChanges: Int
-        /// The snapshot holds what the generation before does not reach (see `followUpDue`).
-        let fromMemory: Bool
         /// The save names the other Browser too: the snapshot, which cannot be taken back, is
         /// renamed into place only once the partner's write is durable (`renameAfterPartners`).
         let awaitsPartners: Bool
         var written: Bool { append == nil && files.isEmpty && directorySync == nil }
+        /// The generations written, oldest first: the twin, then the newest.
+        var newGenerations: [NewGeneration] {
+            (twin.map { [$0] } ?? []) + [NewGeneration(generation: generation, snapshotFile: snapshotFile, journalFile: journalFile)]
+        }
+    }
+
+    /// A generation a compaction writes: its number, and its files until they are in place.
+    private struct NewGeneration {
+        let generation: UInt64
+        let snapshotFile: EngineFile
+        let journalFile: EngineFile
     }
 
     /// Reads only: removes, moves and repairs nothing (`windowhost inspect`).
@@ -208,19 +232,9 @@ public final class BrowserStore {
     /// there is none (recovery could not open or repair it).
     var mustCompact: Bool { needsRebase || (generation > 0 && journal == nil) }
 
-    /// The newest snapshot was written from memory: the generation before it, plus its
-    /// journal, does not reach it (the journal could not be continued, or the save's records
-    /// went into the snapshot only). A damaged newest snapshot falls back to the generation
-    /// before, so until another generation follows this one, one fault would bring the window
-    /// back short of it, or torn. The next save therefore compacts again, the usual way:
-    /// snapshot N+1 is snapshot N plus journal N, and the generations that did not reach N go.
-    private(set) var followUpDue = false
-
-    /// Whether the journal has passed a threshold (or a snapshot written from memory waits for
-    /// its follow-up) and the next save should compact.
+    /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
-        (followUpDue && !compactionDeferred)
-            || journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
+        journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
             || journalEnd + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
@@ -246,6 +260,10 @@ public final class BrowserStore {
             try io { try engine.syncDirectory(directory) }
         } catch {
             engine.close(journalFile)
+            if error.errno == .noSpace, !journalsGrowByAppend {
+                journalsGrowByAppend = true
+                return try createIfNeeded(emptyThrough: seq)
+            }
             throw error
         }
         journal = journalFile
@@ -256,6 +274,7 @@ public final class BrowserStore {
     }
 
     private func preallocatedJournal() -> [UInt8] {
+        if journalsGrowByAppend { return JournalFile.header }
         let size = min(options.journalPreallocation, Limits.maxJournalBytes)
         return JournalFile.header + [UInt8](repeating: 0, count: max(0, size - Framing.fileHeaderSize))
     }
@@ -312,38 +331,68 @@ public final class BrowserStore {
         } catch {
             throw .unreadableHistory(directory.string, error)
         }
+        // The records ride on the old journal, so the generation before reaches the snapshot,
+        // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
+        var appendBytes: [UInt8]?
+        if journal != nil, !needsRebase, !staged.isEmpty {
+            let bytes = Self.saveBytes(staged, commit: JournalCommit(seq: seq, browsers: browsers))
+            if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
+        }
+        let fromMemory = appendBytes == nil && (!staged.isEmpty || needsRebase || journal == nil)
         try placeDirectory()
-        let newGeneration = try nextGeneration()
-        let snapshotFile = try createFresh(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
+        var created: [EngineFile] = []
+        func create(_ name: String) throws(StoreError) -> EngineFile {
+            let file = try createFresh(name)
+            created.append(file)
+            return file
+        }
+        let twin: NewGeneration?
+        let newGeneration: UInt64
+        let snapshotFile: EngineFile
         let journalFile: EngineFile
-        do {
-            journalFile = try createFresh(StoreLayout.journalName(newGeneration))
+        do throws(StoreError) {
+            if fromMemory {
+                let generation = try nextGeneration()
+                // Marked taken, so the newest is numbered above it (a failed attempt's
+                // numbers are skipped, not reused).
+                highestGeneration = generation
+                twin = NewGeneration(
+                    generation: generation,
+                    snapshotFile: try create(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix),
+                    journalFile: try create(StoreLayout.journalName(generation)))
+            } else {
+                twin = nil
+            }
+            newGeneration = try nextGeneration()
+            snapshotFile = try create(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
+            journalFile = try create(StoreLayout.journalName(newGeneration))
         } catch {
-            engine.close(snapshotFile)
+            for file in created { engine.close(file) }
             throw error
         }
         writing = staged
         staged.removeAll()
         var append: (IOTicket, Int)?
-        if let journal, !needsRebase, !writing.isEmpty {
-            let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
-            // Past the journal's limit the records are in the new snapshot only.
-            if journalEnd + bytes.count <= Limits.maxJournalBytes {
-                append = (engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)]), bytes.count)
-                bytesSubmitted += UInt64(bytes.count)
-            }
+        if let appendBytes, let journal {
+            append = (engine.submit([.write(journal, appendBytes, offset: journalEnd, durable: true)]), appendBytes.count)
+            bytesSubmitted += UInt64(appendBytes.count)
         }
         let journalBytes = preallocatedJournal()
-        bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
-        let files: Set<IOTicket> = [
+        var files: Set<IOTicket> = [
             engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
             engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
         ]
+        bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
+        if let twin {
+            // Its journal stays empty: nothing is ever appended to a generation below the newest.
+            files.insert(engine.submit([.write(twin.snapshotFile, snapshot, offset: 0, durable: false), .sync(twin.snapshotFile)]))
+            files.insert(engine.submit([.write(twin.journalFile, JournalFile.header, offset: 0, durable: false), .sync(twin.journalFile)]))
+            bytesSubmitted += UInt64(snapshot.count + JournalFile.header.count)
+        }
         state = .compacting(
             Compaction(
-                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
+                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, twin: twin,
                 append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
-                fromMemory: append == nil && (!writing.isEmpty || needsRebase || journal == nil),
                 awaitsPartners: browsers != kind.commitBit))
     }
 
@@ -524,6 +573,8 @@ public final class BrowserStore {
                 return progress
             }
             if let failure = compaction.failure {
+                // The next one tries without the journal's preallocated room.
+                if failure.errno == .noSpace { journalsGrowByAppend = true }
                 abandon(compaction, renamed: compaction.renamed)
                 if compaction.acknowledgeAtEnd { return .failed(failure) }
                 unreportedCompactionFailure = failure
@@ -568,12 +619,15 @@ public final class BrowserStore {
 
     private func rename(_ compaction: Compaction) -> SaveProgress? {
         var compaction = compaction
-        let name = StoreLayout.snapshotName(compaction.generation)
-        do {
-            try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
-        } catch {
-            abandon(compaction, renamed: false)
-            return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
+        for (index, written) in compaction.newGenerations.enumerated() {
+            let name = StoreLayout.snapshotName(written.generation)
+            do {
+                try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+            } catch {
+                // After the twin went into place, given up as renamed: the next generation goes past it.
+                abandon(compaction, renamed: index > 0)
+                return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
+            }
         }
         compaction.renamed = true
         do {
@@ -638,14 +692,18 @@ public final class BrowserStore {
     /// and unsaved records wait for the next save. After a rename whose directory sync failed
     /// it is unknown which snapshot survives a power cut: the next save writes a new one.
     private func abandon(_ compaction: Compaction, renamed: Bool) {
-        engine.close(compaction.snapshotFile)
-        engine.close(compaction.journalFile)
+        for written in compaction.newGenerations {
+            engine.close(written.snapshotFile)
+            engine.close(written.journalFile)
+        }
         if renamed {
             needsRebase = true
             highestGeneration = compaction.generation
         } else {
-            try? engine.removeFile(directory.appending(StoreLayout.snapshotName(compaction.generation) + StoreLayout.temporarySuffix))
-            try? engine.removeFile(directory.appending(StoreLayout.journalName(compaction.generation)))
+            for written in compaction.newGenerations {
+                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
+                try? engine.removeFile(directory.appending(StoreLayout.journalName(written.generation)))
+            }
             deferCompaction()
         }
         staged = writing + staged
@@ -658,47 +716,46 @@ public final class BrowserStore {
         compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
     }
 
-    /// Reads the new generation back whole before anything older goes: its metadata (every
-    /// record), its seq, and every history frame, checksums verified. Then switches appends to
-    /// it, points unrealized tabs' histories at it, and removes generations older than the one
-    /// before (the fallback). When the read-back fails, the compaction is given up as one whose
-    /// directory sync failed: every older generation stays, and the next save writes a new
-    /// snapshot. Returns that failure.
+    /// Reads the new generation (and its twin) back whole before anything older goes: its
+    /// metadata (every record), its seq, and every history frame, checksums verified. Then
+    /// switches appends to it, points unrealized tabs' histories at it, and removes generations
+    /// older than the one before (the fallback: the twin, when there is one). When the
+    /// read-back fails, the compaction is given up as one whose directory sync failed: every
+    /// older generation stays, and the next save writes a new snapshot. Returns that failure.
     private func finishCompaction(_ compaction: Compaction) -> StoreError? {
-        let path = directory.appending(StoreLayout.snapshotName(compaction.generation))
-        let reader: SnapshotReader
-        do throws(StoreError) {
-            let bytes = try io { try EngineBytes(engine, path: path) }
-            do throws(SessionFormatError) {
-                reader = try SnapshotReader(bytes)
-                guard reader.lastCommandSeq == compaction.seq else {
-                    throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: compaction.seq))
-                }
-                for index in reader.items.indices { _ = try reader.historyFrame(at: index) }
+        var reader: SnapshotReader?
+        for written in compaction.newGenerations {
+            let path = directory.appending(StoreLayout.snapshotName(written.generation))
+            do throws(StoreError) {
+                reader = try readBack(path, seq: compaction.seq)
             } catch {
-                throw .readBackFailed(path.string, error)
+                abandon(compaction, renamed: true)
+                return error
             }
-        } catch {
-            abandon(compaction, renamed: true)
-            return error
         }
         // Read by path: acknowledged only if the files written are the ones there.
-        if let misplaced = misplacement(of: compaction.snapshotFile, at: path)
-            ?? misplacement(of: compaction.journalFile, at: directory.appending(StoreLayout.journalName(compaction.generation)))
-        {
-            abandon(compaction, renamed: true)
-            return .io(misplaced)
+        for written in compaction.newGenerations {
+            if let misplaced = misplacement(of: written.snapshotFile, at: directory.appending(StoreLayout.snapshotName(written.generation)))
+                ?? misplacement(of: written.journalFile, at: directory.appending(StoreLayout.journalName(written.generation)))
+            {
+                abandon(compaction, renamed: true)
+                return .io(misplaced)
+            }
         }
-        let previous = generation
+        guard let reader else { preconditionFailure("a compaction writes at least one generation") }
+        let fallback = compaction.twin?.generation ?? generation
         if let journal { engine.close(journal) }
         engine.close(compaction.snapshotFile)
+        if let twin = compaction.twin {
+            engine.close(twin.snapshotFile)
+            engine.close(twin.journalFile)
+        }
         journal = compaction.journalFile
         journalEnd = Framing.fileHeaderSize
         journalRecords = 0
         generation = compaction.generation
         highestGeneration = compaction.generation
         needsRebase = false
-        followUpDue = compaction.fromMemory
         unframedChanges -= compaction.unframedChanges
         // An append riding on it went to the old journal: the save is whole once renamed.
         unconfirmed = nil
@@ -712,15 +769,31 @@ public final class BrowserStore {
         for (index, item) in reader.items.enumerated() where unrealized.contains(item.id) {
             historySources[item.id] = (reader, index)
         }
-        guard previous > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
+        guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
         let listing = StoreListing(entries: entries)
-        for old in listing.snapshots where old < previous && !keptInPlace.contains(StoreLayout.snapshotName(old)) {
+        for old in listing.snapshots where old < fallback && !keptInPlace.contains(StoreLayout.snapshotName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
         }
-        for old in listing.journals where old < previous && !keptInPlace.contains(StoreLayout.journalName(old)) {
+        for old in listing.journals where old < fallback && !keptInPlace.contains(StoreLayout.journalName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
         }
         return nil
+    }
+
+    /// A snapshot just written, read back whole: every metadata record, its seq, every history
+    /// frame.
+    private func readBack(_ path: FilePath, seq: UInt64) throws(StoreError) -> SnapshotReader {
+        let bytes = try io { try EngineBytes(engine, path: path) }
+        do throws(SessionFormatError) {
+            let reader = try SnapshotReader(bytes)
+            guard reader.lastCommandSeq == seq else {
+                throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
+            }
+            for index in reader.items.indices { _ = try reader.historyFrame(at: index) }
+            return reader
+        } catch {
+            throw .readBackFailed(path.string, error)
+        }
     }
 
     // MARK: deleting

@@ -440,21 +440,17 @@ extension BrowserStore {
                 return nil
             }
             guard loaded.isOnDisk else { return nil }
-            // Written from memory, then followed at once by a generation that continues it
-            // (`followUpDue`): the window is taking commands only once one fault more cannot
-            // bring it back short of what it restored.
-            repeat {
-                try startSave(seq: seq, browsers: kind.commitBit, compact: true)
-                try io { try engine.flush() }
-                var failure: StoreError?
-                while !isIdle {
-                    for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
-                        if case .failed(let error) = try complete(completion) { failure = error }
-                    }
+            // Written from memory, twice (`Compaction.twin`): the window takes commands only once one fault
+            // more cannot bring it back short of what it restored.
+            try startSave(seq: seq, browsers: kind.commitBit, compact: true)
+            try io { try engine.flush() }
+            var failure: StoreError?
+            while !isIdle {
+                for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
+                    if case .failed(let error) = try complete(completion) { failure = error }
                 }
-                if let failure = failure ?? takeCompactionFailure() { return failure }
-            } while followUpDue
-            return nil
+            }
+            return failure ?? takeCompactionFailure()
         } catch {
             return error
         }

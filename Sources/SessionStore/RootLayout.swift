@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostLimits
@@ -6,6 +7,7 @@ import SystemPackage
 
 /// The fixed names the host owns directly under its root, and what each must be. One owner for
 /// both the supervisor (which refuses to start on a wrong one) and `inspect` (which reports it).
+/// The names are spelled once, in `DiskLayout` (BrowserModel), with the rest of the layout.
 ///
 /// - `windows/` (a directory), `windows.order` and `supervisor.lock` (regular files) hold what
 ///   the host must not lose or must not share: anything else under their name (a symlink, a
@@ -15,17 +17,17 @@ import SystemPackage
 ///   out of the way (`SupervisorFiles`), since it only has to exist.
 /// - `handed-out` (a regular file) holds each window's ceilings for seqs and tab ids
 ///   (`HandedOut` in the supervisor): anything else under its name is set aside like a damaged
-///   file, since the safe rule that replaces it needs nothing from it.
+///   one, which a safe rule replaces.
 /// - `windows.order.tmp` and `handed-out.tmp` are the host's scratch names: whatever has one is
 ///   removed as itself.
 public enum RootLayout {
-    public static let windows = "windows"
-    public static let order = "windows.order"
-    public static let orderTemporary = "windows.order.tmp"
-    public static let handedOut = "handed-out"
-    public static let handedOutTemporary = "handed-out.tmp"
-    public static let setAside = "set-aside"
-    public static let lock = "supervisor.lock"
+    public static let windows = DiskLayout.windows
+    public static let order = DiskLayout.order
+    public static let orderTemporary = DiskLayout.orderTemporary
+    public static let handedOut = DiskLayout.handedOut
+    public static let handedOutTemporary = DiskLayout.handedOutTemporary
+    public static let setAside = DiskLayout.setAside
+    public static let lock = DiskLayout.lock
 
     /// The entries that must be of one kind, and that kind.
     static let required: [(name: String, kind: EntryKind)] = [(windows, .directory), (order, .file), (lock, .file)]

@@ -432,7 +432,7 @@ public final class Campaign {
         guard hostile == nil else { return nil }
         let evidence = FilePath(options.root.string + ".evidence").appending("\(id)-step\(step)").string
         try? FileManager.default.removeItem(atPath: evidence)
-        return Self.copyRegularFiles(from: options.root.appending("windows").appending(id).string, to: evidence, levels: 3) ? evidence : nil
+        return Self.copyRegularFiles(from: DiskLayout.windowDirectory(root: options.root, name: id).string, to: evidence, levels: 3) ? evidence : nil
     }
 
     private static func copyRegularFiles(from source: String, to target: String, levels: Int) -> Bool {
@@ -473,12 +473,12 @@ public final class Campaign {
     /// before it is there, undamaged, to fall back on: one fault at a time, the store's promise
     /// (two damaged generations in a row are beyond it; see docs/recovery.md).
     private func damageNewestSnapshot(_ id: String) -> Bool {
-        let directory = options.root.appending("windows").appending(id).appending("regular")
+        let directory = DiskLayout.browserDirectory(window: DiskLayout.windowDirectory(root: options.root, name: id), kind: .regular)
         // Regular files only, opened without following a link: a hostile campaign plants
         // symlinks under snapshot names, and the campaign must not write through them itself.
         let snapshots = ((try? NoFollow.entries(directory)) ?? nil ?? [])
             .map { (name: $0.name.string, kind: $0.kind) }
-            .filter { $0.kind == .file && $0.name.hasPrefix("snapshot-") && !$0.name.hasSuffix(".tmp") }.map(\.name)
+            .filter { $0.kind == .file && $0.name.hasPrefix(DiskLayout.snapshotPrefix) && !$0.name.hasSuffix(DiskLayout.temporarySuffix) }.map(\.name)
         guard snapshots.count >= 2, let newest = snapshots.last else { return false }
         let damaged = damagedSnapshots[id, default: []]
         guard !damaged.contains(newest), !damaged.contains(snapshots[snapshots.count - 2]),

@@ -115,21 +115,20 @@ struct HostilePlanter {
     /// Plants one entry in `window`'s session (or, now and then, in the supervisor's files).
     /// Nil when there was nowhere to plant it.
     func plant(in window: String, using random: inout SeededGenerator) throws -> HostileEvent? {
-        let windowDirectory = root.appending("windows").appending(window)
+        let windowDirectory = DiskLayout.windowDirectory(root: root, name: window)
         switch Int.random(in: 0..<8, using: &random) {
         case 0:
-            return try symlink(root.appending("windows.order.tmp"), to: canary.file)
+            return try symlink(root.appending(DiskLayout.orderTemporary), to: canary.file)
         case 1:
             // A window that is not one: on the next supervisor start its sessions would land
             // in the canary.
-            return try symlink(root.appending("windows").appending(seededUUID(&random)), to: canary.directory)
+            return try symlink(DiskLayout.windowDirectory(root: root, name: seededUUID(&random)), to: canary.directory)
         default:
-            let browsers = ["regular", "incognito"].filter { isDirectory(windowDirectory.appending($0)) }
-            guard let browser = browsers.randomElement(using: &random) else { return nil }
-            let directory = windowDirectory.appending(browser)
+            let browsers = BrowserKind.allCases.map { DiskLayout.browserDirectory(window: windowDirectory, kind: $0) }.filter(isDirectory)
+            guard let directory = browsers.randomElement(using: &random) else { return nil }
             let next = nextGeneration(in: directory)
             let names = [
-                "planted", "snapshot-\(hex(next))", "journal-\(hex(next))", "snapshot-\(hex(next)).tmp",
+                "planted", DiskLayout.snapshotName(next), DiskLayout.journalName(next), DiskLayout.snapshotName(next) + DiskLayout.temporarySuffix,
             ]
             let path = directory.appending(names[Int.random(in: 0..<names.count, using: &random)])
             let entries = Entry.allCases.filter { $0 != .unreadableFile || !isRoot }
@@ -174,11 +173,8 @@ struct HostilePlanter {
     /// entry there is the one a store would read first.
     private func nextGeneration(in directory: FilePath) -> UInt64 {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []
-        let generations = names.compactMap { name -> UInt64? in
-            for prefix in ["snapshot-", "journal-"] where name.hasPrefix(prefix) && name.count == prefix.count + 16 {
-                return UInt64(name.dropFirst(prefix.count), radix: 16)
-            }
-            return nil
+        let generations = names.compactMap { name in
+            DiskLayout.generation(of: name, prefix: DiskLayout.snapshotPrefix) ?? DiskLayout.generation(of: name, prefix: DiskLayout.journalPrefix)
         }
         return (generations.max() ?? 0) &+ 1
     }

@@ -93,8 +93,8 @@ struct DemoCommand: ParsableCommand {
     /// Flips a byte in the regular Browser's newest snapshot and recovers: the file is set aside
     /// and the generation before plus both journals give the same window.
     private func damageNewestSnapshot(_ root: FilePath, window: UUID, engine: any IOEngine, live: Contents) throws -> Bool {
-        let directory = root.appending("windows").appending(window.uuidString).appending("regular")
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix("snapshot-") }.sorted()
+        let directory = DiskLayout.browserDirectory(root: root, id: window, kind: .regular)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix(DiskLayout.snapshotPrefix) }.sorted()
         guard names.count >= 2, let newest = names.last else {
             print("damage: only one snapshot generation so far; run more --commands to see the fallback")
             return true

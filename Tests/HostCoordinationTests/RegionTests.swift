@@ -45,7 +45,7 @@ import Testing
         let slot = region.slot(0)
         try slot.commandRing.send([1, 2, 3])
         // A writer outside the protocol: the length now says more than was published.
-        (slot.base + WindowSlot.commandRingOffset + MessageRing.headerSize).storeBytes(of: UInt32(900).littleEndian, as: UInt32.self)
+        (slot.base + SlotLayout.commandRing.offset + MessageRing.headerSize).storeBytes(of: UInt32(900).littleEndian, as: UInt32.self)
         #expect(throws: MessageRing.CorruptRing(length: 900, available: 7)) { try slot.commandRing.receive() }
     }
 }
