@@ -999,13 +999,25 @@ public final class Supervisor {
         record[id] = entry
         do {
             try files.saveHandedOut(record)
+        } catch let error as Errno where error == .noSpace || error == .diskQuotaExceeded {
+            // A full disk: the host keeps serving while saves fail (they retry by themselves),
+            // so this serves too, and writes again at the next need; only a supervisor killed
+            // before space returns may then hand out a seq again (docs/recovery.md, Known limits).
+            if !handedOutBehind { logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again once space returns", metadata: ["window": "\(id)"]) }
+            handedOutBehind = true
+            return nil
         } catch {
             logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
             return "\(error)"
         }
+        if handedOutBehind { logger.notice("\(RootLayout.handedOut) written again") }
+        handedOutBehind = false
         handedOut = record
         return nil
     }
+
+    /// A write of `handed-out` failed for want of space and none has landed since.
+    private var handedOutBehind = false
 
     /// At a stop, when no reply can come any more: each open window's ceiling comes down to
     /// the highest seq and tab id anything showed (and its floor, which covers what a supervisor
