@@ -6,7 +6,7 @@ import PackageDescription
 // `FuzzInputs`, which the root package's FuzzCorpusTests also compile (through a symlink) to
 // replay the committed corpus without libFuzzer. Built and run by scripts/fuzz.sh; a separate
 // package so the root package's build never sees the sanitizer flags.
-let targets = ["frame", "snapshot", "journal", "windows-order", "control-request", "control-reply"]
+let targets = ["frame", "snapshot", "journal", "windows-order", "handed-out", "control-request", "control-reply"]
 
 let package = Package(
     name: "windowhost-fuzz",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Remakes the seed corpus (Fuzz/Corpus/<target>/) from real session files: `windowhost demo`
 # for snapshots and journals (damaged ones included), `windowhost run` driven over its control
-# socket for windows.order and for the requests and replies exactly as they cross the socket.
+# socket for windows.order, handed-out and for the requests and replies exactly as they cross the socket.
 # Journals are cut after their last non-zero byte, plus a little of the zeroed tail the store
 # preallocates. Hand-made inputs (odd windows.order files, requests no client sends) are in
 # Fuzz/Corpus too and are kept. Usage: Fuzz/make-corpus.sh [WINDOWHOST]
@@ -108,4 +108,7 @@ s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{"verb":"
 EOF
 wait "$supervisor" || true
 supervisor=
+# handed-out as a clean stop leaves it (ceilings lowered to what was shown, lost seqs kept).
+mkdir -p "$corpus/handed-out"
+cp "$work/host/handed-out" "$corpus/handed-out/real"
 echo "corpus: $(find "$corpus" -type f | wc -l) files, $(du -sh "$corpus" | cut -f1)"

@@ -8,7 +8,7 @@ import SystemPackage
 /// through modules it already depends on.
 ///
 ///     <root>/windows/<UUID>/<regular|incognito>/   one Browser's session (`BrowserKind.rawValue`)
-///     <root>/windows.order, windows.order.tmp, set-aside/, supervisor.lock   the supervisor's
+///     <root>/windows.order, windows.order.tmp, handed-out, handed-out.tmp, set-aside/, supervisor.lock   the supervisor's
 ///
 /// In a session directory, generations count up from 1: snapshot N holds the list as journal
 /// N-1 left it, and journal N the saves after it. The newest two generations are kept, so a
@@ -25,6 +25,9 @@ public enum DiskLayout {
     public static let windows = "windows"
     public static let order = "windows.order"
     public static let orderTemporary = "windows.order.tmp"
+    /// The supervisor's per-window ceilings of seqs and tab ids (`HandedOut`), and its scratch name.
+    public static let handedOut = "handed-out"
+    public static let handedOutTemporary = "handed-out.tmp"
     public static let setAside = "set-aside"
     public static let lock = "supervisor.lock"
 

@@ -89,6 +89,10 @@ public enum Limits {
     /// every start); the windows are then ordered by name, and the next save rewrites it.
     public static let maxWindowsOrderBytes = 1 << 20
 
+    /// The largest `handed-out` read: a window's line is at most 76 bytes, so 1 MiB holds the
+    /// ceilings of 13,000 windows. A larger file is damage: set aside, never read into memory.
+    public static let maxHandedOutBytes = 1 << 20
+
     /// Whether a URL / a title is within its bound (UTF-8 bytes). The bound is the stored one:
     /// what text entering the host may hold besides is `ForbiddenCharacter`'s.
     @inlinable

@@ -15,11 +15,17 @@ import SystemPackage
 ///   user to move away.
 /// - `set-aside/` is where windows are moved: something else under its name is itself moved
 ///   out of the way (`SupervisorFiles`), since it only has to exist.
-/// - `windows.order.tmp` is the host's scratch name: whatever has it is removed as itself.
+/// - `handed-out` (a regular file) holds each window's ceilings for seqs and tab ids
+///   (`HandedOut` in the supervisor): anything else under its name is set aside like a damaged
+///   one, which a safe rule replaces.
+/// - `windows.order.tmp` and `handed-out.tmp` are the host's scratch names: whatever has one is
+///   removed as itself.
 public enum RootLayout {
     public static let windows = DiskLayout.windows
     public static let order = DiskLayout.order
     public static let orderTemporary = DiskLayout.orderTemporary
+    public static let handedOut = DiskLayout.handedOut
+    public static let handedOutTemporary = DiskLayout.handedOutTemporary
     public static let setAside = DiskLayout.setAside
     public static let lock = DiskLayout.lock
 

@@ -93,9 +93,12 @@ public final class Supervisor {
         /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
         var highestRepliedSeq: UInt64 = 0
         /// The seq floor the worker now serving was given (`WorkerFloor`): it numbers changes
-        /// above it. Raised at each spawn to every seq a client may have seen.
+        /// above it. Raised at each spawn to every seq a client may have seen; the first worker
+        /// a supervisor starts gets the window's `handed-out` ceiling, above every seq a dead
+        /// supervisor may have shown.
         var seqFloor: UInt64 = 0
-        /// The highest tab id a reply carried: a restarted worker never hands out one up to it.
+        /// The highest tab id a reply carried (at first, the `handed-out` ceiling): a restarted
+        /// worker never hands out one up to it.
         var highestTab: Int64 = 0
         /// Seqs replied to and then lost with the worker that applied them (killed before they
         /// were durable), oldest first: no durable answer covers them (`durableReply`).
@@ -105,6 +108,10 @@ public final class Supervisor {
         var killRequested = false
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
+        /// The window's `handed-out` entry went with a damaged file: its first worker only says
+        /// what it restored (a dump, `probeFloors`), then makes way for one numbering
+        /// `HandedOutCeiling.fallbackJump` above that.
+        var floorProbe: FloorProbe?
         var lastStats = WorkerStats()
         /// Requests sent to the worker and not yet answered.
         var pending: [UInt64: Pending] = [:]
@@ -124,6 +131,8 @@ public final class Supervisor {
         }
         var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
     }
+
+    enum FloorProbe { case needed, asked }
 
     struct Pending {
         let client: ClientID?
@@ -165,6 +174,12 @@ public final class Supervisor {
     private var windows: [Int: Window] = [:]
     private var nextRequest: UInt64 = 1
     private var setAsideRecords: [SetAsideRecord] = []
+    /// Each window's ceilings and lost seqs as `handed-out` holds them on disk: no reply shows
+    /// a seq or tab id above its window's ceilings (`recordHandedOut`).
+    private var handedOut: [UUID: HandedOutWindow] = [:]
+    /// `handed-out` did not read at the start: windows on disk with no entry take the fallback
+    /// floors (`Window.floorProbe`).
+    private var handedOutDamaged = false
     private let control: ControlServer
     private let signals: Int32
     private let rootLock: Int32
@@ -227,6 +242,20 @@ public final class Supervisor {
             logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
+        switch try files.handedOutRecord(at: Date()) {
+        case .missing:
+            break
+        case .read(let record):
+            // A window with no session left is gone for good: the next write drops it.
+            let onDisk = Set(scan.windows)
+            handedOut = record.filter { onDisk.contains($0.key) }
+        case .damaged(let reason, let path):
+            handedOutDamaged = true
+            if let path { setAsideRecords.append(SetAsideRecord(window: WindowRegistry.unavailable, path: path, at: Date(), reason: reason)) }
+            logger.error(
+                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
+                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
+        }
         do {
             control = try ControlServer(
                 path: configuration.socketPath, maxClients: configuration.maxClients,
@@ -289,6 +318,7 @@ public final class Supervisor {
             waitForEvents()
         }
         control.stop()
+        lowerHandedOutToShown()
         guard keptUnsaved.isEmpty else {
             for (window, reason) in keptUnsaved {
                 logger.error("window kept unsaved changes", metadata: ["window": "\(window)", "reason": "\(reason)"])
@@ -355,6 +385,15 @@ public final class Supervisor {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
         let id = registry.reserve()
         var window = Window(id: id, slot: slot, reservedAt: monotonicNanoseconds())
+        // What a supervisor before may have handed out: its first worker numbers above it, and
+        // `becameReady` names what it did not restore lost, beside what was lost before.
+        if let record = handedOut[id] {
+            window.seqFloor = record.ceiling.seq
+            window.highestTab = record.ceiling.tab
+            window.lostSeqs = record.lost
+        } else if handedOutDamaged, files.hasSession(id) {
+            window.floorProbe = .needed
+        }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
         region.slot(slot).resetWorkerFields(keepingCounters: false)
@@ -371,6 +410,8 @@ public final class Supervisor {
         // last words included, read when it died).
         window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
         window.generation += 1
+        // A probe that died unanswered is asked of the next worker.
+        if window.floorProbe == .asked { window.floorProbe = .needed }
         window.restartAt = nil
         window.readyAt = nil
         window.killRequested = false
@@ -598,7 +639,7 @@ public final class Supervisor {
                 window.lastStats = stats
             }
             let justReady = window.isLive && window.readyAt == nil && window.state == .starting && view.readyGeneration == window.generation
-            if justReady { becameReady(&window) }
+            if justReady, window.floorProbe == nil { becameReady(&window) }
             drainReplies(&window)
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
@@ -619,7 +660,12 @@ public final class Supervisor {
             window.durableWaiters = waiting
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
-            if justReady, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
+            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
+            if justReady, window.floorProbe == .needed {
+                var command = WorkerCommand()
+                command.dump = Dump()
+                if send(command, to: slot, client: nil, verb: Self.floorProbeVerb, wait: false) { windows[slot]?.floorProbe = .asked }
+            }
             for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
@@ -679,6 +725,9 @@ public final class Supervisor {
         if window.seqFloor > window.appliedSeq {
             let lost = (window.appliedSeq + 1)...window.seqFloor
             window.lostSeqs.insert(lost)
+            // Kept for the supervisors after this one (a failed write is logged; the next one,
+            // at the window's next raise of its ceiling, carries them).
+            _ = recordHandedOut(window)
             let stale = window.durableWaiters.filter { $0.seq > window.appliedSeq }
             window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
             for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
@@ -706,6 +755,31 @@ public final class Supervisor {
                 ])))
             }
         }
+    }
+
+    /// The internal request of `Window.floorProbe`: never a client's.
+    static let floorProbeVerb = "floor-probe"
+
+    /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
+    /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
+    /// by one numbering above them, whose `becameReady` names the jump lost.
+    private func probeFloors(_ dump: WindowDump, _ window: inout Window) {
+        let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
+        guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
+            misbehaved(&window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+            return
+        }
+        let jump = HandedOutCeiling.fallbackJump
+        window.seqFloor = min(max(window.seqFloor, dump.appliedSeq).saturatingAdd(jump), Limits.maxCommandSeq)
+        // Both at most 2^53 - 1: the sum cannot overflow.
+        window.highestTab = min(max(window.highestTab, tabs.max() ?? 0) + Int64(jump), Limits.maxWebStateID)
+        window.floorProbe = nil
+        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqFloor, tab: window.highestTab))
+        logger.warning(
+            "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
+            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
+        window.killRequested = true
+        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
     }
 
     private func drainReplies(_ window: inout Window) {
@@ -746,6 +820,8 @@ public final class Supervisor {
             }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
+        case .dump(let dump) where pending.verb == Self.floorProbeVerb:
+            probeFloors(dump, &window)
         case .dump(let dump):
             if let client = pending.client { answer(client, .ok(Self.json(dump, window: window.id))) }
         case .done(let done):
@@ -760,11 +836,19 @@ public final class Supervisor {
                 return
             }
             window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
-            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(window.shownSeq(done.appliedSeq))]
+            // A new tab's id above what `handle` reserved (the worker restored tabs with higher
+            // ids than any reply showed): recorded before the reply shows it, or not shown.
             if done.hasTab {
                 window.highestTab = max(window.highestTab, done.tab)
-                result["tab"] = JSONValue(done.tab)
+                if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
+                    if let client = pending.client {
+                        answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
+                    }
+                    return
+                }
             }
+            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(window.shownSeq(done.appliedSeq))]
+            if done.hasTab { result["tab"] = JSONValue(done.tab) }
             switch pending.verb {
             case "background", "foreground":
                 window.inBackground = pending.verb == "background"
@@ -895,6 +979,62 @@ public final class Supervisor {
             let failures = (orderRetry?.failures ?? 0) + 1
             let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
             orderRetry = (at: monotonicNanoseconds() + delay, failures: failures)
+        }
+    }
+
+    /// Writes `window`'s entry of `handed-out`, durably, when it changed: its ceilings raised to
+    /// cover `needed` (by `HandedOutCeiling.block` past it, so one write serves thousands of
+    /// commands), its lost seqs. Why it could not be, or nil.
+    private func recordHandedOut(_ window: Window, covering needed: HandedOutCeiling = .zero) -> String? {
+        let id = window.id
+        let current = handedOut[id] ?? .none
+        let entry: HandedOutWindow
+        do {
+            entry = HandedOutWindow(ceiling: try current.ceiling.covering(needed), lost: window.lostSeqs)
+        } catch {
+            return "\(error)"
+        }
+        guard entry != current else { return nil }
+        var record = handedOut
+        record[id] = entry
+        do {
+            try files.saveHandedOut(record)
+        } catch let error as Errno where error == .noSpace || error == .diskQuotaExceeded {
+            // A full disk: the host keeps serving while saves fail (they retry by themselves),
+            // so this serves too, and writes again at the next need; only a supervisor killed
+            // before space returns may then hand out a seq again (docs/recovery.md, Known limits).
+            if !handedOutBehind { logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again once space returns", metadata: ["window": "\(id)"]) }
+            handedOutBehind = true
+            return nil
+        } catch {
+            logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
+            return "\(error)"
+        }
+        if handedOutBehind { logger.notice("\(RootLayout.handedOut) written again") }
+        handedOutBehind = false
+        handedOut = record
+        return nil
+    }
+
+    /// A write of `handed-out` failed for want of space and none has landed since.
+    private var handedOutBehind = false
+
+    /// At a stop, when no reply can come any more: each open window's ceiling comes down to
+    /// the highest seq and tab id anything showed (and its floor, which covers what a supervisor
+    /// before showed), so the next start continues at the next seq rather than a block above.
+    /// Not written, the raised ceilings stay: as safe, only with a gap.
+    private func lowerHandedOutToShown() {
+        var record = handedOut
+        for window in windows.values where record[window.id] != nil {
+            let seq = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
+            record[window.id] = HandedOutWindow(ceiling: HandedOutCeiling(seq: seq, tab: window.highestTab), lost: window.lostSeqs)
+        }
+        guard record != handedOut else { return }
+        do {
+            try files.saveHandedOut(record)
+            handedOut = record
+        } catch {
+            logger.warning("cannot lower the ceilings in \(RootLayout.handedOut) at the stop; the next start numbers above them: \(error)")
         }
     }
 
@@ -1051,6 +1191,21 @@ public final class Supervisor {
         } catch {
             answer(client, .failure(.usage, "\(error)"))
             return
+        }
+        // The seq (and tab id) this command may take, recorded before it can be shown: the
+        // highest the worker can reach with every tab command in flight applied (below
+        // `Limits.maxCommandSeq`, checked above).
+        if Self.tabVerbs.contains(request.verb) {
+            let inFlight = window.pending.values.filter { Self.tabVerbs.contains($0.verb) }
+            let creating = request.verb == "open" || request.verb == "replace"
+            let newTabs = inFlight.filter { $0.verb == "open" || $0.verb == "replace" }.count + (creating ? 1 : 0)
+            let needed = HandedOutCeiling(
+                seq: max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count) + 1,
+                tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
+            if let failure = recordHandedOut(window, covering: needed) {
+                answer(client, .failure(.ioError, "cannot record the seqs window \(id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
+                return
+            }
         }
         guard send(command, to: slot, client: client, verb: request.verb, wait: request.wait ?? false) else {
             answer(client, .failure(.temporary, "the worker's command ring is full; retry"))

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 import Logging
 import SessionStore
@@ -24,6 +25,8 @@ struct SupervisorFiles {
     var order: FilePath { root.appending(RootLayout.order) }
     var orderTemporary: FilePath { root.appending(RootLayout.orderTemporary) }
     var setAside: FilePath { root.appending(RootLayout.setAside) }
+    var handedOut: FilePath { root.appending(RootLayout.handedOut) }
+    var handedOutTemporary: FilePath { root.appending(RootLayout.handedOutTemporary) }
     var lock: FilePath { root.appending(RootLayout.lock) }
 
     /// A window's directory: always the canonical (uppercase) spelling of its UUID.
@@ -125,6 +128,70 @@ struct SupervisorFiles {
             guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
         }
         try NoFollow.rename(orderTemporary, to: order)
+        try Self.syncDirectory(root)
+    }
+
+    /// What `handed-out` holds, as the supervisor starts.
+    enum HandedOutRecord {
+        /// No file: a first start, or a root of a version before it (nothing handed out is
+        /// known beyond what each window restores).
+        case missing
+        case read([UUID: HandedOutWindow])
+        /// It does not read as a record (`HandedOutError`, or not a regular file): moved to
+        /// `set-aside/` as itself (`path`, nil if it could not be), never trusted.
+        case damaged(reason: String, path: FilePath?)
+    }
+
+    /// Reads `handed-out` (`HandedOut.parse`, never past `Limits.maxHandedOutBytes`, never
+    /// through a symlink). A file that is there and does not read (EIO) is thrown: its
+    /// ceilings are what keeps lost seqs from being handed out again.
+    func handedOutRecord(at date: Date) throws(SupervisorError) -> HandedOutRecord {
+        let reason: String
+        do {
+            let fd = try NoFollow.open(handedOut, .read)
+            let bytes: [UInt8] = try fd.closeAfter {
+                // Never past one byte over the bound, which tells an oversize file.
+                var bytes: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 1 << 16)
+                while bytes.count <= Limits.maxHandedOutBytes {
+                    let read = try chunk.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: Int64(bytes.count), into: $0) }
+                    if read == 0 { break }
+                    bytes += chunk[..<read]
+                }
+                return bytes
+            }
+            return .read(try HandedOut.parse(bytes))
+        } catch let error as HandedOutError {
+            reason = "\(error)"
+        } catch let error as Errno where error == .noSuchFileOrDirectory {
+            return .missing
+        } catch let error as Errno where [.tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error) {
+            reason = "not a regular file (\(error)); not followed"
+        } catch {
+            throw .setup("read \(handedOut)", (error as? Errno) ?? .ioError)
+        }
+        do {
+            try makeSetAsideDirectory(at: date)
+            let destination = try Self.unusedName(under: setAside, "\(RootLayout.handedOut)-\(Self.stamp(date))")
+            try NoFollow.rename(handedOut, to: destination)
+            try Self.syncDirectory(setAside)
+            try Self.syncDirectory(root)
+            return .damaged(reason: reason, path: destination)
+        } catch {
+            return .damaged(reason: "\(reason); cannot set it aside: \(error)", path: nil)
+        }
+    }
+
+    /// Replaces `handed-out` durably, as `saveOrder` does `windows.order`: when this returns,
+    /// a power cut leaves these ceilings (or higher ones) on disk.
+    func saveHandedOut(_ windows: [UUID: HandedOutWindow]) throws {
+        try NoFollow.removeTree(handedOutTemporary)
+        let fd = try NoFollow.open(handedOutTemporary, .create)
+        try fd.closeAfter {
+            _ = try fd.writeAll(HandedOut.encode(windows))
+            guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+        }
+        try NoFollow.rename(handedOutTemporary, to: handedOut)
         try Self.syncDirectory(root)
     }
 

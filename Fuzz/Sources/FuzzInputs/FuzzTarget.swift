@@ -14,6 +14,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case journal
     /// `windows.order`, read by the supervisor and turned into its window registry.
     case windowsOrder = "windows-order"
+    /// `handed-out`: each window's seq and tab id ceilings and lost seqs, as the supervisor
+    /// parses them, encoded again and raised.
+    case handedOut = "handed-out"
     /// One line a control client sends the supervisor.
     case controlRequest = "control-request"
     /// The supervisor's reply as `windowhost ctl` reads it.
@@ -25,6 +28,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .snapshot: try SessionFileInputs.snapshot(bytes)
         case .journal: try SessionFileInputs.journal(bytes)
         case .windowsOrder: try SupervisorInputs.windowsOrder(bytes)
+        case .handedOut: try SupervisorInputs.handedOut(bytes)
         case .controlRequest: SupervisorInputs.controlRequest(bytes)
         case .controlReply: SupervisorInputs.controlReply(bytes)
         }

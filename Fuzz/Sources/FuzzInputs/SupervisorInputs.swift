@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 import SystemPackage
 
 // `SupervisorFiles` (how windows.order is read) and `Supervisor.windowVerbs` are internal:
@@ -32,6 +33,21 @@ enum SupervisorInputs {
             let id = registry.reserve()
             try expect(!WindowRegistry.sentinels.contains(id) && handedOut.insert(id).inserted, "\(id) handed out twice")
             registry.configured(id)
+        }
+    }
+
+    /// `handed-out` as the supervisor parses it: a typed error, or windows that encode to a file
+    /// that parses back the same, whose ceilings cover their lost seqs and rise by a block
+    /// without passing the maxima.
+    static func handedOut(_ bytes: [UInt8]) throws(FuzzFinding) {
+        guard let windows = try? HandedOut.parse(bytes) else { return }
+        try expect((try? HandedOut.parse(HandedOut.encode(windows))) == windows, "encoded again, it does not parse back the same")
+        for (id, window) in windows {
+            try expect(window.lost.ranges.allSatisfy { $0.lowerBound >= 1 && $0.upperBound <= window.ceiling.seq }, "\(id): lost seqs above the ceiling")
+            let next = HandedOutCeiling(seq: min(window.ceiling.seq + 1, Limits.maxCommandSeq), tab: min(window.ceiling.tab + 1, Limits.maxWebStateID))
+            guard let raised = try? window.ceiling.covering(next) else { throw FuzzFinding(description: "\(id): cannot raise \(window.ceiling)") }
+            try expect(raised.seq >= next.seq && raised.tab >= next.tab && Limits.isValidCommandSeq(raised.seq) && raised.tab <= Limits.maxWebStateID,
+                "\(id): \(window.ceiling) raised to \(raised) for \(next)")
         }
     }
 
