@@ -130,6 +130,16 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // What test targets share: the simulated disk (FaultEngine) and fixtures more than one
+        // target builds. Only test targets depend on it; no product ships it.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "BrowserModel", "IOUring", "SessionStore",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         // Runs the built command as a user would; depends on it so it is built first.
@@ -137,12 +147,12 @@ let package = Package(
             name: "windowhostTests",
             dependencies: [
                 "windowhost", "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", .product(name: "SystemPackage", package: "swift-system"),
+                "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["IOUring", "CLinuxShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
@@ -159,7 +169,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SceneWorkerTests",
-            dependencies: ["SceneWorker", "HostCoordination", "SessionStore", "BrowserModel", "IOUring"]
+            dependencies: ["SceneWorker", "HostCoordination", "SessionStore", "BrowserModel", "IOUring", "TestSupport"]
         ),
         .testTarget(
             name: "SupervisorTests",
@@ -181,7 +191,7 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

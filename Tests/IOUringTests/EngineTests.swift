@@ -2,16 +2,8 @@ import CLinuxShims
 import Glibc
 import IOUring
 import SystemPackage
+import TestSupport
 import Testing
-
-/// A private temporary directory, removed after `body`.
-private func withTemporaryDirectory(_ body: (FilePath) throws -> Void) throws {
-    var template = Array("/tmp/windowhost-engine-XXXXXX".utf8CString)
-    try #require(mkdtemp(&template) != nil)
-    let path = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-    defer { _ = system("rm -rf '\(path.string)'") }
-    try body(path)
-}
 
 @Suite struct EngineTests {
     /// Both real engines: chains run in order within one flush, several chains complete

@@ -6,6 +6,7 @@ import IOUring
 import SceneWorker
 import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 private let root = FilePath("/sim")

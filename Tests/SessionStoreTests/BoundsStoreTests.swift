@@ -6,6 +6,7 @@ import IOUring
 @testable import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// What issue 11 items 1, 2 (on disk) and 6 require of a store on real files: files written by

@@ -3,6 +3,7 @@ import IOUring
 import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A tab's stored history damaged in the newest snapshot *and* in the one before: beyond the

@@ -4,6 +4,7 @@ import IOUring
 @testable import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Tab ids are unique across a window (commands address tabs by id alone, in either Browser).
@@ -11,23 +12,10 @@ import Testing
 /// that does not: replay stops before it, the journal is set aside, and the Browser restored
 /// first (regular) keeps its tab. Before, both tabs came back under one id.
 @Suite struct DuplicateTabIDTests {
-    private func tab(_ id: Int64, _ url: String) throws -> WebState {
-        var history = NavigationHistory()
-        history.commit(NavigationItem(url: url, timestamp: .zero))
-        return WebState(id: try #require(WebStateID(rawValue: id)), creationTime: .zero, history: history)
-    }
-
     @Test func anIncognitoRecordThatReusesARegularTabsIDIsDamage() throws {
         try withTemporaryDirectory { root in
-            // The model checks one list at a time, so a store writes such a journal as a
-            // crafted file would: regular tab 5, incognito tab 7, then incognito tab 5.
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
-            _ = try store.recover()
-            try store.apply(seq: 1) { try store.regular.webStateList.insert(try tab(5, "https://regular.example/")) }
-            try store.apply(seq: 2) { try store.incognito.webStateList.insert(try tab(7, "https://private.example/")) }
-            try store.waitUntilDurable(2)
-            try store.apply(seq: 3) { try store.incognito.webStateList.insert(try tab(5, "https://twin.example/")) }
-            try store.waitUntilDurable(3)
+            // Regular tab 5, incognito tab 7, then incognito tab 5, in the journals.
+            try writeWindowWithATabIDInBothBrowsers(root, windowID: windowID, compactAfterRecords: nil)
 
             let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
             let recovery = try again.recover()
@@ -62,16 +50,7 @@ import Testing
     @Test func anIncognitoSnapshotThatHoldsARegularTabsIDIsDamage() throws {
         try withTemporaryDirectory { root in
             let options = StoreOptions(compactAfterRecords: 1)
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
-            _ = try store.recover()
-            try store.apply(seq: 1) { try store.regular.webStateList.insert(try tab(5, "https://regular.example/")) }
-            try store.apply(seq: 2) { try store.incognito.webStateList.insert(try tab(7, "https://private.example/")) }
-            try store.waitUntilDurable(2)
-            try store.apply(seq: 3) { try store.incognito.webStateList.insert(try tab(5, "https://twin.example/")) }
-            try store.apply(seq: 4) { try store.regular.webStateList.insert(try tab(9, "https://more.example/")) }
-            try store.apply(seq: 5) { try store.incognito.webStateList.insert(try tab(8, "https://more.example/")) }
-            try store.waitUntilDurable(5)
-            try store.settle()
+            try writeWindowWithATabIDInBothBrowsers(root, windowID: windowID, compactAfterRecords: 1)
 
             let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try again.recover()
@@ -93,7 +72,7 @@ import Testing
         let profile = Profile(stateDirectory: FilePath("/nowhere"))
         let regular = profile.browserList.browser(for: windowID).webStateList
         let incognito = profile.offTheRecordProfile.browserList.browser(for: windowID).webStateList
-        try regular.insert(try tab(5, "https://regular.example/"))
+        try regular.insert(try onePageTab(5, "https://regular.example/"))
         let id = try #require(WebStateID(rawValue: 5))
         #expect(profile.offTheRecordProfile.holdsWebState(id, outside: incognito))
         #expect(profile.holdsWebState(id, outside: incognito))

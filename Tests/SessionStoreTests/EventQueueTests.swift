@@ -1,6 +1,7 @@
 import BrowserModel
 import IOUring
 @testable import SessionStore
+import TestSupport
 import Testing
 
 /// A caller that saves without ever polling (`windowhost save-loop`, the benchmarks) must not

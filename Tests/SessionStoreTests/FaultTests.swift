@@ -3,6 +3,7 @@ import IOUring
 @testable import SessionStore
 import SessionFormat
 import SystemPackage
+import TestSupport
 import Testing
 
 private let regularDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
@@ -49,8 +50,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         try store.waitUntilDurable(seq)
         #expect(store.durableSeq == seq)
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+        #expect(try contentsAfterPowerCut(engine) == live)
     }
 
     /// A full disk: the compaction that needs room fails and says so, the save riding on it is
@@ -88,8 +88,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         }
         #expect(store.stores[0].generation > generation, "compaction works again once there is room")
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine, options: options).0) == live)
+        #expect(try contentsAfterPowerCut(engine, options: options) == live)
     }
 }
 
@@ -226,8 +225,7 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
         try store.settle()
         #expect(store.stores[0].generation > generation + 2, "compaction kept going")
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine, options: options).0) == live)
+        #expect(try contentsAfterPowerCut(engine, options: options) == live)
     }
 
     /// Damage in the middle of a journal, valid saves after it: damage, never a torn last

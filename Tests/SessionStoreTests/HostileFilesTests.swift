@@ -5,6 +5,7 @@ import IOUring
 @testable import SessionStore
 import SessionFormat
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Entries the host never wrote, planted in real session directories: symlinks leading out of
@@ -15,10 +16,7 @@ import Testing
     /// planted symlinks and a FIFO without following or opening them, and completes.
     @Test func incognitoDeletionRemovesPlantedEntriesAsThemselvesAndCompletes() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root)
-            try open(store, store.regular, seq: 1, url: "https://kept.example/")
-            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
-            try store.waitUntilDurable(2)
+            let store = try savedWindow(root, regular: "https://kept.example/", incognito: "https://secret.example/")
             let incognito = store.incognito.sessionDirectory
             try plant(.symlink(to: canary.string), at: incognito.appending("link"))
             try plant(.symlink(to: canary.appending("keep").string), at: incognito.appending("file-link"))
@@ -46,10 +44,7 @@ import Testing
     /// worker's loop or its restore, and the window was set aside (a hostile tester's find).
     @Test func plantedDirectoriesAreMovedAsideWholeNotRemovedEntryByEntry() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root)
-            try open(store, store.regular, seq: 1, url: "https://kept.example/")
-            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
-            try store.waitUntilDurable(2)
+            let store = try savedWindow(root, regular: "https://kept.example/", incognito: "https://secret.example/")
             let incognito = store.incognito.sessionDirectory
             var deep = incognito.appending("tree")
             for _ in 0..<50 {
@@ -85,10 +80,7 @@ import Testing
     /// each set aside alone (moved as themselves, never opened); both Browsers restore whole.
     @Test func aDirectoryOrFIFONamedLikeASnapshotIsSetAsideAloneAndTheRestRestores() throws {
         try withRootAndCanary { root, _ in
-            let store = try realWindow(root)
-            try open(store, store.regular, seq: 1, url: "https://regular.example/")
-            try open(store, store.incognito, seq: 2, url: "https://incognito.example/")
-            try store.waitUntilDurable(2)
+            let store = try savedWindow(root, regular: "https://regular.example/", incognito: "https://incognito.example/")
             let before = try WindowContents(store)
             let regular = store.regular.sessionDirectory
             let incognito = store.incognito.sessionDirectory
@@ -148,9 +140,7 @@ import Testing
     /// temporary is created `O_EXCL`: compaction goes on, and nothing outside is touched.
     @Test func whateverHoldsATemporarysNameIsRemovedAsItselfAndCompactionGoesOn() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root, options: StoreOptions(compactAfterRecords: 2))
-            try open(store, store.regular, seq: 1, url: "https://one.example/")
-            try store.waitUntilDurable(1)
+            let store = try savedWindow(root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 1...(8 as UInt64) {
                 let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
@@ -161,10 +151,7 @@ import Testing
                     try plant(.symlink(to: canary.string), at: temporary.appending("inside"))
                 }
             }
-            for seq in 2...(6 as UInt64) {
-                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
-                try store.waitUntilDurable(seq)
-            }
+            try openRegularTabsDurably(store, seqs: 2...6)
             let snapshots = try FileManager.default.contentsOfDirectory(atPath: regular.string).filter {
                 StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) ?? 0 >= 3
             }
@@ -238,6 +225,23 @@ private func realWindow(_ root: FilePath, options: StoreOptions = StoreOptions()
     return store
 }
 
+/// A real window with `regular` open (seq 1) and, when given, `incognito` (seq 2), durable.
+private func savedWindow(_ root: FilePath, options: StoreOptions = StoreOptions(), regular: String, incognito: String? = nil) throws -> WindowStore {
+    let store = try realWindow(root, options: options)
+    try open(store, store.regular, seq: 1, url: regular)
+    if let incognito { try open(store, store.incognito, seq: 2, url: incognito) }
+    try store.waitUntilDurable(incognito == nil ? 1 : 2)
+    return store
+}
+
+/// A regular tab for each of `seqs`, each save durable before the next command.
+private func openRegularTabsDurably(_ store: WindowStore, seqs: ClosedRange<UInt64>) throws {
+    for seq in seqs {
+        try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
+        try store.waitUntilDurable(seq)
+    }
+}
+
 private func open(_ store: WindowStore, _ browser: Browser, seq: UInt64, url: String) throws {
     var history = NavigationHistory()
     history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
@@ -260,18 +264,6 @@ private func bytesOfEveryFile(under root: FilePath) -> String {
     return text
 }
 
-/// What `path` is, by lstat (the test's own look, not the code under test's).
-private func lstatKind(_ path: FilePath) -> String? {
-    var status = stat()
-    guard lstat(path.string, &status) == 0 else { return nil }
-    switch status.st_mode & S_IFMT {
-    case S_IFREG: return "file"
-    case S_IFDIR: return "directory"
-    case S_IFLNK: return "symlink"
-    default: return "other"
-    }
-}
-
 /// Where recovery sets damaged files aside (`damaged/`) is not always what it should be: a
 /// symlink planted there, or a directory nothing can be moved into.
 extension HostileFilesTests {
@@ -281,9 +273,7 @@ extension HostileFilesTests {
     /// stayed under its layout name.
     @Test func aSymlinkInPlaceOfDamagedIsMovedAsItselfAndTheDamagedEntryGoesIntoARealDirectory() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root)
-            try open(store, store.regular, seq: 1, url: "https://kept.example/")
-            try store.waitUntilDurable(1)
+            let store = try savedWindow(root, regular: "https://kept.example/")
             let regular = store.regular.sessionDirectory
             let damaged = regular.appending(StoreLayout.damagedDirectory)
             let planted = regular.appending(StoreLayout.snapshotName(7))
@@ -313,9 +303,7 @@ extension HostileFilesTests {
     @Test func aDamagedSnapshotThatCannotBeSetAsideIsNeverDeletedByLaterCompactions() throws {
         try withRootAndCanary { root, _ in
             let options = StoreOptions(compactAfterRecords: 2)
-            let store = try realWindow(root, options: options)
-            try open(store, store.regular, seq: 1, url: "https://kept.example/")
-            try store.waitUntilDurable(1)
+            let store = try savedWindow(root, options: options, regular: "https://kept.example/")
             let regular = store.regular.sessionDirectory
             let damaged = regular.appending(StoreLayout.damagedDirectory)
             let planted = regular.appending(StoreLayout.snapshotName(7))
@@ -370,10 +358,7 @@ extension HostileFilesTests {
     /// deletion failed with ENOTEMPTY on every save.
     @Test func anIncognitoDirectoryHoldingNamesThatAreNotUTF8IsDeletedWhenItsLastTabCloses() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root)
-            try open(store, store.regular, seq: 1, url: "https://kept.example/")
-            try open(store, store.incognito, seq: 2, url: "https://secret.example/")
-            try store.waitUntilDurable(2)
+            let store = try savedWindow(root, regular: "https://kept.example/", incognito: "https://secret.example/")
             let incognito = store.incognito.sessionDirectory
             try plantFile(named: [0xFF], in: incognito)
             try plantFile(named: Array("a".utf8) + [0xC3, 0x28], in: incognito)
@@ -399,9 +384,7 @@ extension HostileFilesTests {
     /// inside could not be removed, `createFresh` failed, and no compaction ever succeeded.
     @Test func aTemporaryHoldingNamesThatAreNotUTF8IsRemovedAndTheNextCompactionSucceeds() throws {
         try withRootAndCanary { root, canary in
-            let store = try realWindow(root, options: StoreOptions(compactAfterRecords: 2))
-            try open(store, store.regular, seq: 1, url: "https://one.example/")
-            try store.waitUntilDurable(1)
+            let store = try savedWindow(root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 2...(8 as UInt64) {
                 let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
@@ -409,10 +392,7 @@ extension HostileFilesTests {
                 try plantFile(named: [0xFF, 0xFE], in: temporary)
                 try plant(.symlink(to: canary.string), at: temporary.appending("inside"))
             }
-            for seq in 2...(6 as UInt64) {
-                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
-                try store.waitUntilDurable(seq)
-            }
+            try openRegularTabsDurably(store, seqs: 2...6)
             let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
             let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
             #expect(generations.contains { $0 >= 3 }, "compaction wrote new generations: \(names)")
@@ -430,19 +410,14 @@ extension HostileFilesTests {
     @Test func entriesUnderTheNextSnapshotsNamesAreSetAsideAndCompactionGoesOn() throws {
         try withRootAndCanary { root, canary in
             let options = StoreOptions(compactAfterRecords: 2)
-            let store = try realWindow(root, options: options)
-            try open(store, store.regular, seq: 1, url: "https://one.example/")
-            try store.waitUntilDurable(1)
+            let store = try savedWindow(root, options: options, regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             try plant(.directory, at: regular.appending(StoreLayout.snapshotName(2)))
             try plant(.symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
             try plant(.fifo, at: regular.appending(StoreLayout.snapshotName(3)))
             try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(StoreLayout.snapshotName(4)))
 
-            for seq in 2...(12 as UInt64) {
-                try open(store, store.regular, seq: seq, url: "https://\(seq).example/")
-                try store.waitUntilDurable(seq)
-            }
+            try openRegularTabsDurably(store, seqs: 2...12)
             let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
             let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
             #expect(generations.contains { $0 >= 5 }, "compaction went past the planted names: \(names)")

@@ -1,6 +1,7 @@
 import BrowserModel
 import IOUring
 @testable import SessionStore
+import TestSupport
 import Testing
 
 /// A worker killed with the power on: every storage operation it made stays, none after. Unlike

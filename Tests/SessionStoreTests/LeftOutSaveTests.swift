@@ -3,6 +3,7 @@ import IOUring
 import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A save recovery leaves out (never acknowledged: the other Browser did not make it durable)

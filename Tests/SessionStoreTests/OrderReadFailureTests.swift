@@ -2,6 +2,7 @@ import Foundation
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `windows.order` that is there and does not read (EIO, EMFILE) is an error, never "no

@@ -3,6 +3,7 @@ import IOUring
 import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Recovery that cannot continue the files writes a new snapshot from memory. The generation

@@ -2,6 +2,7 @@ import Foundation
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// What the save loop asks of the file system, counted: load-independent, unlike a timing.

@@ -3,6 +3,7 @@ import Foundation
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Failed saves, in process on the fault engine and a hand-moved clock: retried by themselves
@@ -51,8 +52,7 @@ import Testing
         #expect(events.contains(.recovered(.regular, failedAttempts: 3)))
         #expect(store.durableSeq == 2 && store.failure == nil && store.nextDeadline == nil)
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+        #expect(try contentsAfterPowerCut(engine) == live)
     }
 
     /// A durable wait is an explicit request: it retries at once, whatever the backoff, and
@@ -95,9 +95,7 @@ import Testing
         #expect(store.durableSeq(of: .incognito) == 1)
         #expect(store.durableSeq == 1, "the window is durable through what both Browsers have")
 
-        let cut = engine.copy()
-        cut.powerCut()
-        let restored = try WindowContents(try simulatedWindow(cut).0)
+        let restored = try contentsAfterPowerCut(engine.copy())
         // Saved, but not durable for the window: after a cut it comes back as it was after one
         // command, never with the regular change and without the incognito one before it.
         #expect(restored == before, "the regular save made while the incognito Browser lagged is left out")
@@ -107,8 +105,7 @@ import Testing
         let later = try store.pollWhileSaving()
         #expect(later.contains(.recovered(.incognito, failedAttempts: 1)) && store.durableSeq == 3)
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+        #expect(try contentsAfterPowerCut(engine) == live)
     }
 
     /// The regular Browser must write a snapshot (`needsRebase`, as after a failed read-back)
@@ -134,17 +131,14 @@ import Testing
         #expect(events.failures.map(\.browser) == [.incognito])
         #expect(store.durableSeq(of: .regular) == 1, "the regular Browser waits instead of writing a snapshot")
 
-        let cut = engine.copy()
-        cut.powerCut()
-        #expect(try WindowContents(try simulatedWindow(cut).0) == before, "neither Browser ahead of the other")
+        #expect(try contentsAfterPowerCut(engine.copy()) == before, "neither Browser ahead of the other")
 
         engine.failingOpens = [:]
         clock.advance(milliseconds: 100)
         let later = try store.pollWhileSaving()
         #expect(later.contains(.recovered(.incognito, failedAttempts: 1)) && store.durableSeq == 3)
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+        #expect(try contentsAfterPowerCut(engine) == live)
     }
 
     /// Both Browsers write, the incognito write fails: the regular part landed with a commit
@@ -171,23 +165,18 @@ import Testing
         #expect(failed.failures.map(\.browser) == [.incognito])
         #expect(store.savingSeq == 4, "the regular part goes again at once")
         #expect(store.durableSeq(of: .regular) == 2, "not durable: recovery would drop a save naming both")
-        let early = engine.copy()
-        early.powerCut()
-        #expect(try WindowContents(try simulatedWindow(early).0) == acknowledged, "before the rewrite: the acknowledged state")
+        #expect(try contentsAfterPowerCut(engine.copy()) == acknowledged, "before the rewrite: the acknowledged state")
 
         _ = try store.pollWhileSaving()
         #expect(store.durableSeq(of: .regular) == 4 && store.durableSeq == 2)
-        let late = engine.copy()
-        late.powerCut()
-        let restored = try WindowContents(try simulatedWindow(late).0)
+        let restored = try contentsAfterPowerCut(engine.copy())
         #expect(restored == acknowledged, "the regular part, rewritten while the incognito Browser lags, is left out")
 
         clock.advance(milliseconds: 100)
         _ = try store.pollWhileSaving()
         #expect(store.durableSeq == 4)
         let live = try WindowContents(store)
-        engine.powerCut()
-        #expect(try WindowContents(try simulatedWindow(engine).0) == live)
+        #expect(try contentsAfterPowerCut(engine) == live)
     }
 
     /// A compaction that fails on a full disk is reported on each failure (each is counted), and

@@ -2,6 +2,7 @@ import BrowserModel
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// EAGAIN is a shortage (what `fork`/`clone`, `io_uring_setup`, `memfd_create` and some

@@ -4,6 +4,7 @@ import IOUring
 @testable import SessionStore
 import SessionFormat
 import SystemPackage
+import TestSupport
 import Testing
 
 @Suite struct StoreRoundTripTests {

@@ -3,6 +3,7 @@ import Foundation
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 let simulatedRoot = FilePath("/sim")
@@ -48,6 +49,13 @@ struct WindowBrowsing {
     mutating func coin(_ outOf: Int) -> Bool { Int.random(in: 0..<outOf, using: &random) == 0 }
 }
 
+/// The window a power cut now leaves on `disk` (cut in place: pass a copy to go on with the
+/// original), recovered: what a test compares with what was acknowledged.
+func contentsAfterPowerCut(_ disk: FaultEngine, options: StoreOptions = StoreOptions()) throws -> WindowContents {
+    disk.powerCut()
+    return try WindowContents(try simulatedWindow(disk, options: options).0)
+}
+
 /// A monotonic clock the test moves by hand.
 final class ManualClock {
     var now: UInt64 = 1_000_000_000
@@ -65,11 +73,14 @@ func simulatedWindow(
     return (store, recovery)
 }
 
-/// A private temporary directory, removed after `body`.
-func withTemporaryDirectory(_ body: (FilePath) throws -> Void) throws {
-    var template = Array("/tmp/windowhost-store-XXXXXX".utf8CString)
-    try #require(mkdtemp(&template) != nil)
-    let path = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-    defer { try? FileManager.default.removeItem(atPath: path.string) }
-    try body(path)
+/// What `path` is, by lstat (the test's own look, not the code under test's).
+func lstatKind(_ path: FilePath) -> String? {
+    var status = stat()
+    guard lstat(path.string, &status) == 0 else { return nil }
+    switch status.st_mode & S_IFMT {
+    case S_IFREG: return "file"
+    case S_IFDIR: return "directory"
+    case S_IFLNK: return "symlink"
+    default: return "other"
+    }
 }

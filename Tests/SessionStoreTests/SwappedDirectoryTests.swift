@@ -4,6 +4,7 @@ import Glibc
 import IOUring
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A hostile tester's find: while a window runs, its session directory, its window directory or
@@ -195,18 +196,6 @@ private func names(in directory: FilePath) -> [String] {
 
 private func readLink(_ path: FilePath) -> String? {
     try? FileManager.default.destinationOfSymbolicLink(atPath: path.string)
-}
-
-/// What `path` is, by lstat (the test's own look, not the code under test's).
-private func lstatKind(_ path: FilePath) -> String? {
-    var status = stat()
-    guard lstat(path.string, &status) == 0 else { return nil }
-    switch status.st_mode & S_IFMT {
-    case S_IFREG: return "file"
-    case S_IFDIR: return "directory"
-    case S_IFLNK: return "symlink"
-    default: return "other"
-    }
 }
 
 /// A window recovered on a real, empty root under a temporary directory, on a clock the test

@@ -66,10 +66,3 @@ import Testing
         #expect(host.terminate() == 0)
     }
 }
-
-/// The root and the two log files beside it.
-private func removeHostFiles(_ root: URL) {
-    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-        try? FileManager.default.removeItem(at: url)
-    }
-}

@@ -11,11 +11,7 @@ import Testing
 @Suite(.serialized) struct BigWindowProcessTests {
     @Test(.timeLimit(.minutes(5))) func aBigWindowComesBackAfterAShutdownAndRestart() throws {
         let root = temporaryRoot("big-window")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-                try? FileManager.default.removeItem(at: url)
-            }
-        }
+        defer { removeHostFiles(root) }
         let started = Date()
         // No save until wait-durable: one compaction writes the whole window.
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 600_000)

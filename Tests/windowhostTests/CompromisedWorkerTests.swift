@@ -14,7 +14,7 @@ import Testing
 @Suite(.serialized) struct CompromisedWorkerTests {
     @Test func aWorkerScribblingOverEverythingItCanMapReachesOnlyItsOwnWindow() throws {
         let root = temporaryRoot("scribble")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 3)
         defer { if host.process.isRunning { host.kill9() } }
         let ids = host.windowIDs()

@@ -10,11 +10,7 @@ import Testing
 @Suite(.serialized) struct ControlBoundsTests {
     @Test(.timeLimit(.minutes(3))) func oversizedURLsAndIndicesAreRefusedBeforeASeqIsTaken() throws {
         let root = temporaryRoot("control-bounds")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-                try? FileManager.default.removeItem(at: url)
-            }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         func url(_ bytes: Int) -> String {

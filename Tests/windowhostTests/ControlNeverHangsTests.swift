@@ -9,7 +9,7 @@ import Testing
 @Suite(.serialized) struct ControlNeverHangsTests {
     @Test(.timeLimit(.minutes(2))) func ctlAgainstAStoppedSupervisorExits75WithinItsTimeout() throws {
         let root = temporaryRoot("ctl-stopped")
-        defer { removeFiles(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let supervisor = host.process.processIdentifier
         Glibc.kill(supervisor, SIGSTOP)
@@ -47,7 +47,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(2))) func killWithASignalThatCannotKillIsAnsweredAtOnce() throws {
         let root = temporaryRoot("ctl-cont")
-        defer { removeFiles(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         let pid = try #require(host.windows()[window]?["pid"]?.int)
@@ -70,7 +70,7 @@ import Testing
     /// with its tabs once descriptors are available again.
     @Test(.timeLimit(.minutes(3))) func aRespawnShortOfDescriptorsDoesNotSetTheSessionAside() throws {
         let root = temporaryRoot("ctl-emfile")
-        defer { removeFiles(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         for index in 0..<3 { _ = try #require(host.open(window, "https://durable\(index).example/")) }
@@ -140,24 +140,12 @@ import Testing
     /// the old code too: it guards the order of `handle`, where a seq is taken last.)
     @Test(.timeLimit(.minutes(2))) func refusedRequestsTakeNoSeq() throws {
         let root = temporaryRoot("ctl-refused")
-        defer { removeFiles(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://first.example/") != nil)
-        func raw(_ line: [UInt8]) -> String {
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(fd) }
-            guard var address = UnixSocketAddress.make(FilePath(host.socket)) else { return "" }
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            var reply = [UInt8](repeating: 0, count: 4096)
-            let count = recv(fd, &reply, reply.count, 0)
-            return count > 0 ? String(decoding: reply[..<count], as: UTF8.self) : ""
-        }
-        #expect(raw(Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(#""code":64"#))
-        #expect(raw(Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)).contains(#""code":64"#))
+        #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(#""code":64"#))
+        #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)).contains(#""code":64"#))
         #expect(host.call("teleport", window: window).code == .usage)
         #expect(host.call("navigate", window: window) { $0.tab = 1 }.code == .usage)
         #expect(host.call("move", window: window) { $0.tab = 1 }.code == .usage)
@@ -174,11 +162,5 @@ import Testing
         guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
         let fields = line.split(separator: " ")
         return fields.count >= 5 ? String(fields[4]) : nil
-    }
-}
-
-private func removeFiles(_ root: URL) {
-    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-        try? FileManager.default.removeItem(at: url)
     }
 }

@@ -8,12 +8,6 @@ import Testing
 /// already be there: `ctl` keeps working, nobody's slowness delays another, and nothing at the
 /// path is removed that is not a stale socket.
 @Suite(.serialized) struct ControlServerProcessTests {
-    func cleanUp(_ root: URL) {
-        for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-            try? FileManager.default.removeItem(at: url)
-        }
-    }
-
     /// A connection to `path` that never blocks the test: nil when the backlog is full.
     func idleConnection(_ path: String) -> Int32? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
@@ -33,7 +27,7 @@ import Testing
     /// hung).
     @Test(.timeLimit(.minutes(3))) func idleClientsUnderALowDescriptorLimitDoNotStopCtl() throws {
         let root = temporaryRoot("idle-clients")
-        defer { cleanUp(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         // A few descriptors above what it holds now (a memfd per slot, the ring, the root's
@@ -74,7 +68,7 @@ import Testing
     /// delayed (it took 18 s behind blocking sends), and the readers are dropped at the timeout.
     @Test(.timeLimit(.minutes(3))) func clientsThatDoNotReadDelayNobody() throws {
         let root = temporaryRoot("slow-readers")
-        defer { cleanUp(root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 2, arguments: ["--client-timeout", "2"])
         let windows = host.windowIDs()
         try #require(windows.count == 2)
@@ -127,11 +121,11 @@ import Testing
         let root = temporaryRoot("socket-file")
         let precious = root.appendingPathExtension("precious.txt")
         defer {
-            cleanUp(root)
+            removeHostFiles(root)
             try? FileManager.default.removeItem(at: precious)
         }
         try Data("precious".utf8).write(to: precious)
-        let run = try runWindowhost(["run", "--root", root.path, "--scenes", "0", "--socket", precious.path], prefix: ["timeout", "20"])
+        let run = try runWindowhostBounded(["run", "--root", root.path, "--scenes", "0", "--socket", precious.path], seconds: 20)
         #expect(run.status == 73, "\(run.output)")
         #expect(run.output.contains(precious.path), "\(run.output)")
         #expect(try String(contentsOf: precious, encoding: .utf8) == "precious")
@@ -143,11 +137,11 @@ import Testing
         let first = temporaryRoot("socket-live")
         let second = temporaryRoot("socket-live-second")
         defer {
-            cleanUp(first)
-            cleanUp(second)
+            removeHostFiles(first)
+            removeHostFiles(second)
         }
         let host = try HostProcess(root: first, scenes: 1)
-        let run = try runWindowhost(["run", "--root", second.path, "--scenes", "0", "--socket", host.socket], prefix: ["timeout", "5"])
+        let run = try runWindowhostBounded(["run", "--root", second.path, "--scenes", "0", "--socket", host.socket], seconds: 5)
         #expect(run.status == 75, "\(run.output)")
         #expect(host.call("status", timeout: 10).code == .ok)
         #expect(host.terminate() == 0)
@@ -157,7 +151,7 @@ import Testing
     /// A socket nobody answers at (a killed supervisor's): replaced, and the supervisor serves.
     @Test(.timeLimit(.minutes(2))) func aStaleSocketIsReplaced() throws {
         let root = temporaryRoot("socket-stale")
-        defer { cleanUp(root) }
+        defer { removeHostFiles(root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let path = root.appendingPathComponent("ctl.sock").path
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -134,32 +134,6 @@ private func JSONLine(_ text: String) -> JSONValue? {
     try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
 }
 
-extension HostProcess {
-    /// `windowhost ctl` with a bound: a call still running after `seconds` is killed and
-    /// reported as status -1, so a hang fails the test rather than stalling it.
-    func ctlBounded(_ arguments: [String], seconds: Double = 10) throws -> (status: Int32, output: String, seconds: Double) {
-        let process = Process()
-        process.executableURL = windowhostBinary
-        process.arguments = ["ctl", "--socket", socket] + arguments
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        let start = Date()
-        try process.run()
-        let finished = waitFor({ !process.isRunning }, seconds: seconds)
-        if !finished {
-            Glibc.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        let elapsed = Date().timeIntervalSince(start)
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        return (finished ? process.terminationStatus : -1, finished ? text : "hung for \(seconds) s: \(text)", elapsed)
-    }
-}
-
 /// A tmpfs of a few megabytes mounted on a fresh directory: the root goes in a private
 /// subdirectory, logs beside the mount (a full disk must not swallow them). Mounting needs
 /// root; when the machine refuses, the test fails saying why.

@@ -28,6 +28,37 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
     return (process.terminationStatus, String(decoding: output, as: UTF8.self))
 }
 
+/// Runs `windowhost ARGUMENTS` (under `prefix`, a command found on PATH) until it exits, prints
+/// `marker`, or `seconds` pass; still running then, it is stopped with `signal`. Its status
+/// (nil when stopped), its stdout + stderr and how long it ran: a hang fails a test instead of
+/// stalling it.
+func runWindowhostBounded(
+    _ arguments: [String], prefix: [String] = [], seconds: Double = 10, until marker: String? = nil, stoppingWith signal: Int32 = SIGKILL
+) throws -> (status: Int32?, output: String, seconds: Double) {
+    let process = Process()
+    if prefix.isEmpty {
+        process.executableURL = windowhostBinary
+        process.arguments = arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = prefix + [windowhostBinary.path] + arguments
+    }
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-bounded-\(UUID().uuidString)")
+    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+    defer { try? FileManager.default.removeItem(at: output) }
+    let handle = try FileHandle(forWritingTo: output)
+    process.standardOutput = handle
+    process.standardError = handle
+    func text() -> String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
+    let start = Date()
+    try process.run()
+    _ = waitFor({ !process.isRunning || marker.map { text().contains($0) } == true }, seconds: seconds)
+    let stopped = process.isRunning
+    if stopped { Glibc.kill(process.processIdentifier, signal) }
+    process.waitUntilExit()
+    return (stopped ? nil : process.terminationStatus, text(), Date().timeIntervalSince(start))
+}
+
 /// A `windowhost run` in the background on a root of its own, driven over its socket.
 final class HostProcess {
     let root: URL
@@ -71,6 +102,20 @@ final class HostProcess {
     /// `windowhost ctl --socket S ARGUMENTS`, as a script runs it.
     func ctl(_ arguments: [String]) throws -> (status: Int32, output: String) {
         try runWindowhost(["ctl", "--socket", socket] + arguments)
+    }
+
+    /// `windowhost ctl --socket S ARGUMENTS` with `arguments` as shell words, as a script passes
+    /// bytes (`printf` escapes) that argv in Swift cannot: `"$2"` in them is `window`.
+    func ctlThroughShell(_ arguments: String, window: String) throws -> (status: Int32, output: String) {
+        try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, socket, window])
+    }
+
+    /// `windowhost ctl` with a bound: a call still running after `seconds` is killed and
+    /// reported as status -1, so a hang fails the test rather than stalling it.
+    func ctlBounded(_ arguments: [String], seconds: Double = 10) throws -> (status: Int32, output: String, seconds: Double) {
+        let run = try runWindowhostBounded(["ctl", "--socket", socket] + arguments, seconds: seconds)
+        guard let status = run.status else { return (-1, "hung for \(seconds) s: \(run.output)", run.seconds) }
+        return (status, run.output, run.seconds)
     }
 
     /// The windows `status` lists, by UUID.
@@ -137,6 +182,13 @@ func temporaryRoot(_ name: String) -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-\(name)-\(UUID().uuidString.prefix(8))")
 }
 
+/// Removes a `HostProcess` root and the two log files it writes beside it (by default).
+func removeHostFiles(_ root: URL) {
+    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
 /// Writes `bytes` to the control socket at `path` as they are, and reads the reply until the
 /// server closes: what a client that does not speak the protocol sees.
 func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
@@ -156,4 +208,9 @@ func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
         reply += chunk[..<count]
     }
     return reply
+}
+
+/// `rawSocketReply` as text.
+func rawSocketReplyText(_ path: String, _ bytes: [UInt8]) throws -> String {
+    String(decoding: try rawSocketReply(path, bytes), as: UTF8.self)
 }

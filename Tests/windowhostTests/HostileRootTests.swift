@@ -14,23 +14,23 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: base) }
         let root = base + "/root"
         try #require(mkdir(root, 0o700) == 0 && chmod(root, 0o770) == 0)
-        let groupWritable = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        let groupWritable = try runWindowhostBounded(["run", "--root", root, "--scenes", "0"])
         #expect(groupWritable.status == 77, "\(groupWritable.output)")
         #expect(groupWritable.output.contains("chmod 700 \(root)"))
         #expect(!FileManager.default.fileExists(atPath: root + "/windows"), "nothing written into the refused root")
 
         try #require(chmod(root, 0o700) == 0 && chown(root, 65534, 65534) == 0)
-        let foreign = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        let foreign = try runWindowhostBounded(["run", "--root", root, "--scenes", "0"])
         #expect(foreign.status == 77, "\(foreign.output)")
         #expect(foreign.output.contains("chown \(geteuid()) \(root)"))
 
         // A symlink the user names is followed once; its target is what is checked.
         try #require(symlink(root, base + "/link") == 0)
-        let throughLink = try runBriefly(["run", "--root", base + "/link", "--scenes", "0"])
+        let throughLink = try runWindowhostBounded(["run", "--root", base + "/link", "--scenes", "0"])
         #expect(throughLink.status == 77, "\(throughLink.output)")
 
         let fresh = base + "/new/root"
-        let created = try runBriefly(["run", "--root", fresh, "--scenes", "0"], seconds: 3)
+        let created = try runWindowhostBounded(["run", "--root", fresh, "--scenes", "0"], seconds: 3)
         #expect(created.status == nil, "a fresh root is accepted (the host ran): \(created.output)")
         var status = stat()
         #expect(lstat(fresh, &status) == 0 && status.st_mode & 0o7777 == 0o700 && status.st_uid == geteuid())
@@ -123,7 +123,7 @@ import Testing
     /// window and the other is set aside, both kept.
     @Test func aLowercaseWindowDirectoryRestoresAndIsRenamedToItsCanonicalSpelling() throws {
         let root = temporaryRoot("lowercase")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         var host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://lower.example/") != nil)
@@ -298,27 +298,6 @@ private func chownTree(_ path: String, to user: uid_t) throws {
     }
 }
 
-/// Runs `windowhost ARGUMENTS` for at most `seconds`: its status, or nil when it was still
-/// running (it is then killed), and its output.
-private func runBriefly(_ arguments: [String], seconds: Double = 10) throws -> (status: Int32?, output: String) {
-    let process = Process()
-    process.executableURL = windowhostBinary
-    process.arguments = arguments
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-brief-\(UUID().uuidString)")
-    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-    defer { try? FileManager.default.removeItem(at: output) }
-    let handle = try FileHandle(forWritingTo: output)
-    process.standardOutput = handle
-    process.standardError = handle
-    try process.run()
-    let exited = waitFor({ !process.isRunning }, seconds: seconds)
-    if !exited {
-        kill(process.processIdentifier, SIGKILL)
-    }
-    process.waitUntilExit()
-    let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-    return (exited ? process.terminationStatus : nil, text)
-}
 
 /// The root's fixed entries (`windows/`, `supervisor.lock`, …) not what the host needs there:
 /// `run` refuses (77) naming the entry, what it is and the fix; `inspect` reports it (65).
@@ -346,7 +325,7 @@ extension HostileRootTests {
             found = "a regular file"
         }
 
-        let run = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        let run = try runWindowhostBounded(["run", "--root", root, "--scenes", "0"])
         #expect(run.status == 77, "\(run.output)")
         #expect(run.output.contains("\(windows) is \(found), not a directory"), "\(run.output)")
         #expect(run.output.contains("never follows symlinks under its root"), "\(run.output)")
@@ -373,7 +352,7 @@ extension HostileRootTests {
         let lock = root + "/supervisor.lock"
         try #require(mkdir(root, 0o700) == 0 && symlink(canary + "/lock", lock) == 0)
 
-        let run = try runBriefly(["run", "--root", root, "--scenes", "0"])
+        let run = try runWindowhostBounded(["run", "--root", root, "--scenes", "0"])
         #expect(run.status == 77, "\(run.output)")
         #expect(run.output.contains("\(lock) is a symlink to \(canary)/lock, not a regular file"), "\(run.output)")
         #expect(run.output.contains("never follows symlinks under its root"), "\(run.output)")

@@ -12,7 +12,7 @@ import Testing
     @Test(arguments: [UInt64.max, UInt64.max - 1, Limits.maxCommandSeq + 1])
     func aCommitWithAnImpossibleSeqNeverStopsTheSupervisor(seq: UInt64) throws {
         let root = temporaryRoot("seq")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let (damaged, healthy) = try twoSavedWindows(root)
         try appendCommit(seq: seq, to: damaged, in: root)
 
@@ -41,7 +41,7 @@ import Testing
     /// everything else.
     @Test func aWindowAtTheHighestSeqRefusesTabCommandsWithATypedError() throws {
         let root = temporaryRoot("maxseq")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let (full, healthy) = try twoSavedWindows(root)
         try appendCommit(seq: Limits.maxCommandSeq, to: full, in: root)
 

@@ -3,6 +3,7 @@ import Foundation
 import IOUring
 import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `inspect` says a tab id held twice is damage and exits 65, as recovery treats it: in the two
@@ -12,38 +13,12 @@ import Testing
 @Suite struct InspectDuplicateTabIDTests {
     private let windowID = UUID(uuidString: "0D0D0D0D-0000-4000-8000-000000000011")!
 
-    private func tab(_ id: Int64, _ url: String) throws -> WebState {
-        var history = NavigationHistory()
-        history.commit(NavigationItem(url: url, timestamp: .zero))
-        return WebState(id: try #require(WebStateID(rawValue: id)), creationTime: .zero, history: history)
-    }
-
-    /// Regular tab 5 and incognito tab 7 saved, then incognito tab 5: written as a crafted file
-    /// would be (the model checks one list at a time); with `compactAfterRecords`, compacted so
-    /// both snapshots hold tab 5.
-    private func writeWindow(_ root: FilePath, compactAfterRecords: Int?) throws {
-        let options = compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions()
-        let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
-        _ = try store.recover()
-        try store.apply(seq: 1) { try store.regular.webStateList.insert(try tab(5, "https://regular.example/")) }
-        try store.apply(seq: 2) { try store.incognito.webStateList.insert(try tab(7, "https://private.example/")) }
-        try store.waitUntilDurable(2)
-        try store.apply(seq: 3) { try store.incognito.webStateList.insert(try tab(5, "https://twin.example/")) }
-        try store.waitUntilDurable(3)
-        if compactAfterRecords != nil {
-            try store.apply(seq: 4) { try store.incognito.webStateList.insert(try tab(8, "https://more.example/")) }
-            try store.apply(seq: 5) { try store.regular.webStateList.insert(try tab(9, "https://more.example/")) }
-            try store.waitUntilDurable(5)
-            try store.settle()
-        }
-    }
-
     @Test(arguments: [nil, 1] as [Int?]) func inspectReportsATabIDInBothBrowsersAndExits65(compactAfterRecords: Int?) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inspect-dup-\(getpid())-\(compactAfterRecords ?? 0)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let root = FilePath(directory.path)
-        try writeWindow(root, compactAfterRecords: compactAfterRecords)
+        try writeWindowWithATabIDInBothBrowsers(root, windowID: windowID, compactAfterRecords: compactAfterRecords)
 
         let windows = try SessionInspector.inspect(root: root)
         let window = try #require(windows.first)

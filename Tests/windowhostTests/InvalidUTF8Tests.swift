@@ -10,26 +10,19 @@ import Testing
 @Suite struct InvalidUTF8Tests {
     @Test(.timeLimit(.minutes(2))) func invalidUTF8TextIsRefusedAndTakesNoSeq() throws {
         let root = temporaryRoot("utf8")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://first.example/") != nil)
 
         // Through `windowhost ctl`, as a script passes the bytes: the URL, and any other argument.
-        func ctl(_ arguments: String) throws -> (status: Int32, output: String) {
-            try runProcess(
-                URL(fileURLWithPath: "/bin/sh"),
-                ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, host.socket, window])
-        }
         for arguments in [
             #"open --window "$2" --url "$(printf 'https://bad.example/\377')""#,
             #"navigate --window "$2" --tab 1 --url "$(printf 'https://bad.example/\300\200')""#,
             #"open --window "$2" --url "$(printf 'https://bad.example/\355\240\200')""#,
             #"open --window "$(printf "$2\377")" --url https://good.example/"#,
         ] {
-            let refused = try ctl(arguments)
+            let refused = try host.ctlThroughShell(arguments, window: window)
             #expect(refused.status == 65, "\(arguments): \(refused.output)")
             #expect(refused.output.contains("is not valid UTF-8"), "\(refused.output)")
         }
@@ -37,7 +30,7 @@ import Testing
         // Straight to the socket: the same bytes in a JSON string.
         let line = Array(#"{"verb":"open","window":""#.utf8) + Array(window.utf8) + Array(#"","url":"https://bad.example/"#.utf8) + [0xFF]
             + Array(#""}"#.utf8) + [10]
-        let reply = try rawReply(host.socket, line)
+        let reply = try rawSocketReplyText(host.socket, line)
         #expect(reply.contains(#""code":65"#) && reply.contains("not valid UTF-8"), "\(reply)")
 
         // Nothing was applied and no seq was taken.
@@ -48,9 +41,4 @@ import Testing
         #expect(urls == ["https://first.example/", "https://after.example/"], "\(dump)")
         #expect(host.terminate() == 0)
     }
-}
-
-/// Writes `bytes` to the control socket as is and reads the reply as text.
-private func rawReply(_ path: String, _ bytes: [UInt8]) throws -> String {
-    String(decoding: try rawSocketReply(path, bytes), as: UTF8.self)
 }

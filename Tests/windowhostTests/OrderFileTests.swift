@@ -8,7 +8,7 @@ import Testing
 @Suite struct OrderFileTests {
     @Test(.timeLimit(.minutes(1))) func aHugeOrderFileIsNeverRead() throws {
         let root = temporaryRoot("huge-order")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         var host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://kept.example/") != nil)

@@ -9,7 +9,7 @@ import Testing
 @Suite struct RootLockTests {
     @Test(.timeLimit(.minutes(2))) func swappingTheLockFileLetsNoSecondSupervisorIn() throws {
         let root = temporaryRoot("root-lock")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         defer { if host.process.isRunning { host.kill9() } }
         let lock = root.appendingPathComponent("supervisor.lock").path
@@ -32,7 +32,7 @@ import Testing
     /// until its last thread is gone, and the next supervisor starts only once it can take it.
     @Test(.timeLimit(.minutes(2))) func aNewSupervisorWaitsUntilNoWorkerOfTheOneBeforeCanWrite() throws {
         let root = temporaryRoot("worker-lock")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let lock = root.appendingPathComponent("supervisor.lock").path
         do {
             let host = try HostProcess(root: root, scenes: 2)

@@ -21,9 +21,7 @@ import Testing
     /// the 3 already replied.
     @Test(.timeLimit(.minutes(2))) func aKilledWorkersSeqsAndTabIDsAreNeverHandedOutAgain() throws {
         let root = temporaryRoot("seq-floor")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         var seqs: [Int64] = []
@@ -89,9 +87,7 @@ import Testing
     /// used up a seq no change ever named.
     @Test(.timeLimit(.minutes(2))) func aCommandThatChangesNothingTakesNoSeq() throws {
         let root = temporaryRoot("seq-noop")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(try ctl(host, "open", window, ["--url", "https://one.example/"]).result?["seq"]?.int == 1)

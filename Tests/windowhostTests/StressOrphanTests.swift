@@ -8,23 +8,8 @@ import Testing
 @Suite(.serialized) struct StressOrphanTests {
     @Test(.timeLimit(.minutes(2))) func aKilledCampaignLeavesNoSupervisorBehind() throws {
         let root = temporaryRoot("stress-orphan")
-        defer {
-            for pid in processes(mentioning: root.path) { Glibc.kill(pid, SIGKILL) }
-            for url in [root, URL(fileURLWithPath: root.path + ".stress-stdout"), URL(fileURLWithPath: root.path + ".stress-log")] {
-                try? FileManager.default.removeItem(at: url)
-            }
-        }
-        let campaign = Process()
-        campaign.executableURL = windowhostBinary
-        campaign.arguments = ["stress", "--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
-        campaign.standardOutput = FileHandle.nullDevice
-        campaign.standardError = FileHandle.nullDevice
-        try campaign.run()
-        // Its supervisor (`windowhost run --root ROOT`) is up.
-        try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
-
-        Glibc.kill(campaign.processIdentifier, SIGKILL)
-        campaign.waitUntilExit()
+        defer { cleanUpCampaign(root) }
+        try killCampaignOnceItsSupervisorRuns(root)
         #expect(
             waitFor({ processes(mentioning: root.path).isEmpty }, seconds: 5),
             "left running: \(processes(mentioning: root.path).map { "\($0) \(commandLine($0))" })")
@@ -35,28 +20,38 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func aKilledHostileCampaignLeavesNothingMounted() throws {
         try #require(geteuid() == 0, "the hostile campaign mounts a tmpfs: run the tests as root")
         let root = temporaryRoot("stress-orphan-hostile")
-        defer {
-            for pid in processes(mentioning: root.path) { Glibc.kill(pid, SIGKILL) }
-            _ = umount2(root.path, Int32(MNT_DETACH))
-            for url in [root, URL(fileURLWithPath: root.path + ".stress-stdout"), URL(fileURLWithPath: root.path + ".stress-log"),
-                URL(fileURLWithPath: root.path + ".hostile-canary")]
-            {
-                try? FileManager.default.removeItem(at: url)
-            }
-        }
-        let campaign = Process()
-        campaign.executableURL = windowhostBinary
-        campaign.arguments = ["stress", "--hostile", "--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
-        campaign.standardOutput = FileHandle.nullDevice
-        campaign.standardError = FileHandle.nullDevice
-        try campaign.run()
-        try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
-
-        Glibc.kill(campaign.processIdentifier, SIGKILL)
-        campaign.waitUntilExit()
+        defer { cleanUpCampaign(root, hostile: true) }
+        try killCampaignOnceItsSupervisorRuns(root, hostile: true)
         #expect(waitFor({ processes(mentioning: root.path).isEmpty }, seconds: 5))
         let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
         #expect(!mounts.contains(root.path), "\(root.path) is still mounted")
+    }
+}
+
+/// Starts a stress campaign on `root`, waits until its supervisor (`windowhost run --root
+/// ROOT`) is up, and kills the campaign with SIGKILL: it can clean nothing up.
+private func killCampaignOnceItsSupervisorRuns(_ root: URL, hostile: Bool = false) throws {
+    let campaign = Process()
+    campaign.executableURL = windowhostBinary
+    campaign.arguments =
+        ["stress"] + (hostile ? ["--hostile"] : []) + ["--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
+    campaign.standardOutput = FileHandle.nullDevice
+    campaign.standardError = FileHandle.nullDevice
+    try campaign.run()
+    try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
+
+    Glibc.kill(campaign.processIdentifier, SIGKILL)
+    campaign.waitUntilExit()
+}
+
+/// Kills whatever still runs on `root`, unmounts a hostile campaign's tmpfs left mounted, and
+/// removes the root and the campaign's files beside it.
+private func cleanUpCampaign(_ root: URL, hostile: Bool = false) {
+    for pid in processes(mentioning: root.path) { Glibc.kill(pid, SIGKILL) }
+    if hostile { _ = umount2(root.path, Int32(MNT_DETACH)) }
+    let beside = [".stress-stdout", ".stress-log"] + (hostile ? [".hostile-canary"] : [])
+    for url in [root] + beside.map({ URL(fileURLWithPath: root.path + $0) }) {
+        try? FileManager.default.removeItem(at: url)
     }
 }
 

@@ -152,14 +152,7 @@ import Testing
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let asNobody = { () throws -> Int32 in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", windowhostBinary.path, "ctl", "--socket", host.socket, "status"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
+            try runWindowhost(["ctl", "--socket", host.socket, "status"], prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]).status
         }
         // The directories on the way must let the other user reach the socket at all.
         #expect(chmod(root.path, 0o711) == 0)
@@ -221,11 +214,4 @@ private func stripRealized(_ before: JSONValue?, like after: JSONValue?) -> JSON
 /// Writes `bytes` to the control socket as is and reads the reply.
 private func rawRequest(_ path: String, _ bytes: [UInt8]) throws -> JSONValue {
     try JSONDecoder().decode(JSONValue.self, from: Data(try rawSocketReply(path, bytes)))
-}
-
-/// The root and the two log files beside it.
-private func removeHostFiles(_ root: URL) {
-    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
-        try? FileManager.default.removeItem(at: url)
-    }
 }

@@ -11,9 +11,7 @@ import Testing
 @Suite struct TextRuleProcessTests {
     @Test(.timeLimit(.minutes(2))) func aURLHoldingAControlCharacterOrALoneSurrogateIsRefusedAndTakesNoSeq() throws {
         let root = temporaryRoot("text-rule")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://first.example/") == 1)
@@ -25,15 +23,14 @@ import Testing
             #"navigate --window "$2" --tab 1 --url "$(printf 'https://bad.example/\177x')""#,
             #"replace --window "$2" --tab 1 --url "$(printf 'https://bad.example/\033x')""#,
         ] {
-            let refused = try runProcess(
-                URL(fileURLWithPath: "/bin/sh"), ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, host.socket, window])
+            let refused = try host.ctlThroughShell(arguments, window: window)
             #expect(refused.status == 65 && refused.output.contains("control character"), "\(arguments): \(refused.output)")
         }
 
         // Straight to the socket: escapes JSON allows, whose text is no URL or no text.
         func raw(_ url: String) throws -> String {
             let line = #"{"verb":"open","window":""# + window + #"","url":""# + url + "\"}\n"
-            return String(decoding: try rawSocketReply(host.socket, Array(line.utf8)), as: UTF8.self)
+            return try rawSocketReplyText(host.socket, Array(line.utf8))
         }
         for url in [#"https://bad.example/\u0000x"#, #"https://bad.example/\u001fx"#] {
             let reply = try raw(url)
@@ -47,7 +44,7 @@ import Testing
         // tab went to that window (0, seq taken). Refused as no UUID (64), nothing applied.
         for suffix in [#"\u0000junk"#, #"\u0000"#] {
             let line = #"{"verb":"open","window":""# + window + suffix + #"","url":"https://nul-window.example/"}"# + "\n"
-            let reply = String(decoding: try rawSocketReply(host.socket, Array(line.utf8)), as: UTF8.self)
+            let reply = try rawSocketReplyText(host.socket, Array(line.utf8))
             #expect(reply.contains(#""code":64"#) && reply.contains("is not a UUID"), "\(suffix): \(reply)")
         }
         // A surrogate pair is a character: taken.

@@ -22,40 +22,13 @@ import Testing
 
         var listingFailures = 0
         for cap in 4...24 {
-            let run = try runWindowhost(
+            let run = try runWindowhostBounded(
                 ["run", "--root", root.path, "--scenes", "0", "--io", "sync"], prefix: ["prlimit", "--nofile=\(cap):\(cap)"],
-                until: "ready ")
+                until: "ready ", stoppingWith: SIGTERM)
             #expect(try Data(contentsOf: order) == saved, "cap \(cap): \(run.output)")
             if run.status == 74, run.output.contains("list \(windows.path)") { listingFailures += 1 }
             #expect(run.status == nil || run.status != 0, "cap \(cap): \(run.output)")
         }
         #expect(listingFailures > 0, "some cap makes the listing itself fail")
     }
-}
-
-/// Runs `windowhost ARGUMENTS` under `prefix` until it exits or prints `marker` (then it is
-/// stopped): its status (nil when stopped) and output.
-private func runWindowhost(_ arguments: [String], prefix: [String], until marker: String) throws -> (status: Int32?, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = prefix + [windowhostBinary.path] + arguments
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-listing-\(UUID().uuidString)")
-    _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-    defer { try? FileManager.default.removeItem(at: output) }
-    let handle = try FileHandle(forWritingTo: output)
-    process.standardOutput = handle
-    process.standardError = handle
-    try process.run()
-    let deadline = Date().addingTimeInterval(10)
-    var text = ""
-    while process.isRunning, Date() < deadline {
-        text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        if text.contains(marker) { break }
-        usleep(10_000)
-    }
-    let stopped = process.isRunning
-    if stopped { kill(process.processIdentifier, SIGTERM) }
-    process.waitUntilExit()
-    text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-    return (stopped ? nil : process.terminationStatus, text)
 }

@@ -15,7 +15,7 @@ import SystemPackage
 public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     public let name: String
     var files = RealFiles()
-    var chains = BlockingChains()
+    package var chains = BlockingChains()
     /// Power-cut mode: the writes each file (by path: any descriptor's sync flushes them, as
     /// the page cache is the file's) holds until its next sync.
     private var unsynced: [String: [(offset: Int, bytes: [UInt8])]]?
@@ -32,7 +32,7 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
         self.acknowledgeBeforeSync = acknowledgeBeforeSync
     }
 
-    func perform(_ operation: IOOperation) throws(IOEngineError) {
+    package func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             if unsynced != nil, !durable || acknowledgeBeforeSync {
@@ -74,8 +74,9 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
 
 /// An engine whose data path runs on the caller's thread: chains run at `flush`, and their
 /// completions wait for `reap`, so a simulated power cut in between leaves durable writes
-/// that were never acknowledged, as on a real disk.
-protocol BlockingChainEngine: IOEngine {
+/// that were never acknowledged, as on a real disk. Package-visible for the test-support
+/// target's simulated disk (`FaultEngine`).
+package protocol BlockingChainEngine: IOEngine {
     var chains: BlockingChains { get set }
     func perform(_ operation: IOOperation) throws(IOEngineError)
 }
@@ -94,30 +95,32 @@ extension BlockingChainEngine {
 /// The data path of the engines that do the work on the caller's thread (blocking, simulated):
 /// chains queued by `submit`, run in order at `run` (each stops at its first failure), their
 /// completions held until taken, as a ring holds them until reaped.
-struct BlockingChains {
+package struct BlockingChains {
     private var queued: [(IOTicket, [IOOperation])] = []
     private var finished: [IOCompletion] = []
     private var tickets = TicketCounter()
 
-    var count: Int { queued.count + finished.count }
+    package init() {}
 
-    mutating func submit(_ chain: [IOOperation]) -> IOTicket {
+    package var count: Int { queued.count + finished.count }
+
+    package mutating func submit(_ chain: [IOOperation]) -> IOTicket {
         let ticket = tickets.next()
         queued.append((ticket, chain))
         return ticket
     }
 
-    var queuedCount: Int { queued.count }
+    package var queuedCount: Int { queued.count }
 
     /// The chains queued, in order: what a simulated power cut finds in flight.
-    var queuedChains: [[IOOperation]] { queued.map(\.1) }
+    package var queuedChains: [[IOOperation]] { queued.map(\.1) }
 
-    mutating func run(_ step: (IOOperation) throws(IOEngineError) -> Void) {
+    package mutating func run(_ step: (IOOperation) throws(IOEngineError) -> Void) {
         while !queued.isEmpty { runChain(at: 0, step) }
     }
 
     /// Runs the chain at `index` of those queued, stopping at its first failure.
-    mutating func runChain(at index: Int, _ step: (IOOperation) throws(IOEngineError) -> Void) {
+    package mutating func runChain(at index: Int, _ step: (IOOperation) throws(IOEngineError) -> Void) {
         let (ticket, chain) = queued.remove(at: index)
         var result = Result<Void, IOEngineError>.success(())
         for operation in chain {
@@ -131,13 +134,13 @@ struct BlockingChains {
         finished.append(IOCompletion(ticket: ticket, result: result))
     }
 
-    mutating func takeFinished() -> [IOCompletion] {
+    package mutating func takeFinished() -> [IOCompletion] {
         defer { finished.removeAll(keepingCapacity: true) }
         return finished
     }
 
     /// Everything queued or finished is forgotten (a simulated power cut).
-    mutating func drop() {
+    package mutating func drop() {
         queued.removeAll()
         finished.removeAll()
     }

@@ -1,3 +1,4 @@
+import IOUring
 import SystemPackage
 
 /// A deterministic simulated disk behind the engine protocol, for crash-consistency tests. It
@@ -59,7 +60,7 @@ public final class FaultEngine: BlockingChainEngine {
     private var persisted: [String: Node] = [:]
     private var handles: [Int32: (path: String, node: Node)] = [:]
     private var lastHandle: Int32 = 2
-    var chains = BlockingChains()
+    package var chains = BlockingChains()
     /// The writes in flight at the moment the halt struck: what the store issues after it saw
     /// the halt's errors never reached a disk that had lost power. Nil until the halt strikes.
     private var inFlightAtHalt: [InFlightWrite]?
@@ -115,7 +116,7 @@ public final class FaultEngine: BlockingChainEngine {
         }
     }
 
-    func perform(_ operation: IOOperation) throws(IOEngineError) {
+    package func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             let (path, inode) = try fileHandle(file, "write")
