@@ -3,6 +3,7 @@ import IOUring
 import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A save whose journal cannot be continued goes into a snapshot written from memory: no

@@ -3,6 +3,7 @@ import IOUring
 import SessionFormat
 @testable import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A disk with room for the window's tabs but not for two preallocated journals (a 2 MiB tmpfs
