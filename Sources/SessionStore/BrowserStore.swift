@@ -246,27 +246,44 @@ public final class BrowserStore {
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
         try placeDirectory()
+        // Written twice, like every snapshot no older generation reaches (`Compaction.twin`):
+        // a damaged copy must not take the saves of the journal after it along (a re-created
+        // incognito session's first generation is above 1, where recovery cannot tell that it
+        // held an empty list: hostile round 5 lost an acknowledged incognito tab so).
+        let twinGeneration = try nextGeneration()
+        highestGeneration = twinGeneration
         let newGeneration = try nextGeneration()
-        let name = StoreLayout.snapshotName(newGeneration)
-        let snapshotFile = try createFresh(name + StoreLayout.temporarySuffix)
-        defer { engine.close(snapshotFile) }
-        let journalFile = try createFresh(StoreLayout.journalName(newGeneration))
         // An empty list has no histories to look up, so encoding it cannot fail.
         let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }) ?? []
+        var opened: [EngineFile] = []
+        var newJournal: EngineFile?
         do {
-            _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
-            _ = try io { try engine.perform([.write(journalFile, preallocatedJournal(), offset: 0, durable: false), .sync(journalFile)]) }
-            try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
+            for generation in [twinGeneration, newGeneration] {
+                let snapshotFile = try createFresh(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                opened.append(snapshotFile)
+                let journalFile = try createFresh(StoreLayout.journalName(generation))
+                opened.append(journalFile)
+                // Nothing is ever appended to the twin's journal.
+                let journalBytes = generation == newGeneration ? preallocatedJournal() : JournalFile.header
+                _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
+                _ = try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
+                if generation == newGeneration { newJournal = journalFile }
+            }
+            for generation in [twinGeneration, newGeneration] {
+                let name = StoreLayout.snapshotName(generation)
+                try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
+            }
             try io { try engine.syncDirectory(directory) }
         } catch {
-            engine.close(journalFile)
+            for file in opened { engine.close(file) }
             if error.errno == .noSpace, !journalsGrowByAppend {
                 journalsGrowByAppend = true
                 return try createIfNeeded(emptyThrough: seq)
             }
             throw error
         }
-        journal = journalFile
+        for file in opened where file != newJournal { engine.close(file) }
+        journal = newJournal
         journalEnd = Framing.fileHeaderSize
         journalRecords = 0
         generation = newGeneration
