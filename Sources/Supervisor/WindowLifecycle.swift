@@ -32,7 +32,6 @@ import HostCoordination
 /// | restartPending, reserved, spawning | shutdownBegan   | stopped                       |                         |
 /// | disconnecting(saving: true) | shutdownBegan          | (same, stopping)              |                         |
 /// | starting, ready (stopping) | workerDied              | stopped                       |                         |
-/// | restartPending (stopping) | restartTimerFired        | (same)                        |                         |
 ///
 /// Any other pair is an invariant violation: `assertionFailure` naming the state and the event
 /// in debug builds, nothing at all in release builds (the events come from workers' deaths and

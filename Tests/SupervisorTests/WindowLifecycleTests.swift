@@ -188,6 +188,17 @@ import Testing
         #expect(killed.handle(.shutdownBegan, now: 0) == [.terminate])
     }
 
+    @Test func shutdownBeforeAnyWorkerStopsTheWindowWhereItIs() {
+        for (events, shown) in [([], SlotState.reserved), ([.spawnBegan], .starting)] as [([Life.Event], SlotState)] {
+            var life = window(after: events)
+            #expect(life.handle(.shutdownBegan, now: 0) == [])
+            #expect(life.state == .stopped(shown: shown) && life.shown == shown)
+            // Only a disconnect moves it now; the scene is kept.
+            #expect(life.handle(.sceneChanged(.background), now: 0) == [] && life.shown == shown)
+            #expect(life.handle(.disconnectRequested, now: 0) == [.finishDisconnect(clean: true)])
+        }
+    }
+
     // MARK: stories
 
     @Test func aCrashLoopEndsInSetAsideAfterTheFailedStartLimit() {
