@@ -74,9 +74,8 @@ public final class Supervisor {
     struct Window {
         let id: UUID
         let slot: Int
-        var state: SlotState = .reserved
-        /// Whether the scene is in the background (kept across restarts).
-        var inBackground = false
+        /// Its state, restarts and deaths: the only place either changes (`step`).
+        var lifecycle: WindowLifecycle
         var configured = false
         var pid: Int32 = 0
         var pidfd: Int32 = -1
@@ -103,9 +102,6 @@ public final class Supervisor {
         /// Seqs replied to and then lost with the worker that applied them (killed before they
         /// were durable), oldest first: no durable answer covers them (`durableReply`).
         var lostSeqs = LostSeqs()
-        var history = RestartPolicy.History()
-        var restartAt: UInt64?
-        var killRequested = false
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
         /// The window's `handed-out` entry went with a damaged file: its first worker only says
@@ -120,6 +116,11 @@ public final class Supervisor {
         var durableWaiters: [DurableWaiter] = []
 
         var isLive: Bool { pidfd >= 0 }
+        var state: SlotState { lifecycle.shown }
+        /// Whether the scene is in the background (kept across restarts).
+        var inBackground: Bool { lifecycle.scene == .background }
+        var history: RestartPolicy.History { lifecycle.history }
+        var restartAt: UInt64? { lifecycle.restartAt }
 
         /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
         /// commands. It is the worker's own but after a restart that lost replied commands (their
@@ -129,7 +130,7 @@ public final class Supervisor {
             highestRepliedSeq = max(highestRepliedSeq, applied)
             return highestRepliedSeq
         }
-        var isReady: Bool { isLive && readyAt != nil && (state == .foreground || state == .background) }
+        var isReady: Bool { isLive && readyAt != nil && lifecycle.state == .ready }
     }
 
     enum FloorProbe { case needed, asked }
@@ -384,7 +385,7 @@ public final class Supervisor {
     private func connectScene(waiter: ClientID?) -> UUID? {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
         let id = registry.reserve()
-        var window = Window(id: id, slot: slot, reservedAt: monotonicNanoseconds())
+        var window = Window(id: id, slot: slot, lifecycle: WindowLifecycle(policy: configuration.restartPolicy), reservedAt: monotonicNanoseconds())
         // What a supervisor before may have handed out: its first worker numbers above it, and
         // `becameReady` names what it did not restore lost, beside what was lost before.
         if let record = handedOut[id] {
@@ -412,15 +413,12 @@ public final class Supervisor {
         window.generation += 1
         // A probe that died unanswered is asked of the next worker.
         if window.floorProbe == .asked { window.floorProbe = .needed }
-        window.restartAt = nil
         window.readyAt = nil
-        window.killRequested = false
         window.killedForMisbehaving = false
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
-        window.state = .starting
-        view.state = .starting
+        _ = step(&window, .spawnBegan)
         let doorbell: Doorbell
         do {
             doorbell = try Doorbell()
@@ -428,7 +426,7 @@ public final class Supervisor {
             windows[slot] = window
             switch error {
             case .system(_, let errno): startFailed(slot, "cannot make a doorbell", errno)
-            case .mismatch: workerDied(slot, description: "not spawned: \(error)")
+            case .mismatch: workerDied(slot, description: "not spawned: \(error)", spawned: false)
             }
             return
         }
@@ -469,6 +467,7 @@ public final class Supervisor {
         window.pid = pid
         window.pidfd = pidfd
         window.doorbell = doorbell
+        _ = step(&window, .spawned)
         window.spawnedAt = monotonicNanoseconds()
         view.pid = pid
         windows[slot] = window
@@ -487,11 +486,12 @@ public final class Supervisor {
         guard var window = windows[slot] else { return }
         guard RestartPolicy.isShortage(error) else {
             logger.error("spawn failed", metadata: ["window": "\(window.id)", "call": "\(call)", "error": "\(error)"])
-            workerDied(slot, description: "not spawned: \(call): \(error)")
+            workerDied(slot, description: "not spawned: \(call): \(error)", spawned: false)
             return
         }
-        let delay = configuration.restartPolicy.retryAfterShortage(&window.history)
-        window.restartAt = monotonicNanoseconds() + delay
+        let now = monotonicNanoseconds()
+        _ = step(&window, .spawnFailed(shortage: true))
+        let delay = (window.restartAt ?? now) &- now
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
             metadata: [
@@ -512,8 +512,9 @@ public final class Supervisor {
     }
 
     /// `shortOfResources`: the worker said its restore ran short of its own resources; it is
-    /// started again after the shortage backoff, and the death counts for nothing.
-    private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false) {
+    /// started again after the shortage backoff, and the death counts for nothing. Not
+    /// `spawned`: the worker could not be started, for a reason that is no shortage.
+    private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
         guard var window = windows[slot] else { return }
         if window.pidfd >= 0 { close(window.pidfd) }
         window.pidfd = -1
@@ -539,47 +540,73 @@ public final class Supervisor {
         {
             noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
         }
-        if window.state == .disconnecting || shutdownDeadline != nil {
-            windows[slot] = window
-            // Stopped before it was ready: nothing of it was unsaved.
-            if window.state == .disconnecting { finishDisconnect(slot, cleanExit: cleanExit || window.readyAt == nil, description: description) }
-            return
-        }
         let diedBeforeReady = window.readyAt == nil
-        window.diedAt = now
-        window.state = .crashed
-        region.slot(slot).state = .crashed
-        if shortOfResources {
-            let delay = configuration.restartPolicy.retryAfterShortage(&window.history)
-            window.restartAt = now + delay
-            windows[slot] = window
-            logger.error(
-                "the worker was short of resources while restoring: it is started again later; the window is not at fault",
-                metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\(delay / 1_000_000)"])
-            return
-        }
-        let decision = configuration.restartPolicy.decide(
-            &window.history, now: now, diedBeforeReady: diedBeforeReady, requested: window.killRequested)
-        logger.warning(
-            "worker died", metadata: ["window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)", "next": "\(decision)"])
-        windows[slot] = window
-        switch decision {
-        case .restartNow:
-            spawn(slot)
-        case .restartAfter(let delay):
-            windows[slot]?.restartAt = now + delay
-        case .setAside(let delay):
-            let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
-            if let failure = setAside(slot, reason: reason) {
-                // Nothing can start this window until the root is mended (a symlink in place of
-                // windows/, say): tried again at the slowest pace, and whoever waits for it to
-                // connect is told why instead of waiting for good.
-                windows[slot]?.restartAt = now + configuration.restartPolicy.maximumBackoffNanoseconds
-                answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(configuration.restartPolicy.maximumBackoffNanoseconds / 1_000_000_000) s"))
-            } else if delay == 0 {
-                spawn(slot)
+        let actions = step(&window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
+        switch window.lifecycle.state {
+        case .restartPending(let at, let wait):
+            window.diedAt = now
+            if wait == .workerShortage {
+                logger.error(
+                    "the worker was short of resources while restoring: it is started again later; the window is not at fault",
+                    metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\((at &- now) / 1_000_000)"])
             } else {
-                windows[slot]?.restartAt = now + delay
+                let next = actions.contains(.spawn) ? "restart now" : (wait == .setAside ? "set aside, " : "") + "restart in \((at &- now) / 1_000_000) ms"
+                logger.warning(
+                    "worker died", metadata: ["window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)", "next": "\(next)"])
+            }
+        default:
+            // Disconnecting, or stopping: no restart.
+            break
+        }
+        windows[slot] = window
+        carryOut(actions, slot, description: description)
+    }
+
+    /// Feeds `window`'s lifecycle `event` and shows where it leads in the window's slot; the
+    /// caller carries out the actions returned (`carryOut`), after storing the window.
+    private func step(_ window: inout Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
+        let actions = window.lifecycle.handle(event, now: now ?? monotonicNanoseconds())
+        // A window gone frees its slot (`finishDisconnect`).
+        if window.lifecycle.state != .gone { region.slot(window.slot).state = window.lifecycle.shown }
+        return actions
+    }
+
+    /// `step` for the window in `slot`, stored again before anything is carried out.
+    private func step(_ slot: Int, _ event: WindowLifecycle.Event) -> [WindowLifecycle.Action] {
+        guard var window = windows[slot] else { return [] }
+        let actions = step(&window, event)
+        windows[slot] = window
+        return actions
+    }
+
+    /// Does what the window's lifecycle decided. `description`: how its worker went, for the
+    /// messages that say so.
+    private func carryOut(_ actions: [WindowLifecycle.Action], _ slot: Int, description: String) {
+        for action in actions {
+            guard let window = windows[slot] else { return }
+            switch action {
+            case .spawn:
+                spawn(slot)
+            case .setAside:
+                let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
+                guard let failure = setAside(slot, reason: reason) else {
+                    carryOut(step(slot, .setAsideDone), slot, description: description)
+                    continue
+                }
+                for case .reportCannotStart(let retry) in step(slot, .setAsideFailed) {
+                    // Whoever waits for it to connect is told why instead of waiting for good.
+                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(retry / 1_000_000_000) s"))
+                }
+            case .reportCannotStart:
+                assertionFailure("reportCannotStart follows only setAsideFailed, carried out with it")
+            case .finishDisconnect(let clean):
+                finishDisconnect(slot, cleanExit: clean, description: description)
+            case .kill:
+                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+            case .terminate:
+                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGTERM) }
+            case .sendShutdownDisconnect:
+                _ = send(.disconnect, to: slot, client: nil, verb: "shutdown")
             }
         }
     }
@@ -609,7 +636,6 @@ public final class Supervisor {
     /// why it could not be, naming any fixed entry of the root that is not what it should be.
     private func setAside(_ slot: Int, reason: String) -> String? {
         guard let window = windows[slot] else { return nil }
-        region.slot(slot).state = .setAside
         do {
             if let path = try files.setAside(window.id, at: Date()) {
                 setAsideRecords.append(SetAsideRecord(window: window.id, path: path, at: Date(), reason: reason))
@@ -638,7 +664,7 @@ public final class Supervisor {
                 }
                 window.lastStats = stats
             }
-            let justReady = window.isLive && window.readyAt == nil && window.state == .starting && view.readyGeneration == window.generation
+            let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(&window) }
             drainReplies(&window)
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
@@ -712,9 +738,7 @@ public final class Supervisor {
         let now = monotonicNanoseconds()
         let view = region.slot(window.slot)
         window.readyAt = now
-        configuration.restartPolicy.started(&window.history)
-        window.state = window.inBackground ? .background : .foreground
-        view.state = window.state
+        _ = step(&window, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
@@ -778,7 +802,7 @@ public final class Supervisor {
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
-        window.killRequested = true
+        _ = step(&window, .killRequested)
         _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
     }
 
@@ -804,17 +828,16 @@ public final class Supervisor {
     private func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
         switch reply.outcome {
         case .failure(let failure) where pending.verb == "disconnect" || pending.verb == "shutdown":
-            // The worker could not save and goes on serving: so does the window.
-            window.state = window.inBackground ? .background : .foreground
-            region.slot(window.slot).state = window.state
+            // The worker could not save and goes on serving: so does the window (killed if stopping).
+            let actions = step(&window, .disconnectFailed)
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
             if pending.verb == "shutdown" || shutdownDeadline != nil {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
-                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
             }
+            if actions.contains(.kill), window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
@@ -851,11 +874,7 @@ public final class Supervisor {
             if done.hasTab { result["tab"] = JSONValue(done.tab) }
             switch pending.verb {
             case "background", "foreground":
-                window.inBackground = pending.verb == "background"
-                if window.isReady {
-                    window.state = window.inBackground ? .background : .foreground
-                    region.slot(window.slot).state = window.state
-                }
+                _ = step(&window, .sceneChanged(pending.verb == "background" ? .background : .foreground))
                 result["state"] = .string(window.state.description)
             case "disconnect":
                 // Answered when the worker has exited.
@@ -901,8 +920,8 @@ public final class Supervisor {
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
-            if let at = window.restartAt, at <= now, shutdownDeadline == nil {
-                spawn(slot)
+            if let at = window.restartAt, at <= now {
+                carryOut(step(slot, .restartTimerFired), slot, description: "restart")
                 continue
             }
             guard window.isLive, window.state != .disconnecting else { continue }
@@ -941,7 +960,7 @@ public final class Supervisor {
             guard expired else { continue }
             if !window.readyWaiters.contains(where: { if case .restart = $0 { true } else { false } }) {
                 // The kill did not happen: a later death is the window's own again.
-                window.killRequested = false
+                _ = step(&window, .killAbandoned)
             }
             windows[slot] = window
         }
@@ -951,16 +970,7 @@ public final class Supervisor {
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = monotonicNanoseconds() + 15_000_000_000
         for slot in windows.keys.sorted() {
-            guard let window = windows[slot] else { continue }
-            if window.isReady {
-                _ = send(.disconnect, to: slot, client: nil, verb: "shutdown")
-            } else if window.state == .disconnecting, window.readyAt != nil, window.pending.values.contains(where: { $0.verb == "disconnect" }) {
-                // Its disconnect is saving: the worker exits when it is done, or says it failed.
-                continue
-            } else if window.isLive {
-                // Not restored yet: nothing of it is unsaved.
-                _ = wh_pidfd_send_signal(window.pidfd, SIGTERM)
-            }
+            carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
         }
     }
 
@@ -1148,13 +1158,8 @@ public final class Supervisor {
         case "disconnect" where !window.isReady:
             // Gone before it finished configuring (or while restarting): the worker is stopped
             // and a reservation that never configured is released.
-            windows[slot]?.state = .disconnecting
             windows[slot]?.exitWaiters.append(client)
-            if window.isLive {
-                _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
-            } else {
-                finishDisconnect(slot, cleanExit: true, description: "stopped before it was ready")
-            }
+            carryOut(step(slot, .disconnectRequested), slot, description: "stopped before it was ready")
             return
         default:
             break
@@ -1212,8 +1217,7 @@ public final class Supervisor {
             return
         }
         if request.verb == "disconnect" {
-            windows[slot]?.state = .disconnecting
-            region.slot(slot).state = .disconnecting
+            carryOut(step(slot, .disconnectRequested), slot, description: "disconnected")
         }
     }
 
@@ -1364,7 +1368,7 @@ public final class Supervisor {
             ])))
             return
         }
-        window.killRequested = true
+        _ = step(&window, .killRequested)
         if request.wait == false {
             windows[slot] = window
             answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving)])))

@@ -1,0 +1,301 @@
+import HostCoordination
+
+/// One window's lifecycle, as a pure state machine: what state it is in and, for each event the
+/// supervisor sees, the next state and what the supervisor must do (`Action`). It decides; the
+/// supervisor carries out (spawns, signals, moves files, answers clients). Restart decisions are
+/// `RestartPolicy`'s. Like s6-supervise's action table, every transition is in one table:
+///
+/// | state                  | event                       | next state                    | actions                 |
+/// |------------------------|-----------------------------|-------------------------------|-------------------------|
+/// | reserved, restartPending | spawnBegan                | spawning                      |                         |
+/// | spawning               | spawned                     | starting                      |                         |
+/// | spawning               | spawnFailed(shortage)       | restartPending(shortage backoff, .spawnShortage) |      |
+/// | spawning               | spawnFailed(not shortage)   | as workerDied before ready    |                         |
+/// | starting               | becameReady                 | ready                         |                         |
+/// | starting, ready        | workerDied(no fault, before ready) | restartPending(shortage backoff, .workerShortage) | |
+/// | starting, ready        | workerDied                  | `RestartPolicy.decide`: restartPending(now, .crash) | spawn |
+/// |                        |                             | or restartPending(now + backoff, .crash) |              |
+/// |                        |                             | or restartPending(now + delay, .setAside) | setAside    |
+/// | restartPending(.setAside) | setAsideDone             | (same)                        | spawn if due            |
+/// | restartPending(.setAside) | setAsideFailed           | restartPending(now + maximumBackoff) | reportCannotStart |
+/// | restartPending         | restartTimerFired (due)     | (same)                        | spawn                   |
+/// | starting               | disconnectRequested         | disconnecting(saving: false)  | kill                    |
+/// | ready                  | disconnectRequested         | disconnecting(saving: true)   |                         |
+/// | disconnecting          | disconnectRequested         | (same)                        | kill                    |
+/// | reserved, restartPending, stopped | disconnectRequested | gone                       | finishDisconnect(clean) |
+/// | disconnecting          | workerDied                  | gone                          | finishDisconnect(clean if it exited 0 or had restored nothing) |
+/// | ready, disconnecting   | disconnectFailed            | ready                         | kill while stopping     |
+/// | any but gone           | sceneChanged(scene)         | (same; a ready window shows it) |                       |
+/// | a live worker's state  | killRequested, killAbandoned | (same; the next death counts or not) |                  |
+/// | ready                  | shutdownBegan               | (same, stopping)              | sendShutdownDisconnect  |
+/// | starting, disconnecting(saving: false) | shutdownBegan | (same, stopping)           | terminate               |
+/// | restartPending, reserved, spawning | shutdownBegan   | stopped                       |                         |
+/// | disconnecting(saving: true) | shutdownBegan          | (same, stopping)              |                         |
+/// | starting, ready (stopping) | workerDied              | stopped                       |                         |
+///
+/// Any other pair is an invariant violation: `assertionFailure` naming the state and the event
+/// in debug builds, nothing at all in release builds (the events come from workers' deaths and
+/// publications, which must never trap the supervisor). `docs/architecture.md` draws the same
+/// table ("The lifecycle table").
+struct WindowLifecycle: Sendable, Equatable {
+    enum Scene: Sendable, Equatable { case foreground, background }
+
+    /// Why no worker runs while a restart waits.
+    enum Wait: Sendable, Equatable {
+        /// The supervisor could not start one for want of its own resources.
+        case spawnShortage
+        /// The worker exited before it was ready with a status that says nothing of the session.
+        case workerShortage
+        /// The worker died; `RestartPolicy` chose when it comes back.
+        case crash
+        /// The worker failed to start `failedStartLimit` times in a row: its session goes to
+        /// `set-aside/` and it starts empty.
+        case setAside
+    }
+
+    enum State: Sendable, Equatable {
+        /// A slot and a UUID, no worker yet.
+        case reserved
+        /// A worker is being spawned (the slot shows `starting` before the process exists).
+        case spawning
+        /// A worker runs and restores the window.
+        case starting
+        /// The worker restored the window and serves it.
+        case ready
+        /// The window goes: `saving`, its worker was ready and saves before it exits; else it
+        /// was killed before it was ready.
+        case disconnecting(saving: Bool)
+        /// No worker; one is spawned at `at` (monotonic nanoseconds).
+        case restartPending(at: UInt64, Wait)
+        /// Shutting down and no worker is left: nothing more happens but a disconnect.
+        case stopped(shown: SlotState)
+        /// Disconnected: the window has no slot any more.
+        case gone
+    }
+
+    enum Event: Sendable, Equatable {
+        case spawnBegan
+        case spawned
+        /// `shortage`: the supervisor's own (`RestartPolicy.isShortage`).
+        case spawnFailed(shortage: Bool)
+        case becameReady
+        /// `cleanExit`: exited 0. `noFault`: `RestartPolicy.diedOfNoFaultOfTheSession`.
+        case workerDied(cleanExit: Bool, noFault: Bool)
+        case setAsideDone
+        case setAsideFailed
+        case restartTimerFired
+        case disconnectRequested
+        /// The worker could not save for a disconnect (or the shutdown's) and goes on serving.
+        case disconnectFailed
+        case sceneChanged(Scene)
+        /// The worker was killed on purpose (`ctl kill`, a floor probe): its death says
+        /// nothing about the window.
+        case killRequested
+        /// A requested kill did not kill (the signal was caught or ignored).
+        case killAbandoned
+        case shutdownBegan
+    }
+
+    enum Action: Sendable, Equatable {
+        /// Spawn a worker now (`spawnBegan` follows).
+        case spawn
+        /// Move the session to `set-aside/`; answer `setAsideDone` or `setAsideFailed`.
+        case setAside
+        /// The session could not be set aside: tell whoever waits to connect, retried after
+        /// `retryNanoseconds`.
+        case reportCannotStart(retryNanoseconds: UInt64)
+        /// Free the slot and answer the disconnect's waiters: `clean`, with success.
+        case finishDisconnect(clean: Bool)
+        /// SIGKILL the worker.
+        case kill
+        /// SIGTERM the worker (stopping before it restored anything: nothing is unsaved).
+        case terminate
+        /// Ask the ready worker to save and exit.
+        case sendShutdownDisconnect
+    }
+
+    let policy: RestartPolicy
+    private(set) var state: State = .reserved
+    /// Kept across restarts.
+    private(set) var scene: Scene = .foreground
+    /// Set at `shutdownBegan`: no restart from then on.
+    private(set) var stopping = false
+    /// The live worker was killed on purpose: its death is no failure.
+    private(set) var killRequested = false
+    /// The window's recent deaths, `RestartPolicy`'s to judge.
+    private(set) var history = RestartPolicy.History()
+
+    init(policy: RestartPolicy) {
+        self.policy = policy
+    }
+
+    /// Whether a worker process exists (spawned and not yet seen dead).
+    var hasWorker: Bool {
+        switch state {
+        case .starting, .ready, .disconnecting: true
+        case .reserved, .spawning, .restartPending, .stopped, .gone: false
+        }
+    }
+
+    /// When the pending restart is due; nil when none waits (or the supervisor is stopping).
+    var restartAt: UInt64? {
+        guard case .restartPending(let at, _) = state, !stopping else { return nil }
+        return at
+    }
+
+    /// What the window's slot and `status` show.
+    var shown: SlotState {
+        switch state {
+        case .reserved: .reserved
+        case .spawning, .starting: .starting
+        case .ready: scene == .background ? .background : .foreground
+        case .disconnecting: .disconnecting
+        case .restartPending(_, .spawnShortage): .starting
+        case .restartPending(_, .workerShortage), .restartPending(_, .crash): .crashed
+        case .restartPending(_, .setAside): .setAside
+        case .stopped(let shown): shown
+        case .gone: .free
+        }
+    }
+
+    /// The table above. `now`: monotonic nanoseconds.
+    mutating func handle(_ event: Event, now: UInt64) -> [Action] {
+        let before = state
+        let actions = transition(event, now: now)
+        assert(invariantsHold, "the window lifecycle broke an invariant: \(before) + \(event) -> \(state)")
+        return actions
+    }
+
+    /// What the states do not say by themselves (at most one worker, and no restart waiting
+    /// while one lives, they do): a requested kill is of a live worker, and nothing is spawned
+    /// once stopping.
+    var invariantsHold: Bool {
+        !(killRequested && !hasWorker) && !(stopping && state == .spawning)
+    }
+
+    private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
+        switch (state, event) {
+        case (.gone, _):
+            return violation(event)
+
+        case (_, .sceneChanged(let scene)):
+            self.scene = scene
+            return []
+        case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
+            killRequested = true
+            return []
+        case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
+            killRequested = false
+            return []
+
+        case (.reserved, .spawnBegan), (.restartPending, .spawnBegan):
+            guard !stopping else { return violation(event) }
+            state = .spawning
+            killRequested = false
+            return []
+        case (.spawning, .spawned):
+            state = .starting
+            return []
+        case (.spawning, .spawnFailed(shortage: true)):
+            state = .restartPending(at: now &+ policy.retryAfterShortage(&history), .spawnShortage)
+            return []
+        case (.spawning, .spawnFailed(shortage: false)):
+            return died(beforeReady: true, noFault: false, now: now)
+
+        case (.starting, .becameReady):
+            policy.started(&history)
+            state = .ready
+            return []
+
+        case (.starting, .workerDied(_, let noFault)), (.ready, .workerDied(_, let noFault)):
+            guard !stopping else {
+                killRequested = false
+                state = .stopped(shown: shown)
+                return []
+            }
+            return died(beforeReady: state == .starting, noFault: noFault, now: now)
+        case (.disconnecting(let saving), .workerDied(let cleanExit, _)):
+            killRequested = false
+            state = .gone
+            // Killed before it was ready: nothing of it was unsaved.
+            return [.finishDisconnect(clean: cleanExit || !saving)]
+
+        case (.restartPending(let at, .setAside), .setAsideDone):
+            return at <= now && !stopping ? [.spawn] : []
+        case (.restartPending(_, .setAside), .setAsideFailed):
+            // Nothing can start this window until the root is mended: tried at the slowest pace.
+            state = .restartPending(at: now &+ policy.maximumBackoffNanoseconds, .setAside)
+            return [.reportCannotStart(retryNanoseconds: policy.maximumBackoffNanoseconds)]
+        case (.restartPending(let at, _), .restartTimerFired):
+            return at <= now && !stopping ? [.spawn] : []
+
+        case (.starting, .disconnectRequested):
+            state = .disconnecting(saving: false)
+            return [.kill]
+        case (.ready, .disconnectRequested):
+            state = .disconnecting(saving: true)
+            return []
+        case (.disconnecting, .disconnectRequested):
+            // A second disconnect does not wait for the first one's save.
+            return [.kill]
+        case (.reserved, .disconnectRequested), (.restartPending, .disconnectRequested), (.stopped, .disconnectRequested):
+            state = .gone
+            return [.finishDisconnect(clean: true)]
+
+        case (.ready, .disconnectFailed), (.disconnecting, .disconnectFailed):
+            // The worker could not save and goes on serving: so does the window; while
+            // stopping it goes anyway, and the exit status says what was lost.
+            state = .ready
+            return stopping ? [.kill] : []
+
+        case (_, .shutdownBegan):
+            guard !stopping else { return [] }
+            stopping = true
+            switch state {
+            case .ready:
+                return [.sendShutdownDisconnect]
+            case .starting, .disconnecting(saving: false):
+                // Not restored yet: nothing of it is unsaved.
+                return [.terminate]
+            case .disconnecting(saving: true):
+                // Its disconnect is saving: the worker exits when it is done, or says it failed.
+                return []
+            case .reserved, .spawning, .restartPending:
+                state = .stopped(shown: shown)
+                return []
+            case .stopped, .gone:
+                return []
+            }
+
+        default:
+            return violation(event)
+        }
+    }
+
+    /// The worker died, or could not be spawned, while not stopping: when it comes back.
+    private mutating func died(beforeReady: Bool, noFault: Bool, now: UInt64) -> [Action] {
+        if noFault && beforeReady {
+            killRequested = false
+            state = .restartPending(at: now &+ policy.retryAfterShortage(&history), .workerShortage)
+            return []
+        }
+        let requested = killRequested
+        killRequested = false
+        switch policy.decide(&history, now: now, diedBeforeReady: beforeReady, requested: requested) {
+        case .restartNow:
+            state = .restartPending(at: now, .crash)
+            return [.spawn]
+        case .restartAfter(let delay):
+            state = .restartPending(at: now &+ delay, .crash)
+            return []
+        case .setAside(let delay):
+            state = .restartPending(at: now &+ delay, .setAside)
+            return [.setAside]
+        }
+    }
+
+    private func violation(_ event: Event) -> [Action] {
+        assertionFailure("no transition in the window lifecycle for \(event) in state \(state)")
+        return []
+    }
+}
