@@ -372,7 +372,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
-        if let at = orderRetry?.at { timeout = min(timeout, at > now ? at - now : 0) }
+        for at in [orderRetry?.at, handedOutRetry?.at].compactMap({ $0 }) { timeout = min(timeout, at > now ? at - now : 0) }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
         // An aimed kill looks at its window's slot again every millisecond.
         if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }
@@ -918,6 +918,7 @@ public final class Supervisor {
         let now = monotonicNanoseconds()
         expireKillWaiters(now)
         if let retry = orderRetry, retry.at <= now { saveOrder() }
+        if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
             if let at = window.restartAt, at <= now {
@@ -1009,25 +1010,50 @@ public final class Supervisor {
         record[id] = entry
         do {
             try files.saveHandedOut(record)
-        } catch let error as Errno where error == .noSpace || error == .diskQuotaExceeded {
-            // A full disk: the host keeps serving while saves fail (they retry by themselves),
-            // so this serves too, and writes again at the next need; only a supervisor killed
-            // before space returns may then hand out a seq again (docs/recovery.md, Known limits).
-            if !handedOutBehind { logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again once space returns", metadata: ["window": "\(id)"]) }
-            handedOutBehind = true
+        } catch let error as Errno where error == .noSpace || error == .diskQuotaExceeded || error.isResourceShortage {
+            // A full disk, or the supervisor short of descriptors or memory: the host keeps
+            // serving while saves fail (they retry by themselves), so this serves too, and is
+            // written again with backoff (`runTimers`) and at the next need; only a supervisor
+            // killed before it lands may then hand out a seq again, or forget a lost one
+            // (docs/recovery.md, Known limits).
+            if handedOutRetry == nil {
+                logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again with backoff until it lands", metadata: ["window": "\(id)"])
+            }
+            let failures = (handedOutRetry?.failures ?? 0) + 1
+            let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
+            handedOutRetry = (at: monotonicNanoseconds() + delay, failures: failures)
             return nil
         } catch {
             logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
             return "\(error)"
         }
-        if handedOutBehind { logger.notice("\(RootLayout.handedOut) written again") }
-        handedOutBehind = false
+        if let retry = handedOutRetry { logger.notice("\(RootLayout.handedOut) written again", metadata: ["failed_attempts": "\(retry.failures)"]) }
+        handedOutRetry = nil
         handedOut = record
         return nil
     }
 
-    /// A write of `handed-out` failed for want of space and none has landed since.
-    private var handedOutBehind = false
+    /// When a `handed-out` write that failed for want of space or of the supervisor's own
+    /// resources is tried again, and how many failed in a row: nil while none is behind.
+    private var handedOutRetry: (at: UInt64, failures: Int)?
+
+    /// Every window's entry written again, its ceilings over everything shown.
+    private func retryHandedOut() {
+        for window in windows.values.sorted(by: { $0.slot < $1.slot }) {
+            let failuresBefore = handedOutRetry?.failures ?? 0
+            _ = recordHandedOut(window, covering: Self.shownCeiling(window))
+            // Failed again: the backoff is set.
+            if let retry = handedOutRetry, retry.failures > failuresBefore { return }
+        }
+        handedOutRetry = nil
+    }
+
+    /// The highest seq and tab id anything showed of `window` (its floor covers what a
+    /// supervisor before showed).
+    static func shownCeiling(_ window: Window) -> HandedOutCeiling {
+        HandedOutCeiling(
+            seq: max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq), tab: window.highestTab)
+    }
 
     /// At a stop, when no reply can come any more: each open window's ceiling comes down to
     /// the highest seq and tab id anything showed (and its floor, which covers what a supervisor
@@ -1036,8 +1062,7 @@ public final class Supervisor {
     private func lowerHandedOutToShown() {
         var record = handedOut
         for window in windows.values where record[window.id] != nil {
-            let seq = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
-            record[window.id] = HandedOutWindow(ceiling: HandedOutCeiling(seq: seq, tab: window.highestTab), lost: window.lostSeqs)
+            record[window.id] = HandedOutWindow(ceiling: Self.shownCeiling(window), lost: window.lostSeqs)
         }
         guard record != handedOut else { return }
         do {
