@@ -246,19 +246,25 @@ public final class BrowserStore {
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
         try placeDirectory()
-        // Written twice, like every snapshot no older generation reaches (`Compaction.twin`):
-        // a damaged copy must not take the saves of the journal after it along (a re-created
-        // incognito session's first generation is above 1, where recovery cannot tell that it
-        // held an empty list: hostile round 5 lost an acknowledged incognito tab so).
-        let twinGeneration = try nextGeneration()
-        highestGeneration = twinGeneration
+        // A session created again (an incognito session after its last tab closed) starts above
+        // generation 1, where recovery cannot take a damaged only snapshot for an empty list:
+        // written twice, like every snapshot no older generation reaches (`Compaction.twin`), so
+        // a damaged copy does not take the saves of the journal after it along (hostile round 5
+        // lost an acknowledged incognito tab so). Generation 1, a window's first session, is
+        // taken for empty when damaged (`LoadedSession.emptyFirstGeneration`).
+        var twinGeneration: UInt64?
+        if highestGeneration > 0 {
+            twinGeneration = try nextGeneration()
+            highestGeneration = twinGeneration ?? highestGeneration
+        }
         let newGeneration = try nextGeneration()
+        let generations = (twinGeneration.map { [$0] } ?? []) + [newGeneration]
         // An empty list has no histories to look up, so encoding it cannot fail.
         let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }) ?? []
         var opened: [EngineFile] = []
         var newJournal: EngineFile?
         do {
-            for generation in [twinGeneration, newGeneration] {
+            for generation in generations {
                 let snapshotFile = try createFresh(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
                 opened.append(snapshotFile)
                 let journalFile = try createFresh(StoreLayout.journalName(generation))
@@ -269,7 +275,7 @@ public final class BrowserStore {
                 _ = try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
                 if generation == newGeneration { newJournal = journalFile }
             }
-            for generation in [twinGeneration, newGeneration] {
+            for generation in generations {
                 let name = StoreLayout.snapshotName(generation)
                 try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
             }
