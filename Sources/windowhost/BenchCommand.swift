@@ -102,13 +102,13 @@ struct BenchCommand: ParsableCommand {
         } catch {
             if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         print(report.text)
         if let json { try PrivateFiles.write(Array(try report.json()) + [UInt8(ascii: "\n")], to: FilePath(json)) }
         if let html { try PrivateFiles.write(Array(report.html.utf8), to: FilePath(html)) }
-        if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitStatus.checkFailed }
+        if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitCode(.checkFailed) }
     }
 }
 

@@ -125,7 +125,7 @@ struct StressCampaignCommand: ParsableCommand {
             report = try Campaign(options: options).run()
         } catch {
             FileHandle.standardError.write(Data("windowhost stress: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         print(Self.summary(report))
         if let json {
@@ -133,7 +133,7 @@ struct StressCampaignCommand: ParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             try PrivateFiles.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
         }
-        if !report.passed { throw ExitStatus.checkFailed }
+        if !report.passed { throw ExitCode(.checkFailed) }
     }
 
     static func summary(_ report: CampaignReport) -> String {
@@ -190,13 +190,13 @@ struct HostileFilesystem: CustomStringConvertible {
         guard wh_private_mount_namespace() == 0 else {
             let error = Errno(rawValue: errno)
             FileHandle.standardError.write(Data("windowhost stress: --hostile could not make a private mount namespace: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         let size = "size=\(StressCampaignCommand.hostileTmpfsMiB)m,mode=0700"
         guard mount("tmpfs", root.string, "tmpfs", UInt(MS_NOSUID | MS_NODEV), size) == 0 else {
             let error = Errno(rawValue: errno)
             FileHandle.standardError.write(Data("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         return HostileFilesystem(mountPoint: root, description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")
     }

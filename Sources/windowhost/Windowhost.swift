@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import Supervisor
 
 @main
 struct Windowhost: ParsableCommand {
@@ -29,7 +30,7 @@ struct Windowhost: ParsableCommand {
         }
         if let invalid = InvalidUTF8Argument.first(in: arguments) {
             FileHandle.standardError.write(Data("windowhost: \(invalid)\n".utf8))
-            Glibc.exit(ExitStatus.dataError.rawValue)
+            Glibc.exit(ControlCode.badData.rawValue)
         }
         main(nil)
     }
@@ -62,18 +63,7 @@ struct InvalidUTF8Argument: Error, Equatable, CustomStringConvertible {
     var description: String { "argument \(index) is not valid UTF-8 (at byte \(offset)): refused, nothing was done" }
 }
 
-/// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.
-enum ExitStatus {
-    static let checkFailed = ExitCode(1)
-    static let usage = ExitCode(64)
-    static let dataError = ExitCode(65)
-    static let noInput = ExitCode(66)
-    static let unavailable = ExitCode(69)
-    /// EX_CANTCREAT: something not ours is where the host would create its control socket.
-    static let cantCreate = ExitCode(73)
-    static let ioError = ExitCode(74)
-    static let temporary = ExitCode(75)
-    /// EX_NOPERM: a root another user owns or can write, or whose fixed entries (`RootLayout`)
-    /// are not what the host needs there.
-    static let permission = ExitCode(77)
+extension ExitCode {
+    /// An exit from the one table (`ControlCode`). Bad arguments exit 64 through ArgumentParser.
+    init(_ code: ControlCode) { self.init(code.rawValue) }
 }
