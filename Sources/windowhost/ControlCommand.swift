@@ -9,23 +9,18 @@ struct ControlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
         abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
+        usage: "windowhost ctl [--socket <socket>] [--json] [--timeout <timeout>]\n       <subcommand>",
         discussion: """
-            Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
-            65 unknown window or tab, or text that is not UTF-8, a URL holding a control
-            character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data), 69 no supervisor
-            at the socket, 74 a save failed
-            (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
-            keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
-            worker is restarting, or no reply within the timeout): retry, 76 the window has used
-            the highest command seq (only crafted or damaged files get there): it takes no more tab
-            commands; `dump` and `save` still work (docs/recovery.md). --json prints one JSON
-            object.
+            Each call returns once the supervisor has applied it. --json prints the reply as one \
+            JSON object.
 
-            A tab command prints the window's seq after it (`seq N`). Only a command that changes
-            the window takes a new seq; one that changes nothing prints the seq as it was. Within
-            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq
-            below one before; seqs may have gaps: commands replied to and then lost with a worker
-            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump`
+            \(exitCodesParagraph(exitCodes))
+
+            A tab command prints the window's seq after it (`seq N`). Only a command that changes \
+            the window takes a new seq; one that changes nothing prints the seq as it was. Within \
+            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq \
+            below one before; seqs may have gaps: commands replied to and then lost with a worker \
+            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump` \
             and `wait-durable` show the seq the window restored until its next change).
 
             No call waits forever: connecting, sending and the reply together get --timeout \
@@ -40,6 +35,21 @@ struct ControlCommand: ParsableCommand {
             Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Save.self, WaitDurable.self, Kill.self,
             Dump.self, Stats.self, Shutdown.self,
         ])
+
+    /// What each exit of `ctl` means, in the help: every code a reply carries.
+    static let exitCodes: KeyValuePairs<ControlCode, String> = [
+        .ok: "ok",
+        .usage: "usage",
+        .badData:
+            "unknown window or tab, or text that is not UTF-8, a URL holding a control character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data)",
+        .unavailable: "no supervisor at the socket",
+        .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
+        .ioError:
+            "a save failed (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window keeps its changes, goes on serving and retries by itself)",
+        .temporary: "temporary (the window's worker is restarting, or no reply within the timeout): retry",
+        .seqExhausted:
+            "the window has used the highest command seq (only crafted or damaged files get there): it takes no more tab commands, while `dump` and `save` still work (docs/recovery.md)",
+    ]
 
     /// Given before the verb (`ctl --socket PATH status`); each verb reads the same group.
     @OptionGroup var control: ControlOptions

@@ -35,12 +35,12 @@ struct RunCommand: ParsableCommand {
         commandName: "run",
         abstract: "Run the supervisor in the foreground: one worker process per scene.",
         discussion: """
-            Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored
-            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then
-            everything exits 0; if some window could not save (a full or failing disk), the log
-            names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user
-            owns or can write, or whose windows/, windows.order or supervisor.lock is not what the
-            host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with
+            Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored \
+            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then \
+            everything exits 0; if some window could not save (a full or failing disk), the log \
+            names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user \
+            owns or can write, or whose windows/, windows.order or supervisor.lock is not what the \
+            host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with \
             exit 77 and the fix named.
 
             The control socket is replaced only when it is a stale socket (one nobody answers at). \
