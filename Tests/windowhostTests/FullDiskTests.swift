@@ -40,7 +40,7 @@ import Testing
         // Backoff retries run meanwhile (100, 200, 400 ms…): counted, logged once.
         usleep(1_200_000)
         let stats = try host.ctlBounded(["--json", "stats"])
-        let failures = JSONLine(stats.output)?["total"]?["save_failures"]?.int ?? 0
+        let failures = try #require(statsLine(stats.output)).total.saves.failures
         #expect(failures >= 4, "every failed attempt is counted: \(stats.output)")
         #expect(host.windows()[window]?.failing?.browsers == ["regular"])
         #expect(host.log.components(separatedBy: "saves are failing").count - 1 == 1, "one line per episode: \(host.log)")
@@ -77,7 +77,7 @@ import Testing
         let wait = try host.ctlBounded(["wait-durable", "--window", window])
         #expect(wait.status == 74 && wait.seconds < 2, "wait-durable: \(wait.output) in \(wait.seconds) s")
         let stats = try host.ctlBounded(["--json", "stats"])
-        #expect((JSONLine(stats.output)?["windows"]?.array?.first?["save_failures"]?.int ?? 0) >= 2, "explicit saves count: \(stats.output)")
+        #expect(try #require(statsLine(stats.output)?.windows.first).saves.failures >= 2, "explicit saves count: \(stats.output)")
         disk.free()
         #expect(try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
         #expect(host.terminate() == 0, "\(host.log)")
@@ -129,9 +129,9 @@ import Testing
     }
 }
 
-/// One JSON object printed on a line.
-private func JSONLine(_ text: String) -> JSONValue? {
-    try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+/// `ctl --json stats` as it printed it.
+private func statsLine(_ text: String) -> StatsReply? {
+    try? JSONDecoder().decode(StatsReply.self, from: Data(text.utf8))
 }
 
 /// A tmpfs of a few megabytes mounted on a fresh directory: the root goes in a private
