@@ -94,9 +94,9 @@ protocol ControlVerb: ParsableCommand {
 extension ControlVerb {
     func run() throws {
         let request = request()
-        if let (code, refusal) = Self.refusal(of: request) {
-            FileHandle.standardError.write(Data("windowhost ctl: \(refusal)\n".utf8))
-            throw ExitCode(code)
+        if let refusal = Self.refusal(of: request) {
+            FileHandle.standardError.write(Data("windowhost ctl: \(refusal.message)\n".utf8))
+            throw ExitCode(refusal.code)
         }
         let reply = ControlClient.call(request, socket: control.socketPath, timeout: control.timeout)
         let output: String
@@ -119,14 +119,18 @@ extension ControlVerb {
     /// long), said before it is sent:
     /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
     /// client still sending sees as a broken connection, not as the reason.
-    static func refusal(of request: ControlRequest) -> (ControlCode, String)? {
-        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return (.badData, "\(forbidden)") }
+    static func refusal(of request: ControlRequest) -> ControlFailure? {
+        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return ControlFailure(code: .badData, message: "\(forbidden)") }
         if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
-            return (.badData, "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+            return ControlFailure(
+                code: .badData,
+                message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
         }
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         guard size <= Limits.maxControlRequestBytes else {
-            return (.usage, "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
+            return ControlFailure(
+                code: .usage,
+                message: "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
         }
         return nil
     }
