@@ -186,13 +186,13 @@ public enum CoordinationBench {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let supervisor = try SupervisorProcess(executable: executable, root: root, arguments: ["--scenes", "1"], environment: [:])
         defer { _ = supervisor.shutdown() }
-        guard let window = supervisor.call(ControlRequest(verb: "status")).result?["windows"]?.array?.first?["uuid"]?.string else {
+        guard let window = (try? supervisor.call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows.first?.uuid else {
             throw BenchError.worker("the supervisor for the ctl round trips reports no window")
         }
         var open = ControlRequest(verb: "open")
         open.window = window
         open.url = "https://example.com/"
-        guard let tab = supervisor.call(open).result?["tab"]?.int else { throw BenchError.worker("ctl open gave no tab") }
+        guard let tab = (try? supervisor.call(open).decode(CommandReply.self))?.tab else { throw BenchError.worker("ctl open gave no tab") }
         var histogram = nanosecondHistogram()
         for index in 0..<calls {
             var navigate = ControlRequest(verb: "navigate")

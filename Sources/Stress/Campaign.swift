@@ -285,8 +285,8 @@ public final class Campaign {
             while true {
                 let reply = call(request)
                 if hung(reply, "wait-durable of window \(id) once space came back") { break }
-                if reply.code == .ok, let durable = reply.result?["durable_seq"]?.int, var history = windows[id] {
-                    report.acknowledged += history.acknowledge(UInt64(durable))
+                if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
+                    report.acknowledged += history.acknowledge(durable.durableSeq)
                     windows[id] = history
                     break
                 }
@@ -323,7 +323,7 @@ public final class Campaign {
         guard var history = windows[id] else { return }
         let command = StressCommand.next(for: history.current, using: &random)
         let reply = call(command.request(window: id))
-        guard reply.code == .ok, let result = reply.result else {
+        guard reply.code == .ok else {
             if hung(reply, "window \(id): '\(command)'") { return }
             if reply.code == .temporary {
                 let since = retryingSince[id] ?? Date()
@@ -341,20 +341,26 @@ public final class Campaign {
         }
         retryingSince[id] = nil
         report.commands += 1
-        switch command {
-        case .reconnect:
-            reconnect(id)
-            return
-        case .saveAndWait:
-            report.acknowledged += history.acknowledge(UInt64(result["durable_seq"]?.int ?? 0))
-        default:
-            guard command.changesTabs else { break }
-            var window = history.current
-            guard window.apply(command, tab: result["tab"]?.int) else {
-                report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
+        do {
+            switch command {
+            case .reconnect:
+                reconnect(id)
                 return
+            case .saveAndWait:
+                report.acknowledged += history.acknowledge(try reply.decode(DurableReply.self).durableSeq)
+            default:
+                guard command.changesTabs else { break }
+                let applied = try reply.decode(CommandReply.self)
+                var window = history.current
+                guard window.apply(command, tab: applied.tab) else {
+                    report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
+                    return
+                }
+                history.applied(seq: applied.seq, window: window)
             }
-            history.applied(seq: UInt64(result["seq"]?.int ?? 0), window: window)
+        } catch {
+            report.failures.append(reproduce("window \(id): '\(command)': \(error.message)"))
+            return
         }
         windows[id] = history
     }
@@ -363,7 +369,7 @@ public final class Campaign {
     private func reconnect(_ id: String) {
         guard var history = windows.removeValue(forKey: id) else { return }
         let reply = call(ControlRequest(verb: "connect"))
-        guard reply.code == .ok, let reopened = reply.result?["window"]?.string else {
+        guard let reopened = try? reply.decode(ConnectReply.self).window else {
             report.failures.append(reproduce("connect after disconnecting \(id) failed: \(reply.error ?? "?")"))
             return
         }
@@ -416,7 +422,7 @@ public final class Campaign {
             }
             return
         }
-        if reply.result?["while_saving"]?.bool == true { report.killed_while_saving += 1 }
+        if (try? reply.decode(KillReply.self))?.whileSaving == true { report.killed_while_saving += 1 }
         _ = recoveryTimes.record(monotonicNanoseconds() / 1000 - sent)
         guard var history = windows[id] else { return }
         check(id, &history)
@@ -461,8 +467,8 @@ public final class Campaign {
         let reply = call(request)
         if hung(reply, "wait-durable of window \(id)") { return }
         if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
-        guard let durable = reply.result?["durable_seq"]?.int, var history = windows[id] else { return }
-        report.acknowledged += history.acknowledge(UInt64(durable))
+        guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
+        report.acknowledged += history.acknowledge(durable.durableSeq)
         windows[id] = history
     }
 
@@ -508,7 +514,7 @@ public final class Campaign {
     /// The windows the (new) supervisor shows: known ones are checked against the model, new
     /// ones start from what they show.
     private func adoptWindows(checking: Bool) {
-        let shown = (call(ControlRequest(verb: "status")).result?["windows"]?.array ?? []).compactMap { $0["uuid"]?.string }
+        let shown = ((try? call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
         var adopted: [String: WindowHistory] = [:]
         for id in shown {
             if checking, var history = windows[id] {
@@ -517,14 +523,14 @@ public final class Campaign {
             } else {
                 var request = ControlRequest(verb: "dump")
                 request.window = id
-                let dump = call(request).result ?? .null
-                adopted[id] = WindowHistory(start: OracleWindow(dump: dump), seq: UInt64(dump["applied_seq"]?.int ?? 0))
+                let dump = try? call(request).decode(DumpReply.self)
+                adopted[id] = WindowHistory(start: dump.map(OracleWindow.init(dump:)) ?? OracleWindow(), seq: dump?.appliedSeq ?? 0)
             }
         }
         // A window with nothing on disk does not reopen: it must have had nothing acknowledged.
         for (id, var history) in windows where adopted[id] == nil && checking {
             report.recoveries += 1
-            if case .lost(let count) = history.recovered(digest: OracleWindow().digest, dump: .null, appliedSeq: 0) {
+            if case .lost(let count) = history.recovered(digest: OracleWindow().digest, dump: nil, appliedSeq: 0) {
                 report.lost += count
                 report.failures.append(reproduce("window \(id) did not reopen after the supervisor was killed: \(count) acknowledged commands lost"))
             }
@@ -537,19 +543,26 @@ public final class Campaign {
         var request = ControlRequest(verb: "dump")
         request.window = id
         let reply = call(request)
-        guard reply.code == .ok, let dump = reply.result, let digest = dump["digest"]?.string.flatMap({ UInt64($0, radix: 16) }) else {
+        let dump: DumpReply
+        do {
+            dump = try reply.decode(DumpReply.self)
+        } catch {
             if !hung(reply, "dump of window \(id) after its recovery") {
-                report.failures.append(reproduce("window \(id) did not answer after its recovery: \(reply.error ?? "?")"))
+                report.failures.append(reproduce("window \(id) did not answer after its recovery: \(error.message)"))
             }
+            return
+        }
+        guard let digest = UInt64(dump.digest, radix: 16) else {
+            report.failures.append(reproduce("window \(id) after its recovery: a dump whose digest is not hex: \(dump.digest)"))
             return
         }
         report.recoveries += 1
         let before = history
-        let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: UInt64(dump["applied_seq"]?.int ?? 0))
+        let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: dump.appliedSeq)
         if case .intact = verdict {} else {
             let shown = OracleWindow(dump: dump)
             let model = before.current
-            let detail = "came back at seq \(dump["applied_seq"]?.int ?? 0) with \(shown.regular.tabs.map(\.id))+\(shown.incognito.tabs.map(\.id)) "
+            let detail = "came back at seq \(dump.appliedSeq) with \(shown.regular.tabs.map(\.id))+\(shown.incognito.tabs.map(\.id)) "
                 + "active \(shown.regular.activeID.map(String.init) ?? "-")/\(shown.incognito.activeID.map(String.init) ?? "-"); the model at seq \(before.lastSeq) "
                 + "(acknowledged \(before.acknowledged)) has \(model.regular.tabs.map(\.id))+\(model.incognito.tabs.map(\.id)) "
                 + "active \(model.regular.activeID.map(String.init) ?? "-")/\(model.incognito.activeID.map(String.init) ?? "-")"
@@ -577,7 +590,7 @@ public final class Campaign {
     private func mergeSaveLatency() {
         var request = ControlRequest(verb: "stats")
         request.histogram = true
-        guard let encoded = call(request).result?["total"]?["histogram"]?.string, let data = Data(base64Encoded: encoded),
+        guard let encoded = (try? call(request).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
             let histogram = try? JSONDecoder().decode(Histogram<UInt64>.self, from: data)
         else { return }
         saveLatency.add(histogram)
@@ -588,7 +601,7 @@ public final class Campaign {
         lastProgress = Date()
         let elapsed = max(Date().timeIntervalSince(started), 0.001)
         let target = options.kills.map { "\($0)" } ?? "\(Int(options.duration ?? 0)) s"
-        let p99 = call(ControlRequest(verb: "stats")).result?["total"]?["p99_us"]?.number ?? 0
+        let p99 = Double((try? call(ControlRequest(verb: "stats")).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
         let line = String(
             format: "\r\u{1B}[Kkills %d/%@  %.0f commands/s  save p99 %.0f µs  recoveries %d  lost %d  torn %d", report.kills, target,
             Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)

@@ -12,21 +12,19 @@ public struct OracleWindow: Equatable, Sendable {
 
     /// What the host showed after a recovery the oracle could not explain: the campaign goes
     /// on from there.
-    public init(dump: JSONValue) {
-        func list(_ browser: JSONValue?) -> ReferenceList {
+    public init(dump: DumpReply) {
+        func list(_ browser: DumpReply.BrowserContents) -> ReferenceList {
             var list = ReferenceList()
-            let tabs = browser?["tabs"]?.array ?? []
-            for tab in tabs {
-                let id = tab["id"]?.int ?? 0
-                list.tabs.append(ReferenceList.Tab(id: id, openerID: tab["opener"]?.int, openerNavigationIndex: 0))
-                urls[id] = tab["url"]?.string ?? ""
+            for tab in browser.tabs {
+                list.tabs.append(ReferenceList.Tab(id: tab.id, openerID: tab.opener, openerNavigationIndex: 0))
+                urls[tab.id] = tab.url
             }
-            list.pinnedCount = tabs.filter { $0["pinned"]?.bool == true }.count
-            list.activeID = browser?["active_index"]?.int.flatMap { index in list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil }
+            list.pinnedCount = browser.tabs.filter(\.pinned).count
+            list.activeID = browser.activeIndex.flatMap { index in list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil }
             return list
         }
-        regular = list(dump["regular"])
-        incognito = list(dump["incognito"])
+        regular = list(dump.regular)
+        incognito = list(dump.incognito)
     }
 
     public var digest: UInt64 { WindowDigest.digest(regular: digestList(regular), incognito: digestList(incognito)) }

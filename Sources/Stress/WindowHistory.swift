@@ -51,9 +51,9 @@ public struct WindowHistory: Sendable {
         case wentBack(seq: UInt64)
     }
 
-    /// The window came back showing `digest` (`dump`: what it showed). The model then goes on
-    /// from the state it came back as.
-    public mutating func recovered(digest: UInt64, dump: JSONValue, appliedSeq: UInt64) -> Verdict {
+    /// The window came back showing `digest` (`dump`: what it showed; nil when it did not come
+    /// back, as an empty window). The model then goes on from the state it came back as.
+    public mutating func recovered(digest: UInt64, dump: DumpReply?, appliedSeq: UInt64) -> Verdict {
         let acknowledgedIndex = states.lastIndex { $0.seq <= acknowledged } ?? 0
         let matches = states.indices.filter { states[$0].window.digest == digest }
         let verdict: Verdict
@@ -70,7 +70,7 @@ public struct WindowHistory: Sendable {
             verdict = .lost(count: acknowledgedIndex - match)
             resume = (states[match].seq, states[match].window)
         } else {
-            let shown = OracleWindow(dump: dump)
+            let shown = dump.map(OracleWindow.init(dump:)) ?? OracleWindow()
             verdict = shown.tabIDs.isSubset(of: everSeen) ? .torn : .unexpected
             resume = (appliedSeq, shown)
         }

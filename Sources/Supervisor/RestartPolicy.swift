@@ -88,9 +88,9 @@ public struct RestartPolicy: Sendable, Equatable {
 
     /// The status a worker exits with when its restore ran short of its own descriptors or
     /// memory (EX_TEMPFAIL; `WorkerExit.restoreShortOfResources`, which a test holds equal).
-    public static let shortageExitStatus: Int32 = 75
+    public static let shortageExitStatus = ControlCode.temporary.rawValue
     /// The status a worker exits with when its restore failed (`WorkerExit.restoreFailed`).
-    public static let restoreFailedExitStatus: Int32 = 74
+    public static let restoreFailedExitStatus = ControlCode.ioError.rawValue
 
     /// Whether a worker's death before it was ready says nothing of its window's session. The
     /// session is read only by the restore, which exits `restoreFailedExitStatus` when it

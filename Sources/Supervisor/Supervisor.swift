@@ -294,7 +294,7 @@ public final class Supervisor {
 
     /// Starts the initial scenes and serves until SIGTERM, SIGINT or `ctl shutdown`; `ready`
     /// is called once, when the initial scenes are restored. Returns the exit status.
-    public func run(ready: (FilePath) -> Void) -> Int32 {
+    public func run(ready: (FilePath) -> Void) -> ControlCode {
         for _ in 0..<configuration.scenes { _ = connectScene(waiter: nil) }
         var announced = false
         while true {
@@ -330,12 +330,12 @@ public final class Supervisor {
             return Self.exitKeptUnsaved
         }
         logger.info("stopped: every window saved")
-        return 0
+        return .ok
     }
 
     /// The exit status when shutdown could not save some window (EX_TEMPFAIL): what was
     /// unsaved is gone with its worker; the storage needs attention before the next start.
-    public static let exitKeptUnsaved: Int32 = 75
+    public static let exitKeptUnsaved = ControlCode.temporary
 
     private func waitForEvents() {
         var descriptors = [
@@ -770,13 +770,11 @@ public final class Supervisor {
         for waiter in waiters {
             switch waiter {
             case .connect(let client):
-                answer(client, .ok(.object(["window": .string(window.id.uuidString), "pid": JSONValue(window.pid)])))
+                answer(client, .ok(ConnectReply(window: window.id.uuidString, pid: window.pid)))
             case .restart(let client, let oldPID, let whileSaving, _, _):
-                answer(client, .ok(.object([
-                    "window": .string(window.id.uuidString), "killed_pid": JSONValue(oldPID), "pid": JSONValue(window.pid),
-                    "while_saving": .bool(whileSaving),
-                    "recovery_ms": .number(Double(window.lastRecoveryNanoseconds ?? 0) / 1e6),
-                ])))
+                answer(client, .ok(KillReply(
+                    window: window.id.uuidString, killedPID: oldPID, whileSaving: whileSaving, pid: window.pid,
+                    recoveryMilliseconds: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
             }
         }
     }
@@ -846,7 +844,7 @@ public final class Supervisor {
         case .dump(let dump) where pending.verb == Self.floorProbeVerb:
             probeFloors(dump, &window)
         case .dump(let dump):
-            if let client = pending.client { answer(client, .ok(Self.json(dump, window: window.id))) }
+            if let client = pending.client { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
         case .done(let done):
             guard Limits.isValidCommandSeq(done.appliedSeq) else {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
@@ -870,12 +868,11 @@ public final class Supervisor {
                     return
                 }
             }
-            var result: [String: JSONValue] = ["window": .string(window.id.uuidString), "seq": JSONValue(window.shownSeq(done.appliedSeq))]
-            if done.hasTab { result["tab"] = JSONValue(done.tab) }
+            var result = CommandReply(window: window.id.uuidString, seq: window.shownSeq(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
             switch pending.verb {
             case "background", "foreground":
                 _ = step(&window, .sceneChanged(pending.verb == "background" ? .background : .foreground))
-                result["state"] = .string(window.state.description)
+                result.state = window.state.description
             case "disconnect":
                 // Answered when the worker has exited.
                 window.pending[reply.request] = pending
@@ -888,7 +885,7 @@ public final class Supervisor {
             default:
                 break
             }
-            if let client = pending.client { answer(client, .ok(.object(result))) }
+            if let client = pending.client { answer(client, .ok(result)) }
         case .none:
             if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
         }
@@ -908,7 +905,7 @@ public final class Supervisor {
         saveOrder()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
-            ? .ok(.object(["window": .string(window.id.uuidString), "seq": JSONValue(max(window.appliedSeq, window.highestRepliedSeq))]))
+            ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
         for client in window.exitWaiters { answer(client, reply) }
@@ -1117,10 +1114,10 @@ public final class Supervisor {
     private func handle(_ request: ControlRequest, from client: ClientID) {
         switch request.verb {
         case "status":
-            answer(client, .ok(statusJSON()))
+            answer(client, .ok(statusReply()))
             return
         case "stats":
-            answer(client, .ok(statsJSON(withHistogram: request.histogram ?? false)))
+            answer(client, .ok(statsReply(withHistogram: request.histogram ?? false)))
             return
         case "connect":
             if shutdownDeadline != nil {
@@ -1130,7 +1127,7 @@ public final class Supervisor {
             }
             return
         case "shutdown":
-            answer(client, .ok(.object(["stopping": .bool(true)])))
+            answer(client, .ok(ShutdownReply(stopping: true)))
             beginShutdown()
             return
         default:
@@ -1247,16 +1244,9 @@ public final class Supervisor {
     }
 
     /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.
-    static func durableReply(_ window: Window, durable: UInt64) -> JSONValue {
-        var reply: [String: JSONValue] = ["window": .string(window.id.uuidString), "durable_seq": JSONValue(durable)]
-        let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }
-        if !lost.isEmpty { reply["lost_seqs"] = lostJSON(lost) }
-        return .object(reply)
-    }
-
-    /// `[[first, last], …]`.
-    static func lostJSON(_ ranges: [ClosedRange<UInt64>]) -> JSONValue {
-        .array(ranges.map { .array([JSONValue($0.lowerBound), JSONValue($0.upperBound)]) })
+    static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
+        let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
+        return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {
@@ -1387,16 +1377,14 @@ public final class Supervisor {
         let label = SignalName.numbers.first { $0.value == signal }?.key ?? "\(signal)"
         guard !Self.signalsIgnoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
-            answer(client, .ok(.object([
-                "window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving),
-                "signal": .string(label), "restart_expected": .bool(false),
-            ])))
+            answer(client, .ok(KillReply(
+                window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
             return
         }
         _ = step(&window, .killRequested)
         if request.wait == false {
             windows[slot] = window
-            answer(client, .ok(.object(["window": .string(window.id.uuidString), "killed_pid": JSONValue(window.pid), "while_saving": .bool(whileSaving)])))
+            answer(client, .ok(KillReply(window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
             let wait = Self.killWaitNanoseconds + (Self.signalsThatStop.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
@@ -1435,56 +1423,51 @@ public final class Supervisor {
 
     // MARK: reports
 
-    private func statusJSON() -> JSONValue {
+    private func statusReply() -> StatusReply {
         let now = monotonicNanoseconds()
-        let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
+        let list: [WindowStatus] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
             let view = region.slot(slot)
             let stats = checkedStats(view) ?? window.lastStats
             let heartbeat = view.heartbeat
-            var object: [String: JSONValue] = [
-                "uuid": .string(window.id.uuidString), "state": .string(window.state.description), "slot": JSONValue(slot),
-                "pid": JSONValue(window.isLive ? window.pid : 0), "generation": JSONValue(window.generation),
-                "tabs": JSONValue(stats.regularTabs.addingReportingOverflow(stats.incognitoTabs).partialValue),
-                "regular_tabs": JSONValue(stats.regularTabs),
-                "incognito_tabs": JSONValue(stats.incognitoTabs), "applied_seq": JSONValue(stats.appliedSeq),
-                "durable_seq": JSONValue(stats.durableSeq), "digest": .string(String(format: "%016llx", stats.digest)),
-                "saves": JSONValue(view.savesCompleted), "save_failures": JSONValue(view.saveFailures),
-                "compaction_failures": JSONValue(view.compactionFailures), "failing": failingJSON(stats),
-                "restarts": JSONValue(window.history.restarts), "saving_seq": JSONValue(view.savingSeq),
-            ]
-            if heartbeat > 0, window.isLive { object["heartbeat_age_ms"] = .number(Double(now > heartbeat ? now - heartbeat : 0) / 1e6) }
-            if let recovery = window.lastRecoveryNanoseconds { object["last_recovery_ms"] = .number(Double(recovery) / 1e6) }
-            object["lost_seqs"] = Self.lostJSON(window.lostSeqs.ranges)
-            return .object(object)
+            return WindowStatus(
+                uuid: window.id.uuidString, state: window.state.description, slot: slot, pid: window.isLive ? window.pid : 0,
+                generation: window.generation,
+                tabs: exactInJSON(stats.regularTabs.addingReportingOverflow(stats.incognitoTabs).partialValue),
+                regularTabs: exactInJSON(stats.regularTabs), incognitoTabs: exactInJSON(stats.incognitoTabs),
+                appliedSeq: stats.appliedSeq, durableSeq: stats.durableSeq, digest: String(format: "%016llx", stats.digest),
+                saves: exactInJSON(view.savesCompleted), saveFailures: exactInJSON(view.saveFailures),
+                compactionFailures: exactInJSON(view.compactionFailures), failing: failing(stats), restarts: window.history.restarts,
+                savingSeq: exactInJSON(view.savingSeq),
+                heartbeatAgeMilliseconds: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
+                lastRecoveryMilliseconds: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
+                lostSeqs: window.lostSeqs.ranges.map(SeqRange.init))
         }
-        let asides: [JSONValue] = setAsideRecords.map { record in
-            .object([
-                "uuid": .string(record.window.uuidString), "path": .string(record.path.string),
-                "at": .string(ISO8601DateFormatter().string(from: record.at)), "reason": .string(record.reason),
-            ])
+        let asides = setAsideRecords.map { record in
+            StatusReply.SetAside(
+                uuid: record.window.uuidString, path: record.path.string, at: ISO8601DateFormatter().string(from: record.at), reason: record.reason)
         }
-        return .object([
-            "supervisor_pid": JSONValue(getpid()), "root": .string(configuration.root.string),
-            "socket": .string(configuration.socketPath.string), "windows": .array(list), "set_aside": .array(asides),
-            "order": .array(registry.order.map { .string($0.uuidString) }),
-        ])
+        return StatusReply(
+            supervisorPID: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
+            setAside: asides, order: registry.order.map(\.uuidString))
     }
 
-    private func statsJSON(withHistogram: Bool) -> JSONValue {
+    private func statsReply(withHistogram: Bool) -> StatsReply {
         let now = monotonicNanoseconds()
         var total = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
         var totalSaves: UInt64 = 0
         var totalFailures: (saves: UInt64, compactions: UInt64) = (0, 0)
-        func summary(_ histogram: Histogram<UInt64>, saves: UInt64, seconds: Double) -> [String: JSONValue] {
-            [
-                "saves": JSONValue(saves), "saves_per_s": .number(seconds > 0 ? Double(saves) / seconds : 0),
-                "p50_us": JSONValue(histogram.valueAtPercentile(50)), "p90_us": JSONValue(histogram.valueAtPercentile(90)),
-                "p99_us": JSONValue(histogram.valueAtPercentile(99)), "p999_us": JSONValue(histogram.valueAtPercentile(99.9)),
-                "max_us": JSONValue(histogram.totalCount > 0 ? histogram.maxRecorded : 0),
-            ]
+        func summary(_ histogram: Histogram<UInt64>, saves: UInt64, failures: (saves: UInt64, compactions: UInt64), seconds: Double)
+            -> StatsReply.SaveSummary
+        {
+            StatsReply.SaveSummary(
+                count: exactInJSON(saves), perSecond: seconds > 0 ? Double(saves) / seconds : 0,
+                p50Microseconds: histogram.valueAtPercentile(50), p90Microseconds: histogram.valueAtPercentile(90),
+                p99Microseconds: histogram.valueAtPercentile(99), p999Microseconds: histogram.valueAtPercentile(99.9),
+                maxMicroseconds: histogram.totalCount > 0 ? histogram.maxRecorded : 0,
+                failures: exactInJSON(failures.saves), compactionFailures: exactInJSON(failures.compactions))
         }
-        let list: [JSONValue] = windows.keys.sorted().compactMap { slot in
+        let list: [StatsReply.WindowStats] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
             let view = region.slot(slot)
             let histogram = view.latency.histogram()
@@ -1495,26 +1478,22 @@ public final class Supervisor {
             let failures = (saves: view.saveFailures, compactions: view.compactionFailures)
             totalFailures.saves &+= failures.saves
             totalFailures.compactions &+= failures.compactions
-            var object = summary(histogram, saves: saves, seconds: Double(now - window.reservedAt) / 1e9)
-            object["uuid"] = .string(window.id.uuidString)
-            object["save_failures"] = JSONValue(failures.saves)
-            object["compaction_failures"] = JSONValue(failures.compactions)
-            object["failing"] = failingJSON(checkedStats(view) ?? window.lastStats)
-            return .object(object)
+            return StatsReply.WindowStats(
+                uuid: window.id.uuidString, saves: summary(histogram, saves: saves, failures: failures, seconds: Double(now - window.reservedAt) / 1e9),
+                failing: failing(checkedStats(view) ?? window.lastStats))
         }
         let uptime = Double(now - startedAt) / 1e9
-        var totals = summary(total, saves: totalSaves, seconds: uptime)
-        totals["save_failures"] = JSONValue(totalFailures.saves)
-        totals["compaction_failures"] = JSONValue(totalFailures.compactions)
-        if withHistogram, let encoded = try? JSONEncoder().encode(total) { totals["histogram"] = .string(encoded.base64EncodedString()) }
-        return .object(["windows": .array(list), "total": .object(totals), "uptime_s": .number(uptime)])
+        let histogram = withHistogram ? (try? JSONEncoder().encode(total))?.base64EncodedString() : nil
+        return StatsReply(
+            windows: list, total: StatsReply.TotalStats(saves: summary(total, saves: totalSaves, failures: totalFailures, seconds: uptime), histogram: histogram),
+            uptimeSeconds: uptime)
     }
 
-    /// While a window's saves fail: the error and the Browsers failing; null otherwise.
-    private func failingJSON(_ stats: WorkerStats) -> JSONValue {
-        guard stats.failingErrno != 0 else { return .null }
-        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map { JSONValue.string($0.1) }
-        return .object(["error": .string(Self.describeErrno(stats.failingErrno)), "browsers": .array(browsers)])
+    /// While a window's saves fail: the error and the Browsers failing; nil otherwise.
+    private func failing(_ stats: WorkerStats) -> FailingSaves? {
+        guard stats.failingErrno != 0 else { return nil }
+        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
+        return FailingSaves(error: Self.describeErrno(stats.failingErrno), browsers: browsers)
     }
 
     /// An errno a worker published in shared memory, named; a number no errno has is shown as
@@ -1524,22 +1503,18 @@ public final class Supervisor {
         return "\(Errno(rawValue: code))"
     }
 
-    static func json(_ dump: WindowDump, window: UUID) -> JSONValue {
-        func browser(_ browser: BrowserDump) -> JSONValue {
-            .object([
-                "active_index": browser.hasActiveIndex ? JSONValue(browser.activeIndex) : .null,
-                "tabs": .array(browser.tabs.map { tab in
-                    .object([
-                        "id": JSONValue(tab.id), "url": .string(tab.url), "title": .string(tab.title),
-                        "realized": .bool(tab.realized), "pinned": .bool(tab.pinned),
-                        "opener": tab.hasOpener ? JSONValue(tab.opener) : .null,
-                    ])
-                }),
-            ])
+    static func dumpReply(_ dump: WindowDump, window: UUID) -> DumpReply {
+        func browser(_ browser: BrowserDump) -> DumpReply.BrowserContents {
+            DumpReply.BrowserContents(
+                activeIndex: browser.hasActiveIndex ? browser.activeIndex : nil,
+                tabs: browser.tabs.map { tab in
+                    DumpReply.Tab(
+                        id: tab.id, url: tab.url, title: tab.title, realized: tab.realized, pinned: tab.pinned,
+                        opener: tab.hasOpener ? tab.opener : nil)
+                })
         }
-        return .object([
-            "window": .string(window.uuidString), "applied_seq": JSONValue(dump.appliedSeq), "durable_seq": JSONValue(dump.durableSeq),
-            "digest": .string(String(format: "%016llx", dump.digest)), "regular": browser(dump.regular), "incognito": browser(dump.incognito),
-        ])
+        return DumpReply(
+            window: window.uuidString, appliedSeq: dump.appliedSeq, durableSeq: dump.durableSeq,
+            digest: String(format: "%016llx", dump.digest), regular: browser(dump.regular), incognito: browser(dump.incognito))
     }
 }

@@ -11,14 +11,14 @@ struct BenchCommand: ParsableCommand {
         commandName: "bench",
         abstract: "Measure durable save throughput and latency side by side (floor, uring, sync, rewrite), restore and round trips.",
         discussion: """
-            For each window count, N worker processes save at once, each with one save outstanding,
-            in rounds interleaved with the other contenders':
-            small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full
-            state). floor is raw RWF_DSYNC appends into a preallocated file; rewrite rewrites the
-            whole session atomically per save, as the mobile browsers do. Then a 10,000-tab
-            window's restore, unrealized against eager, and a command's round trip through the
-            shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets
-            are reported, not failed), 1 with --check-targets when one was missed, 69 when a
+            For each window count, N worker processes save at once, each with one save outstanding, \
+            in rounds interleaved with the other contenders': \
+            small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full \
+            state). floor is raw RWF_DSYNC appends into a preallocated file; rewrite rewrites the \
+            whole session atomically per save, as the mobile browsers do. Then a 10,000-tab \
+            window's restore, unrealized against eager, and a command's round trip through the \
+            shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets \
+            are reported, not failed), 1 with --check-targets when one was missed, 69 when a \
             contender could not run.
             """)
 
@@ -102,13 +102,13 @@ struct BenchCommand: ParsableCommand {
         } catch {
             if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         print(report.text)
         if let json { try PrivateFiles.write(Array(try report.json()) + [UInt8(ascii: "\n")], to: FilePath(json)) }
         if let html { try PrivateFiles.write(Array(report.html.utf8), to: FilePath(html)) }
-        if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitStatus.checkFailed }
+        if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitCode(.checkFailed) }
     }
 }
 

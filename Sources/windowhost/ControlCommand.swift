@@ -9,23 +9,18 @@ struct ControlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ctl",
         abstract: "Drive a running supervisor: scenes, tabs, saves, kills, reports.",
+        usage: "windowhost ctl [--socket <socket>] [--json] [--timeout <timeout>]\n       <subcommand>",
         discussion: """
-            Each call returns once the supervisor has applied it. Exit codes: 0 ok, 64 usage,
-            65 unknown window or tab, or text that is not UTF-8, a URL holding a control
-            character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data), 69 no supervisor
-            at the socket, 74 a save failed
-            (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window
-            keeps its changes, goes on serving and retries by itself), 75 temporary (the window's
-            worker is restarting, or no reply within the timeout): retry, 76 the window has used
-            the highest command seq (only crafted or damaged files get there): it takes no more tab
-            commands; `dump` and `save` still work (docs/recovery.md). --json prints one JSON
-            object.
+            Each call returns once the supervisor has applied it. --json prints the reply as one \
+            JSON object.
 
-            A tab command prints the window's seq after it (`seq N`). Only a command that changes
-            the window takes a new seq; one that changes nothing prints the seq as it was. Within
-            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq
-            below one before; seqs may have gaps: commands replied to and then lost with a worker
-            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump`
+            \(exitCodesParagraph(exitCodes))
+
+            A tab command prints the window's seq after it (`seq N`). Only a command that changes \
+            the window takes a new seq; one that changes nothing prints the seq as it was. Within \
+            a supervisor's life no seq and no tab id is handed out twice, and no reply shows a seq \
+            below one before; seqs may have gaps: commands replied to and then lost with a worker \
+            killed before their save was durable (`ctl` exited 75 for any still waiting; `dump` \
             and `wait-durable` show the seq the window restored until its next change).
 
             No call waits forever: connecting, sending and the reply together get --timeout \
@@ -40,6 +35,21 @@ struct ControlCommand: ParsableCommand {
             Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Save.self, WaitDurable.self, Kill.self,
             Dump.self, Stats.self, Shutdown.self,
         ])
+
+    /// What each exit of `ctl` means, in the help: every code a reply carries.
+    static let exitCodes: KeyValuePairs<ControlCode, String> = [
+        .ok: "ok",
+        .usage: "usage",
+        .badData:
+            "unknown window or tab, or text that is not UTF-8, a URL holding a control character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data)",
+        .unavailable: "no supervisor at the socket",
+        .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
+        .ioError:
+            "a save failed (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window keeps its changes, goes on serving and retries by itself)",
+        .temporary: "temporary (the window's worker is restarting, or no reply within the timeout): retry",
+        .seqExhausted:
+            "the window has used the highest command seq (only crafted or damaged files get there): it takes no more tab commands, while `dump` and `save` still work (docs/recovery.md)",
+    ]
 
     /// Given before the verb (`ctl --socket PATH status`); each verb reads the same group.
     @OptionGroup var control: ControlOptions
@@ -76,40 +86,51 @@ let urlHelp = "at most \(Limits.maxControlURLBytes) UTF-8 bytes, Limits.maxContr
 protocol ControlVerb: ParsableCommand {
     var control: ControlOptions { get }
     func request() -> ControlRequest
-    func text(_ result: JSONValue) -> String
+    /// The reply, decoded as the verb's reply type, as text; a failure, or a reply that does
+    /// not decode (70), throws.
+    func text(_ reply: ControlReply) throws(ControlFailure) -> String
 }
 
 extension ControlVerb {
     func run() throws {
         let request = request()
-        if let (code, refusal) = Self.refusal(of: request) {
-            FileHandle.standardError.write(Data("windowhost ctl: \(refusal)\n".utf8))
-            throw ExitCode(code.rawValue)
+        if let refusal = Self.refusal(of: request) {
+            FileHandle.standardError.write(Data("windowhost ctl: \(refusal.message)\n".utf8))
+            throw ExitCode(refusal.code)
         }
         let reply = ControlClient.call(request, socket: control.socketPath, timeout: control.timeout)
-        guard reply.code == .ok, let result = reply.result else {
-            FileHandle.standardError.write(Data("windowhost ctl: \(reply.error ?? "failed")\n".utf8))
-            throw ExitCode(reply.code == .ok ? ControlCode.software.rawValue : reply.code.rawValue)
+        let output: String
+        do {
+            // Decoded with --json too: a reply of another shape is 70 either way.
+            let text = try text(reply)
+            output = control.json ? reply.result?.line ?? "" : text
+        } catch {
+            FileHandle.standardError.write(Data("windowhost ctl: \(error.message)\n".utf8))
+            throw ExitCode(error.code)
         }
-        let output = control.json ? result.line : text(result)
         if !output.isEmpty { print(output) }
     }
 
-    func text(_ result: JSONValue) -> String { result["seq"].map { "seq \($0.int ?? 0)" } ?? "" }
+    /// A command the window applied: its seq after it.
+    func text(_ reply: ControlReply) throws(ControlFailure) -> String { "seq \(try reply.decode(CommandReply.self).seq)" }
 
     /// Why the supervisor would refuse `request` for its text or size, and the exit code it would
     /// give (65 for a URL holding a control character or past its bound, 64 for a request too
     /// long), said before it is sent:
     /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
     /// client still sending sees as a broken connection, not as the reason.
-    static func refusal(of request: ControlRequest) -> (ControlCode, String)? {
-        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return (.badData, "\(forbidden)") }
+    static func refusal(of request: ControlRequest) -> ControlFailure? {
+        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return ControlFailure(code: .badData, message: "\(forbidden)") }
         if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
-            return (.badData, "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+            return ControlFailure(
+                code: .badData,
+                message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
         }
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         guard size <= Limits.maxControlRequestBytes else {
-            return (.usage, "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
+            return ControlFailure(
+                code: .usage,
+                message: "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
         }
         return nil
     }
@@ -126,24 +147,17 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(abstract: "Every window: state, worker, tabs, durable seq; set-aside sessions.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { Self.request("status") }
-        func text(_ result: JSONValue) -> String {
-            var lines = (result["windows"]?.array ?? []).map { window in
-                let uuid = window["uuid"]?.string ?? "?"
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let status = try reply.decode(StatusReply.self)
+            var lines = status.windows.map { window in
                 let fields = [
-                    window["state"]?.string ?? "?", "pid \(window["pid"]?.int ?? 0)", "generation \(window["generation"]?.int ?? 0)",
-                    "tabs \(window["regular_tabs"]?.int ?? 0)+\(window["incognito_tabs"]?.int ?? 0)",
-                    "applied \(window["applied_seq"]?.int ?? 0)", "durable \(window["durable_seq"]?.int ?? 0)",
-                    "saves \(window["saves"]?.int ?? 0)", "restarts \(window["restarts"]?.int ?? 0)",
+                    window.state, "pid \(window.pid)", "generation \(window.generation)", "tabs \(window.regularTabs)+\(window.incognitoTabs)",
+                    "applied \(window.appliedSeq)", "durable \(window.durableSeq)", "saves \(window.saves)", "restarts \(window.restarts)",
                 ]
-                let failing: [String] = window["failing"]?["error"]?.string.map { error in
-                    let browsers = (window["failing"]?["browsers"]?.array ?? []).compactMap(\.string).joined(separator: "+")
-                    return ["saves failing (\(browsers)): \(error)"]
-                } ?? []
-                return "\(uuid)  " + (fields + failing).joined(separator: "  ")
+                let failing = window.failing.map { ["saves failing (\($0.browsers.joined(separator: "+"))): \($0.error)"] } ?? []
+                return "\(window.uuid)  " + (fields + failing).joined(separator: "  ")
             }
-            for aside in result["set_aside"]?.array ?? [] {
-                lines.append("set aside: \(aside["uuid"]?.string ?? "?") → \(aside["path"]?.string ?? "?") (\(aside["reason"]?.string ?? ""))")
-            }
+            for aside in status.setAside { lines.append("set aside: \(aside.uuid) → \(aside.path) (\(aside.reason))") }
             return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
         }
     }
@@ -152,7 +166,7 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(abstract: "Connect a scene: reserve a window, spawn its worker, restore it. Prints the UUID.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { Self.request("connect") }
-        func text(_ result: JSONValue) -> String { result["window"]?.string ?? "" }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String { try reply.decode(ConnectReply.self).window }
     }
 
     struct Disconnect: ControlVerb {
@@ -186,6 +200,11 @@ extension ControlCommand {
         @Option(help: "The tab that opened it.") var opener: Int64?
         @Option(help: "Where it goes in the list (default: the end).") var index: Int?
         @Flag(help: "Do not make it the active tab.") var background = false
+        /// A command that makes a tab (`open`, `replace`): the tab's id.
+        static func tabText(_ reply: ControlReply) throws(ControlFailure) -> String {
+            guard let tab = try reply.decode(CommandReply.self).tab else { throw ControlFailure(code: .software, message: "a reply without the new tab's id") }
+            return "\(tab)"
+        }
         func request() -> ControlRequest {
             var request = Self.request("open", window: target.window)
             request.url = url
@@ -195,7 +214,7 @@ extension ControlCommand {
             request.background = background
             return request
         }
-        func text(_ result: JSONValue) -> String { "\(result["tab"]?.int ?? 0)" }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
 
     struct Navigate: ControlVerb {
@@ -274,7 +293,7 @@ extension ControlCommand {
             request.url = url
             return request
         }
-        func text(_ result: JSONValue) -> String { "\(result["tab"]?.int ?? 0)" }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
 
     struct Save: ControlVerb {
@@ -288,7 +307,9 @@ extension ControlCommand {
             return request
         }
         // Without --wait, the seq the save covers; with it, what is durable (it printed nothing).
-        func text(_ result: JSONValue) -> String { wait ? WaitDurable.durableText(result) : "seq \(result["seq"]?.int ?? 0)" }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            wait ? WaitDurable.durableText(try reply.decode(DurableReply.self)) : "seq \(try reply.decode(CommandReply.self).seq)"
+        }
     }
 
     struct WaitDurable: ControlVerb {
@@ -305,16 +326,13 @@ extension ControlCommand {
             request.seq = seq
             return request
         }
-        func text(_ result: JSONValue) -> String { Self.durableText(result) }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String { Self.durableText(try reply.decode(DurableReply.self)) }
 
         /// A durable answer (`wait-durable`, `save --wait`): the seq, and the ranges below it lost
         /// with a killed worker.
-        static func durableText(_ result: JSONValue) -> String {
-            let lost = (result["lost_seqs"]?.array ?? []).compactMap { range -> String? in
-                guard let bounds = range.array, bounds.count == 2, let low = bounds[0].int, let high = bounds[1].int else { return nil }
-                return low == high ? "\(low)" : "\(low)-\(high)"
-            }
-            return "durable \(result["durable_seq"]?.int ?? 0)" + (lost.isEmpty ? "" : " (lost with a killed worker, never durable: \(lost.joined(separator: ", ")))")
+        static func durableText(_ reply: DurableReply) -> String {
+            let lost = (reply.lostSeqs ?? []).map { $0.first == $0.last ? "\($0.first)" : "\($0.first)-\($0.last)" }
+            return "durable \(reply.durableSeq)" + (lost.isEmpty ? "" : " (lost with a killed worker, never durable: \(lost.joined(separator: ", ")))")
         }
     }
 
@@ -339,12 +357,13 @@ extension ControlCommand {
             request.aim = whileSaving
             return request
         }
-        func text(_ result: JSONValue) -> String {
-            if result["restart_expected"]?.bool == false {
-                return "signalled \(result["killed_pid"]?.int ?? 0) with SIG\(result["signal"]?.string ?? "?"), which cannot kill: no restart expected"
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let kill = try reply.decode(KillReply.self)
+            if kill.restartExpected == false {
+                return "signalled \(kill.killedPID) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
             }
-            guard let pid = result["pid"]?.int else { return "signalled \(result["killed_pid"]?.int ?? 0)" }
-            return "killed \(result["killed_pid"]?.int ?? 0), restored by \(pid) in \(String(format: "%.1f", result["recovery_ms"]?.number ?? 0)) ms"
+            guard let pid = kill.pid else { return "signalled \(kill.killedPID)" }
+            return "killed \(kill.killedPID), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMilliseconds ?? 0)) ms"
         }
     }
 
@@ -353,22 +372,18 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() -> ControlRequest { Self.request("dump", window: target.window) }
-        func text(_ result: JSONValue) -> String {
-            var lines = [
-                "window \(result["window"]?.string ?? "?")  applied \(result["applied_seq"]?.int ?? 0)  durable \(result["durable_seq"]?.int ?? 0)  digest \(result["digest"]?.string ?? "")"
-            ]
-            for kind in ["regular", "incognito"] {
-                let browser = result[kind]
-                let active = browser?["active_index"]?.int
-                let tabs = browser?["tabs"]?.array ?? []
-                lines.append("\(kind): \(tabs.count) tabs")
-                for (index, tab) in tabs.enumerated() {
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let dump = try reply.decode(DumpReply.self)
+            var lines = ["window \(dump.window)  applied \(dump.appliedSeq)  durable \(dump.durableSeq)  digest \(dump.digest)"]
+            for (kind, browser) in [("regular", dump.regular), ("incognito", dump.incognito)] {
+                lines.append("\(kind): \(browser.tabs.count) tabs")
+                for (index, tab) in browser.tabs.enumerated() {
                     var marks: [String] = []
-                    if tab["pinned"]?.bool == true { marks.append("pinned") }
-                    if tab["realized"]?.bool == false { marks.append("unrealized") }
-                    if let opener = tab["opener"]?.int { marks.append("opener \(opener)") }
+                    if tab.pinned { marks.append("pinned") }
+                    if !tab.realized { marks.append("unrealized") }
+                    if let opener = tab.opener { marks.append("opener \(opener)") }
                     lines.append(
-                        "\(index == active.map(Int.init) ? "*" : " ") \(tab["id"]?.int ?? 0)  \(tab["url"]?.string ?? "")\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
+                        "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
                 }
             }
             return lines.joined(separator: "\n")
@@ -379,18 +394,17 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(abstract: "Save latency (request → durable) and saves/s per window and in total, from shared memory.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { Self.request("stats") }
-        func text(_ result: JSONValue) -> String {
-            func row(_ name: String, _ value: JSONValue?) -> String {
-                let columns = ["saves", "saves_per_s", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "save_failures", "compaction_failures"].map { key in
-                    let number = value?[key]?.number ?? 0
-                    return key == "saves_per_s" ? String(format: "%10.1f", number) : String(format: "%10.0f", number)
-                }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let stats = try reply.decode(StatsReply.self)
+            func row(_ name: String, _ saves: StatsReply.SaveSummary) -> String {
+                let counts = [saves.p50Microseconds, saves.p90Microseconds, saves.p99Microseconds, saves.p999Microseconds, saves.maxMicroseconds, saves.failures, saves.compactionFailures]
+                let columns = ["\(saves.count)".leftPadded(10), String(format: "%10.1f", saves.perSecond)] + counts.map { "\($0)".leftPadded(10) }
                 return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined()
             }
             var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
                 + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()]
-            for window in result["windows"]?.array ?? [] { lines.append(row(window["uuid"]?.string ?? "?", window)) }
-            lines.append(row("total", result["total"]))
+            for window in stats.windows { lines.append(row(window.uuid, window.saves)) }
+            lines.append(row("total", stats.total.saves))
             return lines.joined(separator: "\n")
         }
     }
@@ -400,7 +414,10 @@ extension ControlCommand {
             abstract: "Stop the supervisor: every window saves, everything exits 0 (75, naming the windows, if some could not save).")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { Self.request("shutdown") }
-        func text(_ result: JSONValue) -> String { "stopping" }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            _ = try reply.decode(ShutdownReply.self)
+            return "stopping"
+        }
     }
 }
 

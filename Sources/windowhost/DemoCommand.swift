@@ -85,7 +85,7 @@ struct DemoCommand: ParsableCommand {
         let damagedEqual = try damageNewestSnapshot(rootPath, window: window, engine: engine, live: live)
         guard equal, damagedEqual else {
             print("FAILED: a restored window differs from the live one")
-            throw ExitStatus.checkFailed
+            throw ExitCode(.checkFailed)
         }
         print("nothing acknowledged was lost")
     }

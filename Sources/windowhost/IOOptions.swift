@@ -38,8 +38,8 @@ struct IOOptions: ParsableArguments {
             // A ring short of locked memory or descriptors may be had later (75: retry; a
             // worker's start is then retried, never counted against its window); io_uring
             // refused or unknown is 69.
-            if case .uringUnavailable(let ringError) = error, ringError.isResourceShortage { throw ExitStatus.temporary }
-            throw ExitStatus.unavailable
+            if case .uringUnavailable(let ringError) = error, ringError.isResourceShortage { throw ExitCode(.temporary) }
+            throw ExitCode(.unavailable)
         }
     }
 }

@@ -35,11 +35,11 @@ struct InspectCommand: ParsableCommand {
         var status = stat()
         guard stat(root, &status) == 0 else {
             FileHandle.standardError.write(Data("windowhost inspect: \(root) does not exist\n".utf8))
-            throw ExitStatus.noInput
+            throw ExitCode(.noInput)
         }
         guard status.st_mode & S_IFMT == S_IFDIR else {
             FileHandle.standardError.write(Data("windowhost inspect: \(root) is not a directory\n".utf8))
-            throw ExitStatus.dataError
+            throw ExitCode(.badData)
         }
         let windows: [WindowInspection]
         let misplaced: [MisplacedEntry]
@@ -49,7 +49,7 @@ struct InspectCommand: ParsableCommand {
             windows = try SessionInspector.inspect(root: resolved, window: window, deep: deep)
         } catch {
             FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
-            throw ExitStatus.ioError
+            throw ExitCode(.ioError)
         }
         if json {
             struct Output: Encodable {
@@ -66,7 +66,7 @@ struct InspectCommand: ParsableCommand {
             for entry in misplaced { print("MISPLACED \(entry)") }
             printText(windows)
         }
-        if !misplaced.isEmpty || windows.contains(where: \.isDamaged) { throw ExitStatus.dataError }
+        if !misplaced.isEmpty || windows.contains(where: \.isDamaged) { throw ExitCode(.badData) }
     }
 
     private func printText(_ windows: [WindowInspection]) {

@@ -114,7 +114,7 @@ enum RootRefusal: Error, CustomStringConvertible {
 
     /// 77 for a root that is someone else's or open to others; 74 when it could not be made.
     var exitCode: ExitCode {
-        if case .cannotCreate = self { return ExitStatus.ioError }
-        return ExitStatus.permission
+        if case .cannotCreate = self { return ExitCode(.ioError) }
+        return ExitCode(.permission)
     }
 }

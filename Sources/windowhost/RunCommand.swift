@@ -35,12 +35,12 @@ struct RunCommand: ParsableCommand {
         commandName: "run",
         abstract: "Run the supervisor in the foreground: one worker process per scene.",
         discussion: """
-            Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored
-            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then
-            everything exits 0; if some window could not save (a full or failing disk), the log
-            names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user
-            owns or can write, or whose windows/, windows.order or supervisor.lock is not what the
-            host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with
+            Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored \
+            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then \
+            everything exits 0; if some window could not save (a full or failing disk), the log \
+            names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user \
+            owns or can write, or whose windows/, windows.order or supervisor.lock is not what the \
+            host needs there (a symlink, a FIFO, the wrong kind: never followed), is refused with \
             exit 77 and the fix named.
 
             The control socket is replaced only when it is a stale socket (one nobody answers at). \
@@ -115,22 +115,22 @@ struct RunCommand: ParsableCommand {
             supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))
         } catch SupervisorError.alreadyRunning(let root) {
             FileHandle.standardError.write(Data("windowhost: another supervisor runs on \(root)\n".utf8))
-            throw ExitStatus.temporary
+            throw ExitCode(.temporary)
         } catch SupervisorError.misplacedEntries(let entries) {
             // Same class as a root another user owns: the user must change the root first.
             for entry in entries { FileHandle.standardError.write(Data("windowhost: \(entry)\n".utf8)) }
-            throw ExitStatus.permission
+            throw ExitCode(.permission)
         } catch SupervisorError.socket(let error) {
             FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
             switch error {
-            case .notASocket: throw ExitStatus.cantCreate
-            case .inUse: throw ExitStatus.temporary
-            case .pathTooLong: throw ExitStatus.usage
-            case .failed: throw ExitStatus.ioError
+            case .notASocket: throw ExitCode(.cantCreate)
+            case .inUse: throw ExitCode(.temporary)
+            case .pathTooLong: throw ExitCode(.usage)
+            case .failed: throw ExitCode(.ioError)
             }
         } catch {
             FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
-            throw ExitStatus.ioError
+            throw ExitCode(.ioError)
         }
         let status = supervisor.run { socket in
             FileHandle.standardOutput.write(Data("ready \(socket)\n".utf8))
@@ -141,7 +141,7 @@ struct RunCommand: ParsableCommand {
     static func executablePath() throws -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { throw ExitStatus.ioError }
+        guard count > 0 else { throw ExitCode(.ioError) }
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -11,27 +11,27 @@ struct StressCampaignCommand: ParsableCommand {
         commandName: "stress",
         abstract: "Kill workers (and now and then the supervisor) while browsing; prove nothing acknowledged was lost.",
         discussion: """
-            Runs a supervisor on ROOT and drives seeded random browsing on every scene: open
-            (regular and incognito), navigate, close, move, activate, prerender replace, close
-            all incognito, background and foreground, disconnect and reconnect, save --wait.
-            Meanwhile it kills workers with SIGKILL (half the time aimed at a save in flight,
-            as shared memory shows it), sometimes kills the supervisor and starts a new one on
-            the same root, and sometimes damages a newest snapshot first. After every recovery
-            an independent model of each window judges it: lost (acknowledged durable, then
-            missing), unexpected (never sent, yet present), recovered (sent, not acknowledged,
-            present), torn (matches no prefix of the commands). Exit 0 when none was lost,
-            unexpected or torn, 1 otherwise, with a line that reproduces it.
+            Runs a supervisor on ROOT and drives seeded random browsing on every scene: open \
+            (regular and incognito), navigate, close, move, activate, prerender replace, close \
+            all incognito, background and foreground, disconnect and reconnect, save --wait. \
+            Meanwhile it kills workers with SIGKILL (half the time aimed at a save in flight, \
+            as shared memory shows it), sometimes kills the supervisor and starts a new one on \
+            the same root, and sometimes damages a newest snapshot first. After every recovery \
+            an independent model of each window judges it: lost (acknowledged durable, then \
+            missing), unexpected (never sent, yet present), recovered (sent, not acknowledged, \
+            present), torn (matches no prefix of the commands). Exit 0 when none was lost, \
+            unexpected or torn, 1 otherwise, with a line that reproduces it. \
             The same seed makes the same decisions as long as the same states come back.
 
-            --hostile: now and then (seeded) the campaign fills the disk and frees it, plants
-            symlinks (in a window's session directories, as windows.order.tmp, as a window
-            under windows/) pointing at a canary outside the root, and puts FIFOs, directories
-            and (when not root) unreadable files where session files are read. The oracle is
-            the same; the canary must survive, saves must be durable within seconds of space
-            coming back, and any reply slower than \(Self.hostileReplyTimeoutSeconds) s is a hang.
-            As root it mounts a \(Self.hostileTmpfsMiB) MiB tmpfs as the root, in a mount namespace
-            of its own (other processes do not see it; it goes with the campaign however the
-            campaign ends; --root, if given, must be empty); otherwise --root must be on a filesystem of at
+            --hostile: now and then (seeded) the campaign fills the disk and frees it, plants \
+            symlinks (in a window's session directories, as windows.order.tmp, as a window \
+            under windows/) pointing at a canary outside the root, and puts FIFOs, directories \
+            and (when not root) unreadable files where session files are read. The oracle is \
+            the same; the canary must survive, saves must be durable within seconds of space \
+            coming back, and any reply slower than \(Self.hostileReplyTimeoutSeconds) s is a hang. \
+            As root it mounts a \(Self.hostileTmpfsMiB) MiB tmpfs as the root, in a mount namespace \
+            of its own (other processes do not see it; it goes with the campaign however the \
+            campaign ends; --root, if given, must be empty); otherwise --root must be on a filesystem of at \
             most \(Self.hostileMaxFilesystemMiB) MiB, which it fills.
             """)
 
@@ -125,7 +125,7 @@ struct StressCampaignCommand: ParsableCommand {
             report = try Campaign(options: options).run()
         } catch {
             FileHandle.standardError.write(Data("windowhost stress: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         print(Self.summary(report))
         if let json {
@@ -133,7 +133,7 @@ struct StressCampaignCommand: ParsableCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             try PrivateFiles.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
         }
-        if !report.passed { throw ExitStatus.checkFailed }
+        if !report.passed { throw ExitCode(.checkFailed) }
     }
 
     static func summary(_ report: CampaignReport) -> String {
@@ -190,13 +190,13 @@ struct HostileFilesystem: CustomStringConvertible {
         guard wh_private_mount_namespace() == 0 else {
             let error = Errno(rawValue: errno)
             FileHandle.standardError.write(Data("windowhost stress: --hostile could not make a private mount namespace: \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         let size = "size=\(StressCampaignCommand.hostileTmpfsMiB)m,mode=0700"
         guard mount("tmpfs", root.string, "tmpfs", UInt(MS_NOSUID | MS_NODEV), size) == 0 else {
             let error = Errno(rawValue: errno)
             FileHandle.standardError.write(Data("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n".utf8))
-            throw ExitStatus.unavailable
+            throw ExitCode(.unavailable)
         }
         return HostileFilesystem(mountPoint: root, description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")
     }

@@ -1,24 +1,34 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import Supervisor
 
 @main
 struct Windowhost: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "windowhost",
         abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
-        discussion: """
-            Exit codes (sysexits(3)): 0 ok, 1 a check failed, 64 bad arguments, 65 corrupt data, an
-            unknown window or tab, or an argument that is not UTF-8, 66 no such input, 69 a required service unavailable (io_uring, or
-            no supervisor at the socket), 73 cannot create the control socket (something that is not a
-            socket at its path), 74 an I/O error, 75 temporary (a worker restarting, another
-            supervisor on the root or at the socket, io_uring setup short of memory or rings): retry, 76 a window that has used the highest
-            command seq (it takes no more tab commands), 77 a root (or a fixed entry under it) that is
-            someone else's, open to others, or not what the host needs there.
-            """,
+        discussion: exitCodesParagraph(exitCodes),
         version: "0.1.0",
         subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self]
     )
+
+    /// What each exit of any command means, in the help: the whole table.
+    static let exitCodes: KeyValuePairs<ControlCode, String> = [
+        .ok: "ok",
+        .checkFailed: "a check failed",
+        .usage: "bad arguments",
+        .badData: "corrupt data, an unknown window or tab, or an argument that is not UTF-8",
+        .noInput: "no such input",
+        .unavailable: "a required service unavailable (io_uring, or no supervisor at the socket)",
+        .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
+        .cantCreate: "cannot create the control socket (something that is not a socket at its path)",
+        .ioError: "an I/O error",
+        .temporary:
+            "temporary (a worker restarting, another supervisor on the root or at the socket, io_uring setup short of memory or rings): retry",
+        .seqExhausted: "a window that has used the highest command seq (it takes no more tab commands)",
+        .permission: "a root (or a fixed entry under it) that is someone else's, open to others, or not what the host needs there",
+    ]
 
     /// Refuses an argument that is not valid UTF-8 (exit 65) before anything parses it: Swift
     /// reads `argv` into `String` by replacing bad bytes with U+FFFD, so a URL or title (or a
@@ -29,7 +39,7 @@ struct Windowhost: ParsableCommand {
         }
         if let invalid = InvalidUTF8Argument.first(in: arguments) {
             FileHandle.standardError.write(Data("windowhost: \(invalid)\n".utf8))
-            Glibc.exit(ExitStatus.dataError.rawValue)
+            Glibc.exit(ControlCode.badData.rawValue)
         }
         main(nil)
     }
@@ -62,18 +72,13 @@ struct InvalidUTF8Argument: Error, Equatable, CustomStringConvertible {
     var description: String { "argument \(index) is not valid UTF-8 (at byte \(offset)): refused, nothing was done" }
 }
 
-/// Exit codes scripts can test, after sysexits(3). Bad arguments exit 64 through ArgumentParser.
-enum ExitStatus {
-    static let checkFailed = ExitCode(1)
-    static let usage = ExitCode(64)
-    static let dataError = ExitCode(65)
-    static let noInput = ExitCode(66)
-    static let unavailable = ExitCode(69)
-    /// EX_CANTCREAT: something not ours is where the host would create its control socket.
-    static let cantCreate = ExitCode(73)
-    static let ioError = ExitCode(74)
-    static let temporary = ExitCode(75)
-    /// EX_NOPERM: a root another user owns or can write, or whose fixed entries (`RootLayout`)
-    /// are not what the host needs there.
-    static let permission = ExitCode(77)
+/// The exit codes a help text lists, one paragraph: numbers from the one table (`ControlCode`),
+/// so the help cannot name a code the commands do not exit with.
+func exitCodesParagraph(_ meanings: KeyValuePairs<ControlCode, String>) -> String {
+    "Exit codes (sysexits(3)): " + meanings.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: "; ") + "."
+}
+
+extension ExitCode {
+    /// An exit from the one table (`ControlCode`). Bad arguments exit 64 through ArgumentParser.
+    init(_ code: ControlCode) { self.init(code.rawValue) }
 }

@@ -21,21 +21,21 @@ import Testing
 
     @Test func everythingAcknowledgedAndMoreIsIntactAndCountsTheRecovered() {
         var (history, windows) = history(opens: 6, acknowledged: 3)
-        #expect(history.recovered(digest: windows[5].digest, dump: .null, appliedSeq: 5) == .intact(recovered: 2))
+        #expect(history.recovered(digest: windows[5].digest, dump: nil, appliedSeq: 5) == .intact(recovered: 2))
         #expect(history.current == windows[5] && history.lastSeq == 5)
     }
 
     @Test func aStateBeforeTheAcknowledgedOneIsLoss() {
         var (history, windows) = history(opens: 6, acknowledged: 4)
-        #expect(history.recovered(digest: windows[1].digest, dump: .null, appliedSeq: 1) == .lost(count: 3))
+        #expect(history.recovered(digest: windows[1].digest, dump: nil, appliedSeq: 1) == .lost(count: 3))
         #expect(history.acknowledged == 1, "the campaign goes on from what came back")
     }
 
     @Test func theAcknowledgedStateAtALowerSeqWentBack() {
         var (history, windows) = history(opens: 4, acknowledged: 4)
-        #expect(history.recovered(digest: windows[4].digest, dump: .null, appliedSeq: 3) == .wentBack(seq: 3))
+        #expect(history.recovered(digest: windows[4].digest, dump: nil, appliedSeq: 3) == .wentBack(seq: 3))
         #expect(history.lastSeq == 3 && history.acknowledged == 3, "the model takes the seq the host came back at")
-        #expect(history.recovered(digest: windows[4].digest, dump: .null, appliedSeq: 3) == .intact(recovered: 0))
+        #expect(history.recovered(digest: windows[4].digest, dump: nil, appliedSeq: 3) == .intact(recovered: 0))
     }
 
     @Test func tabsNoCommandCreatedAreUnexpectedAndAnyOtherStateIsTorn() {
@@ -77,18 +77,15 @@ import Testing
         #expect(decisions(5) != decisions(6))
     }
 
-    private func dump(of window: OracleWindow) -> JSONValue {
-        func browser(_ list: ReferenceList) -> JSONValue {
-            .object([
-                "active_index": list.activeID.flatMap(list.index(of:)).map { JSONValue($0) } ?? .null,
-                "tabs": .array(list.tabs.enumerated().map { index, tab in
-                    .object([
-                        "id": JSONValue(tab.id), "url": .string(window.urls[tab.id] ?? ""), "pinned": .bool(index < list.pinnedCount),
-                        "opener": tab.openerID.map { JSONValue($0) } ?? .null,
-                    ])
-                }),
-            ])
+    private func dump(of window: OracleWindow) -> DumpReply {
+        func browser(_ list: ReferenceList) -> DumpReply.BrowserContents {
+            DumpReply.BrowserContents(
+                activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
+                tabs: list.tabs.enumerated().map { index, tab in
+                    DumpReply.Tab(
+                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID)
+                })
         }
-        return .object(["regular": browser(window.regular), "incognito": browser(window.incognito)])
+        return DumpReply(window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular), incognito: browser(window.incognito))
     }
 }

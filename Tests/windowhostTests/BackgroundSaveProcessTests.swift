@@ -36,7 +36,7 @@ import Testing
         request.window = window
         let waited = ControlClient.call(request, socket: FilePath(host.socket), timeout: Self.durableWithinSeconds)
         #expect(waited.code == .ok && waited.result?["durable_seq"]?.int == 5, "\(waited)")
-        let worker = try #require(host.windows()[window]?["pid"]?.int.map { Int32($0) })
+        let worker = try #require(host.windows()[window]?.pid)
         host.kill9()
         #expect(waitFor({ !isRunning(worker) }, seconds: 5), "the worker died with its supervisor")
 
@@ -55,14 +55,14 @@ import Testing
         let window = try #require(host.windowIDs().first)
         let before = try Self.browseUnsaved(host, window)
         #expect(host.call("background", window: window).code == .ok)
-        let durable = waitFor({ host.windows()[window]?["durable_seq"]?.int == 5 }, seconds: Double(Self.durableWithinSeconds))
-        #expect(durable, "background saved nothing within \(Self.durableWithinSeconds) s: \(host.windows()[window] ?? .null)")
+        let durable = waitFor({ host.windows()[window]?.durableSeq == 5 }, seconds: Double(Self.durableWithinSeconds))
+        #expect(durable, "background saved nothing within \(Self.durableWithinSeconds) s: \(String(describing: host.windows()[window]))")
         let killed = try host.ctl(["kill", "--window", window])
         #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
         let restored = try #require(host.call("dump", window: window).result)
         #expect(restored["digest"] == before["digest"] && restored["durable_seq"]?.int == 5, "\(restored)")
         let status = try #require(host.windows()[window])
-        #expect(status["state"]?.string == "background", "a restarted background scene stays in the background")
+        #expect(status.state == "background", "a restarted background scene stays in the background")
         #expect(host.terminate() == 0)
     }
 }

@@ -23,7 +23,7 @@ import Testing
             let tab = host.open(window, "https://tab\(index).example/\(padding)")
             try #require(tab != nil, "open \(index): \(host.log.suffix(500))")
         }
-        #expect(host.windows()[window]?["tabs"]?.int == Int64(tabs))
+        #expect(host.windows()[window]?.tabs == UInt64(tabs))
         // The save delay is long: an explicit save starts it, wait-durable waits for it.
         let save = try host.ctl(["save", "--window", window])
         #expect(save.status == 0, "\(save.output)")
@@ -35,7 +35,7 @@ import Testing
         #expect(durable.status == 0, "\(durable.output)")
         let saved = Date()
         // The digest of the durable state, published once the save is.
-        #expect(waitFor({ host.windows()[window]?["durable_seq"]?.int == host.windows()[window]?["applied_seq"]?.int }, seconds: 60))
+        #expect(waitFor({ host.windows()[window]?.durableSeq == host.windows()[window]?.appliedSeq }, seconds: 60))
         let before = try #require(host.windows()[window])
         let shutdown = try host.ctl(["shutdown"])
         #expect(shutdown.status == 0, "\(shutdown.output)")
@@ -50,11 +50,11 @@ import Testing
 
         let next = try HostProcess(root: root, scenes: 1)
         #expect(next.windowIDs() == [window])
-        let restored = waitFor({ next.windows()[window]?["tabs"]?.int == Int64(tabs) }, seconds: 120)
+        let restored = waitFor({ next.windows()[window]?.tabs == UInt64(tabs) }, seconds: 120)
         let after = next.windows()[window]
-        #expect(restored, "tabs after the restart: \(after?["tabs"]?.int ?? -1); \(next.log.suffix(2000))")
-        #expect(after?["digest"]?.string == before["digest"]?.string, "the same tabs, URLs and order")
-        #expect(after?["durable_seq"]?.int == before["applied_seq"]?.int)
+        #expect(restored, "tabs after the restart: \(after.map { "\($0.tabs)" } ?? "none"); \(next.log.suffix(2000))")
+        #expect(after?.digest == before.digest, "the same tabs, URLs and order")
+        #expect(after?.durableSeq == before.appliedSeq)
         #expect(next.terminate() == 0)
         print("big window: \(tabs) tabs, snapshot \(snapshotBytes) bytes; opened and saved in \(saved.timeIntervalSince(started)) s, restored by \(Date().timeIntervalSince(saved)) s later")
     }

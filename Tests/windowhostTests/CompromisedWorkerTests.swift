@@ -126,8 +126,8 @@ private func readyPID(_ host: HostProcess, _ window: String, not previous: Int32
     var pid: Int32?
     _ = waitFor({
         let entry = host.windows()[window]
-        guard entry?["state"]?.string == "foreground", let live = entry?["pid"]?.int, live != 0, live != Int64(previous) else { return false }
-        pid = Int32(live)
+        guard entry?.state == "foreground", let live = entry?.pid, live != 0, live != previous else { return false }
+        pid = live
         return true
     }, seconds: seconds)
     return pid

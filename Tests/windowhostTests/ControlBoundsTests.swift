@@ -43,6 +43,6 @@ import Testing
         // None of the refusals took a seq, and the window serves on.
         let next = try host.ctl(["open", "--window", window, "--url", "https://after.example/", "--json"])
         #expect(next.status == 0 && next.output.contains(#""seq":3"#), "\(next.output)")
-        #expect(host.windows()[window]?["tabs"]?.int == 3)
+        #expect(host.windows()[window]?.tabs == 3)
     }
 }

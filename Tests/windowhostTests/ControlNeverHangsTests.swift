@@ -50,7 +50,7 @@ import Testing
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
-        let pid = try #require(host.windows()[window]?["pid"]?.int)
+        let pid = try #require(host.windows()[window]?.pid)
         for signal in ["CONT", "\(SIGWINCH)"] {
             let start = Date()
             let result = try host.ctl(["--timeout", "10", "kill", "--window", window, "--signal", signal])
@@ -60,7 +60,7 @@ import Testing
         let json = try host.ctl(["--timeout", "10", "--json", "kill", "--window", window, "--signal", "CONT"])
         #expect(json.status == 0 && json.output.contains(#""restart_expected":false"#), "\(json.output)")
         // The worker was not touched, and a later kill restarts it as always.
-        #expect(host.windows()[window]?["pid"]?.int == pid && host.windows()[window]?["state"]?.string == "foreground")
+        #expect(host.windows()[window]?.pid == pid && host.windows()[window]?.state == "foreground")
         let killed = try host.ctl(["--timeout", "20", "kill", "--window", window])
         #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
     }
@@ -76,7 +76,7 @@ import Testing
         for index in 0..<3 { _ = try #require(host.open(window, "https://durable\(index).example/")) }
         #expect(host.call("wait-durable", window: window).code == .ok)
         let supervisor = host.process.processIdentifier
-        let worker = try #require(host.windows()[window]?["pid"]?.int)
+        let worker = try #require(host.windows()[window]?.pid)
 
         // The limit leaves the supervisor two descriptor numbers free once the worker's pidfd
         // and doorbell close, three when the control server gives up its spare descriptor to
@@ -125,7 +125,7 @@ import Testing
 
         let raised = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(hard):\(hard)"])
         try #require(raised.status == 0, "\(raised.output)")
-        #expect(waitFor({ host.windows()[window]?["state"]?.string == "foreground" }, seconds: 20), "\(host.log)")
+        #expect(waitFor({ host.windows()[window]?.state == "foreground" }, seconds: 20), "\(host.log)")
         let dump = try #require(host.call("dump", window: window, timeout: 10).result)
         let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         #expect(urls == (0..<3).map { "https://durable\($0).example/" }, "\(dump)")
@@ -150,7 +150,7 @@ import Testing
         #expect(host.call("navigate", window: window) { $0.tab = 1 }.code == .usage)
         #expect(host.call("move", window: window) { $0.tab = 1 }.code == .usage)
         #expect(host.call("open", window: UUID().uuidString).code == .badData)
-        #expect(host.windows()[window]?["applied_seq"]?.int == 1)
+        #expect(host.windows()[window]?.appliedSeq == 1)
         let next = host.call("open", window: window) { $0.url = "https://second.example/" }
         #expect(next.result?["seq"]?.int == 2, "\(next)")
         #expect(host.terminate() == 0)

@@ -111,7 +111,7 @@ import Testing
             while case let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)), count > 0 { total += count }
             #expect(total > 0 && total < 320_000, "a slow reader got \(total) bytes of its dump")
         }
-        #expect(host.windows()[other]?["tabs"]?.int == 1)
+        #expect(host.windows()[other]?.tabs == 1)
         let status = host.terminate()
         #expect(status == 0, "\(host.log.suffix(3000))")
     }

@@ -33,16 +33,16 @@ import Testing
         let disconnect = try host.ctlBounded(["disconnect", "--window", window])
         #expect(disconnect.status == 74 && disconnect.seconds < 2, "disconnect: \(disconnect.output) in \(disconnect.seconds) s")
         let serving = try #require(host.windows()[window])
-        #expect(serving["state"]?.string == "foreground", "a failed disconnect goes back to serving: \(serving)")
+        #expect(serving.state == "foreground", "a failed disconnect goes back to serving: \(serving)")
         let more = try host.ctlBounded(["open", "--window", window, "--url", "https://still-serving.example/"])
         #expect(more.status == 0, "and takes commands: \(more.output)")
 
         // Backoff retries run meanwhile (100, 200, 400 ms…): counted, logged once.
         usleep(1_200_000)
         let stats = try host.ctlBounded(["--json", "stats"])
-        let failures = JSONLine(stats.output)?["total"]?["save_failures"]?.int ?? 0
+        let failures = try #require(statsLine(stats.output)).total.saves.failures
         #expect(failures >= 4, "every failed attempt is counted: \(stats.output)")
-        #expect(host.windows()[window]?["failing"]?["browsers"] == .array([.string("regular")]))
+        #expect(host.windows()[window]?.failing?.browsers == ["regular"])
         #expect(host.log.components(separatedBy: "saves are failing").count - 1 == 1, "one line per episode: \(host.log)")
 
         // Space comes back: the save lands by itself. `status` reads shared memory only.
@@ -50,10 +50,10 @@ import Testing
         let freedAt = Date()
         let landed = waitFor({
             let status = host.windows()[window]
-            return status?["durable_seq"] != nil && status?["durable_seq"] == status?["applied_seq"] && status?["failing"] == .null
+            return status != nil && status?.durableSeq == status?.appliedSeq && status?.failing == nil
         }, seconds: 6)
         let recovery = Date().timeIntervalSince(freedAt)
-        #expect(landed, "the save lands within seconds of space returning, no command sent: \(host.windows()[window] ?? .null)")
+        #expect(landed, "the save lands within seconds of space returning, no command sent: \(String(describing: host.windows()[window]))")
         #expect(recovery < 4, "landed \(recovery) s after space returned")
         #expect(host.log.contains("saves work again"), "the episode's end is logged")
         let durable = try host.ctlBounded(["wait-durable", "--window", window])
@@ -71,13 +71,13 @@ import Testing
         let window = try #require(host.windowIDs().first)
         #expect(try host.ctlBounded(["open", "--window", window, "--url", "https://delayed.example/"]).status == 0)
         try disk.fill()
-        #expect(host.windows()[window]?["save_failures"]?.int == 0, "nothing tried yet")
+        #expect(host.windows()[window]?.saveFailures == 0, "nothing tried yet")
         let save = try host.ctlBounded(["save", "--wait", "--window", window])
         #expect(save.status == 74 && save.seconds < 2, "save --wait: \(save.output) in \(save.seconds) s")
         let wait = try host.ctlBounded(["wait-durable", "--window", window])
         #expect(wait.status == 74 && wait.seconds < 2, "wait-durable: \(wait.output) in \(wait.seconds) s")
         let stats = try host.ctlBounded(["--json", "stats"])
-        #expect((JSONLine(stats.output)?["windows"]?.array?.first?["save_failures"]?.int ?? 0) >= 2, "explicit saves count: \(stats.output)")
+        #expect(try #require(statsLine(stats.output)?.windows.first).saves.failures >= 2, "explicit saves count: \(stats.output)")
         disk.free()
         #expect(try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
         #expect(host.terminate() == 0, "\(host.log)")
@@ -103,7 +103,7 @@ import Testing
         #expect(try host.ctlBounded(["open", "--window", saved, "--incognito", "--url", "https://private.example/"]).status == 0)
         #expect(try host.ctlBounded(["open", "--window", saved, "--url", "https://after.example/"]).status == 0)
         #expect(try host.ctlBounded(["open", "--window", unsaved, "--url", "https://lost.example/"]).status == 0)
-        #expect(waitFor({ host.windows()[saved]?["failing"]?["browsers"] == .array([.string("incognito")]) }, seconds: 3))
+        #expect(waitFor({ host.windows()[saved]?.failing?.browsers == ["incognito"] }, seconds: 3))
 
         let stopStart = Date()
         host.process.terminate()
@@ -129,9 +129,9 @@ import Testing
     }
 }
 
-/// One JSON object printed on a line.
-private func JSONLine(_ text: String) -> JSONValue? {
-    try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+/// `ctl --json stats` as it printed it.
+private func statsLine(_ text: String) -> StatsReply? {
+    try? JSONDecoder().decode(StatsReply.self, from: Data(text.utf8))
 }
 
 /// A tmpfs of a few megabytes mounted on a fresh directory: the root goes in a private

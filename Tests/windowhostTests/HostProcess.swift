@@ -118,27 +118,24 @@ final class HostProcess {
         return (status, run.output, run.seconds)
     }
 
-    /// The windows `status` lists, by UUID.
-    func windows() -> [String: JSONValue] {
-        var result: [String: JSONValue] = [:]
-        for window in call("status").result?["windows"]?.array ?? [] {
-            if let uuid = window["uuid"]?.string { result[uuid] = window }
-        }
-        return result
+    /// The windows `status` lists, by UUID (none when the reply does not decode).
+    func windows() -> [String: WindowStatus] {
+        let status = try? call("status").decode(StatusReply.self)
+        return Dictionary((status?.windows ?? []).map { ($0.uuid, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     func windowIDs() -> [String] {
-        (call("status").result?["windows"]?.array ?? []).compactMap { $0["uuid"]?.string }
+        ((try? call("status").decode(StatusReply.self))?.windows ?? []).map(\.uuid)
     }
 
     func open(_ window: String, _ url: String, incognito: Bool = false) -> Int64? {
-        call("open", window: window) {
+        let reply = call("open", window: window) {
             $0.url = url
             $0.incognito = incognito
-        }.result?["tab"]?.int
+        }
+        return (try? reply.decode(CommandReply.self))?.tab
     }
 
-    /// Sends SIGTERM and waits: the exit status.
     func terminate() -> Int32 {
         process.terminate()
         process.waitUntilExit()

@@ -20,13 +20,13 @@ import Testing
         defer { if host.process.isRunning { host.kill9() } }
         // Whatever becomes of the damaged window (refused at recovery, or its worker killed for
         // publishing the seq, then set aside), it ends up serving, and nothing traps.
-        let serving = waitFor({ host.windows()[damaged]?["state"]?.string == "foreground" }, seconds: 20)
-        #expect(serving, "the damaged window serves again: \(host.windows()[damaged] ?? .null) \(host.log)")
+        let serving = waitFor({ host.windows()[damaged]?.state == "foreground" }, seconds: 20)
+        #expect(serving, "the damaged window serves again: \(String(describing: host.windows()[damaged])) \(host.log)")
         #expect(host.process.isRunning, "the supervisor is alive: \(host.log)")
         let opened = try host.ctlBounded(["open", "--window", damaged, "--url", "https://after.example/"])
         #expect(opened.status == 0, "\(opened.output)")
         #expect(try host.ctlBounded(["wait-durable", "--window", damaged]).status == 0)
-        let applied = host.windows()[damaged]?["applied_seq"]?.int
+        let applied = host.windows()[damaged]?.appliedSeq
         #expect(applied.map { $0 <= Int64(Limits.maxCommandSeq) } ?? false, "a seq the window can have: \(String(describing: applied))")
 
         #expect(try host.ctlBounded(["open", "--window", healthy, "--url", "https://other.example/"]).status == 0)
@@ -47,7 +47,7 @@ import Testing
 
         let host = try HostProcess(root: root, scenes: 2)
         defer { if host.process.isRunning { host.kill9() } }
-        try #require(waitFor({ host.windows()[full]?["state"]?.string == "foreground" }, seconds: 20), "\(host.log)")
+        try #require(waitFor({ host.windows()[full]?.state == "foreground" }, seconds: 20), "\(host.log)")
         let refused = try host.ctlBounded(["open", "--window", full, "--url", "https://one-more.example/"])
         #expect(refused.status == 76 && refused.output.contains("highest command seq") && refused.output.contains("ctl connect"), "\(refused.output)")
         // Every tab command, whatever it is, is refused the same way.

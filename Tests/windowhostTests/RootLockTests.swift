@@ -36,7 +36,7 @@ import Testing
         let lock = root.appendingPathComponent("supervisor.lock").path
         do {
             let host = try HostProcess(root: root, scenes: 2)
-            let pids = host.windows().values.compactMap { $0["pid"]?.int }
+            let pids = host.windows().values.map(\.pid)
             #expect(pids.count == 2 && pids.allSatisfy { $0 > 0 }, "\(host.windows())")
             for pid in pids {
                 let held = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/6")

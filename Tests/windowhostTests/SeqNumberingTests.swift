@@ -51,9 +51,9 @@ import Testing
         try open("https://after-kill.example/")
 
         // Killed by SIGKILL of its pid, as the tester did.
-        let pid = try #require(host.windows()[window]?["pid"]?.int)
+        let pid = try #require(host.windows()[window]?.pid)
         Glibc.kill(pid_t(pid), SIGKILL)
-        try #require(waitFor({ (host.windows()[window]?["pid"]?.int).map { $0 != pid } == true && host.windows()[window]?["state"]?.string == "foreground" }, seconds: 20))
+        try #require(waitFor({ (host.windows()[window]?.pid).map { $0 != pid } == true && host.windows()[window]?.state == "foreground" }, seconds: 20))
         try open("https://after-sigkill.example/", ["--incognito"])
 
         #expect(seqs == [1, 2, 3, 4, 5], "each change a new seq, in order: \(seqs)")

@@ -15,7 +15,7 @@ import Testing
         let ids = host.windowIDs()
         try #require(ids.count == 2)
         let (window, other) = (ids[0], ids[1])
-        let otherPID = host.windows()[other]?["pid"]?.int
+        let otherPID = host.windows()[other]?.pid
         var random = SeededGenerator(seed: 42)
         for round in 1...5 {
             for _ in 0..<6 {
@@ -27,7 +27,7 @@ import Testing
             }
             #expect(host.call("wait-durable", window: window).code == .ok)
             let before = try #require(host.call("dump", window: window).result)
-            let pid = host.windows()[window]?["pid"]?.int
+            let pid = host.windows()[window]?.pid
 
             let killed = try host.ctl(["kill", "--window", window])
             #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
@@ -35,10 +35,10 @@ import Testing
             #expect(after["digest"] == before["digest"] && after["regular"] == stripRealized(before["regular"], like: after["regular"]))
             #expect(after["durable_seq"] == before["durable_seq"])
             let status = try #require(host.windows()[window])
-            #expect(status["pid"]?.int != pid && status["generation"]?.int == Int64(round + 1) && status["state"]?.string == "foreground")
-            #expect(pid.map { !isRunning(Int32($0)) } ?? false, "the old worker is gone")
+            #expect(status.pid != pid && status.generation == UInt32(round + 1) && status.state == "foreground")
+            #expect(pid.map { !isRunning($0) } ?? false, "the old worker is gone")
         }
-        #expect(host.windows()[other]?["pid"]?.int == otherPID, "the other window's worker was not touched")
+        #expect(host.windows()[other]?.pid == otherPID, "the other window's worker was not touched")
         #expect(host.call("shutdown").code == .ok)
         host.process.waitUntilExit()
         #expect(host.process.terminationStatus == 0)
@@ -80,7 +80,7 @@ import Testing
         let window = try #require(host.windowIDs().first)
         _ = host.open(window, "https://kept.example/")
         #expect(host.call("wait-durable", window: window).code == .ok)
-        let workers = host.windows().values.compactMap { $0["pid"]?.int }.map { Int32($0) }
+        let workers = host.windows().values.map(\.pid)
         #expect(workers.count == 3 && workers.allSatisfy(isRunning))
         host.kill9()
         #expect(waitFor({ workers.allSatisfy { !isRunning($0) } }, seconds: 5), "PR_SET_PDEATHSIG took every worker")
@@ -113,8 +113,8 @@ import Testing
         #expect(path.hasPrefix(root.appendingPathComponent("set-aside").path + "/\(poisoned)-"))
         #expect(FileManager.default.fileExists(atPath: path + "/regular"), "the session is kept, not deleted")
         let windows = host.windows()
-        #expect(windows[poisoned]?["tabs"]?.int == 0 && windows[poisoned]?["state"]?.string == "foreground", "restarted empty")
-        #expect(windows[ids[1]]?["tabs"]?.int == 1 && windows[ids[1]]?["restarts"]?.int == 0, "the other window is untouched")
+        #expect(windows[poisoned]?.tabs == 0 && windows[poisoned]?.state == "foreground", "restarted empty")
+        #expect(windows[ids[1]]?.tabs == 1 && windows[ids[1]]?.restarts == 0, "the other window is untouched")
         #expect(host.open(poisoned, "https://after.example/") != nil && host.open(ids[1], "https://after.example/") != nil)
         #expect(host.log.contains("set aside"))
         #expect(host.terminate() == 0)
@@ -171,13 +171,13 @@ import Testing
         let window = try #require(host.windowIDs().first)
         _ = host.open(window, "https://hung.example/")
         #expect(host.call("wait-durable", window: window).code == .ok)
-        let pid = host.windows()[window]?["pid"]?.int
+        let pid = host.windows()[window]?.pid
         // SIGSTOP: alive to the pidfd, silent to the watchdog.
         let stopped = host.call("kill", window: window) { $0.signal = "STOP" }
-        #expect(stopped.code == .ok && stopped.result?["killed_pid"]?.int == pid)
+        #expect((try? stopped.decode(KillReply.self))?.killedPID == pid)
         #expect(host.log.contains("worker hung"))
         let status = try #require(host.windows()[window])
-        #expect(status["pid"]?.int != pid && status["tabs"]?.int == 1)
+        #expect(status.pid != pid && status.tabs == 1)
         #expect(host.terminate() == 0)
     }
 

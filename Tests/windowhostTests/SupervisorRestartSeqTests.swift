@@ -23,7 +23,7 @@ import Testing
 
     /// SIGKILL of the supervisor and of its worker, as a power cut would leave things.
     private func killAll(_ host: HostProcess, _ window: String) throws {
-        let worker = try #require(host.windows()[window]?["pid"]?.int)
+        let worker = try #require(host.windows()[window]?.pid)
         host.kill9()
         Glibc.kill(pid_t(worker), SIGKILL)
         try #require(waitFor({ !isRunning(pid_t(worker)) }, seconds: 20))

@@ -46,7 +46,7 @@ import Testing
         // The save right after the swap (started by `open`, the save delay being 0) failed; the
         // wait after it found the window healed, or got 74.
         let status = host.windows()[window]
-        #expect((status?["save_failures"]?.int ?? 0) >= 1, "the save into the moved directory failed: \(status ?? .null)")
+        #expect((status?.saveFailures ?? 0) >= 1, "the save into the moved directory failed: \(String(describing: status))")
         #expect(acknowledged.count == 3 + 12 - refused && acknowledged.last == "https://during.example/11", "it heals: \(acknowledged)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).sorted() == outside, "nothing outside created or removed")
         #expect(host.terminate() == 0, "nothing unsaved at the end: \(host.log)")

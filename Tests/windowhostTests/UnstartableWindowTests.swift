@@ -24,15 +24,15 @@ import Testing
         let connect = try host.ctlBounded(["connect"], seconds: 40)
         #expect(connect.status == 74, "\(connect.output)")
         #expect(connect.output.contains("windows"), "the answer names the broken entry: \(connect.output)")
-        let restartsAfterAnswer = host.windows().values.first?["restarts"]?.int ?? -1
+        let restartsAfterAnswer = host.windows().values.first?.restarts ?? -1
         usleep(6_000_000)
-        let restartsLater = host.windows().values.first?["restarts"]?.int ?? -1
+        let restartsLater = host.windows().values.first?.restarts ?? -1
         #expect(restartsLater - restartsAfterAnswer <= 3, "retried slowly: \(restartsAfterAnswer) → \(restartsLater)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: canary.path).isEmpty, "nothing went through the symlink")
 
         #expect(unlink(windows) == 0)
         #expect(rename(windows + ".real", windows) == 0)
-        #expect(waitFor({ host.windows().values.first?["state"]?.string == "foreground" }, seconds: 15), "\(host.windows())")
+        #expect(waitFor({ host.windows().values.first?.state == "foreground" }, seconds: 15), "\(host.windows())")
         #expect(host.terminate() == 0)
     }
 }

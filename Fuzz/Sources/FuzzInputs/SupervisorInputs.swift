@@ -63,9 +63,18 @@ enum SupervisorInputs {
         _ = request.index.map { Int32(clamping: $0) }
     }
 
-    /// A reply as `ctl` reads it, every value read through the accessors ctl uses.
+    /// A reply as `ctl` reads it: decoded as each verb's reply type (a typed error when it is
+    /// not one), and every value read through `JSONValue`'s accessors, which tests still use.
     static func controlReply(_ bytes: [UInt8]) {
         guard let reply = try? JSONDecoder().decode(ControlReply.self, from: Data(bytes)) else { return }
+        _ = try? reply.decode(StatusReply.self)
+        _ = try? reply.decode(StatsReply.self)
+        _ = try? reply.decode(DumpReply.self)
+        _ = try? reply.decode(CommandReply.self)
+        _ = try? reply.decode(DurableReply.self)
+        _ = try? reply.decode(KillReply.self)
+        _ = try? reply.decode(ConnectReply.self)
+        _ = try? reply.decode(ShutdownReply.self)
         var values = reply.result.map { [$0] } ?? []
         while let value = values.popLast() {
             _ = (value.int, value.number, value.string, value.bool)

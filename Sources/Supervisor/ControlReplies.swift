@@ -1,0 +1,354 @@
+import Foundation
+import HostLimits
+
+// The typed answers of the control socket, one per reply shape. They travel as the `result`
+// of a `ControlReply` in the snake_case JSON scripts read (`ctl … --json`): the supervisor
+// builds them, clients decode them (`ControlReply.decode`); no one digs in a `JSONValue`.
+
+/// `connect`: the new window and its first worker.
+public struct ConnectReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var pid: Int32
+}
+
+/// A command a window's worker applied (`open`, `navigate`, … `save` without `--wait`,
+/// `background`, `disconnect`): the window's seq after it; `tab` for a command that made one
+/// (`open`, `replace`), `state` for `background` and `foreground`.
+public struct CommandReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var seq: UInt64
+    public var tab: Int64?
+    public var state: String?
+}
+
+/// A durable answer (`wait-durable`, `save --wait`): the seq durable, and the ranges below it
+/// lost with a killed worker, which it does not cover (absent when there are none).
+public struct DurableReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var durableSeq: UInt64
+    public var lostSeqs: [SeqRange]?
+
+    enum CodingKeys: String, CodingKey {
+        case window
+        case durableSeq = "durable_seq"
+        case lostSeqs = "lost_seqs"
+    }
+}
+
+/// Seqs `first…last`, as JSON `[first, last]`.
+public struct SeqRange: Codable, Equatable, Sendable {
+    public var first: UInt64
+    public var last: UInt64
+
+    public init(_ range: ClosedRange<UInt64>) { (first, last) = (range.lowerBound, range.upperBound) }
+
+    public init(from decoder: any Decoder) throws {
+        var container = try decoder.unkeyedContainer()
+        first = try container.decode(UInt64.self)
+        last = try container.decode(UInt64.self)
+        guard container.isAtEnd, first <= last else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "a seq range is [first, last], first ≤ last")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.unkeyedContainer()
+        try container.encode(first)
+        try container.encode(last)
+    }
+}
+
+/// `kill`: the worker signalled; once its replacement is ready, that one's pid and how long
+/// the window took to come back; for a signal ignored by default, the signal and
+/// `restart_expected: false`.
+public struct KillReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var killedPID: Int32
+    public var whileSaving: Bool
+    public var pid: Int32?
+    public var recoveryMilliseconds: Double?
+    public var signal: String?
+    public var restartExpected: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case window, pid, signal
+        case killedPID = "killed_pid"
+        case whileSaving = "while_saving"
+        case recoveryMilliseconds = "recovery_ms"
+        case restartExpected = "restart_expected"
+    }
+}
+
+/// `shutdown`.
+public struct ShutdownReply: Codable, Equatable, Sendable {
+    public var stopping: Bool
+}
+
+/// `dump`: both Browsers as the worker holds them.
+public struct DumpReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var appliedSeq: UInt64
+    public var durableSeq: UInt64
+    /// `WindowDigest`, 16 hex digits.
+    public var digest: String
+    public var regular: BrowserContents
+    public var incognito: BrowserContents
+
+    enum CodingKeys: String, CodingKey {
+        case window, digest, regular, incognito
+        case appliedSeq = "applied_seq"
+        case durableSeq = "durable_seq"
+    }
+
+    public init(window: String, appliedSeq: UInt64, durableSeq: UInt64, digest: String, regular: BrowserContents, incognito: BrowserContents) {
+        (self.window, self.appliedSeq, self.durableSeq, self.digest) = (window, appliedSeq, durableSeq, digest)
+        (self.regular, self.incognito) = (regular, incognito)
+    }
+
+    public struct BrowserContents: Codable, Equatable, Sendable {
+        /// Null when the Browser has no active tab.
+        @ExplicitNull public var activeIndex: Int32?
+        public var tabs: [Tab]
+
+        enum CodingKeys: String, CodingKey {
+            case tabs
+            case activeIndex = "active_index"
+        }
+
+        public init(activeIndex: Int32?, tabs: [Tab]) { (self.activeIndex, self.tabs) = (activeIndex, tabs) }
+    }
+
+    public struct Tab: Codable, Equatable, Sendable {
+        public var id: Int64
+        public var url: String
+        public var title: String
+        public var realized: Bool
+        public var pinned: Bool
+        @ExplicitNull public var opener: Int64?
+
+        public init(id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?) {
+            (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
+        }
+    }
+}
+
+/// `status`: the supervisor, each window, the sessions set aside, the windows' order.
+public struct StatusReply: Codable, Equatable, Sendable {
+    public var supervisorPID: Int32
+    public var root: String
+    public var socket: String
+    public var windows: [WindowStatus]
+    public var setAside: [SetAside]
+    public var order: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case root, socket, windows, order
+        case supervisorPID = "supervisor_pid"
+        case setAside = "set_aside"
+    }
+
+    public struct SetAside: Codable, Equatable, Sendable {
+        public var uuid: String
+        public var path: String
+        /// ISO 8601.
+        public var at: String
+        public var reason: String
+    }
+}
+
+/// One window in `status`. Counters a worker publishes in shared memory are `exactInJSON`.
+public struct WindowStatus: Codable, Equatable, Sendable {
+    public var uuid: String
+    public var state: String
+    public var slot: Int
+    /// 0 while no worker runs.
+    public var pid: Int32
+    public var generation: UInt32
+    public var tabs: UInt64
+    public var regularTabs: UInt64
+    public var incognitoTabs: UInt64
+    public var appliedSeq: UInt64
+    public var durableSeq: UInt64
+    public var digest: String
+    public var saves: UInt64
+    public var saveFailures: UInt64
+    public var compactionFailures: UInt64
+    /// Null unless the window's saves are failing.
+    @ExplicitNull public var failing: FailingSaves?
+    public var restarts: Int
+    public var savingSeq: UInt64
+    public var heartbeatAgeMilliseconds: Double?
+    public var lastRecoveryMilliseconds: Double?
+    public var lostSeqs: [SeqRange]
+
+    enum CodingKeys: String, CodingKey {
+        case uuid, state, slot, pid, generation, tabs, digest, saves, failing, restarts
+        case regularTabs = "regular_tabs"
+        case incognitoTabs = "incognito_tabs"
+        case appliedSeq = "applied_seq"
+        case durableSeq = "durable_seq"
+        case saveFailures = "save_failures"
+        case compactionFailures = "compaction_failures"
+        case savingSeq = "saving_seq"
+        case heartbeatAgeMilliseconds = "heartbeat_age_ms"
+        case lastRecoveryMilliseconds = "last_recovery_ms"
+        case lostSeqs = "lost_seqs"
+    }
+}
+
+/// While a window's saves fail: the error and the Browsers failing (`regular`, `incognito`).
+public struct FailingSaves: Codable, Equatable, Sendable {
+    public var error: String
+    public var browsers: [String]
+}
+
+/// `stats`: save latency and rates per window and in total.
+public struct StatsReply: Codable, Equatable, Sendable {
+    public var windows: [WindowStats]
+    public var total: TotalStats
+    public var uptimeSeconds: Double
+
+    enum CodingKeys: String, CodingKey {
+        case windows, total
+        case uptimeSeconds = "uptime_s"
+    }
+
+    public struct WindowStats: Codable, Equatable, Sendable {
+        public var uuid: String
+        public var saves: SaveSummary
+        @ExplicitNull public var failing: FailingSaves?
+
+        enum CodingKeys: String, CodingKey { case uuid, failing }
+
+        init(uuid: String, saves: SaveSummary, failing: FailingSaves?) {
+            (self.uuid, self.saves, self.failing) = (uuid, saves, failing)
+        }
+
+        // The summary's keys sit beside the window's, as one flat object.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            uuid = try container.decode(String.self, forKey: .uuid)
+            _failing = try container.decode(ExplicitNull<FailingSaves>.self, forKey: .failing)
+            saves = try SaveSummary(from: decoder)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(uuid, forKey: .uuid)
+            try container.encode(_failing, forKey: .failing)
+            try saves.encode(to: encoder)
+        }
+    }
+
+    public struct TotalStats: Codable, Equatable, Sendable {
+        public var saves: SaveSummary
+        /// With `histogram: true` in the request: HdrHistogram's JSON in base64.
+        public var histogram: String?
+
+        enum CodingKeys: String, CodingKey { case histogram }
+
+        init(saves: SaveSummary, histogram: String?) { (self.saves, self.histogram) = (saves, histogram) }
+
+        public init(from decoder: any Decoder) throws {
+            histogram = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .histogram)
+            saves = try SaveSummary(from: decoder)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(histogram, forKey: .histogram)
+            try saves.encode(to: encoder)
+        }
+    }
+
+    /// Saves, their rate, their latency (request → durable) in µs, and failures.
+    public struct SaveSummary: Codable, Equatable, Sendable {
+        public var count: UInt64
+        public var perSecond: Double
+        public var p50Microseconds: UInt64
+        public var p90Microseconds: UInt64
+        public var p99Microseconds: UInt64
+        public var p999Microseconds: UInt64
+        public var maxMicroseconds: UInt64
+        public var failures: UInt64
+        public var compactionFailures: UInt64
+
+        enum CodingKeys: String, CodingKey {
+            case count = "saves"
+            case perSecond = "saves_per_s"
+            case p50Microseconds = "p50_us"
+            case p90Microseconds = "p90_us"
+            case p99Microseconds = "p99_us"
+            case p999Microseconds = "p999_us"
+            case maxMicroseconds = "max_us"
+            case failures = "save_failures"
+            case compactionFailures = "compaction_failures"
+        }
+    }
+}
+
+/// An optional that a reply always carries, as `null` when absent (Swift's synthesized
+/// coding would leave the key out): the keys scripts read stay put.
+@propertyWrapper
+public struct ExplicitNull<Wrapped: Codable & Equatable & Sendable>: Codable, Equatable, Sendable {
+    public var wrappedValue: Wrapped?
+
+    public init(wrappedValue: Wrapped?) { self.wrappedValue = wrappedValue }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        wrappedValue = container.decodeNil() ? nil : try container.decode(Wrapped.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
+extension ControlReply {
+    /// A reply carrying `result`: encoded into the `JSONValue` the socket sends. One that does
+    /// not encode (a non-finite number) is a failure with 70, said as such.
+    public static func ok(_ result: some Encodable) -> ControlReply {
+        do {
+            return .ok(try JSONValue(encoding: result))
+        } catch {
+            return .failure(.software, "unencodable reply: \(error)")
+        }
+    }
+
+    /// The reply's result as `Reply`; a failure reply, or a result that does not read as one,
+    /// throws (the latter `.software`, 70: the supervisor answered in a shape this client does
+    /// not know, never a silent 0).
+    public func decode<Reply: Decodable>(_ type: Reply.Type) throws(ControlFailure) -> Reply {
+        guard code == .ok else { throw ControlFailure(code: code, message: error ?? "failed") }
+        guard let result else { throw ControlFailure(code: .software, message: "a reply without a result") }
+        do {
+            return try JSONDecoder().decode(Reply.self, from: JSONEncoder().encode(result))
+        } catch {
+            throw ControlFailure(code: .software, message: "a reply that does not read as \(Reply.self): \(error)")
+        }
+    }
+}
+
+/// A request that did not succeed: the code `ctl` exits with, and why.
+public struct ControlFailure: Error, Equatable, CustomStringConvertible {
+    public let code: ControlCode
+    public let message: String
+
+    public init(code: ControlCode, message: String) { (self.code, self.message) = (code, message) }
+
+    public var description: String { message }
+}
+
+extension JSONValue {
+    /// `value` as the JSON tree it encodes to.
+    public init(encoding value: some Encodable) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+    }
+}
+
+/// A counter a worker publishes in shared memory, as a reply carries it: at most 2⁵³ − 1
+/// (`Limits.maxCommandSeq`), the largest integer a JSON number holds exactly, so a damaged or
+/// hostile value cannot make a whole `status` or `stats` unreadable to a client that decodes it.
+func exactInJSON(_ counter: UInt64) -> UInt64 { min(counter, Limits.maxCommandSeq) }
