@@ -1,5 +1,6 @@
 import Foundation
 import HostLimits
+import SessionFormat
 import SessionStore
 
 /// The most a window may have handed out: every seq and tab id a reply may have shown is at or
@@ -63,6 +64,8 @@ enum HandedOutError: Error, Equatable, CustomStringConvertible {
     case duplicateWindow(line: Int, UUID)
     /// No `end <count>` line, or one that does not count the lines before it: cut short.
     case truncated
+    /// Neither copy of the file's two (`HandedOut.slotBytes`) passes its length and checksum.
+    case noCopyReads
 
     var description: String {
         switch self {
@@ -74,6 +77,7 @@ enum HandedOutError: Error, Equatable, CustomStringConvertible {
         case .numberPastMaximum(let line, let number): "\(number)\(line.map { " on line \($0)" } ?? "") is past the highest a window reaches (2^53 - 1)"
         case .duplicateWindow(let line, let id): "window \(id) is named again on line \(line)"
         case .truncated: "it is cut short (no `end <count>` line counting its windows)"
+        case .noCopyReads: "neither of its two copies passes its length and checksum"
         }
     }
 }
@@ -85,9 +89,62 @@ enum HandedOutError: Error, Equatable, CustomStringConvertible {
 ///     windowhost-handed-out 1
 ///     <UUID> <seq ceiling> <tab id ceiling> [<first lost seq>-<last lost seq> …]
 ///     end <number of windows>
+///
+/// On disk the text is kept twice, in two fixed slots of `slotBytes` (each a little-endian
+/// UInt32 length, a CRC32C of the text, the text, zeros), written in place one after the other
+/// and each synced: the file never changes size and needs no new name, so a write needs neither
+/// free space nor a new descriptor (a full disk, or the supervisor short of descriptors, is when
+/// lost seqs must still be recorded: hostile round 5), and a write torn by a power cut leaves the
+/// other slot whole. The first slot that reads wins: it is written first.
 enum HandedOut {
     static let magic = "windowhost-handed-out"
     static let version = 1
+    /// Room for the text of 64 windows (a supervisor's most) each with every lost range at the
+    /// largest numbers (1,159 bytes a line), and of thousands of windows as they usually are (a
+    /// line of about 60 bytes). Kept small: the file takes twice this on the disk.
+    static let slotBytes = 128 << 10
+    static let fileBytes = 2 * slotBytes
+    private static let slotHeaderBytes = 8
+
+    /// One slot: length, checksum, text, zeros. Throws when the text does not fit.
+    static func encodeSlot(_ windows: [UUID: HandedOutWindow]) throws(HandedOutError) -> [UInt8] {
+        let text = encode(windows)
+        guard text.count <= slotBytes - slotHeaderBytes else { throw .oversize(text.count) }
+        var slot: [UInt8] = []
+        slot.reserveCapacity(slotBytes)
+        for value in [UInt32(text.count), CRC32C.checksum(text)] { withUnsafeBytes(of: value.littleEndian) { slot += $0 } }
+        slot += text
+        slot += [UInt8](repeating: 0, count: slotBytes - slot.count)
+        return slot
+    }
+
+    /// The file: the slot twice.
+    static func encodeFile(_ windows: [UUID: HandedOutWindow]) throws(HandedOutError) -> [UInt8] {
+        let slot = try encodeSlot(windows)
+        return slot + slot
+    }
+
+    /// The file as written (`encodeFile`): the first slot whose length and checksum hold. A file
+    /// of any other size is the bare text (`parse`), as a person may write it.
+    static func parseFile(_ bytes: [UInt8]) throws(HandedOutError) -> [UUID: HandedOutWindow] {
+        guard bytes.count == fileBytes else { return try parse(bytes) }
+        var firstError: HandedOutError?
+        for start in [0, slotBytes] {
+            let slot = bytes[start..<(start + slotBytes)]
+            let length = slot.prefix(4).reversed().reduce(0) { $0 << 8 | Int($1) }
+            let checksum = slot.dropFirst(4).prefix(4).reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            // An empty text is no copy: zeros (a slot never written) pass an empty checksum.
+            guard length > 0, length <= slotBytes - slotHeaderBytes else { continue }
+            let text = Array(slot.dropFirst(slotHeaderBytes).prefix(length))
+            guard CRC32C.checksum(text) == checksum else { continue }
+            do {
+                return try parse(text)
+            } catch {
+                firstError = firstError ?? error
+            }
+        }
+        throw firstError ?? .noCopyReads
+    }
 
     static func encode(_ windows: [UUID: HandedOutWindow]) -> [UInt8] {
         let lines = windows.sorted { $0.key.uuidString < $1.key.uuidString }.map { id, window in

@@ -257,6 +257,10 @@ public final class Supervisor {
                 "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
                 metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
         }
+        // Held from the start, so later writes need neither space nor a descriptor; one of an
+        // older form (or none) is made anew now, while there is room. Not after damage: the
+        // windows' fallback floors are written as their probes answer.
+        if !handedOutDamaged { handedOutFile = (try? files.openHandedOut()) ?? (try? files.makeHandedOut(handedOut)) }
         do {
             control = try ControlServer(
                 path: configuration.socketPath, maxClients: configuration.maxClients,
@@ -1006,7 +1010,7 @@ public final class Supervisor {
         var record = handedOut
         record[id] = entry
         do {
-            try files.saveHandedOut(record)
+            try writeHandedOut(record)
         } catch let error as Errno where error == .noSpace || error == .diskQuotaExceeded || error.isResourceShortage {
             // A full disk, or the supervisor short of descriptors or memory: the host keeps
             // serving while saves fail (they retry by themselves), so this serves too, and is
@@ -1028,6 +1032,26 @@ public final class Supervisor {
         handedOutRetry = nil
         handedOut = record
         return nil
+    }
+
+    /// `handed-out`, held open for writes in place (`SupervisorFiles.writeHandedOut`): a full
+    /// disk or a shortage of descriptors cannot stop them. Nil until the file is made.
+    private var handedOutFile: FileDescriptor?
+
+    /// Writes `handed-out` in place, or makes it anew (and holds it) when it is not open.
+    private func writeHandedOut(_ record: [UUID: HandedOutWindow]) throws {
+        if let fd = handedOutFile {
+            do {
+                try SupervisorFiles.writeHandedOut(record, inPlace: fd)
+                return
+            } catch {
+                // Made anew at the next attempt (an I/O error, a file too full of windows).
+                try? fd.close()
+                handedOutFile = nil
+                throw error
+            }
+        }
+        handedOutFile = try files.makeHandedOut(record)
     }
 
     /// When a `handed-out` write that failed for want of space or of the supervisor's own
@@ -1063,7 +1087,7 @@ public final class Supervisor {
         }
         guard record != handedOut else { return }
         do {
-            try files.saveHandedOut(record)
+            try writeHandedOut(record)
             handedOut = record
         } catch {
             logger.warning("cannot lower the ceilings in \(RootLayout.handedOut) at the stop; the next start numbers above them: \(error)")

@@ -160,7 +160,7 @@ struct SupervisorFiles {
                 }
                 return bytes
             }
-            return .read(try HandedOut.parse(bytes))
+            return .read(try HandedOut.parseFile(bytes))
         } catch let error as HandedOutError {
             reason = "\(error)"
         } catch let error as Errno where error == .noSuchFileOrDirectory {
@@ -182,17 +182,45 @@ struct SupervisorFiles {
         }
     }
 
-    /// Replaces `handed-out` durably, as `saveOrder` does `windows.order`: when this returns,
-    /// a power cut leaves these ceilings (or higher ones) on disk.
-    func saveHandedOut(_ windows: [UUID: HandedOutWindow]) throws {
+    /// Makes `handed-out` anew, durably, as `saveOrder` does `windows.order` (both slots,
+    /// `HandedOut.encodeFile`), and opens it for the writes in place after: when this returns, a
+    /// power cut leaves these ceilings on disk.
+    func makeHandedOut(_ windows: [UUID: HandedOutWindow]) throws -> FileDescriptor {
         try NoFollow.removeTree(handedOutTemporary)
         let fd = try NoFollow.open(handedOutTemporary, .create)
         try fd.closeAfter {
-            _ = try fd.writeAll(HandedOut.encode(windows))
+            _ = try fd.writeAll(HandedOut.encodeFile(windows))
             guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
         }
         try NoFollow.rename(handedOutTemporary, to: handedOut)
         try Self.syncDirectory(root)
+        return try openHandedOut()
+    }
+
+    /// `handed-out` opened for writes in place, if it has the two slots' size (else it is made
+    /// anew: `makeHandedOut`).
+    func openHandedOut() throws -> FileDescriptor {
+        let fd = try NoFollow.open(handedOut, .write)
+        do {
+            var status = stat()
+            guard fstat(fd.rawValue, &status) == 0 else { throw Errno(rawValue: errno) }
+            guard status.st_size == HandedOut.fileBytes else { throw Errno.invalidArgument }
+            return fd
+        } catch {
+            try? fd.close()
+            throw error
+        }
+    }
+
+    /// Writes `windows` over `handed-out` in place, one slot then the other, each synced: no
+    /// space and no descriptor needed, and a power cut leaves one slot whole, the new ceilings
+    /// or (in the second slot, until the first is synced) the ones before.
+    static func writeHandedOut(_ windows: [UUID: HandedOutWindow], inPlace fd: FileDescriptor) throws {
+        let slot = try HandedOut.encodeSlot(windows)
+        for offset in [0, HandedOut.slotBytes] {
+            _ = try fd.writeAll(toAbsoluteOffset: Int64(offset), slot)
+            guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+        }
     }
 
     /// Moves a window's whole session to `set-aside/<UUID>-<UTC time>/`, never deleting it.

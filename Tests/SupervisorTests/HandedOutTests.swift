@@ -97,7 +97,7 @@ import Testing
         let old = umask(0)
         defer { umask(old) }
         let ceilings = [first: entry(4100, 4099, lost: [3...4100])]
-        try files.saveHandedOut(ceilings)
+        try files.makeHandedOut(ceilings).close()
         var status = stat()
         #expect(lstat(files.handedOut.string, &status) == 0 && status.st_mode & 0o777 == 0o600)
         guard case .read(let read) = try files.handedOutRecord(at: Date()) else { Issue.record("not read"); return }
@@ -113,5 +113,56 @@ import Testing
         try Data("windowhost-handed-out 1\n".utf8).write(to: URL(fileURLWithPath: files.handedOut.string))
         guard case .damaged(let reason, let moved?) = try files.handedOutRecord(at: Date()) else { Issue.record("cut short: damage"); return }
         #expect(reason.contains("cut short") && moved.removingLastComponent() == files.setAside)
+    }
+
+    /// The file keeps the text twice (two fixed slots, each with its length and checksum): a
+    /// write torn in either leaves the other whole, and the first that reads wins.
+    @Test func eitherSlotAloneReadsAndNeitherIsATypedError() throws {
+        let old = [first: entry(4097, 12)]
+        let new = [first: entry(8193, 12, lost: [4098...4100])]
+        let file = try HandedOut.encodeFile(new)
+        #expect(file.count == HandedOut.fileBytes)
+        #expect(try HandedOut.parseFile(file) == new)
+        // A power cut in the first slot's write: the second still holds the record before.
+        // (Its length and checksum landed, the text after them not all.)
+        var torn = try HandedOut.encodeSlot(new).prefix(20) + HandedOut.encodeSlot(old).dropFirst(20)
+        torn += try HandedOut.encodeSlot(old)
+        #expect(try HandedOut.parseFile(Array(torn)) == old)
+        // In the second slot's write: the first, synced before it, holds the new record.
+        var second = try HandedOut.encodeSlot(new)
+        second += [UInt8](repeating: 0xA5, count: HandedOut.slotBytes)
+        #expect(try HandedOut.parseFile(second) == new)
+        #expect(throws: HandedOutError.noCopyReads) { try HandedOut.parseFile([UInt8](repeating: 0xFF, count: HandedOut.fileBytes)) }
+        #expect(throws: HandedOutError.noCopyReads) { try HandedOut.parseFile([UInt8](repeating: 0, count: HandedOut.fileBytes)) }
+    }
+
+    /// On a full disk the file is written in place through the descriptor held: no new
+    /// temporary, no new block (making it anew there fails with ENOSPC; hostile round 5 lost a
+    /// lost seq so, and `wait-durable --seq` answered 0 for it after a restart).
+    @Test func writesInPlaceLandOnAFullDisk() throws {
+        var template = Array("/tmp/windowhost-handedout-full-XXXXXX".utf8CString)
+        try #require(mkdtemp(&template) != nil)
+        let root = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
+        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", root.string]
+        try mount.run()
+        mount.waitUntilExit()
+        try #require(mount.terminationStatus == 0, "mounting a 1 MiB tmpfs at \(root) was refused (this test needs root): it fails rather than skips")
+        defer { _ = umount2(root.string, Int32(MNT_DETACH)) }
+        let files = SupervisorFiles(root: root)
+        let fd = try files.makeHandedOut([first: entry(4097, 12)])
+        defer { try? fd.close() }
+        // Fill the disk.
+        let filler = try FileDescriptor.open(root.appending("filler").string, .writeOnly, options: [.create], permissions: .ownerReadWrite)
+        let chunk = [UInt8](repeating: 1, count: 64 << 10)
+        while (try? filler.writeAll(chunk)) != nil {}
+        try filler.close()
+        let recorded = [first: entry(8193, 12, lost: [4098...4100]), second: entry(3, 2)]
+        #expect(throws: Errno.noSpace) { try files.makeHandedOut(recorded) }
+        try SupervisorFiles.writeHandedOut(recorded, inPlace: fd)
+        guard case .read(let read) = try files.handedOutRecord(at: Date()) else { Issue.record("not read"); return }
+        #expect(read == recorded)
     }
 }

@@ -83,7 +83,7 @@ import Testing
         }
     }
 
-    /// `handed-out` damaged while no supervisor ran (one byte changed: it no longer parses): set
+    /// `handed-out` damaged while no supervisor ran (a byte changed in each copy: neither reads): set
     /// aside, and the window numbers 2^32 above what it restored, so the seqs and tab ids lost
     /// with the killed supervisor are still never handed out again, and still answer 75. Before,
     /// the window numbered from its durable seq 1 again.
@@ -100,7 +100,9 @@ import Testing
         try killAll(host, window)
         let file = root.appendingPathComponent("handed-out")
         var bytes = try Data(contentsOf: file)
-        bytes[bytes.count - 2] = UInt8(ascii: "7")
+        // One byte of the text in each of its two copies (one alone falls back to the other).
+        let slot = bytes.count / 2
+        for offset in [20, slot + 20] { bytes[offset] ^= 0x20 }
         try bytes.write(to: file)
 
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)

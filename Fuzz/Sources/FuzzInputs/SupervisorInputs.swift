@@ -40,8 +40,11 @@ enum SupervisorInputs {
     /// that parses back the same, whose ceilings cover their lost seqs and rise by a block
     /// without passing the maxima.
     static func handedOut(_ bytes: [UInt8]) throws(FuzzFinding) {
-        guard let windows = try? HandedOut.parse(bytes) else { return }
+        guard let windows = try? HandedOut.parseFile(bytes) else { return }
         try expect((try? HandedOut.parse(HandedOut.encode(windows))) == windows, "encoded again, it does not parse back the same")
+        if let file = try? HandedOut.encodeFile(windows) {
+            try expect((try? HandedOut.parseFile(file)) == windows, "written as a file, it does not read back the same")
+        }
         for (id, window) in windows {
             try expect(window.lost.ranges.allSatisfy { $0.lowerBound >= 1 && $0.upperBound <= window.ceiling.seq }, "\(id): lost seqs above the ceiling")
             let next = HandedOutCeiling(seq: min(window.ceiling.seq + 1, Limits.maxCommandSeq), tab: min(window.ceiling.tab + 1, Limits.maxWebStateID))
