@@ -26,4 +26,7 @@ struct LostSeqs: Equatable {
     }
 
     func range(holding seq: UInt64) -> ClosedRange<UInt64>? { ranges.first { $0.contains(seq) } }
+
+    /// Forgets a range the window's own state contradicts (it holds a seq as durable).
+    mutating func remove(_ range: ClosedRange<UInt64>) { ranges.removeAll { $0 == range } }
 }

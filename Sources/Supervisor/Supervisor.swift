@@ -747,6 +747,16 @@ public final class Supervisor {
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
+        // What a window restores is durable: a lost range holding it is no range this host
+        // recorded (lost seqs lie above what was restored when they were lost, and everything
+        // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
+        // acknowledged commands answer 75 (hostile round 5).
+        if window.appliedSeq > 0, let contradicted = window.lostSeqs.range(holding: window.appliedSeq) {
+            window.lostSeqs.remove(contradicted)
+            logger.error(
+                "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: not believed",
+                metadata: ["window": "\(window.id)", "seq": "\(window.appliedSeq)"])
+        }
         // Seqs a client may have seen above what it restored named commands lost with the last
         // worker: waits for them end here (a wait asked while no worker ran still had the dead
         // one's seq, and waited for a save that never comes), and no durable answer covers them.

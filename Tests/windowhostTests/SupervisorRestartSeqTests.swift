@@ -137,4 +137,27 @@ import Testing
         #expect(try ctl(next, "wait-durable", window).result?["lost_seqs"] == nil, "nothing lost")
         #expect(next.terminate() == 0)
     }
+
+    /// A `handed-out` whose lost range holds the seq the window restores (crafted, or mixed
+    /// up): that range is not believed, so the acknowledged commands it names answer 0, not 75
+    /// (hostile round 5: `wait-durable --seq 1` exited 75 for a tab the window held).
+    @Test(.timeLimit(.minutes(2))) func aLostRangeHoldingTheRestoredSeqIsNotBelieved() throws {
+        let root = temporaryRoot("handed-out-contradicted")
+        defer {
+            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
+        }
+        let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        let window = try #require(host.windowIDs().first)
+        for page in ["https://one.example/", "https://two.example/"] { _ = try open(host, window, page) }
+        #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
+        #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
+        // The bare text form, as a person writes it: the window's seqs 1 and 2 said lost.
+        try Data("windowhost-handed-out 1\n\(window) 2 2 1-2\nend 1\n".utf8).write(to: root.appendingPathComponent("handed-out"))
+
+        let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)
+        #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 0)
+        #expect(next.log.contains("not believed"), "\(next.log.suffix(2000))")
+        #expect(next.terminate() == 0)
+    }
 }
