@@ -998,9 +998,7 @@ public final class Supervisor {
             }
         } catch {
             if orderRetry == nil { logger.error("cannot write windows.order; retried with backoff until it lands: \(error)") }
-            let failures = (orderRetry?.failures ?? 0) + 1
-            let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
-            orderRetry = (at: monotonicNanoseconds() + delay, failures: failures)
+            orderRetry = Self.retry(after: orderRetry)
         }
     }
 
@@ -1030,9 +1028,7 @@ public final class Supervisor {
             if handedOutRetry == nil {
                 logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again with backoff until it lands", metadata: ["window": "\(id)"])
             }
-            let failures = (handedOutRetry?.failures ?? 0) + 1
-            let delay = min(Self.orderRetryFirstDelay << min(failures - 1, 8), Self.orderRetryLongestDelay)
-            handedOutRetry = (at: monotonicNanoseconds() + delay, failures: failures)
+            handedOutRetry = Self.retry(after: handedOutRetry)
             return nil
         } catch {
             logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
@@ -1107,9 +1103,14 @@ public final class Supervisor {
     /// When a failed `windows.order` write is tried again, and how many attempts failed in a
     /// row: nil while the file on disk is the registry's order.
     private var orderRetry: (at: UInt64, failures: Int)?
-    /// The session stores' backoff (`SavePolicy`): 100 ms doubling to 3.2 s, in nanoseconds.
-    private static let orderRetryFirstDelay: UInt64 = 100_000_000
-    private static let orderRetryLongestDelay: UInt64 = 3_200_000_000
+
+    /// The next attempt after one more failure of a root file's write, with the session stores'
+    /// backoff (`SavePolicy`: 100 ms doubling to 3.2 s).
+    private static func retry(after previous: (at: UInt64, failures: Int)?) -> (at: UInt64, failures: Int) {
+        let failures = (previous?.failures ?? 0) + 1
+        let delay = SavePolicy.retryDelayMilliseconds(afterFailures: failures) * 1_000_000
+        return (at: monotonicNanoseconds() + delay, failures: failures)
+    }
 
     private func takeRequestID() -> UInt64 {
         defer { nextRequest += 1 }

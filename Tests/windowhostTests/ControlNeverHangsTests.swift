@@ -27,14 +27,8 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func ctlAgainstASocketNobodyAcceptsOnExits75WithinItsTimeout() throws {
         let path = temporaryRoot("ctl-mute").path + ".sock"
         defer { unlink(path) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try boundSocket(path, listening: 1)
         defer { close(fd) }
-        var address = try #require(UnixSocketAddress.make(FilePath(path)))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0 && listen(fd, 1) == 0)
         // The backlog fills: later connections are not even queued.
         for _ in 0..<4 {
             let start = Date()

@@ -154,13 +154,7 @@ import Testing
         defer { removeHostFiles(root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let path = root.appendingPathComponent("ctl.sock").path
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = try #require(UnixSocketAddress.make(FilePath(path)))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        close(fd)
-        try #require(bound == 0)
+        close(try boundSocket(path))
         let host = try HostProcess(root: root, scenes: 1)
         #expect(host.call("status", timeout: 10).code == .ok)
         #expect(host.terminate() == 0)

@@ -43,14 +43,8 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aReplyOfAnotherShapeExits70() throws {
         let path = temporaryRoot("ctl-strange").path + ".sock"
         defer { unlink(path) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try boundSocket(path, listening: 4)
         defer { close(fd) }
-        var address = try #require(UnixSocketAddress.make(FilePath(path)))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        try #require(bound == 0 && listen(fd, 4) == 0)
         // A supervisor that answers every request with a result whose tab is not a number.
         let answering = Thread {
             let reply = Array(#"{"code":0,"result":{"seq":3,"tab":"seven","window":"x"}}"#.utf8) + [UInt8(ascii: "\n")]

@@ -180,6 +180,26 @@ func temporaryRoot(_ name: String) -> URL {
 }
 
 /// Removes a `HostProcess` root and the two log files it writes beside it (by default).
+/// A Unix stream socket bound at `path` and, with `backlog`, listening: the end of a fake, mute
+/// or dead supervisor. The caller closes it.
+func boundSocket(_ path: String, listening backlog: Int32? = nil) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw HostFailure("socket: \(Errno(rawValue: errno))") }
+    guard var address = UnixSocketAddress.make(FilePath(path)) else {
+        close(fd)
+        throw HostFailure("\(path) is too long for a socket")
+    }
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard bound == 0, backlog.map({ listen(fd, $0) == 0 }) ?? true else {
+        let failure = Errno(rawValue: errno)
+        close(fd)
+        throw HostFailure("bind or listen at \(path): \(failure)")
+    }
+    return fd
+}
+
 func removeHostFiles(_ root: URL) {
     for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
         try? FileManager.default.removeItem(at: url)

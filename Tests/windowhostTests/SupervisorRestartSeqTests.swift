@@ -35,9 +35,7 @@ import Testing
     /// answered 0 (durable) for a command that was lost.
     @Test(.timeLimit(.minutes(2))) func aKilledSupervisorsSeqsAndTabIDsAreNeverHandedOutAgain() throws {
         let root = temporaryRoot("handed-out")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         var seen = [try open(host, window, "https://saved.example/")]
@@ -89,9 +87,7 @@ import Testing
     /// the window numbered from its durable seq 1 again.
     @Test(.timeLimit(.minutes(2))) func aDamagedRecordFallsBackToAJumpAboveWhatIsRestored() throws {
         let root = temporaryRoot("handed-out-damaged")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         var seen = [try open(host, window, "https://saved.example/")]
@@ -123,9 +119,7 @@ import Testing
     /// (the ceilings come down to what was shown), not a block above.
     @Test(.timeLimit(.minutes(2))) func aCleanStopContinuesAtTheNextSeq() throws {
         let root = temporaryRoot("handed-out-clean")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         let opened = [try open(host, window, "https://one.example/"), try open(host, window, "https://two.example/")]
@@ -143,9 +137,7 @@ import Testing
     /// (hostile round 5: `wait-durable --seq 1` exited 75 for a tab the window held).
     @Test(.timeLimit(.minutes(2))) func aLostRangeHoldingTheRestoredSeqIsNotBelieved() throws {
         let root = temporaryRoot("handed-out-contradicted")
-        defer {
-            for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] { try? FileManager.default.removeItem(at: url) }
-        }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         for page in ["https://one.example/", "https://two.example/"] { _ = try open(host, window, page) }
