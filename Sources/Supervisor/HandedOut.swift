@@ -106,16 +106,21 @@ enum HandedOut {
     static let fileBytes = 2 * slotBytes
     private static let slotHeaderBytes = 8
 
-    /// One slot: length, checksum, text, zeros. Throws when the text does not fit.
-    static func encodeSlot(_ windows: [UUID: HandedOutWindow]) throws(HandedOutError) -> [UInt8] {
+    /// What a slot holds: length, checksum, text (the zeros after it are never read). Throws
+    /// when the text does not fit. An in-place write writes only this.
+    static func encodeSlotContent(_ windows: [UUID: HandedOutWindow]) throws(HandedOutError) -> [UInt8] {
         let text = encode(windows)
         guard text.count <= slotBytes - slotHeaderBytes else { throw .oversize(text.count) }
-        var slot: [UInt8] = []
-        slot.reserveCapacity(slotBytes)
-        for value in [UInt32(text.count), CRC32C.checksum(text)] { withUnsafeBytes(of: value.littleEndian) { slot += $0 } }
-        slot += text
-        slot += [UInt8](repeating: 0, count: slotBytes - slot.count)
-        return slot
+        var content: [UInt8] = []
+        content.reserveCapacity(slotHeaderBytes + text.count)
+        for value in [UInt32(text.count), CRC32C.checksum(text)] { withUnsafeBytes(of: value.littleEndian) { content += $0 } }
+        return content + text
+    }
+
+    /// One whole slot: its content, then zeros to `slotBytes`.
+    static func encodeSlot(_ windows: [UUID: HandedOutWindow]) throws(HandedOutError) -> [UInt8] {
+        let content = try encodeSlotContent(windows)
+        return content + [UInt8](repeating: 0, count: slotBytes - content.count)
     }
 
     /// The file: the slot twice.

@@ -216,9 +216,10 @@ struct SupervisorFiles {
     /// space and no descriptor needed, and a power cut leaves one slot whole, the new ceilings
     /// or (in the second slot, until the first is synced) the ones before.
     static func writeHandedOut(_ windows: [UUID: HandedOutWindow], inPlace fd: FileDescriptor) throws {
-        let slot = try HandedOut.encodeSlot(windows)
+        // The content only: a slot's bytes past its length are never read.
+        let content = try HandedOut.encodeSlotContent(windows)
         for offset in [0, HandedOut.slotBytes] {
-            _ = try fd.writeAll(toAbsoluteOffset: Int64(offset), slot)
+            _ = try fd.writeAll(toAbsoluteOffset: Int64(offset), content)
             guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
         }
     }
