@@ -69,8 +69,9 @@ private enum WorkerOutcome {
 /// supervisor does, under `prlimit --nofile=CAP:CAP` (which execs it: its parent is this
 /// process); its exit status, or what it published once ready.
 private func runWorker(root: URL, window: UUID, nofile cap: Int?) throws -> WorkerOutcome {
+    // Its descriptor is closed by its deinit alone: closing it here too closed, a moment later,
+    // whatever descriptor another test had opened under the same number.
     let memory = try SlotMemory(index: 0, supervisorPID: getpid())
-    defer { close(memory.descriptor.rawValue) }
     memory.slot.generation = 1
     memory.slot.windowID = window
     let commands = try Doorbell()
