@@ -77,13 +77,19 @@ final class WorkerProcess {
     /// Sends `signal` through the pidfd, which names this worker even once its pid is reused.
     /// ESRCH: it has exited already, and its pidfd says so.
     func signal(_ signal: Int32) throws(Errno) {
-        precondition(pidfd >= 0, "a closed worker is signalled")
+        guard pidfd >= 0 else {
+            assertionFailure("worker \(pid) is signalled after it was closed")
+            throw .badFileDescriptor
+        }
         guard wh_pidfd_send_signal(pidfd, signal) == 0 else { throw Errno(rawValue: errno) }
     }
 
     /// How it ended, once it has (it is then reaped); nil while it runs.
     func reap() throws(Errno) -> End? {
-        precondition(pidfd >= 0, "a closed worker is reaped")
+        guard pidfd >= 0 else {
+            assertionFailure("worker \(pid) is reaped after it was closed")
+            throw .badFileDescriptor
+        }
         var code: Int32 = 0
         var signaled: Int32 = 0
         switch wh_pidfd_reap(pidfd, &code, &signaled) {
