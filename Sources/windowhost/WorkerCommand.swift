@@ -45,9 +45,9 @@ struct WorkerProcessCommand: ParsableCommand {
     }
 
     func run() throws {
+        let launch = launch
         // The supervisor dying kills the worker; checked against the pid it was given after
         // setting, since the parent may have died before.
-        let launch = launch
         guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == launch.supervisorPID else {
             throw ExitCode(WorkerExit.orphaned.status)
         }
