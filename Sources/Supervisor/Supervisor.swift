@@ -452,7 +452,7 @@ public final class Supervisor {
         view.windowID = window.id
         _ = step(&window, .spawnBegan)
         assert(window.worker == nil, "a window has one worker at a time")
-        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "the new worker numbers above every seq applied")
+        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "applied < the next seq a worker may take: the new worker numbers above every seq applied")
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),

@@ -66,7 +66,9 @@ final class WorkerProcess {
         guard pidfd >= 0 else {
             // Without a pidfd the worker cannot be watched: it goes, and is started again.
             let error = Errno(rawValue: errno)
-            _ = Glibc.kill(pid, SIGKILL)
+            // Our own child, not yet reaped: the kill cannot fail, so the wait ends.
+            let killed = Glibc.kill(pid, SIGKILL)
+            assert(killed == 0, "kill \(pid): \(Errno(rawValue: errno))")
             while waitpid(pid, nil, 0) < 0, errno == EINTR {}
             doorbell.close()
             throw SpawnFailure(call: "pidfd_open", errno: error)
