@@ -109,12 +109,70 @@ import Testing
         #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
     }
 
-    /// A supervisor.lock still held once every holder found is killed: no supervisor runs,
-    /// and the message says exactly that, not "another supervisor runs".
-    @Test func aLockHeldByNoProcessFoundIsSaidSo() {
-        let lock = FilePath("/r/supervisor.lock")
-        #expect("\(SupervisorError.lockHeldByLeftovers(lock, pids: []))".contains("held by no process this host can find"))
-        #expect("\(SupervisorError.lockHeldByLeftovers(lock, pids: [12, 13]))".contains("pid 12, pid 13"))
+    /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
+    /// /proc/<pid>/fd shows it, so nothing can be killed. The start says exactly that with 75,
+    /// not "another supervisor runs", and once the socket is gone the next start takes the lock.
+    @Test(.timeLimit(.minutes(2))) func aLockHeldInASocketsQueueIsSaidToBeHeldByNoProcessFound() throws {
+        let root = temporaryRoot("queued-lock")
+        defer { removeHostFiles(root) }
+        var pair: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
+        defer { for end in pair where end >= 0 { close(end) } }
+        do {
+            let host = try HostProcess(root: root, scenes: 1)
+            defer { if host.process.isRunning { host.kill9() } }
+            let worker = try #require(host.windows().values.first?.pid)
+            let pidfd = wh_pidfd_open(worker)
+            try #require(pidfd >= 0)
+            defer { close(pidfd) }
+            let copy = wh_pidfd_getfd(pidfd, 6)
+            try #require(copy >= 0)
+            defer { close(copy) }
+            try #require(sendDescriptor(copy, over: pair[0]), "sendmsg: \(errno)")
+            host.kill9()
+        }
+        let arguments = ["run", "--root", root.path, "--scenes", "1"]
+        let refused = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
+        #expect(refused.status == 75, "\(refused.output)")
+        #expect(refused.output.contains("supervisor.lock is held by no process this host can find"), "\(refused.output)")
+        #expect(!refused.output.contains("another supervisor runs"), "\(refused.output)")
+        for end in pair { close(end) }
+        pair = [-1, -1]
+        let started = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
+        #expect(started.output.contains("ready "), "the queued descriptor went with the socket: \(started.output)")
+    }
+
+    /// A supervisor.lock still held by processes found: the message names them.
+    @Test func aLockStillHeldByProcessesFoundNamesThem() {
+        let error = SupervisorError.lockHeldByLeftovers(FilePath("/r/supervisor.lock"), pids: [12, 13])
+        #expect("\(error)".contains("still held by pid 12, pid 13"))
+    }
+}
+
+/// Sends `descriptor` over the unix socket `socket` with one byte (SCM_RIGHTS): it sits in the
+/// peer's queue until received, in no process's descriptor table.
+private func sendDescriptor(_ descriptor: Int32, over socket: Int32) -> Bool {
+    let headerSize = MemoryLayout<cmsghdr>.size
+    // CMSG_SPACE(sizeof(int)): the header, then the descriptor padded to the header's alignment.
+    var control = [UInt8](repeating: 0, count: headerSize + MemoryLayout<Int>.size)
+    var byte: UInt8 = 0
+    return control.withUnsafeMutableBytes { buffer in
+        let header = buffer.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
+        header.pointee.cmsg_len = headerSize + MemoryLayout<Int32>.size
+        header.pointee.cmsg_level = SOL_SOCKET
+        header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+        buffer.storeBytes(of: descriptor, toByteOffset: headerSize, as: Int32.self)
+        return withUnsafeMutablePointer(to: &byte) { payload in
+            var vector = iovec(iov_base: payload, iov_len: 1)
+            return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                var message = msghdr()
+                message.msg_iov = vectorPointer
+                message.msg_iovlen = 1
+                message.msg_control = buffer.baseAddress
+                message.msg_controllen = buffer.count
+                return sendmsg(socket, &message, 0) == 1
+            }
+        }
     }
 }
 
