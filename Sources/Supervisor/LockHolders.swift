@@ -50,7 +50,7 @@ struct LockHolders {
     private func holds(_ pid: Int32) -> Bool {
         Self.numberedEntries("/proc/\(pid)/fd").contains { fd in
             // A kernel before 5.14 shows no inode in fdinfo: the stat alone decides.
-            guard Self.fdinfoInode("/proc/\(pid)/fdinfo/\(fd)") ?? inode == inode else { return false }
+            guard (Self.fdinfoInode("/proc/\(pid)/fdinfo/\(fd)") ?? inode) == inode else { return false }
             var status = stat()
             return stat("/proc/\(pid)/fd/\(fd)", &status) == 0 && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
         }
