@@ -50,6 +50,11 @@ public enum SupervisorError: Error, CustomStringConvertible {
     /// `windows/`, `windows.order` or `supervisor.lock` is not what the host needs there:
     /// refused before anything is written, for the user to move away. Each one found.
     case misplacedEntries([MisplacedEntry])
+    /// `supervisor.lock` still held once every holder found was killed and
+    /// `Supervisor.workerExitWaitNanoseconds` passed: `pids` are the holders still found (none
+    /// when the descriptor sits where no `/proc/<pid>/fd` shows it, in a unix socket's queue).
+    /// No supervisor runs: the root's own lock was free.
+    case lockHeldByLeftovers(FilePath, pids: [Int32])
     case setup(String, Errno)
     case region(RegionError)
     case socket(ControlSocketError)
@@ -58,6 +63,10 @@ public enum SupervisorError: Error, CustomStringConvertible {
         switch self {
         case .alreadyRunning(let root): "another supervisor runs on \(root)"
         case .misplacedEntries(let entries): entries.map(\.description).joined(separator: "\n")
+        case .lockHeldByLeftovers(let lock, let pids) where pids.isEmpty:
+            "\(lock) is held by no process this host can find (its descriptor may sit unreceived in a unix socket's queue), and no supervisor runs; try again later, and if it stays held once no process of an earlier supervisor is left, remove \(lock) and start again"
+        case .lockHeldByLeftovers(let lock, let pids):
+            "\(lock) is still held by \(pids.map { "pid \($0)" }.joined(separator: ", ")), after SIGKILL (refused, or not done yet: see the log), and no supervisor runs; once they are gone, start again"
         case .setup(let step, let errno): "\(step): \(errno)"
         case .region(let error): "\(error)"
         case .socket(let error): "\(error)"
@@ -230,7 +239,7 @@ public final class Supervisor {
         } catch {
             throw SupervisorError.setup("fchmod \(files.lock)", error)
         }
-        guard Self.lockWhenWorkersAreGone(lock) else { throw SupervisorError.alreadyRunning(configuration.root) }
+        try Self.takeLockFromLeftovers(lock, path: files.lock, logger: self.logger)
         guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
         do {
             region = try SharedRegion(slotCount: configuration.capacity, supervisorPID: getpid())
@@ -272,20 +281,60 @@ public final class Supervisor {
         initialScenesPending = configuration.scenes
     }
 
-    /// Takes `supervisor.lock` once the workers of a supervisor that died have all exited
-    /// (they hold it until then): false if it is still held after `workerExitWaitNanoseconds`,
-    /// by a supervisor of an earlier version or a worker that does not die.
-    private static func lockWhenWorkersAreGone(_ lock: Int32) -> Bool {
+    /// Takes `supervisor.lock`. The root's own lock is ours, so no supervisor of this version
+    /// runs: whoever holds supervisor.lock is a leftover of one that died, its workers still
+    /// finishing their writes or whatever a worker forked or handed the descriptor to. Workers
+    /// are waited for; what holds it after `leftoverGraceNanoseconds` is killed, or one
+    /// compromised worker's child would keep every later start out. Killing loses nothing: the
+    /// kernel drops the lock only once the killed process's io_uring writes are done, and this
+    /// waits for that (`workerExitWaitNanoseconds`), scanning again for holders a forking one
+    /// makes meanwhile.
+    private static func takeLockFromLeftovers(_ lock: Int32, path: FilePath, logger: Logger) throws(SupervisorError) {
+        if try takeLock(lock, path: path, before: monotonicNanoseconds() + leftoverGraceNanoseconds) { return }
+        let holders: LockHolders
+        do {
+            holders = try LockHolders(of: lock)
+        } catch {
+            throw .setup("fstat \(path)", error)
+        }
         let deadline = monotonicNanoseconds() + workerExitWaitNanoseconds
+        var killed: Set<Int32> = []
+        while true {
+            for pid in holders.pids() {
+                do {
+                    guard let command = try holders.kill(pid) else { continue }
+                    if killed.insert(pid).inserted {
+                        logger.error("killed a leftover of a dead supervisor holding \(path)", metadata: ["pid": "\(pid)", "cmdline": "\(command)"])
+                    }
+                } catch {
+                    logger.error("cannot kill a leftover holding \(path)", metadata: ["pid": "\(pid)", "error": "\(error)"])
+                }
+            }
+            if try takeLock(lock, path: path, before: min(deadline, monotonicNanoseconds() + leftoverScanNanoseconds)) { return }
+            guard monotonicNanoseconds() < deadline else { throw .lockHeldByLeftovers(path, pids: holders.pids()) }
+        }
+    }
+
+    /// Tries `flock(LOCK_EX)` on `lock` until `deadline`: whether it was taken.
+    private static func takeLock(_ lock: Int32, path: FilePath, before deadline: UInt64) throws(SupervisorError) -> Bool {
         while flock(lock, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, monotonicNanoseconds() < deadline else { return false }
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw .setup("flock \(path)", Errno(rawValue: errno)) }
+            guard monotonicNanoseconds() < deadline else { return false }
             usleep(10_000)
         }
         return true
     }
 
-    /// How long a new supervisor waits for the dying workers of the one before: they exit
-    /// within milliseconds of its death, once their writes in flight are done.
+    /// How long a new supervisor gives the dying workers of the last one before it kills what
+    /// still holds supervisor.lock: they exit within milliseconds of its death, once their
+    /// writes in flight are done; a second spares one finishing a slow write a needless kill.
+    static let leftoverGraceNanoseconds: UInt64 = 1_000_000_000
+
+    /// How long after killing leftovers it waits for the lock before scanning again.
+    static let leftoverScanNanoseconds: UInt64 = 100_000_000
+
+    /// How long a new supervisor waits, once it has killed what held supervisor.lock, for the
+    /// lock: the killed processes' writes in flight finish first.
     static let workerExitWaitNanoseconds: UInt64 = 5_000_000_000
 
     deinit {

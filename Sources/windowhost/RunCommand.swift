@@ -130,6 +130,8 @@ struct RunCommand: ParsableCommand {
             }
         } catch {
             FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            // No supervisor runs, but none can start while the leftovers hold the lock: try again.
+            if case SupervisorError.lockHeldByLeftovers = error { throw ExitCode(.temporary) }
             throw ExitCode(.ioError)
         }
         let status = supervisor.run { socket in

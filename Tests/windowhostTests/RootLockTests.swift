@@ -1,7 +1,10 @@
 import Atomics
+import CLinuxShims
 import Foundation
 import Glibc
 import HostCoordination
+import Supervisor
+import SystemPackage
 import Testing
 
 /// One supervisor per root, even when someone who can write the root swaps `supervisor.lock`
@@ -30,7 +33,8 @@ import Testing
     /// after a new worker restored and saved would overwrite acknowledged saves with stale
     /// ones (found by `windowhost stress` with supervisor kills: a window came back torn when it
     /// fell back to a journal a dead worker had written over). Each worker holds supervisor.lock
-    /// until its last thread is gone, and the next supervisor starts only once it can take it.
+    /// until its last thread is gone, and the next supervisor starts only once it can take it:
+    /// it waits a grace for the workers, then kills what still holds it and waits for the lock.
     @Test(.timeLimit(.minutes(2))) func aNewSupervisorWaitsUntilNoWorkerOfTheOneBeforeCanWrite() throws {
         let root = temporaryRoot("worker-lock")
         defer { removeHostFiles(root) }
@@ -46,29 +50,156 @@ import Testing
             }
             host.kill9()
         }
-        // This process stands in for a worker still finishing its writes.
-        let holder = open(lock, O_RDONLY | O_CLOEXEC)
-        try #require(holder >= 0 && flock(holder, LOCK_SH) == 0)
-        defer { close(holder) }
-        let second = Process()
-        second.executableURL = windowhostBinary
-        second.arguments = ["run", "--root", root.path, "--scenes", "1"]
-        let output = Pipe()
-        second.standardOutput = output
-        second.standardError = FileHandle.nullDevice
-        try second.run()
-        defer { if second.isRunning { second.terminate() } }
-        let ready = ManagedAtomic(false)
+        // A child stands in for a worker still finishing its writes (never this process: the
+        // next supervisor kills every holder it finds).
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = ["-s", lock, "/bin/sh", "-c", "echo held; exec sleep 100"]
+        let held = Pipe()
+        holder.standardOutput = held
+        try holder.run()
+        defer { if holder.isRunning { holder.terminate() } }
+        let locked = ManagedAtomic(false)
         Thread.detachNewThread {
-            var seen = Data()
-            while case let chunk = output.fileHandleForReading.availableData, !chunk.isEmpty {
-                seen += chunk
-                if String(decoding: seen, as: UTF8.self).contains("ready ") { ready.store(true, ordering: .relaxed) }
+            if !held.fileHandleForReading.availableData.isEmpty { locked.store(true, ordering: .relaxed) }
+        }
+        try #require(waitFor({ locked.load(ordering: .relaxed) }, seconds: 30), "flock took supervisor.lock once the workers were gone")
+        let second = try StartingSupervisor(root: root)
+        defer { second.stop() }
+        usleep(500_000)
+        #expect(second.process.isRunning && !second.isReady, "started while a worker of the supervisor before could still write: \(second.output)")
+        #expect(holder.isRunning, "killed before the grace for workers passed")
+        #expect(waitFor({ second.isReady }, seconds: 30), "ready once the last holder is gone: \(second.output)")
+        #expect(waitFor({ !holder.isRunning }, seconds: 5) && holder.terminationReason == .uncaughtSignal)
+        #expect(second.output.contains("pid=\(holder.processIdentifier)"), "the log names what was killed: \(second.output)")
+    }
+
+    /// A worker is untrusted. One compromised that forks, or hands its descriptor 6 on, kept
+    /// supervisor.lock held after its supervisor died, and every later start on the root waited
+    /// 5 s and exited 75 "another supervisor runs": one window's worker denied every window, for
+    /// good (issue 12). The next supervisor, holding the root's own lock, knows no supervisor
+    /// runs: after the grace it kills every process holding supervisor.lock and starts.
+    @Test(.timeLimit(.minutes(2))) func aLeftoverOfADeadSupervisorHoldingTheLockIsKilledAtTheNextStart() throws {
+        let root = temporaryRoot("leftover-lock")
+        defer { removeHostFiles(root) }
+        let standIn: pid_t
+        do {
+            let host = try HostProcess(root: root, scenes: 1)
+            defer { if host.process.isRunning { host.kill9() } }
+            let worker = try #require(host.windows().values.first?.pid)
+            // The worker's own descriptor 6, the dead supervisor's open lock, as its child keeps it.
+            let pidfd = wh_pidfd_open(worker)
+            try #require(pidfd >= 0)
+            defer { close(pidfd) }
+            let copy = wh_pidfd_getfd(pidfd, WorkerLaunch.Descriptor.supervisorLock.rawValue)
+            try #require(copy >= 0)
+            defer { close(copy) }
+            standIn = try spawnProcess(["/bin/sleep", "1000"], inheriting: [copy]).get()
+            host.kill9()
+        }
+        var reaped = false
+        defer { if !reaped { kill(standIn, SIGKILL); waitpid(standIn, nil, 0) } }
+
+        let second = try runWindowhostBounded(
+            ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
+        #expect(second.output.contains("ready "), "\(second.output)")
+        #expect(second.seconds < 5, "ready once the grace passed and the stand-in was killed, \(second.seconds) s: \(second.output)")
+        #expect(second.output.contains("pid=\(standIn)") && second.output.contains("cmdline=/bin/sleep 1000"), "\(second.output)")
+        var status: Int32 = 0
+        #expect(waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 5), "the stand-in is dead")
+        reaped = true
+        #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
+    }
+
+    /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
+    /// /proc/<pid>/fd shows it, so nothing can be killed. The start says exactly that with 75,
+    /// not "another supervisor runs", and once the socket is gone the next start takes the lock.
+    @Test(.timeLimit(.minutes(2))) func aLockHeldInASocketsQueueIsSaidToBeHeldByNoProcessFound() throws {
+        let root = temporaryRoot("queued-lock")
+        defer { removeHostFiles(root) }
+        var pair: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
+        defer { for end in pair where end >= 0 { close(end) } }
+        do {
+            let host = try HostProcess(root: root, scenes: 1)
+            defer { if host.process.isRunning { host.kill9() } }
+            let worker = try #require(host.windows().values.first?.pid)
+            let pidfd = wh_pidfd_open(worker)
+            try #require(pidfd >= 0)
+            defer { close(pidfd) }
+            let copy = wh_pidfd_getfd(pidfd, WorkerLaunch.Descriptor.supervisorLock.rawValue)
+            try #require(copy >= 0)
+            defer { close(copy) }
+            try #require(sendDescriptor(copy, over: pair[0]), "sendmsg: \(errno)")
+            host.kill9()
+        }
+        let arguments = ["run", "--root", root.path, "--scenes", "1"]
+        let refused = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
+        #expect(refused.status == 75, "\(refused.output)")
+        #expect(refused.output.contains("supervisor.lock is held by no process this host can find"), "\(refused.output)")
+        #expect(!refused.output.contains("another supervisor runs"), "\(refused.output)")
+        for end in pair { close(end) }
+        pair = [-1, -1]
+        let started = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
+        #expect(started.output.contains("ready "), "the queued descriptor went with the socket: \(started.output)")
+    }
+
+    /// A supervisor.lock still held by processes found: the message names them.
+    @Test func aLockStillHeldByProcessesFoundNamesThem() {
+        let error = SupervisorError.lockHeldByLeftovers(FilePath("/r/supervisor.lock"), pids: [12, 13])
+        #expect("\(error)".contains("still held by pid 12, pid 13"))
+    }
+}
+
+/// Sends `descriptor` over the unix socket `socket` with one byte (SCM_RIGHTS): it sits in the
+/// peer's queue until received, in no process's descriptor table.
+private func sendDescriptor(_ descriptor: Int32, over socket: Int32) -> Bool {
+    let headerSize = MemoryLayout<cmsghdr>.size
+    // CMSG_SPACE(sizeof(int)): the header, then the descriptor padded to the header's alignment.
+    var control = [UInt8](repeating: 0, count: headerSize + MemoryLayout<Int>.size)
+    var byte: UInt8 = 0
+    return control.withUnsafeMutableBytes { buffer in
+        let header = buffer.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
+        header.pointee.cmsg_len = headerSize + MemoryLayout<Int32>.size
+        header.pointee.cmsg_level = SOL_SOCKET
+        header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+        buffer.storeBytes(of: descriptor, toByteOffset: headerSize, as: Int32.self)
+        return withUnsafeMutablePointer(to: &byte) { payload in
+            var vector = iovec(iov_base: payload, iov_len: 1)
+            return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                var message = msghdr()
+                message.msg_iov = vectorPointer
+                message.msg_iovlen = 1
+                message.msg_control = buffer.baseAddress
+                message.msg_controllen = buffer.count
+                return sendmsg(socket, &message, 0) == 1
             }
         }
-        usleep(1_500_000)
-        #expect(second.isRunning && !ready.load(ordering: .relaxed), "started while a worker of the supervisor before could still write")
-        #expect(flock(holder, LOCK_UN) == 0)
-        #expect(waitFor({ ready.load(ordering: .relaxed) }, seconds: 30), "ready once the last worker is gone")
+    }
+}
+
+/// A `windowhost run` starting in the background, stdout and stderr to one file: whether it
+/// said `ready` yet, and what it logged.
+private final class StartingSupervisor {
+    let process = Process()
+    private let log = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-starting-\(UUID().uuidString)")
+
+    init(root: URL) throws {
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.executableURL = windowhostBinary
+        process.arguments = ["run", "--root", root.path, "--scenes", "1"]
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+    }
+
+    var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+    var isReady: Bool { output.contains("ready ") }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: log)
     }
 }
