@@ -48,6 +48,11 @@ struct RunCommand: ParsableCommand {
             entry that is not a socket exits 73; a socket another supervisor answers at exits 75. \
             At exit the socket is removed only if it is still the one this supervisor bound.
 
+            A supervisor killed leaves its workers finishing their writes, each holding \
+            supervisor.lock: the next `run` waits 1 s for them, then SIGKILLs every process still \
+            holding it (logged with its pid) and waits up to 5 s more; a lock still held then \
+            exits 75 saying so.
+
             Control connections are bounded: at most --max-clients at once (and never more than \
             half the descriptor limit); at the cap, the client idle longest is dropped for the \
             new one. A client idle for --client-timeout seconds (no complete request sent, or a \

@@ -26,7 +26,7 @@ struct Windowhost: ParsableCommand {
         .cantCreate: "cannot create the control socket (something that is not a socket at its path)",
         .ioError: "an I/O error",
         .temporary:
-            "temporary (a worker restarting, another supervisor on the root or at the socket, io_uring setup short of memory or rings): retry",
+            "temporary (a worker restarting, another supervisor on the root or at the socket, supervisor.lock still held by what a dead supervisor left, io_uring setup short of memory or rings): retry",
         .seqExhausted: "a window that has used the highest command seq (it takes no more tab commands)",
         .permission: "a root (or a fixed entry under it) that is someone else's, open to others, or not what the host needs there",
         .config: "a worker given shared memory of another window, generation or layout (a binary of another version)",
