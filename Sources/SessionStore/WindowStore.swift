@@ -277,7 +277,8 @@ public final class WindowStore {
     }
 
     /// Hands out the outbox and empties it, without turning the loop: what a command's save,
-    /// wait or teardown did is there as soon as the command returns, in the order it happened.
+    /// wait or teardown did is there as soon as the command returns, in the order it happened
+    /// (tabs degraded since the last drain last).
     public func takeEvents() -> [SaveEvent] {
         // Collected here, not in a turn: a command that realizes a tab (a navigation) may
         // degrade it, and its event belongs to that command.
