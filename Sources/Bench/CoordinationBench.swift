@@ -69,7 +69,7 @@ public enum CoordinationBench {
         defer {
             shutdown(pair[0], Int32(SHUT_RDWR))
             var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         }
         let slot = region.slot(0)
         var shm = nanosecondHistogram()

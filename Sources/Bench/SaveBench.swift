@@ -206,7 +206,9 @@ public enum SaveBench {
             outcome.failure = "setting up \(contender.rawValue) \(size.rawValue): \(error)"
         }
         var byte: UInt8 = 1
-        _ = write(readyDescriptor, &byte, 1)
+        // A ready that cannot be said (the runner gone) would let the runner count a worker
+        // short and this one measure for nobody.
+        guard write(readyDescriptor, &byte, 1) == 1 else { throw BenchError.system("write to the ready pipe", Errno(rawValue: errno)) }
         close(readyDescriptor)
         while read(goDescriptor, &byte, 1) > 0 {}
         if let workload { outcome = WorkerResult.measure(workload, seconds: seconds) }
@@ -226,7 +228,7 @@ public enum SaveBench {
         for pid in pids {
             kill(pid, SIGKILL)
             var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         }
     }
 }

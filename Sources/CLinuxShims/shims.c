@@ -194,16 +194,18 @@ int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const
         // The parent may have died before the setting: then nobody is left to kill us.
         if (getppid() != parent) _exit(127);
         if (dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) _exit(127);
-        syscall(SYS_close_range, 3U, ~0U, 0U);
+        // A child that kept the parent's descriptors (close_range missing: ENOSYS before Linux
+        // 5.9) would hold other processes' pipes open: it exits instead, like every step here.
+        if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) _exit(127);
         struct sigaction defaults;
         memset(&defaults, 0, sizeof defaults);
         defaults.sa_handler = SIG_DFL;
-        sigaction(SIGTERM, &defaults, NULL);
-        sigaction(SIGINT, &defaults, NULL);
-        sigaction(SIGPIPE, &defaults, NULL);
+        if (sigaction(SIGTERM, &defaults, NULL) != 0 || sigaction(SIGINT, &defaults, NULL) != 0 ||
+            sigaction(SIGPIPE, &defaults, NULL) != 0)
+            _exit(127);
         sigset_t none;
         sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) _exit(127);
         execve(path, argv, envp);
         _exit(127);
     }

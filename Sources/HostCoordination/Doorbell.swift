@@ -19,8 +19,10 @@ public struct Doorbell: Sendable {
 
     public func ring() {
         var one: UInt64 = 1
-        // EAGAIN only if the counter is near overflow: then it is rung already.
-        _ = write(descriptor.rawValue, &one, 8)
+        // EAGAIN only if the counter is near overflow: then it is rung already. Nothing else
+        // fails on a non-blocking eventfd of ours with 8 bytes (EBADF would be a bug).
+        let written = write(descriptor.rawValue, &one, 8)
+        assert(written == 8 || errno == EAGAIN, "doorbell \(descriptor.rawValue): \(Errno(rawValue: errno))")
     }
 
     /// Clears the bell; true if it had been rung. Drain the rings after, never before.

@@ -132,24 +132,30 @@ public final class WorkerLoop {
             if case .scene(let event) = command.action, event.kind == .disconnect {
                 var reply = WorkerReply()
                 reply.request = command.request
-                do {
-                    try window.store.teardown()
-                    noteSaveStarted()
-                    publish()
+                // The teardown's own result says whether the worker may end: a failed save
+                // keeps it serving, its tabs applied and staged.
+                let teardown = Result { () throws(StoreError) in try window.store.teardown() }
+                noteSaveStarted()
+                reportSaveEvents()
+                publishTabsAndApplied()
+                switch teardown {
+                case .success:
                     var done = CommandDone()
                     done.appliedSeq = window.store.appliedSeq
                     reply.done = done
-                } catch {
+                case .failure(let error):
                     var failure = CommandFailure()
                     failure.kind = .io
                     failure.message = "\(error)"
                     reply.failure = failure
                 }
                 send(reply)
-                return reply.failure.message.isEmpty
+                if case .success = teardown { return true }
+                continue
             }
             let reply = window.handle(command)
             noteSaveStarted()
+            reportSaveEvents()
             // Published before the reply: a client that has its answer sees the window as the
             // command left it (`ctl open` then `ctl status` counts the new tab).
             publishTabsAndApplied()
@@ -158,48 +164,55 @@ public final class WorkerLoop {
     }
 
     /// One turn of the store's loop: the timer, a due retry, completions, a new save if one
-    /// is due; and what happened since the last turn, commands' saves included. Every failure
-    /// is counted in the slot; each episode is logged once, at its start and its end.
+    /// is due; then what it did (`reportSaveEvents`).
     private func turnSaveLoop() {
-        var failingChanged = false
         do {
-            for event in try window.store.poll() {
-                switch event {
-                case .durable(let seq):
-                    publish(durable: seq)
-                case .failed(let failure):
-                    slot.recordSaveFailure()
-                    failingChanged = true
-                    if failure.attempt == 1 {
-                        logger.error(
-                            "saves are failing; retried by themselves with backoff",
-                            metadata: ["browser": "\(failure.browser.rawValue)", "error": "\(failure.error)"])
-                    }
-                case .recovered(let browser, let attempts):
-                    failingChanged = true
-                    logger.notice("saves work again", metadata: ["browser": "\(browser.rawValue)", "failed_attempts": "\(attempts)"])
-                case .compactionFailed(let error):
-                    slot.recordCompactionFailure()
-                    if !compactionFailing {
-                        logger.warning("compaction failed; saves go on in the journal", metadata: ["error": "\(error)"])
-                    }
-                    compactionFailing = true
-                case .compactionRecovered(let browser):
-                    if compactionFailing { logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"]) }
-                    compactionFailing = false
-                case .deletedIncognito:
-                    logger.info("incognito session deleted: its last tab closed")
-                case .degradedTab(let browser, let tab, let reason):
-                    logger.error(
-                        "a tab's history read nowhere: it keeps its current page only",
-                        metadata: ["browser": "\(browser.rawValue)", "tab": "\(tab)", "error": "\(reason)"])
-                }
-            }
+            try window.store.turn()
         } catch {
             slot.recordSaveFailure()
             logger.error("save loop failed", metadata: ["error": "\(error)"])
         }
         noteSaveStarted()
+        reportSaveEvents()
+    }
+
+    /// Drains the store's outbox: the loop is its only consumer, after each command and each
+    /// turn, so what a command's save did is reported as it happened, not rebuilt later. Every
+    /// failure is counted in the slot; each episode is logged once, at its start and its end.
+    private func reportSaveEvents() {
+        var failingChanged = false
+        for event in window.store.takeEvents() {
+            switch event {
+            case .durable(let seq):
+                publish(durable: seq)
+            case .failed(let failure):
+                slot.recordSaveFailure()
+                failingChanged = true
+                if failure.attempt == 1 {
+                    logger.error(
+                        "saves are failing; retried by themselves with backoff",
+                        metadata: ["browser": "\(failure.browser.rawValue)", "error": "\(failure.error)"])
+                }
+            case .recovered(let browser, let attempts):
+                failingChanged = true
+                logger.notice("saves work again", metadata: ["browser": "\(browser.rawValue)", "failed_attempts": "\(attempts)"])
+            case .compactionFailed(let error):
+                slot.recordCompactionFailure()
+                if !compactionFailing {
+                    logger.warning("compaction failed; saves go on in the journal", metadata: ["error": "\(error)"])
+                }
+                compactionFailing = true
+            case .compactionRecovered(let browser):
+                if compactionFailing { logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"]) }
+                compactionFailing = false
+            case .deletedIncognito:
+                logger.info("incognito session deleted: its last tab closed")
+            case .degradedTab(let browser, let tab, let reason):
+                logger.error(
+                    "a tab's history read nowhere: it keeps its current page only",
+                    metadata: ["browser": "\(browser.rawValue)", "tab": "\(tab)", "error": "\(reason)"])
+            }
+        }
         if failingChanged {
             // A durable waiter at the supervisor fails (or may succeed) now, not at the next look.
             publishTabsAndApplied()
@@ -242,12 +255,6 @@ public final class WorkerLoop {
 
     private func publishTabsAndApplied() {
         let store = window.store
-        if store.durableSeq > stats.durableSeq {
-            // A save that finished inside a command (background, save, teardown): its event
-            // went to that command, not to the loop.
-            stats.digest = digestsInFlight.removeValue(forKey: store.durableSeq) ?? window.digest
-            stats.durableSeq = store.durableSeq
-        }
         stats.appliedSeq = store.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
@@ -289,7 +296,13 @@ public final class WorkerLoop {
             guard let ring = window.store.engine.completionDescriptor else { return }
             descriptors.append(pollfd(fd: ring, events: Int16(POLLIN), revents: 0))
         }
-        _ = poll(&descriptors, nfds_t(descriptors.count), Int32((timeout + 999_999) / 1_000_000))
+        let milliseconds = Int32((timeout + 999_999) / 1_000_000)
+        if poll(&descriptors, nfds_t(descriptors.count), milliseconds) < 0, case let error = errno, error != EINTR {
+            // Out of kernel memory (ENOMEM): the loop still sleeps its turn, so it does not spin
+            // while the failure lasts, and commands wait at most the heartbeat.
+            logger.warning("poll failed", metadata: ["error": "\(Errno(rawValue: error))"])
+            usleep(useconds_t(milliseconds) * 1000)
+        }
     }
 }
 

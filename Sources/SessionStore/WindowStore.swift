@@ -114,9 +114,11 @@ public final class WindowStore {
     private var groupFailures: [Int: StoreError] = [:]
     /// Save requests not yet durable: their sequence numbers and when they were made.
     private var waiting: [(seq: UInt64, at: UInt64)] = []
-    /// What turns of the loop did, until `poll` hands them out: a save or a wait inside a
-    /// command leaves them for the loop to report.
-    private var events: [SaveEvent] = []
+    /// The outbox: every event, whatever path made it (a turn of the loop, or a save, wait or
+    /// teardown inside a command), until `takeEvents` hands it out. One consumer drains it (the
+    /// worker loop, after each command and each turn), so nothing is dropped or rebuilt from
+    /// the store's state; bounded for callers that never drain (`report`).
+    private var outbox: [SaveEvent] = []
     private var recovered = false
     private let clock: () -> UInt64
 
@@ -267,16 +269,30 @@ public final class WindowStore {
 
     // MARK: the loop
 
-    /// One turn of the save loop: the timer, a due retry, finished writes, and a new group if
-    /// one is due, all flushed in one submit; then what happened since the last poll. Blocks
-    /// only with `waiting` and a write in flight.
+    /// A turn of the loop (`turn`), then the outbox (`takeEvents`): what happened since the
+    /// last drain. A turn that throws leaves its events in the outbox.
     public func poll(waiting block: Bool = false) throws(StoreError) -> [SaveEvent] {
         try turn(waiting: block)
-        defer { events.removeAll() }
-        return events
+        return takeEvents()
     }
 
-    private func turn(waiting block: Bool) throws(StoreError) {
+    /// Hands out the outbox and empties it, without turning the loop: what a command's save,
+    /// wait or teardown did is there as soon as the command returns, in the order it happened
+    /// (tabs degraded since the last drain last).
+    public func takeEvents() -> [SaveEvent] {
+        // Collected here, not in a turn: a command that realizes a tab (a navigation) may
+        // degrade it, and its event belongs to that command.
+        for store in stores {
+            for tab in store.takeDegradedTabs() { report(.degradedTab(store.kind, tab.id, reason: tab.reason)) }
+        }
+        defer { outbox.removeAll() }
+        return outbox
+    }
+
+    /// One turn of the save loop: the timer, a due retry, finished writes, and a new group if
+    /// one is due, all flushed in one submit; what it did goes to the outbox. Blocks only with
+    /// `waiting` and a write in flight.
+    public func turn(waiting block: Bool = false) throws(StoreError) {
         if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
         let completions = try io { try engine.reap(waiting: block && groupSeq != nil) }
         for completion in completions {
@@ -294,9 +310,6 @@ public final class WindowStore {
         }
         if groupSeq == nil, waiting.last.map({ $0.seq > durableSeq }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
-        }
-        for store in stores {
-            for tab in store.takeDegradedTabs() { report(.degradedTab(store.kind, tab.id, reason: tab.reason)) }
         }
     }
 
@@ -432,13 +445,13 @@ public final class WindowStore {
         try io { try engine.flush() }
     }
 
-    /// Queues an event for `poll`. A caller that never polls (a save loop, a benchmark, a
-    /// `settle`) must not make the queue grow: a durable event replaces the durable event
-    /// before it (only the latest seq matters), and past `maxQueuedEvents` the oldest go.
+    /// Puts an event in the outbox. A caller that never drains it (a save loop, a benchmark, a
+    /// `settle`) must not make it grow: a durable event replaces the durable event before it
+    /// (only the latest seq matters), and past `maxQueuedEvents` the oldest go.
     private func report(_ event: SaveEvent) {
-        if case .durable = event, case .durable? = events.last { events.removeLast() }
-        if events.count >= Self.maxQueuedEvents { events.removeFirst(events.count - Self.maxQueuedEvents + 1) }
-        events.append(event)
+        if case .durable = event, case .durable? = outbox.last { outbox.removeLast() }
+        if outbox.count >= Self.maxQueuedEvents { outbox.removeFirst(outbox.count - Self.maxQueuedEvents + 1) }
+        outbox.append(event)
     }
 
     static let maxQueuedEvents = 256

@@ -229,11 +229,18 @@ public final class Campaign {
         aborted = true
     }
 
-    /// Whether `reply` is a hang: no answer within the timeout. Reports it and ends the campaign.
-    private func hung(_ reply: ControlReply, _ what: String) -> Bool {
-        guard reply.code == .temporary, reply.error?.hasPrefix("no reply") == true else { return false }
-        abort("hang: \(what) got no reply in \(options.replyTimeoutSeconds) s")
-        return true
+    /// The reply to `request` (the client's own failures as replies), or nil for a hang: no
+    /// reply within the timeout, reported as `what` got none, and the campaign ends.
+    private func answer(to request: ControlRequest, orHang what: String) -> ControlReply? {
+        guard let supervisor else { return call(request) }
+        do {
+            return try supervisor.exchange(request)
+        } catch .timedOut(.reply, _, _) {
+            abort("hang: \(what) got no reply in \(options.replyTimeoutSeconds) s")
+            return nil
+        } catch {
+            return error.reply
+        }
     }
 
     // MARK: the hostile world
@@ -274,7 +281,12 @@ public final class Campaign {
     /// window's saves must land within `durableAfterFreeSeconds`.
     private func freeDisk() {
         guard var world = hostile else { return }
-        world.filler.free()
+        do {
+            try world.filler.free()
+        } catch {
+            abort("\(error)")
+            return
+        }
         hostile = world
         fullUntilStep = nil
         record(.freedDisk)
@@ -283,8 +295,7 @@ public final class Campaign {
             var request = ControlRequest(verb: "wait-durable")
             request.window = id
             while true {
-                let reply = call(request)
-                if hung(reply, "wait-durable of window \(id) once space came back") { break }
+                guard let reply = answer(to: request, orHang: "wait-durable of window \(id) once space came back") else { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
                     report.acknowledged += history.acknowledge(durable.durableSeq)
                     windows[id] = history
@@ -322,9 +333,8 @@ public final class Campaign {
         step += 1
         guard var history = windows[id] else { return }
         let command = StressCommand.next(for: history.current, using: &random)
-        let reply = call(command.request(window: id))
+        guard let reply = answer(to: command.request(window: id), orHang: "window \(id): '\(command)'") else { return }
         guard reply.code == .ok else {
-            if hung(reply, "window \(id): '\(command)'") { return }
             if reply.code == .temporary {
                 let since = retryingSince[id] ?? Date()
                 retryingSince[id] = since
@@ -415,11 +425,9 @@ public final class Campaign {
             sendCommand(to: id)
         }
         let sent = monotonicNanoseconds() / 1000
-        let reply = call(request)
+        guard let reply = answer(to: request, orHang: "kill of window \(id)'s worker") else { return }
         guard reply.code == .ok else {
-            if !hung(reply, "kill of window \(id)'s worker") {
-                report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
-            }
+            report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
             return
         }
         if (try? reply.decode(KillReply.self))?.whileSaving == true { report.killed_while_saving += 1 }
@@ -464,8 +472,7 @@ public final class Campaign {
     private func acknowledgeDurable(_ id: String) {
         var request = ControlRequest(verb: "wait-durable")
         request.window = id
-        let reply = call(request)
-        if hung(reply, "wait-durable of window \(id)") { return }
+        guard let reply = answer(to: request, orHang: "wait-durable of window \(id)") else { return }
         if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
         guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
         report.acknowledged += history.acknowledge(durable.durableSeq)
@@ -542,14 +549,12 @@ public final class Campaign {
     private func check(_ id: String, _ history: inout WindowHistory) {
         var request = ControlRequest(verb: "dump")
         request.window = id
-        let reply = call(request)
+        guard let reply = answer(to: request, orHang: "dump of window \(id) after its recovery") else { return }
         let dump: DumpReply
         do {
             dump = try reply.decode(DumpReply.self)
         } catch {
-            if !hung(reply, "dump of window \(id) after its recovery") {
-                report.failures.append(reproduce("window \(id) did not answer after its recovery: \(error.message)"))
-            }
+            report.failures.append(reproduce("window \(id) did not answer after its recovery: \(error.message)"))
             return
         }
         guard let digest = UInt64(dump.digest, radix: 16) else {

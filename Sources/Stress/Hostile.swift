@@ -93,8 +93,10 @@ struct DiskFiller {
         return total
     }
 
-    mutating func free() {
-        unlink(path.string)
+    /// Throws when the filler stays (the disk then stays full): a campaign that went on would
+    /// blame the host for saves that cannot land.
+    mutating func free() throws(StressError) {
+        guard unlink(path.string) == 0 || errno == ENOENT else { throw .hostile("unlink \(path): \(Errno(rawValue: errno))") }
         isFull = false
     }
 }

@@ -54,10 +54,12 @@ public final class SupervisorProcess {
         self.pid = pid
         pidfd = wh_pidfd_open(pid)
         guard pidfd >= 0 else {
+            // Said before the kill and the wait set errno again.
+            let error = Errno(rawValue: errno)
             Glibc.kill(pid, SIGKILL)
             var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            throw StressError.supervisor("pidfd_open: \(Errno(rawValue: errno))")
+            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            throw StressError.supervisor("pidfd_open: \(error)")
         }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline, isRunning {
@@ -89,8 +91,15 @@ public final class SupervisorProcess {
     /// A window that does not answer within the timeout is a finding.
     public func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: replyTimeoutSeconds) }
 
+    /// `call`, with the client's own failures typed (a hang is `.timedOut(.reply…)`).
+    public func exchange(_ request: ControlRequest) throws(ControlClientError) -> ControlReply {
+        try ControlClient.exchange(request, socket: socket, timeout: replyTimeoutSeconds)
+    }
+
     public func kill() {
-        _ = wh_pidfd_send_signal(pidfd, SIGKILL)
+        // ESRCH: it has exited already (reaped or not), and `isRunning` says so at once. Any
+        // other failure would leave it running, and this wait would never end.
+        guard wh_pidfd_send_signal(pidfd, SIGKILL) == 0 || errno == ESRCH else { return }
         while isRunning { usleep(1_000) }
     }
 

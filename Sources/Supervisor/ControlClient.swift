@@ -8,11 +8,22 @@ public enum ControlClient {
     /// What `ctl` waits by default for connecting, sending and the reply together.
     public static let defaultTimeoutSeconds = 30
 
+    /// `exchange`, with the client's own failure as the reply `ctl` prints (`ControlClientError.reply`).
+    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
+        do {
+            return try exchange(request, socket: path, timeout: timeout)
+        } catch {
+            return error.reply
+        }
+    }
+
     /// Sends `request` and waits for the reply, all of it (connecting, sending, the reply)
     /// within `timeout` seconds: a supervisor that is stopped, or a socket nobody accepts on,
-    /// gives `.temporary` naming what was waited for, never a hang. A socket nobody listens at
-    /// gives `.unavailable`. Nil waits as long as it takes (tests that time the wait themselves).
-    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
+    /// throws `.timedOut` naming what was waited for, never a hang. A socket nobody listens at
+    /// throws `.noSupervisor`. Nil waits as long as it takes (tests that time the wait themselves).
+    public static func exchange(
+        _ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds
+    ) throws(ControlClientError) -> ControlReply {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
         // A durable wait lasts until the window's next save, which may be later than the
         // timeout (a --save-delay above it): that, not a stopped supervisor, is the likely cause.
@@ -21,8 +32,8 @@ public enum ControlClient {
             waitsForASave
             ? "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
             : "the supervisor at \(path) may be stopped or overloaded"
-        func late(_ what: String) -> ControlReply {
-            .failure(.temporary, "\(what) within the \(timeout ?? 0) s timeout (--timeout): \(likelyCause)")
+        func late(_ waitedFor: ControlClientError.Wait) -> ControlClientError {
+            .timedOut(waitedFor, seconds: timeout ?? 0, likelyCause: likelyCause)
         }
         /// Waits until `fd` is ready for `events`; false when the deadline passes first.
         func wait(_ fd: Int32, for events: Int32) -> Bool {
@@ -38,9 +49,9 @@ public enum ControlClient {
         }
 
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { return .failure(.unavailable, "socket: \(Errno(rawValue: errno))") }
+        guard fd >= 0 else { throw .noSocket(Errno(rawValue: errno)) }
         defer { close(fd) }
-        guard var address = UnixSocketAddress.make(path) else { return .failure(.usage, "socket path too long: \(path)") }
+        guard var address = UnixSocketAddress.make(path) else { throw .socketPathTooLong(path) }
         while true {
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -50,11 +61,11 @@ public enum ControlClient {
             if error == EINTR { continue }
             // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
             // for: the connect is tried again until the deadline.
-            guard error == EAGAIN else { return .failure(.unavailable, "no supervisor at \(path): \(Errno(rawValue: error))") }
-            guard monotonicNanoseconds() < deadline else { return late("the supervisor did not accept the connection") }
+            guard error == EAGAIN else { throw .noSupervisor(path, Errno(rawValue: error)) }
+            guard monotonicNanoseconds() < deadline else { throw late(.accept) }
             usleep(10_000)
         }
-        guard var line = try? JSONEncoder().encode(request) else { return .failure(.usage, "unencodable request") }
+        guard var line = try? JSONEncoder().encode(request) else { throw .unencodableRequest }
         line.append(UInt8(ascii: "\n"))
         var sent = 0
         while sent < line.count {
@@ -62,9 +73,9 @@ public enum ControlClient {
             if count > 0 {
                 sent += count
             } else if count < 0, errno == EAGAIN || errno == EINTR {
-                guard wait(fd, for: Int32(POLLOUT)) else { return late("the supervisor did not read the request") }
+                guard wait(fd, for: Int32(POLLOUT)) else { throw late(.requestRead) }
             } else {
-                return .failure(.unavailable, "the supervisor hung up: \(Errno(rawValue: errno))")
+                throw .hungUp(Errno(rawValue: errno))
             }
         }
         var reply: [UInt8] = []
@@ -72,20 +83,85 @@ public enum ControlClient {
         while true {
             let count = recv(fd, &chunk, chunk.count, 0)
             if count < 0, errno == EAGAIN || errno == EINTR {
-                guard wait(fd, for: Int32(POLLIN)) else { return late("no reply to '\(request.verb)' came") }
+                guard wait(fd, for: Int32(POLLIN)) else { throw late(.reply(request.verb)) }
                 continue
             }
             guard count > 0 else { break }
             reply += chunk[..<count]
             if reply.last == UInt8(ascii: "\n") { break }
         }
-        guard !reply.isEmpty else { return .failure(.unavailable, "the supervisor closed the connection without a reply") }
+        guard !reply.isEmpty else { throw .noReply }
         do {
             return try JSONDecoder().decode(ControlReply.self, from: Data(reply))
         } catch {
-            return .failure(.software, "unreadable reply: \(error)")
+            throw .unreadableReply("\(error)")
         }
     }
+}
+
+/// Why a control call got no reply from the supervisor: the client's own failures, apart from
+/// the replies the supervisor gives. Callers match the case (a stress campaign tells a hang by
+/// `.timedOut(.reply…)`); `ctl` prints `description` and exits with `code`.
+public enum ControlClientError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What a call was waiting for when its timeout passed.
+    public enum Wait: Equatable, Sendable {
+        /// The supervisor to accept the connection (its backlog full).
+        case accept
+        /// The supervisor to read the request.
+        case requestRead
+        /// The reply to the verb named.
+        case reply(String)
+    }
+
+    /// No socket to call from (the client's descriptors ran out).
+    case noSocket(Errno)
+    case socketPathTooLong(FilePath)
+    /// Nobody listens at the path (no socket there, or a stale one).
+    case noSupervisor(FilePath, Errno)
+    case unencodableRequest
+    /// The timeout (seconds) passed; `likelyCause` says what most likely kept the supervisor.
+    case timedOut(Wait, seconds: Int, likelyCause: String)
+    /// The connection broke while the request was being sent.
+    case hungUp(Errno)
+    /// The supervisor closed the connection without a reply.
+    case noReply
+    /// The reply was not a `ControlReply`; why it did not decode.
+    case unreadableReply(String)
+
+    public var code: ControlCode {
+        switch self {
+        case .noSocket, .noSupervisor, .hungUp, .noReply: .unavailable
+        case .socketPathTooLong, .unencodableRequest: .usage
+        case .timedOut: .temporary
+        case .unreadableReply: .software
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .noSocket(let error): "socket: \(error)"
+        case .socketPathTooLong(let path): "socket path too long: \(path)"
+        case .noSupervisor(let path, let error): "no supervisor at \(path): \(error)"
+        case .unencodableRequest: "unencodable request"
+        case .timedOut(let waitedFor, let seconds, let likelyCause):
+            "\(Self.describe(waitedFor)) within the \(seconds) s timeout (--timeout): \(likelyCause)"
+        case .hungUp(let error): "the supervisor hung up: \(error)"
+        case .noReply: "the supervisor closed the connection without a reply"
+        case .unreadableReply(let error): "unreadable reply: \(error)"
+        }
+    }
+
+    private static func describe(_ waitedFor: Wait) -> String {
+        switch waitedFor {
+        case .accept: "the supervisor did not accept the connection"
+        case .requestRead: "the supervisor did not read the request"
+        case .reply(let verb): "no reply to '\(verb)' came"
+        }
+    }
+
+    /// The failure as a reply: what `ctl` prints and exits with, as it did before the client
+    /// had its own type.
+    public var reply: ControlReply { .failure(code, description) }
 }
 
 /// `sockaddr_un` for a path, or nil when the path does not fit.

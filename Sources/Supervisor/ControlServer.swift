@@ -108,7 +108,8 @@ final class ControlServer {
         for id in Array(clients.keys) { drop(id) }
         var status = stat()
         if lstat(path.string, &status) == 0, UInt64(status.st_dev) == boundFile.device, UInt64(status.st_ino) == boundFile.inode {
-            unlink(path.string)
+            // A socket left behind (EACCES, EROFS) is a stale one: the next supervisor replaces it.
+            _ = unlink(path.string)
         }
     }
 
@@ -235,8 +236,14 @@ final class ControlServer {
     private func acceptConnection() -> Int32 {
         let fd = Glibc.accept(listener, nil, nil)
         guard fd >= 0 else { return fd }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        // A blocking client socket would let a slow reader stall the loop: never served.
+        let flags = fcntl(fd, F_GETFL)
+        guard fcntl(fd, F_SETFD, FD_CLOEXEC) == 0, flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            let error = errno
+            Glibc.close(fd)
+            errno = error
+            return -1
+        }
         return fd
     }
 

@@ -89,8 +89,7 @@ struct BenchCommand: ParsableCommand {
         }
         try PrivateFiles.makeDirectories(directory)
         defer { try? FileManager.default.removeItem(atPath: directory.string) }
-        let fileSystem = BenchRunner.fileSystem(directory)
-        if fileSystem.hasPrefix("tmpfs") {
+        if BenchRunner.isInMemory(directory) {
             FileHandle.standardError.write(Data("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n".utf8))
         }
         let terminal = isatty(STDERR_FILENO) == 1

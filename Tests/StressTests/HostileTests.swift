@@ -52,7 +52,7 @@ import Testing
         defer { if probe >= 0 { close(probe) } }
         let byte: [UInt8] = [1]
         #expect(probe < 0 || write(probe, byte, 1) < 0 && errno == ENOSPC, "a full disk refuses a write")
-        filler.free()
+        try filler.free()
         #expect(!filler.isFull && freeBytes() >= before - 4096)
     }
 }

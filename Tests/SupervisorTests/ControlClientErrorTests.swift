@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+import Supervisor
+import SystemPackage
+import Testing
+
+/// The client's own failures are a typed `ControlClientError` a caller matches (a stress
+/// campaign tells a hang by its case, not by a message's prefix), and `call` still gives the
+/// replies `ctl` prints, word for word.
+@Suite struct ControlClientErrorTests {
+    let path: String
+
+    init() {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("control-client-\(UUID().uuidString.prefix(8)).sock").path
+    }
+
+    /// A Unix stream socket bound at `path`, listening when `backlog` is given.
+    private func bound(listening backlog: Int32?) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(fd >= 0)
+        var address = try #require(UnixSocketAddress.make(FilePath(path)))
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(result == 0 && (backlog.map { listen(fd, $0) == 0 } ?? true), "bind or listen: \(errno)")
+        return fd
+    }
+
+    /// Connected (queued in the backlog), the request sent, and no reply ever: the reply's wait
+    /// is what timed out.
+    @Test(.timeLimit(.minutes(1))) func aReplyThatNeverComesIsATimeoutOfTheReply() throws {
+        let fd = try bound(listening: 4)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let request = ControlRequest(verb: "status")
+        #expect {
+            try ControlClient.exchange(request, socket: FilePath(path), timeout: 1)
+        } throws: { error in
+            guard case .timedOut(.reply("status"), seconds: 1, _)? = error as? ControlClientError else { return false }
+            return true
+        }
+        let reply = ControlClient.call(request, socket: FilePath(path), timeout: 1)
+        #expect(reply.code == .temporary)
+        #expect(
+            reply.error == "no reply to 'status' came within the 1 s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded",
+            "\(reply.error ?? "")")
+    }
+
+    @Test func aSocketNobodyListensAtIsNoSupervisor() throws {
+        let fd = try bound(listening: nil)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let request = ControlRequest(verb: "status")
+        #expect(throws: ControlClientError.noSupervisor(FilePath(path), .connectionRefused)) {
+            try ControlClient.exchange(request, socket: FilePath(path), timeout: 1)
+        }
+        let reply = ControlClient.call(request, socket: FilePath(path), timeout: 1)
+        #expect(reply == .failure(.unavailable, "no supervisor at \(path): \(Errno.connectionRefused)"))
+    }
+
+    /// A supervisor that reads the request and hangs up without a word.
+    @Test(.timeLimit(.minutes(1))) func aConnectionClosedWithoutAReplyIsNoReply() throws {
+        let fd = try bound(listening: 4)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let served = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            for _ in 0..<2 {
+                let client = accept(fd, nil, nil)
+                var byte: UInt8 = 0
+                while client >= 0, read(client, &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+                if client >= 0 { close(client) }
+            }
+            served.signal()
+        }
+        let request = ControlRequest(verb: "status")
+        #expect(throws: ControlClientError.noReply) { try ControlClient.exchange(request, socket: FilePath(path), timeout: 10) }
+        let reply = ControlClient.call(request, socket: FilePath(path), timeout: 10)
+        #expect(reply == .failure(.unavailable, "the supervisor closed the connection without a reply"))
+        served.wait()
+    }
+}
