@@ -186,19 +186,14 @@ public enum CoordinationBench {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let supervisor = try SupervisorProcess(executable: executable, root: root, arguments: ["--scenes", "1"], environment: [:])
         defer { _ = supervisor.shutdown() }
-        guard let window = (try? supervisor.call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows.first?.uuid else {
+        guard let shown = (try? supervisor.call(.status).decode(StatusReply.self))?.windows.first?.uuid, let window = UUID(exactly: shown) else {
             throw BenchError.worker("the supervisor for the ctl round trips reports no window")
         }
-        var open = ControlRequest(verb: "open")
-        open.window = window
-        open.url = "https://example.com/"
+        let open = ControlRequest.window(window, .tab(.open(url: "https://example.com/", incognito: false, index: nil, opener: nil, background: false)))
         guard let tab = (try? supervisor.call(open).decode(CommandReply.self))?.tab else { throw BenchError.worker("ctl open gave no tab") }
         var histogram = nanosecondHistogram()
         for index in 0..<calls {
-            var navigate = ControlRequest(verb: "navigate")
-            navigate.window = window
-            navigate.tab = tab
-            navigate.url = "https://example.com/\(index)"
+            let navigate = ControlRequest.window(window, .tab(.navigate(tab: tab, url: "https://example.com/\(index)")))
             let start = monotonicNanoseconds()
             let reply = supervisor.call(navigate)
             guard reply.code == .ok else { throw BenchError.worker("ctl navigate: \(reply.error ?? "\(reply.code)")") }

@@ -215,6 +215,12 @@ public final class Campaign {
         supervisor?.call(request) ?? .failure(.unavailable, "no supervisor")
     }
 
+    /// Asks window `id` (a UUID the supervisor showed) `request`.
+    private func call(_ id: String, _ request: WindowRequest) -> ControlReply {
+        guard let window = UUID(exactly: id) else { return .failure(.software, "the supervisor showed a window '\(id)' that is no UUID") }
+        return call(.window(window, request))
+    }
+
     private func reproduce(_ what: String) -> String {
         let context = lastHostileEvent.map { " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")" } ?? ""
         return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
@@ -280,10 +286,8 @@ public final class Campaign {
         record(.freedDisk)
         let deadline = Date().addingTimeInterval(world.options.durableAfterFreeSeconds)
         for id in windows.keys.sorted() where !aborted {
-            var request = ControlRequest(verb: "wait-durable")
-            request.window = id
             while true {
-                let reply = call(request)
+                let reply = call(id, .waitDurable(seq: nil))
                 if hung(reply, "wait-durable of window \(id) once space came back") { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
                     report.acknowledged += history.acknowledge(durable.durableSeq)
@@ -322,7 +326,7 @@ public final class Campaign {
         step += 1
         guard var history = windows[id] else { return }
         let command = StressCommand.next(for: history.current, using: &random)
-        let reply = call(command.request(window: id))
+        let reply = call(id, command.request)
         guard reply.code == .ok else {
             if hung(reply, "window \(id): '\(command)'") { return }
             if reply.code == .temporary {
@@ -348,11 +352,12 @@ public final class Campaign {
                 return
             case .saveAndWait:
                 report.acknowledged += history.acknowledge(try reply.decode(DurableReply.self).durableSeq)
-            default:
-                guard command.changesTabs else { break }
+            case .scene:
+                break
+            case .tab(let change):
                 let applied = try reply.decode(CommandReply.self)
                 var window = history.current
-                guard window.apply(command, tab: applied.tab) else {
+                guard window.apply(change, tab: applied.tab) else {
                     report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
                     return
                 }
@@ -368,7 +373,7 @@ public final class Campaign {
     /// The scene disconnected (saving what was unsaved); a new scene reopens the window.
     private func reconnect(_ id: String) {
         guard var history = windows.removeValue(forKey: id) else { return }
-        let reply = call(ControlRequest(verb: "connect"))
+        let reply = call(.connect)
         guard let reopened = try? reply.decode(ConnectReply.self).window else {
             report.failures.append(reproduce("connect after disconnecting \(id) failed: \(reply.error ?? "?")"))
             return
@@ -406,16 +411,12 @@ public final class Campaign {
             // Kept only when the recovery that follows it failed its check.
             if let evidence, report.failures.count == failuresBefore { try? FileManager.default.removeItem(atPath: evidence) }
         }
-        var request = ControlRequest(verb: "kill")
-        request.window = id
         // Half the kills are aimed: a command makes the window save, and the supervisor signals
         // the moment shared memory shows the save in flight.
-        if Bool.random(using: &random) {
-            request.aim = true
-            sendCommand(to: id)
-        }
+        let aim = Bool.random(using: &random)
+        if aim { sendCommand(to: id) }
         let sent = monotonicNanoseconds() / 1000
-        let reply = call(request)
+        let reply = call(id, .kill(signal: SIGKILL, wait: true, aim: aim))
         guard reply.code == .ok else {
             if !hung(reply, "kill of window \(id)'s worker") {
                 report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
@@ -462,9 +463,7 @@ public final class Campaign {
     }
 
     private func acknowledgeDurable(_ id: String) {
-        var request = ControlRequest(verb: "wait-durable")
-        request.window = id
-        let reply = call(request)
+        let reply = call(id, .waitDurable(seq: nil))
         if hung(reply, "wait-durable of window \(id)") { return }
         if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
         guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
@@ -514,16 +513,14 @@ public final class Campaign {
     /// The windows the (new) supervisor shows: known ones are checked against the model, new
     /// ones start from what they show.
     private func adoptWindows(checking: Bool) {
-        let shown = ((try? call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
+        let shown = ((try? call(.status).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
         var adopted: [String: WindowHistory] = [:]
         for id in shown {
             if checking, var history = windows[id] {
                 check(id, &history)
                 adopted[id] = history
             } else {
-                var request = ControlRequest(verb: "dump")
-                request.window = id
-                let dump = try? call(request).decode(DumpReply.self)
+                let dump = try? call(id, .dump).decode(DumpReply.self)
                 adopted[id] = WindowHistory(start: dump.map(OracleWindow.init(dump:)) ?? OracleWindow(), seq: dump?.appliedSeq ?? 0)
             }
         }
@@ -540,9 +537,7 @@ public final class Campaign {
 
     /// The oracle's verdict on a window that just came back.
     private func check(_ id: String, _ history: inout WindowHistory) {
-        var request = ControlRequest(verb: "dump")
-        request.window = id
-        let reply = call(request)
+        let reply = call(id, .dump)
         let dump: DumpReply
         do {
             dump = try reply.decode(DumpReply.self)
@@ -588,9 +583,7 @@ public final class Campaign {
     }
 
     private func mergeSaveLatency() {
-        var request = ControlRequest(verb: "stats")
-        request.histogram = true
-        guard let encoded = (try? call(request).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
+        guard let encoded = (try? call(.stats(histogram: true)).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
             let histogram = try? JSONDecoder().decode(Histogram<UInt64>.self, from: data)
         else { return }
         saveLatency.add(histogram)
@@ -601,7 +594,7 @@ public final class Campaign {
         lastProgress = Date()
         let elapsed = max(Date().timeIntervalSince(started), 0.001)
         let target = options.kills.map { "\($0)" } ?? "\(Int(options.duration ?? 0)) s"
-        let p99 = Double((try? call(ControlRequest(verb: "stats")).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
+        let p99 = Double((try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
         let line = String(
             format: "\r\u{1B}[Kkills %d/%@  %.0f commands/s  save p99 %.0f µs  recoveries %d  lost %d  torn %d", report.kills, target,
             Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)
