@@ -165,7 +165,6 @@ public final class Supervisor {
                 }
             }
 
-            var isTab: Bool { if case .tab = self { true } else { false } }
             var isDisconnect: Bool { self == .scene(.disconnect) || self == .shutdownDisconnect }
         }
     }
