@@ -133,7 +133,7 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// What window `id` is asked: `reconnect`'s first half is the disconnect.
+    /// What the window is asked: `reconnect`'s first half is the disconnect.
     public var request: WindowRequest {
         switch self {
         case .tab(let command): .tab(command)

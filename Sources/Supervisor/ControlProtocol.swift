@@ -130,7 +130,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     }
 
     /// The window a request names: `text` whole, or the refusal (64) naming it.
-    public static func window(_ text: String) throws(ControlFailure) -> UUID {
+    public static func windowID(_ text: String) throws(ControlFailure) -> UUID {
         guard let id = UUID(exactly: text) else {
             throw ControlFailure(code: .usage, message: "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID")
         }
@@ -206,7 +206,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         default: break
         }
         guard let text = wire.window else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window") }
-        let id = try Self.window(text)
+        let id = try Self.windowID(text)
         let request: WindowRequest
         switch verb {
         case .status, .stats, .connect, .shutdown:

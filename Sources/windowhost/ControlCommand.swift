@@ -81,7 +81,7 @@ struct WindowOption: ParsableArguments {
     /// `request` of the window named, or the refusal (64) the supervisor would give a name
     /// that is no UUID.
     func asking(_ request: WindowRequest) throws(ControlFailure) -> ControlRequest {
-        .window(try ControlRequest.window(window), request)
+        .window(try ControlRequest.windowID(window), request)
     }
 }
 
