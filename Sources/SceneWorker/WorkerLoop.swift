@@ -23,23 +23,6 @@ public struct WorkerIdentity: Sendable {
     }
 }
 
-/// How a worker ends, as its exit status: what the supervisor reads from the pidfd.
-public enum WorkerExit: Int32, Sendable {
-    /// Disconnected: saved what was unsaved.
-    case disconnected = 0
-    /// The supervisor is gone (its pid is no longer the parent).
-    case orphaned = 70
-    /// The window could not be restored (a storage error): counts as a failed start.
-    case restoreFailed = 74
-    /// The restore ran short of the worker's own descriptors or memory (EX_TEMPFAIL): no fault
-    /// of the window's, whose files are left as they were. The supervisor starts it again after
-    /// its shortage backoff and never counts it as a failed start
-    /// (`RestartPolicy.shortageExitStatus`), so a good session is never set aside for it.
-    case restoreShortOfResources = 75
-    /// The slot belongs to another generation or window, or its memory is of another layout.
-    case refused = 78
-}
-
 /// The worker's single-threaded event loop: commands from the ring, the delayed-save timer,
 /// io_uring completions and the heartbeat, waited for together with poll(2).
 public final class WorkerLoop {

@@ -1,4 +1,5 @@
 import Foundation
+import HostCoordination
 import HostLimits
 
 // The typed answers of the control socket, one per reply shape. They travel as the `result`

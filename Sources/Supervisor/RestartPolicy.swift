@@ -1,3 +1,4 @@
+import HostCoordination
 import IOUring
 import SystemPackage
 
@@ -86,21 +87,15 @@ public struct RestartPolicy: Sendable, Equatable {
     /// (EMFILE, ENFILE), memory (ENOMEM) or processes (EAGAIN); `Errno.isResourceShortage`.
     public static func isShortage(_ error: Errno) -> Bool { error.isResourceShortage }
 
-    /// The status a worker exits with when its restore ran short of its own descriptors or
-    /// memory (EX_TEMPFAIL; `WorkerExit.restoreShortOfResources`, which a test holds equal).
-    public static let shortageExitStatus = ControlCode.temporary.rawValue
-    /// The status a worker exits with when its restore failed (`WorkerExit.restoreFailed`).
-    public static let restoreFailedExitStatus = ControlCode.ioError.rawValue
-
     /// Whether a worker's death before it was ready says nothing of its window's session. The
-    /// session is read only by the restore, which exits `restoreFailedExitStatus` when it
+    /// session is read only by the restore, which exits `WorkerExit.restoreFailed` when it
     /// fails and is killed by a signal when it crashes. Any other exit before ready says
-    /// nothing of the session: `shortageExitStatus` (its own descriptors or memory), 127 (the
+    /// nothing of the session: `WorkerExit.restoreShortOfResources` (its own descriptors or memory), 127 (the
     /// loader could not open a library, short of descriptors), 0 or 1. It is retried like the
     /// supervisor's own shortage, and never counts toward setting the session aside (a hostile
     /// tester squeezed fresh workers' descriptor limits and got 5 of 6 healthy windows set
     /// aside on exits 0 and 127). A worker that exits so on purpose only delays its own window.
     public static func diedOfNoFaultOfTheSession(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool) -> Bool {
-        beforeReady && !signaled && status != restoreFailedExitStatus
+        beforeReady && !signaled && status != WorkerExit.restoreFailed.status
     }
 }

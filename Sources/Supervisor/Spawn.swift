@@ -3,7 +3,8 @@ import Glibc
 import SystemPackage
 
 /// Starts `arguments[0]` with `arguments` and this process's environment through posix_spawn
-/// (the shim's `wh_spawn`): `inherit[i]` becomes descriptor 3 + i in the child, every other
+/// (the shim's `wh_spawn`): `inherit[i]` becomes descriptor 3 + i in the child (a worker's:
+/// `WorkerLaunch.Descriptor`, through `WorkerProcess.spawn`), every other
 /// descriptor above 2 is closed, and the signal mask and dispositions are reset. The pid, or
 /// the errno posix_spawn gave.
 public func spawnProcess(_ arguments: [String], inheriting inherit: [Int32] = []) -> Result<pid_t, Errno> {

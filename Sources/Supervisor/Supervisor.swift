@@ -77,10 +77,9 @@ public final class Supervisor {
         /// Its state, restarts and deaths: the only place either changes (`step`).
         var lifecycle: WindowLifecycle
         var configured = false
-        var pid: Int32 = 0
-        var pidfd: Int32 = -1
+        /// The worker serving it, from its spawn until its death is handled (`workerDied`).
+        var worker: WorkerProcess?
         var generation: UInt32 = 0
-        var doorbell: Doorbell?
         var spawnedAt: UInt64 = 0
         var readyAt: UInt64?
         var reservedAt: UInt64
@@ -115,7 +114,9 @@ public final class Supervisor {
         var exitWaiters: [ClientID] = []
         var durableWaiters: [DurableWaiter] = []
 
-        var isLive: Bool { pidfd >= 0 }
+        var isLive: Bool { worker != nil }
+        /// The worker's pid, 0 while none serves.
+        var pid: Int32 { worker?.pid ?? 0 }
         var state: SlotState { lifecycle.shown }
         /// Whether the scene is in the background (kept across restarts).
         var inBackground: Bool { lifecycle.scene == .background }
@@ -326,25 +327,13 @@ public final class Supervisor {
     public func run(ready: (FilePath) -> Void) -> ControlCode {
         for _ in 0..<configuration.scenes { _ = connectScene(waiter: nil) }
         var announced = false
-        while true {
+        while !stopped {
             if !announced, initialScenesPending == 0 {
                 announced = true
                 ready(configuration.socketPath)
                 logger.info("ready", metadata: ["socket": "\(configuration.socketPath)", "windows": "\(windows.count)"])
             }
-            if let deadline = shutdownDeadline {
-                if windows.values.allSatisfy({ !$0.isLive }) { break }
-                if monotonicNanoseconds() > deadline {
-                    for window in windows.values where window.isLive {
-                        logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
-                        if window.lastStats.durableSeq < window.appliedSeq {
-                            noteKeptUnsaved(window.id, "its worker did not finish saving in time")
-                        }
-                        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
-                    }
-                    shutdownDeadline = .max
-                }
-            }
+            killWorkersPastShutdownDeadline()
             waitForEvents()
         }
         control.stop()
@@ -362,37 +351,76 @@ public final class Supervisor {
         return .ok
     }
 
+    /// Shutting down, and every worker has exited.
+    private var stopped: Bool {
+        shutdownDeadline != nil && windows.values.allSatisfy { !$0.isLive }
+    }
+
+    /// Past the shutdown deadline, the workers still running are killed, once; what they had
+    /// not saved is named at the end.
+    private func killWorkersPastShutdownDeadline() {
+        guard let deadline = shutdownDeadline, monotonicNanoseconds() > deadline else { return }
+        for window in windows.values where window.isLive {
+            logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
+            if window.lastStats.durableSeq < window.appliedSeq {
+                noteKeptUnsaved(window.id, "its worker did not finish saving in time")
+            }
+            signalWorker(window, SIGKILL)
+        }
+        shutdownDeadline = .max
+    }
+
+    /// Sends `signal` to the window's worker, if it has one. One already dead (ESRCH) is fine:
+    /// its pidfd reports the death; any other failure is logged.
+    private func signalWorker(_ window: Window, _ signal: Int32) {
+        guard let worker = window.worker else { return }
+        do throws(Errno) {
+            try worker.signal(signal)
+        } catch {
+            guard error != .noSuchProcess else { return }
+            logger.error("cannot signal the worker", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)", "signal": "\(signal)", "error": "\(error)"])
+        }
+    }
+
     /// The exit status when shutdown could not save some window (EX_TEMPFAIL): what was
     /// unsaved is gone with its worker; the storage needs attention before the next start.
     public static let exitKeptUnsaved = ControlCode.temporary
 
+    /// One turn: waits for any source, then hands each its events, in this order: signals,
+    /// workers' deaths, what workers published, control clients, timers.
     private func waitForEvents() {
-        var descriptors = [
-            pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
-        ]
         let controlDescriptors = control.pollDescriptors(accepting: shutdownDeadline == nil, now: monotonicNanoseconds())
-        descriptors += controlDescriptors
-        let slots = windows.keys.filter { windows[$0]!.isLive }
-        for slot in slots { descriptors.append(pollfd(fd: windows[slot]!.pidfd, events: Int16(POLLIN), revents: 0)) }
-        _ = poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds())
+        let workers = windows.compactMap { slot, window in window.worker.map { (slot: slot, pidfd: $0.pidfd) } }
+        var descriptors =
+            [pollfd(fd: signals, events: Int16(POLLIN), revents: 0), pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+            + controlDescriptors + workers.map { pollfd(fd: $0.pidfd, events: Int16(POLLIN), revents: 0) }
+        if poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds()) < 0, errno != EINTR {
+            // Nothing is ready then: the turn goes on to the timers, and the next waits again.
+            logger.error("poll: \(Errno(rawValue: errno))")
+        }
+        let clients = Array(descriptors[2..<(2 + controlDescriptors.count)])
+        let deaths = descriptors[(2 + controlDescriptors.count)...]
+        if descriptors[0].revents != 0 { handleSignal() }
+        for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { reapWorker(worker.slot) }
+        handleWorkerBell()
+        for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }
+        runTimers()
+    }
 
-        if descriptors[0].revents != 0 {
-            let signal = wh_signalfd_read(signals)
-            if signal > 0 {
-                logger.info("signal \(signal): saving every window and stopping")
-                beginShutdown()
-            }
-        }
-        for (index, slot) in slots.enumerated() where descriptors[2 + controlDescriptors.count + index].revents != 0 {
-            reapWorker(slot)
-        }
+    /// SIGTERM or SIGINT: every window saves, and the supervisor stops.
+    private func handleSignal() {
+        let signal = wh_signalfd_read(signals)
+        guard signal > 0 else { return }
+        logger.info("signal \(signal): saving every window and stopping")
+        beginShutdown()
+    }
+
+    /// Whatever workers published since the last turn (the bell rings after each), and the
+    /// aimed kills waiting for a save to start.
+    private func handleWorkerBell() {
         bell.clear()
         serviceWorkers()
         retryAimedKills()
-        let revents = Array(descriptors[2..<(2 + controlDescriptors.count)])
-        for (client, request) in control.service(revents, now: monotonicNanoseconds()) { handle(request, from: client) }
-        runTimers()
     }
 
     private func timeoutMilliseconds() -> Int32 {
@@ -448,62 +476,33 @@ public final class Supervisor {
         view.generation = window.generation
         view.windowID = window.id
         _ = step(&window, .spawnBegan)
-        let doorbell: Doorbell
-        do {
-            doorbell = try Doorbell()
+        assert(window.worker == nil, "a window has one worker at a time")
+        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "applied < the next seq a worker may take: the new worker numbers above every seq applied")
+        let launch = WorkerLaunch(
+            slot: slot, generation: window.generation, window: window.id, root: configuration.root,
+            saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
+            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords)
+        let spawnStart = monotonicNanoseconds()
+        let worker: WorkerProcess
+        do throws(WorkerProcess.SpawnFailure) {
+            // Its own slot's memfd only: no descriptor the worker holds reaches another window.
+            worker = try WorkerProcess.spawn(
+                launch, executable: configuration.executable,
+                inheriting: [.slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock])
         } catch {
             windows[slot] = window
-            switch error {
-            case .system(_, let errno): startFailed(slot, "cannot make a doorbell", errno)
-            case .mismatch: workerDied(slot, description: "not spawned: \(error)", spawned: false)
-            }
+            startFailed(slot, error.call, error.errno)
             return
         }
-        let arguments = [
-            configuration.executable, "worker",
-            "--slot", "\(slot)", "--generation", "\(window.generation)", "--window", window.id.uuidString,
-            "--root", configuration.root.string, "--save-delay", "\(configuration.saveDelayMilliseconds)",
-            "--io", configuration.io, "--supervisor", "\(getpid())",
-            // Checked when heard (`violation`, `handleReply`): within `Limits`, as the worker checks again.
-            "--seq-floor", "\(window.seqFloor)", "--tab-floor", "\(window.highestTab)",
-        ] + (configuration.compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
-        // Its own slot's memfd only: no descriptor the worker holds reaches another window. And
-        // supervisor.lock, read-only, held until the worker's last thread is gone.
-        let inherit = [region.descriptor(ofSlot: slot).rawValue, doorbell.descriptor.rawValue, bell.descriptor.rawValue, lock]
-        let spawnStart = monotonicNanoseconds()
-        let pid: pid_t
-        switch spawnProcess(arguments, inheriting: inherit) {
-        case .success(let spawned):
-            pid = spawned
-        case .failure(let error):
-            doorbell.close()
-            windows[slot] = window
-            startFailed(slot, "posix_spawn", error)
-            return
-        }
-        // The child cannot be reaped before we wait on it, so the pid still names it.
-        let pidfd = wh_pidfd_open(pid)
-        guard pidfd >= 0 else {
-            // Without a pidfd the worker cannot be watched: it goes, and is started again.
-            let error = Errno(rawValue: errno)
-            _ = Glibc.kill(pid, SIGKILL)
-            while waitpid(pid, nil, 0) < 0, errno == EINTR {}
-            doorbell.close()
-            windows[slot] = window
-            startFailed(slot, "pidfd_open", error)
-            return
-        }
-        window.pid = pid
-        window.pidfd = pidfd
-        window.doorbell = doorbell
+        window.worker = worker
         _ = step(&window, .spawned)
         window.spawnedAt = monotonicNanoseconds()
-        view.pid = pid
+        view.pid = worker.pid
         windows[slot] = window
         logger.info(
             "worker spawned",
             metadata: [
-                "window": "\(window.id)", "pid": "\(pid)", "generation": "\(window.generation)",
+                "window": "\(window.id)", "pid": "\(worker.pid)", "generation": "\(window.generation)",
                 "spawn_us": "\((window.spawnedAt - spawnStart) / 1000)",
             ])
     }
@@ -530,14 +529,29 @@ public final class Supervisor {
         windows[slot] = window
     }
 
+    /// The worker's pidfd is readable: it has ended, and is reaped.
     private func reapWorker(_ slot: Int) {
-        guard let window = windows[slot], window.isLive else { return }
-        var code: Int32 = 0
-        var signaled: Int32 = 0
-        guard wh_pidfd_reap(window.pidfd, &code, &signaled) == 1 else { return }
-        let description = signaled != 0 ? "killed by signal \(code)" : "exited with status \(code)"
-        let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: code, signaled: signaled != 0, beforeReady: window.readyAt == nil)
-        workerDied(slot, description: description, cleanExit: signaled == 0 && code == 0, shortOfResources: shortage)
+        guard let window = windows[slot], let worker = window.worker else { return }
+        let end: WorkerProcess.End
+        do throws(Errno) {
+            guard let ended = try worker.reap() else { return }
+            end = ended
+        } catch {
+            // It cannot be waited for, so it cannot be watched: it goes, and is started again
+            // (as when its pidfd could not be had), not polled again and again.
+            logger.error("waitid on the worker's pidfd: \(error); killed", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
+            signalWorker(window, SIGKILL)
+            workerDied(slot, description: "could not be waited for (\(error))")
+            return
+        }
+        let beforeReady = window.readyAt == nil
+        switch end {
+        case .exited(let status):
+            let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
+            workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
+        case .signaled(let signal):
+            workerDied(slot, description: "killed by signal \(signal)")
+        }
     }
 
     /// `shortOfResources`: the worker said its restore ran short of its own resources; it is
@@ -545,10 +559,8 @@ public final class Supervisor {
     /// `spawned`: the worker could not be started, for a reason that is no shortage.
     private func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
         guard var window = windows[slot] else { return }
-        if window.pidfd >= 0 { close(window.pidfd) }
-        window.pidfd = -1
-        window.doorbell?.close()
-        window.doorbell = nil
+        window.worker?.close()
+        window.worker = nil
         drainReplies(&window)
         let now = monotonicNanoseconds()
         for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
@@ -631,9 +643,9 @@ public final class Supervisor {
             case .finishDisconnect(let clean):
                 finishDisconnect(slot, cleanExit: clean, description: description)
             case .kill:
-                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+                signalWorker(window, SIGKILL)
             case .terminate:
-                if window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGTERM) }
+                signalWorker(window, SIGTERM)
             case .sendShutdownDisconnect:
                 _ = send(.shutdownDisconnect, to: slot, client: nil)
             }
@@ -698,6 +710,7 @@ public final class Supervisor {
             drainReplies(&window)
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
+            assert(durable <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
             let failures = view.saveFailures
             let failing = failures > 0 && window.lastStats.failingErrno != 0
             var done: [DurableWaiter] = []
@@ -752,7 +765,7 @@ public final class Supervisor {
         guard window.isLive, !window.killedForMisbehaving else { return }
         logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
         window.killedForMisbehaving = true
-        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+        signalWorker(window, SIGKILL)
     }
 
     private func noteKeptUnsaved(_ window: UUID, _ reason: String) {
@@ -762,12 +775,14 @@ public final class Supervisor {
     private func becameReady(_ window: inout Window) {
         let now = monotonicNanoseconds()
         let view = region.slot(window.slot)
+        assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
         window.readyAt = now
         _ = step(&window, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
+        assert(window.lastStats.durableSeq <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
         // What a window restores is durable: a lost range holding it is no range this host
         // recorded (lost seqs lie above what was restored when they were lost, and everything
         // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
@@ -833,7 +848,7 @@ public final class Supervisor {
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
         _ = step(&window, .killRequested)
-        _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+        signalWorker(window, SIGKILL)
     }
 
     private func drainReplies(_ window: inout Window) {
@@ -867,7 +882,7 @@ public final class Supervisor {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
             }
-            if actions.contains(.kill), window.isLive { _ = wh_pidfd_send_signal(window.pidfd, SIGKILL) }
+            if actions.contains(.kill) { signalWorker(window, SIGKILL) }
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
@@ -950,6 +965,8 @@ public final class Supervisor {
         if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() {
             guard let window = windows[slot] else { continue }
+            // Between events: a worker's death moves its window out of `.ready` (`workerDied`).
+            assert(window.lifecycle.state != .ready || window.isLive, "a ready window has a live pidfd")
             if let at = window.restartAt, at <= now {
                 carryOut(step(slot, .restartTimerFired), slot, description: "restart")
                 continue
@@ -959,11 +976,11 @@ public final class Supervisor {
                 let heartbeat = region.slot(slot).heartbeat
                 if heartbeat > 0, now > heartbeat, now - heartbeat > configuration.watchdogMilliseconds * 1_000_000 {
                     logger.error("worker hung: no heartbeat for \((now - heartbeat) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
-                    _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+                    signalWorker(window, SIGKILL)
                 }
             } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
-                _ = wh_pidfd_send_signal(window.pidfd, SIGKILL)
+                signalWorker(window, SIGKILL)
             }
         }
     }
@@ -1138,7 +1155,7 @@ public final class Supervisor {
     /// Puts what `kind` asks to the worker's ring, its reply awaited as `kind`. False when it
     /// cannot be sent now.
     private func send(_ kind: Pending.Kind, to slot: Int, client: ClientID?) -> Bool {
-        guard var window = windows[slot], let doorbell = window.doorbell else { return false }
+        guard var window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
         let request = takeRequestID()
         guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
             return false
@@ -1297,8 +1314,10 @@ public final class Supervisor {
                 return
             }
         }
-        guard wh_pidfd_send_signal(window.pidfd, signal) == 0 else {
-            answer(client, .failure(.software, "pidfd_send_signal: \(Errno(rawValue: errno))"))
+        do throws(Errno) {
+            try window.worker?.signal(signal)
+        } catch {
+            answer(client, .failure(.software, "pidfd_send_signal: \(error)"))
             return
         }
         logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HostCoordination
 import HostLimits
 import Supervisor
 import SystemPackage

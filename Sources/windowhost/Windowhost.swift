@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import HostCoordination
 import Supervisor
 
 @main
@@ -28,6 +29,7 @@ struct Windowhost: ParsableCommand {
             "temporary (a worker restarting, another supervisor on the root or at the socket, io_uring setup short of memory or rings): retry",
         .seqExhausted: "a window that has used the highest command seq (it takes no more tab commands)",
         .permission: "a root (or a fixed entry under it) that is someone else's, open to others, or not what the host needs there",
+        .config: "a worker given shared memory of another window, generation or layout (a binary of another version)",
     ]
 
     /// Refuses an argument that is not valid UTF-8 (exit 65) before anything parses it: Swift

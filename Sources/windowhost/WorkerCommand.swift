@@ -9,13 +9,12 @@ import SceneWorker
 import SessionStore
 import SystemPackage
 
-/// One scene's worker, spawned by the supervisor with its own slot's memory (and no other
-/// window's) at descriptor 3, its command doorbell at 4, the supervisor's doorbell at 5, and
-/// `supervisor.lock` (read-only) at 6, held until the worker's last thread is gone: a new
-/// supervisor starts only once no worker of the one before can still write.
+/// One scene's worker, spawned by the supervisor with the descriptors `WorkerLaunch.Descriptor`
+/// names (its own slot's memory and no other window's, the two doorbells, `supervisor.lock`).
+/// Its options are `WorkerLaunch.arguments`, parsed back into the launch (`launch`).
 struct WorkerProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "worker", abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
+        commandName: WorkerLaunch.subcommand, abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
 
     @Option var slot: Int
     @Option var generation: UInt32
@@ -38,30 +37,38 @@ struct WorkerProcessCommand: ParsableCommand {
 
     private var floor: WorkerFloor? { WorkerFloor(seq: seqFloor, tab: tabFloor) }
 
+    /// What the supervisor launched: the options as one value.
+    var launch: WorkerLaunch {
+        WorkerLaunch(
+            slot: slot, generation: generation, window: window, root: FilePath(root), saveDelayMilliseconds: saveDelay, io: io.choice?.rawValue,
+            supervisorPID: supervisor, seqFloor: seqFloor, tabFloor: tabFloor, compactAfterRecords: compactAfter)
+    }
+
     func run() throws {
+        let launch = launch
         // The supervisor dying kills the worker; checked against the pid it was given after
         // setting, since the parent may have died before.
-        guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == supervisor else {
-            throw ExitCode(WorkerExit.orphaned.rawValue)
+        guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == launch.supervisorPID else {
+            throw ExitCode(WorkerExit.orphaned.status)
         }
         Logs.bootstrap()
         let logger = Logger(label: "windowhost.worker")
         do {
-            let memory = try SlotMemory(attaching: FileDescriptor(rawValue: 3))
+            let memory = try SlotMemory(attaching: WorkerLaunch.Descriptor.slotMemory.fileDescriptor)
             let loop = try WorkerLoop(
-                identity: WorkerIdentity(slot: slot, generation: generation, windowID: window, supervisorPID: supervisor),
-                memory: memory, commands: Doorbell(descriptor: FileDescriptor(rawValue: 4)),
-                supervisor: Doorbell(descriptor: FileDescriptor(rawValue: 5)), root: FilePath(root),
+                identity: WorkerIdentity(slot: launch.slot, generation: launch.generation, windowID: launch.window, supervisorPID: launch.supervisorPID),
+                memory: memory, commands: Doorbell(descriptor: WorkerLaunch.Descriptor.commands.fileDescriptor),
+                supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor), root: launch.root,
                 engine: try io.makeEngine(quietly: true),
-                options: compactAfter.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(), saveDelayMilliseconds: saveDelay,
-                floor: floor ?? .none, logger: logger)
-            throw ExitCode(loop.run().rawValue)
+                options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
+                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, logger: logger)
+            throw ExitCode(loop.run().status)
         } catch let error as RegionError {
             logger.critical("\(error)")
-            throw ExitCode(WorkerExit.refused.rawValue)
+            throw ExitCode(WorkerExit.refused.status)
         } catch let failure as WorkerFailure {
             logger.critical("\(failure)")
-            throw ExitCode(failure.exit.rawValue)
+            throw ExitCode(failure.exit.status)
         }
     }
 }

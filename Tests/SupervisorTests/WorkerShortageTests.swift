@@ -1,4 +1,5 @@
 import Glibc
+import HostCoordination
 import Supervisor
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 /// start, so a good session is never set aside for it.
 extension RestartPolicyTests {
     @Test func onlyARestoreThatFailedOrCrashedIsTheSessionsFault() {
-        #expect(RestartPolicy.shortageExitStatus == 75 && RestartPolicy.restoreFailedExitStatus == 74)
+        #expect(WorkerExit.restoreShortOfResources.status == 75 && WorkerExit.restoreFailed.status == 74)
         // Exits before ready that say nothing of the session: its own shortage, a loader short
         // of descriptors (127), exits no restore makes.
         for status: Int32 in [0, 1, 70, 75, 78, 127] {

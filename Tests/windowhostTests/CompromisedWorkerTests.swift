@@ -81,7 +81,7 @@ import Testing
         // The supervisor's doorbell rung and cleared in a tight loop by B: one loop turn per
         // wake-up, every ready descriptor served in each, and wake-ups B swallows wait at most
         // the loop's 100 ms timer, so A and C still answer promptly.
-        let bell = try #require(descriptor(5, of: restarted))
+        let bell = try #require(descriptor(WorkerLaunch.Descriptor.supervisorBell.rawValue, of: restarted))
         let stop = ManagedAtomic(false)
         let ringing = DispatchGroup()
         DispatchQueue.global().async(group: ringing) {
@@ -194,7 +194,7 @@ private func attack(
     }
     // A worker that already died of what it read (its own rings) cannot ring: its pidfd wakes
     // the supervisor instead.
-    if let bell = descriptor(5, of: pid) {
+    if let bell = descriptor(WorkerLaunch.Descriptor.supervisorBell.rawValue, of: pid) {
         var one: UInt64 = 1
         _ = write(bell, &one, 8)
         close(bell)

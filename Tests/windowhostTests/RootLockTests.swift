@@ -1,6 +1,7 @@
 import Atomics
 import Foundation
 import Glibc
+import HostCoordination
 import Testing
 
 /// One supervisor per root, even when someone who can write the root swaps `supervisor.lock`
@@ -39,8 +40,9 @@ import Testing
             let pids = host.windows().values.map(\.pid)
             #expect(pids.count == 2 && pids.allSatisfy { $0 > 0 }, "\(host.windows())")
             for pid in pids {
-                let held = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/6")
-                #expect(held == lock, "worker \(pid) holds \(held ?? "nothing") at descriptor 6")
+                let number = WorkerLaunch.Descriptor.supervisorLock.rawValue
+                let held = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(number)")
+                #expect(held == lock, "worker \(pid) holds \(held ?? "nothing") at descriptor \(number)")
             }
             host.kill9()
         }

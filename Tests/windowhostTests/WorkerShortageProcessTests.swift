@@ -9,7 +9,7 @@ import SystemPackage
 import Testing
 
 /// A worker whose restore runs short of its own descriptors (a real EMFILE: `prlimit` caps the
-/// worker alone) exits 75 (EX_TEMPFAIL, `RestartPolicy.shortageExitStatus`), with the files as
+/// worker alone) exits 75 (EX_TEMPFAIL, `WorkerExit.restoreShortOfResources`), with the files as
 /// they were; the supervisor retries that after its shortage backoff and never counts it toward
 /// setting the session aside (`WorkerShortageTests`). Before, it exited 74 like a failed restore,
 /// and the second one set a good session aside.
@@ -41,7 +41,7 @@ import Testing
             let outcome = try runWorker(root: root, window: window, nofile: cap)
             switch outcome {
             case .exited(let status):
-                #expect(status == RestartPolicy.shortageExitStatus, "cap \(cap): a shortage is no failed restore (74)")
+                #expect(status == WorkerExit.restoreShortOfResources.status, "cap \(cap): a shortage is no failed restore (74)")
                 shortages += 1
             case .ready:
                 break
@@ -80,10 +80,10 @@ private func runWorker(root: URL, window: UUID, nofile cap: Int?) throws -> Work
         commands.close()
         bell.close()
     }
-    let worker = [
-        windowhostBinary.path, "worker", "--slot", "0", "--generation", "1", "--window", window.uuidString, "--root", root.path,
-        "--save-delay", "0", "--io", "sync", "--supervisor", "\(getpid())",
-    ]
+    let worker = WorkerLaunch(
+        slot: 0, generation: 1, window: window, root: FilePath(root.path), saveDelayMilliseconds: 0, io: "sync", supervisorPID: getpid(),
+        seqFloor: 0, tabFloor: 0, compactAfterRecords: nil
+    ).arguments(executable: windowhostBinary.path)
     let arguments = (cap.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)"] } ?? []) + worker
     let pid = try spawnProcess(arguments, inheriting: [memory.descriptor.rawValue, commands.descriptor.rawValue, bell.descriptor.rawValue]).get()
     let deadline = Date().addingTimeInterval(20)
