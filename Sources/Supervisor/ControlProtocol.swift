@@ -66,8 +66,8 @@ public enum JSONValue: Codable, Equatable, Sendable {
     }
 }
 
-/// The name of each request on the wire (`"verb"`), and of each `ctl` subcommand: the one
-/// place a verb is spelled.
+/// The name of each request on the wire (`"verb"`): the one place a verb is spelled (a `ctl`
+/// subcommand whose type's name does not give it takes it from here).
 public enum Verb: String, CaseIterable, Sendable {
     case status, stats, connect, shutdown
     case disconnect, background, foreground

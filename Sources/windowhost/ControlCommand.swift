@@ -230,7 +230,7 @@ extension ControlCommand {
     }
 
     struct CloseAll: ControlVerb {
-        static let configuration = CommandConfiguration(commandName: "close-all", abstract: "Close every tab of one Browser.")
+        static let configuration = CommandConfiguration(commandName: Verb.closeAll.rawValue, abstract: "Close every tab of one Browser.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "The incognito Browser (default: the regular one).") var incognito = false
@@ -278,7 +278,7 @@ extension ControlCommand {
 
     struct WaitDurable: ControlVerb {
         static let configuration = CommandConfiguration(
-            commandName: "wait-durable", abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
+            commandName: Verb.waitDurable.rawValue, abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option(

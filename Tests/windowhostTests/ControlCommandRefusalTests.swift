@@ -1,4 +1,5 @@
 import Foundation
+import Supervisor
 import Testing
 
 /// `ctl` builds a typed request, so what the supervisor would refuse as it decodes a request
@@ -18,5 +19,11 @@ import Testing
     @Test func anUnknownSignalIsRefusedBeforeConnecting() throws {
         let run = try runWindowhost(["ctl", "--socket", Self.noSupervisor, "kill", "--window", UUID().uuidString, "--signal", "NOPE"])
         #expect(run.status == 64 && run.output.contains("unknown signal 'NOPE'"), "\(run.status) \(run.output)")
+    }
+
+    /// Each verb of the wire is a `ctl` subcommand of the same name.
+    @Test(arguments: Verb.allCases) func everyVerbIsASubcommand(_ verb: Verb) throws {
+        let help = try runWindowhost(["ctl", verb.rawValue, "--help"])
+        #expect(help.status == 0 && help.output.contains("ctl \(verb.rawValue)"), "\(verb.rawValue): \(help.output)")
     }
 }
