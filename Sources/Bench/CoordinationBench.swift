@@ -32,13 +32,8 @@ public struct CoordinationResult: Codable, Sendable, Equatable {
 public enum CoordinationBench {
     /// The message both transports carry: a navigation, as the supervisor sends it.
     static func command() throws -> [UInt8] {
-        var command = WorkerCommand()
-        command.request = 1
-        command.navigate = NavigateTab.with {
-            $0.tab = 42
-            $0.url = "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"
-        }
-        return Array(try command.serializedData())
+        let navigate = WindowCommand.tab(.navigate(tab: 42, url: "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"))
+        return Array(try navigate.message(request: 1).serializedData())
     }
 
     /// `iterations` round trips each way, alternating rings and socket in blocks so both see
