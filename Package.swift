@@ -99,7 +99,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "Supervisor", "IOUring",
+                "BrowserModel", "HostCoordination", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -32,13 +32,8 @@ public struct CoordinationResult: Codable, Sendable, Equatable {
 public enum CoordinationBench {
     /// The message both transports carry: a navigation, as the supervisor sends it.
     static func command() throws -> [UInt8] {
-        var command = WorkerCommand()
-        command.request = 1
-        command.navigate = NavigateTab.with {
-            $0.tab = 42
-            $0.url = "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"
-        }
-        return Array(try command.serializedData())
+        let navigate = WindowCommand.tab(.navigate(tab: 42, url: "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"))
+        return Array(try navigate.message(request: 1).serializedData())
     }
 
     /// `iterations` round trips each way, alternating rings and socket in blocks so both see
@@ -186,19 +181,14 @@ public enum CoordinationBench {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let supervisor = try SupervisorProcess(executable: executable, root: root, arguments: ["--scenes", "1"], environment: [:])
         defer { _ = supervisor.shutdown() }
-        guard let window = (try? supervisor.call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows.first?.uuid else {
+        guard let shown = (try? supervisor.call(.status).decode(StatusReply.self))?.windows.first?.uuid, let window = UUID(exactly: shown) else {
             throw BenchError.worker("the supervisor for the ctl round trips reports no window")
         }
-        var open = ControlRequest(verb: "open")
-        open.window = window
-        open.url = "https://example.com/"
+        let open = ControlRequest.window(window, .tab(.open(url: "https://example.com/", incognito: false, index: nil, opener: nil, background: false)))
         guard let tab = (try? supervisor.call(open).decode(CommandReply.self))?.tab else { throw BenchError.worker("ctl open gave no tab") }
         var histogram = nanosecondHistogram()
         for index in 0..<calls {
-            var navigate = ControlRequest(verb: "navigate")
-            navigate.window = window
-            navigate.tab = tab
-            navigate.url = "https://example.com/\(index)"
+            let navigate = ControlRequest.window(window, .tab(.navigate(tab: tab, url: "https://example.com/\(index)")))
             let start = monotonicNanoseconds()
             let reply = supervisor.call(navigate)
             guard reply.code == .ok else { throw BenchError.worker("ctl navigate: \(reply.error ?? "\(reply.code)")") }

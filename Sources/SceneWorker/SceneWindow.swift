@@ -52,32 +52,33 @@ public final class SceneWindow {
         Timestamp(microsecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1_000_000))
     }
 
-    /// Applies `command` and says how it went. Disconnect is the loop's (it ends the process).
-    public func handle(_ command: WorkerCommand) -> WorkerReply {
+    /// Applies the ring message `message` and says how it went. Disconnect is the loop's (it
+    /// ends the process).
+    public func handle(_ message: WorkerCommand) -> WorkerReply {
         var reply = WorkerReply()
-        reply.request = command.request
+        reply.request = message.request
         do {
-            switch command.action {
+            switch try WindowCommand(message) {
             case .dump:
                 reply.dump = dump()
             case .save:
                 try store.save()
                 reply.done = done()
-            case .scene(let event):
-                if event.kind == .background { try store.background() }
+            case .scene(let change):
+                if change == .background { try store.background() }
                 reply.done = done()
-            case .none:
-                throw Refusal("a command with no action")
-            default:
+            case .tab(let command):
                 // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the
                 // floor by its init), so one more cannot overflow.
                 let seq = nextSeqBase
                 guard seq < Limits.maxCommandSeq else {
                     throw Refusal("the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command")
                 }
-                let tab = try store.apply(seq: seq + 1) { () throws -> Int64? in try apply(command.action) }
+                let tab = try store.apply(seq: seq + 1) { () throws -> Int64? in try apply(command) }
                 reply.done = done(tab: tab)
             }
+        } catch let undecodable as UndecodableCommand {
+            reply.failure = failure(.badData, undecodable.description)
         } catch let refusal as Refusal {
             reply.failure = failure(.badData, refusal.message)
         } catch let error as WebStateListError {
@@ -95,49 +96,47 @@ public final class SceneWindow {
         init(_ message: String) { self.message = message }
     }
 
-    private func apply(_ action: WorkerCommand.OneOf_Action?) throws -> Int64? {
-        switch action {
-        case .open(let open):
-            let browser = open.incognito ? store.incognito : store.regular
+    private func apply(_ command: TabCommand) throws -> Int64? {
+        switch command {
+        case .open(let url, let incognito, let index, let openerID, let background):
+            let browser = incognito ? store.incognito : store.regular
             let list = browser.webStateList
-            var params = InsertionParams(index: open.hasIndex ? Int(open.index) : nil, activate: !open.inBackground)
-            if open.hasOpener {
-                let (openerList, index) = try locate(open.opener)
-                guard openerList === list else { throw Refusal("tab \(open.opener) is in the other Browser") }
+            var params = InsertionParams(index: index, activate: !background)
+            if let openerID {
+                let (openerList, index) = try locate(openerID)
+                guard openerList === list else { throw Refusal("tab \(openerID) is in the other Browser") }
                 let opener = try list.webState(at: index)
                 params.opener = WebStateOpener(openerID: opener.id, navigationIndex: try opener.navigationHistory().currentIndex ?? 0)
             }
             if let index = params.index, index < 0 || index > list.count {
                 throw Refusal("index \(index) outside 0...\(list.count)")
             }
-            let tab = try newTab(url: open.url, profile: browser.profile)
+            let tab = try newTab(url: url, profile: browser.profile)
             try list.insert(tab, params)
             return tab.id.rawValue
-        case .navigate(let navigate):
-            let (list, index) = try locate(navigate.tab)
-            try list.webState(at: index).commitNavigation(to: try NavigationItem.checked(url: navigate.url, timestamp: now()))
-        case .close(let close):
-            let (list, index) = try locate(close.tab)
+        case .navigate(let tab, let url):
+            let (list, index) = try locate(tab)
+            try list.webState(at: index).commitNavigation(to: try NavigationItem.checked(url: url, timestamp: now()))
+        case .close(let tab):
+            let (list, index) = try locate(tab)
             try list.close(at: index)
-        case .activate(let activate):
-            let (list, index) = try locate(activate.tab)
+        case .activate(let tab):
+            let (list, index) = try locate(tab)
             try list.activate(at: index)
-        case .move(let move):
-            let (list, index) = try locate(move.tab)
-            guard move.index >= 0, Int(move.index) < list.count else {
-                throw Refusal("index \(move.index) outside 0..<\(list.count)")
+        case .move(let tab, let to):
+            let (list, index) = try locate(tab)
+            guard to >= 0, to < list.count else {
+                throw Refusal("index \(to) outside 0..<\(list.count)")
             }
-            _ = try list.move(from: index, to: Int(move.index))
-        case .replace(let replace):
-            let (list, index) = try locate(replace.tab)
+            _ = try list.move(from: index, to: to)
+        case .replace(let tab, let url):
+            let (list, index) = try locate(tab)
             let profile = list === store.incognito.webStateList ? store.incognito.profile : store.regular.profile
-            let tab = try newTab(url: replace.url, profile: profile)
-            try list.replace(at: index, with: tab).destroy()
-            return tab.id.rawValue
-        case .closeAll(let closeAll):
-            (closeAll.incognito ? store.incognito : store.regular).webStateList.closeAll()
-        default:
-            throw Refusal("not a tab command")
+            let replacement = try newTab(url: url, profile: profile)
+            try list.replace(at: index, with: replacement).destroy()
+            return replacement.id.rawValue
+        case .closeAll(let incognito):
+            (incognito ? store.incognito : store.regular).webStateList.closeAll()
         }
         return nil
     }

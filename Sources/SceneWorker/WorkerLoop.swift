@@ -129,7 +129,7 @@ public final class WorkerLoop {
                 logger.error("undecodable command of \(bytes.count) bytes ignored")
                 continue
             }
-            if case .scene(let event) = command.action, event.kind == .disconnect {
+            if (try? WindowCommand(command)) == .scene(.disconnect) {
                 var reply = WorkerReply()
                 reply.request = command.request
                 // The teardown's own result says whether the worker may end: a failed save

@@ -215,6 +215,13 @@ public final class Campaign {
         supervisor?.call(request) ?? .failure(.unavailable, "no supervisor")
     }
 
+    /// Asks window `id` (a UUID the supervisor showed) `request`.
+    /// `answer(to:orHang:)` for one of the windows the supervisor showed.
+    private func answer(_ id: String, _ request: WindowRequest, orHang what: String) -> ControlReply? {
+        guard let window = UUID(exactly: id) else { return .failure(.software, "the supervisor showed a window '\(id)' that is no UUID") }
+        return answer(to: .window(window, request), orHang: what)
+    }
+
     private func reproduce(_ what: String) -> String {
         let context = lastHostileEvent.map { " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")" } ?? ""
         return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
@@ -292,10 +299,8 @@ public final class Campaign {
         record(.freedDisk)
         let deadline = Date().addingTimeInterval(world.options.durableAfterFreeSeconds)
         for id in windows.keys.sorted() where !aborted {
-            var request = ControlRequest(verb: "wait-durable")
-            request.window = id
             while true {
-                guard let reply = answer(to: request, orHang: "wait-durable of window \(id) once space came back") else { break }
+                guard let reply = answer(id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id) once space came back") else { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
                     report.acknowledged += history.acknowledge(durable.durableSeq)
                     windows[id] = history
@@ -333,7 +338,7 @@ public final class Campaign {
         step += 1
         guard var history = windows[id] else { return }
         let command = StressCommand.next(for: history.current, using: &random)
-        guard let reply = answer(to: command.request(window: id), orHang: "window \(id): '\(command)'") else { return }
+        guard let reply = answer(id, command.request, orHang: "window \(id): '\(command)'") else { return }
         guard reply.code == .ok else {
             if reply.code == .temporary {
                 let since = retryingSince[id] ?? Date()
@@ -358,11 +363,12 @@ public final class Campaign {
                 return
             case .saveAndWait:
                 report.acknowledged += history.acknowledge(try reply.decode(DurableReply.self).durableSeq)
-            default:
-                guard command.changesTabs else { break }
+            case .scene:
+                break
+            case .tab(let change):
                 let applied = try reply.decode(CommandReply.self)
                 var window = history.current
-                guard window.apply(command, tab: applied.tab) else {
+                guard window.apply(change, tab: applied.tab) else {
                     report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
                     return
                 }
@@ -378,7 +384,7 @@ public final class Campaign {
     /// The scene disconnected (saving what was unsaved); a new scene reopens the window.
     private func reconnect(_ id: String) {
         guard var history = windows.removeValue(forKey: id) else { return }
-        let reply = call(ControlRequest(verb: "connect"))
+        let reply = call(.connect)
         guard let reopened = try? reply.decode(ConnectReply.self).window else {
             report.failures.append(reproduce("connect after disconnecting \(id) failed: \(reply.error ?? "?")"))
             return
@@ -416,16 +422,12 @@ public final class Campaign {
             // Kept only when the recovery that follows it failed its check.
             if let evidence, report.failures.count == failuresBefore { try? FileManager.default.removeItem(atPath: evidence) }
         }
-        var request = ControlRequest(verb: "kill")
-        request.window = id
         // Half the kills are aimed: a command makes the window save, and the supervisor signals
         // the moment shared memory shows the save in flight.
-        if Bool.random(using: &random) {
-            request.aim = true
-            sendCommand(to: id)
-        }
+        let aim = Bool.random(using: &random)
+        if aim { sendCommand(to: id) }
         let sent = monotonicNanoseconds() / 1000
-        guard let reply = answer(to: request, orHang: "kill of window \(id)'s worker") else { return }
+        guard let reply = answer(id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker") else { return }
         guard reply.code == .ok else {
             report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
             return
@@ -470,9 +472,7 @@ public final class Campaign {
     }
 
     private func acknowledgeDurable(_ id: String) {
-        var request = ControlRequest(verb: "wait-durable")
-        request.window = id
-        guard let reply = answer(to: request, orHang: "wait-durable of window \(id)") else { return }
+        guard let reply = answer(id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id)") else { return }
         if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
         guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
         report.acknowledged += history.acknowledge(durable.durableSeq)
@@ -521,16 +521,14 @@ public final class Campaign {
     /// The windows the (new) supervisor shows: known ones are checked against the model, new
     /// ones start from what they show.
     private func adoptWindows(checking: Bool) {
-        let shown = ((try? call(ControlRequest(verb: "status")).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
+        let shown = ((try? call(.status).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
         var adopted: [String: WindowHistory] = [:]
         for id in shown {
             if checking, var history = windows[id] {
                 check(id, &history)
                 adopted[id] = history
             } else {
-                var request = ControlRequest(verb: "dump")
-                request.window = id
-                let dump = try? call(request).decode(DumpReply.self)
+                let dump = try? answer(id, .dump, orHang: "dump of window \(id), new to the campaign")?.decode(DumpReply.self)
                 adopted[id] = WindowHistory(start: dump.map(OracleWindow.init(dump:)) ?? OracleWindow(), seq: dump?.appliedSeq ?? 0)
             }
         }
@@ -547,9 +545,7 @@ public final class Campaign {
 
     /// The oracle's verdict on a window that just came back.
     private func check(_ id: String, _ history: inout WindowHistory) {
-        var request = ControlRequest(verb: "dump")
-        request.window = id
-        guard let reply = answer(to: request, orHang: "dump of window \(id) after its recovery") else { return }
+        guard let reply = answer(id, .dump, orHang: "dump of window \(id) after its recovery") else { return }
         let dump: DumpReply
         do {
             dump = try reply.decode(DumpReply.self)
@@ -593,9 +589,7 @@ public final class Campaign {
     }
 
     private func mergeSaveLatency() {
-        var request = ControlRequest(verb: "stats")
-        request.histogram = true
-        guard let encoded = (try? call(request).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
+        guard let encoded = (try? call(.stats(histogram: true)).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
             let histogram = try? JSONDecoder().decode(Histogram<UInt64>.self, from: data)
         else { return }
         saveLatency.add(histogram)
@@ -606,7 +600,7 @@ public final class Campaign {
         lastProgress = Date()
         let elapsed = max(Date().timeIntervalSince(started), 0.001)
         let target = options.kills.map { "\($0)" } ?? "\(Int(options.duration ?? 0)) s"
-        let p99 = Double((try? call(ControlRequest(verb: "stats")).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
+        let p99 = Double((try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
         let line = String(
             format: "\r\u{1B}[Kkills %d/%@  %.0f commands/s  save p99 %.0f µs  recoveries %d  lost %d  torn %d", report.kills, target,
             Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)

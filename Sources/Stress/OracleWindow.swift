@@ -1,4 +1,6 @@
 import BrowserModel
+import Foundation
+import HostCoordination
 import Supervisor
 
 /// The oracle's model of one window, independent of the code under test: both Browsers as
@@ -40,9 +42,9 @@ public struct OracleWindow: Equatable, Sendable {
 
     /// Applies `command` as the host answered it (`tab`: the id a new tab got). False when
     /// the model refuses it, which the host should have done too.
-    public mutating func apply(_ command: StressCommand, tab: Int64?) -> Bool {
+    public mutating func apply(_ command: TabCommand, tab: Int64?) -> Bool {
         switch command {
-        case .open(let incognito, let url, let index, let opener, let background):
+        case .open(let url, let incognito, let index, let opener, let background):
             guard let tab else { return false }
             let done = mutate(incognito) {
                 $0.insert(id: tab, index: index, pinned: false, activate: !background, opener: opener.map { ($0, 0) }) != nil
@@ -64,10 +66,11 @@ public struct OracleWindow: Equatable, Sendable {
             let done = mutate(containing: id) { list, index in list.replace(at: index, with: tab) }
             if done { urls[tab] = url }
             return done
-        case .closeAllIncognito:
-            incognito = ReferenceList()
-            return true
-        case .background, .foreground, .saveAndWait, .reconnect:
+        case .closeAll(let incognito):
+            _ = mutate(incognito) { list in
+                list = ReferenceList()
+                return true
+            }
             return true
         }
     }
@@ -83,17 +86,11 @@ public struct OracleWindow: Equatable, Sendable {
     }
 }
 
-/// One decision of a campaign for one window.
+/// One decision of a campaign for one window, in the host's vocabulary.
 public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
-    case open(incognito: Bool, url: String, index: Int?, opener: Int64?, background: Bool)
-    case navigate(tab: Int64, url: String)
-    case close(tab: Int64)
-    case activate(tab: Int64)
-    case move(tab: Int64, index: Int)
-    case replace(tab: Int64, url: String)
-    case closeAllIncognito
-    case background
-    case foreground
+    case tab(TabCommand)
+    /// `background` or `foreground` (a disconnect is `reconnect`'s).
+    case scene(SceneChange)
     /// `save --wait`: an explicit acknowledgement of durability.
     case saveAndWait
     /// Disconnect the scene, then connect one: the window reopens from disk.
@@ -110,83 +107,39 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
             let list = incognito ? window.incognito : window.regular
             let index = Bool.random(using: &random) ? Int.random(in: 0...list.tabs.count, using: &random) : nil
             let opener = !list.tabs.isEmpty && Bool.random(using: &random) ? list.tabs.randomElement(using: &random)?.id : nil
-            return .open(incognito: incognito, url: site, index: index, opener: opener, background: Int.random(in: 0..<3, using: &random) == 0)
+            return .tab(.open(url: site, incognito: incognito, index: index, opener: opener, background: Int.random(in: 0..<3, using: &random) == 0))
         case 28..<50:
-            return .navigate(tab: tabs.randomElement(using: &random)!.0, url: site)
+            return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
         case 50..<64:
-            return .close(tab: tabs.randomElement(using: &random)!.0)
+            return .tab(.close(tab: tabs.randomElement(using: &random)!.0))
         case 64..<72:
             let (tab, incognito) = tabs.randomElement(using: &random)!
             let count = (incognito ? window.incognito : window.regular).tabs.count
-            return .move(tab: tab, index: Int.random(in: 0..<count, using: &random))
+            return .tab(.move(tab: tab, index: Int.random(in: 0..<count, using: &random)))
         case 72..<80:
-            return .activate(tab: tabs.randomElement(using: &random)!.0)
+            return .tab(.activate(tab: tabs.randomElement(using: &random)!.0))
         case 80..<85:
-            return .replace(tab: tabs.randomElement(using: &random)!.0, url: site)
+            return .tab(.replace(tab: tabs.randomElement(using: &random)!.0, url: site))
         case 85..<87 where !window.incognito.tabs.isEmpty:
-            return .closeAllIncognito
+            return .tab(.closeAll(incognito: true))
         case 87..<90:
-            return Bool.random(using: &random) ? .background : .foreground
+            return .scene(Bool.random(using: &random) ? .background : .foreground)
         case 90..<91:
             return .reconnect
         case 91..<95:
             return .saveAndWait
         default:
-            return .navigate(tab: tabs.randomElement(using: &random)!.0, url: site)
+            return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
         }
     }
 
-    /// The control request that carries it.
-    public func request(window: String) -> ControlRequest {
-        var request = ControlRequest(verb: "")
-        request.window = window
+    /// What the window is asked: `reconnect`'s first half is the disconnect.
+    public var request: WindowRequest {
         switch self {
-        case .open(let incognito, let url, let index, let opener, let background):
-            request.verb = "open"
-            request.incognito = incognito
-            request.url = url
-            request.index = index
-            request.opener = opener
-            request.background = background
-        case .navigate(let tab, let url):
-            request.verb = "navigate"
-            request.tab = tab
-            request.url = url
-        case .close(let tab):
-            request.verb = "close"
-            request.tab = tab
-        case .activate(let tab):
-            request.verb = "activate"
-            request.tab = tab
-        case .move(let tab, let index):
-            request.verb = "move"
-            request.tab = tab
-            request.index = index
-        case .replace(let tab, let url):
-            request.verb = "replace"
-            request.tab = tab
-            request.url = url
-        case .closeAllIncognito:
-            request.verb = "close-all"
-            request.incognito = true
-        case .background:
-            request.verb = "background"
-        case .foreground:
-            request.verb = "foreground"
-        case .saveAndWait:
-            request.verb = "save"
-            request.wait = true
-        case .reconnect:
-            request.verb = "disconnect"
-        }
-        return request
-    }
-
-    /// Whether the command has a sequence number of its own (a tab command).
-    public var changesTabs: Bool {
-        switch self {
-        case .open, .navigate, .close, .activate, .move, .replace, .closeAllIncognito: true
-        case .background, .foreground, .saveAndWait, .reconnect: false
+        case .tab(let command): .tab(command)
+        case .scene(let change): .scene(change)
+        case .saveAndWait: .save(wait: true)
+        case .reconnect: .scene(.disconnect)
         }
     }
 
@@ -196,16 +149,17 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .open(let incognito, let url, let index, let opener, let background):
+        case .tab(.open(let url, let incognito, let index, let opener, let background)):
             "open \(url)\(incognito ? " incognito" : "")\(index.map { " at \($0)" } ?? "")\(opener.map { " from \($0)" } ?? "")\(background ? " in the background" : "")"
-        case .navigate(let tab, let url): "navigate \(tab) to \(url)"
-        case .close(let tab): "close \(tab)"
-        case .activate(let tab): "activate \(tab)"
-        case .move(let tab, let index): "move \(tab) to \(index)"
-        case .replace(let tab, let url): "replace \(tab) with \(url)"
-        case .closeAllIncognito: "close all incognito"
-        case .background: "background"
-        case .foreground: "foreground"
+        case .tab(.navigate(let tab, let url)): "navigate \(tab) to \(url)"
+        case .tab(.close(let tab)): "close \(tab)"
+        case .tab(.activate(let tab)): "activate \(tab)"
+        case .tab(.move(let tab, let index)): "move \(tab) to \(index)"
+        case .tab(.replace(let tab, let url)): "replace \(tab) with \(url)"
+        case .tab(.closeAll(let incognito)): incognito ? "close all incognito" : "close all regular"
+        case .scene(.background): "background"
+        case .scene(.foreground): "foreground"
+        case .scene(.disconnect): "disconnect"
         case .saveAndWait: "save --wait"
         case .reconnect: "disconnect and reconnect"
         }

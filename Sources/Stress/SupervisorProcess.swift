@@ -106,7 +106,7 @@ public final class SupervisorProcess {
     /// Asks it to shut down and waits for its exit status; nil when it has not exited within
     /// the reply timeout (it is then killed: a campaign never waits forever).
     public func shutdown() -> Int32? {
-        _ = call(ControlRequest(verb: "shutdown"))
+        _ = call(.shutdown)
         let deadline = Date().addingTimeInterval(Double(replyTimeoutSeconds))
         while isRunning, Date() < deadline { usleep(10_000) }
         guard !isRunning else {

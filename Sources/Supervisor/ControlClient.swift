@@ -28,7 +28,10 @@ public enum ControlClient {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
         // A durable wait lasts until the window's next save, which may be later than the
         // timeout (a --save-delay above it): that, not a stopped supervisor, is the likely cause.
-        let waitsForASave = request.verb == "wait-durable" || (request.verb == "save" && request.wait == true)
+        let waitsForASave = switch request {
+        case .window(_, .waitDurable), .window(_, .save(wait: true)): true
+        default: false
+        }
         let likelyCause =
             waitsForASave
             ? "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
@@ -84,7 +87,7 @@ public enum ControlClient {
         while true {
             let count = recv(fd, &chunk, chunk.count, 0)
             if count < 0, errno == EAGAIN || errno == EINTR {
-                guard wait(fd, for: Int32(POLLIN)) else { throw late(.reply(request.verb)) }
+                guard wait(fd, for: Int32(POLLIN)) else { throw late(.reply(request.verb.rawValue)) }
                 continue
             }
             guard count > 0 else { break }

@@ -66,27 +66,204 @@ public enum JSONValue: Codable, Equatable, Sendable {
     }
 }
 
-/// One `windowhost ctl` call: a JSON object on one line over the control socket.
-public struct ControlRequest: Codable, Equatable, Sendable {
-    public var verb: String
-    public var window: String?
-    public var tab: Int64?
-    public var url: String?
-    public var incognito: Bool?
-    public var opener: Int64?
-    public var index: Int?
-    public var background: Bool?
-    public var wait: Bool?
-    public var signal: String?
-    /// `stats`: also the total latency histogram, HdrHistogram's JSON in base64, so a tool
-    /// watching several supervisors in turn (stress) can merge them.
-    public var histogram: Bool?
-    /// `kill`: wait (at most 50 ms) until shared memory shows a save in flight, then signal.
-    public var aim: Bool?
-    /// `wait-durable`: the command to wait for (default: every command applied so far).
-    public var seq: UInt64?
+/// The name of each request on the wire (`"verb"`): the one place a verb is spelled (a `ctl`
+/// subcommand whose type's name does not give it takes it from here).
+public enum Verb: String, CaseIterable, Sendable {
+    case status, stats, connect, shutdown
+    case disconnect, background, foreground
+    case open, navigate, close, activate, move, replace
+    case closeAll = "close-all"
+    case save
+    case waitDurable = "wait-durable"
+    case kill, dump
+}
 
-    public init(verb: String) { self.verb = verb }
+/// What a request asks of one window.
+public enum WindowRequest: Equatable, Sendable {
+    case tab(TabCommand)
+    case scene(SceneChange)
+    /// `wait`: answered once the save is durable (74 as soon as one fails).
+    case save(wait: Bool)
+    case dump
+    /// Answered once the command `seq` (nil: every command applied so far) is durable.
+    case waitDurable(seq: UInt64?)
+    /// `wait`: answered once a replacement worker has restored the window; `aim`: signalled
+    /// the moment shared memory shows a save in flight (waiting at most 50 ms).
+    case kill(signal: Int32, wait: Bool, aim: Bool)
+}
+
+/// One `windowhost ctl` call: a JSON object on one line over the control socket
+/// (`{"verb":"open","window":"…","url":"…",…}`, the fields a verb takes beside its verb).
+/// Decoding validates: a request the supervisor would refuse before reaching a window throws
+/// the `ControlFailure` it is answered with (64 for a missing or unknown field, 65 for a URL or
+/// an index outside what the control plane accepts).
+public enum ControlRequest: Codable, Equatable, Sendable {
+    case status
+    /// `histogram`: also the total latency histogram, HdrHistogram's JSON in base64, so a tool
+    /// watching several supervisors in turn (stress) can merge them.
+    case stats(histogram: Bool)
+    case connect
+    case shutdown
+    case window(UUID, WindowRequest)
+
+    public var verb: Verb {
+        switch self {
+        case .status: .status
+        case .stats: .stats
+        case .connect: .connect
+        case .shutdown: .shutdown
+        case .window(_, .tab(.open)): .open
+        case .window(_, .tab(.navigate)): .navigate
+        case .window(_, .tab(.close)): .close
+        case .window(_, .tab(.activate)): .activate
+        case .window(_, .tab(.move)): .move
+        case .window(_, .tab(.replace)): .replace
+        case .window(_, .tab(.closeAll)): .closeAll
+        case .window(_, .scene(.background)): .background
+        case .window(_, .scene(.foreground)): .foreground
+        case .window(_, .scene(.disconnect)): .disconnect
+        case .window(_, .save): .save
+        case .window(_, .dump): .dump
+        case .window(_, .waitDurable): .waitDurable
+        case .window(_, .kill): .kill
+        }
+    }
+
+    /// The window a request names: `text` whole, or the refusal (64) naming it.
+    public static func windowID(_ text: String) throws(ControlFailure) -> UUID {
+        guard let id = UUID(exactly: text) else {
+            throw ControlFailure(code: .usage, message: "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID")
+        }
+        return id
+    }
+
+    /// A URL the command ring carries (`Limits.maxControlURLBytes`) and holding no character
+    /// `ForbiddenCharacter` refuses (65); the tab's own bound (`Limits.maxURLBytes`) is larger
+    /// and checked by the worker, with the characters again.
+    public static func check(url: String) throws(ControlFailure) {
+        if let forbidden = ForbiddenCharacter.inURL(url) { throw ControlFailure(code: .badData, message: "\(forbidden)") }
+        guard url.utf8.count <= Limits.maxControlURLBytes else {
+            throw ControlFailure(
+                code: .badData,
+                message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+        }
+    }
+
+    /// The URL the request carries, if any.
+    public var url: String? {
+        switch self {
+        case .window(_, .tab(.open(let url, _, _, _, _))), .window(_, .tab(.navigate(_, let url))), .window(_, .tab(.replace(_, let url))): url
+        default: nil
+        }
+    }
+
+    /// The request's line as it goes over the wire: today's flat object, every field optional
+    /// but `verb`, the fields a verb does not take ignored.
+    private struct Wire: Codable {
+        var verb: String
+        var window: String?
+        var tab: Int64?
+        var url: String?
+        var incognito: Bool?
+        var opener: Int64?
+        var index: Int?
+        var background: Bool?
+        var wait: Bool?
+        var signal: String?
+        var histogram: Bool?
+        var aim: Bool?
+        var seq: UInt64?
+    }
+
+    public init(from decoder: any Decoder) throws {
+        try self.init(try Wire(from: decoder))
+    }
+
+    /// Validates in the order the supervisor always has: the verb, its window, then its fields.
+    private init(_ wire: Wire) throws(ControlFailure) {
+        guard let verb = Verb(rawValue: wire.verb) else { throw ControlFailure(code: .usage, message: "unknown verb '\(wire.verb)'") }
+        func tab() throws(ControlFailure) -> Int64 {
+            guard let tab = wire.tab else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab") }
+            return tab
+        }
+        func url() throws(ControlFailure) -> String {
+            guard let url = wire.url, !url.isEmpty else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a URL") }
+            try Self.check(url: url)
+            return url
+        }
+        /// An index as the user gave it: checked here, named unchanged, never clamped.
+        func index(_ given: Int) throws(ControlFailure) -> Int {
+            guard (0...Limits.maxTabsPerBrowser).contains(given) else {
+                throw ControlFailure(code: .badData, message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
+            }
+            return given
+        }
+        switch verb {
+        case .status: self = .status; return
+        case .stats: self = .stats(histogram: wire.histogram ?? false); return
+        case .connect: self = .connect; return
+        case .shutdown: self = .shutdown; return
+        default: break
+        }
+        guard let text = wire.window else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window") }
+        let id = try Self.windowID(text)
+        let request: WindowRequest
+        switch verb {
+        case .status, .stats, .connect, .shutdown:
+            preconditionFailure("answered above")
+        case .open:
+            let url = wire.url ?? "about:blank"
+            try Self.check(url: url)
+            var at: Int?
+            if let given = wire.index { at = try index(given) }
+            request = .tab(.open(url: url, incognito: wire.incognito ?? false, index: at, opener: wire.opener, background: wire.background ?? false))
+        case .navigate:
+            let tab = try tab()
+            request = .tab(.navigate(tab: tab, url: try url()))
+        case .close: request = .tab(.close(tab: try tab()))
+        case .activate: request = .tab(.activate(tab: try tab()))
+        case .move:
+            let tab = try tab()
+            guard let given = wire.index else { throw ControlFailure(code: .usage, message: "move needs an index") }
+            request = .tab(.move(tab: tab, index: try index(given)))
+        case .replace:
+            let tab = try tab()
+            request = .tab(.replace(tab: tab, url: try url()))
+        case .closeAll: request = .tab(.closeAll(incognito: wire.incognito ?? false))
+        case .background: request = .scene(.background)
+        case .foreground: request = .scene(.foreground)
+        case .disconnect: request = .scene(.disconnect)
+        case .save: request = .save(wait: wire.wait ?? false)
+        case .dump: request = .dump
+        case .waitDurable: request = .waitDurable(seq: wire.seq)
+        case .kill:
+            request = .kill(signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: wire.aim ?? false)
+        }
+        self = .window(id, request)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var wire = Wire(verb: verb.rawValue)
+        switch self {
+        case .status, .connect, .shutdown: break
+        case .stats(let histogram): wire.histogram = histogram
+        case .window(let id, let request):
+            wire.window = id.uuidString
+            switch request {
+            case .tab(.open(let url, let incognito, let index, let opener, let background)):
+                (wire.url, wire.incognito, wire.index, wire.opener, wire.background) = (url, incognito, index, opener, background)
+            case .tab(.navigate(let tab, let url)), .tab(.replace(let tab, let url)): (wire.tab, wire.url) = (tab, url)
+            case .tab(.close(let tab)), .tab(.activate(let tab)): wire.tab = tab
+            case .tab(.move(let tab, let index)): (wire.tab, wire.index) = (tab, index)
+            case .tab(.closeAll(let incognito)): wire.incognito = incognito
+            case .scene, .dump: break
+            case .save(let wait): wire.wait = wait
+            case .waitDurable(let seq): wire.seq = seq
+            case .kill(let signal, let wait, let aim): (wire.signal, wire.wait, wire.aim) = (SignalName.name(signal), wait, aim)
+            }
+        }
+        try wire.encode(to: encoder)
+    }
 }
 
 /// The answer to one request: a JSON object on one line.
@@ -111,6 +288,17 @@ public enum SignalName {
     public static func number(_ name: String) -> Int32? {
         let bare = name.uppercased().hasPrefix("SIG") ? String(name.uppercased().dropFirst(3)) : name.uppercased()
         return numbers[bare] ?? Int32(name).flatMap { (1...64).contains($0) ? $0 : nil }
+    }
+
+    /// The signal `name` names, or the refusal (64) a request naming it gets.
+    public static func checked(_ name: String) throws(ControlFailure) -> Int32 {
+        guard let signal = number(name) else { throw ControlFailure(code: .usage, message: "unknown signal '\(name)'") }
+        return signal
+    }
+
+    /// `signal`'s name without SIG (`KILL`), or its number for one without a name here.
+    public static func name(_ signal: Int32) -> String {
+        numbers.first { $0.value == signal }?.key ?? "\(signal)"
     }
 }
 

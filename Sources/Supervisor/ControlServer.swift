@@ -311,6 +311,11 @@ final class ControlServer {
             }
             do {
                 return try JSONDecoder().decode(ControlRequest.self, from: line)
+            } catch let refusal as ControlFailure {
+                // Valid JSON the supervisor refuses before reaching a window: an unknown verb,
+                // a field missing or out of range (`ControlRequest`'s decoding).
+                answer(id, .failure(refusal.code, refusal.message))
+                return nil
             } catch {
                 answer(id, .failure(.usage, "malformed request: \(error)"))
                 return nil

@@ -147,11 +147,36 @@ public final class Supervisor {
 
     struct Pending {
         let client: ClientID?
-        let verb: String
-        let wait: Bool
+        let kind: Kind
         /// The slot's failed-save count when the request was sent: a `save --wait` fails on
         /// a failure after it.
         let failuresBefore: UInt64
+
+        /// What was asked, which decides how its reply is answered.
+        enum Kind: Equatable {
+            case tab(TabCommand)
+            case scene(SceneChange)
+            /// Shutdown's disconnect, no client's: its failure is noted as kept unsaved.
+            case shutdownDisconnect
+            /// `wait`: a `save --wait`, answered once the save is durable.
+            case save(wait: Bool)
+            case dump
+            /// The dump of `Window.floorProbe`: never a client's.
+            case floorProbe
+
+            /// What the worker's ring carries for it.
+            var command: WindowCommand {
+                switch self {
+                case .tab(let command): .tab(command)
+                case .scene(let change): .scene(change)
+                case .shutdownDisconnect: .scene(.disconnect)
+                case .save: .save
+                case .dump, .floorProbe: .dump
+                }
+            }
+
+            var isDisconnect: Bool { self == .scene(.disconnect) || self == .shutdownDisconnect }
+        }
     }
 
     /// A client waiting until every command up to `seq` is durable. A save failing after it
@@ -587,10 +612,10 @@ public final class Supervisor {
         window.worker = nil
         drainReplies(&window)
         let now = monotonicNanoseconds()
-        for (_, pending) in window.pending where pending.verb != "disconnect" {
+        for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
-        window.pending = window.pending.filter { $0.value.verb == "disconnect" }
+        window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
         for waiter in window.durableWaiters {
             answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
@@ -671,7 +696,7 @@ public final class Supervisor {
             case .terminate:
                 signalWorker(window, SIGTERM)
             case .sendShutdownDisconnect:
-                _ = send(.disconnect, to: slot, client: nil, verb: "shutdown")
+                _ = send(.shutdownDisconnect, to: slot, client: nil)
             }
         }
     }
@@ -752,12 +777,8 @@ public final class Supervisor {
             window.durableWaiters = waiting
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
-            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.background, to: slot, client: nil, verb: "background") }
-            if justReady, window.floorProbe == .needed {
-                var command = WorkerCommand()
-                command.dump = Dump()
-                if send(command, to: slot, client: nil, verb: Self.floorProbeVerb, wait: false) { windows[slot]?.floorProbe = .asked }
-            }
+            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
+            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
             for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
@@ -857,9 +878,6 @@ public final class Supervisor {
         }
     }
 
-    /// The internal request of `Window.floorProbe`: never a client's.
-    static let floorProbeVerb = "floor-probe"
-
     /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
     /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
     /// by one numbering above them, whose `becameReady` names the jump lost.
@@ -903,13 +921,13 @@ public final class Supervisor {
 
     private func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
         switch reply.outcome {
-        case .failure(let failure) where pending.verb == "disconnect" || pending.verb == "shutdown":
+        case .failure(let failure) where pending.kind.isDisconnect:
             // The worker could not save and goes on serving: so does the window (killed if stopping).
             let actions = step(&window, .disconnectFailed)
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
-            if pending.verb == "shutdown" || shutdownDeadline != nil {
+            if pending.kind == .shutdownDisconnect || shutdownDeadline != nil {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
             }
@@ -919,7 +937,7 @@ public final class Supervisor {
             }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
-        case .dump(let dump) where pending.verb == Self.floorProbeVerb:
+        case .dump(let dump) where pending.kind == .floorProbe:
             probeFloors(dump, &window)
         case .dump(let dump):
             if let client = pending.client { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
@@ -947,15 +965,15 @@ public final class Supervisor {
                 }
             }
             var result = CommandReply(window: window.id.uuidString, seq: window.shownSeq(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
-            switch pending.verb {
-            case "background", "foreground":
-                _ = step(&window, .sceneChanged(pending.verb == "background" ? .background : .foreground))
+            switch pending.kind {
+            case .scene(.background), .scene(.foreground):
+                _ = step(&window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
                 result.state = window.state.description
-            case "disconnect":
+            case .scene(.disconnect):
                 // Answered when the worker has exited.
                 window.pending[reply.request] = pending
                 return
-            case "save" where pending.wait:
+            case .save(wait: true):
                 if let client = pending.client {
                     window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
                 }
@@ -1183,23 +1201,15 @@ public final class Supervisor {
         return nextRequest
     }
 
-    /// Puts a scene event to the worker's ring. False when it cannot be sent now.
-    private func send(_ kind: SceneEvent.Kind, to slot: Int, client: ClientID?, verb: String) -> Bool {
-        var command = WorkerCommand()
-        var event = SceneEvent()
-        event.kind = kind
-        command.scene = event
-        return send(command, to: slot, client: client, verb: verb, wait: false)
-    }
-
-    private func send(_ command: WorkerCommand, to slot: Int, client: ClientID?, verb: String, wait: Bool) -> Bool {
+    /// Puts what `kind` asks to the worker's ring, its reply awaited as `kind`. False when it
+    /// cannot be sent now.
+    private func send(_ kind: Pending.Kind, to slot: Int, client: ClientID?) -> Bool {
         guard var window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
-        var command = command
-        command.request = takeRequestID()
-        guard let bytes = try? command.serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
+        let request = takeRequestID()
+        guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
             return false
         }
-        window.pending[command.request] = Pending(client: client, verb: verb, wait: wait, failuresBefore: region.slot(slot).saveFailures)
+        window.pending[request] = Pending(client: client, kind: kind, failuresBefore: region.slot(slot).saveFailures)
         windows[slot] = window
         doorbell.ring()
         return true
@@ -1213,49 +1223,37 @@ public final class Supervisor {
     }
 
     private func handle(_ request: ControlRequest, from client: ClientID) {
-        switch request.verb {
-        case "status":
+        switch request {
+        case .status:
             answer(client, .ok(statusReply()))
-            return
-        case "stats":
-            answer(client, .ok(statsReply(withHistogram: request.histogram ?? false)))
-            return
-        case "connect":
+        case .stats(let histogram):
+            answer(client, .ok(statsReply(withHistogram: histogram)))
+        case .connect:
             if shutdownDeadline != nil {
                 answer(client, .failure(.temporary, "shutting down"))
             } else if connectScene(waiter: client) == nil {
                 answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
             }
-            return
-        case "shutdown":
+        case .shutdown:
             answer(client, .ok(ShutdownReply(stopping: true)))
             beginShutdown()
-            return
-        default:
-            break
+        case .window(let id, let asked):
+            handle(asked, window: id, from: client)
         }
-        guard Self.windowVerbs.contains(request.verb) else {
-            answer(client, .failure(.usage, "unknown verb '\(request.verb)'"))
-            return
-        }
-        guard let text = request.window else {
-            answer(client, .failure(.usage, "\(request.verb) needs a window"))
-            return
-        }
-        guard let id = UUID(exactly: text) else {
-            answer(client, .failure(.usage, "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID"))
-            return
-        }
+    }
+
+    private func handle(_ request: WindowRequest, window id: UUID, from client: ClientID) {
         guard let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] else {
             answer(client, .failure(.badData, "no open window \(id)"))
             return
         }
-        switch request.verb {
-        case "kill":
-            kill(slot, request, client)
+        let kind: Pending.Kind
+        switch request {
+        case .kill(let signal, let wait, let aim):
+            kill(slot, KillRequest(signal: signal, wait: wait, aim: aim), client)
             return
-        case "wait-durable":
-            let target = request.seq ?? window.appliedSeq
+        case .waitDurable(let seq):
+            let target = seq ?? window.appliedSeq
             if let lost = window.lostSeqs.range(holding: target) {
                 answer(client, .failure(.temporary, Self.lostMessage(lost)))
                 return
@@ -1273,19 +1271,19 @@ public final class Supervisor {
             // Saves are failing: a durable wait is an explicit request, so the worker tries again
             // now rather than after its backoff; the wait ends with that attempt.
             if window.lastStats.failingErrno != 0, window.isReady {
-                var command = WorkerCommand()
-                command.save = SaveNow()
-                _ = send(command, to: slot, client: nil, verb: "save", wait: false)
+                _ = send(.save(wait: false), to: slot, client: nil)
             }
             return
-        case "disconnect" where !window.isReady:
+        case .scene(.disconnect) where !window.isReady:
             // Gone before it finished configuring (or while restarting): the worker is stopped
             // and a reservation that never configured is released.
             windows[slot]?.exitWaiters.append(client)
             carryOut(step(slot, .disconnectRequested), slot, description: "stopped before it was ready")
             return
-        default:
-            break
+        case .tab(let command): kind = .tab(command)
+        case .scene(let change): kind = .scene(change)
+        case .save(let wait): kind = .save(wait: wait)
+        case .dump: kind = .dump
         }
         guard window.isReady else {
             answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
@@ -1293,40 +1291,26 @@ public final class Supervisor {
         }
         // A full Browser refuses here, before a seq is taken, from what the worker published
         // after its last command; the list's own refusal is the backstop for opens in flight.
-        if request.verb == "open" {
-            let tabs = request.incognito == true ? window.lastStats.incognitoTabs : window.lastStats.regularTabs
+        if case .tab(.open(_, let incognito, _, _, _)) = request {
+            let tabs = incognito ? window.lastStats.incognitoTabs : window.lastStats.regularTabs
             if UInt64(tabs) >= UInt64(Limits.maxTabsPerBrowser) {
                 answer(client, .failure(.badData, "the Browser already holds \(tabs) tabs, the most a Browser holds (Limits.maxTabsPerBrowser \(Limits.maxTabsPerBrowser))"))
                 return
             }
         }
-        // The worker numbers the commands that change the window, above its floor; each tab
-        // command in flight may take one. Both seqs are at most `Limits.maxCommandSeq`, so the
-        // sum cannot overflow.
-        if Self.tabVerbs.contains(request.verb),
-            max(window.appliedSeq, window.seqFloor) + UInt64(window.pending.values.filter { Self.tabVerbs.contains($0.verb) }.count)
-                >= Limits.maxCommandSeq
-        {
-            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
-            return
-        }
-        let command: WorkerCommand
-        do {
-            command = try makeCommand(request)
-        } catch let refusal as ControlRefusal {
-            answer(client, .failure(refusal.code, refusal.message))
-            return
-        } catch {
-            answer(client, .failure(.usage, "\(error)"))
-            return
-        }
-        // The seq (and tab id) this command may take, recorded before it can be shown: the
-        // highest the worker can reach with every tab command in flight applied (below
-        // `Limits.maxCommandSeq`, checked above).
-        if Self.tabVerbs.contains(request.verb) {
-            let inFlight = window.pending.values.filter { Self.tabVerbs.contains($0.verb) }
-            let creating = request.verb == "open" || request.verb == "replace"
-            let newTabs = inFlight.filter { $0.verb == "open" || $0.verb == "replace" }.count + (creating ? 1 : 0)
+        if case .tab(let command) = request {
+            // The worker numbers the commands that change the window, above its floor; each tab
+            // command in flight may take one. Both seqs are at most `Limits.maxCommandSeq`, so the
+            // sum cannot overflow.
+            let inFlight = window.pending.values.compactMap { if case .tab(let command) = $0.kind { command } else { nil } }
+            guard max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count) < Limits.maxCommandSeq else {
+                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
+                return
+            }
+            // The seq (and tab id) this command may take, recorded before it can be shown: the
+            // highest the worker can reach with every tab command in flight applied (below
+            // `Limits.maxCommandSeq`, checked above).
+            let newTabs = inFlight.filter(\.createsTab).count + (command.createsTab ? 1 : 0)
             let needed = HandedOutCeiling(
                 seq: max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count) + 1,
                 tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
@@ -1335,11 +1319,11 @@ public final class Supervisor {
                 return
             }
         }
-        guard send(command, to: slot, client: client, verb: request.verb, wait: request.wait ?? false) else {
+        guard send(kind, to: slot, client: client) else {
             answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
             return
         }
-        if request.verb == "disconnect" {
+        if kind == .scene(.disconnect) {
             carryOut(step(slot, .disconnectRequested), slot, description: "disconnected")
         }
     }
@@ -1355,114 +1339,23 @@ public final class Supervisor {
             + "`dump` shows what the window holds"
     }
 
-    /// The verbs that may change the window's tabs, so take a seq when they do.
-    static let tabVerbs: Set<String> = ["open", "navigate", "close", "activate", "move", "replace", "close-all"]
-
-    static let windowVerbs: Set<String> = [
-        "disconnect", "background", "foreground", "open", "navigate", "close", "activate", "move", "replace", "close-all",
-        "save", "wait-durable", "kill", "dump",
-    ]
-
-    /// A request refused before it takes a seq: `.usage` for one missing what its verb needs,
-    /// `.badData` for a number or URL outside what the control plane accepts.
-    struct ControlRefusal: Error {
-        var code = ControlCode.usage
-        let message: String
+    /// What a `kill` asks (`WindowRequest.kill`), kept while an aimed one waits.
+    struct KillRequest {
+        let signal: Int32
+        let wait: Bool
+        let aim: Bool
     }
 
-    private func makeCommand(_ request: ControlRequest) throws -> WorkerCommand {
-        func tab() throws -> Int64 {
-            guard let tab = request.tab else { throw ControlRefusal(message: "\(request.verb) needs a tab") }
-            return tab
-        }
-        func url() throws -> String {
-            guard let url = request.url, !url.isEmpty else { throw ControlRefusal(message: "\(request.verb) needs a URL") }
-            return try checked(url)
-        }
-        /// A URL the command ring carries (`Limits.maxControlURLBytes`) and holding no character
-        /// `ForbiddenCharacter` refuses; the tab's own bound (`Limits.maxURLBytes`) is larger and
-        /// checked by the worker, with the characters again.
-        func checked(_ url: String) throws -> String {
-            if let forbidden = ForbiddenCharacter.inURL(url) { throw ControlRefusal(code: .badData, message: "\(forbidden)") }
-            guard url.utf8.count <= Limits.maxControlURLBytes else {
-                throw ControlRefusal(
-                    code: .badData,
-                    message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
-            }
-            return url
-        }
-        /// An index as the user gave it: checked here, named unchanged, never clamped.
-        func index(_ given: Int) throws -> Int32 {
-            guard (0...Limits.maxTabsPerBrowser).contains(given) else {
-                throw ControlRefusal(code: .badData, message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
-            }
-            return Int32(given)
-        }
-        var command = WorkerCommand()
-        switch request.verb {
-        case "open":
-            var open = OpenTab()
-            open.incognito = request.incognito ?? false
-            open.url = try checked(request.url ?? "about:blank")
-            if let opener = request.opener { open.opener = opener }
-            if let given = request.index { open.index = try index(given) }
-            open.inBackground = request.background ?? false
-            command.open = open
-        case "navigate":
-            var navigate = NavigateTab()
-            navigate.tab = try tab()
-            navigate.url = try url()
-            command.navigate = navigate
-        case "close":
-            var close = CloseTab()
-            close.tab = try tab()
-            command.close = close
-        case "activate":
-            var activate = ActivateTab()
-            activate.tab = try tab()
-            command.activate = activate
-        case "move":
-            var move = MoveTab()
-            move.tab = try tab()
-            guard let given = request.index else { throw ControlRefusal(message: "move needs an index") }
-            move.index = try index(given)
-            command.move = move
-        case "replace":
-            var replace = ReplaceTab()
-            replace.tab = try tab()
-            replace.url = try url()
-            command.replace = replace
-        case "close-all":
-            var closeAll = CloseAll()
-            closeAll.incognito = request.incognito ?? false
-            command.closeAll = closeAll
-        case "background", "foreground", "disconnect":
-            var event = SceneEvent()
-            event.kind = request.verb == "background" ? .background : request.verb == "foreground" ? .foreground : .disconnect
-            command.scene = event
-        case "save":
-            command.save = SaveNow()
-        case "dump":
-            command.dump = Dump()
-        default:
-            throw ControlRefusal(message: "unknown verb '\(request.verb)'")
-        }
-        return command
-    }
-
-    private func kill(_ slot: Int, _ request: ControlRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
+    private func kill(_ slot: Int, _ request: KillRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
         guard var window = windows[slot], window.isLive else {
             answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
             return
         }
-        let name = request.signal ?? "KILL"
-        guard let signal = SignalName.number(name) else {
-            answer(client, .failure(.usage, "unknown signal '\(name)'"))
-            return
-        }
+        let signal = request.signal
+        let label = SignalName.name(signal)
         // What the worker's slot shows, read without a round trip.
         let whileSaving = region.slot(slot).savingSeq > 0
-        if request.aim == true, !whileSaving {
+        if request.aim, !whileSaving {
             // Aimed at a save in flight: the loop looks again each millisecond, for 50 ms.
             let deadline = aimedUntil ?? monotonicNanoseconds() + 50_000_000
             if monotonicNanoseconds() < deadline {
@@ -1476,8 +1369,7 @@ public final class Supervisor {
             answer(client, .failure(.software, "pidfd_send_signal: \(error)"))
             return
         }
-        logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(name)"])
-        let label = SignalName.numbers.first { $0.value == signal }?.key ?? "\(signal)"
+        logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])
         guard !Self.signalsIgnoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
             answer(client, .ok(KillReply(
@@ -1485,7 +1377,7 @@ public final class Supervisor {
             return
         }
         _ = step(&window, .killRequested)
-        if request.wait == false {
+        if !request.wait {
             windows[slot] = window
             answer(client, .ok(KillReply(window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving)))
         } else {
@@ -1510,7 +1402,7 @@ public final class Supervisor {
     /// A `kill --aim` waiting for its window's slot to show a save in flight.
     struct AimedKill {
         let slot: Int
-        let request: ControlRequest
+        let request: KillRequest
         let client: ClientID
         let deadline: UInt64
     }

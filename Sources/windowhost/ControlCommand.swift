@@ -78,6 +78,12 @@ struct ControlOptions: ParsableArguments {
 struct WindowOption: ParsableArguments {
     @Option(help: "The window's UUID.")
     var window: String
+
+    /// `request` of the window named, or the refusal (64) the supervisor would give a name
+    /// that is no UUID.
+    func asking(_ request: WindowRequest) throws(ControlFailure) -> ControlRequest {
+        .window(try ControlRequest.windowID(window), request)
+    }
 }
 
 /// The bound on a URL the control plane carries, as `ctl`'s help states it.
@@ -86,7 +92,7 @@ let urlHelp = "at most \(Limits.maxControlURLBytes) UTF-8 bytes, Limits.maxContr
 /// A verb: how it asks, and how its answer reads as text.
 protocol ControlVerb: ParsableCommand {
     var control: ControlOptions { get }
-    func request() -> ControlRequest
+    func request() throws(ControlFailure) -> ControlRequest
     /// The reply, decoded as the verb's reply type, as text; a failure, or a reply that does
     /// not decode (70), throws.
     func text(_ reply: ControlReply) throws(ControlFailure) -> String
@@ -94,10 +100,13 @@ protocol ControlVerb: ParsableCommand {
 
 extension ControlVerb {
     func run() throws {
-        let request = request()
-        if let refusal = Self.refusal(of: request) {
-            FileHandle.standardError.write(Data("windowhost ctl: \(refusal.message)\n".utf8))
-            throw ExitCode(refusal.code)
+        let request: ControlRequest
+        do throws(ControlFailure) {
+            request = try self.request()
+            if let refusal = Self.refusal(of: request) { throw refusal }
+        } catch {
+            FileHandle.standardError.write(Data("windowhost ctl: \(error.message)\n".utf8))
+            throw ExitCode(error.code)
         }
         let reply = ControlClient.call(request, socket: control.socketPath, timeout: control.timeout)
         let output: String
@@ -121,11 +130,8 @@ extension ControlVerb {
     /// the supervisor stops reading past `Limits.maxControlRequestBytes` and hangs up, which a
     /// client still sending sees as a broken connection, not as the reason.
     static func refusal(of request: ControlRequest) -> ControlFailure? {
-        if let forbidden = request.url.flatMap(ForbiddenCharacter.inURL) { return ControlFailure(code: .badData, message: "\(forbidden)") }
-        if let url = request.url, url.utf8.count > Limits.maxControlURLBytes {
-            return ControlFailure(
-                code: .badData,
-                message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+        if let url = request.url {
+            do throws(ControlFailure) { try ControlRequest.check(url: url) } catch { return error }
         }
         let size = (try? JSONEncoder().encode(request).count) ?? 0
         guard size <= Limits.maxControlRequestBytes else {
@@ -135,19 +141,13 @@ extension ControlVerb {
         }
         return nil
     }
-
-    static func request(_ verb: String, window: String? = nil) -> ControlRequest {
-        var request = ControlRequest(verb: verb)
-        request.window = window
-        return request
-    }
 }
 
 extension ControlCommand {
     struct Status: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "Every window: state, worker, tabs, durable seq; set-aside sessions.")
         @OptionGroup var control: ControlOptions
-        func request() -> ControlRequest { Self.request("status") }
+        func request() -> ControlRequest { .status }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let status = try reply.decode(StatusReply.self)
             var lines = status.windows.map { window in
@@ -166,7 +166,7 @@ extension ControlCommand {
     struct Connect: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "Connect a scene: reserve a window, spawn its worker, restore it. Prints the UUID.")
         @OptionGroup var control: ControlOptions
-        func request() -> ControlRequest { Self.request("connect") }
+        func request() -> ControlRequest { .connect }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try reply.decode(ConnectReply.self).window }
     }
 
@@ -175,21 +175,21 @@ extension ControlCommand {
             abstract: "Disconnect a scene: save what is unsaved; the worker exits. If the save fails (74), the window goes on serving.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() -> ControlRequest { Self.request("disconnect", window: target.window) }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.disconnect)) }
     }
 
     struct Background: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "The scene goes to the background: it saves at once.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() -> ControlRequest { Self.request("background", window: target.window) }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.background)) }
     }
 
     struct Foreground: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "The scene comes to the foreground.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() -> ControlRequest { Self.request("foreground", window: target.window) }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.foreground)) }
     }
 
     struct Open: ControlVerb {
@@ -206,14 +206,8 @@ extension ControlCommand {
             guard let tab = try reply.decode(CommandReply.self).tab else { throw ControlFailure(code: .software, message: "a reply without the new tab's id") }
             return "\(tab)"
         }
-        func request() -> ControlRequest {
-            var request = Self.request("open", window: target.window)
-            request.url = url
-            request.incognito = incognito
-            request.opener = opener
-            request.index = index
-            request.background = background
-            return request
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.open(url: url, incognito: incognito, index: index, opener: opener, background: background)))
         }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
@@ -224,12 +218,7 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option(help: "The page (\(urlHelp)).") var url: String
-        func request() -> ControlRequest {
-            var request = Self.request("navigate", window: target.window)
-            request.tab = tab
-            request.url = url
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.navigate(tab: tab, url: url))) }
     }
 
     struct Close: ControlVerb {
@@ -237,23 +226,15 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        func request() -> ControlRequest {
-            var request = Self.request("close", window: target.window)
-            request.tab = tab
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.close(tab: tab))) }
     }
 
     struct CloseAll: ControlVerb {
-        static let configuration = CommandConfiguration(commandName: "close-all", abstract: "Close every tab of one Browser.")
+        static let configuration = CommandConfiguration(commandName: Verb.closeAll.rawValue, abstract: "Close every tab of one Browser.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "The incognito Browser (default: the regular one).") var incognito = false
-        func request() -> ControlRequest {
-            var request = Self.request("close-all", window: target.window)
-            request.incognito = incognito
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.closeAll(incognito: incognito))) }
     }
 
     struct Activate: ControlVerb {
@@ -261,11 +242,7 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        func request() -> ControlRequest {
-            var request = Self.request("activate", window: target.window)
-            request.tab = tab
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.activate(tab: tab))) }
     }
 
     struct Move: ControlVerb {
@@ -274,12 +251,7 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option var index: Int
-        func request() -> ControlRequest {
-            var request = Self.request("move", window: target.window)
-            request.tab = tab
-            request.index = index
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.move(tab: tab, index: index))) }
     }
 
     struct Replace: ControlVerb {
@@ -288,12 +260,7 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option(help: "The page (\(urlHelp)).") var url: String
-        func request() -> ControlRequest {
-            var request = Self.request("replace", window: target.window)
-            request.tab = tab
-            request.url = url
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.replace(tab: tab, url: url))) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
 
@@ -302,11 +269,7 @@ extension ControlCommand {
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "Return once the save is durable.") var wait = false
-        func request() -> ControlRequest {
-            var request = Self.request("save", window: target.window)
-            request.wait = wait
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.save(wait: wait)) }
         // Without --wait, the seq the save covers; with it, what is durable (it printed nothing).
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             wait ? WaitDurable.durableText(try reply.decode(DurableReply.self)) : "seq \(try reply.decode(CommandReply.self).seq)"
@@ -315,18 +278,14 @@ extension ControlCommand {
 
     struct WaitDurable: ControlVerb {
         static let configuration = CommandConfiguration(
-            commandName: "wait-durable", abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
+            commandName: Verb.waitDurable.rawValue, abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option(
             help: ArgumentHelp(
                 "Wait for this command only: 75 if it was lost with a worker killed before it was durable, 65 if the window has no such command yet.",
                 valueName: "seq")) var seq: UInt64?
-        func request() -> ControlRequest {
-            var request = Self.request("wait-durable", window: target.window)
-            request.seq = seq
-            return request
-        }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.waitDurable(seq: seq)) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { Self.durableText(try reply.decode(DurableReply.self)) }
 
         /// A durable answer (`wait-durable`, `save --wait`): the seq, and the ranges below it lost
@@ -351,12 +310,8 @@ extension ControlCommand {
         var signal = "KILL"
         @Flag(help: "Return once the signal is sent.") var noWait = false
         @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving = false
-        func request() -> ControlRequest {
-            var request = Self.request("kill", window: target.window)
-            request.signal = signal
-            request.wait = !noWait
-            request.aim = whileSaving
-            return request
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.kill(signal: try SignalName.checked(signal), wait: !noWait, aim: whileSaving))
         }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let kill = try reply.decode(KillReply.self)
@@ -372,7 +327,7 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(abstract: "Both Browsers' tabs, the active index, command and durable seq, digest.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() -> ControlRequest { Self.request("dump", window: target.window) }
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.dump) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let dump = try reply.decode(DumpReply.self)
             var lines = ["window \(dump.window)  applied \(dump.appliedSeq)  durable \(dump.durableSeq)  digest \(dump.digest)"]
@@ -394,7 +349,7 @@ extension ControlCommand {
     struct Stats: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "Save latency (request → durable) and saves/s per window and in total, from shared memory.")
         @OptionGroup var control: ControlOptions
-        func request() -> ControlRequest { Self.request("stats") }
+        func request() -> ControlRequest { .stats(histogram: false) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let stats = try reply.decode(StatsReply.self)
             func row(_ name: String, _ saves: StatsReply.SaveSummary) -> String {
@@ -414,7 +369,7 @@ extension ControlCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stop the supervisor: every window saves, everything exits 0 (75, naming the windows, if some could not save).")
         @OptionGroup var control: ControlOptions
-        func request() -> ControlRequest { Self.request("shutdown") }
+        func request() -> ControlRequest { .shutdown }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             _ = try reply.decode(ShutdownReply.self)
             return "stopping"

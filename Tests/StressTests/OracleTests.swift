@@ -11,7 +11,7 @@ import Testing
         var windows = [OracleWindow()]
         var window = OracleWindow()
         for id in 1...count {
-            _ = window.apply(.open(incognito: id % 3 == 0, url: "https://\(id).example/", index: nil, opener: nil, background: false), tab: Int64(id))
+            _ = window.apply(.open(url: "https://\(id).example/", incognito: id % 3 == 0, index: nil, opener: nil, background: false), tab: Int64(id))
             history.applied(seq: UInt64(id), window: window)
             windows.append(window)
         }
@@ -41,7 +41,7 @@ import Testing
     @Test func tabsNoCommandCreatedAreUnexpectedAndAnyOtherStateIsTorn() {
         var (history, windows) = history(opens: 4, acknowledged: 2)
         var stranger = windows[2]
-        _ = stranger.apply(.open(incognito: false, url: "https://never.example/", index: nil, opener: nil, background: false), tab: 99)
+        _ = stranger.apply(.open(url: "https://never.example/", incognito: false, index: nil, opener: nil, background: false), tab: 99)
         #expect(history.recovered(digest: stranger.digest, dump: dump(of: stranger), appliedSeq: 3) == .unexpected)
 
         (history, windows) = self.history(opens: 4, acknowledged: 2)
@@ -55,9 +55,9 @@ import Testing
     @Test func theModelRefusesWhatTheHostMustRefuse() {
         var window = OracleWindow()
         let closedUnknown = window.apply(.close(tab: 5), tab: nil)
-        let openedPastTheEnd = window.apply(.open(incognito: false, url: "x", index: 3, opener: nil, background: false), tab: 1)
-        let opened = window.apply(.open(incognito: false, url: "x", index: 0, opener: nil, background: false), tab: 1)
-        let openedFromAStranger = window.apply(.open(incognito: false, url: "y", index: nil, opener: 42, background: false), tab: 2)
+        let openedPastTheEnd = window.apply(.open(url: "x", incognito: false, index: 3, opener: nil, background: false), tab: 1)
+        let opened = window.apply(.open(url: "x", incognito: false, index: 0, opener: nil, background: false), tab: 1)
+        let openedFromAStranger = window.apply(.open(url: "y", incognito: false, index: nil, opener: 42, background: false), tab: 2)
         #expect(!closedUnknown && !openedPastTheEnd && opened && !openedFromAStranger)
         #expect(window.digest == OracleWindow(dump: dump(of: window)).digest, "a dump reads back to the same model")
     }
@@ -69,7 +69,7 @@ import Testing
             var next: Int64 = 1
             return (0..<300).map { _ in
                 let command = StressCommand.next(for: window, using: &random)
-                if window.apply(command, tab: next) { next += 1 }
+                if case .tab(let change) = command, window.apply(change, tab: next) { next += 1 }
                 return command
             }
         }

@@ -34,7 +34,7 @@ import Testing
             close(fd)
             unlink(path)
         }
-        let request = ControlRequest(verb: "status")
+        let request = ControlRequest.status
         #expect {
             try ControlClient.exchange(request, socket: FilePath(path), timeout: 1)
         } throws: { error in
@@ -54,7 +54,7 @@ import Testing
             close(fd)
             unlink(path)
         }
-        let request = ControlRequest(verb: "status")
+        let request = ControlRequest.status
         #expect(throws: ControlClientError.noSupervisor(FilePath(path), .connectionRefused)) {
             try ControlClient.exchange(request, socket: FilePath(path), timeout: 1)
         }
@@ -79,7 +79,7 @@ import Testing
             }
             served.signal()
         }
-        let request = ControlRequest(verb: "status")
+        let request = ControlRequest.status
         #expect(throws: ControlClientError.noReply) { try ControlClient.exchange(request, socket: FilePath(path), timeout: 10) }
         let reply = ControlClient.call(request, socket: FilePath(path), timeout: 10)
         #expect(reply == .failure(.unavailable, "the supervisor closed the connection without a reply"))

@@ -37,8 +37,8 @@ import Testing
         return fd
     }
 
-    func sendRequest(_ fd: Int32, _ verb: String) {
-        let line = Array(#"{"verb":"\#(verb)"}"#.utf8) + [UInt8(ascii: "\n")]
+    func sendRequest(_ fd: Int32, _ request: ControlRequest) {
+        let line = Array((try? JSONEncoder().encode(request)) ?? Data()) + [UInt8(ascii: "\n")]
         _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
@@ -82,9 +82,9 @@ import Testing
         #expect(isClosed(idle[0]))
         #expect(!isClosed(idle[1]) && !isClosed(idle[2]))
         // And it is served.
-        sendRequest(fourth, "status")
+        sendRequest(fourth, .status)
         let requests = turn(server, now: now)
-        #expect(requests.map(\.1.verb) == ["status"])
+        #expect(requests.map(\.1.verb) == [.status])
         server.answer(try #require(requests.first?.0), .ok(.string("fine")))
         #expect(try reply(fourth).result == .string("fine"))
         for fd in idle + [fourth] { close(fd) }
@@ -96,7 +96,7 @@ import Testing
         let start = monotonicNanoseconds()
         let waiting = try connectClient()
         turn(server, now: start)
-        sendRequest(waiting, "wait-durable")
+        sendRequest(waiting, .window(UUID(), .waitDurable(seq: nil)))
         let requests = turn(server, now: start)
         let id = try #require(requests.first?.0)
         // Past the timeout, and a newcomer at the cap: the waiting client keeps its place,
@@ -135,12 +135,12 @@ import Testing
         let quick = try connectClient()
         let start = monotonicNanoseconds()
         turn(server, now: start)
-        sendRequest(slow, "dump")
-        sendRequest(quick, "status")
+        sendRequest(slow, .window(UUID(), .dump))
+        sendRequest(quick, .status)
         var requests: [(ControlServer.ClientID, ControlRequest)] = []
         for _ in 0..<10 where requests.count < 2 { requests += turn(server, now: start) }
-        let slowID = try #require(requests.first { $0.1.verb == "dump" }?.0)
-        let quickID = try #require(requests.first { $0.1.verb == "status" }?.0)
+        let slowID = try #require(requests.first { $0.1.verb == .dump }?.0)
+        let quickID = try #require(requests.first { $0.1.verb == .status }?.0)
         // Returns with most of the reply queued (encoding 4 MiB is the time it takes).
         server.answer(slowID, .ok(.string(String(repeating: "d", count: 4 << 20))))
         let started = Date()

@@ -142,11 +142,7 @@ import Testing
 
 @Suite struct ControlProtocolTests {
     @Test func requestsAndRepliesRoundTripAsOneLineOfJSON() throws {
-        var request = ControlRequest(verb: "open")
-        request.window = UUID().uuidString
-        request.url = "https://example.com/a b"
-        request.incognito = true
-        request.index = 3
+        let request = ControlRequest.window(UUID(), .tab(.open(url: "https://example.com/a b", incognito: true, index: 3, opener: nil, background: false)))
         let decoded = try JSONDecoder().decode(ControlRequest.self, from: JSONEncoder().encode(request))
         #expect(decoded == request)
         let reply = ControlReply.ok(.object(["tab": JSONValue(7), "list": .array([.bool(true), .null, .string("x")]), "p": .number(1.5)]))

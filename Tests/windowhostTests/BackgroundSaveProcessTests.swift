@@ -17,7 +17,7 @@ import Testing
     static func browseUnsaved(_ host: HostProcess, _ window: String) throws -> JSONValue {
         for index in 0..<4 { _ = host.open(window, "https://background\(index).example/") }
         _ = host.open(window, "https://private.example/", incognito: true)
-        let dump = try #require(host.call("dump", window: window).result)
+        let dump = try #require(host.call(.dump, window: window).result)
         try #require(dump["durable_seq"]?.int == 0 && dump["applied_seq"]?.int == 5, "the delayed save has not run: \(dump)")
         return dump
     }
@@ -31,17 +31,15 @@ import Testing
         let host = try HostProcess(root: root, scenes: 1, saveDelay: Self.saveDelayMilliseconds)
         let window = try #require(host.windowIDs().first)
         let before = try Self.browseUnsaved(host, window)
-        #expect(host.call("background", window: window).code == .ok)
-        var request = ControlRequest(verb: "wait-durable")
-        request.window = window
-        let waited = ControlClient.call(request, socket: FilePath(host.socket), timeout: Self.durableWithinSeconds)
+        #expect(host.call(.scene(.background), window: window).code == .ok)
+        let waited = host.call(.waitDurable(seq: nil), window: window, timeout: Self.durableWithinSeconds)
         #expect(waited.code == .ok && waited.result?["durable_seq"]?.int == 5, "\(waited)")
         let worker = try #require(host.windows()[window]?.pid)
         host.kill9()
         #expect(waitFor({ !isRunning(worker) }, seconds: 5), "the worker died with its supervisor")
 
         let next = try HostProcess(root: root, scenes: 1, saveDelay: Self.saveDelayMilliseconds)
-        let restored = try #require(next.call("dump", window: window).result)
+        let restored = try #require(next.call(.dump, window: window).result)
         #expect(restored["digest"] == before["digest"] && restored["applied_seq"]?.int == 5, "\(restored)")
         #expect(next.terminate() == 0)
     }
@@ -54,12 +52,12 @@ import Testing
         let host = try HostProcess(root: root, scenes: 1, saveDelay: Self.saveDelayMilliseconds)
         let window = try #require(host.windowIDs().first)
         let before = try Self.browseUnsaved(host, window)
-        #expect(host.call("background", window: window).code == .ok)
+        #expect(host.call(.scene(.background), window: window).code == .ok)
         let durable = waitFor({ host.windows()[window]?.durableSeq == 5 }, seconds: Double(Self.durableWithinSeconds))
         #expect(durable, "background saved nothing within \(Self.durableWithinSeconds) s: \(String(describing: host.windows()[window]))")
         let killed = try host.ctl(["kill", "--window", window])
         #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
-        let restored = try #require(host.call("dump", window: window).result)
+        let restored = try #require(host.call(.dump, window: window).result)
         #expect(restored["digest"] == before["digest"] && restored["durable_seq"]?.int == 5, "\(restored)")
         let status = try #require(host.windows()[window])
         #expect(status.state == "background", "a restarted background scene stays in the background")

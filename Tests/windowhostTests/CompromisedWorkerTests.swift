@@ -22,7 +22,7 @@ import Testing
         let (a, b, c) = (ids[0], ids[1], ids[2])
         for window in ids {
             for tab in 0..<3 { #expect(host.open(window, "https://\(window.prefix(8))-\(tab).example/") != nil) }
-            #expect(host.call("wait-durable", window: window).code == .ok)
+            #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         }
         var before: [String: [String]] = [:]
         for window in ids { before[window] = tabs(host, window) }
@@ -135,7 +135,7 @@ private func readyPID(_ host: HostProcess, _ window: String, not previous: Int32
 
 /// The window's tabs as "id url", in order.
 private func tabs(_ host: HostProcess, _ window: String) -> [String] {
-    (host.call("dump", window: window).result?["regular"]?["tabs"]?.array ?? []).map {
+    (host.call(.dump, window: window).result?["regular"]?["tabs"]?.array ?? []).map {
         "\($0["id"]?.int ?? -1) \($0["url"]?.string ?? "?")"
     }
 }

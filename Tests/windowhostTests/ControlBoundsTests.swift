@@ -28,10 +28,10 @@ import Testing
         let hundred = try host.ctl(["open", "--window", window, "--url", url(100_000)])
         #expect(hundred.status == 65 && hundred.output.contains("\(Limits.maxControlURLBytes)"), "\(hundred.output)")
         // Past the bound by one byte, sent raw: the supervisor refuses it the same way.
-        let raw = host.call("open", window: window) { $0.url = url(Limits.maxControlURLBytes + 1) }
+        let raw = host.call(.open(url(Limits.maxControlURLBytes + 1)), window: window)
         #expect(raw.code == .badData && raw.error?.contains("\(Limits.maxControlURLBytes)") == true, "\(raw)")
         // 3 MiB (more than one argument may be): a raw request is cut off, never hangs.
-        let huge = host.call("open", window: window, timeout: 10) { $0.url = url(3 << 20) }
+        let huge = host.call(.open(url(3 << 20)), window: window, timeout: 10)
         #expect(huge.code != .ok && huge.code != .temporary, "\(huge)")
 
         // An index no list can have: named as given, not clamped to 2147483647.

@@ -68,7 +68,7 @@ import Testing
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         for index in 0..<3 { _ = try #require(host.open(window, "https://durable\(index).example/")) }
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         let supervisor = host.process.processIdentifier
         let worker = try #require(host.windows()[window]?.pid)
 
@@ -94,7 +94,7 @@ import Testing
         try #require(lowered.status == 0, "\(lowered.output)")
         Glibc.kill(Int32(worker), SIGKILL)
         // Once the supervisor has seen the death, no worker starts while the limit holds.
-        #expect(waitFor({ host.call("status", timeout: 2).result?["windows"]?.array?.first?["state"]?.string != "foreground" }, seconds: 10))
+        #expect(waitFor({ host.call(.status, timeout: 2).result?["windows"]?.array?.first?["state"]?.string != "foreground" }, seconds: 10))
 
         let session = root.appendingPathComponent("windows/\(window)/regular").path
         let setAside = root.appendingPathComponent("set-aside").path
@@ -104,13 +104,13 @@ import Testing
             #expect(host.process.isRunning)
             #expect(((try? FileManager.default.contentsOfDirectory(atPath: setAside)) ?? []).isEmpty, "nothing set aside")
             #expect(FileManager.default.fileExists(atPath: session), "the session stays")
-            let status = host.call("status", timeout: 2)
+            let status = host.call(.status, timeout: 2)
             if let result = status.result {
                 #expect(result["set_aside"]?.array?.isEmpty ?? true, "\(result)")
                 #expect(result["windows"]?.array?.first?["state"]?.string != "foreground", "no worker can start yet: \(result)")
             }
             // A command to a window without a worker is refused, and takes no seq.
-            let refused = host.call("open", window: window, timeout: 2) { $0.url = "https://refused.example/" }
+            let refused = host.call(.open("https://refused.example/"), window: window, timeout: 2)
             if refused.code == .temporary, refused.error?.contains("retry") == true { sawRefusal = true }
             usleep(300_000)
         }
@@ -120,11 +120,11 @@ import Testing
         let raised = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(hard):\(hard)"])
         try #require(raised.status == 0, "\(raised.output)")
         #expect(waitFor({ host.windows()[window]?.state == "foreground" }, seconds: 20), "\(host.log)")
-        let dump = try #require(host.call("dump", window: window, timeout: 10).result)
+        let dump = try #require(host.call(.dump, window: window, timeout: 10).result)
         let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         #expect(urls == (0..<3).map { "https://durable\($0).example/" }, "\(dump)")
-        #expect(host.call("status").result?["set_aside"]?.array?.isEmpty ?? false)
-        let next = host.call("open", window: window) { $0.url = "https://after.example/" }
+        #expect(host.call(.status).result?["set_aside"]?.array?.isEmpty ?? false)
+        let next = host.call(.open("https://after.example/"), window: window)
         #expect(next.result?["seq"]?.int == 4, "the refusals took no seq: \(next)")
         #expect(host.terminate() == 0)
     }
@@ -140,12 +140,12 @@ import Testing
         #expect(host.open(window, "https://first.example/") != nil)
         #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(#""code":64"#))
         #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)).contains(#""code":64"#))
-        #expect(host.call("teleport", window: window).code == .usage)
-        #expect(host.call("navigate", window: window) { $0.tab = 1 }.code == .usage)
-        #expect(host.call("move", window: window) { $0.tab = 1 }.code == .usage)
-        #expect(host.call("open", window: UUID().uuidString).code == .badData)
+        for line in [#"{"verb":"teleport","window":"\#(window)"}"#, #"{"verb":"navigate","window":"\#(window)","tab":1}"#, #"{"verb":"move","window":"\#(window)","tab":1}"#] {
+            #expect(try rawSocketReplyText(host.socket, Array(line.utf8) + [10]).contains(#""code":64"#), "\(line)")
+        }
+        #expect(host.call(.open("about:blank"), window: UUID().uuidString).code == .badData)
         #expect(host.windows()[window]?.appliedSeq == 1)
-        let next = host.call("open", window: window) { $0.url = "https://second.example/" }
+        let next = host.call(.open("https://second.example/"), window: window)
         #expect(next.result?["seq"]?.int == 2, "\(next)")
         #expect(host.terminate() == 0)
     }

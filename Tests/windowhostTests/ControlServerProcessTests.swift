@@ -143,7 +143,7 @@ import Testing
         let host = try HostProcess(root: first, scenes: 1)
         let run = try runWindowhostBounded(["run", "--root", second.path, "--scenes", "0", "--socket", host.socket], seconds: 5)
         #expect(run.status == 75, "\(run.output)")
-        #expect(host.call("status", timeout: 10).code == .ok)
+        #expect(host.call(.status, timeout: 10).code == .ok)
         #expect(host.terminate() == 0)
         #expect(!FileManager.default.fileExists(atPath: host.socket), "the supervisor removes its own socket at exit")
     }
@@ -156,7 +156,7 @@ import Testing
         let path = root.appendingPathComponent("ctl.sock").path
         close(try boundSocket(path))
         let host = try HostProcess(root: root, scenes: 1)
-        #expect(host.call("status", timeout: 10).code == .ok)
+        #expect(host.call(.status, timeout: 10).code == .ok)
         #expect(host.terminate() == 0)
     }
 }

@@ -119,7 +119,7 @@ import Testing
         disk.free()
         host = try HostProcess(root: disk.root, scenes: 2, logs: disk.logs)
         try #require(host.windowIDs().contains(saved), "the window comes back: \(host.windowIDs())")
-        let dump = try #require(host.call("dump", window: saved).result)
+        let dump = try #require(host.call(.dump, window: saved).result)
         let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         // The regular tab opened after the incognito one whose save failed was saved, but the
         // window was never durable through it: it comes back as it was after one command.

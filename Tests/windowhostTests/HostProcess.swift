@@ -92,11 +92,14 @@ final class HostProcess {
     var log: String { (try? String(contentsOf: stderr, encoding: .utf8)) ?? "" }
 
     /// `timeout`: seconds to wait for the reply (none: as long as it takes).
-    func call(_ verb: String, window: String? = nil, timeout: Int? = nil, _ configure: (inout ControlRequest) -> Void = { _ in }) -> ControlReply {
-        var request = ControlRequest(verb: verb)
-        request.window = window
-        configure(&request)
-        return ControlClient.call(request, socket: FilePath(socket), timeout: timeout)
+    func call(_ request: ControlRequest, timeout: Int? = nil) -> ControlReply {
+        ControlClient.call(request, socket: FilePath(socket), timeout: timeout)
+    }
+
+    /// `request` of `window`, a UUID `status` showed.
+    func call(_ request: WindowRequest, window: String, timeout: Int? = nil) -> ControlReply {
+        guard let id = UUID(exactly: window) else { return .failure(.usage, "'\(window)' is not a UUID") }
+        return call(.window(id, request), timeout: timeout)
     }
 
     /// `windowhost ctl --socket S ARGUMENTS`, as a script runs it.
@@ -120,19 +123,16 @@ final class HostProcess {
 
     /// The windows `status` lists, by UUID (none when the reply does not decode).
     func windows() -> [String: WindowStatus] {
-        let status = try? call("status").decode(StatusReply.self)
+        let status = try? call(.status).decode(StatusReply.self)
         return Dictionary((status?.windows ?? []).map { ($0.uuid, $0) }, uniquingKeysWith: { first, _ in first })
     }
 
     func windowIDs() -> [String] {
-        ((try? call("status").decode(StatusReply.self))?.windows ?? []).map(\.uuid)
+        ((try? call(.status).decode(StatusReply.self))?.windows ?? []).map(\.uuid)
     }
 
     func open(_ window: String, _ url: String, incognito: Bool = false) -> Int64? {
-        let reply = call("open", window: window) {
-            $0.url = url
-            $0.incognito = incognito
-        }
+        let reply = call(.open(url, incognito: incognito), window: window)
         return (try? reply.decode(CommandReply.self))?.tab
     }
 
@@ -230,4 +230,11 @@ func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
 /// `rawSocketReply` as text.
 func rawSocketReplyText(_ path: String, _ bytes: [UInt8]) throws -> String {
     String(decoding: try rawSocketReply(path, bytes), as: UTF8.self)
+}
+
+extension WindowRequest {
+    /// `open` of `url` at the end of its Browser, made active: the tab most tests open.
+    static func open(_ url: String, incognito: Bool = false) -> WindowRequest {
+        .tab(.open(url: url, incognito: incognito, index: nil, opener: nil, background: false))
+    }
 }

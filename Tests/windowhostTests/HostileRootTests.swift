@@ -49,23 +49,23 @@ import Testing
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://kept.example/") != nil)
         let tab = try #require(host.open(window, "https://secret.example/", incognito: true))
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         let incognito = root.path + "/windows/\(window)/incognito"
         try #require(symlink(canary, incognito + "/link") == 0 && mkfifo(incognito + "/pipe", 0o600) == 0)
 
-        #expect(host.call("close", window: window) { $0.tab = tab }.code == .ok)
+        #expect(host.call(.tab(.close(tab: tab)), window: window).code == .ok)
         var status = stat()
         let deleted = waitFor({ lstat(incognito, &status) != 0 }, seconds: 10)
         #expect(deleted, "the incognito session is deleted")
         try expectCanaryIntact(canary)
         guard deleted else { return host.kill9() }
-        #expect(host.call("wait-durable", window: window, timeout: 10).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window, timeout: 10).code == .ok)
         #expect(host.terminate() == 0)
         for _ in 0..<2 {
             host = try HostProcess(root: root, scenes: 1)
             #expect(host.windowIDs() == [window])
-            #expect(host.call("status").result?["set_aside"]?.array?.isEmpty ?? true, "the window is not set aside")
-            #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+            #expect(host.call(.status).result?["set_aside"]?.array?.isEmpty ?? true, "the window is not set aside")
+            #expect(host.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.count == 1)
             #expect(host.terminate() == 0)
         }
         let files = FileManager.default.enumerator(atPath: root.path)?.allObjects.compactMap { $0 as? String } ?? []
@@ -86,7 +86,7 @@ import Testing
         try #require(symlink(canary + "/keep", root.path + "/windows.order.tmp") == 0)
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
-        #expect(host.call("disconnect", window: window).code == .ok)
+        #expect(host.call(.scene(.disconnect), window: window).code == .ok)
         #expect(host.terminate() == 0)
         try expectCanaryIntact(canary)
         let order = try String(contentsOfFile: root.path + "/windows.order", encoding: .utf8)
@@ -108,8 +108,8 @@ import Testing
         let window = try #require(host.windowIDs().first)
         #expect(window != planted, "the symlink is no window")
         #expect(host.open(window, "https://inside.example/") != nil)
-        #expect(host.call("wait-durable", window: window).code == .ok)
-        let aside = try #require(host.call("status").result?["set_aside"]?.array?.first)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        let aside = try #require(host.call(.status).result?["set_aside"]?.array?.first)
         #expect(aside["uuid"]?.string == planted)
         let path = try #require(aside["path"]?.string)
         var status = stat()
@@ -127,14 +127,14 @@ import Testing
         var host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://lower.example/") != nil)
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(host.terminate() == 0)
         let windows = root.path + "/windows/"
         try #require(rename(windows + window, windows + window.lowercased()) == 0)
 
         host = try HostProcess(root: root, scenes: 1)
         #expect(host.windowIDs() == [window])
-        let tabs = host.call("dump", window: window).result?["regular"]?["tabs"]?.array
+        let tabs = host.call(.dump, window: window).result?["regular"]?["tabs"]?.array
         #expect(tabs?.first?["url"]?.string == "https://lower.example/", "restored with its tab")
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window], "one canonical spelling on disk")
         #expect(host.terminate() == 0)
@@ -153,13 +153,13 @@ import Testing
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + mixed)
         host = try HostProcess(root: root, scenes: 1)
         #expect(host.windowIDs() == [window])
-        let asides = host.call("status").result?["set_aside"]?.array ?? []
+        let asides = host.call(.status).result?["set_aside"]?.array ?? []
         #expect(asides.count == 2 && asides.allSatisfy { $0["uuid"]?.string == window })
         for aside in asides {
             #expect(FileManager.default.fileExists(atPath: (aside["path"]?.string ?? "") + "/regular"), "the other spellings are kept")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window])
-        #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+        #expect(host.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.count == 1)
         #expect(host.terminate() == 0)
 
         // Two other spellings and no canonical one: one becomes the window, the other goes aside.
@@ -167,9 +167,9 @@ import Testing
         try FileManager.default.copyItem(atPath: windows + window.lowercased(), toPath: windows + mixed)
         host = try HostProcess(root: root, scenes: 1)
         #expect(host.windowIDs() == [window])
-        #expect(host.call("status").result?["set_aside"]?.array?.count == 1)
+        #expect(host.call(.status).result?["set_aside"]?.array?.count == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window])
-        #expect(host.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+        #expect(host.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.count == 1)
         #expect(host.terminate() == 0)
     }
 
@@ -265,7 +265,7 @@ private func twoSavedWindows(_ root: String) throws -> (sound: String, damaged: 
     try #require(ids.count == 2)
     for (window, url) in zip(ids, ["https://sound.example/", "https://damaged.example/"]) {
         for page in 0..<3 { _ = host.open(window, url + "\(page)") }
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
     }
     return (ids[0], ids[1])
 }

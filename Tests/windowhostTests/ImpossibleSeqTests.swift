@@ -76,7 +76,7 @@ private func twoSavedWindows(_ root: URL) throws -> (String, String) {
     try #require(ids.count == 2)
     for window in ids {
         #expect(host.open(window, "https://\(window.prefix(8)).example/") != nil)
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
     }
     #expect(host.terminate() == 0)
     return (ids[0], ids[1])

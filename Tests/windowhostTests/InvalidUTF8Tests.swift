@@ -34,9 +34,9 @@ import Testing
         #expect(reply.contains(#""code":65"#) && reply.contains("not valid UTF-8"), "\(reply)")
 
         // Nothing was applied and no seq was taken.
-        let next = host.call("open", window: window) { $0.url = "https://after.example/" }
+        let next = host.call(.open("https://after.example/"), window: window)
         #expect(next.result?["seq"]?.int == 2, "\(next)")
-        let dump = try #require(host.call("dump", window: window).result)
+        let dump = try #require(host.call(.dump, window: window).result)
         let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         #expect(urls == ["https://first.example/", "https://after.example/"], "\(dump)")
         #expect(host.terminate() == 0)

@@ -12,7 +12,7 @@ import Testing
         var host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://kept.example/") != nil)
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(host.terminate() == 0)
         try #require(truncate(root.path + "/windows.order", 1 << 30) == 0)
 

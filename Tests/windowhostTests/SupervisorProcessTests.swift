@@ -22,16 +22,16 @@ import Testing
                 let incognito = Int.random(in: 0..<4, using: &random) == 0
                 let tab = try #require(host.open(window, "https://site\(Int.random(in: 0..<99, using: &random)).example/", incognito: incognito))
                 if Bool.random(using: &random) {
-                    #expect(host.call("navigate", window: window) { $0.tab = tab; $0.url = "https://next.example/\(round)" }.code == .ok)
+                    #expect(host.call(.tab(.navigate(tab: tab, url: "https://next.example/\(round)")), window: window).code == .ok)
                 }
             }
-            #expect(host.call("wait-durable", window: window).code == .ok)
-            let before = try #require(host.call("dump", window: window).result)
+            #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+            let before = try #require(host.call(.dump, window: window).result)
             let pid = host.windows()[window]?.pid
 
             let killed = try host.ctl(["kill", "--window", window])
             #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
-            let after = try #require(host.call("dump", window: window).result)
+            let after = try #require(host.call(.dump, window: window).result)
             #expect(after["digest"] == before["digest"] && after["regular"] == stripRealized(before["regular"], like: after["regular"]))
             #expect(after["durable_seq"] == before["durable_seq"])
             let status = try #require(host.windows()[window])
@@ -39,7 +39,7 @@ import Testing
             #expect(pid.map { !isRunning($0) } ?? false, "the old worker is gone")
         }
         #expect(host.windows()[other]?.pid == otherPID, "the other window's worker was not touched")
-        #expect(host.call("shutdown").code == .ok)
+        #expect(host.call(.shutdown).code == .ok)
         host.process.waitUntilExit()
         #expect(host.process.terminationStatus == 0)
     }
@@ -51,23 +51,23 @@ import Testing
         let ids = host.windowIDs()
         try #require(ids.count == 2)
         for (index, window) in ids.enumerated() { _ = host.open(window, "https://window\(index).example/") }
-        for window in ids { #expect(host.call("wait-durable", window: window).code == .ok) }
+        for window in ids { #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok) }
         // Close 2 then 1: 1 reopens first, then 2.
         let (one, two) = (ids[0], ids[1])
-        #expect(host.call("disconnect", window: two).code == .ok)
-        #expect(host.call("disconnect", window: one).code == .ok)
+        #expect(host.call(.scene(.disconnect), window: two).code == .ok)
+        #expect(host.call(.scene(.disconnect), window: one).code == .ok)
         #expect(host.windowIDs().isEmpty)
         let order = try String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)
         #expect(order == "\(one)\n\(two)\n")
-        #expect(host.call("connect").result?["window"]?.string == one)
+        #expect(host.call(.connect).result?["window"]?.string == one)
         #expect(host.terminate() == 0)
 
         host = try HostProcess(root: root, scenes: 2)
         let reopened = Set(host.windowIDs())
         #expect(reopened == [one, two], "both on-disk windows reopen; none is handed out twice")
-        let dump = host.call("dump", window: two).result
+        let dump = host.call(.dump, window: two).result
         #expect(dump?["regular"]?["tabs"]?.array?.first?["url"]?.string == "https://window1.example/")
-        let fresh = try #require(host.call("connect").result?["window"]?.string)
+        let fresh = try #require(host.call(.connect).result?["window"]?.string)
         #expect(!reopened.contains(fresh) && fresh != WindowRegistry.unavailable.uuidString)
         #expect(host.terminate() == 0)
     }
@@ -79,7 +79,7 @@ import Testing
         let host = try HostProcess(root: root, scenes: 3)
         let window = try #require(host.windowIDs().first)
         _ = host.open(window, "https://kept.example/")
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         let workers = host.windows().values.map(\.pid)
         #expect(workers.count == 3 && workers.allSatisfy(isRunning))
         host.kill9()
@@ -90,7 +90,7 @@ import Testing
 
         let next = try HostProcess(root: root, scenes: 1)
         #expect(next.windowIDs() == [window])
-        #expect(next.call("dump", window: window).result?["regular"]?["tabs"]?.array?.count == 1)
+        #expect(next.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.count == 1)
         #expect(next.terminate() == 0)
         #expect(!FileManager.default.fileExists(atPath: next.socket), "a normal exit removes the socket")
     }
@@ -101,12 +101,12 @@ import Testing
         var host = try HostProcess(root: root, scenes: 2)
         let ids = host.windowIDs()
         for window in ids { _ = host.open(window, "https://before.example/") }
-        for window in ids { #expect(host.call("wait-durable", window: window).code == .ok) }
+        for window in ids { #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok) }
         #expect(host.terminate() == 0)
 
         let poisoned = ids[0]
         host = try HostProcess(root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned])
-        let status = try #require(host.call("status").result)
+        let status = try #require(host.call(.status).result)
         let aside = try #require(status["set_aside"]?.array?.first)
         #expect(aside["uuid"]?.string == poisoned)
         let path = try #require(aside["path"]?.string)
@@ -160,7 +160,7 @@ import Testing
         #expect(chmod(host.socket, 0o666) == 0)
         #expect(try asNobody() == 69, "SO_PEERCRED: the supervisor hangs up on another uid")
         #expect(host.log.contains("refused a control connection from uid 65534"))
-        #expect(host.call("status").code == .ok)
+        #expect(host.call(.status).code == .ok)
         #expect(host.terminate() == 0)
     }
 
@@ -170,10 +170,10 @@ import Testing
         let host = try HostProcess(root: root, scenes: 1, arguments: ["--watchdog", "400"])
         let window = try #require(host.windowIDs().first)
         _ = host.open(window, "https://hung.example/")
-        #expect(host.call("wait-durable", window: window).code == .ok)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         let pid = host.windows()[window]?.pid
         // SIGSTOP: alive to the pidfd, silent to the watchdog.
-        let stopped = host.call("kill", window: window) { $0.signal = "STOP" }
+        let stopped = host.call(.kill(signal: SIGSTOP, wait: true, aim: false), window: window)
         #expect((try? stopped.decode(KillReply.self))?.killedPID == pid)
         #expect(host.log.contains("worker hung"))
         let status = try #require(host.windows()[window])
@@ -187,12 +187,12 @@ import Testing
         var host = try HostProcess(root: root, scenes: 2, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         for index in 0..<5 { _ = host.open(window, "https://unsaved\(index).example/") }
-        let dump = try #require(host.call("dump", window: window).result)
+        let dump = try #require(host.call(.dump, window: window).result)
         #expect(dump["durable_seq"]?.int == 0 && dump["applied_seq"]?.int == 5, "the delayed save has not run")
         #expect(host.terminate() == 0)
 
         host = try HostProcess(root: root, scenes: 2)
-        let restored = try #require(host.call("dump", window: window).result)
+        let restored = try #require(host.call(.dump, window: window).result)
         #expect(restored["regular"]?["tabs"]?.array?.count == 5 && restored["digest"] == dump["digest"])
         #expect(host.terminate() == 0)
     }

@@ -52,7 +52,7 @@ import Testing
         #expect(host.terminate() == 0, "nothing unsaved at the end: \(host.log)")
 
         host = try HostProcess(root: root, scenes: 1)
-        let tabs = (host.call("dump", window: window).result?["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
+        let tabs = (host.call(.dump, window: window).result?["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         for url in acknowledged { #expect(tabs.contains(url), "acknowledged \(url) is back: \(tabs)") }
         let damaged = root.path + "/windows/\(window)/damaged"
         let asides = (try? FileManager.default.contentsOfDirectory(atPath: damaged)) ?? []

@@ -52,8 +52,8 @@ import Testing
         #expect(pair.contains(#""code":0"#) && pair.contains(#""seq":2"#), "\(pair)")
 
         // Nothing else was applied and no seq was taken.
-        #expect(host.call("open", window: window) { $0.url = "https://after.example/" }.result?["seq"]?.int == 3)
-        let dump = try #require(host.call("dump", window: window).result)
+        #expect(host.call(.open("https://after.example/"), window: window).result?["seq"]?.int == 3)
+        let dump = try #require(host.call(.dump, window: window).result)
         let urls = (dump["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         #expect(urls == ["https://first.example/", "https://good.example/😀", "https://after.example/"], "\(dump)")
         #expect(host.terminate() == 0)

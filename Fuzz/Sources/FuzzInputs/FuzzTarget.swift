@@ -29,7 +29,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .journal: try SessionFileInputs.journal(bytes)
         case .windowsOrder: try SupervisorInputs.windowsOrder(bytes)
         case .handedOut: try SupervisorInputs.handedOut(bytes)
-        case .controlRequest: SupervisorInputs.controlRequest(bytes)
+        case .controlRequest: try SupervisorInputs.controlRequest(bytes)
         case .controlReply: SupervisorInputs.controlReply(bytes)
         }
     }

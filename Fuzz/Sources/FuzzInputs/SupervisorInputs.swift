@@ -2,7 +2,7 @@ import Foundation
 import HostLimits
 import SystemPackage
 
-// `SupervisorFiles` (how windows.order is read) and `Supervisor.windowVerbs` are internal:
+// `SupervisorFiles` (how windows.order is read) is internal:
 // testable import reaches them without widening the product's API for a test.
 @testable import Supervisor
 
@@ -55,15 +55,23 @@ enum SupervisorInputs {
     }
 
     /// One request line, decoded as the supervisor decodes it (the bytes before the first
-    /// newline), then the fields it interprets.
-    static func controlRequest(_ bytes: [UInt8]) {
+    /// newline): refused with a typed error (a `ControlFailure`, or the decoder's own for a line
+    /// of the wrong shape), or a request that encodes to a line decoding to the same request.
+    static func controlRequest(_ bytes: [UInt8]) throws(FuzzFinding) {
         let line = bytes.prefix { $0 != UInt8(ascii: "\n") }
         _ = ControlServer.loneSurrogateEscape(in: Array(line))
-        guard let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) else { return }
-        _ = Supervisor.windowVerbs.contains(request.verb)
-        _ = request.window.flatMap(UUID.init(exactly:))
-        _ = request.signal.map(SignalName.number)
-        _ = request.index.map { Int32(clamping: $0) }
+        let request: ControlRequest
+        do {
+            request = try JSONDecoder().decode(ControlRequest.self, from: Data(line))
+        } catch is ControlFailure {
+            return
+        } catch is DecodingError {
+            return
+        } catch {
+            throw FuzzFinding(description: "a request line refused with \(error), no typed refusal")
+        }
+        let again = (try? JSONEncoder().encode(request)).flatMap { try? JSONDecoder().decode(ControlRequest.self, from: $0) }
+        try expect(again == request, "\(request) re-encoded reads as \(String(describing: again))")
     }
 
     /// A reply as `ctl` reads it: decoded as each verb's reply type (a typed error when it is

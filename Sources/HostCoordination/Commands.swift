@@ -1,0 +1,131 @@
+/// What a window is asked through its command ring: the one vocabulary the supervisor sends
+/// (from a control request), the worker applies, and the stress oracle models. The protobuf
+/// `WorkerCommand` is only its encoding on the ring (`message(request:)`, `init(_:)`).
+
+/// A command that may change a window's tabs, so takes the window's next seq when it does.
+public enum TabCommand: Equatable, Sendable {
+    /// `index`: where it goes in its Browser's list (nil: the end). `background`: not made active.
+    case open(url: String, incognito: Bool, index: Int?, opener: Int64?, background: Bool)
+    case navigate(tab: Int64, url: String)
+    case close(tab: Int64)
+    case activate(tab: Int64)
+    case move(tab: Int64, index: Int)
+    /// A prerendered tab of `url` takes the place of `tab`.
+    case replace(tab: Int64, url: String)
+    case closeAll(incognito: Bool)
+
+    /// Whether it makes a tab, which takes a new tab id.
+    public var createsTab: Bool {
+        switch self {
+        case .open, .replace: true
+        case .navigate, .close, .activate, .move, .closeAll: false
+        }
+    }
+}
+
+/// What happened to the window's scene.
+public enum SceneChange: Equatable, Sendable {
+    /// Saves at once, and after each change from then on (until `foreground`).
+    case background
+    case foreground
+    /// Save if anything is unsaved, answer, exit 0.
+    case disconnect
+}
+
+/// One command on a window's ring, answered by exactly one reply.
+public enum WindowCommand: Equatable, Sendable {
+    case tab(TabCommand)
+    case scene(SceneChange)
+    /// Save now.
+    case save
+    /// Both Browsers' tabs, the seqs and the digest.
+    case dump
+}
+
+/// A ring message that is no `WindowCommand`: answered as bad data, never applied.
+public struct UndecodableCommand: Error, Equatable, CustomStringConvertible {
+    public let description: String
+}
+
+extension WindowCommand {
+    /// The ring message carrying it, numbered `request` for its reply.
+    public func message(request: UInt64) -> WorkerCommand {
+        var message = WorkerCommand()
+        message.request = request
+        switch self {
+        case .tab(.open(let url, let incognito, let index, let opener, let background)):
+            var open = OpenTab()
+            open.url = url
+            open.incognito = incognito
+            // The supervisor refuses an index outside 0...Limits.maxTabsPerBrowser first; one
+            // clamped stays outside every list, so the worker refuses it too.
+            if let index { open.index = Int32(clamping: index) }
+            if let opener { open.opener = opener }
+            open.inBackground = background
+            message.open = open
+        case .tab(.navigate(let tab, let url)):
+            var navigate = NavigateTab()
+            (navigate.tab, navigate.url) = (tab, url)
+            message.navigate = navigate
+        case .tab(.close(let tab)):
+            var close = CloseTab()
+            close.tab = tab
+            message.close = close
+        case .tab(.activate(let tab)):
+            var activate = ActivateTab()
+            activate.tab = tab
+            message.activate = activate
+        case .tab(.move(let tab, let index)):
+            var move = MoveTab()
+            (move.tab, move.index) = (tab, Int32(clamping: index))
+            message.move = move
+        case .tab(.replace(let tab, let url)):
+            var replace = ReplaceTab()
+            (replace.tab, replace.url) = (tab, url)
+            message.replace = replace
+        case .tab(.closeAll(let incognito)):
+            var closeAll = CloseAll()
+            closeAll.incognito = incognito
+            message.closeAll = closeAll
+        case .scene(let change):
+            var event = SceneEvent()
+            event.kind = switch change {
+            case .background: .background
+            case .foreground: .foreground
+            case .disconnect: .disconnect
+            }
+            message.scene = event
+        case .save:
+            message.save = SaveNow()
+        case .dump:
+            message.dump = Dump()
+        }
+        return message
+    }
+
+    /// The command a ring message carries (its `request` is the reply's to repeat).
+    public init(_ message: WorkerCommand) throws(UndecodableCommand) {
+        switch message.action {
+        case .open(let open):
+            self = .tab(.open(
+                url: open.url, incognito: open.incognito, index: open.hasIndex ? Int(open.index) : nil,
+                opener: open.hasOpener ? open.opener : nil, background: open.inBackground))
+        case .navigate(let navigate): self = .tab(.navigate(tab: navigate.tab, url: navigate.url))
+        case .close(let close): self = .tab(.close(tab: close.tab))
+        case .activate(let activate): self = .tab(.activate(tab: activate.tab))
+        case .move(let move): self = .tab(.move(tab: move.tab, index: Int(move.index)))
+        case .replace(let replace): self = .tab(.replace(tab: replace.tab, url: replace.url))
+        case .closeAll(let closeAll): self = .tab(.closeAll(incognito: closeAll.incognito))
+        case .scene(let event):
+            switch event.kind {
+            case .background: self = .scene(.background)
+            case .foreground: self = .scene(.foreground)
+            case .disconnect: self = .scene(.disconnect)
+            case .UNRECOGNIZED(let kind): throw UndecodableCommand(description: "a scene event of unknown kind \(kind)")
+            }
+        case .save: self = .save
+        case .dump: self = .dump
+        case .none: throw UndecodableCommand(description: "a command with no action")
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import Glibc
+import HostCoordination
+import HostLimits
+import Supervisor
+import Testing
+
+/// The control socket's requests: one typed value per line of today's wire format, and every
+/// refusal decoding gives, with the code and message clients and scripts see.
+@Suite struct ControlRequestTests {
+    static let id = UUID(uuidString: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E")!
+
+    static let everyVerb: [ControlRequest] = [
+        .status, .stats(histogram: false), .stats(histogram: true), .connect, .shutdown,
+        .window(id, .tab(.open(url: "https://a.example/x y", incognito: true, index: 2, opener: 5, background: true))),
+        .window(id, .tab(.open(url: "about:blank", incognito: false, index: nil, opener: nil, background: false))),
+        .window(id, .tab(.navigate(tab: 3, url: "https://b.example/"))),
+        .window(id, .tab(.close(tab: 3))),
+        .window(id, .tab(.activate(tab: 4))),
+        .window(id, .tab(.move(tab: 4, index: 0))),
+        .window(id, .tab(.replace(tab: 4, url: "https://c.example/"))),
+        .window(id, .tab(.closeAll(incognito: true))),
+        .window(id, .scene(.background)), .window(id, .scene(.foreground)), .window(id, .scene(.disconnect)),
+        .window(id, .save(wait: true)), .window(id, .save(wait: false)), .window(id, .dump),
+        .window(id, .waitDurable(seq: 7)), .window(id, .waitDurable(seq: nil)),
+        .window(id, .kill(signal: SIGKILL, wait: true, aim: true)), .window(id, .kill(signal: SIGSEGV, wait: false, aim: false)),
+        .window(id, .kill(signal: 40, wait: true, aim: false)),
+    ]
+
+    static func decode(_ line: String) throws -> ControlRequest {
+        try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
+    }
+
+    /// What decoding `line` refuses with, if it does.
+    static func refusal(_ line: String) -> ControlFailure? {
+        do {
+            _ = try decode(line)
+            return nil
+        } catch let failure as ControlFailure {
+            return failure
+        } catch {
+            Issue.record("\(line): \(error) is no ControlFailure")
+            return nil
+        }
+    }
+
+    @Test func everyRequestRoundTripsThroughOneLineOfJSON() throws {
+        #expect(Set(Self.everyVerb.map(\.verb)) == Set(Verb.allCases))
+        for request in Self.everyVerb {
+            let line = try JSONEncoder().encode(request)
+            #expect(!line.contains(UInt8(ascii: "\n")))
+            #expect(try JSONDecoder().decode(ControlRequest.self, from: line) == request, "\(String(decoding: line, as: UTF8.self))")
+            let object = try JSONDecoder().decode([String: JSONValue].self, from: line)
+            #expect(object["verb"]?.string == request.verb.rawValue)
+        }
+    }
+
+    /// Lines as scripts and clients of earlier versions write them, fields they do not need
+    /// included and defaults left out.
+    @Test func todaysWireLinesDecodeToTheirRequests() throws {
+        let window = Self.id.uuidString
+        let lines: [(String, ControlRequest)] = [
+            (#"{"verb":"status"}"#, .status),
+            (#"{"verb":"stats"}"#, .stats(histogram: false)),
+            (#"{"verb":"stats","histogram":true}"#, .stats(histogram: true)),
+            (#"{"verb":"connect","window":"junk"}"#, .connect),
+            (#"{"verb":"shutdown"}"#, .shutdown),
+            (
+                #"{"verb":"open","window":"\#(window)","url":"https://a.example/","incognito":true,"index":2,"opener":5,"background":true,"wait":true,"signal":"KILL","aim":true,"seq":7,"histogram":true,"tab":3}"#,
+                .window(Self.id, .tab(.open(url: "https://a.example/", incognito: true, index: 2, opener: 5, background: true)))
+            ),
+            (#"{"verb":"open","window":"\#(window)"}"#, .window(Self.id, .tab(.open(url: "about:blank", incognito: false, index: nil, opener: nil, background: false)))),
+            (#"{"verb":"open","window":"\#(window.lowercased())","url":""}"#, .window(Self.id, .tab(.open(url: "", incognito: false, index: nil, opener: nil, background: false)))),
+            (#"{"verb":"navigate","window":"\#(window)","tab":3,"url":"https://b.example/"}"#, .window(Self.id, .tab(.navigate(tab: 3, url: "https://b.example/")))),
+            (#"{"verb":"close","window":"\#(window)","tab":3}"#, .window(Self.id, .tab(.close(tab: 3)))),
+            (#"{"verb":"activate","window":"\#(window)","tab":-1}"#, .window(Self.id, .tab(.activate(tab: -1)))),
+            (#"{"verb":"move","window":"\#(window)","tab":4,"index":\#(Limits.maxTabsPerBrowser)}"#, .window(Self.id, .tab(.move(tab: 4, index: Limits.maxTabsPerBrowser)))),
+            (#"{"verb":"replace","window":"\#(window)","tab":4,"url":"https://c.example/"}"#, .window(Self.id, .tab(.replace(tab: 4, url: "https://c.example/")))),
+            (#"{"verb":"close-all","window":"\#(window)"}"#, .window(Self.id, .tab(.closeAll(incognito: false)))),
+            (#"{"verb":"close-all","window":"\#(window)","incognito":true}"#, .window(Self.id, .tab(.closeAll(incognito: true)))),
+            (#"{"verb":"background","window":"\#(window)"}"#, .window(Self.id, .scene(.background))),
+            (#"{"verb":"foreground","window":"\#(window)"}"#, .window(Self.id, .scene(.foreground))),
+            (#"{"verb":"disconnect","window":"\#(window)"}"#, .window(Self.id, .scene(.disconnect))),
+            (#"{"verb":"save","window":"\#(window)"}"#, .window(Self.id, .save(wait: false))),
+            (#"{"verb":"save","window":"\#(window)","wait":true}"#, .window(Self.id, .save(wait: true))),
+            (#"{"verb":"dump","window":"\#(window)"}"#, .window(Self.id, .dump)),
+            (#"{"verb":"wait-durable","window":"\#(window)"}"#, .window(Self.id, .waitDurable(seq: nil))),
+            (#"{"verb":"wait-durable","window":"\#(window)","seq":7}"#, .window(Self.id, .waitDurable(seq: 7))),
+            (#"{"verb":"kill","window":"\#(window)"}"#, .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: false))),
+            (#"{"verb":"kill","window":"\#(window)","signal":"sigsegv","wait":false,"aim":true}"#, .window(Self.id, .kill(signal: SIGSEGV, wait: false, aim: true))),
+            (#"{"verb":"kill","window":"\#(window)","signal":"19"}"#, .window(Self.id, .kill(signal: SIGSTOP, wait: true, aim: false))),
+        ]
+        for (line, expected) in lines {
+            #expect(try Self.decode(line) == expected, "\(line)")
+        }
+    }
+
+    /// Each refusal, with the code and message the supervisor answered before requests were
+    /// typed (then from `handle`, now from decoding, before any window is looked up).
+    @Test func refusalsCarryTheirCodeAndMessage() {
+        let window = Self.id.uuidString
+        let url = "https://long.example/" + String(repeating: "a", count: Limits.maxControlURLBytes)
+        let cases: [(String, ControlCode, String)] = [
+            (#"{"verb":"teleport","window":"\#(window)"}"#, .usage, "unknown verb 'teleport'"),
+            (#"{"verb":"Open","window":"\#(window)"}"#, .usage, "unknown verb 'Open'"),
+            (#"{"verb":"open"}"#, .usage, "open needs a window"),
+            (#"{"verb":"wait-durable","seq":3}"#, .usage, "wait-durable needs a window"),
+            (#"{"verb":"dump","window":"nope"}"#, .usage, "'nope' is not a UUID"),
+            (#"{"verb":"dump","window":"\#(window)\u0000junk"}"#, .usage, #"'\#(window)\0junk' is not a UUID"#),
+            (#"{"verb":"navigate","window":"\#(window)","url":"https://a.example/"}"#, .usage, "navigate needs a tab"),
+            (#"{"verb":"navigate","window":"\#(window)","tab":1}"#, .usage, "navigate needs a URL"),
+            (#"{"verb":"replace","window":"\#(window)","tab":1,"url":""}"#, .usage, "replace needs a URL"),
+            (#"{"verb":"close","window":"\#(window)"}"#, .usage, "close needs a tab"),
+            (#"{"verb":"activate","window":"\#(window)"}"#, .usage, "activate needs a tab"),
+            (#"{"verb":"move","window":"\#(window)","tab":1}"#, .usage, "move needs an index"),
+            (#"{"verb":"move","window":"\#(window)","index":1}"#, .usage, "move needs a tab"),
+            (
+                #"{"verb":"move","window":"\#(window)","tab":1,"index":-1}"#, .badData,
+                "index -1 outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)"
+            ),
+            (
+                #"{"verb":"open","window":"\#(window)","index":\#(Limits.maxTabsPerBrowser + 1)}"#, .badData,
+                "index \(Limits.maxTabsPerBrowser + 1) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)"
+            ),
+            (
+                #"{"verb":"open","window":"\#(window)","url":"\#(url)"}"#, .badData,
+                "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)"
+            ),
+            (#"{"verb":"kill","window":"\#(window)","signal":"NOPE"}"#, .usage, "unknown signal 'NOPE'"),
+            (#"{"verb":"kill","window":"\#(window)","signal":"65"}"#, .usage, "unknown signal '65'"),
+        ]
+        for (line, code, message) in cases {
+            let refusal = Self.refusal(line)
+            #expect(refusal == ControlFailure(code: code, message: message), "\(line.prefix(200))")
+        }
+        // A URL holding a control character: 65, named by `ForbiddenCharacter` (its own tests
+        // pin the wording), in each verb that carries one.
+        for line in [
+            #"{"verb":"open","window":"\#(window)","url":"https://bad.example/\u0001x"}"#,
+            #"{"verb":"navigate","window":"\#(window)","tab":1,"url":"https://bad.example/\u007fx"}"#,
+            #"{"verb":"replace","window":"\#(window)","tab":1,"url":"https://bad.example/\tx"}"#,
+        ] {
+            let refusal = Self.refusal(line)
+            #expect(refusal?.code == .badData && refusal?.message.contains("control character") == true, "\(line): \(String(describing: refusal))")
+        }
+    }
+
+    /// A request of the wrong shape is no refusal of its fields: the decoder's own error, which
+    /// the control server answers 64 (malformed).
+    @Test func aMalformedRequestIsADecodingError() {
+        for line in [#"{"window":"x"}"#, #"{"verb":3}"#, #"{"verb":"close","window":"\#(Self.id.uuidString)","tab":"1"}"#, #"[]"#] {
+            #expect(throws: DecodingError.self, "\(line)") { _ = try Self.decode(line) }
+        }
+    }
+
+    /// The one converter to the ring: each window command goes out as a message and reads back
+    /// as itself, and a message that is none is a typed error.
+    @Test func windowCommandsRoundTripThroughTheRingMessage() throws {
+        let commands: [WindowCommand] = Self.everyVerb.compactMap {
+            guard case .window(_, let request) = $0 else { return nil }
+            switch request {
+            case .tab(let command): return .tab(command)
+            case .scene(let change): return .scene(change)
+            case .save: return .save
+            case .dump: return .dump
+            case .waitDurable, .kill: return nil
+            }
+        }
+        for (number, command) in commands.enumerated() {
+            let message = command.message(request: UInt64(number) + 1)
+            let read = try WorkerCommand(serializedBytes: try message.serializedBytes() as [UInt8])
+            #expect(read.request == UInt64(number) + 1)
+            #expect(try WindowCommand(read) == command)
+        }
+        #expect { _ = try WindowCommand(WorkerCommand()) } throws: { ($0 as? UndecodableCommand)?.description == "a command with no action" }
+        var unknown = WorkerCommand()
+        var event = SceneEvent()
+        event.kind = .UNRECOGNIZED(9)
+        unknown.scene = event
+        #expect { _ = try WindowCommand(unknown) } throws: { ($0 as? UndecodableCommand)?.description == "a scene event of unknown kind 9" }
+    }
+}
