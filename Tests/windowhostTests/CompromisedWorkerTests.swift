@@ -81,7 +81,7 @@ import Testing
         // The supervisor's doorbell rung and cleared in a tight loop by B: one loop turn per
         // wake-up, every ready descriptor served in each, and wake-ups B swallows wait at most
         // the loop's 100 ms timer, so A and C still answer promptly.
-        let bell = try #require(descriptor(WorkerLaunch.Descriptor.supervisorBell.rawValue, of: restarted))
+        let bell = try #require(descriptor(.supervisorBell, of: restarted))
         let stop = ManagedAtomic(false)
         let ringing = DispatchGroup()
         DispatchQueue.global().async(group: ringing) {
@@ -154,15 +154,6 @@ private func memfds(of pid: Int32) -> [(fd: Int32, inode: UInt64)] {
     }
 }
 
-/// A copy of `pid`'s descriptor `fd` (an eventfd cannot be reopened through /proc).
-private func descriptor(_ fd: Int32, of pid: Int32) -> Int32? {
-    let pidfd = wh_pidfd_open(pid)
-    guard pidfd >= 0 else { return nil }
-    defer { close(pidfd) }
-    let copy = wh_pidfd_getfd(pidfd, fd)
-    return copy >= 0 ? copy : nil
-}
-
 /// One round against the window's worker once it is ready with a pid other than `previous` (0:
 /// the worker now):
 /// every memfd it holds is opened through /proc, mapped read-write and given to `scribble`;
@@ -194,7 +185,7 @@ private func attack(
     }
     // A worker that already died of what it read (its own rings) cannot ring: its pidfd wakes
     // the supervisor instead.
-    if let bell = descriptor(WorkerLaunch.Descriptor.supervisorBell.rawValue, of: pid) {
+    if let bell = descriptor(.supervisorBell, of: pid) {
         var one: UInt64 = 1
         _ = write(bell, &one, 8)
         close(bell)

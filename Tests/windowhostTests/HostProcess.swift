@@ -1,5 +1,7 @@
+import CLinuxShims
 import Foundation
 import Glibc
+import HostCoordination
 import Supervisor
 import SystemPackage
 
@@ -237,4 +239,15 @@ extension WindowRequest {
     static func open(_ url: String, incognito: Bool = false) -> WindowRequest {
         .tab(.open(url: url, incognito: incognito, index: nil, opener: nil, background: false))
     }
+}
+
+/// A copy of worker `pid`'s inherited descriptor (through its pidfd: an eventfd or the lock's
+/// open file description cannot be reopened through /proc), as a compromised worker could hand
+/// it on. The caller closes it.
+func descriptor(_ inherited: WorkerLaunch.Descriptor, of pid: Int32) -> Int32? {
+    let pidfd = wh_pidfd_open(pid)
+    guard pidfd >= 0 else { return nil }
+    defer { close(pidfd) }
+    let copy = wh_pidfd_getfd(pidfd, inherited.rawValue)
+    return copy >= 0 ? copy : nil
 }

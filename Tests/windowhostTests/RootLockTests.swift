@@ -88,11 +88,7 @@ import Testing
             defer { if host.process.isRunning { host.kill9() } }
             let worker = try #require(host.windows().values.first?.pid)
             // The worker's own descriptor 6, the dead supervisor's open lock, as its child keeps it.
-            let pidfd = wh_pidfd_open(worker)
-            try #require(pidfd >= 0)
-            defer { close(pidfd) }
-            let copy = wh_pidfd_getfd(pidfd, WorkerLaunch.Descriptor.supervisorLock.rawValue)
-            try #require(copy >= 0)
+            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
             defer { close(copy) }
             standIn = try spawnProcess(["/bin/sleep", "1000"], inheriting: [copy]).get()
             host.kill9()
@@ -124,11 +120,7 @@ import Testing
             let host = try HostProcess(root: root, scenes: 1)
             defer { if host.process.isRunning { host.kill9() } }
             let worker = try #require(host.windows().values.first?.pid)
-            let pidfd = wh_pidfd_open(worker)
-            try #require(pidfd >= 0)
-            defer { close(pidfd) }
-            let copy = wh_pidfd_getfd(pidfd, WorkerLaunch.Descriptor.supervisorLock.rawValue)
-            try #require(copy >= 0)
+            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
             defer { close(copy) }
             try #require(sendDescriptor(copy, over: pair[0]), "sendmsg: \(errno)")
             host.kill9()

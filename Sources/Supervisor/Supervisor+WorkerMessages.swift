@@ -1,0 +1,281 @@
+import CLinuxShims
+import Foundation
+import Glibc
+import HostCoordination
+import HostLimits
+import Histogram
+import IOUring
+import Logging
+import SessionStore
+import SystemPackage
+
+/// What the workers publish and answer: stats read from shared memory (untrusted: checked,
+/// a violation kills the worker), readiness, and replies matched to the requests pending.
+extension Supervisor {
+    /// Everything workers published since the last look: readiness, replies, durable seqs.
+    func serviceWorkers() {
+        for slot in windows.keys.sorted() {
+            guard var window = windows[slot] else { continue }
+            let view = region.slot(slot)
+            guard !window.killedForMisbehaving else { continue }
+            if window.isLive, let stats = view.readStats() {
+                if let violation = Self.violation(in: stats) {
+                    misbehaved(&window, violation)
+                    windows[slot] = window
+                    continue
+                }
+                window.lastStats = stats
+            }
+            let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
+            if justReady, window.floorProbe == nil { becameReady(&window) }
+            drainReplies(&window)
+            window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
+            let durable = window.lastStats.durableSeq
+            assert(durable <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
+            let failures = view.saveFailures
+            let failing = failures > 0 && window.lastStats.failingErrno != 0
+            var done: [DurableWaiter] = []
+            var failed: [DurableWaiter] = []
+            var waiting: [DurableWaiter] = []
+            for waiter in window.durableWaiters {
+                if waiter.seq <= durable {
+                    done.append(waiter)
+                } else if failing, failures > waiter.failuresBefore {
+                    failed.append(waiter)
+                } else {
+                    waiting.append(waiter)
+                }
+            }
+            window.durableWaiters = waiting
+            windows[slot] = window
+            // A restarted background scene is told again, so its saves follow case 1.
+            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
+            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
+            for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
+            for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
+        }
+    }
+
+    /// Why a durable wait failed: what shared memory says of the window's failing saves.
+    func saveFailureMessage(_ window: Window) -> String {
+        let stats = window.lastStats
+        let error = Self.describeErrno(stats.failingErrno)
+        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
+        return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
+            + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
+    }
+
+    /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
+    /// the supervisor would act on.
+    func checkedStats(_ view: WindowSlot) -> WorkerStats? {
+        view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
+    }
+
+    /// What makes a worker's published stats impossible, if anything: a worker that publishes
+    /// them misbehaves (a bug, or damage it read and did not refuse).
+    static func violation(in stats: WorkerStats) -> String? {
+        guard Limits.isValidCommandSeq(stats.appliedSeq) else { return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)" }
+        guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
+        return nil
+    }
+
+    /// A worker broke the protocol: it is killed, and its death is handled as a crash (before
+    /// ready, a failed start: repeated, the window is set aside). The supervisor trusts nothing
+    /// of it meanwhile.
+    func misbehaved(_ window: inout Window, _ violation: String) {
+        guard window.isLive, !window.killedForMisbehaving else { return }
+        logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
+        window.killedForMisbehaving = true
+        signalWorker(window, SIGKILL)
+    }
+
+    func noteKeptUnsaved(_ window: UUID, _ reason: String) {
+        keptUnsaved.append((window, reason))
+    }
+
+    func becameReady(_ window: inout Window) {
+        let now = monotonicNanoseconds()
+        let view = region.slot(window.slot)
+        assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
+        window.readyAt = now
+        _ = step(&window, .becameReady)
+        if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
+        // What it restored: below the seqs the last worker applied if it lost them (the floor
+        // keeps them from being handed out again).
+        window.appliedSeq = window.lastStats.appliedSeq
+        assert(window.lastStats.durableSeq <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
+        // What a window restores is durable: a lost range holding it is no range this host
+        // recorded (lost seqs lie above what was restored when they were lost, and everything
+        // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
+        // acknowledged commands answer 75 (hostile round 5).
+        if window.appliedSeq > 0, let contradicted = window.lostSeqs.range(holding: window.appliedSeq) {
+            window.lostSeqs.remove(contradicted)
+            logger.error(
+                "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: not believed",
+                metadata: ["window": "\(window.id)", "seq": "\(window.appliedSeq)"])
+        }
+        // Seqs a client may have seen above what it restored named commands lost with the last
+        // worker: waits for them end here (a wait asked while no worker ran still had the dead
+        // one's seq, and waited for a save that never comes), and no durable answer covers them.
+        if window.seqFloor > window.appliedSeq {
+            let lost = (window.appliedSeq + 1)...window.seqFloor
+            window.lostSeqs.insert(lost)
+            // Kept for the supervisors after this one (a failed write is logged; the next one,
+            // at the window's next raise of its ceiling, carries them).
+            _ = recordHandedOut(window)
+            let stale = window.durableWaiters.filter { $0.seq > window.appliedSeq }
+            window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
+            for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
+        }
+        if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
+        window.diedAt = nil
+        if !window.configured {
+            window.configured = true
+            registry.configured(window.id)
+            saveOrder()
+            if initialScenesPending > 0 { initialScenesPending -= 1 }
+        }
+        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.appliedSeq)"])
+        let waiters = window.readyWaiters
+        window.readyWaiters = []
+        for waiter in waiters {
+            switch waiter {
+            case .connect(let client):
+                answer(client, .ok(ConnectReply(window: window.id.uuidString, pid: window.pid)))
+            case .restart(let client, let oldPID, let whileSaving, _, _):
+                answer(client, .ok(KillReply(
+                    window: window.id.uuidString, killedPID: oldPID, whileSaving: whileSaving, pid: window.pid,
+                    recoveryMilliseconds: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
+            }
+        }
+    }
+
+    /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
+    /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
+    /// by one numbering above them, whose `becameReady` names the jump lost.
+    func probeFloors(_ dump: WindowDump, _ window: inout Window) {
+        let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
+        guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
+            misbehaved(&window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+            return
+        }
+        let jump = HandedOutCeiling.fallbackJump
+        window.seqFloor = min(max(window.seqFloor, dump.appliedSeq).saturatingAdd(jump), Limits.maxCommandSeq)
+        // Both at most 2^53 - 1: the sum cannot overflow.
+        window.highestTab = min(max(window.highestTab, tabs.max() ?? 0) + Int64(jump), Limits.maxWebStateID)
+        window.floorProbe = nil
+        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqFloor, tab: window.highestTab))
+        logger.warning(
+            "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
+            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
+        _ = step(&window, .killRequested)
+        signalWorker(window, SIGKILL)
+    }
+
+    func drainReplies(_ window: inout Window) {
+        let ring = region.slot(window.slot).replyRing
+        while true {
+            let bytes: [UInt8]
+            do {
+                guard let next = try ring.receive() else { return }
+                bytes = next
+            } catch {
+                // Killed once (not on every turn until it is reaped), its death handled as a crash.
+                misbehaved(&window, "reply ring corrupt: \(error)")
+                return
+            }
+            guard let reply = try? WorkerReply(serializedBytes: bytes), let pending = window.pending.removeValue(forKey: reply.request) else {
+                continue
+            }
+            handleReply(reply, pending, &window)
+        }
+    }
+
+    func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
+        switch reply.outcome {
+        case .failure(let failure) where pending.kind.isDisconnect:
+            // The worker could not save and goes on serving: so does the window (killed if stopping).
+            let actions = step(&window, .disconnectFailed)
+            logger.error(
+                "disconnect failed: the window goes on serving with its unsaved changes",
+                metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
+            if pending.kind == .shutdownDisconnect || shutdownDeadline != nil {
+                // Stopping anyway: the worker goes, and the exit status says what was lost.
+                noteKeptUnsaved(window.id, failure.message)
+            }
+            if actions.contains(.kill) { signalWorker(window, SIGKILL) }
+            if let client = pending.client {
+                answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
+            }
+        case .failure(let failure):
+            if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
+        case .dump(let dump) where pending.kind == .floorProbe:
+            probeFloors(dump, &window)
+        case .dump(let dump):
+            if let client = pending.client { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
+        case .done(let done):
+            guard Limits.isValidCommandSeq(done.appliedSeq) else {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
+                return
+            }
+            if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+                return
+            }
+            window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
+            // A new tab's id above what `handle` reserved (the worker restored tabs with higher
+            // ids than any reply showed): recorded before the reply shows it, or not shown.
+            if done.hasTab {
+                window.highestTab = max(window.highestTab, done.tab)
+                if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
+                    if let client = pending.client {
+                        answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
+                    }
+                    return
+                }
+            }
+            var result = CommandReply(window: window.id.uuidString, seq: window.shownSeq(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
+            switch pending.kind {
+            case .scene(.background), .scene(.foreground):
+                _ = step(&window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
+                result.state = window.state.description
+            case .scene(.disconnect):
+                // Answered when the worker has exited.
+                window.pending[reply.request] = pending
+                return
+            case .save(wait: true):
+                if let client = pending.client {
+                    window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
+                }
+                return
+            default:
+                break
+            }
+            if let client = pending.client { answer(client, .ok(result)) }
+        case .none:
+            if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
+        }
+    }
+
+    func finishDisconnect(_ slot: Int, cleanExit: Bool, description: String) {
+        guard let window = windows[slot] else { return }
+        windows[slot] = nil
+        let view = region.slot(slot)
+        view.state = .free
+        view.pid = 0
+        if window.configured {
+            registry.close(window.id, hasSession: files.hasSession(window.id))
+        } else {
+            registry.release(window.id)
+        }
+        saveOrder()
+        logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
+        let reply: ControlReply = cleanExit
+            ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))
+            : .failure(.ioError, "the worker \(description) while disconnecting")
+        for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
+        for client in window.exitWaiters { answer(client, reply) }
+    }
+}

@@ -1,0 +1,330 @@
+import CLinuxShims
+import Foundation
+import Glibc
+import HostCoordination
+import HostLimits
+import Histogram
+import IOUring
+import Logging
+import SessionStore
+import SystemPackage
+
+/// Spawning, deaths and restarts: the lifecycle table's actions carried out, and the timers
+/// that drive it (restarts, the watchdog, kill waits, shutdown).
+extension Supervisor {
+    /// Reserves a UUID, takes a slot and spawns the scene's worker. Nil when every slot is taken.
+    func connectScene(waiter: ClientID?) -> UUID? {
+        guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
+        let id = registry.reserve()
+        var window = Window(id: id, slot: slot, lifecycle: WindowLifecycle(policy: configuration.restartPolicy), reservedAt: monotonicNanoseconds())
+        // What a supervisor before may have handed out: its first worker numbers above it, and
+        // `becameReady` names what it did not restore lost, beside what was lost before.
+        if let record = handedOut[id] {
+            window.seqFloor = record.ceiling.seq
+            window.highestTab = record.ceiling.tab
+            window.lostSeqs = record.lost
+        } else if handedOutDamaged, files.hasSession(id) {
+            window.floorProbe = .needed
+        }
+        if let waiter { window.readyWaiters.append(.connect(waiter)) }
+        // A new reservation starts with no save counters; spawn writes the rest of the slot.
+        region.slot(slot).resetWorkerFields(keepingCounters: false)
+        windows[slot] = window
+        spawn(slot)
+        logger.info("scene connected", metadata: ["window": "\(id)", "slot": "\(slot)"])
+        return id
+    }
+
+    func spawn(_ slot: Int) {
+        guard var window = windows[slot] else { return }
+        let view = region.slot(slot)
+        // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
+        // last words included, read when it died).
+        window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
+        window.generation += 1
+        // A probe that died unanswered is asked of the next worker.
+        if window.floorProbe == .asked { window.floorProbe = .needed }
+        window.readyAt = nil
+        window.killedForMisbehaving = false
+        view.resetWorkerFields(keepingCounters: true)
+        view.generation = window.generation
+        view.windowID = window.id
+        _ = step(&window, .spawnBegan)
+        assert(window.worker == nil, "a window has one worker at a time")
+        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "applied < the next seq a worker may take: the new worker numbers above every seq applied")
+        let launch = WorkerLaunch(
+            slot: slot, generation: window.generation, window: window.id, root: configuration.root,
+            saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
+            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords)
+        let spawnStart = monotonicNanoseconds()
+        let worker: WorkerProcess
+        do throws(WorkerProcess.SpawnFailure) {
+            // Its own slot's memfd only: no descriptor the worker holds reaches another window.
+            worker = try WorkerProcess.spawn(
+                launch, executable: configuration.executable,
+                inheriting: [.slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock])
+        } catch {
+            windows[slot] = window
+            startFailed(slot, error.call, error.errno)
+            return
+        }
+        window.worker = worker
+        _ = step(&window, .spawned)
+        window.spawnedAt = monotonicNanoseconds()
+        view.pid = worker.pid
+        windows[slot] = window
+        logger.info(
+            "worker spawned",
+            metadata: [
+                "window": "\(window.id)", "pid": "\(worker.pid)", "generation": "\(window.generation)",
+                "spawn_us": "\((window.spawnedAt - spawnStart) / 1000)",
+            ])
+    }
+
+    /// Starting the worker failed at `call`. For want of the supervisor's own descriptors,
+    /// memory or processes (`RestartPolicy.isShortage`) the start is tried again after a
+    /// backoff and counts nothing against the window; any other failure is a failed start.
+    func startFailed(_ slot: Int, _ call: String, _ error: Errno) {
+        guard var window = windows[slot] else { return }
+        guard RestartPolicy.isShortage(error) else {
+            logger.error("spawn failed", metadata: ["window": "\(window.id)", "call": "\(call)", "error": "\(error)"])
+            workerDied(slot, description: "not spawned: \(call): \(error)", spawned: false)
+            return
+        }
+        let now = monotonicNanoseconds()
+        _ = step(&window, .spawnFailed(shortage: true))
+        let delay = (window.restartAt ?? now) &- now
+        logger.error(
+            "the supervisor is short of resources: the worker is started again later; the window is not at fault",
+            metadata: [
+                "window": "\(window.id)", "call": "\(call)", "error": "\(error)", "attempt": "\(window.history.shortages)",
+                "retry_ms": "\(delay / 1_000_000)",
+            ])
+        windows[slot] = window
+    }
+
+    /// The worker's pidfd is readable: it has ended, and is reaped.
+    func reapWorker(_ slot: Int) {
+        guard let window = windows[slot], let worker = window.worker else { return }
+        let end: WorkerProcess.End
+        do throws(Errno) {
+            guard let ended = try worker.reap() else { return }
+            end = ended
+        } catch {
+            // It cannot be waited for, so it cannot be watched: it goes, and is started again
+            // (as when its pidfd could not be had), not polled again and again.
+            logger.error("waitid on the worker's pidfd: \(error); killed", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
+            signalWorker(window, SIGKILL)
+            workerDied(slot, description: "could not be waited for (\(error))")
+            return
+        }
+        let beforeReady = window.readyAt == nil
+        switch end {
+        case .exited(let status):
+            let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
+            workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
+        case .signaled(let signal):
+            workerDied(slot, description: "killed by signal \(signal)")
+        }
+    }
+
+    /// `shortOfResources`: the worker said its restore ran short of its own resources; it is
+    /// started again after the shortage backoff, and the death counts for nothing. Not
+    /// `spawned`: the worker could not be started, for a reason that is no shortage.
+    func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
+        guard var window = windows[slot] else { return }
+        window.worker?.close()
+        window.worker = nil
+        drainReplies(&window)
+        let now = monotonicNanoseconds()
+        for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
+            if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
+        }
+        window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
+        for waiter in window.durableWaiters {
+            answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+        }
+        window.durableWaiters = []
+        // A worker that disconnected exited 0 after saving; any other death while stopping is
+        // judged by what it last published (read again: its last words may be unread yet).
+        if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
+            window.lastStats = stats
+        }
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
+            !keptUnsaved.contains(where: { $0.window == window.id })
+        {
+            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
+        }
+        let diedBeforeReady = window.readyAt == nil
+        let actions = step(&window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
+        switch window.lifecycle.state {
+        case .restartPending(let at, let wait):
+            window.diedAt = now
+            if wait == .workerShortage {
+                logger.error(
+                    "the worker was short of resources while restoring: it is started again later; the window is not at fault",
+                    metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\((at &- now) / 1_000_000)"])
+            } else {
+                let next = actions.contains(.spawn) ? "restart now" : (wait == .setAside ? "set aside, " : "") + "restart in \((at &- now) / 1_000_000) ms"
+                logger.warning(
+                    "worker died", metadata: ["window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)", "next": "\(next)"])
+            }
+        default:
+            // Disconnecting, or stopping: no restart.
+            break
+        }
+        windows[slot] = window
+        carryOut(actions, slot, description: description)
+    }
+
+    /// Feeds `window`'s lifecycle `event` and shows where it leads in the window's slot; the
+    /// caller carries out the actions returned (`carryOut`), after storing the window.
+    func step(_ window: inout Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
+        let actions = window.lifecycle.handle(event, now: now ?? monotonicNanoseconds())
+        // A window gone frees its slot (`finishDisconnect`).
+        if window.lifecycle.state != .gone { region.slot(window.slot).state = window.lifecycle.shown }
+        return actions
+    }
+
+    /// `step` for the window in `slot`, stored again before anything is carried out.
+    func step(_ slot: Int, _ event: WindowLifecycle.Event) -> [WindowLifecycle.Action] {
+        guard var window = windows[slot] else { return [] }
+        let actions = step(&window, event)
+        windows[slot] = window
+        return actions
+    }
+
+    /// Does what the window's lifecycle decided. `description`: how its worker went, for the
+    /// messages that say so.
+    func carryOut(_ actions: [WindowLifecycle.Action], _ slot: Int, description: String) {
+        for action in actions {
+            guard let window = windows[slot] else { return }
+            switch action {
+            case .spawn:
+                spawn(slot)
+            case .setAside:
+                let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
+                guard let failure = setAside(slot, reason: reason) else {
+                    carryOut(step(slot, .setAsideDone), slot, description: description)
+                    continue
+                }
+                for case .reportCannotStart(let retry) in step(slot, .setAsideFailed) {
+                    // Whoever waits for it to connect is told why instead of waiting for good.
+                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(retry / 1_000_000_000) s"))
+                }
+            case .reportCannotStart:
+                assertionFailure("reportCannotStart follows only setAsideFailed, carried out with it")
+            case .finishDisconnect(let clean):
+                finishDisconnect(slot, cleanExit: clean, description: description)
+            case .kill:
+                signalWorker(window, SIGKILL)
+            case .terminate:
+                signalWorker(window, SIGTERM)
+            case .sendShutdownDisconnect:
+                _ = send(.shutdownDisconnect, to: slot, client: nil)
+            }
+        }
+    }
+
+    /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
+    /// no seq is renumbered (nothing could prove a renumbered window loses nothing).
+    static func seqExhaustedMessage(_ window: UUID) -> String {
+        "window \(window) has reached the highest command seq (\(Limits.maxCommandSeq)), which no window reaches by use "
+            + "(its files were crafted or damaged): it takes no more tab commands, and retrying will not help. Its tabs "
+            + "still read (ctl dump) and save; to go on, open them in a new window (ctl connect, then ctl open for each "
+            + "URL ctl dump lists) and disconnect this one"
+    }
+
+    func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
+        guard var window = windows[slot] else { return }
+        var connecting: [ClientID] = []
+        window.readyWaiters.removeAll { waiter in
+            guard case .connect(let client) = waiter else { return false }
+            connecting.append(client)
+            return true
+        }
+        windows[slot] = window
+        for client in connecting { answer(client, reply) }
+    }
+
+    /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
+    /// why it could not be, naming any fixed entry of the root that is not what it should be.
+    func setAside(_ slot: Int, reason: String) -> String? {
+        guard let window = windows[slot] else { return nil }
+        do {
+            if let path = try files.setAside(window.id, at: Date()) {
+                setAsideRecords.append(SetAsideRecord(window: window.id, path: path, at: Date(), reason: reason))
+                logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
+            }
+            return nil
+        } catch {
+            let misplaced = RootLayout.misplacedEntries(root: configuration.root).map { "\($0)" }
+            let failure = "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
+            logger.error("\(failure)", metadata: ["window": "\(window.id)"])
+            return failure
+        }
+    }
+
+    func runTimers() {
+        let now = monotonicNanoseconds()
+        expireKillWaiters(now)
+        if let retry = orderRetry, retry.at <= now { saveOrder() }
+        if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
+        for slot in windows.keys.sorted() {
+            guard let window = windows[slot] else { continue }
+            // Between events: a worker's death moves its window out of `.ready` (`workerDied`).
+            assert(window.lifecycle.state != .ready || window.isLive, "a ready window has a live pidfd")
+            if let at = window.restartAt, at <= now {
+                carryOut(step(slot, .restartTimerFired), slot, description: "restart")
+                continue
+            }
+            guard window.isLive, window.state != .disconnecting else { continue }
+            if window.isReady {
+                let heartbeat = region.slot(slot).heartbeat
+                if heartbeat > 0, now > heartbeat, now - heartbeat > configuration.watchdogMilliseconds * 1_000_000 {
+                    logger.error("worker hung: no heartbeat for \((now - heartbeat) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                    signalWorker(window, SIGKILL)
+                }
+            } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
+                logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
+                signalWorker(window, SIGKILL)
+            }
+        }
+    }
+
+    /// Answers each `kill` whose worker outlived its wait: the signal did not kill, and no
+    /// restart is coming. A worker that did die is waited for until it is ready again.
+    func expireKillWaiters(_ now: UInt64) {
+        for slot in windows.keys.sorted() {
+            guard var window = windows[slot], !window.readyWaiters.isEmpty else { continue }
+            var expired = false
+            let (id, pid, isLive) = (window.id, window.pid, window.isLive)
+            window.readyWaiters.removeAll { waiter in
+                guard case .restart(let client, let oldPID, _, let signal, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
+                else { return false }
+                answer(
+                    client,
+                    .failure(
+                        .temporary,
+                        "the worker \(oldPID) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
+                    ))
+                expired = true
+                return true
+            }
+            guard expired else { continue }
+            if !window.readyWaiters.contains(where: { if case .restart = $0 { true } else { false } }) {
+                // The kill did not happen: a later death is the window's own again.
+                _ = step(&window, .killAbandoned)
+            }
+            windows[slot] = window
+        }
+    }
+
+    func beginShutdown() {
+        guard shutdownDeadline == nil else { return }
+        shutdownDeadline = monotonicNanoseconds() + 15_000_000_000
+        for slot in windows.keys.sorted() {
+            carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
+        }
+    }
+}
