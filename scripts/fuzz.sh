@@ -28,7 +28,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 started=$(date +%s)
 # lld: each target's main replaces libFuzzer's (gold refuses the two). -enable-testing: FuzzInputs
-# reaches two internal declarations of Supervisor through @testable import.
+# reaches internal declarations of Supervisor (SupervisorFiles) through @testable import.
 if ! swift build --package-path Fuzz --scratch-path "$scratch" -c release \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld -Xswiftc -enable-testing >"$log" 2>&1; then
   cat "$log" >&2
