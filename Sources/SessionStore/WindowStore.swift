@@ -27,6 +27,10 @@ public enum SaveEvent: Equatable, Sendable {
     case degradedTab(BrowserKind, WebStateID, reason: SessionFormatError)
 }
 
+extension SaveEvent {
+    var isDurable: Bool { if case .durable = self { true } else { false } }
+}
+
 /// One failed save attempt of one Browser.
 public struct SaveFailure: Equatable, Sendable, CustomStringConvertible {
     public let browser: BrowserKind
@@ -446,12 +450,15 @@ public final class WindowStore {
     }
 
     /// Puts an event in the outbox. A caller that never drains it (a save loop, a benchmark, a
-    /// `settle`) must not make it grow: a durable event replaces the durable event before it
-    /// (only the latest seq matters), and past `maxQueuedEvents` the oldest go.
-    private func report(_ event: SaveEvent) {
-        if case .durable = event, case .durable? = outbox.last { outbox.removeLast() }
-        if outbox.count >= Self.maxQueuedEvents { outbox.removeFirst(outbox.count - Self.maxQueuedEvents + 1) }
+    /// `settle`) must not make it grow: a durable event replaces the durable one before it (only
+    /// the latest seq matters), and past `maxQueuedEvents` the oldest other events go. The
+    /// durable event never does: a burst of others (a restore that degrades hundreds of tabs)
+    /// would otherwise leave the window's durable seq unpublished until its next save.
+    func report(_ event: SaveEvent) {
+        if case .durable = event { outbox.removeAll(where: \.isDurable) }
+        if outbox.count >= Self.maxQueuedEvents, let oldest = outbox.firstIndex(where: { !$0.isDurable }) { outbox.remove(at: oldest) }
         outbox.append(event)
+        assert(outbox.count <= Self.maxQueuedEvents && outbox.filter(\.isDurable).count <= 1)
     }
 
     static let maxQueuedEvents = 256

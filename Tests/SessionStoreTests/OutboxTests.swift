@@ -51,4 +51,17 @@ import Testing
         #expect(store.takeEvents() == [.durable(2)])
         #expect(try store.poll().isEmpty, "nothing left for the loop to report again")
     }
+
+    /// An outbox nobody drained for a while holds at most `maxQueuedEvents`, the oldest others
+    /// going first; its durable event stays, whatever came after it (before, the cap dropped it
+    /// like any other and the window's durable seq went unpublished until its next save).
+    @Test func theDurableEventOutlivesAnOverflowingOutbox() throws {
+        let store = try window()
+        store.report(.durable(1))
+        store.report(.durable(2))
+        for _ in 0..<(WindowStore.maxQueuedEvents + 40) { store.report(.deletedIncognito) }
+        let events = store.takeEvents()
+        #expect(events.count == WindowStore.maxQueuedEvents)
+        #expect(events.filter { $0 == .durable(2) }.count == 1 && !events.contains(.durable(1)), "\(events.prefix(3))")
+    }
 }
