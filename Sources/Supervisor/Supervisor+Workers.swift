@@ -320,9 +320,13 @@ extension Supervisor {
         }
     }
 
+    /// How long a shutdown waits for the workers to save and exit before it kills the ones left
+    /// (their unsaved changes are then named, and `run` exits 75): recovery.md's "15 s deadline".
+    static let shutdownGraceNanoseconds: UInt64 = 15_000_000_000
+
     func beginShutdown() {
         guard shutdownDeadline == nil else { return }
-        shutdownDeadline = monotonicNanoseconds() + 15_000_000_000
+        shutdownDeadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
         for slot in windows.keys.sorted() {
             carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
         }

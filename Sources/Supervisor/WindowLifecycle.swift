@@ -12,7 +12,7 @@ import HostCoordination
 /// | spawning               | spawnFailed(shortage)       | restartPending(shortage backoff, .spawnShortage) |      |
 /// | spawning               | spawnFailed(not shortage)   | as workerDied before ready    |                         |
 /// | starting               | becameReady                 | ready                         |                         |
-/// | starting, ready        | workerDied(no fault, before ready) | restartPending(shortage backoff, .workerShortage) | |
+/// | starting               | workerDied(no fault)        | restartPending(shortage backoff, .workerShortage) | |
 /// | starting, ready        | workerDied                  | `RestartPolicy.decide`: restartPending(now, .crash) | spawn |
 /// |                        |                             | or restartPending(now + backoff, .crash) |              |
 /// |                        |                             | or restartPending(now + delay, .setAside) | setAside    |
@@ -31,6 +31,7 @@ import HostCoordination
 /// | starting, disconnecting(saving: false) | shutdownBegan | (same, stopping)           | terminate               |
 /// | restartPending, reserved, spawning | shutdownBegan   | stopped                       |                         |
 /// | disconnecting(saving: true) | shutdownBegan          | (same, stopping)              |                         |
+/// | any, already stopping  | shutdownBegan               | (same)                        |                         |
 /// | starting, ready (stopping) | workerDied              | stopped                       |                         |
 ///
 /// Any other pair is an invariant violation: `assertionFailure` naming the state and the event
