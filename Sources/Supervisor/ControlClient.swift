@@ -9,6 +9,14 @@ public enum ControlClient {
     /// What `ctl` waits by default for connecting, sending and the reply together.
     public static let defaultTimeoutSeconds = 30
 
+    /// The longest reply line `exchange` reads, with a margin over the largest the supervisor
+    /// sends: a `dump` of two full Browsers. It reaches the supervisor as one reply-ring message
+    /// (at most 1 MiB, `SlotLayout.replyRingCapacity`); as JSON its text grows at most 6 times
+    /// (a control character is `\u001f`), 6 MiB, and each of at most 2 × `Limits.maxTabsPerBrowser`
+    /// tabs adds its keys and numbers (under 128 bytes), 4 MiB. A longer reply is no supervisor's:
+    /// it is refused (`.replyTooLong`) instead of read into memory without end.
+    public static let maxReplyBytes = 16 << 20
+
     /// `exchange`, with the client's own failure as the reply `ctl` prints (`ControlClientError.reply`).
     public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
         do {
@@ -85,12 +93,16 @@ public enum ControlClient {
         var reply: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
+            // A server that streams without end never makes a read block: the deadline is
+            // checked on every read, not only in `wait`.
+            guard monotonicNanoseconds() < deadline else { throw late(.reply(request.verb.rawValue)) }
             let count = recv(fd, &chunk, chunk.count, 0)
             if count < 0, errno == EAGAIN || errno == EINTR {
                 guard wait(fd, for: Int32(POLLIN)) else { throw late(.reply(request.verb.rawValue)) }
                 continue
             }
             guard count > 0 else { break }
+            guard reply.count + count <= maxReplyBytes else { throw .replyTooLong(limit: maxReplyBytes) }
             reply += chunk[..<count]
             if reply.last == UInt8(ascii: "\n") { break }
         }
@@ -131,13 +143,15 @@ public enum ControlClientError: Error, Equatable, Sendable, CustomStringConverti
     case noReply
     /// The reply was not a `ControlReply`; why it did not decode.
     case unreadableReply(String)
+    /// The reply ran past `ControlClient.maxReplyBytes` (the bytes named) without ending.
+    case replyTooLong(limit: Int)
 
     public var code: ControlCode {
         switch self {
         case .noSocket, .noSupervisor, .hungUp, .noReply: .unavailable
         case .socketPathTooLong, .unencodableRequest: .usage
         case .timedOut: .temporary
-        case .unreadableReply: .software
+        case .unreadableReply, .replyTooLong: .software
         }
     }
 
@@ -152,6 +166,7 @@ public enum ControlClientError: Error, Equatable, Sendable, CustomStringConverti
         case .hungUp(let error): "the supervisor hung up: \(error)"
         case .noReply: "the supervisor closed the connection without a reply"
         case .unreadableReply(let error): "unreadable reply: \(error)"
+        case .replyTooLong(let limit): "unreadable reply: longer than \(limit) bytes, more than any supervisor's reply"
         }
     }
 

@@ -129,6 +129,60 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         }
     }
 
+    /// A key the request line's top-level object names more than once, if any. JSONDecoder
+    /// keeps the first value of such a key and other parsers the last, so the line is two
+    /// different requests (`{"window":A,…,"window":B}` acts on A where a script's parser sees
+    /// B): the supervisor refuses it (64). Keys compare as Swift strings, which refuses a pair
+    /// that differs only in Unicode normalization too.
+    static func repeatedKey(in line: [UInt8]) -> String? {
+        guard let keys = topLevelKeys(in: line) else { return nil }
+        var seen: Set<String> = []
+        return keys.first { !seen.insert($0).inserted }
+    }
+
+    /// The keys of the line's top-level object in order, repeats kept; nil when the line is not
+    /// an object this scan can read (the decoder then says what is wrong). Strings are skipped
+    /// by their escapes and nesting is counted, not parsed; each key's text is JSONDecoder's, so
+    /// escapes (`"wind\u006fw"`) name the key they spell.
+    static func topLevelKeys(in line: [UInt8]) -> [String]? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        guard line.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "{") else { return nil }
+        var keys: [String] = []
+        var depth = 0
+        var expectsKey = false
+        var index = 0
+        while index < line.count {
+            let byte = line[index]
+            switch byte {
+            case quote:
+                let start = index
+                index += 1
+                while index < line.count, line[index] != quote { index += line[index] == backslash ? 2 : 1 }
+                guard index < line.count else { return nil }
+                if depth == 1, expectsKey {
+                    guard let key = try? JSONDecoder().decode(String.self, from: Data(line[start...index])) else { return nil }
+                    keys.append(key)
+                    expectsKey = false
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                expectsKey = depth == 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                if depth == 0 { return keys }
+            case UInt8(ascii: ","):
+                if depth == 1 { expectsKey = true }
+            default: break
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+    }
+
     /// The window a request names: `text` whole, or the refusal (64) naming it.
     public static func windowID(_ text: String) throws(ControlFailure) -> UUID {
         guard let id = UUID(exactly: text) else {
@@ -278,12 +332,24 @@ public struct ControlReply: Codable, Equatable, Sendable {
     }
 }
 
-/// Signal names `ctl kill --signal` takes.
+/// Signal names `ctl kill --signal` takes: the one table its help text lists names from, so a
+/// name the help shows is one the request accepts.
 public enum SignalName {
+    /// Every standard Linux signal by its name without SIG, one name for each number.
     public static let numbers: [String: Int32] = [
-        "KILL": SIGKILL, "TERM": SIGTERM, "INT": SIGINT, "ABRT": SIGABRT, "SEGV": SIGSEGV, "STOP": SIGSTOP,
-        "CONT": SIGCONT, "HUP": SIGHUP, "QUIT": SIGQUIT, "USR1": SIGUSR1, "USR2": SIGUSR2,
+        "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "ILL": SIGILL, "TRAP": SIGTRAP, "ABRT": SIGABRT, "BUS": SIGBUS,
+        "FPE": SIGFPE, "KILL": SIGKILL, "USR1": SIGUSR1, "SEGV": SIGSEGV, "USR2": SIGUSR2, "PIPE": SIGPIPE,
+        "ALRM": SIGALRM, "TERM": SIGTERM, "CHLD": SIGCHLD, "CONT": SIGCONT, "STOP": SIGSTOP, "TSTP": SIGTSTP,
+        "TTIN": SIGTTIN, "TTOU": SIGTTOU, "URG": SIGURG, "XCPU": SIGXCPU, "XFSZ": SIGXFSZ, "VTALRM": SIGVTALRM,
+        "PROF": SIGPROF, "WINCH": SIGWINCH, "IO": SIGIO, "PWR": SIGPWR, "SYS": SIGSYS,
     ]
+    /// The signals that stop a process by default: a hang the watchdog catches.
+    public static let stopping: [Int32] = [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU]
+    /// The signals a process ignores by default: nothing dies, no restart comes.
+    public static let ignoredByDefault: [Int32] = [SIGCONT, SIGCHLD, SIGURG, SIGWINCH]
+
+    /// `signals` named for a help text: "CONT, CHLD, URG, WINCH".
+    public static func list(_ signals: [Int32]) -> String { signals.map(name).joined(separator: ", ") }
 
     public static func number(_ name: String) -> Int32? {
         let bare = name.uppercased().hasPrefix("SIG") ? String(name.uppercased().dropFirst(3)) : name.uppercased()

@@ -293,7 +293,9 @@ final class ControlServer {
             if client.input.contains(UInt8(ascii: "\n")) || client.input.count > Limits.maxControlRequestBytes { break }
         }
         guard client.phase == .reading else { return nil }
-        if let newline = client.input.firstIndex(of: UInt8(ascii: "\n")) {
+        // The bound is on the line without its newline, as `ctl` counts it: a newline that
+        // arrives in the read crossing the bound does not make a longer line acceptable.
+        if let newline = client.input.firstIndex(of: UInt8(ascii: "\n")), newline <= Limits.maxControlRequestBytes {
             let line = Data(client.input[..<newline])
             client.input = []
             client.phase = .awaiting
@@ -307,6 +309,10 @@ final class ControlServer {
             // Well-formed JSON whose text is no text: the data is bad, not the request's shape.
             if let offset = Self.loneSurrogateEscape(in: Array(line)) {
                 answer(id, .failure(.badData, "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"))
+                return nil
+            }
+            if let key = ControlRequest.repeatedKey(in: Array(line)) {
+                answer(id, .failure(.usage, "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"))
                 return nil
             }
             do {

@@ -2,9 +2,13 @@ import CLinuxShims
 import Glibc
 import SystemPackage
 
-/// The processes holding a descriptor to one file, found through `/proc/<pid>/fd`: who holds
-/// `supervisor.lock` when no supervisor does (`Supervisor.takeLockFromLeftovers`). Nothing here
-/// walks a path under the root: a descriptor's file is reached only through its /proc link.
+/// The processes holding one file open, found through /proc: who holds `supervisor.lock` when
+/// no supervisor does (`Supervisor.takeLockFromLeftovers`). A process holds it through a
+/// descriptor in any thread's table (`/proc/<pid>/task/<tid>/fd`: a leader thread that exited
+/// leaves `/proc/<pid>/fd` unreadable while another thread keeps the descriptor, and a thread may
+/// have a table of its own), or through a mapping (`/proc/<pid>/task/<tid>/maps`: a mapping keeps
+/// the open file description, and so the flock, after its descriptor is closed). Nothing here
+/// walks a path under the root: the file is reached only through /proc.
 struct LockHolders {
     /// The file, as `fstat` of the descriptor it is open on here names it.
     let device: UInt64
@@ -17,6 +21,14 @@ struct LockHolders {
         inode = UInt64(status.st_ino)
     }
 
+    /// A holder found and stopped, kept by a pidfd taken before it was checked, so a pid reused
+    /// meanwhile is never signalled; its command line read while it was stopped, for the log.
+    struct Stopped {
+        let pid: Int32
+        let pidfd: Int32
+        let command: String
+    }
+
     /// Every process but this one with a descriptor to the file. A process that exits or
     /// cannot be read during the scan is passed over: the caller scans again.
     func pids() -> [Int32] {
@@ -24,36 +36,105 @@ struct LockHolders {
         return Self.numberedEntries("/proc").filter { $0 != me && holds($0) }
     }
 
-    /// SIGKILLs `pid` if it still holds the file, through a pidfd taken before that check, so
-    /// a pid reused meanwhile is never signalled. Its command line (read before it dies), or
-    /// nil when it is gone or holds the file no more.
-    func kill(_ pid: Int32) throws(Errno) -> String? {
-        let pidfd = wh_pidfd_open(pid)
-        guard pidfd >= 0 else {
-            if errno == ESRCH { return nil }
-            throw Errno(rawValue: errno)
+    /// Stops (SIGSTOP) every process but this one that holds the file, the moment each is found;
+    /// `kill` ends them once the scan is done. A stopped process cannot fork, so a holder that
+    /// forks a child and exits (a chain, each link gone before a pid scan could kill it) is held
+    /// at the link the scan reaches, and its later links are found by the next scan. `failed`
+    /// hears of a holder that could not be stopped (not ours to signal, or no pidfd left).
+    func stopAll(failed: (Int32, Errno) -> Void) -> [Stopped] {
+        let me = getpid()
+        var stopped: [Stopped] = []
+        for pid in Self.numberedEntries("/proc") where pid != me {
+            let pidfd = wh_pidfd_open(pid)
+            guard pidfd >= 0 else {
+                if errno != ESRCH { failed(pid, Errno(rawValue: errno)) }
+                continue
+            }
+            guard holds(pid) else {
+                close(pidfd)
+                continue
+            }
+            guard wh_pidfd_send_signal(pidfd, SIGSTOP) == 0 else {
+                // ESRCH: gone meanwhile; a child it forked is for the next scan.
+                if errno != ESRCH { failed(pid, Errno(rawValue: errno)) }
+                close(pidfd)
+                continue
+            }
+            stopped.append(Stopped(pid: pid, pidfd: pidfd, command: Self.commandLine(of: pid)))
         }
-        defer { close(pidfd) }
-        guard holds(pid) else { return nil }
-        let command = Self.commandLine(of: pid)
-        guard wh_pidfd_send_signal(pidfd, SIGKILL) == 0 else {
-            if errno == ESRCH { return nil }
-            throw Errno(rawValue: errno)
-        }
-        return command
+        return stopped
     }
 
-    /// Whether `pid` has a descriptor to the file. A descriptor's inode number is read from its
-    /// fdinfo first, which asks no file system; only one with the file's number is `stat`ed
-    /// (through its /proc link) for the device. A `stat` of every descriptor would wait on any
-    /// hung network or FUSE file some process holds.
-    private func holds(_ pid: Int32) -> Bool {
-        Self.numberedEntries("/proc/\(pid)/fd").contains { fd in
-            // A kernel before 5.14 shows no inode in fdinfo: the stat alone decides.
-            guard (Self.fdinfoInode("/proc/\(pid)/fdinfo/\(fd)") ?? inode) == inode else { return false }
-            var status = stat()
-            return stat("/proc/\(pid)/fd/\(fd)", &status) == 0 && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+    /// SIGKILLs each stopped holder (SIGKILL ends a stopped process too) and closes its pidfd.
+    func kill(_ stopped: [Stopped], failed: (Int32, Errno) -> Void) {
+        for holder in stopped {
+            if wh_pidfd_send_signal(holder.pidfd, SIGKILL) != 0, errno != ESRCH { failed(holder.pid, Errno(rawValue: errno)) }
+            close(holder.pidfd)
         }
+    }
+
+    /// Whether `pid` holds the file: a descriptor in any of its threads' tables, or a mapping.
+    private func holds(_ pid: Int32) -> Bool {
+        let tasks = Self.numberedEntries("/proc/\(pid)/task")
+        if tasks.contains(where: { holdsDescriptor("/proc/\(pid)/task/\($0)") }) { return true }
+        // The threads share one memory map: the first thread that still has one shows it all
+        // (a leader that exited shows none).
+        for task in tasks {
+            if let mapped = maps("/proc/\(pid)/task/\(task)/maps") { return mapped }
+        }
+        return false
+    }
+
+    /// Whether the task at `task` (a /proc directory) has a descriptor to the file. A
+    /// descriptor's inode number is read from its fdinfo first, which asks no file system; only
+    /// one with the file's number is `stat`ed (through its /proc link) for the device. A `stat`
+    /// of every descriptor would wait on any hung network or FUSE file some process holds.
+    private func holdsDescriptor(_ task: String) -> Bool {
+        Self.numberedEntries("\(task)/fd").contains { fd in
+            // A kernel before 5.14 shows no inode in fdinfo: the stat alone decides.
+            guard (Self.fdinfoInode("\(task)/fdinfo/\(fd)") ?? inode) == inode else { return false }
+            var status = stat()
+            return stat("\(task)/fd/\(fd)", &status) == 0 && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+        }
+    }
+
+    /// Whether a maps file names the file in a mapping; nil when it is empty (no memory map) or
+    /// cannot be read. Read in chunks, a line at a time: a process picks how many mappings it has.
+    private func maps(_ path: String) -> Bool? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var pending: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        var empty = true
+        while true {
+            let got = read(fd, &chunk, chunk.count)
+            if got < 0, errno == EINTR { continue }
+            guard got > 0 else { break }
+            empty = false
+            pending += chunk[..<got]
+            var start = pending.startIndex
+            while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                if mapsLineNamesFile(pending[start..<newline]) { return true }
+                start = newline + 1
+            }
+            pending.removeSubrange(..<start)
+            // No line is this long (a path is at most PATH_MAX): not a maps file to trust.
+            if pending.count > chunk.count { return false }
+        }
+        return empty ? nil : mapsLineNamesFile(pending[...])
+    }
+
+    /// Whether a `/proc/<pid>/maps` line (`start-end perms offset major:minor inode path`, the
+    /// device numbers in hex) maps the file.
+    private func mapsLineNamesFile(_ line: ArraySlice<UInt8>) -> Bool {
+        let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
+        guard fields.count >= 5, UInt64(String(decoding: fields[4], as: UTF8.self)) == inode else { return false }
+        let numbers = fields[3].split(separator: UInt8(ascii: ":")).map { UInt64(String(decoding: $0, as: UTF8.self), radix: 16) }
+        guard numbers.count == 2, let major = numbers[0], let minor = numbers[1] else { return false }
+        // glibc's dev_t: the major's low 12 bits at 8, the rest at 32; the minor's low 8 at 0, the rest at 12.
+        let encoded = ((major & 0xfff) << 8) | ((major & ~0xfff) << 32) | (minor & 0xff) | ((minor & ~0xff) << 12)
+        return encoded == device
     }
 
     /// The entries of a /proc directory whose names are numbers (pids, descriptors); none when

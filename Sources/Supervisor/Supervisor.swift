@@ -343,17 +343,16 @@ public final class Supervisor {
         }
         let deadline = monotonicNanoseconds() + workerExitWaitNanoseconds
         var killed: Set<Int32> = []
+        func cannotKill(_ pid: Int32, _ error: Errno) {
+            logger.error("cannot kill a leftover holding \(path)", metadata: ["pid": "\(pid)", "error": "\(error)"])
+        }
         while true {
-            for pid in holders.pids() {
-                do {
-                    guard let command = try holders.kill(pid) else { continue }
-                    if killed.insert(pid).inserted {
-                        logger.error("killed a leftover of a dead supervisor holding \(path)", metadata: ["pid": "\(pid)", "cmdline": "\(command)"])
-                    }
-                } catch {
-                    logger.error("cannot kill a leftover holding \(path)", metadata: ["pid": "\(pid)", "error": "\(error)"])
-                }
+            // Every holder is stopped before any is killed: none can fork a new holder meanwhile.
+            let stopped = holders.stopAll(failed: cannotKill)
+            for holder in stopped where killed.insert(holder.pid).inserted {
+                logger.error("killed a leftover of a dead supervisor holding \(path)", metadata: ["pid": "\(holder.pid)", "cmdline": "\(holder.command)"])
             }
+            holders.kill(stopped, failed: cannotKill)
             if try takeLock(lock, path: path, before: min(deadline, monotonicNanoseconds() + leftoverScanNanoseconds)) { return }
             guard monotonicNanoseconds() < deadline else { throw .lockHeldByLeftovers(path, pids: holders.pids()) }
         }

@@ -27,8 +27,8 @@ struct ControlCommand: ParsableCommand {
             No call waits forever: connecting, sending and the reply together get --timeout \
             seconds (default \(ControlClient.defaultTimeoutSeconds)); past it ctl exits 75 saying what it waited for (a \
             stopped or overloaded supervisor). `kill` waits at most 5 s for a worker to die \
-            (after STOP, TSTP, TTIN or TTOU, the watchdog's period more) before the supervisor \
-            answers 75; a signal ignored by default (CONT, CHLD, URG, WINCH) is answered at \
+            (after \(SignalName.list(SignalName.stopping)), the watchdog's period more) before the supervisor \
+            answers 75; a signal ignored by default (\(SignalName.list(SignalName.ignoredByDefault))) is answered at \
             once, with no restart expected.
             """,
         subcommands: [
@@ -303,9 +303,10 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option(
             help: """
-                KILL, TERM, ABRT, SEGV, STOP (a hang the watchdog catches), … or a number. One ignored by default (CONT, \
-                CHLD, URG, WINCH) is answered at once, no restart expected; a worker still alive 5 s after the signal (and \
-                the watchdog's period, after STOP) exits 75.
+                A name, with or without SIG (\(SignalName.numbers.sorted { $0.value < $1.value }.map(\.key).joined(separator: " "))), \
+                or a number 1–64. \(SignalName.list(SignalName.stopping)) stop the worker: a hang the watchdog catches. One \
+                ignored by default (\(SignalName.list(SignalName.ignoredByDefault))) is answered at once, no restart expected; \
+                a worker still alive 5 s after the signal (and the watchdog's period, after one that stops it) exits 75.
                 """)
         var signal = "KILL"
         @Flag(help: "Return once the signal is sent.") var noWait = false

@@ -85,4 +85,39 @@ import Testing
         #expect(reply == .failure(.unavailable, "the supervisor closed the connection without a reply"))
         served.wait()
     }
+
+    /// A fake server that streams a reply line that never ends (until the client hangs up, or
+    /// 64 MiB, so that a client without the bound still ends): the client stops at
+    /// `maxReplyBytes` with a typed error well within its timeout, instead of holding all it is
+    /// sent until the timeout passes.
+    @Test(.timeLimit(.minutes(1))) func aReplyThatNeverEndsIsRefusedAtTheBound() throws {
+        let fd = try bound(listening: 4)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let served = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let client = accept(fd, nil, nil)
+            var byte: UInt8 = 0
+            while client >= 0, read(client, &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+            let endless = [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10)
+            var sent = 0
+            while client >= 0, sent < 64 << 20 {
+                let count = endless.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                guard count > 0 else { break }
+                sent += count
+            }
+            if client >= 0 { close(client) }
+            served.signal()
+        }
+        let timeout = 2
+        let started = ContinuousClock.now
+        #expect(throws: ControlClientError.replyTooLong(limit: ControlClient.maxReplyBytes)) {
+            try ControlClient.exchange(.status, socket: FilePath(path), timeout: timeout)
+        }
+        #expect(ContinuousClock.now - started < .seconds(timeout + 1))
+        served.wait()
+        #expect(ControlClientError.replyTooLong(limit: ControlClient.maxReplyBytes).code == .software)
+    }
 }

@@ -147,6 +147,20 @@ import Testing
 
     /// A request of the wrong shape is no refusal of its fields: the decoder's own error, which
     /// the control server answers 64 (malformed).
+    /// `SignalName` is one table: one name for each number, each name read back as its number
+    /// (with or without SIG, any case), and the signals the help lists by kind among them.
+    @Test func everySignalNameReadsAsItsNumber() throws {
+        #expect(Set(SignalName.numbers.values).count == SignalName.numbers.count, "one name for each number")
+        for (name, number) in SignalName.numbers {
+            #expect(SignalName.number(name) == number && SignalName.number("sig" + name.lowercased()) == number && SignalName.name(number) == name)
+            let request = try Self.decode(#"{"verb":"kill","window":"\#(Self.id.uuidString)","signal":"\#(name)"}"#)
+            #expect(request == .window(Self.id, .kill(signal: number, wait: true, aim: false)))
+        }
+        for signal in SignalName.stopping + SignalName.ignoredByDefault { #expect(SignalName.numbers.values.contains(signal)) }
+        #expect(SignalName.list(SignalName.ignoredByDefault) == "CONT, CHLD, URG, WINCH")
+        #expect(SignalName.list(SignalName.stopping) == "STOP, TSTP, TTIN, TTOU")
+    }
+
     @Test func aMalformedRequestIsADecodingError() {
         for line in [#"{"window":"x"}"#, #"{"verb":3}"#, #"{"verb":"close","window":"\#(Self.id.uuidString)","tab":"1"}"#, #"[]"#] {
             #expect(throws: DecodingError.self, "\(line)") { _ = try Self.decode(line) }

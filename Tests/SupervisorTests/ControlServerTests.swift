@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 @testable import Supervisor
 import SystemPackage
@@ -154,6 +155,72 @@ import Testing
         #expect(server.clientCount == 0)
         close(slow)
         close(quick)
+    }
+
+    /// The bound is on the line without its newline, as `ctl` counts it: a line of exactly
+    /// `maxControlRequestBytes` is read, a longer one is refused with 64 even when its newline
+    /// comes in the read that crosses the bound (lines up to about 128 KiB were served).
+    @Test func aRequestLineIsBoundedExactly() throws {
+        let server = try ControlServer(path: path, maxClients: 8, idleTimeout: 60_000_000_000)
+        defer { server.stop() }
+        /// A `status` request padded with spaces to `length` bytes, then its newline.
+        func line(_ length: Int) -> [UInt8] {
+            let open = Array(#"{"verb":"status""#.utf8)
+            return open + [UInt8](repeating: UInt8(ascii: " "), count: length - open.count - 1) + Array("}\n".utf8)
+        }
+        let lengths = [Limits.maxControlRequestBytes, Limits.maxControlRequestBytes + 1, 120 << 10]
+        var clients: [Int32] = []
+        for length in lengths {
+            let fd = try connectClient()
+            clients.append(fd)
+            let bytes = line(length)
+            let sent = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            try #require(sent == bytes.count, "sent \(sent) of \(bytes.count): \(errno)")
+        }
+        defer { for fd in clients { close(fd) } }
+        var requests: [(ControlServer.ClientID, ControlRequest)] = []
+        for _ in 0..<20 { requests += turn(server) }
+        #expect(requests.count == 1 && requests.first?.1 == .status, "\(requests)")
+        for fd in clients.dropFirst() {
+            let refused = try reply(fd)
+            #expect(refused.code == .usage && refused.error?.contains("request longer than") == true, "\(refused)")
+        }
+    }
+
+    /// A line whose top-level object names a key twice is two requests to two parsers
+    /// (JSONDecoder keeps the first `window`, a script's parser the last): refused with 64,
+    /// however the key is spelled, and nothing reaches a window.
+    @Test func aRequestNamingAKeyTwiceIsRefused() throws {
+        let server = try ControlServer(path: path, maxClients: 8, idleTimeout: 60_000_000_000)
+        defer { server.stop() }
+        let (a, b) = (UUID().uuidString, UUID().uuidString)
+        let lines = [
+            #"{"verb":"open","window":"\#(a)","url":"https://a.example/","window":"\#(b)"}"#,
+            #"{"verb":"dump","window":"\#(a)", "wind\u006fw" : "\#(b)"}"#,
+            #"{"verb":"status","verb":"shutdown"}"#,
+        ]
+        var clients: [Int32] = []
+        for line in lines {
+            let fd = try connectClient()
+            clients.append(fd)
+            _ = Array((line + "\n").utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        defer { for fd in clients { close(fd) } }
+        var requests: [(ControlServer.ClientID, ControlRequest)] = []
+        for _ in 0..<10 { requests += turn(server) }
+        #expect(requests.isEmpty, "\(requests)")
+        for (fd, key) in zip(clients, ["window", "window", "verb"]) {
+            let refused = try reply(fd)
+            #expect(refused == .failure(.usage, "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"))
+        }
+
+        // Keys repeated only inside a nested value, or text that looks like a key, are no repeat.
+        let once = #"{"verb":"open","window":"\#(a)","url":"https://a.example/?\"window\":1","x":{"window":1,"window":2},"y":[{"verb":1}]}"#
+        #expect(ControlRequest.topLevelKeys(in: Array(once.utf8)) == ["verb", "window", "url", "x", "y"])
+        #expect(ControlRequest.repeatedKey(in: Array(once.utf8)) == nil)
+        for notAnObject in ["", "[1,2]", #""verb""#, #"{"verb":"status""#, #"{"verb"#, #"{"a\"#] {
+            #expect(ControlRequest.topLevelKeys(in: Array(notAnObject.utf8)) == nil, "\(notAnObject)")
+        }
     }
 
     @Test func somethingThatIsNotASocketIsLeftAndRefused() throws {

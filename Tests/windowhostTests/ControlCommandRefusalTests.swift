@@ -21,6 +21,21 @@ import Testing
         #expect(run.status == 64 && run.output.contains("unknown signal 'NOPE'"), "\(run.status) \(run.output)")
     }
 
+    /// Every signal name `ctl kill --help` lists is one `--signal` takes: the help named TSTP,
+    /// TTIN, TTOU, CHLD, URG and WINCH, which were refused as unknown (64), only their numbers
+    /// working. The names now come from `SignalName`'s one table.
+    @Test func everySignalTheKillHelpNamesIsTaken() throws {
+        let help = try runWindowhost(["ctl", "kill", "--help"]).output
+        // The --signal option's paragraph, up to the next option.
+        let paragraph = try #require(help.range(of: "  --signal <signal>").map { help[$0.upperBound...] }).split(separator: "\n  --").first ?? ""
+        let names = Set(paragraph.split { !$0.isLetter && !$0.isNumber }.filter { $0.count > 1 && $0.allSatisfy(\.isUppercase) }.map(String.init))
+        #expect(names.isSuperset(of: ["KILL", "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "URG", "WINCH"]), "\(names): \(paragraph)")
+        for name in names.subtracting(["SIG"]) {
+            let run = try runWindowhost(["ctl", "--socket", Self.noSupervisor, "kill", "--window", UUID().uuidString, "--signal", name])
+            #expect(run.status == 69, "\(name) is taken, so only the missing supervisor stops it: \(run.status) \(run.output)")
+        }
+    }
+
     /// Each verb of the wire is a `ctl` subcommand of the same name.
     @Test(arguments: Verb.allCases) func everyVerbIsASubcommand(_ verb: Verb) throws {
         let help = try runWindowhost(["ctl", verb.rawValue, "--help"])

@@ -107,6 +107,72 @@ import Testing
         #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
     }
 
+    /// A leftover whose main thread exited while another thread keeps the lock descriptor: its
+    /// leader is a zombie, so `/proc/<pid>/fd` cannot be read, and a scan of it alone found no
+    /// holder (the start exited 75 "held by no process this host can find"). Its threads' own
+    /// tables (`/proc/<pid>/task/<tid>/fd`) show it, and it is killed.
+    @Test(.timeLimit(.minutes(2))) func aLeftoverWhoseMainThreadExitedIsFoundThroughItsThreads() throws {
+        try expectLeftoverKilled(
+            "zombie-leader",
+            holding: """
+                import ctypes, sys, threading, time
+                threading.Thread(target=lambda: time.sleep(1000), daemon=False).start()
+                open(sys.argv[1], "w").close()
+                ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the main thread alone exits
+                """)
+    }
+
+    /// A leftover that mapped supervisor.lock and closed its descriptor: the mapping keeps the
+    /// open file description, and with it the flock, though no descriptor table shows it. Its
+    /// memory map (`/proc/<pid>/task/<tid>/maps`) does, and it is killed.
+    @Test(.timeLimit(.minutes(2))) func aLeftoverThatMappedTheLockAndClosedItIsFoundThroughItsMaps() throws {
+        try expectLeftoverKilled(
+            "mapped-lock",
+            holding: """
+                import ctypes, os, sys, time
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.mmap.restype = ctypes.c_void_p
+                mapped = libc.mmap(None, 4096, 1, 1, 3, 0)  # PROT_READ, MAP_SHARED, the lock at descriptor 3
+                assert mapped not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+                os.close(3)
+                open(sys.argv[1], "w").close()
+                time.sleep(1000)
+                """)
+    }
+
+    /// Starts a supervisor, hands its worker's supervisor.lock descriptor (as descriptor 3) to a
+    /// python `script` standing in for a compromised worker's leftover, which creates the file
+    /// named by its first argument once it holds the lock its way; kills the supervisor, then
+    /// expects the next start to find the stand-in, kill it and be ready.
+    private func expectLeftoverKilled(_ name: String, holding script: String) throws {
+        let root = temporaryRoot(name)
+        defer { removeHostFiles(root) }
+        let ready = root.appendingPathComponent("stand-in-ready").path
+        let standIn: pid_t
+        do {
+            let host = try HostProcess(root: root, scenes: 1)
+            defer { if host.process.isRunning { host.kill9() } }
+            let worker = try #require(host.windows().values.first?.pid)
+            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
+            defer { close(copy) }
+            standIn = try spawnProcess(["/usr/bin/python3", "-c", script, ready], inheriting: [copy]).get()
+            try #require(waitFor({ FileManager.default.fileExists(atPath: ready) }, seconds: 30), "the stand-in holds the lock its way")
+            usleep(200_000)
+            host.kill9()
+        }
+        var reaped = false
+        defer { if !reaped { kill(standIn, SIGKILL); waitpid(standIn, nil, 0) } }
+
+        let second = try runWindowhostBounded(
+            ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
+        #expect(second.output.contains("ready "), "\(second.output)")
+        #expect(second.output.contains("pid=\(standIn)"), "the log names the stand-in: \(second.output)")
+        var status: Int32 = 0
+        reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 5)
+        #expect(reaped, "the stand-in is dead")
+        #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
+    }
+
     /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
     /// /proc/<pid>/fd shows it, so nothing can be killed. The start says exactly that with 75,
     /// not "another supervisor runs", and once the socket is gone the next start takes the lock.

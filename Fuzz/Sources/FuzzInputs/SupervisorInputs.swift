@@ -60,6 +60,12 @@ enum SupervisorInputs {
     static func controlRequest(_ bytes: [UInt8]) throws(FuzzFinding) {
         let line = bytes.prefix { $0 != UInt8(ascii: "\n") }
         _ = ControlServer.loneSurrogateEscape(in: Array(line))
+        // The top-level keys the duplicate check scans are the keys a full parser reads.
+        if let keys = ControlRequest.topLevelKeys(in: Array(line)), ControlRequest.repeatedKey(in: Array(line)) == nil,
+            let object = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any]
+        {
+            try expect(keys.count == object.count && Set(keys) == Set(object.keys), "top-level keys \(keys), a parser's \(object.keys.sorted())")
+        }
         let request: ControlRequest
         do {
             request = try JSONDecoder().decode(ControlRequest.self, from: Data(line))
