@@ -44,7 +44,9 @@ struct LockHolders {
     func stopAll(failed: (Int32, Errno) -> Void) -> [Stopped] {
         let me = getpid()
         var stopped: [Stopped] = []
-        for pid in Self.numberedEntries("/proc") where pid != me {
+        // Newest first: a holder that forks and exits is gone from the listing within a
+        // millisecond or so, and its child's pid is (until pids wrap) above every listed one.
+        for pid in Self.numberedEntries("/proc").sorted(by: >) where pid != me {
             let pidfd = wh_pidfd_open(pid)
             guard pidfd >= 0 else {
                 if errno != ESRCH { failed(pid, Errno(rawValue: errno)) }
@@ -160,7 +162,14 @@ struct LockHolders {
     /// `/proc/<pid>/cmdline`, its arguments joined by spaces, at most `commandLineLimit` bytes
     /// of it: for the log line saying what was killed.
     static func commandLine(of pid: Int32) -> String {
-        readBounded("/proc/\(pid)/cmdline", limit: commandLineLimit)?.split(separator: "\0").joined(separator: " ") ?? "?"
+        // A process whose main thread exited shows it only through a thread still running.
+        let places = ["/proc/\(pid)"] + numberedEntries("/proc/\(pid)/task").map { "/proc/\(pid)/task/\($0)" }
+        for place in places {
+            if let text = readBounded("\(place)/cmdline", limit: commandLineLimit), !text.isEmpty {
+                return text.split(separator: "\0").joined(separator: " ")
+            }
+        }
+        return "?"
     }
 
     /// Enough of a command line to recognize it; a process picks its own arguments, so the log

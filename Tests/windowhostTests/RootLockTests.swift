@@ -166,7 +166,9 @@ import Testing
         let second = try runWindowhostBounded(
             ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
         #expect(second.output.contains("ready "), "\(second.output)")
-        #expect(second.output.contains("pid=\(standIn)"), "the log names the stand-in: \(second.output)")
+        #expect(
+            second.output.contains("pid=\(standIn)") && second.output.contains("cmdline=/usr/bin/python3 -c"),
+            "the log names the stand-in: \(second.output)")
         var status: Int32 = 0
         reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 5)
         #expect(reaped, "the stand-in is dead")
