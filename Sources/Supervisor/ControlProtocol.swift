@@ -142,8 +142,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
 
     /// The keys of the line's top-level object in order, repeats kept; nil when the line is not
     /// an object this scan can read (the decoder then says what is wrong). Strings are skipped
-    /// by their escapes and nesting is counted, not parsed; each key's text is JSONDecoder's, so
-    /// escapes (`"wind\u006fw"`) name the key they spell.
+    /// by their escapes and nesting is counted, not parsed; a key with an escape is read by
+    /// JSONDecoder, so escapes (`"wind\u006fw"`) name the key they spell.
     static func topLevelKeys(in line: [UInt8]) -> [String]? {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         guard line.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "{") else { return nil }
@@ -160,7 +160,11 @@ public enum ControlRequest: Codable, Equatable, Sendable {
                 while index < line.count, line[index] != quote { index += line[index] == backslash ? 2 : 1 }
                 guard index < line.count else { return nil }
                 if depth == 1, expectsKey {
-                    guard let key = try? JSONDecoder().decode(String.self, from: Data(line[start...index])) else { return nil }
+                    let quoted = line[start...index]
+                    let key = quoted.contains(backslash)
+                        ? try? JSONDecoder().decode(String.self, from: Data(quoted))
+                        : String(validating: quoted.dropFirst().dropLast(), as: UTF8.self)
+                    guard let key else { return nil }
                     keys.append(key)
                     expectsKey = false
                 }
