@@ -29,7 +29,7 @@ struct LockHolders {
         let command: String
     }
 
-    /// Every process but this one with a descriptor to the file. A process that exits or
+    /// Every process but this one that holds the file. A process that exits or
     /// cannot be read during the scan is passed over: the caller scans again.
     func pids() -> [Int32] {
         let me = getpid()
@@ -49,7 +49,10 @@ struct LockHolders {
         for pid in Self.numberedEntries("/proc").sorted(by: >) where pid != me {
             let pidfd = wh_pidfd_open(pid)
             guard pidfd >= 0 else {
-                if errno != ESRCH { failed(pid, Errno(rawValue: errno)) }
+                // The pidfd comes first, so the process checked is the one signalled; without one
+                // (no descriptor left) only a holder is worth a word.
+                let error = errno
+                if error != ESRCH, holds(pid) { failed(pid, Errno(rawValue: error)) }
                 continue
             }
             guard holds(pid) else {
