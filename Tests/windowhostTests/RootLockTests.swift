@@ -171,7 +171,7 @@ import Testing
             "the log names the stand-in: \(second.output)")
         var status: Int32 = 0
         reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 5)
-        #expect(reaped, "the stand-in is dead")
+        #expect(reaped, "the stand-in is dead: \((try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8)) ?? "gone")")
         #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
     }
 
