@@ -186,7 +186,8 @@ extension Supervisor {
             return
         }
         logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])
-        guard !Self.signalsIgnoredByDefault.contains(signal) else {
+        // Ignored by default (or a continue): answered at once, with no restart expected.
+        guard !SignalName.ignoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
             answer(client, .ok(KillReply(
                 window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
@@ -198,7 +199,7 @@ extension Supervisor {
             answer(client, .ok(KillReply(window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
-            let wait = Self.killWaitNanoseconds + (Self.signalsThatStop.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
+            let wait = Self.killWaitNanoseconds + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
             window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNanoseconds() + wait))
             windows[slot] = window
         }
@@ -208,12 +209,6 @@ extension Supervisor {
     /// like SEGV under a handler, never does) before it is answered 75; after a signal that
     /// stops it, the watchdog's period more.
     static let killWaitNanoseconds: UInt64 = 5_000_000_000
-
-    /// Signals whose default action is to ignore (or continue): a `kill` with one is answered
-    /// at once, with no restart expected.
-    static let signalsIgnoredByDefault: Set<Int32> = [SIGCONT, SIGCHLD, SIGURG, SIGWINCH]
-    /// Signals whose default action stops the worker: it dies when the watchdog sees it silent.
-    static let signalsThatStop: Set<Int32> = [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU]
 
     /// A `kill --aim` waiting for its window's slot to show a save in flight.
     struct AimedKill {
