@@ -186,7 +186,6 @@ extension Supervisor {
             return
         }
         logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])
-        // Ignored by default (or a continue): answered at once, with no restart expected.
         guard !SignalName.ignoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
             answer(client, .ok(KillReply(
