@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_swift
-ensure_packages /usr/include/liburing.h:liburing-dev
+# gdb: HostileWorkerTests makes a worker fork through it, as a compromised one would.
+ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/gdb:gdb /usr/bin/python3:python3
 
 # Our own code builds without a warning (dependencies' warnings are theirs). A warning is only
 # printed when its file compiles, which on a clean clone is every file.

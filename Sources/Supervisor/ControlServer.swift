@@ -379,6 +379,9 @@ final class ControlServer {
         return nil
     }
 
+    /// Whether `id` is still connected: a reply for one gone need not be made.
+    func isConnected(_ id: ClientID) -> Bool { clients[id] != nil }
+
     /// Queues the reply and sends what the client takes now; the rest goes out as poll says
     /// it has room. The connection closes once the reply is out: one request per connection.
     /// A client that has gone away is no longer here, and its reply is dropped.

@@ -14,6 +14,7 @@ import SystemPackage
 extension Supervisor {
     /// Everything workers published since the last look: readiness, replies, durable seqs.
     func serviceWorkers() {
+        repliesLeft = false
         for slot in windows.keys.sorted() {
             guard var window = windows[slot] else { continue }
             let view = region.slot(slot)
@@ -28,7 +29,7 @@ extension Supervisor {
             }
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(&window) }
-            drainReplies(&window)
+            if drainReplies(&window, budget: .perTurn) { repliesLeft = true }
             window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
             assert(durable <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
@@ -98,6 +99,9 @@ extension Supervisor {
         let view = region.slot(window.slot)
         assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
         window.readyAt = now
+        // The watchdog's count starts now, from whatever the word holds (`runTimers`).
+        window.heartbeatSeen = view.heartbeat
+        window.heartbeatChangedAt = now
         _ = step(&window, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
@@ -172,23 +176,48 @@ extension Supervisor {
         signalWorker(window, SIGKILL)
     }
 
-    func drainReplies(_ window: inout Window) {
+    /// What one window's replies may cost one turn of the loop: past either bound the rest
+    /// wait in its ring for the next turn, so no worker (a compromised one's junk, or twenty
+    /// dumps of a big window) holds up other windows' clients and deaths. The reply that
+    /// crosses the byte bound is still handled: every turn makes progress.
+    struct ReplyBudget {
+        let replies: Int
+        let bytes: Int
+
+        static let perTurn = ReplyBudget(replies: 64, bytes: 256 * 1024)
+    }
+
+    /// Handles the replies in the window's ring, within `budget`: true when it ran out (the
+    /// ring may hold more). A reply that does not decode, or answers a request this worker was
+    /// not sent or has answered (`pending` holds every request sent to the worker now serving
+    /// and not yet answered: its ring starts empty, and its predecessor's are answered at its
+    /// death), is a protocol violation.
+    func drainReplies(_ window: inout Window, budget: ReplyBudget) -> Bool {
         let ring = region.slot(window.slot).replyRing
-        while true {
+        var (replies, bytesRead) = (0, 0)
+        while replies < budget.replies, bytesRead < budget.bytes {
             let bytes: [UInt8]
             do {
-                guard let next = try ring.receive() else { return }
+                guard let next = try ring.receive() else { return false }
                 bytes = next
             } catch {
                 // Killed once (not on every turn until it is reaped), its death handled as a crash.
                 misbehaved(&window, "reply ring corrupt: \(error)")
-                return
+                return false
             }
-            guard let reply = try? WorkerReply(serializedBytes: bytes), let pending = window.pending.removeValue(forKey: reply.request) else {
-                continue
+            replies += 1
+            bytesRead += bytes.count
+            guard let reply = try? WorkerReply(serializedBytes: bytes) else {
+                misbehaved(&window, "a reply of \(bytes.count) bytes that does not decode")
+                return false
+            }
+            guard let pending = window.pending.removeValue(forKey: reply.request) else {
+                misbehaved(&window, "a reply to request \(reply.request), which it was not sent or has answered")
+                return false
             }
             handleReply(reply, pending, &window)
         }
+        return true
     }
 
     func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
@@ -212,7 +241,8 @@ extension Supervisor {
         case .dump(let dump) where pending.kind == .floorProbe:
             probeFloors(dump, &window)
         case .dump(let dump):
-            if let client = pending.client { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
+            // A client gone costs no conversion (a dump may be thousands of tabs).
+            if let client = pending.client, control.isConnected(client) { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
         case .done(let done):
             guard Limits.isValidCommandSeq(done.appliedSeq) else {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }

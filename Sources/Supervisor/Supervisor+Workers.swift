@@ -135,7 +135,11 @@ extension Supervisor {
         guard var window = windows[slot] else { return }
         window.worker?.close()
         window.worker = nil
-        drainReplies(&window)
+        // What the dead worker left behind goes first: nothing of it writes into its ring
+        // while it is read, or into the slot of the worker started next.
+        killStrays(cameFrom: window.id, waitingUpTo: Self.strayExitWaitNanoseconds)
+        // Everything it answered before it died, but no more than its ring holds at once.
+        _ = drainReplies(&window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
         let now = monotonicNanoseconds()
         for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
@@ -267,6 +271,10 @@ extension Supervisor {
 
     func runTimers() {
         let now = monotonicNanoseconds()
+        if now >= strayScanAt {
+            strayScanAt = now + Self.strayScanNanoseconds
+            killStrays(cameFrom: nil, waitingUpTo: 0)
+        }
         expireKillWaiters(now)
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
@@ -280,9 +288,15 @@ extension Supervisor {
             }
             guard window.isLive, window.state != .disconnecting else { continue }
             if window.isReady {
+                // Only whether the word moves counts, timed by the supervisor's clock: a value
+                // written once (0, or one in the future) and left there is no heartbeat.
                 let heartbeat = region.slot(slot).heartbeat
-                if heartbeat > 0, now > heartbeat, now - heartbeat > configuration.watchdogMilliseconds * 1_000_000 {
-                    logger.error("worker hung: no heartbeat for \((now - heartbeat) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                if heartbeat != window.heartbeatSeen {
+                    windows[slot]?.heartbeatSeen = heartbeat
+                    windows[slot]?.heartbeatChangedAt = now
+                } else if now > window.heartbeatChangedAt, now - window.heartbeatChangedAt > configuration.watchdogMilliseconds * 1_000_000 {
+                    logger.error(
+                        "worker hung: no heartbeat for \((now - window.heartbeatChangedAt) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
                     signalWorker(window, SIGKILL)
                 }
             } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
@@ -317,6 +331,59 @@ extension Supervisor {
                 _ = step(&window, .killAbandoned)
             }
             windows[slot] = window
+        }
+    }
+
+    /// How often `runTimers` looks for strays: a zombie a worker left lasts at most this long.
+    static let strayScanNanoseconds: UInt64 = 1_000_000_000
+
+    /// How long a worker's death waits for the strays it killed to be gone before the window's
+    /// next worker starts: a SIGKILLed process is gone in microseconds unless it sleeps
+    /// uninterruptibly (then it is logged, and reaped at a later scan).
+    static let strayExitWaitNanoseconds: UInt64 = 200_000_000
+
+    /// Kills and reaps every child of the supervisor that is no current worker: a stray, left
+    /// by a dead worker (the supervisor is its subreaper). Unreaped, strays pile up as zombies
+    /// until no pid is left to spawn a worker; alive, one holding its window's slot memfd writes
+    /// into the next worker's slot. `waitingUpTo`: how long to wait for them to be gone (at a
+    /// worker's death, before its window's next worker starts); the timer's scan waits for none.
+    /// A current worker is never waited for here: its pidfd's `waitid` reaps it.
+    func killStrays(cameFrom window: UUID?, waitingUpTo wait: UInt64) {
+        let deadline = monotonicNanoseconds() + wait
+        while true {
+            let workers = Set(windows.values.compactMap { $0.worker?.pid })
+            let strays: [pid_t]
+            do throws(Errno) {
+                strays = try Strays.children(of: getpid()).filter { !workers.contains($0) }
+            } catch {
+                logger.error("cannot look for strays: opendir /proc: \(error)")
+                return
+            }
+            for pid in strays {
+                // An unreaped child: its pid names it still, so the kill reaches no one else.
+                if straysKilled.insert(pid).inserted {
+                    let killed = Glibc.kill(pid, SIGKILL)
+                    logger.error(
+                        "a stray child of the supervisor (left by a worker): killed",
+                        metadata: ["pid": "\(pid)", "window": "\(window ?? WindowRegistry.unavailable)", "kill": "\(killed == 0 ? "sent" : "\(Errno(rawValue: errno))")"])
+                }
+                let reaped = waitpid(pid, nil, WNOHANG)
+                if reaped == pid || (reaped < 0 && errno == ECHILD) { straysKilled.remove(pid) }
+            }
+            guard !strays.contains(where: straysKilled.contains) else {
+                guard monotonicNanoseconds() < deadline else {
+                    if wait > 0 {
+                        logger.error(
+                            "strays still alive after SIGKILL (in uninterruptible sleep?): the window's next worker starts anyway",
+                            metadata: ["pids": "\(strays.filter(straysKilled.contains))", "window": "\(window ?? WindowRegistry.unavailable)"])
+                    }
+                    return
+                }
+                usleep(2_000)
+                continue
+            }
+            // A stray killed may have left strays of its own: they are looked for again.
+            guard !strays.isEmpty, monotonicNanoseconds() < deadline else { return }
         }
     }
 

@@ -119,6 +119,10 @@ public final class Supervisor {
         var lostSeqs = LostSeqs()
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
+        /// The slot's heartbeat word as the supervisor last saw it, and when (its own clock) it
+        /// saw that word change: the watchdog trusts no value a worker writes, only that it moves.
+        var heartbeatSeen: UInt64 = 0
+        var heartbeatChangedAt: UInt64 = 0
         /// The window's `handed-out` entry went with a damaged file: its first worker only says
         /// what it restored (a dump, `probeFloors`), then makes way for one numbering
         /// `HandedOutCeiling.fallbackJump` above that.
@@ -216,6 +220,13 @@ public final class Supervisor {
     var registry: WindowRegistry
     var windows: [Int: Window] = [:]
     var nextRequest: UInt64 = 1
+    /// A window's reply ring still held replies past its budget this turn
+    /// (`replyBudget`): the loop does not sleep until they are served.
+    var repliesLeft = false
+    /// When `runTimers` next looks for strays (`killStrays`).
+    var strayScanAt: UInt64 = 0
+    /// Strays sent SIGKILL and not yet reaped: each is logged once.
+    var straysKilled: Set<pid_t> = []
     var setAsideRecords: [SetAsideRecord] = []
     /// Each window's ceilings and lost seqs as `handed-out` holds them on disk: no reply shows
     /// a seq or tab id above its window's ceilings (`recordHandedOut`).
@@ -500,6 +511,7 @@ public final class Supervisor {
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
         // An aimed kill looks at its window's slot again every millisecond.
         if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }
+        if repliesLeft { timeout = 0 }
         return Int32((timeout + 999_999) / 1_000_000)
     }
 }
