@@ -80,31 +80,13 @@ import Testing
     /// good (issue 12). The next supervisor, holding the root's own lock, knows no supervisor
     /// runs: after the grace it kills every process holding supervisor.lock and starts.
     @Test(.timeLimit(.minutes(2))) func aLeftoverOfADeadSupervisorHoldingTheLockIsKilledAtTheNextStart() throws {
-        let root = temporaryRoot("leftover-lock")
-        defer { removeHostFiles(root) }
-        let standIn: pid_t
-        do {
-            let host = try HostProcess(root: root, scenes: 1)
-            defer { if host.process.isRunning { host.kill9() } }
-            let worker = try #require(host.windows().values.first?.pid)
-            // The worker's own descriptor 6, the dead supervisor's open lock, as its child keeps it.
-            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
-            defer { close(copy) }
-            standIn = try spawnProcess(["/bin/sleep", "1000"], inheriting: [copy]).get()
-            host.kill9()
-        }
-        var reaped = false
-        defer { if !reaped { kill(standIn, SIGKILL); waitpid(standIn, nil, 0) } }
-
-        let second = try runWindowhostBounded(
-            ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
-        #expect(second.output.contains("ready "), "\(second.output)")
-        #expect(second.seconds < 5, "ready once the grace passed and the stand-in was killed, \(second.seconds) s: \(second.output)")
-        #expect(second.output.contains("pid=\(standIn)") && second.output.contains("cmdline=/bin/sleep 1000"), "\(second.output)")
-        var status: Int32 = 0
-        #expect(waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 5), "the stand-in is dead")
-        reaped = true
-        #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
+        try expectLeftoverKilled(
+            "leftover-lock",
+            holding: """
+                import sys, time
+                open(sys.argv[1], "w").close()
+                time.sleep(1000)
+                """)
     }
 
     /// A leftover whose main thread exited while another thread keeps the lock descriptor: its
