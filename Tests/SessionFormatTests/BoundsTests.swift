@@ -173,7 +173,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
 
     /// A 64 MiB list-metadata record of empty items (33 million of them) decoded into
     /// gigabytes of structs; its items are counted on the wire first and it is refused at once.
-    @Test(.timeLimit(.minutes(1))) func aRecordOfMillionsOfEmptyItemsIsRefusedBeforeDecoding() throws {
+    @Test(.timeLimit(.minutes(10))) func aRecordOfMillionsOfEmptyItemsIsRefusedBeforeDecoding() throws {
         var payload = encodeMessage(ListStorage())
         let emptyItem: [UInt8] = [0x0A, 0x00]  // field 1, length 0
         payload.reserveCapacity(Limits.maxRecordPayloadBytes)
@@ -243,7 +243,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
 
     /// After damage, the search for a later save is linear: a tail of record headers each
     /// claiming megabytes costs one pass, not a read per claim.
-    @Test(.timeLimit(.minutes(1))) func theSearchForASaveAfterDamageIsLinear() throws {
+    @Test(.timeLimit(.minutes(10))) func theSearchForASaveAfterDamageIsLinear() throws {
         var tail: [UInt8] = []
         var header: [UInt8] = [0x57, 0x52, RecordKind.mutation.rawValue, 1]
         header.appendLittleEndian(UInt32(4 << 20))

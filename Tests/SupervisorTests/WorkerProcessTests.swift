@@ -46,7 +46,7 @@ import Testing
         return try #require(try worker.reap())
     }
 
-    @Test(.timeLimit(.minutes(1))) func theDescriptorsArriveAtTheNumbersTheLaunchNames() throws {
+    @Test(.timeLimit(.minutes(10))) func theDescriptorsArriveAtTheNumbersTheLaunchNames() throws {
         let (files, descriptors) = try inheritable()
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("worker-process-\(UUID().uuidString).out").path
         let executable = try script(#"for n in 3 4 5 6; do readlink /proc/$$/fd/$n; done > "\#(output)""#)
@@ -61,7 +61,7 @@ import Testing
         worker.close()
     }
 
-    @Test(.timeLimit(.minutes(1))) func aSignalGoesThroughThePidfdAndTheEndIsReapedOnce() throws {
+    @Test(.timeLimit(.minutes(10))) func aSignalGoesThroughThePidfdAndTheEndIsReapedOnce() throws {
         let (files, descriptors) = try inheritable()
         let executable = try script("exec sleep 30")
         defer {

@@ -9,7 +9,7 @@ import Testing
 /// 3 s watchdog, which kills it. BoundsStoreTests.aHugeWindowComesBackAfterARestart covers
 /// that size at the store level.
 @Suite(.serialized) struct BigWindowProcessTests {
-    @Test(.timeLimit(.minutes(5))) func aBigWindowComesBackAfterAShutdownAndRestart() throws {
+    @Test(.timeLimit(.minutes(10))) func aBigWindowComesBackAfterAShutdownAndRestart() throws {
         let root = temporaryRoot("big-window")
         defer { removeHostFiles(root) }
         let started = Date()

@@ -6,7 +6,7 @@ import Testing
 /// until it lands: once space returns the file holds the order with no other command (it was
 /// written again only at the next order change).
 @Suite(.serialized) struct OrderRetryTests {
-    @Test(.timeLimit(.minutes(2))) func aFailedOrderWriteLandsOnceSpaceReturns() throws {
+    @Test(.timeLimit(.minutes(10))) func aFailedOrderWriteLandsOnceSpaceReturns() throws {
         let disk = try Tmpfs(megabytes: 8)
         defer { disk.unmount() }
         let host = try HostProcess(root: disk.root, scenes: 2, logs: disk.logs)

@@ -11,7 +11,7 @@ import Testing
 /// under the one that runs: a second supervisor would serve the same windows, and its saves
 /// and the first one's would name the same seqs (a hostile tester lost a tab that way).
 @Suite struct RootLockTests {
-    @Test(.timeLimit(.minutes(2))) func swappingTheLockFileLetsNoSecondSupervisorIn() throws {
+    @Test(.timeLimit(.minutes(10))) func swappingTheLockFileLetsNoSecondSupervisorIn() throws {
         let root = temporaryRoot("root-lock")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
@@ -35,7 +35,7 @@ import Testing
     /// fell back to a journal a dead worker had written over). Each worker holds supervisor.lock
     /// until its last thread is gone, and the next supervisor starts only once it can take it:
     /// it waits a grace for the workers, then kills what still holds it and waits for the lock.
-    @Test(.timeLimit(.minutes(2))) func aNewSupervisorWaitsUntilNoWorkerOfTheOneBeforeCanWrite() throws {
+    @Test(.timeLimit(.minutes(10))) func aNewSupervisorWaitsUntilNoWorkerOfTheOneBeforeCanWrite() throws {
         let root = temporaryRoot("worker-lock")
         defer { removeHostFiles(root) }
         let lock = root.appendingPathComponent("supervisor.lock").path
@@ -79,7 +79,7 @@ import Testing
     /// 5 s and exited 75 "another supervisor runs": one window's worker denied every window, for
     /// good (issue 12). The next supervisor, holding the root's own lock, knows no supervisor
     /// runs: after the grace it kills every process holding supervisor.lock and starts.
-    @Test(.timeLimit(.minutes(2))) func aLeftoverOfADeadSupervisorHoldingTheLockIsKilledAtTheNextStart() throws {
+    @Test(.timeLimit(.minutes(10))) func aLeftoverOfADeadSupervisorHoldingTheLockIsKilledAtTheNextStart() throws {
         try expectLeftoverKilled(
             "leftover-lock",
             holding: """
@@ -93,7 +93,7 @@ import Testing
     /// leader is a zombie, so `/proc/<pid>/fd` cannot be read, and a scan of it alone found no
     /// holder (the start exited 75 "held by no process this host can find"). Its threads' own
     /// tables (`/proc/<pid>/task/<tid>/fd`) show it, and it is killed.
-    @Test(.timeLimit(.minutes(2))) func aLeftoverWhoseMainThreadExitedIsFoundThroughItsThreads() throws {
+    @Test(.timeLimit(.minutes(10))) func aLeftoverWhoseMainThreadExitedIsFoundThroughItsThreads() throws {
         try expectLeftoverKilled(
             "zombie-leader",
             holding: """
@@ -107,7 +107,7 @@ import Testing
     /// A leftover that mapped supervisor.lock and closed its descriptor: the mapping keeps the
     /// open file description, and with it the flock, though no descriptor table shows it. Its
     /// memory map (`/proc/<pid>/task/<tid>/maps`) does, and it is killed.
-    @Test(.timeLimit(.minutes(2))) func aLeftoverThatMappedTheLockAndClosedItIsFoundThroughItsMaps() throws {
+    @Test(.timeLimit(.minutes(10))) func aLeftoverThatMappedTheLockAndClosedItIsFoundThroughItsMaps() throws {
         try expectLeftoverKilled(
             "mapped-lock",
             holding: """
@@ -161,7 +161,7 @@ import Testing
     /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
     /// /proc/<pid>/fd shows it, so nothing can be killed. The start says exactly that with 75,
     /// not "another supervisor runs", and once the socket is gone the next start takes the lock.
-    @Test(.timeLimit(.minutes(2))) func aLockHeldInASocketsQueueIsSaidToBeHeldByNoProcessFound() throws {
+    @Test(.timeLimit(.minutes(10))) func aLockHeldInASocketsQueueIsSaidToBeHeldByNoProcessFound() throws {
         let root = temporaryRoot("queued-lock")
         defer { removeHostFiles(root) }
         var pair: [Int32] = [-1, -1]

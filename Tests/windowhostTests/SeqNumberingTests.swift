@@ -19,7 +19,7 @@ import Testing
     /// is a minute). Before, the restarted worker came back at the durable seq (0) and handed
     /// out seq 1 and tab 1 again, and a command that changed nothing replied with seq 0, below
     /// the 3 already replied.
-    @Test(.timeLimit(.minutes(2))) func aKilledWorkersSeqsAndTabIDsAreNeverHandedOutAgain() throws {
+    @Test(.timeLimit(.minutes(10))) func aKilledWorkersSeqsAndTabIDsAreNeverHandedOutAgain() throws {
         let root = temporaryRoot("seq-floor")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
@@ -85,7 +85,7 @@ import Testing
     /// change takes the next one: no gap. Before, the supervisor numbered each command as it sent
     /// it, and the empty close-all, the activation of the active tab and the move in place each
     /// used up a seq no change ever named.
-    @Test(.timeLimit(.minutes(2))) func aCommandThatChangesNothingTakesNoSeq() throws {
+    @Test(.timeLimit(.minutes(10))) func aCommandThatChangesNothingTakesNoSeq() throws {
         let root = temporaryRoot("seq-noop")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)

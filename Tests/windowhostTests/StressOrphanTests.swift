@@ -6,7 +6,7 @@ import Testing
 /// worker behind: the supervisor it spawns dies with it (`PR_SET_PDEATHSIG`), and the workers
 /// with their supervisor. Before, the supervisor went on running on the campaign's root.
 @Suite(.serialized) struct StressOrphanTests {
-    @Test(.timeLimit(.minutes(2))) func aKilledCampaignLeavesNoSupervisorBehind() throws {
+    @Test(.timeLimit(.minutes(10))) func aKilledCampaignLeavesNoSupervisorBehind() throws {
         let root = temporaryRoot("stress-orphan")
         defer { cleanUpCampaign(root) }
         try killCampaignOnceItsSupervisorRuns(root)
@@ -17,7 +17,7 @@ import Testing
 
     /// A hostile campaign killed with SIGKILL leaves its tmpfs mounted nowhere: it is mounted in
     /// the campaign's own mount namespace, which ends with its last process.
-    @Test(.timeLimit(.minutes(2))) func aKilledHostileCampaignLeavesNothingMounted() throws {
+    @Test(.timeLimit(.minutes(10))) func aKilledHostileCampaignLeavesNothingMounted() throws {
         try #require(geteuid() == 0, "the hostile campaign mounts a tmpfs: run the tests as root")
         let root = temporaryRoot("stress-orphan-hostile")
         defer { cleanUpCampaign(root, hostile: true) }

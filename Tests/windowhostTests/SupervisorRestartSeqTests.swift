@@ -33,7 +33,7 @@ import Testing
     /// a minute). Before, the next supervisor started the window at its durable seq 1: the next
     /// opens took seqs 2 and 3 and tab ids 2 and 3 again, and once saved `wait-durable --seq 3`
     /// answered 0 (durable) for a command that was lost.
-    @Test(.timeLimit(.minutes(2))) func aKilledSupervisorsSeqsAndTabIDsAreNeverHandedOutAgain() throws {
+    @Test(.timeLimit(.minutes(10))) func aKilledSupervisorsSeqsAndTabIDsAreNeverHandedOutAgain() throws {
         let root = temporaryRoot("handed-out")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
@@ -85,7 +85,7 @@ import Testing
     /// aside, and the window numbers 2^32 above what it restored, so the seqs and tab ids lost
     /// with the killed supervisor are still never handed out again, and still answer 75. Before,
     /// the window numbered from its durable seq 1 again.
-    @Test(.timeLimit(.minutes(2))) func aDamagedRecordFallsBackToAJumpAboveWhatIsRestored() throws {
+    @Test(.timeLimit(.minutes(10))) func aDamagedRecordFallsBackToAJumpAboveWhatIsRestored() throws {
         let root = temporaryRoot("handed-out-damaged")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
@@ -117,7 +117,7 @@ import Testing
 
     /// A clean stop loses nothing: the next supervisor continues at the next seq and tab id
     /// (the ceilings come down to what was shown), not a block above.
-    @Test(.timeLimit(.minutes(2))) func aCleanStopContinuesAtTheNextSeq() throws {
+    @Test(.timeLimit(.minutes(10))) func aCleanStopContinuesAtTheNextSeq() throws {
         let root = temporaryRoot("handed-out-clean")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
@@ -135,7 +135,7 @@ import Testing
     /// A `handed-out` whose lost range holds the seq the window restores (crafted, or mixed
     /// up): that range is not believed, so the acknowledged commands it names answer 0, not 75
     /// (hostile round 5: `wait-durable --seq 1` exited 75 for a tab the window held).
-    @Test(.timeLimit(.minutes(2))) func aLostRangeHoldingTheRestoredSeqIsNotBelieved() throws {
+    @Test(.timeLimit(.minutes(10))) func aLostRangeHoldingTheRestoredSeqIsNotBelieved() throws {
         let root = temporaryRoot("handed-out-contradicted")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)

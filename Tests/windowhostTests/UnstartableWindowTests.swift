@@ -7,7 +7,7 @@ import Testing
 /// its slowest pace instead of restarting the worker without end, nothing is followed, and the
 /// window starts once the root is mended.
 @Suite struct UnstartableWindowTests {
-    @Test(.timeLimit(.minutes(2))) func aConnectThatCannotStartIsAnsweredAndRetriedSlowly() throws {
+    @Test(.timeLimit(.minutes(10))) func aConnectThatCannotStartIsAnsweredAndRetriedSlowly() throws {
         let root = temporaryRoot("unstartable")
         let canary = temporaryRoot("unstartable-canary")
         defer {

@@ -14,7 +14,7 @@ import Testing
 /// setting the session aside (`WorkerShortageTests`). Before, it exited 74 like a failed restore,
 /// and the second one set a good session aside.
 @Suite struct WorkerShortageProcessTests {
-    @Test(.timeLimit(.minutes(2))) func aWorkerShortOfDescriptorsWhileRestoringExitsTempfailAndTouchesNothing() throws {
+    @Test(.timeLimit(.minutes(10))) func aWorkerShortOfDescriptorsWhileRestoringExitsTempfailAndTouchesNothing() throws {
         let root = temporaryRoot("worker-emfile")
         defer { try? FileManager.default.removeItem(at: root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
