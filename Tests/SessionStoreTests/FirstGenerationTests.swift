@@ -29,11 +29,7 @@ import Testing
         let live: WindowContents
         do {
             let (store, _) = try simulatedWindow(engine, options: RepairFromMemoryTests.options)
-            func command(_ body: () throws -> Void) throws {
-                seq += 1
-                try store.apply(seq: seq, body)
-                try store.waitUntilDurable(seq)
-            }
+            func command(_ body: () throws -> Void) throws { try RepairFromMemoryTests.command(store, &seq, body) }
             try command { try LeftOutSaveTests.open("https://regular.example/", in: store.regular) }
             if session == .createdAgain {
                 for page in 1...2 { try command { try LeftOutSaveTests.open("https://incognito.example/old/\(page)", in: store.incognito) } }

@@ -30,8 +30,13 @@ import Testing
     }
 
     static func command(_ store: WindowStore, _ seq: inout UInt64, _ url: String) throws {
+        try command(store, &seq) { try LeftOutSaveTests.open(url, in: store.regular) }
+    }
+
+    /// `body` applied as the window's next seq, waited for until durable.
+    static func command(_ store: WindowStore, _ seq: inout UInt64, _ body: () throws -> Void) throws {
         seq += 1
-        try store.apply(seq: seq) { try LeftOutSaveTests.open(url, in: store.regular) }
+        try store.apply(seq: seq, body)
         try store.waitUntilDurable(seq)
     }
 

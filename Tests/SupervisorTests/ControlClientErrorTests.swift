@@ -15,6 +15,14 @@ import Testing
     }
 
     /// A Unix stream socket bound at `path`, listening when `backlog` is given.
+    /// A fake supervisor's side: the next connection, once its request line is read (or -1).
+    private static func acceptReadingRequest(_ listener: Int32) -> Int32 {
+        let client = accept(listener, nil, nil)
+        var byte: UInt8 = 0
+        while client >= 0, read(client, &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+        return client
+    }
+
     private func bound(listening backlog: Int32?) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         try #require(fd >= 0)
@@ -72,9 +80,7 @@ import Testing
         let served = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             for _ in 0..<2 {
-                let client = accept(fd, nil, nil)
-                var byte: UInt8 = 0
-                while client >= 0, read(client, &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+                let client = Self.acceptReadingRequest(fd)
                 if client >= 0 { close(client) }
             }
             served.signal()
@@ -98,9 +104,7 @@ import Testing
         }
         let served = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            let client = accept(fd, nil, nil)
-            var byte: UInt8 = 0
-            while client >= 0, read(client, &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+            let client = Self.acceptReadingRequest(fd)
             let endless = [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10)
             var sent = 0
             while client >= 0, sent < 64 << 20 {

@@ -130,17 +130,11 @@ import Testing
         let root = temporaryRoot(name)
         defer { removeHostFiles(root) }
         let ready = root.appendingPathComponent("stand-in-ready").path
-        let standIn: pid_t
-        do {
-            let host = try HostProcess(root: root, scenes: 1)
-            defer { if host.process.isRunning { host.kill9() } }
-            let worker = try #require(host.windows().values.first?.pid)
-            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
-            defer { close(copy) }
-            standIn = try spawnProcess(["/usr/bin/python3", "-c", script, ready], inheriting: [copy]).get()
+        let standIn = try handOnTheLockAndKillTheSupervisor(root) { copy in
+            let standIn = try spawnProcess(["/usr/bin/python3", "-c", script, ready], inheriting: [copy]).get()
             try #require(waitFor({ FileManager.default.fileExists(atPath: ready) }, seconds: 30), "the stand-in holds the lock its way")
             usleep(200_000)
-            host.kill9()
+            return standIn
         }
         var reaped = false
         defer { if !reaped { kill(standIn, SIGKILL); waitpid(standIn, nil, 0) } }
@@ -167,14 +161,8 @@ import Testing
         var pair: [Int32] = [-1, -1]
         try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { for end in pair where end >= 0 { close(end) } }
-        do {
-            let host = try HostProcess(root: root, scenes: 1)
-            defer { if host.process.isRunning { host.kill9() } }
-            let worker = try #require(host.windows().values.first?.pid)
-            let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
-            defer { close(copy) }
+        try handOnTheLockAndKillTheSupervisor(root) { copy in
             try #require(sendDescriptor(copy, over: pair[0]), "sendmsg: \(errno)")
-            host.kill9()
         }
         let arguments = ["run", "--root", root.path, "--scenes", "1"]
         let refused = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
@@ -192,6 +180,19 @@ import Testing
         let error = SupervisorError.lockHeldByLeftovers(FilePath("/r/supervisor.lock"), pids: [12, 13])
         #expect("\(error)".contains("still held by pid 12, pid 13"))
     }
+}
+
+/// Starts a supervisor on `root`, gives `handOn` a copy of its worker's supervisor.lock
+/// descriptor (as a compromised worker could pass it on), then kills the supervisor with SIGKILL.
+private func handOnTheLockAndKillTheSupervisor<Held>(_ root: URL, _ handOn: (Int32) throws -> Held) throws -> Held {
+    let host = try HostProcess(root: root, scenes: 1)
+    defer { if host.process.isRunning { host.kill9() } }
+    let worker = try #require(host.windows().values.first?.pid)
+    let copy = try #require(descriptor(.supervisorLock, of: worker), "pidfd_getfd: \(errno)")
+    defer { close(copy) }
+    let held = try handOn(copy)
+    host.kill9()
+    return held
 }
 
 /// Sends `descriptor` over the unix socket `socket` with one byte (SCM_RIGHTS): it sits in the
