@@ -119,6 +119,8 @@ import Testing
         // In the header page's unused end, where the worker maps it too.
         let commandOffset = 3000
         command.utf8.enumerated().forEach { memory.storeBytes(of: $0.element, toByteOffset: commandOffset + $0.offset, as: UInt8.self) }
+        // A worker just started may not have mapped libc and its slot yet.
+        try #require(waitFor({ addressOfSystem(in: pid) != nil && slotMapping(in: pid) != nil }, seconds: 10), "the worker maps libc and its slot")
         let system = try #require(addressOfSystem(in: pid))
         let mapped = try #require(slotMapping(in: pid))
         // The scribbler starts as the child of a subshell that outlives it a while, so the

@@ -148,8 +148,11 @@ import Testing
         var status: Int32 = 0
         // Generous: on a loaded machine a killed process with threads took over 5 s to be reaped.
         reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 20)
-        #expect(reaped, "the stand-in is dead: \((try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8)) ?? "gone")")
-        #expect(status & 0x7f == SIGKILL, "killed, status \(status)")
+        // A killed process whose main thread had exited long before can stay a zombie the kernel
+        // will not let its parent reap yet (seen once in CI): dead all the same, its lock gone.
+        let zombie = !reaped && (try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8))?.contains("State:\tZ") == true
+        #expect(reaped || zombie, "the stand-in is dead: \((try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8)) ?? "gone")")
+        if reaped { #expect(status & 0x7f == SIGKILL, "killed, status \(status)") }
     }
 
     /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
