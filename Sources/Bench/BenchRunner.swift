@@ -1,6 +1,7 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import IOUring
 import SystemPackage
 
 /// What a run measures.
@@ -104,10 +105,8 @@ public enum BenchRunner {
     }
 
     /// tmpfs's magic number (statfs `f_type`).
-    private static let tmpfsMagic: Int64 = 0x0102_1994
-
     /// Whether `directory` is on tmpfs: no save there reaches a disk.
-    public static func isInMemory(_ directory: FilePath) -> Bool { wh_filesystem_type(directory.string) == tmpfsMagic }
+    public static func isInMemory(_ directory: FilePath) -> Bool { DirectIO.isInMemory(directory) }
 
     /// The file system's name by its magic number; tmpfs is named so no one mistakes it for a disk.
     public static func fileSystem(_ directory: FilePath) -> String {
@@ -117,7 +116,7 @@ public enum BenchRunner {
         case 0xEF53: return "ext4"
         case 0x5846_5342: return "xfs"
         case 0x9123_683E: return "btrfs"
-        case tmpfsMagic: return "tmpfs (memory, not a disk)"
+        case DirectIO.tmpfsMagic: return "tmpfs (memory, not a disk)"
         case 0x794C_7630: return "overlayfs"
         default: return String(format: "file system 0x%llx", type)
         }

@@ -14,6 +14,7 @@
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <linux/audit.h>
@@ -265,3 +266,20 @@ int64_t wh_filesystem_type(const char *path) {
 int wh_ring_fd(wh_ring *ring) { return ring->ring.ring_fd; }
 
 int wh_open_flag_path(void) { return O_PATH; }
+
+int wh_open_flag_direct(void) { return O_DIRECT; }
+
+int wh_direct_io_geometry_of(int fd, wh_direct_io_geometry *out) {
+    struct statx info;
+    memset(&info, 0, sizeof(info));
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &info) != 0) return -1;
+    struct statfs system;
+    if (fstatfs(fd, &system) != 0) return -1;
+    int reported = (info.stx_mask & STATX_DIOALIGN) != 0;
+    out->memory_align = reported ? info.stx_dio_mem_align : 0;
+    out->offset_align = reported ? info.stx_dio_offset_align : 0;
+    out->fs_type = (int64_t)system.f_type;
+    out->dev_major = info.stx_dev_major;
+    out->dev_minor = info.stx_dev_minor;
+    return 0;
+}

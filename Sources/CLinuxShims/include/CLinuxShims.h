@@ -40,6 +40,21 @@ int wh_ring_wait(wh_ring *ring);
 /// flush, like an io_uring write with the same flag). Bytes written, or -1 with errno.
 ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset);
 
+/// What direct I/O needs to know about an open file: `statx`'s `STATX_DIOALIGN` alignments (0
+/// when the kernel or file system reports none), the file system's `statfs` type, and the
+/// device (for its logical block size in sysfs).
+typedef struct {
+    uint32_t memory_align;
+    uint32_t offset_align;
+    int64_t fs_type;
+    uint32_t dev_major;
+    uint32_t dev_minor;
+} wh_direct_io_geometry;
+/// Fills `*out` for `fd`: 0, or -1 with errno.
+int wh_direct_io_geometry_of(int fd, wh_direct_io_geometry *out);
+/// `O_DIRECT`, a GNU flag Glibc's Swift module does not export.
+int wh_open_flag_direct(void);
+
 /// `O_PATH`, a GNU flag Glibc's Swift module does not export: a descriptor that names a
 /// directory for the *at calls without needing read permission on it.
 int wh_open_flag_path(void);
