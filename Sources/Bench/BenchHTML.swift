@@ -29,6 +29,19 @@ extension BenchReport {
             }
             body += "</div>\n"
         }
+        if !openLoop.isEmpty {
+            body += "<h2>Open loop</h2>\n<p>Small commands arrive at a fixed rate per window, whatever the saves do; "
+            body += "latency runs from each command's arrival to durable, so the time a command waits behind a save counts.</p>\n"
+            body += "<div class=row>\n"
+            let series = Set(openLoop.map { OpenLoopSeries(engine: $0.engine, windows: $0.windows) }).sorted()
+            body += lineChart(
+                title: "open loop: p99 against offered rate", xLabel: "commands offered per second, per window", yLabel: "p99 µs, arrival → durable",
+                series: series.map { line in
+                    (line.name, openLoop.filter { $0.engine == line.engine && $0.windows == line.windows }.map { ($0.offeredPerSecond, Double($0.p99)) })
+                }, xTicks: Set(openLoop.map(\.offeredPerSecond)).sorted(),
+                style: { name in (palette[String(name.prefix { $0 != "," })] ?? "#000", !name.hasSuffix(", 1 window")) })
+            body += "</div>\n"
+        }
         body += "<h2>Table</h2>\n<pre>\(escape(text))</pre>\n"
         return """
             <!doctype html>
@@ -51,12 +64,21 @@ extension BenchReport {
     }
 }
 
-private let palette = ["floor": "#777777", "uring": "#1f77b4", "sync": "#2ca02c", "rewrite": "#d62728"]
+private let palette = ["floor": "#777777", "floor-buffered": "#bbbbbb", "uring": "#1f77b4", "sync": "#2ca02c", "rewrite": "#d62728"]
+
+/// One line of the open-loop chart: an engine at a window count.
+private struct OpenLoopSeries: Hashable, Comparable {
+    let engine: String
+    let windows: Int
+    var name: String { "\(engine), \(windows) window\(windows == 1 ? "" : "s")" }
+    static func < (a: Self, b: Self) -> Bool { (a.windows, a.engine) < (b.windows, b.engine) }
+}
 
 /// A line chart with a log-scaled y axis: one polyline and legend entry per series.
 private func lineChart(
     title: String, xLabel: String, yLabel: String, series: [(name: String, points: [(Double, Double)])], xTicks: [Double],
-    xTickLabel: (Double) -> String = { format($0, 0) }
+    xTickLabel: (Double) -> String = { format($0, 0) },
+    style: (String) -> (color: String, dashed: Bool) = { (palette[$0] ?? "#000", false) }
 ) -> String {
     let width = 460.0
     let height = 300.0
@@ -93,9 +115,9 @@ private func lineChart(
     svg += "<text transform=\"translate(14 \(Int((top + height - bottom) / 2))) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">\(escape(yLabel))</text>\n"
     svg += "<rect x=\"\(left)\" y=\"\(top)\" width=\"\(width - left - right)\" height=\"\(height - top - bottom)\" fill=\"none\" stroke=\"#999\"/>\n"
     for (index, line) in plotted.enumerated() {
-        let color = palette[line.name] ?? "#000"
+        let (color, dashed) = style(line.name)
         let points = line.points.map { "\(format(x($0.0), 1)),\(format(y($0.1), 1))" }.joined(separator: " ")
-        svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(points)\"><title>\(escape(line.name))</title></polyline>\n"
+        svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dashed ? " stroke-dasharray=\"6 3\"" : "") points=\"\(points)\"><title>\(escape(line.name))</title></polyline>\n"
         for point in line.points {
             svg += "<circle cx=\"\(format(x(point.0), 1))\" cy=\"\(format(y(point.1), 1))\" r=\"2.5\" fill=\"\(color)\"/>"
         }

@@ -28,16 +28,24 @@ public struct BenchReport: Codable, Sendable {
     public var results: [SaveResult]
     public var restore: RestoreResult?
     public var coordination: CoordinationResult?
+    /// The device's write and flush apart, and how the floor's writes reach it.
+    public var device: DeviceResult?
+    /// Points of the open-loop curves, per engine and window count, rates ascending.
+    public var openLoop: [OpenLoopResult]
+    public var firstSave: FirstSaveResult?
     public var targets: [Target] = []
 
     enum CodingKeys: String, CodingKey {
-        case date, machine, directory, floor, results, restore, coordination, targets
+        case date, machine, directory, floor, results, restore, coordination, targets, device
         case secondsPerCase = "seconds_per_case"
+        case openLoop = "open_loop"
+        case firstSave = "first_save"
     }
 
     public init(
         date: String, machine: String, directory: String, secondsPerCase: Double, results: [SaveResult],
-        restore: RestoreResult?, coordination: CoordinationResult?
+        restore: RestoreResult?, coordination: CoordinationResult?, device: DeviceResult? = nil, openLoop: [OpenLoopResult] = [],
+        firstSave: FirstSaveResult? = nil
     ) {
         self.date = date
         self.machine = machine
@@ -45,6 +53,9 @@ public struct BenchReport: Codable, Sendable {
         self.secondsPerCase = secondsPerCase
         self.restore = restore
         self.coordination = coordination
+        self.device = device
+        self.openLoop = openLoop
+        self.firstSave = firstSave
         self.results = results.map { row in
             var row = row
             if let floor = Self.row(in: results, .floor, row.size, row.windows), floor.p99 > 0 {
@@ -71,24 +82,51 @@ public struct BenchReport: Codable, Sendable {
         func target(_ name: String, _ goal: String, _ measured: Double?, _ met: (Double) -> Bool) -> Target {
             Target(name: name, measured: measured, goal: goal, met: measured.map(met))
         }
-        let uring1 = row(.uring, .small, 1)
-        let uring8 = row(.uring, .small, 8)
-        let rewrite8 = row(.rewrite, .small, 8)
-        let sync8 = row(.sync, .small, 8)
-        return [
-            target(
-                "uring small p99, 1 window, over floor p99", "≤ 1.5", uring1.flatMap { $0.p99OverFloor }, { $0 <= 1.5 }),
-            target(
-                "uring small saves/s at 8 windows over rewrite", "≥ 3",
-                uring8.flatMap { row in rewrite8.map { row.savesPerSecond / $0.savesPerSecond } }, { $0 >= 3 }),
-            target(
-                "uring small saves/s at 8 windows over sync", "≥ 1",
-                uring8.flatMap { row in sync8.map { row.savesPerSecond / $0.savesPerSecond } }, { $0 >= 1 }),
+        func savesRatio(_ size: SaveSize, _ windows: Int, _ over: Contender) -> Double? {
+            guard let uring = row(.uring, size, windows), let other = row(over, size, windows), other.savesPerSecond > 0 else { return nil }
+            return uring.savesPerSecond / other.savesPerSecond
+        }
+        func firstSaveRatio(_ engine: Contender, _ p50: UInt64?) -> Double? {
+            guard let p50, let steady = row(engine, .small, 1), steady.p50 > 0 else { return nil }
+            return Double(p50) / Double(steady.p50)
+        }
+        var targets = [
+            target("uring small p99, 1 window, over floor p99", "≤ 1.3", row(.uring, .small, 1).flatMap { $0.p99OverFloor }, { $0 <= 1.3 }),
+            target("uring small saves/s at 8 windows over rewrite", "≥ 3", savesRatio(.small, 8, .rewrite), { $0 >= 3 }),
+            target("uring small saves/s at 8 windows over sync", "≥ 1", savesRatio(.small, 8, .sync), { $0 >= 1 }),
+            target("uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
+            target("uring large saves/s, 1 window, over rewrite", "≥ 1.5", savesRatio(.large, 1, .rewrite), { $0 >= 1.5 }),
+            target("uring large saves/s at 8 windows over rewrite", "≥ 1.5", savesRatio(.large, 8, .rewrite), { $0 >= 1.5 }),
+        ]
+        for windows in Set(openLoop.map(\.windows)).sorted() {
+            targets.append(
+                target(
+                    "open loop, \(windows) window\(windows == 1 ? "" : "s"): uring p99 over sync p99 at the highest rate both keep up with",
+                    "≤ 0.8", openLoopRatio(windows: windows), { $0 <= 0.8 }))
+        }
+        targets += [
+            target("first save of a fresh window over a steady small save, uring p50", "≤ 2", firstSaveRatio(.uring, firstSave?.uring.p50), { $0 <= 2 }),
+            target("first save of a fresh window over a steady small save, sync p50", "≤ 2", firstSaveRatio(.sync, firstSave?.sync.p50), { $0 <= 2 }),
             target("restore: eager time over unrealized time", "≥ 10", restore?.speedup, { $0 >= 10 }),
             target(
                 "shared-memory round trip p50 over socket p50", "< 1",
                 coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 }),
         ]
+        return targets
+    }
+
+    /// uring's p99 over sync's at the highest offered rate where both made ≥ 95 % of the
+    /// commands durable, at `windows` windows; nil when there is no such rate.
+    func openLoopRatio(windows: Int) -> Double? {
+        let points = openLoop.filter { $0.windows == windows }
+        let sustained = Set(points.map(\.offeredPerSecond)).filter { rate in
+            [Contender.uring, .sync].allSatisfy { engine in points.contains { $0.engine == engine.rawValue && $0.offeredPerSecond == rate && $0.keptUp } }
+        }
+        guard let rate = sustained.max(),
+            let uring = points.first(where: { $0.engine == Contender.uring.rawValue && $0.offeredPerSecond == rate }),
+            let sync = points.first(where: { $0.engine == Contender.sync.rawValue && $0.offeredPerSecond == rate }), sync.p99 > 0
+        else { return nil }
+        return Double(uring.p99) / Double(sync.p99)
     }
 
     // MARK: text
@@ -109,6 +147,30 @@ public struct BenchReport: Codable, Sendable {
                     + padLeft("\(row.p999)", 10) + padLeft("\(row.max)", 9)
                     + padLeft(row.p99OverFloor.map { format($0, 2) } ?? "-", 11)
                     + padLeft(row.savesOverRewrite.map { format($0, 2) } ?? "-", 10))
+        }
+        if let device {
+            lines.append("")
+            lines.append(
+                "floor and device writes: \(device.method); device alone, p50: a one-block direct write \(device.writeP50) µs, "
+                    + "a flush of an unchanged file \(device.flushP50) µs")
+        }
+        if !openLoop.isEmpty {
+            lines.append("")
+            lines.append("open loop (small commands at a fixed rate per window, arrival → durable)")
+            lines.append(
+                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12) + padLeft("p50 µs", 9)
+                    + padLeft("p99 µs", 9))
+            for point in openLoop {
+                lines.append(
+                    pad(point.engine, 8) + padLeft("\(point.windows)", 8) + padLeft(format(point.offeredPerSecond, 0), 11)
+                        + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12) + padLeft("\(point.p50)", 9)
+                        + padLeft("\(point.p99)", 9))
+            }
+            lines.append("(* under 95 % of the offered rate made durable: not kept up)")
+        }
+        if let firstSave {
+            lines.append("")
+            lines.append("first save of a fresh window (one tab opened → durable), p50: uring \(firstSave.uring.p50) µs, sync \(firstSave.sync.p50) µs")
         }
         if let restore {
             lines.append("")

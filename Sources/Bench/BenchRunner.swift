@@ -16,12 +16,24 @@ public struct BenchPlan: Sendable {
     public var restoreRepeats: Int
     public var roundTrips: Int
     public var ctlCalls: Int
+    /// Window counts of the open loop, each window offered every rate of `openLoopRates` (per
+    /// window, ascending) for `openLoopSeconds`, until the sync engine no longer keeps up.
+    public var openLoopWindows: [Int] = [1, 4]
+    public var openLoopRates: [Double]
+    public var openLoopSeconds: Double
+    /// Fresh windows per engine whose first save is timed.
+    public var firstSaves = 20
+    /// Timed writes, and timed flushes, of the device measurement.
+    public var deviceIterations: Int
 
     public static let full = BenchPlan(
-        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500)
-    /// Every contender and both sizes still, on fewer window counts and shorter cases.
+        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500,
+        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000], openLoopSeconds: 2, deviceIterations: 1000)
+    /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
+    /// open-loop sweep.
     public static let quick = BenchPlan(
-        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200)
+        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
+        openLoopRates: [1000, 4000, 16000], openLoopSeconds: 1, deviceIterations: 500)
 
     public var caseCount: Int { windows.count * sizes.count * contenders.count }
 }
@@ -34,6 +46,8 @@ public enum BenchRunner {
     ) throws -> BenchReport {
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        progress("device: a direct write alone, a flush alone")
+        let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
         var results: [SaveResult] = []
         var done = 0
         // Window counts outermost, then rounds, contenders innermost: the disk of a shared
@@ -71,6 +85,9 @@ public enum BenchRunner {
                 }
             }
         }
+        let openLoop = try runOpenLoop(plan, executable: executable, directory: directory, progress: progress)
+        progress("first save of a fresh window, \(plan.firstSaves) of each engine")
+        let firstSave = try FirstSaveBench.run(repeats: plan.firstSaves, directory: directory)
         settle()
         progress("restore of \(plan.restoreTabs) tabs")
         let restoreDirectory = directory.appending("restore")
@@ -85,7 +102,42 @@ public enum BenchRunner {
             executable: executable, iterations: plan.roundTrips, ctlCalls: plan.ctlCalls, directory: coordinationDirectory)
         return BenchReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
-            secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination)
+            secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination, device: device,
+            openLoop: openLoop, firstSave: firstSave)
+    }
+
+    /// The open-loop sweep: for each window count, the rates in ascending order, both store
+    /// engines at each (uring first), up to and including the first rate the sync engine does
+    /// not keep up with (under 95 % achieved, or a p99 ten times its p99 at the lowest rate).
+    static func runOpenLoop(
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (String) -> Void
+    ) throws -> [OpenLoopResult] {
+        var points: [OpenLoopResult] = []
+        for windows in plan.openLoopWindows {
+            var syncBaselineP99: UInt64?
+            for rate in plan.openLoopRates {
+                var syncKeptUp = true
+                for contender in [Contender.uring, .sync] {
+                    progress("open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each")
+                    let caseDirectory = directory.appending("open-\(contender.rawValue)-\(windows)")
+                    defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
+                    try FileManager.default.createDirectory(
+                        atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                    let workers = try SaveBench.run(
+                        executable: executable, contender: contender, size: .small, windows: windows, seconds: plan.openLoopSeconds,
+                        directory: caseDirectory, perSecond: rate)
+                    let point = OpenLoopResult(engine: contender, windows: windows, offeredPerSecond: rate, workers: workers)
+                    points.append(point)
+                    if contender == .sync {
+                        let baseline = syncBaselineP99 ?? point.p99
+                        syncBaselineP99 = baseline
+                        syncKeptUp = point.keptUp && point.p99 <= 10 * Swift.max(baseline, 1)
+                    }
+                }
+                if !syncKeptUp { break }
+            }
+        }
+        return points
     }
 
     /// Lets the writeback the save cases left behind finish before a measurement that is about

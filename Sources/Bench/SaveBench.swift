@@ -136,10 +136,12 @@ public enum BenchError: Error, CustomStringConvertible {
 
 /// Runs `windows` worker processes (`windowhost bench-worker`) saving at once on `contender`:
 /// each sets its window up, says so on the ready pipe, and starts when the go pipe closes, so
-/// every window saves during the same seconds.
+/// every window saves during the same seconds. With `perSecond`, each is offered that many
+/// small commands a second instead (`OpenLoop`).
 public enum SaveBench {
     public static func run(
-        executable: String, contender: Contender, size: SaveSize, windows: Int, seconds: Double, directory: FilePath
+        executable: String, contender: Contender, size: SaveSize, windows: Int, seconds: Double, directory: FilePath,
+        perSecond: Double? = nil
     ) throws -> [WorkerResult] {
         var ready = try makePipe()
         var go = try makePipe()
@@ -155,7 +157,7 @@ public enum SaveBench {
                 executable, "bench-worker", "--contender", contender.rawValue, "--size", size.rawValue,
                 "--directory", directory.appending("window-\(index)").string, "--seconds", "\(seconds)",
                 "--result", result.string,
-            ]
+            ] + (perSecond.map { ["--rate", "\($0)"] } ?? [])
             switch spawnProcess(arguments, inheriting: [ready.write, go.read]) {
             case .success(let pid): pids.append(pid)
             case .failure(let errno):
@@ -194,14 +196,27 @@ public enum SaveBench {
     }
 
     /// The worker's side: set up, say ready on descriptor 3, wait for descriptor 4 to close,
-    /// save for `seconds`, write the result.
-    public static func work(contender: Contender, size: SaveSize, directory: FilePath, seconds: Double, result: FilePath) throws {
+    /// save for `seconds` (back to back, or open loop at `perSecond` commands a second on a
+    /// store contender), write the result.
+    public static func work(
+        contender: Contender, size: SaveSize, directory: FilePath, seconds: Double, result: FilePath, perSecond: Double? = nil
+    ) throws {
         let readyDescriptor: Int32 = 3
         let goDescriptor: Int32 = 4
         var outcome = WorkerResult()
         var workload: (any SaveWorkload)?
+        var openLoop: StoreOpenLoopWindow?
         do {
-            workload = try Workloads.make(contender, size: size, directory: directory)
+            if let perSecond {
+                guard perSecond > 0, contender == .uring || contender == .sync else {
+                    throw BenchError.worker("the open loop runs the store (uring or sync) at a positive rate")
+                }
+                try FileManager.default.createDirectory(
+                    atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                openLoop = try StoreOpenLoopWindow(engine: contender == .uring ? try UringEngine() : SyncEngine(), directory: directory)
+            } else {
+                workload = try Workloads.make(contender, size: size, directory: directory)
+            }
         } catch {
             outcome.failure = "setting up \(contender.rawValue) \(size.rawValue): \(error)"
         }
@@ -212,6 +227,7 @@ public enum SaveBench {
         close(readyDescriptor)
         while read(goDescriptor, &byte, 1) > 0 {}
         if let workload { outcome = WorkerResult.measure(workload, seconds: seconds) }
+        if let openLoop, let perSecond { outcome = OpenLoop.measure(openLoop, perSecond: perSecond, seconds: seconds, firstSeq: 2) }
         let data = try JSONEncoder().encode(outcome)
         guard FileManager.default.createFile(atPath: result.string, contents: data, attributes: [.posixPermissions: 0o600]) else {
             throw BenchError.worker("cannot write \(result)")

@@ -7,8 +7,14 @@ import SystemPackage
 
 /// Who saves: the physical floor, the store on each engine, or the mobile browsers' way.
 public enum Contender: String, CaseIterable, Codable, Sendable {
-    /// Raw appends with `RWF_DSYNC` into a preallocated file: one flush per save, nothing else.
+    /// The physical limit of a save that starts on a fresh block: one aligned `O_DIRECT`
+    /// `pwritev2(RWF_DSYNC)` of the save's bytes padded to the block (a small save: one block),
+    /// into a file written and synced before the clock starts, issued by the caller. Buffered
+    /// where the file system takes no direct I/O (tmpfs), and the report says so.
     case floor
+    /// The floor as it was before direct I/O: buffered `RWF_DSYNC` appends of the save's
+    /// exact bytes into a preallocated, zero-filled file.
+    case floorBuffered = "floor-buffered"
     /// The session store on the io_uring engine.
     case uring
     /// The session store on the blocking engine.
@@ -48,6 +54,8 @@ public enum Workloads {
         switch contender {
         case .floor:
             return try FloorWorkload(directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())
+        case .floorBuffered:
+            return try BufferedFloorWorkload(directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())
         case .uring:
             return try StoreWorkload(engine: try UringEngine(), size: size, directory: directory)
         case .sync:
@@ -118,6 +126,30 @@ private func encodeSession(_ list: WebStateList, seq: UInt64) throws -> [UInt8] 
 }
 
 final class FloorWorkload: SaveWorkload {
+    private let file: FloorFile
+    private let record: AlignedBytes
+    private var offset = 0
+    private(set) var bytesWritten: UInt64 = 0
+
+    init(directory: FilePath, recordSize: Int) throws {
+        file = try FloorFile(path: directory.appending("floor"), size: max(4 << 20, recordSize * 64))
+        record = try file.buffer(holding: [UInt8](repeating: 0x5A, count: recordSize))
+    }
+
+    /// Whether the writes bypass the page cache (false on tmpfs).
+    var isDirect: Bool { file.alignment != nil }
+
+    func prepare() throws {}
+
+    func save() throws {
+        try file.writeDurably(record, at: offset)
+        bytesWritten += UInt64(record.count)
+        offset += record.count
+        if offset + record.count > file.size { offset = 0 }
+    }
+}
+
+final class BufferedFloorWorkload: SaveWorkload {
     private let engine = SyncEngine()
     private let file: EngineFile
     private let record: [UInt8]

@@ -9,20 +9,26 @@ import SystemPackage
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure durable save throughput and latency side by side (floor, uring, sync, rewrite), restore and round trips.",
+        abstract:
+            "Measure durable save throughput and latency side by side (floor, floor-buffered, uring, sync, rewrite), open-loop latency, first saves, restore and round trips.",
         discussion: """
             For each window count, N worker processes save at once, each with one save outstanding, \
             in rounds interleaved with the other contenders': \
             small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full \
-            state). floor is raw RWF_DSYNC appends into a preallocated file; rewrite rewrites the \
-            whole session atomically per save, as the mobile browsers do. Then a 10,000-tab \
+            state). floor is one aligned O_DIRECT pwritev2(RWF_DSYNC) per save (a small save: one \
+            block) into a pre-written file, floor-buffered the same through the page cache; \
+            rewrite rewrites the whole session atomically per save, as the mobile browsers do. \
+            The device's write and flush are timed apart. Then the open loop: small commands \
+            arriving at fixed rates per window (--rates) on uring and sync, at 1 and 4 windows, \
+            latency from each command's arrival to durable, the sweep stopping past the rate the \
+            sync engine no longer keeps up with; and the first save of fresh windows. Then a 10,000-tab \
             window's restore, unrealized against eager, and a command's round trip through the \
             shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets \
             are reported, not failed), 1 with --check-targets when one was missed, 69 when a \
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case.")
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 4000 and 16000 commands/s per window.")
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
@@ -31,8 +37,11 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Tabs of the restored window.")
     var tabs: Int?
 
-    @Option(help: "Seconds each case saves for (default 3, quick 1).")
+    @Option(help: "Seconds each case saves for, and each open-loop rate runs for (default 3 and 2, quick 1).")
     var seconds: Double?
+
+    @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,32000).")
+    var rates: String?
 
     @Option(help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")
     var rounds: Int?
@@ -67,6 +76,14 @@ struct BenchCommand: ParsableCommand {
         if let seconds {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be within (0, 3600]") }
             plan.secondsPerCase = seconds
+            plan.openLoopSeconds = seconds
+        }
+        if let rates {
+            let values = rates.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard !values.isEmpty, values.allSatisfy({ $0.map { $0 >= 1 && $0 <= 1_000_000 } ?? false }) else {
+                throw ValidationError("--rates takes commands per second within 1...1000000, comma-separated, e.g. 1000,4000")
+            }
+            plan.openLoopRates = values.compactMap { $0 }.sorted()
         }
         if let rounds {
             guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be within 1...100") }
@@ -122,9 +139,11 @@ struct BenchWorkerCommand: ParsableCommand {
     @Option var directory: String
     @Option var seconds: Double
     @Option var result: String
+    @Option(help: "Open loop: small commands offered at this rate per second.") var rate: Double?
 
     func run() throws {
-        try SaveBench.work(contender: contender, size: size, directory: FilePath(directory), seconds: seconds, result: FilePath(result))
+        try SaveBench.work(
+            contender: contender, size: size, directory: FilePath(directory), seconds: seconds, result: FilePath(result), perSecond: rate)
     }
 }
 

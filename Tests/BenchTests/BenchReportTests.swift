@@ -13,10 +13,24 @@ private func row(_ engine: Contender, _ size: SaveSize = .small, windows: Int = 
     return SaveResult(engine: engine, windows: windows, size: size, workers: [worker])
 }
 
-private func report(_ results: [SaveResult], restore: RestoreResult? = nil, coordination: CoordinationResult? = nil) -> BenchReport {
+private func report(
+    _ results: [SaveResult], restore: RestoreResult? = nil, coordination: CoordinationResult? = nil, openLoop: [OpenLoopResult] = [],
+    firstSave: FirstSaveResult? = nil
+) -> BenchReport {
     BenchReport(
         date: "2026-11-22T00:00:00Z", machine: "test", directory: "/nowhere", secondsPerCase: 1, results: results, restore: restore,
-        coordination: coordination)
+        coordination: coordination, device: DeviceResult(writeP50: 80, flushP50: 90, method: "O_DIRECT, 512 B blocks"), openLoop: openLoop,
+        firstSave: firstSave)
+}
+
+/// An open-loop point of `windows` windows at `offered` commands/s each, `achieved` of them
+/// made durable per second, every latency `microseconds`.
+private func point(_ engine: Contender, windows: Int = 1, offered: Double, achieved: UInt64, microseconds: UInt64) -> OpenLoopResult {
+    var worker = WorkerResult()
+    for _ in 0..<100 { _ = worker.latency.record(microseconds) }
+    worker.saves = achieved
+    worker.seconds = 1
+    return OpenLoopResult(engine: engine, windows: windows, offeredPerSecond: offered, workers: Array(repeating: worker, count: windows))
 }
 
 @Suite struct BenchReportTests {
@@ -41,6 +55,46 @@ private func report(_ results: [SaveResult], restore: RestoreResult? = nil, coor
         #expect(built.text.contains("MISSED") && built.text.contains("not measured"))
     }
 
+    /// Each of issue 13's targets is a ratio of two figures of the same run.
+    @Test func theWritePathTargetsAreRatiosOfTheSameRun() throws {
+        let built = report(
+            [
+                row(.floor, microseconds: 200, saves: 5000), row(.uring, microseconds: 270, saves: 4000),
+                row(.sync, microseconds: 300, saves: 3500),
+                row(.floor, windows: 8, microseconds: 400, saves: 10000), row(.uring, windows: 8, microseconds: 500, saves: 9000),
+                row(.sync, windows: 8, microseconds: 600, saves: 8000),
+                row(.uring, .large, microseconds: 3000, saves: 300), row(.rewrite, .large, microseconds: 5000, saves: 150),
+                row(.uring, .large, windows: 8, microseconds: 9000, saves: 300), row(.rewrite, .large, windows: 8, microseconds: 9000, saves: 250),
+            ],
+            openLoop: [
+                point(.uring, offered: 1000, achieved: 1000, microseconds: 300), point(.sync, offered: 1000, achieved: 1000, microseconds: 500),
+                // The highest rate both keep up with: uring 400 over sync 1000.
+                point(.uring, offered: 4000, achieved: 3990, microseconds: 400), point(.sync, offered: 4000, achieved: 3900, microseconds: 1000),
+                // Sync fell behind here: not the rate compared.
+                point(.uring, offered: 16000, achieved: 15500, microseconds: 900), point(.sync, offered: 16000, achieved: 9000, microseconds: 90000),
+                point(.uring, windows: 4, offered: 1000, achieved: 1000, microseconds: 900), point(.sync, windows: 4, offered: 1000, achieved: 1000, microseconds: 1000),
+            ],
+            firstSave: FirstSaveResult(uring: .init(p50: 500), sync: .init(p50: 900)))
+        let targets = Dictionary(uniqueKeysWithValues: built.targets.map { ($0.name, $0) })
+        func measured(_ name: String) -> Double? { targets[name]?.measured }
+        #expect(abs((measured("uring small p99, 1 window, over floor p99") ?? 0) - 1.35) < 0.01)
+        #expect(targets["uring small p99, 1 window, over floor p99"]?.met == false, "1.35 is over 1.3")
+        #expect(abs((measured("uring small saves/s at 8 windows over floor") ?? 0) - 0.9) < 0.01)
+        #expect(targets["uring small saves/s at 8 windows over floor"]?.met == true)
+        #expect(abs((measured("uring large saves/s, 1 window, over rewrite") ?? 0) - 2) < 0.01)
+        #expect(targets["uring large saves/s at 8 windows over rewrite"]?.met == false, "1.2 is under 1.5")
+        let openLoop1 = try #require(targets["open loop, 1 window: uring p99 over sync p99 at the highest rate both keep up with"])
+        #expect(abs((openLoop1.measured ?? 0) - 0.4) < 0.01 && openLoop1.met == true)
+        let openLoop4 = try #require(targets["open loop, 4 windows: uring p99 over sync p99 at the highest rate both keep up with"])
+        #expect(abs((openLoop4.measured ?? 0) - 0.9) < 0.01 && openLoop4.met == false)
+        #expect(abs((measured("first save of a fresh window over a steady small save, uring p50") ?? 0) - 500.0 / 270) < 0.01)
+        #expect(targets["first save of a fresh window over a steady small save, sync p50"]?.met == false, "900 over 300 is 3")
+        for target in built.targets where target.name.hasPrefix("open loop") || target.name.hasPrefix("first save") {
+            #expect(built.text.contains(target.name), "\(target.name)")
+        }
+        #expect(built.text.contains("open loop (small commands") && built.text.contains("first save of a fresh window (one tab"))
+    }
+
     @Test func theJSONCarriesTheFieldsScriptsRead() throws {
         let built = report(
             [row(.floor, microseconds: 100, saves: 10), row(.uring, .large, microseconds: 3000, saves: 10)],
@@ -62,6 +116,23 @@ private func report(_ results: [SaveResult], restore: RestoreResult? = nil, coor
         for key in ["shm_rtt_p50_us", "socket_rtt_p50_us", "ctl_p50_us"] { #expect(coordination[key] is Double, "\(key)") }
         let targets = try #require(object["targets"] as? [[String: Any]])
         #expect(targets.contains { $0["name"] as? String == "restore: eager time over unrealized time" && $0["met"] as? Bool == true })
+        let device = try #require(object["device"] as? [String: Any])
+        #expect(device["write_p50_us"] as? Int == 80 && device["flush_p50_us"] as? Int == 90)
+        #expect(object["open_loop"] as? [Any] != nil, "an empty sweep is an empty list")
+    }
+
+    @Test func theJSONCarriesTheOpenLoopAndTheFirstSave() throws {
+        let built = report(
+            [row(.floor, microseconds: 100, saves: 10)], openLoop: [point(.uring, windows: 4, offered: 2000, achieved: 1990, microseconds: 700)],
+            firstSave: FirstSaveResult(uring: .init(p50: 400), sync: .init(p50: 450)))
+        let object = try #require(JSONSerialization.jsonObject(with: built.json()) as? [String: Any])
+        let openLoop = try #require(object["open_loop"] as? [[String: Any]])
+        #expect(openLoop.count == 1)
+        #expect(openLoop[0]["engine"] as? String == "uring" && openLoop[0]["windows"] as? Int == 4)
+        #expect(openLoop[0]["offered_per_s"] as? Double == 2000 && openLoop[0]["achieved_per_s"] as? Double == 1990)
+        #expect(openLoop[0]["p50_us"] as? Int == 700 && openLoop[0]["p99_us"] as? Int == 700)
+        let firstSave = try #require(object["first_save"] as? [String: [String: Any]])
+        #expect(firstSave["uring"]?["p50_us"] as? Int == 400 && firstSave["sync"]?["p50_us"] as? Int == 450)
     }
 
     @Test func theHTMLPageIsSelfContainedWithAChartLinePerEngine() {
@@ -78,6 +149,27 @@ private func report(_ results: [SaveResult], restore: RestoreResult? = nil, coor
             #expect(page.components(separatedBy: "<title>\(engine.rawValue)</title>").count - 1 == 3, "\(engine)")
         }
         #expect(!page.contains("nan") && !page.contains("inf"))
+        #expect(!page.contains("open loop"), "no open-loop chart without a sweep")
+    }
+
+    @Test func theHTMLPageDrawsTheOpenLoopCurvesP99AgainstOfferedRate() throws {
+        let built = report(
+            [row(.floor, microseconds: 100, saves: 10)],
+            openLoop: [1, 4].flatMap { windows in
+                [Contender.uring, .sync].flatMap { engine in
+                    [1000.0, 4000, 16000].map { point(engine, windows: windows, offered: $0, achieved: UInt64($0), microseconds: UInt64($0) / 10) }
+                }
+            })
+        let page = built.html
+        let chart = page[try #require(page.range(of: "open loop: p99 against offered rate")).lowerBound...]
+        let svg = chart[..<(try #require(chart.range(of: "</svg>"))).lowerBound]
+        for name in ["uring, 1 window", "sync, 1 window", "uring, 4 windows", "sync, 4 windows"] {
+            #expect(svg.contains("<title>\(name)</title>"), "\(name)")
+        }
+        #expect(svg.components(separatedBy: "<circle").count - 1 == 12, "a point per engine, window count and rate")
+        #expect(svg.contains("16000") && svg.contains("commands offered per second"))
+        #expect(svg.contains("stroke-dasharray"), "4 windows dashed")
+        #expect(!page.contains("<script") && !page.contains("src=") && !page.contains("href="))
     }
 }
 

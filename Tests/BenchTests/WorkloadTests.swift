@@ -49,15 +49,36 @@ private func temporaryDirectory() -> FilePath {
         #expect(reader.lastCommandSeq == 2)
     }
 
-    @Test func theFloorAppendsItsRecordDurablyIntoAPreallocatedFile() throws {
+    @Test func theFloorWritesOneAlignedDirectBlockPerSmallSaveIntoAPreWrittenFile() throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }
-        let workload = try Workloads.make(.floor, size: .small, directory: directory)
+        let workload = try #require(try Workloads.make(.floor, size: .small, directory: directory) as? FloorWorkload)
+        let before = try #require(FileManager.default.contents(atPath: directory.appending("floor").string))
+        #expect(before.count == 4 << 20 && before.allSatisfy { $0 == 0 }, "written whole before the first timed save")
+        for _ in 0..<3 { try workload.save() }
+        #expect(workload.isDirect == !DirectIO.isInMemory(directory), "direct I/O wherever the file system is a disk")
+        let descriptor = try FileDescriptor.open(directory.appending("floor"), .readOnly)
+        defer { try? descriptor.close() }
+        let block = workload.isDirect ? try DirectIO.alignment(of: descriptor).get().block : 256
+        // A 256-byte save padded to its block, each save on a block of its own.
+        #expect(workload.bytesWritten == UInt64(3 * block))
+        let bytes = try #require(FileManager.default.contents(atPath: directory.appending("floor").string))
+        #expect(bytes.count == 4 << 20)
+        for save in 0..<3 {
+            #expect(bytes[(save * block)..<(save * block + 256)].allSatisfy { $0 == 0x5A })
+            #expect(bytes[(save * block + 256)..<((save + 1) * block)].allSatisfy { $0 == 0 })
+        }
+        #expect(try Workloads.largeSessionBytes() > 500 * 40, "a large floor write is a 500-tab session's size")
+    }
+
+    @Test func theBufferedFloorAppendsItsRecordDurablyIntoAPreallocatedFile() throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let workload = try Workloads.make(.floorBuffered, size: .small, directory: directory)
         for _ in 0..<3 { try workload.save() }
         #expect(workload.bytesWritten == 768)
         let bytes = try #require(FileManager.default.contents(atPath: directory.appending("floor").string))
         #expect(bytes.count == 4 << 20, "preallocated: an append changes no metadata")
         #expect(bytes.prefix(768).allSatisfy { $0 == 0x5A } && bytes[768] == 0)
-        #expect(try Workloads.largeSessionBytes() > 500 * 40, "a large floor write is a 500-tab session's size")
     }
 }

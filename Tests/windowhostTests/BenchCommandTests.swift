@@ -11,7 +11,7 @@ import Testing
         let json = directory.appendingPathComponent("bench.json")
         let html = directory.appendingPathComponent("bench.html")
         let (status, output) = try runWindowhost([
-            "bench", "--quick", "--windows", "1,2", "--seconds", "0.2", "--tabs", "500", "--dir", directory.path,
+            "bench", "--quick", "--windows", "1,2", "--seconds", "0.2", "--rates", "200,400", "--tabs", "500", "--dir", directory.path,
             "--json", json.path, "--html", html.path,
         ])
         #expect(status == 0, "\(output)")
@@ -19,7 +19,8 @@ import Testing
 
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
         let results = try #require(object["results"] as? [[String: Any]])
-        #expect(results.count == 2 * 2 * 4, "windows 1 and 2, small and large, four contenders")
+        #expect(results.count == 2 * 2 * 5, "windows 1 and 2, small and large, five contenders")
+        #expect(Set(results.compactMap { $0["engine"] as? String }) == ["floor", "floor-buffered", "uring", "sync", "rewrite"])
         for result in results {
             #expect((result["saves_per_s"] as? Double ?? 0) > 0, "\(result)")
             #expect((result["p50_us"] as? Int ?? 0) > 0 && (result["max_us"] as? Int ?? 0) >= (result["p99_us"] as? Int ?? .max))
@@ -30,15 +31,37 @@ import Testing
         #expect(restore["tabs"] as? Int == 500 && (restore["eager_ms"] as? Double ?? 0) > 0)
         let coordination = try #require(object["coordination"] as? [String: Any])
         #expect((coordination["shm_rtt_p50_us"] as? Double ?? 0) > 0 && (coordination["ctl_p50_us"] as? Double ?? 0) > 0)
+        // The device's write and flush apart, both real: each at least a microsecond.
+        let device = try #require(object["device"] as? [String: Any])
+        #expect((device["write_p50_us"] as? Int ?? 0) > 0 && (device["flush_p50_us"] as? Int ?? 0) > 0, "\(device)")
+        // The open loop: both engines at 1 and 4 windows, at each rate up to where sync falls
+        // behind (200/s keeps up on any disk: at least that point for each).
+        let openLoop = try #require(object["open_loop"] as? [[String: Any]])
+        for engine in ["uring", "sync"] {
+            for windows in [1, 4] {
+                let points = openLoop.filter { $0["engine"] as? String == engine && $0["windows"] as? Int == windows }
+                #expect(points.first?["offered_per_s"] as? Double == 200, "\(engine) ×\(windows)")
+                for point in points {
+                    let offered = point["offered_per_s"] as? Double ?? 0
+                    #expect((point["achieved_per_s"] as? Double ?? 0) > 0.5 * offered && (point["achieved_per_s"] as? Double ?? .infinity) <= 1.01 * offered, "\(point)")
+                    #expect((point["p50_us"] as? Int ?? 0) > 0 && (point["p99_us"] as? Int ?? 0) >= (point["p50_us"] as? Int ?? .max), "\(point)")
+                }
+            }
+        }
+        let firstSave = try #require(object["first_save"] as? [String: [String: Any]])
+        #expect((firstSave["uring"]?["p50_us"] as? Int ?? 0) > 0 && (firstSave["sync"]?["p50_us"] as? Int ?? 0) > 0)
+        let targets = try #require(object["targets"] as? [[String: Any]])
+        #expect(targets.contains { ($0["name"] as? String)?.hasPrefix("open loop, 4 windows") == true })
 
         let page = try String(contentsOf: html, encoding: .utf8)
         #expect(page.contains("<svg") && page.contains("<title>rewrite</title>"))
+        #expect(page.contains("open loop: p99 against offered rate") && page.contains("<title>sync, 4 windows</title>"))
         // Its working directory is gone; only the two reports are left.
         #expect(try Set(FileManager.default.contentsOfDirectory(atPath: directory.path)) == ["bench.json", "bench.html"])
     }
 
     @Test func badArgumentsExitWithUsage() throws {
-        for arguments in [["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"], ["--rounds", "0"]] {
+        for arguments in [["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"], ["--rounds", "0"], ["--rates", "0"], ["--rates", "100,x"]] {
             #expect(try runWindowhost(["bench"] + arguments).status == 64, "\(arguments)")
         }
     }
