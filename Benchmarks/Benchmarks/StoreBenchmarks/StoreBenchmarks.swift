@@ -8,10 +8,11 @@ import SessionStore
 import SystemPackage
 
 // The write path, each contender measured in the same run on the same disk, so the figures
-// read as ratios (docs/benchmarks.md): the floor (256-byte RWF_DSYNC appends into a
-// preallocated file), the store on each engine, and the mobile browsers' atomic rewrite, with
-// small and large saves; and group commit, 16 save requests riding on one write. Files go under
-// $WINDOWHOST_BENCH_DIR, else the current directory: /tmp may be tmpfs elsewhere.
+// read as ratios (docs/benchmarks.md): the floor (one O_DIRECT RWF_DSYNC block per small save
+// into a pre-written file; floor-buffered: 256-byte buffered appends), the store on each
+// engine, and the mobile browsers' atomic rewrite, with small and large saves; and group
+// commit, 16 save requests riding on one write. Files go under $WINDOWHOST_BENCH_DIR, else the
+// current directory: /tmp may be tmpfs elsewhere.
 
 private let benchDirectory: FilePath = {
     let base = ProcessInfo.processInfo.environment["WINDOWHOST_BENCH_DIR"] ?? FileManager.default.currentDirectoryPath
