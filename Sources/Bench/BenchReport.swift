@@ -137,12 +137,12 @@ public struct BenchReport: Codable, Sendable {
         lines.append("")
         lines.append("saves (one outstanding per window, request → durable)")
         lines.append(
-            pad("engine", 8) + pad("size", 6) + padLeft("windows", 8) + padLeft("saves/s", 11) + padLeft("MB/s", 9)
+            pad("engine", 15) + pad("size", 6) + padLeft("windows", 8) + padLeft("saves/s", 11) + padLeft("MB/s", 9)
                 + padLeft("p50 µs", 9) + padLeft("p99 µs", 9) + padLeft("p99.9 µs", 10) + padLeft("max µs", 9)
                 + padLeft("p99×floor", 11) + padLeft("×rewrite", 10))
         for row in results {
             lines.append(
-                pad(row.engine, 8) + pad(row.size, 6) + padLeft("\(row.windows)", 8) + padLeft(format(row.savesPerSecond, 0), 11)
+                pad(row.engine, 15) + pad(row.size, 6) + padLeft("\(row.windows)", 8) + padLeft(format(row.savesPerSecond, 0), 11)
                     + padLeft(format(row.megabytesPerSecond, 2), 9) + padLeft("\(row.p50)", 9) + padLeft("\(row.p99)", 9)
                     + padLeft("\(row.p999)", 10) + padLeft("\(row.max)", 9)
                     + padLeft(row.p99OverFloor.map { format($0, 2) } ?? "-", 11)

@@ -28,7 +28,7 @@ struct BenchCommand: ParsableCommand {
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 4000 and 16000 commands/s per window.")
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window.")
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
@@ -40,7 +40,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Seconds each case saves for, and each open-loop rate runs for (default 3 and 2, quick 1).")
     var seconds: Double?
 
-    @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,32000).")
+    @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,64000).")
     var rates: String?
 
     @Option(help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")
