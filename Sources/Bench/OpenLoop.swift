@@ -80,22 +80,14 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         store = WindowStore(root: directory, windowID: UUID(), engine: engine, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let browser = store.regular
-        try store.apply(seq: 1) {
-            for index in 0..<SaveSize.small.windowTabs {
-                var history = NavigationHistory()
-                history.commit(NavigationItem(url: "https://site\(index).example/", title: "Site \(index)", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-                _ = try browser.webStateList.insert(
-                    WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history), InsertionParams(activate: index == 0))
-            }
-        }
+        try store.apply(seq: 1) { try fill(browser.webStateList, tabs: SaveSize.small.windowTabs, profile: browser.profile, round: 0) }
         try store.waitUntilDurable(1)
     }
 
     func apply(seq: UInt64) throws {
         let list = store.regular.webStateList
         try store.apply(seq: seq) {
-            _ = try list.activeWebState?.commitNavigation(
-                to: NavigationItem(url: "https://site0.example/articles/\(seq)", title: "Page \(seq)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(seq))))
+            _ = try list.activeWebState?.commitNavigation(to: page(0, round: seq))
         }
     }
 

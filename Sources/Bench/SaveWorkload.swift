@@ -75,7 +75,7 @@ public enum Workloads {
 }
 
 /// A new page for tab `index`; `round` makes each rewrite of the window differ.
-private func page(_ index: Int, round: UInt64) -> NavigationItem {
+func page(_ index: Int, round: UInt64) -> NavigationItem {
     NavigationItem(
         url: "https://site\(index).example/articles/\(round)", title: "Site \(index), page \(round)",
         timestamp: Timestamp(microsecondsSinceEpoch: Int64(round)))
@@ -96,7 +96,8 @@ private func fill(_ list: WebStateList, with tabs: [WebState]) throws {
     for (index, webState) in tabs.enumerated() { _ = try list.insert(webState, InsertionParams(activate: index == 0)) }
 }
 
-private func fill(_ list: WebStateList, tabs: Int, profile: Profile, round: UInt64) throws {
+/// `list` replaced by `tabs` new tabs of one page each, the first active.
+func fill(_ list: WebStateList, tabs: Int, profile: Profile, round: UInt64) throws {
     try fill(list, with: makeTabs(tabs, profile: profile, round: round))
 }
 
