@@ -23,10 +23,15 @@ final class FloorFile {
         self.descriptor = descriptor
         let zeros = [UInt8](repeating: 0, count: 1 << 20)
         var offset = 0
-        while offset < self.size {
-            offset += try zeros.withUnsafeBytes { try descriptor.write(toAbsoluteOffset: Int64(offset), $0) }
+        do {
+            while offset < self.size {
+                offset += try zeros.withUnsafeBytes { try descriptor.write(toAbsoluteOffset: Int64(offset), $0) }
+            }
+            guard fsync(descriptor.rawValue) == 0 else { throw BenchError.system("fsync \(path)", Errno(rawValue: errno)) }
+        } catch {
+            try? descriptor.close()  // deinit does not run for an instance not yet whole
+            throw error
         }
-        guard fsync(descriptor.rawValue) == 0 else { throw BenchError.system("fsync \(path)", Errno(rawValue: errno)) }
         switch DirectIO.alignment(of: descriptor) {
         case .success(let found):
             do throws(DirectIO.Refusal) {
