@@ -152,7 +152,7 @@ import Testing
 
     /// The hard `Max open files` of `pid`, from /proc.
     static func hardDescriptorLimit(of pid: Int32) -> String? {
-        let limits = (try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)) ?? ""
+        let limits = procText("/proc/\(pid)/limits") ?? ""
         guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
         let fields = line.split(separator: " ")
         return fields.count >= 5 ? String(fields[4]) : nil

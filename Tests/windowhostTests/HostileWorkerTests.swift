@@ -119,10 +119,9 @@ import Testing
         // In the header page's unused end, where the worker maps it too.
         let commandOffset = 3000
         command.utf8.enumerated().forEach { memory.storeBytes(of: $0.element, toByteOffset: commandOffset + $0.offset, as: UInt8.self) }
-        // A worker just started may not have mapped libc and its slot yet.
-        try #require(waitFor({ addressOfSystem(in: pid) != nil && slotMapping(in: pid) != nil }, seconds: 10), "the worker maps libc and its slot")
-        let system = try #require(addressOfSystem(in: pid))
-        let mapped = try #require(slotMapping(in: pid))
+        // The worker has answered through its slot: it maps libc and the slot already.
+        let system = try #require(addressOfSystem(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
+        let mapped = try #require(slotMapping(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
         // The scribbler starts as the child of a subshell that outlives it a while, so the
         // supervisor's scan for strays cannot take it before it scribbles.
         let gdbRun = try runGDB([
@@ -203,26 +202,38 @@ private func junkReply(request: UInt64, tabs: Int) -> [UInt8] {
 /// The address of libc's `system` in `pid`: where libc is loaded there, plus the symbol's
 /// offset from where the same file is loaded here.
 private func addressOfSystem(in pid: Int32) -> UInt? {
-    let libc: (String) -> Bool = { $0.hasSuffix("/libc.so.6") }
-    guard let symbol = dlsym(nil, "system"), let here = firstMapping(in: getpid(), where: libc), let there = firstMapping(in: pid, where: libc)
+    guard let symbol = dlsym(nil, "system"), let here = firstMapping(in: getpid(), where: isLibc), let there = firstMapping(in: pid, where: isLibc)
     else { return nil }
     return there + (UInt(bitPattern: symbol) - here)
 }
 
-/// Where `pid` maps its slot memfd.
-private func slotMapping(in pid: Int32) -> UInt? { firstMapping(in: pid, where: { $0.contains("/memfd:windowhost-slot") }) }
+private func isLibc(_ line: Substring) -> Bool { line.hasSuffix("/libc.so.6") }
 
-private func firstMapping(in pid: Int32, where matches: (String) -> Bool) -> UInt? {
-    guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8),
-        let line = maps.split(separator: "\n").first(where: { matches(String($0)) }),
+/// Where `pid` maps its slot memfd.
+private func slotMapping(in pid: Int32) -> UInt? { firstMapping(in: pid, where: isSlot) }
+
+private func isSlot(_ line: Substring) -> Bool { line.contains("/memfd:windowhost-slot") }
+
+private func firstMapping(in pid: Int32, where matches: (Substring) -> Bool) -> UInt? {
+    guard let maps = procText("/proc/\(pid)/maps"), let line = maps.split(separator: "\n").first(where: matches),
         let start = line.split(separator: "-").first
     else { return nil }
     return UInt(start, radix: 16)
 }
 
+/// What each lookup behind `addressOfSystem` and `slotMapping` found, for a failure message.
+private func mappingLookups(worker pid: Int32) -> String {
+    func found(_ address: UInt?) -> String { address.map { "0x" + String($0, radix: 16) } ?? "none" }
+    func lines(_ pid: Int32) -> String { procText("/proc/\(pid)/maps").map { "\($0.split(separator: "\n").count) lines" } ?? "unreadable" }
+    return "dlsym system: \(dlsym(nil, "system") == nil ? "none" : "found"); "
+        + "libc here (\(lines(getpid())) of maps): \(found(firstMapping(in: getpid(), where: isLibc))); "
+        + "in worker \(pid) (\(lines(pid)) of maps, state \(processState(pid).map(String.init) ?? "gone")): "
+        + "libc \(found(firstMapping(in: pid, where: isLibc))), slot \(found(firstMapping(in: pid, where: isSlot)))"
+}
+
 /// The process state letter in /proc/<pid>/stat (after the last ')').
 private func processState(_ pid: Int32) -> Character? {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return nil }
+    guard let stat = procText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
     return stat[close...].dropFirst(2).first
 }
 
@@ -230,12 +241,11 @@ private func processState(_ pid: Int32) -> Character? {
 private func children(of parent: Int32) -> [(pid: Int32, command: String)] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
     return entries.compactMap { name in
-        guard let pid = Int32(name), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
+        guard let pid = Int32(name), let stat = procText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")")
         else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 1, Int32(fields[1]) == parent else { return nil }
-        let commandLine = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8))?.replacingOccurrences(of: "\0", with: " ") ?? ""
+        let commandLine = procText("/proc/\(pid)/cmdline")?.replacingOccurrences(of: "\0", with: " ") ?? ""
         return (pid, "\(fields[0]) \(stat[..<close]) \(commandLine)")
     }
 }

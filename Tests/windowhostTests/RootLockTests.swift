@@ -150,8 +150,8 @@ import Testing
         reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 20)
         // A killed process whose main thread had exited long before can stay a zombie the kernel
         // will not let its parent reap yet (seen once in CI): dead all the same, its lock gone.
-        let zombie = !reaped && (try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8))?.contains("State:\tZ") == true
-        #expect(reaped || zombie, "the stand-in is dead: \((try? String(contentsOfFile: "/proc/\(standIn)/status", encoding: .utf8)) ?? "gone")")
+        let zombie = !reaped && procText("/proc/\(standIn)/status")?.contains("State:\tZ") == true
+        #expect(reaped || zombie, "the stand-in is dead: \(procText("/proc/\(standIn)/status") ?? "gone")")
         if reaped { #expect(status & 0x7f == SIGKILL, "killed, status \(status)") }
     }
 

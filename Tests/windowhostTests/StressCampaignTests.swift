@@ -67,7 +67,7 @@ import Testing
         // The tmpfs is gone: nothing of the campaign stays mounted.
         let banner = try #require(output.split(separator: "\n").first { $0.hasPrefix("windowhost stress: seed") })
         let root = try #require(banner.split(separator: " ").first { $0.hasPrefix("/") })
-        let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
+        let mounts = try #require(procText("/proc/self/mounts"))
         #expect(!mounts.contains(String(root)), "\(root) is still mounted")
     }
 

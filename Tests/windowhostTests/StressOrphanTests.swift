@@ -23,7 +23,7 @@ import Testing
         defer { cleanUpCampaign(root, hostile: true) }
         try killCampaignOnceItsSupervisorRuns(root, hostile: true)
         #expect(waitFor({ processes(mentioning: root.path).isEmpty }, seconds: 5))
-        let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
+        let mounts = try #require(procText("/proc/self/mounts"))
         #expect(!mounts.contains(root.path), "\(root.path) is still mounted")
     }
 }
@@ -62,6 +62,5 @@ private func processes(mentioning text: String) -> [Int32] {
 }
 
 private func commandLine(_ pid: Int32) -> String {
-    let bytes = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
-    return String(decoding: bytes.map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
+    (procText("/proc/\(pid)/cmdline") ?? "").replacingOccurrences(of: "\0", with: " ")
 }
