@@ -39,8 +39,20 @@ public struct WorkerStats: Equatable, Sendable {
     public var failingErrno: UInt64 = 0
     /// The Browsers whose saves are failing, as commit bits (regular 1, incognito 2).
     public var failingBrowsers: UInt64 = 0
+    /// Whether the window's journal writes go direct (`O_DIRECT`): `JournalWrites`' raw value.
+    public var journalWrites: UInt64 = JournalWrites.unknown.rawValue
 
     public init() {}
+}
+
+/// How a window's journals are written, as its worker publishes it.
+public enum JournalWrites: UInt64, Sendable {
+    /// No journal is open for writing yet.
+    case unknown = 0
+    /// `O_DIRECT`: each save one aligned write that bypasses the page cache.
+    case direct = 1
+    /// Through the page cache (tmpfs, or a file system that refuses direct I/O), framed the same.
+    case buffered = 2
 }
 
 /// One window's slot, in its own memfd after the slot header (`SlotMemory`), laid out by
@@ -162,7 +174,7 @@ public struct WindowSlot: @unchecked Sendable {
         atomicMemoryFence(ordering: .releasing)
         let values = [
             stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
-            stats.failingBrowsers,
+            stats.failingBrowsers, stats.journalWrites,
         ]
         assert(values.count == SlotLayout.stats.wordCount, "one word per field")
         for (index, value) in values.enumerated() { word64(SlotLayout.stats, index).store(value, ordering: .relaxed) }
@@ -187,6 +199,7 @@ public struct WindowSlot: @unchecked Sendable {
             stats.incognitoTabs = values[4]
             stats.failingErrno = values[5]
             stats.failingBrowsers = values[6]
+            stats.journalWrites = values[7]
             return stats
         }
         return nil

@@ -220,6 +220,25 @@ public final class WorkerLoop {
         }
     }
 
+    /// Publishes whether journal writes go direct, and says once on stderr when they are
+    /// buffered, with why (tmpfs, or a file system that refuses `O_DIRECT`).
+    private func noteJournalWrites() {
+        switch window.store.journalWrites {
+        case nil:
+            stats.journalWrites = JournalWrites.unknown.rawValue
+        case .success?:
+            stats.journalWrites = JournalWrites.direct.rawValue
+        case .failure(let refusal)?:
+            stats.journalWrites = JournalWrites.buffered.rawValue
+            if !saidJournalWritesBuffered {
+                saidJournalWritesBuffered = true
+                FileHandle.standardError.write(Data("windowhost: journal writes buffered: \(refusal)\n".utf8))
+            }
+        }
+    }
+
+    private var saidJournalWritesBuffered = false
+
     /// Whether the last compaction failed: its warning is logged once until one succeeds.
     private var compactionFailing = false
 
@@ -258,6 +277,7 @@ public final class WorkerLoop {
         stats.appliedSeq = store.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
+        noteJournalWrites()
         stats.regularTabs = UInt64(store.regular.webStateList.count)
         stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
         slot.publish(stats)

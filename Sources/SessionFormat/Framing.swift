@@ -56,6 +56,10 @@ public enum RecordKind: UInt8, Sendable {
     /// More of a snapshot's list metadata, when it does not fit one record: right after the
     /// `listMetadata` record, as many as it says (`continuation_records`).
     case listMetadataContinuation = 5
+    /// Zeros a journal writer puts where a save (or the file header) would otherwise end
+    /// inside a block: right before a save's commit, so the commit stays its last bytes and
+    /// ends on the block boundary where the next save starts. Read and skipped; never applied.
+    case padding = 6
 }
 
 /// Frames around every file and record: magic, format version, length, CRC32C, all little

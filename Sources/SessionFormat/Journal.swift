@@ -273,7 +273,43 @@ extension BrowserKind {
 
 /// A journal file: a header, then saves appended in order, each its records and a commit.
 public enum JournalFile {
+    /// The file header alone: what journals before block framing start with (and what a
+    /// reader checks).
     public static var header: [UInt8] { Framing.fileHeader(.journal) }
+
+    /// The file header followed by a padding record to the end of its block: a new journal's
+    /// first bytes, so its first save starts on a block boundary.
+    public static func header(blockSize: Int) -> [UInt8] {
+        padded(header, blockSize: blockSize, before: [])
+    }
+
+    /// One save as written at a block boundary: its records, a padding record if needed, then
+    /// its commit, ending on the next boundary at or past them. The commit stays the last bytes,
+    /// so a torn write is still a prefix of one save whose commit comes last; and the next
+    /// save starts on a fresh block, so no write touches a block holding an earlier save.
+    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(frames.reduce(blockSize + JournalCommit.frameSize) { $0 + $1.count })
+        for frame in frames { bytes += frame }
+        return padded(bytes, blockSize: blockSize, before: commit.frame)
+    }
+
+    /// `bytes`, then a padding record, then `last`, ending on a multiple of `blockSize` (a power
+    /// of two): no padding when they end on one already, else at least a record header's worth
+    /// (a whole block more when the gap is smaller than that).
+    static func padded(_ bytes: [UInt8], blockSize: Int, before last: [UInt8]) -> [UInt8] {
+        precondition(blockSize > 0 && blockSize & (blockSize - 1) == 0, "a power-of-two block")
+        let content = bytes.count + last.count
+        var end = (content + blockSize - 1) / blockSize * blockSize
+        while end > content, end - content < Framing.recordHeaderSize { end += blockSize }
+        guard end > content else { return bytes + last }
+        var framed = bytes
+        framed.reserveCapacity(end)
+        Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: end - content - Framing.recordHeaderSize), to: &framed)
+        framed += last
+        assert(framed.count == end && end % blockSize == 0)
+        return framed
+    }
 
     /// One commit as found in a file: what it says, how many records precede it, where it ends.
     public struct FoundCommit: Sendable, Equatable {
@@ -292,6 +328,10 @@ public enum JournalFile {
         public let commits: [FoundCommit]
         public let validLength: Int
         public let stoppedBy: SessionFormatError?
+        /// Where the first save starts: past the file header and the padding that fills its
+        /// block (`header(blockSize:)`; none in journals from before block framing). Where
+        /// appends continue when no save was committed.
+        public let headerEnd: Int
 
         /// The records a commit covers: what recovery may apply.
         public var committedRecords: ArraySlice<JournalRecord> { records[..<(commits.last?.recordCount ?? 0)] }
@@ -306,10 +346,16 @@ public enum JournalFile {
         var records: [JournalRecord] = []
         var recordOffsets: [Int] = []
         var commits: [FoundCommit] = []
+        var headerEnd = offset
         while offset < source.size {
-            do {
-                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit])
-                if kind == .commit {
+            do throws(SessionFormatError) {
+                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit, .padding])
+                if kind == .padding {
+                    guard payload.allSatisfy({ $0 == 0 }) else {
+                        throw SessionFormatError.malformedPayload(offset: offset, reason: "a padding record holds zeros only")
+                    }
+                    if headerEnd == offset { headerEnd = end }
+                } else if kind == .commit {
                     commits.append(FoundCommit(commit: try JournalCommit(payload: payload, at: offset), recordCount: records.count, end: end))
                 } else {
                     records.append(JournalRecord(try decodeMessage(MutationStorage.self, payload, at: offset)))
@@ -317,10 +363,11 @@ public enum JournalFile {
                 }
                 offset = end
             } catch {
-                return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error)
+                return Scan(
+                    records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd)
             }
         }
-        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil)
+        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd)
     }
 
     /// Every record, or the error at the first that does not read cleanly.

@@ -50,6 +50,13 @@ public final class BrowserStore {
     var highestGeneration: UInt64 = 0
     var journal: EngineFile?
     var journalEnd = 0
+    /// The journal's framing block: every save starts and ends on a multiple of it
+    /// (`JournalFile.save`). Its direct-I/O block, at least `minimumBlock`, or `minimumBlock`
+    /// when its writes are buffered.
+    var journalBlock = BrowserStore.minimumBlock
+    /// Whether the journals' writes go direct (`O_DIRECT`), and if not why: what the last
+    /// journal opened for writing answered (`writeDirect`); nil before one was.
+    private(set) var directWrites: Result<DirectIO.Alignment, DirectIO.Refusal>?
     var journalRecords = 0
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
     var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
@@ -99,6 +106,8 @@ public final class BrowserStore {
         let seq: UInt64
         let snapshotFile: EngineFile
         let journalFile: EngineFile
+        /// The new journal's framing block (`writeDirect`).
+        let journalBlock: Int
         /// A snapshot written from memory holds what no generation before it reaches (the
         /// journal could not be continued, or the save's records did not fit it), and recovery
         /// falls back past a damaged newest snapshot to the generation before. So that one fault
@@ -228,9 +237,28 @@ public final class BrowserStore {
     /// Whether a compaction failed and the next one waits for its deferral to pass.
     var compactionDeferred: Bool { compactionDeferral.records > 0 }
 
+    /// Whether saves can go on appending to the journal: it is open, nothing asks for a rebase,
+    /// and it ends on its block boundary. A journal from before block framing (or moved to a
+    /// disk with bigger blocks) ends anywhere: an append would rewrite the block holding its
+    /// last acknowledged save, so it is continued by a new generation instead, never by
+    /// leaving zeros a reader would take for its end.
+    var canAppend: Bool { journal != nil && !needsRebase && journalEnd % journalBlock == 0 }
+
     /// Whether the next save must write a new snapshot: the journal cannot be continued, or
     /// there is none (recovery could not open or repair it).
-    var mustCompact: Bool { needsRebase || (generation > 0 && journal == nil) }
+    var mustCompact: Bool { needsRebase || (generation > 0 && !canAppend) }
+
+    /// The smallest framing block: a sector, and a multiple of every smaller direct-I/O block.
+    static let minimumBlock = 512
+
+    /// Turns direct writes on for a journal opened for writing (`IOEngine.enableDirectWrites`)
+    /// and says what that answered (`directWrites`); returns the journal's framing block.
+    func writeDirect(_ file: EngineFile) -> Int {
+        let answer = engine.enableDirectWrites(file)
+        directWrites = answer
+        if case .success(let alignment) = answer { return max(alignment.block, Self.minimumBlock) }
+        return Self.minimumBlock
+    }
 
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
@@ -262,18 +290,19 @@ public final class BrowserStore {
         // An empty list has no histories to look up, so encoding it cannot fail.
         let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }) ?? []
         var opened: [EngineFile] = []
-        var newJournal: EngineFile?
+        var newJournal: (file: EngineFile, block: Int)?
         do {
             for generation in generations {
                 let snapshotFile = try createFresh(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
                 opened.append(snapshotFile)
                 let journalFile = try createFresh(StoreLayout.journalName(generation))
                 opened.append(journalFile)
+                let block = writeDirect(journalFile)
                 // Nothing is ever appended to the twin's journal.
-                let journalBytes = generation == newGeneration ? preallocatedJournal() : JournalFile.header
+                let journalBytes = generation == newGeneration ? preallocatedJournal(blockSize: block) : JournalFile.header(blockSize: block)
                 _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
                 _ = try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
-                if generation == newGeneration { newJournal = journalFile }
+                if generation == newGeneration { newJournal = (journalFile, block) }
             }
             for generation in generations {
                 let name = StoreLayout.snapshotName(generation)
@@ -288,18 +317,22 @@ public final class BrowserStore {
             }
             throw error
         }
-        for file in opened where file != newJournal { engine.close(file) }
-        journal = newJournal
-        journalEnd = Framing.fileHeaderSize
+        for file in opened where file != newJournal?.file { engine.close(file) }
+        journal = newJournal?.file
+        journalBlock = newJournal?.block ?? Self.minimumBlock
+        journalEnd = JournalFile.header(blockSize: journalBlock).count
         journalRecords = 0
         generation = newGeneration
         highestGeneration = newGeneration
     }
 
-    private func preallocatedJournal() -> [UInt8] {
-        if journalsGrowByAppend { return JournalFile.header }
-        let size = min(options.journalPreallocation, Limits.maxJournalBytes)
-        return JournalFile.header + [UInt8](repeating: 0, count: max(0, size - Framing.fileHeaderSize))
+    /// A new journal's bytes: its header block, then zeros to the preallocation (a whole
+    /// number of blocks), written so appends land in space already written.
+    private func preallocatedJournal(blockSize: Int) -> [UInt8] {
+        let header = JournalFile.header(blockSize: blockSize)
+        if journalsGrowByAppend { return header }
+        let size = min(options.journalPreallocation, Limits.maxJournalBytes) / blockSize * blockSize
+        return header + [UInt8](repeating: 0, count: max(0, size - header.count))
     }
 
     // MARK: saving
@@ -312,11 +345,11 @@ public final class BrowserStore {
         // The save before is settled by now: the window confirmed or retracted it (a repair at
         // restore is a save of this Browser alone).
         unconfirmed = nil
-        if compact || journal == nil {
+        if compact || !canAppend {
             do {
                 try startCompaction(seq: seq, browsers: browsers)
                 return
-            } catch where journal != nil && !needsRebase {
+            } catch where canAppend {
                 // No new snapshot now (no room for its files, or a stored history that no longer
                 // reads), but the journal still takes saves. Reported once; tried again a
                 // quarter-threshold later.
@@ -324,10 +357,20 @@ public final class BrowserStore {
                 deferCompaction()
             }
         }
+        if let snapshot = snapshotSmallerThanStaged(browsers: browsers, seq: seq) {
+            do {
+                try startCompaction(seq: seq, browsers: browsers, encoded: snapshot, carryingRecords: false)
+                return
+            } catch {
+                // Appended instead, as a compaction that failed would have carried it.
+                unreportedCompactionFailure = error
+                deferCompaction()
+            }
+        }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         writing = staged
         staged.removeAll()
-        let bytes = Self.saveBytes(writing, commit: JournalCommit(seq: seq, browsers: browsers))
+        let bytes = JournalFile.save(writing, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock)
         guard journalEnd + bytes.count <= Limits.maxJournalBytes else {
             // The reader refuses a larger journal: this save waits for a compaction instead.
             staged = writing + staged
@@ -339,29 +382,47 @@ public final class BrowserStore {
         state = .appending(ticket, seq: seq, bytes: bytes.count)
     }
 
-    private static func saveBytes(_ frames: [[UInt8]], commit: JournalCommit) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(frames.reduce(Framing.recordHeaderSize + 9) { $0 + $1.count })
-        for frame in frames { bytes += frame }
-        return bytes + commit.frame
+    /// Staged records at least this large are weighed against a snapshot of the list
+    /// (`snapshotSmallerThanStaged`); below it, encoding one costs more than it could save.
+    static let largeSaveBytes = 32 << 10
+
+    /// A save whose records are larger than a fresh snapshot of the list (a window's tabs all
+    /// replaced) is written as that snapshot, not appended and then compacted: the snapshot,
+    /// when it is smaller. Never for a lagging save (no snapshot holds one), nor while
+    /// compactions are deferred after a failure.
+    private func snapshotSmallerThanStaged(browsers: UInt8, seq: UInt64) -> [UInt8]? {
+        guard browsers & JournalCommit.laggingBit == 0, !compactionDeferred else { return nil }
+        let stagedBytes = staged.reduce(0) { $0 + $1.count }
+        guard stagedBytes >= Self.largeSaveBytes,
+            let snapshot = try? SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory),
+            snapshot.count < stagedBytes
+        else { return nil }
+        return snapshot
     }
 
-    private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
+    /// A new generation, its snapshot `encoded` if given (else encoded here). With
+    /// `carryingRecords`, the records staged ride on the old journal when it can take them;
+    /// without, they are in the snapshot only (written twice, `Compaction.twin`).
+    private func startCompaction(seq: UInt64, browsers: UInt8, encoded: [UInt8]? = nil, carryingRecords: Bool = true) throws(StoreError) {
         try eraseLeftOutSaves()
         let snapshot: [UInt8]
-        do {
-            snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
-        } catch {
-            throw .unreadableHistory(directory.string, error)
+        if let encoded {
+            snapshot = encoded
+        } else {
+            do {
+                snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
+            } catch {
+                throw .unreadableHistory(directory.string, error)
+            }
         }
         // The records ride on the old journal, so the generation before reaches the snapshot,
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
         var appendBytes: [UInt8]?
-        if journal != nil, !needsRebase, !staged.isEmpty {
-            let bytes = Self.saveBytes(staged, commit: JournalCommit(seq: seq, browsers: browsers))
+        if carryingRecords, canAppend, !staged.isEmpty {
+            let bytes = JournalFile.save(staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
-        let fromMemory = appendBytes == nil && (!staged.isEmpty || needsRebase || journal == nil)
+        let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)
         try placeDirectory()
         var created: [EngineFile] = []
         func create(_ name: String) throws(StoreError) -> EngineFile {
@@ -400,7 +461,8 @@ public final class BrowserStore {
             append = (engine.submit([.write(journal, appendBytes, offset: journalEnd, durable: true)]), appendBytes.count)
             bytesSubmitted += UInt64(appendBytes.count)
         }
-        let journalBytes = preallocatedJournal()
+        let newJournalBlock = writeDirect(journalFile)
+        let journalBytes = preallocatedJournal(blockSize: newJournalBlock)
         var files: Set<IOTicket> = [
             engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
             engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
@@ -409,12 +471,13 @@ public final class BrowserStore {
         if let twin {
             // Its journal stays empty: nothing is ever appended to a generation below the newest.
             files.insert(engine.submit([.write(twin.snapshotFile, snapshot, offset: 0, durable: false), .sync(twin.snapshotFile)]))
-            files.insert(engine.submit([.write(twin.journalFile, JournalFile.header, offset: 0, durable: false), .sync(twin.journalFile)]))
-            bytesSubmitted += UInt64(snapshot.count + JournalFile.header.count)
+            let twinJournal = JournalFile.header(blockSize: writeDirect(twin.journalFile))
+            files.insert(engine.submit([.write(twin.journalFile, twinJournal, offset: 0, durable: false), .sync(twin.journalFile)]))
+            bytesSubmitted += UInt64(snapshot.count + twinJournal.count)
         }
         state = .compacting(
             Compaction(
-                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, twin: twin,
+                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, journalBlock: newJournalBlock, twin: twin,
                 append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
                 awaitsPartners: browsers != kind.commitBit))
     }
@@ -774,7 +837,8 @@ public final class BrowserStore {
             engine.close(twin.journalFile)
         }
         journal = compaction.journalFile
-        journalEnd = Framing.fileHeaderSize
+        journalBlock = compaction.journalBlock
+        journalEnd = JournalFile.header(blockSize: journalBlock).count
         journalRecords = 0
         generation = compaction.generation
         highestGeneration = compaction.generation

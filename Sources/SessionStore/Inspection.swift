@@ -135,7 +135,7 @@ public enum SessionInspector {
         return BrowserInspection(
             kind: store.kind.rawValue, tabs: tabs, activeIndex: list.activeIndex, durableSeq: seq,
             generation: loaded.generation, snapshotBytes: snapshotBytes,
-            journalBytes: loaded.journals.reduce(0) { $0 + $1.tail - Framing.fileHeaderSize },
+            journalBytes: loaded.journals.reduce(0) { $0 + $1.tail - $1.scan.headerEnd },
             tornTailAt: loaded.tornTailAt,
             damaged: damaged)
     }

@@ -17,7 +17,7 @@ struct LoadedJournal {
     var savesLeftOut = 0
 
     /// Where appends continue: the end of the last used commit.
-    var tail: Int { commitsUsed == 0 ? Framing.fileHeaderSize : scan.commits[commitsUsed - 1].end }
+    var tail: Int { commitsUsed == 0 ? scan.headerEnd : scan.commits[commitsUsed - 1].end }
     var lastCommit: JournalCommit? { commitsUsed == 0 ? nil : scan.commits[commitsUsed - 1].commit }
     var usedRecords: ArraySlice<JournalRecord> {
         scan.records[..<(commitsUsed == 0 ? 0 : scan.commits[commitsUsed - 1].recordCount)]
@@ -182,12 +182,12 @@ extension BrowserStore {
                 loaded.journals.append(
                     LoadedJournal(
                         generation: generation, path: path, scan: scan, commitsUsed: seqs.validCommits,
-                        garbageEnd: scan.commits.last?.end ?? Framing.fileHeaderSize))
+                        garbageEnd: scan.commits.last?.end ?? scan.headerEnd))
                 loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
                 break
             }
-            let tail = scan.commits.last?.end ?? Framing.fileHeaderSize
+            let tail = scan.commits.last?.end ?? scan.headerEnd
             let journal = LoadedJournal(
                 generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
                 garbageEnd: try lastNonZeroEnd(source, from: tail))
@@ -439,6 +439,12 @@ extension BrowserStore {
                 journalEnd = current.tail
                 journalRecords = current.usedRecords.count
                 try zeroDurably(file, current.tail..<current.garbageEnd)
+                // Direct from here on (the zeros above went buffered, from wherever the tail
+                // is). A journal that does not end on this disk's block boundary (one from
+                // before block framing, or from a disk with smaller blocks) is continued by a
+                // new generation at the next save (`canAppend`), never by an append into the
+                // block that holds its last save.
+                journalBlock = writeDirect(file)
                 return nil
             }
             guard loaded.isOnDisk else { return nil }

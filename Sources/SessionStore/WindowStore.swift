@@ -88,6 +88,12 @@ public final class WindowStore {
     public var bytesWritten: UInt64 { stores.reduce(0) { $0 + $1.bytesSubmitted } }
     /// Told each save's latency as it becomes durable (µs): what a worker copies to shared memory.
     public var onSaveLatency: ((UInt64) -> Void)?
+    /// Whether journal writes go direct (`O_DIRECT`): nil until a journal was opened for
+    /// writing; else a Browser's refusal if its writes are buffered (tmpfs), or the alignment.
+    public var journalWrites: Result<DirectIO.Alignment, DirectIO.Refusal>? {
+        let answers = stores.compactMap(\.directWrites)
+        return answers.first { if case .failure = $0 { true } else { false } } ?? answers.first
+    }
     /// The command seq the save in flight covers, if one is in flight.
     public var savingSeq: UInt64? { groupSeq }
     /// Whether the save in flight writes a new snapshot.
@@ -165,6 +171,12 @@ public final class WindowStore {
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
+        // The regular Browser's first generation (an empty snapshot, a journal written to its
+        // preallocated size) is made now, before the window takes commands: its first save is
+        // then an append like every other, not one that pays for the files (issue 13). Failing
+        // here (a full disk) costs nothing: the first save makes it, and reports its failure.
+        // The incognito session is made at its first save (its directory goes with its last tab).
+        try? stores[0].createIfNeeded(emptyThrough: appliedSeq)
         return WindowRecovery(regular: reports[0], incognito: reports[1])
     }
 

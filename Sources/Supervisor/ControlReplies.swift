@@ -218,11 +218,17 @@ public struct StatsReply: Codable, Equatable, Sendable {
         public var uuid: String
         public var saves: SaveSummary
         @ExplicitNull public var failing: FailingSaves?
+        /// Whether the window's journal writes go direct (`O_DIRECT`); false where they are
+        /// buffered (tmpfs), null before a journal is open.
+        @ExplicitNull public var directIO: Bool?
 
-        enum CodingKeys: String, CodingKey { case uuid, failing }
+        enum CodingKeys: String, CodingKey {
+            case uuid, failing
+            case directIO = "direct_io"
+        }
 
-        init(uuid: String, saves: SaveSummary, failing: FailingSaves?) {
-            (self.uuid, self.saves, self.failing) = (uuid, saves, failing)
+        init(uuid: String, saves: SaveSummary, failing: FailingSaves?, directIO: Bool?) {
+            (self.uuid, self.saves, self.failing, self.directIO) = (uuid, saves, failing, directIO)
         }
 
         // The summary's keys sit beside the window's, as one flat object.
@@ -230,6 +236,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             uuid = try container.decode(String.self, forKey: .uuid)
             _failing = try container.decode(ExplicitNull<FailingSaves>.self, forKey: .failing)
+            _directIO = try container.decodeIfPresent(ExplicitNull<Bool>.self, forKey: .directIO) ?? ExplicitNull(wrappedValue: nil)
             saves = try SaveSummary(from: decoder)
         }
 
@@ -237,6 +244,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(uuid, forKey: .uuid)
             try container.encode(_failing, forKey: .failing)
+            try container.encode(_directIO, forKey: .directIO)
             try saves.encode(to: encoder)
         }
     }

@@ -66,9 +66,11 @@ extension Supervisor {
             let failures = (saves: view.saveFailures, compactions: view.compactionFailures)
             totalFailures.saves &+= failures.saves
             totalFailures.compactions &+= failures.compactions
+            let stats = checkedStats(view) ?? window.lastStats
+            let writes = JournalWrites(rawValue: stats.journalWrites) ?? .unknown
             return StatsReply.WindowStats(
                 uuid: window.id.uuidString, saves: summary(histogram, saves: saves, failures: failures, seconds: Double(now - window.reservedAt) / 1e9),
-                failing: failing(checkedStats(view) ?? window.lastStats))
+                failing: failing(stats), directIO: writes == .unknown ? nil : writes == .direct)
         }
         let uptime = Double(now - startedAt) / 1e9
         let histogram = withHistogram ? (try? JSONEncoder().encode(total))?.base64EncodedString() : nil

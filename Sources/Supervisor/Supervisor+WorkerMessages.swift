@@ -77,6 +77,7 @@ extension Supervisor {
     static func violation(in stats: WorkerStats) -> String? {
         guard Limits.isValidCommandSeq(stats.appliedSeq) else { return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)" }
         guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
+        guard JournalWrites(rawValue: stats.journalWrites) != nil else { return "journal writes \(stats.journalWrites), no such mode" }
         return nil
     }
 

@@ -353,15 +353,16 @@ extension ControlCommand {
         func request() -> ControlRequest { .stats(histogram: false) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let stats = try reply.decode(StatsReply.self)
-            func row(_ name: String, _ saves: StatsReply.SaveSummary) -> String {
+            func row(_ name: String, _ saves: StatsReply.SaveSummary, directIO: String) -> String {
                 let counts = [saves.p50Microseconds, saves.p90Microseconds, saves.p99Microseconds, saves.p999Microseconds, saves.maxMicroseconds, saves.failures, saves.compactionFailures]
                 let columns = ["\(saves.count)".leftPadded(10), String(format: "%10.1f", saves.perSecond)] + counts.map { "\($0)".leftPadded(10) }
-                return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined()
+                return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined() + directIO.leftPadded(11)
             }
             var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
-                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()]
-            for window in stats.windows { lines.append(row(window.uuid, window.saves)) }
-            lines.append(row("total", stats.total.saves))
+                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()
+                + "direct_io".leftPadded(11)]
+            for window in stats.windows { lines.append(row(window.uuid, window.saves, directIO: window.directIO.map { $0 ? "yes" : "no" } ?? "-")) }
+            lines.append(row("total", stats.total.saves, directIO: ""))
             return lines.joined(separator: "\n")
         }
     }

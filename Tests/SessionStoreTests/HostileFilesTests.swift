@@ -119,6 +119,8 @@ import Testing
             try open(seed, seed.incognito, seq: 1, url: "https://incognito.example/")
             try seed.waitUntilDurable(1)
             let regular = seed.regular.sessionDirectory
+            // The regular session was made at start, empty: a symlink takes its place.
+            try FileManager.default.removeItem(atPath: regular.string)
             try plant(.symlink(to: canary.string), at: regular)
 
             let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)

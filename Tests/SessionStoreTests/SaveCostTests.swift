@@ -56,6 +56,7 @@ private final class CountingEngine: IOEngine {
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try inner.open(path, mode) }
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try inner.openDirectory(path) }
     func close(_ file: EngineFile) { inner.close(file) }
+    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> { inner.enableDirectWrites(file) }
     func size(of file: EngineFile) throws(IOEngineError) -> Int { try inner.size(of: file) }
     func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         try inner.read(file, offset: offset, count: count)

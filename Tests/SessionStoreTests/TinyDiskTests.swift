@@ -15,7 +15,7 @@ import Testing
 
     @Test func bothBrowsersSaveOnADiskWithRoomForOnlyOnePreallocatedJournal() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
-        engine.capacity = 24 << 10
+        engine.capacity = 28 << 10
         var seq: UInt64 = 0
         let live: WindowContents
         do {

@@ -41,13 +41,13 @@ import Testing
             StatsReply.self,
             #"{"total":{"compaction_failures":0,"histogram":"e30=","max_us":900,"p50_us":100,"p90_us":200,"p999_us":800,"p99_us":700,"#
                 + #""save_failures":1,"saves":10,"saves_per_s":2.5},"uptime_s":4,"windows":[{"compaction_failures":0,"#
-                + #""failing":{"browsers":["incognito"],"error":"Input/output error"},"max_us":900,"p50_us":100,"p90_us":200,"#
+                + #""direct_io":true,"failing":{"browsers":["incognito"],"error":"Input/output error"},"max_us":900,"p50_us":100,"p90_us":200,"#
                 + #""p999_us":800,"p99_us":700,"save_failures":1,"saves":10,"saves_per_s":0,"uuid":"\#(window)"}]}"#
         ),
         (
             StatsReply.self,
             #"{"total":{"compaction_failures":0,"max_us":0,"p50_us":0,"p90_us":0,"p999_us":0,"p99_us":0,"save_failures":0,"#
-                + #""saves":0,"saves_per_s":0},"uptime_s":0.25,"windows":[{"compaction_failures":0,"failing":null,"max_us":0,"#
+                + #""saves":0,"saves_per_s":0},"uptime_s":0.25,"windows":[{"compaction_failures":0,"direct_io":null,"failing":null,"max_us":0,"#
                 + #""p50_us":0,"p90_us":0,"p999_us":0,"p99_us":0,"save_failures":0,"saves":0,"saves_per_s":0,"uuid":"\#(window)"}]}"#
         ),
     ] }

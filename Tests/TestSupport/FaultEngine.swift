@@ -37,6 +37,16 @@ public final class FaultEngine: BlockingChainEngine {
     /// submitted together then land in any order, some while others are still in flight, as
     /// on a ring.
     public var completionOrder: ((_ queued: Int) -> Int)?
+    /// What `enableDirectWrites` answers: the disk's direct-I/O alignment (512 B by default, as
+    /// ext4 on a 512 B-sector disk reports), or nil for a file system in memory (tmpfs), whose
+    /// writes stay buffered. A write to a file opened direct whose offset or length is not a
+    /// multiple of the block fails with `EINVAL`, as the kernel refuses it.
+    public var directAlignment: DirectIO.Alignment? = DirectIO.Alignment(memory: 512, block: 512)
+    /// When set, the sector a write in flight was writing when the power went (the one its
+    /// kept prefix stops in, or at) reads back as garbage, the bytes before the write's offset
+    /// in that sector included: a disk whose sector writes are not atomic. An append into the
+    /// sector that holds the end of an acknowledged save can then take that save with it.
+    public var tornSectorsGarble = false
 
     private final class Inode {
         var data: [UInt8] = []
@@ -59,6 +69,8 @@ public final class FaultEngine: BlockingChainEngine {
     private var visible: [String: Node] = [:]
     private var persisted: [String: Node] = [:]
     private var handles: [Int32: (path: String, node: Node)] = [:]
+    /// Handles `enableDirectWrites` turned direct.
+    private var directHandles: Set<Int32> = []
     private var lastHandle: Int32 = 2
     package var chains = BlockingChains()
     /// The writes in flight at the moment the halt struck: what the store issues after it saw
@@ -120,6 +132,9 @@ public final class FaultEngine: BlockingChainEngine {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             let (path, inode) = try fileHandle(file, "write")
+            if directHandles.contains(file.rawValue), let block = directAlignment?.block, offset % block != 0 || bytes.count % block != 0 {
+                throw IOEngineError("write(O_DIRECT)", path: path, errno: .invalidArgument)
+            }
             try gate("write", path, writing: InFlightWrite(inode: inode, offset: offset, bytes: bytes))
             if let capacity, totalBytes() - inode.data.count + max(inode.data.count, offset + bytes.count) > capacity {
                 throw IOEngineError("write", path: path, errno: .noSpace)
@@ -153,6 +168,7 @@ public final class FaultEngine: BlockingChainEngine {
     /// failures still planned: the next process starts on this disk.
     public func processKilled() {
         handles.removeAll()
+        directHandles.removeAll()
         chains.drop()
         haltAfter = nil
         inFlightAtHalt = nil
@@ -208,6 +224,10 @@ public final class FaultEngine: BlockingChainEngine {
                 let end = ends[Int.random(in: 0..<ends.count, using: &random!)]
                 assert(end >= write.offset && end <= write.offset + write.bytes.count)
                 Self.apply(Array(write.bytes.prefix(end - write.offset)), at: write.offset, to: &write.inode.data)
+                if tornSectorsGarble, end < write.offset + write.bytes.count {
+                    let sector = end - end % Self.sectorSize
+                    Self.apply([UInt8](repeating: 0xA5, count: Self.sectorSize), at: sector, to: &write.inode.data)
+                }
             }
         }
         for inode in inodes.values {
@@ -217,6 +237,7 @@ public final class FaultEngine: BlockingChainEngine {
         visible = survivors
         persisted = survivors
         handles.removeAll()
+        directHandles.removeAll()
         chains.drop()
         haltAfter = nil
         inFlightAtHalt = nil
@@ -271,7 +292,16 @@ public final class FaultEngine: BlockingChainEngine {
         return makeHandle(path.string, .directory)
     }
 
-    public func close(_ file: EngineFile) { handles[file.rawValue] = nil }
+    public func close(_ file: EngineFile) {
+        handles[file.rawValue] = nil
+        directHandles.remove(file.rawValue)
+    }
+
+    public func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> {
+        guard let directAlignment else { return .failure(.inMemory) }
+        directHandles.insert(file.rawValue)
+        return .success(directAlignment)
+    }
 
     public func size(of file: EngineFile) throws(IOEngineError) -> Int {
         try fileHandle(file, "stat").inode.data.count

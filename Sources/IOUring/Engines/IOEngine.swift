@@ -94,6 +94,11 @@ public protocol IOEngine: AnyObject {
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile
     func close(_ file: EngineFile)
+    /// Turns on direct writes (`O_DIRECT`) for `file`, opened for writing: the alignment every
+    /// write to it must respect from now on (the engine copies each into an aligned buffer it
+    /// keeps until the write completes), or why its writes stay buffered. One answer per file,
+    /// learned once: the store frames its saves by it.
+    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal>
     func size(of file: EngineFile) throws(IOEngineError) -> Int
     /// Exactly `count` bytes at `offset`, or an error (`EIO` for bytes past the end).
     func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8]

@@ -380,6 +380,8 @@ public enum NoFollow {
 struct RealFiles {
     private var paths: [Int32: String] = [:]
     private var directories: Set<Int32> = []
+    /// Files written with `O_DIRECT`, and the alignment their writes respect.
+    private var directAlignments: [Int32: DirectIO.Alignment] = [:]
 
     func path(of file: EngineFile) -> String { paths[file.rawValue] ?? "fd \(file.rawValue)" }
 
@@ -401,9 +403,43 @@ struct RealFiles {
         return EngineFile(rawValue: fd.rawValue)
     }
 
+    /// The alignment a direct write to `file` needs; nil for a buffered file.
+    func directAlignment(of file: EngineFile) -> DirectIO.Alignment? { directAlignments[file.rawValue] }
+
+    /// `O_DIRECT` on, where the file's file system takes it (not tmpfs, see `DirectIO`).
+    mutating func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> {
+        if let known = directAlignments[file.rawValue] { return .success(known) }
+        let result = DirectIO.alignment(of: descriptor(file))
+        guard case .success(let alignment) = result else { return result }
+        do {
+            try DirectIO.enable(descriptor(file))
+        } catch {
+            return .failure(error)
+        }
+        directAlignments[file.rawValue] = alignment
+        return .success(alignment)
+    }
+
+    /// A copy of `bytes` the kernel may write from: aligned for a direct file (whose offset
+    /// and length the caller aligned), else at 16 bytes.
+    func writeBuffer(_ bytes: [UInt8], for file: EngineFile) throws(IOEngineError) -> AlignedBytes {
+        let alignment = directAlignments[file.rawValue].map { max($0.memory, $0.block) } ?? 16
+        let buffer: AlignedBytes
+        do {
+            buffer = try AlignedBytes(count: bytes.count, alignment: alignment)
+        } catch {
+            throw IOEngineError("posix_memalign", path: path(of: file), errno: error)
+        }
+        bytes.withUnsafeBytes { source in
+            if let start = source.baseAddress { buffer.base.copyMemory(from: start, byteCount: source.count) }
+        }
+        return buffer
+    }
+
     mutating func close(_ file: EngineFile) {
         paths[file.rawValue] = nil
         directories.remove(file.rawValue)
+        directAlignments[file.rawValue] = nil
         try? descriptor(file).close()
     }
 
@@ -492,6 +528,7 @@ extension RealFileEngine {
     public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try files.open(path, mode) }
     public func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try files.openDirectory(path) }
     public func close(_ file: EngineFile) { files.close(file) }
+    public func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> { files.enableDirectWrites(file) }
     public func size(of file: EngineFile) throws(IOEngineError) -> Int { try files.size(of: file) }
     public func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         try files.read(file, offset: offset, count: count)

@@ -52,11 +52,14 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
         }
     }
 
+    /// From a copy in an aligned buffer for a direct file, as the ring engine writes: the same
+    /// write (one `pwritev2(RWF_DSYNC)` when durable) whichever engine runs.
     private func write(_ file: EngineFile, _ bytes: [UInt8], offset: Int, durable: Bool) throws(IOEngineError) {
+        let aligned = files.directAlignment(of: file) == nil ? nil : try files.writeBuffer(bytes, for: file)
         var done = 0
         while done < bytes.count {
             let written = bytes.withUnsafeBytes { buffer in
-                let start = buffer.baseAddress! + done
+                let start = (aligned.map { UnsafeRawPointer($0.base) } ?? buffer.baseAddress!) + done
                 let remaining = buffer.count - done
                 return durable
                     ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
@@ -68,7 +71,7 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
             }
             // A short write is resumed for the remainder, as the ring engine does.
             done += written
-            }
+        }
     }
 }
 

@@ -21,11 +21,12 @@ public final class UringEngine: RealFileEngine {
     private var unsubmitted = 0
 
     /// A chain's progress: the step running, and for a write its private copy of the bytes
-    /// (valid until the kernel has finished with them) and how many are written.
+    /// (kept until the kernel has finished with them; aligned for a direct file) and how many
+    /// are written.
     private struct ChainState {
         let operations: [IOOperation]
         var step = 0
-        var buffer: UnsafeMutableRawBufferPointer?
+        var buffer: AlignedBytes?
         var written = 0
     }
 
@@ -33,10 +34,6 @@ public final class UringEngine: RealFileEngine {
     public init(entries: UInt32 = 256) throws(IOUringError) {
         ring = try Ring(entries: entries)
         try ring.require([.write, .fsync])
-    }
-
-    deinit {
-        for state in chains.values { state.buffer?.deallocate() }
     }
 
     public var inFlight: Int { queued.count + chains.count + finished.count }
@@ -89,7 +86,6 @@ public final class UringEngine: RealFileEngine {
                 try prepare(ticket)
                 return
             }
-            state.buffer?.deallocate()
             state.buffer = nil
         }
         state.step += 1
@@ -108,10 +104,13 @@ public final class UringEngine: RealFileEngine {
             finish(ticket, .success(()))
             return
         }
-        if case .write(_, let bytes, _, _) = state.operations[state.step] {
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
-            bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            state.buffer = buffer
+        if case .write(let file, let bytes, _, _) = state.operations[state.step] {
+            do {
+                state.buffer = try files.writeBuffer(bytes, for: file)
+            } catch {
+                finish(ticket, .failure(error))
+                return
+            }
             chains[ticket] = state
         }
         try prepare(ticket)
@@ -123,7 +122,7 @@ public final class UringEngine: RealFileEngine {
         do {
             switch state.operations[state.step] {
             case .write(let file, let bytes, let offset, let durable):
-                let remaining = UnsafeRawBufferPointer(rebasing: state.buffer![state.written..<bytes.count])
+                let remaining = UnsafeRawBufferPointer(rebasing: state.buffer!.bytes[state.written..<bytes.count])
                 try ring.prepareWrite(
                     fd: files.descriptor(file), buffer: remaining, offset: UInt64(offset + state.written),
                     userData: ticket.rawValue, dsync: durable)
@@ -147,7 +146,7 @@ public final class UringEngine: RealFileEngine {
     }
 
     private func finish(_ ticket: IOTicket, _ result: Result<Void, IOEngineError>) {
-        chains.removeValue(forKey: ticket)?.buffer?.deallocate()
+        chains.removeValue(forKey: ticket)
         finished.append(IOCompletion(ticket: ticket, result: result))
     }
 
