@@ -357,16 +357,6 @@ public final class BrowserStore {
                 deferCompaction()
             }
         }
-        if let snapshot = snapshotSmallerThanStaged(browsers: browsers, seq: seq) {
-            do {
-                try startCompaction(seq: seq, browsers: browsers, encoded: snapshot, carryingRecords: false)
-                return
-            } catch {
-                // Appended instead, as a compaction that failed would have carried it.
-                unreportedCompactionFailure = error
-                deferCompaction()
-            }
-        }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         writing = staged
         staged.removeAll()
@@ -382,43 +372,18 @@ public final class BrowserStore {
         state = .appending(ticket, seq: seq, bytes: bytes.count)
     }
 
-    /// Staged records at least this large are weighed against a snapshot of the list
-    /// (`snapshotSmallerThanStaged`); below it, encoding one costs more than it could save.
-    static let largeSaveBytes = 32 << 10
-
-    /// A save whose records are larger than a fresh snapshot of the list (a window's tabs all
-    /// replaced) is written as that snapshot, not appended and then compacted: the snapshot,
-    /// when it is smaller. Never for a lagging save (no snapshot holds one), nor while
-    /// compactions are deferred after a failure.
-    private func snapshotSmallerThanStaged(browsers: UInt8, seq: UInt64) -> [UInt8]? {
-        guard browsers & JournalCommit.laggingBit == 0, !compactionDeferred else { return nil }
-        let stagedBytes = staged.reduce(0) { $0 + $1.count }
-        guard stagedBytes >= Self.largeSaveBytes,
-            let snapshot = try? SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory),
-            snapshot.count < stagedBytes
-        else { return nil }
-        return snapshot
-    }
-
-    /// A new generation, its snapshot `encoded` if given (else encoded here). With
-    /// `carryingRecords`, the records staged ride on the old journal when it can take them;
-    /// without, they are in the snapshot only (written twice, `Compaction.twin`).
-    private func startCompaction(seq: UInt64, browsers: UInt8, encoded: [UInt8]? = nil, carryingRecords: Bool = true) throws(StoreError) {
+    private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
         try eraseLeftOutSaves()
         let snapshot: [UInt8]
-        if let encoded {
-            snapshot = encoded
-        } else {
-            do {
-                snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
-            } catch {
-                throw .unreadableHistory(directory.string, error)
-            }
+        do {
+            snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
+        } catch {
+            throw .unreadableHistory(directory.string, error)
         }
         // The records ride on the old journal, so the generation before reaches the snapshot,
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
         var appendBytes: [UInt8]?
-        if carryingRecords, canAppend, !staged.isEmpty {
+        if canAppend, !staged.isEmpty {
             let bytes = JournalFile.save(staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
