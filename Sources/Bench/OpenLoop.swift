@@ -145,13 +145,11 @@ public struct OpenLoopResult: Codable, Sendable, Equatable {
     }
 
     public init(engine: Contender, windows: Int, offeredPerSecond: Double, workers: [WorkerResult]) {
-        var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
-        for worker in workers { latency.add(worker.latency) }
+        let latency = workers.latency
         self.engine = engine.rawValue
         self.windows = windows
         self.offeredPerSecond = offeredPerSecond
-        let durable = workers.reduce(0.0) { $0 + ($1.seconds > 0 ? Double($1.saves) / $1.seconds : 0) }
-        achievedPerSecond = workers.isEmpty ? 0 : durable / Double(workers.count)
+        achievedPerSecond = workers.isEmpty ? 0 : workers.savesPerSecond / Double(workers.count)
         p50 = latency.valueAtPercentile(50)
         p99 = latency.valueAtPercentile(99)
     }

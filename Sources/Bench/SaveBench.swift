@@ -95,13 +95,12 @@ public struct SaveResult: Codable, Sendable, Equatable {
     /// The row for `workers`' results: saves/s and MB/s summed over the windows (each over its
     /// own running time), percentiles over every save.
     public init(engine: Contender, windows: Int, size: SaveSize, workers: [WorkerResult]) {
-        var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
-        for worker in workers { latency.add(worker.latency) }
+        let latency = workers.latency
         self.engine = engine.rawValue
         self.windows = windows
         self.size = size.rawValue
         saves = workers.reduce(0) { $0 + $1.saves }
-        savesPerSecond = workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.saves) / $1.seconds : 0) }
+        savesPerSecond = workers.savesPerSecond
         megabytesPerSecond = workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.bytes) / $1.seconds / 1e6 : 0) }
         p50 = latency.valueAtPercentile(50)
         p99 = latency.valueAtPercentile(99)
@@ -109,6 +108,18 @@ public struct SaveResult: Codable, Sendable, Equatable {
         max = latency.totalCount > 0 ? latency.maxRecorded : 0
         curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: latency.valueAtPercentile($0)) }
     }
+}
+
+extension [WorkerResult] {
+    /// Every save's latency, over all the windows.
+    var latency: Histogram<UInt64> {
+        var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        for worker in self { latency.add(worker.latency) }
+        return latency
+    }
+
+    /// Saves a second summed over the windows, each over its own running time.
+    var savesPerSecond: Double { reduce(0) { $0 + ($1.seconds > 0 ? Double($1.saves) / $1.seconds : 0) } }
 }
 
 public struct PercentilePoint: Codable, Sendable, Equatable {
