@@ -213,8 +213,32 @@ public final class WindowStore {
     /// Case 2: the scene is torn down. Saves now if anything is unsaved and waits until durable.
     public func teardown() throws(StoreError) {
         policy.cancel()
+        if appliedSeq == 0, groupSeq == nil, !hasUnsavedChanges, !stores[1].isOnDisk {
+            try forgetUnusedSession()
+            return
+        }
         guard hasUnsavedChanges || groupSeq != nil else { return }
         try waitUntilDurable(appliedSeq)
+    }
+
+    /// A window that never took a command (seq 0) leaves nothing behind: the session `recover`
+    /// made ahead is deleted, and the window's directory too when nothing else is in it (a
+    /// `damaged/` stays), so a scene opened and closed unused is forgotten (it leaves
+    /// `windows.order`), as it was before sessions were made ahead.
+    private func forgetUnusedSession() throws(StoreError) {
+        let store = stores[0]
+        guard store.isOnDisk else { return }
+        assert(store.list.isEmpty && store.isIdle, "an unused window holds no tabs and no write")
+        try store.destroy()
+        let windowDirectory = store.directory.removingLastComponent()
+        do {
+            try engine.removeDirectory(windowDirectory)
+        } catch where error.errno == .directoryNotEmpty {
+            return
+        } catch {
+            throw .io(error)
+        }
+        try io { try engine.syncDirectory(windowDirectory.removingLastComponent()) }
     }
 
     /// An explicit save (`ctl save`): now, whatever the timer or a backoff says. A failure is
