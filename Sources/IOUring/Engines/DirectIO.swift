@@ -117,13 +117,20 @@ public final class AlignedBytes {
         self.count = count
     }
 
-    /// A copy of `bytes`, followed by zeros to the next multiple of `alignment.block`.
-    public convenience init(padding bytes: [UInt8], to alignment: DirectIO.Alignment) throws(Errno) {
-        guard let end = alignment.paddedEnd(of: bytes.count, from: 0) else { throw .fileTooLarge }
-        try self.init(count: end, alignment: max(alignment.memory, alignment.block))
+    /// A copy of `bytes` at a multiple of `alignment`, followed by zeros to `count` (at least
+    /// as many as `bytes`).
+    public convenience init(copying bytes: [UInt8], count: Int, alignment: Int) throws(Errno) {
+        precondition(count >= bytes.count, "room for the bytes copied")
+        try self.init(count: count, alignment: alignment)
         bytes.withUnsafeBytes { source in
             if let start = source.baseAddress { base.copyMemory(from: start, byteCount: source.count) }
         }
+    }
+
+    /// A copy of `bytes`, followed by zeros to the next multiple of `alignment.block`.
+    public convenience init(padding bytes: [UInt8], to alignment: DirectIO.Alignment) throws(Errno) {
+        guard let end = alignment.paddedEnd(of: bytes.count, from: 0) else { throw .fileTooLarge }
+        try self.init(copying: bytes, count: end, alignment: max(alignment.memory, alignment.block))
     }
 
     public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }

@@ -424,16 +424,11 @@ struct RealFiles {
     /// and length the caller aligned), else at 16 bytes.
     func writeBuffer(_ bytes: [UInt8], for file: EngineFile) throws(IOEngineError) -> AlignedBytes {
         let alignment = directAlignments[file.rawValue].map { max($0.memory, $0.block) } ?? 16
-        let buffer: AlignedBytes
         do {
-            buffer = try AlignedBytes(count: bytes.count, alignment: alignment)
+            return try AlignedBytes(copying: bytes, count: bytes.count, alignment: alignment)
         } catch {
             throw IOEngineError("posix_memalign", path: path(of: file), errno: error)
         }
-        bytes.withUnsafeBytes { source in
-            if let start = source.baseAddress { buffer.base.copyMemory(from: start, byteCount: source.count) }
-        }
-        return buffer
     }
 
     mutating func close(_ file: EngineFile) {
