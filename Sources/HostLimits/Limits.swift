@@ -24,6 +24,12 @@ public enum Limits {
     @inlinable
     public static func isValidCommandSeq(_ seq: UInt64) -> Bool { seq <= maxCommandSeq }
 
+    /// The most saves one window has in flight at once (`StoreOptions.savesInFlight`): each
+    /// journal then has at most this many appends written and not yet acknowledged, past its
+    /// last acknowledged save. Recovery leaves out, of the saves past the other Browser's seq, at
+    /// most the last this many that name it: the bound is part of the format.
+    public static let maxSavesInFlight = 4
+
     // MARK: session files
 
     /// The longest payload one framed record may carry. The reader allocates at most this much

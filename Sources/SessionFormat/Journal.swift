@@ -287,25 +287,34 @@ public enum JournalFile {
     /// its commit, ending on the next boundary at or past them. The commit stays the last bytes,
     /// so a torn write is still a prefix of one save whose commit comes last; and the next
     /// save starts on a fresh block, so no write touches a block holding an earlier save.
-    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int) -> [UInt8] {
+    /// `reaching`: the save is at least this long (padded), to cover bytes a save taken back
+    /// left there (`BrowserStore.retractSave`).
+    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int, reaching minimum: Int = 0) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(frames.reduce(blockSize + JournalCommit.frameSize) { $0 + $1.count })
         for frame in frames { bytes += frame }
-        return padded(bytes, blockSize: blockSize, before: commit.frame)
+        return padded(bytes, blockSize: blockSize, before: commit.frame, reaching: minimum)
     }
 
-    /// `bytes`, then a padding record, then `last`, ending on a multiple of `blockSize` (a power
-    /// of two): no padding when they end on one already, else at least a record header's worth
-    /// (a whole block more when the gap is smaller than that).
-    static func padded(_ bytes: [UInt8], blockSize: Int, before last: [UInt8]) -> [UInt8] {
+    /// `bytes`, then padding, then `last`, ending on a multiple of `blockSize` (a power of two)
+    /// at or past `minimum`: no padding when they end on one already, else at least a record
+    /// header's worth (a whole block more when the gap is smaller than that), in as many
+    /// padding records as a record's largest payload needs.
+    static func padded(_ bytes: [UInt8], blockSize: Int, before last: [UInt8], reaching minimum: Int = 0) -> [UInt8] {
         precondition(blockSize > 0 && blockSize & (blockSize - 1) == 0, "a power-of-two block")
         let content = bytes.count + last.count
-        var end = (content + blockSize - 1) / blockSize * blockSize
+        var end = (max(content, minimum) + blockSize - 1) / blockSize * blockSize
         while end > content, end - content < Framing.recordHeaderSize { end += blockSize }
         guard end > content else { return bytes + last }
         var framed = bytes
         framed.reserveCapacity(end)
-        Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: end - content - Framing.recordHeaderSize), to: &framed)
+        while framed.count + last.count < end {
+            let gap = end - framed.count - last.count
+            // A largest record short of the gap leaves more than a header's worth for the next.
+            let payload = gap - Framing.recordHeaderSize <= Limits.maxRecordPayloadBytes
+                ? gap - Framing.recordHeaderSize : Limits.maxRecordPayloadBytes - Framing.recordHeaderSize
+            Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: payload), to: &framed)
+        }
         framed += last
         assert(framed.count == end && end % blockSize == 0)
         return framed

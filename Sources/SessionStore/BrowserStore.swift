@@ -15,12 +15,19 @@ public struct StoreOptions: Sendable {
     /// the file and a durable write flushes data only. By default: room for the records before
     /// compaction (about 256 bytes each), plus 64 KiB.
     public var journalPreallocation: Int
+    /// How many saves may be in flight at once (pipelined: the next is submitted before the one
+    /// before completes), 1 through `Limits.maxSavesInFlight`; acknowledged in seq order.
+    public var savesInFlight: Int
 
-    public init(compactAfterRecords: Int = 4096, compactAfterBytes: Int = 1 << 20, journalPreallocation: Int? = nil) {
+    public init(
+        compactAfterRecords: Int = 4096, compactAfterBytes: Int = 1 << 20, journalPreallocation: Int? = nil,
+        savesInFlight: Int = Limits.maxSavesInFlight
+    ) {
         self.compactAfterRecords = compactAfterRecords
         self.compactAfterBytes = compactAfterBytes
         self.journalPreallocation =
             journalPreallocation ?? min(compactAfterBytes, compactAfterRecords * 256) + (64 << 10)
+        self.savesInFlight = min(max(savesInFlight, 1), Limits.maxSavesInFlight)
     }
 }
 
@@ -94,9 +101,39 @@ public final class BrowserStore {
 
     private enum WriteState {
         case idle
-        case appending(IOTicket, seq: UInt64, bytes: Int)
+        /// Pipelined appends, oldest first, each starting where the one before ends: in flight,
+        /// or finished and waiting for the window to confirm or take them back in seq order.
+        case appending([Append])
         case compacting(Compaction)
     }
+
+    /// One save's append to the journal. `journalEnd` moves past it only once the window
+    /// confirms it (every save before it whole, in every Browser).
+    private struct Append {
+        let ticket: IOTicket
+        let seq: UInt64
+        let offset: Int
+        let bytes: Int
+        let records: [[UInt8]]
+        /// Nil while in flight. A write that landed in a journal no longer at its path failed.
+        var result: Result<Void, StoreError>?
+    }
+
+    /// The appends in flight or unconfirmed, oldest first.
+    private var appends: [Append] { if case .appending(let appends) = state { appends } else { [] } }
+
+    /// Where the next append goes: past every append in flight.
+    private var nextAppendOffset: Int { appends.last.map { $0.offset + $0.bytes } ?? journalEnd }
+
+    /// The end of the furthest append taken back. One that landed (a later save whose earlier
+    /// one failed) is a whole, CRC-valid save past the journal's end: the next append starting
+    /// before this end is padded to reach it, so no taken-back save ever follows an
+    /// acknowledged one in the journal, where a reader would replay it.
+    private var retractedEnd = 0
+
+    /// A landed append found its journal no longer at its path: the journal is given up once
+    /// every append in flight has finished (`retractSave`).
+    private var journalMisplaced = false
 
     /// A compaction's progress: the old journal gets the records not yet durable (so the
     /// generation before keeps the whole history), the new snapshot and journal are written and
@@ -227,13 +264,22 @@ public final class BrowserStore {
         unframedChanges += 1
     }
 
-    var hasUnsavedRecords: Bool { !staged.isEmpty || !writing.isEmpty || unframedChanges > 0 }
+    var hasUnsavedRecords: Bool { hasRecordsToSubmit || !writing.isEmpty || !appends.isEmpty }
+    /// Whether there are changes no save in flight carries: what the next save takes.
+    var hasRecordsToSubmit: Bool { !staged.isEmpty || unframedChanges > 0 }
+    /// Saves in flight (or unconfirmed) in this store: what the window's bound counts.
+    var savesInFlight: Int { isCompacting ? 1 : appends.count }
     /// Changes no command asked to save (`unframedChanges`): the window saves them unasked.
     var hasChangesOnlyASnapshotHolds: Bool { unframedChanges > 0 }
     var isIdle: Bool { if case .idle = state { true } else { false } }
     var isCompacting: Bool { if case .compacting = state { true } else { false } }
     /// Whether the directory holds a session.
     var isOnDisk: Bool { generation > 0 }
+    /// Whether its next save makes files (its first generation, or a new snapshot) with
+    /// blocking engine calls.
+    var makesFiles: Bool { !isOnDisk || mustCompact || shouldCompact }
+    /// A session whose list is empty and durable: what the window deletes (incognito).
+    var awaitsDeletion: Bool { isOnDisk && list.isEmpty && !hasUnsavedRecords }
     /// Whether a compaction failed and the next one waits for its deferral to pass.
     var compactionDeferred: Bool { compactionDeferral.records > 0 }
 
@@ -262,8 +308,8 @@ public final class BrowserStore {
 
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
-        journalRecords + staged.count >= options.compactAfterRecords + compactionDeferral.records
-            || journalEnd + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
+        journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords + compactionDeferral.records
+            || nextAppendOffset + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
     /// Before the first save: a generation holding an empty snapshot and an empty journal,
@@ -341,11 +387,13 @@ public final class BrowserStore {
     /// Browsers `browsers` (commit bits) take part. Nothing reaches storage before the engine's
     /// flush.
     func startSave(seq: UInt64, browsers: UInt8, compact: Bool) throws(StoreError) {
-        precondition(isIdle, "one write per store at a time")
+        precondition(!isCompacting && appends.count < options.savesInFlight, "saves in flight stay within the bound")
+        precondition(appends.allSatisfy { $0.result.map { if case .success = $0 { true } else { false } } ?? true }, "nothing follows a failed append")
         // The save before is settled by now: the window confirmed or retracted it (a repair at
         // restore is a save of this Browser alone).
-        unconfirmed = nil
+        if isIdle { unconfirmed = nil }
         if compact || !canAppend {
+            precondition(isIdle, "a compaction waits for the appends in flight")
             do {
                 try startCompaction(seq: seq, browsers: browsers)
                 return
@@ -358,18 +406,17 @@ public final class BrowserStore {
             }
         }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
-        writing = staged
-        staged.removeAll()
-        let bytes = JournalFile.save(writing, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock)
-        guard journalEnd + bytes.count <= Limits.maxJournalBytes else {
+        let offset = nextAppendOffset
+        let bytes = JournalFile.save(
+            staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock, reaching: retractedEnd - offset)
+        guard offset + bytes.count <= Limits.maxJournalBytes else {
             // The reader refuses a larger journal: this save waits for a compaction instead.
-            staged = writing + staged
-            writing.removeAll()
             throw .io(IOEngineError("append", path: directory.appending(StoreLayout.journalName(generation)).string, errno: .fileTooLarge))
         }
-        let ticket = engine.submit([.write(journal, bytes, offset: journalEnd, durable: true)])
+        let ticket = engine.submit([.write(journal, bytes, offset: offset, durable: true)])
         bytesSubmitted += UInt64(bytes.count)
-        state = .appending(ticket, seq: seq, bytes: bytes.count)
+        state = .appending(appends + [Append(ticket: ticket, seq: seq, offset: offset, bytes: bytes.count, records: staged)])
+        staged.removeAll()
     }
 
     private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
@@ -384,7 +431,8 @@ public final class BrowserStore {
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
         var appendBytes: [UInt8]?
         if canAppend, !staged.isEmpty {
-            let bytes = JournalFile.save(staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock)
+            let bytes = JournalFile.save(
+                staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock, reaching: retractedEnd - journalEnd)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
         let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)
@@ -591,7 +639,7 @@ public final class BrowserStore {
     func owns(_ ticket: IOTicket) -> Bool {
         switch state {
         case .idle: false
-        case .appending(let mine, _, _): mine == ticket
+        case .appending(let appends): appends.contains { $0.ticket == ticket }
         case .compacting(let compaction):
             compaction.append?.ticket == ticket || compaction.files.contains(ticket) || compaction.directorySync?.ticket == ticket
         }
@@ -602,9 +650,13 @@ public final class BrowserStore {
         switch state {
         case .idle:
             return nil
-        case .appending(_, let seq, let bytes):
-            state = .idle
-            return finishAppend(completion.result, seq: seq, bytes: bytes)
+        case .appending(var appends):
+            guard let index = appends.firstIndex(where: { $0.ticket == completion.ticket }) else { return nil }
+            let result = landed(completion.result)
+            appends[index].result = result
+            state = .appending(appends)
+            if case .failure(let error) = result { return .failed(error) }
+            return .durable(appends[index].seq)
         case .compacting(var compaction):
             var progress: SaveProgress?
             if let append = compaction.append, append.ticket == completion.ticket {
@@ -694,15 +746,71 @@ public final class BrowserStore {
         return nil
     }
 
-    /// Every Browser the last save's commit names made it durable: recovery keeps it.
-    func confirmSave() { unconfirmed = nil }
+    /// The seq of the save whose write `ticket` names (see `owns`).
+    func saveSeq(of ticket: IOTicket) -> UInt64? {
+        switch state {
+        case .idle: nil
+        case .appending(let appends): appends.first { $0.ticket == ticket }?.seq
+        case .compacting(let compaction): compaction.seq
+        }
+    }
 
-    /// Another Browser the last save's commit names failed its part, so recovery would drop
-    /// this one's too: the append is taken back (its records staged again, the journal's end
-    /// where it was) and the next save writes them over it with a commit naming only the
-    /// Browsers that take part then. Until that lands, recovery drops the save, which was never
-    /// acknowledged.
+    /// Whether the write of save `seq` has finished, or this store has none running for it: a
+    /// compaction counts as finished only once idle (see `awaitsPartners`).
+    func hasFinished(_ seq: UInt64) -> Bool {
+        switch state {
+        case .idle: true
+        case .appending(let appends): appends.first { $0.seq == seq }.map { $0.result != nil } ?? true
+        case .compacting: false
+        }
+    }
+
+    /// A landed durable write, acknowledged only if the journal is still where it belongs.
+    private func landed(_ result: Result<Void, IOEngineError>) -> Result<Void, StoreError> {
+        if case .failure(let error) = result { return .failure(.io(error)) }
+        if let journal, let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) {
+            // Durable, but outside the root (the journal or a directory above it was moved or
+            // swapped for a symlink): not acknowledged. The journal is given up once nothing
+            // else is in flight to it, and the next save writes a new generation from memory.
+            journalMisplaced = true
+            return .failure(.io(misplaced))
+        }
+        return .success(())
+    }
+
+    /// Every Browser the commit of save `seq` names made it durable, and every save before it
+    /// is whole: recovery keeps it, and the journal's end moves past it.
+    func confirmSave(_ seq: UInt64) {
+        unconfirmed = nil
+        guard case .appending(var appends) = state, let first = appends.first, first.seq == seq else { return }
+        guard case .success = first.result else { preconditionFailure("only a landed append is confirmed") }
+        assert(first.offset == journalEnd, "appends are confirmed in journal order")
+        appends.removeFirst()
+        journalEnd = first.offset + first.bytes
+        journalRecords += first.records.count
+        state = appends.isEmpty ? .idle : .appending(appends)
+    }
+
+    /// A save in flight failed, in this Browser or another its commit names, or one before it
+    /// did: recovery would drop it and every later one. All of this store's appends (every one
+    /// has finished) are taken back: their records staged again in order, the journal's end
+    /// where it was, and the next save writes them over the space with a commit naming only the
+    /// Browsers that take part then, reaching past every one taken back (`retractedEnd`). A
+    /// compaction's append that landed is taken back the same way (`unconfirmed`).
     func retractSave() {
+        if case .appending(let appends) = state {
+            precondition(appends.allSatisfy { $0.result != nil }, "every append finished before any is taken back")
+            staged = appends.flatMap(\.records) + staged
+            if let last = appends.last { retractedEnd = max(retractedEnd, last.offset + last.bytes) }
+            state = .idle
+            if journalMisplaced, let journal {
+                engine.close(journal)
+                self.journal = nil
+                needsRebase = true
+            }
+            journalMisplaced = false
+            return
+        }
         guard let landed = unconfirmed else { return }
         precondition(isIdle, "no write in flight while retracting")
         unconfirmed = nil
@@ -712,6 +820,7 @@ public final class BrowserStore {
         assert(journalEnd >= Framing.fileHeaderSize && journalRecords >= 0, "a retraction stays inside the journal")
     }
 
+    /// A compaction's append to the old journal finished.
     private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {
         switch result {
         case .success:
@@ -804,6 +913,7 @@ public final class BrowserStore {
         journal = compaction.journalFile
         journalBlock = compaction.journalBlock
         journalEnd = JournalFile.header(blockSize: journalBlock).count
+        retractedEnd = 0
         journalRecords = 0
         generation = compaction.generation
         highestGeneration = compaction.generation
@@ -871,6 +981,7 @@ public final class BrowserStore {
         }
         generation = 0
         journalEnd = 0
+        retractedEnd = 0
         journalRecords = 0
         needsRebase = false
         unframedChanges = 0

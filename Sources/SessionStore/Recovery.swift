@@ -1,5 +1,6 @@
 import BrowserModel
 import Glibc
+import HostLimits
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -44,8 +45,9 @@ struct LoadedSession {
     /// How many of the last saves the window cannot keep beside `other` as it is on disk, so
     /// the window comes back as it was after one command: every trailing save made while the
     /// other Browser lagged (`JournalCommit.laggingBit`) past the seq the other's files reach,
-    /// then the last save left if it names the other (`otherBit`) and the other's session ends
-    /// before it. Lagging saves were never durable for the window, so nothing acknowledged is
+    /// then, among the last `Limits.maxSavesInFlight` saves left (the most a kill can leave
+    /// unfinished), the earliest that names the other (`otherBit`) past the other's session's
+    /// end, with every save after it. Lagging saves were never durable for the window, so nothing acknowledged is
     /// left out; when the other Browser fell back from damage, each keeps its own.
     ///
     /// Only a session the other's files hold counts (a snapshot that reads), not any file:
@@ -66,10 +68,16 @@ struct LoadedSession {
                 count += 1
             }
         }
-        if count < commits.count, case let last = commits[commits.count - 1 - count],
-            last.browsers & otherBit != 0, other.holdsSession, other.seq < last.seq
+        // Saves are pipelined, at most `Limits.maxSavesInFlight` in flight: of the last that
+        // many before the lagging ones, the earliest that names the other Browser past its
+        // seq is missing there, and it goes with every save after it (they follow it).
+        let end = commits.count - count
+        if other.holdsSession,
+            let first = commits.indices[max(0, end - Limits.maxSavesInFlight)..<end].first(where: {
+                commits[$0].browsers & otherBit != 0 && commits[$0].seq > other.seq
+            })
         {
-            count += 1
+            count = commits.count - first
         }
         return count
     }

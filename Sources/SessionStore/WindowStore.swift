@@ -62,6 +62,13 @@ public struct WindowRecovery: Sendable, Equatable {
 /// pending then rides on it. Each write ends with a commit naming the group's Browsers, so
 /// recovery keeps a group only if every Browser in it has it.
 ///
+/// Groups are pipelined: while up to `StoreOptions.savesInFlight` are in flight, commands go
+/// on being applied and the next group is submitted at once, each append on the blocks after
+/// the one before. They are acknowledged in seq order: a group is durable once it and every
+/// group before it landed whole. When one fails, every group after it (they follow it in the
+/// journals) is taken back with it once none is running. A group that makes files (a first
+/// save, a compaction) blocks on the engine, so it waits until none is in flight and runs alone.
+///
 /// Browsers fail independently. When one Browser's part of a group fails, the parts that
 /// landed are retracted (`BrowserStore.retractSave`: recovery would drop them anyway) and go
 /// again at once in a group of their own, with a commit naming only them; the Browser that
@@ -94,8 +101,8 @@ public final class WindowStore {
         let answers = stores.compactMap(\.directWrites)
         return answers.first { if case .failure = $0 { true } else { false } } ?? answers.first
     }
-    /// The command seq the save in flight covers, if one is in flight.
-    public var savingSeq: UInt64? { groupSeq }
+    /// The command seq the newest save in flight covers, if one is in flight.
+    public var savingSeq: UInt64? { groups.last?.seq }
     /// Whether the save in flight writes a new snapshot.
     var compactionInFlight: Bool { stores.contains(where: \.isCompacting) }
 
@@ -116,12 +123,22 @@ public final class WindowStore {
     /// Failed attempts so far: a durable wait fails when it grows.
     private var failureCount = 0
     private var lastFailure: StoreError?
-    private var groupSeq: UInt64?
-    /// The Browsers (indices of `stores`) writing in the group in flight.
-    private var groupParticipants: [Int] = []
-    /// Browsers with unsaved records left out of the group in flight: failing, not yet due.
-    private var groupExcluded: [Int] = []
-    private var groupFailures: [Int: StoreError] = [:]
+
+    /// A save in flight.
+    private struct SaveGroup {
+        /// The last command it covers: above every group's before it.
+        let seq: UInt64
+        /// The Browsers (indices of `stores`) writing in it.
+        let participants: [Int]
+        /// Browsers with changes no save carries, left out of it: failing, not yet due.
+        let excluded: [Int]
+        /// Whether a participant writes a new snapshot: such a group is the only one in flight.
+        let compacts: Bool
+        var failures: [Int: StoreError]
+    }
+    /// The saves in flight, oldest first; at most `savesInFlightBound`.
+    private var groups: [SaveGroup] = []
+    private let savesInFlightBound: Int
     /// Save requests not yet durable: their sequence numbers and when they were made.
     private var waiting: [(seq: UInt64, at: UInt64)] = []
     /// The outbox: every event, whatever path made it (a turn of the loop, or a save, wait or
@@ -149,6 +166,7 @@ public final class WindowStore {
                 kind: browser.kind, directory: browser.sessionDirectory, list: browser.webStateList,
                 profile: browser.profile, engine: engine, options: options)
         }
+        savesInFlightBound = options.savesInFlight
     }
 
     public func browser(_ kind: BrowserKind) -> Browser { kind == .regular ? regular : incognito }
@@ -213,11 +231,11 @@ public final class WindowStore {
     /// Case 2: the scene is torn down. Saves now if anything is unsaved and waits until durable.
     public func teardown() throws(StoreError) {
         policy.cancel()
-        if appliedSeq == 0, groupSeq == nil, !hasUnsavedChanges, !stores[1].isOnDisk {
+        if appliedSeq == 0, groups.isEmpty, !hasUnsavedChanges, !stores[1].isOnDisk {
             try forgetUnusedSession()
             return
         }
-        guard hasUnsavedChanges || groupSeq != nil else { return }
+        guard hasUnsavedChanges || !groups.isEmpty else { return }
         try waitUntilDurable(appliedSeq)
     }
 
@@ -253,9 +271,11 @@ public final class WindowStore {
     public func waitUntilDurable(_ seq: UInt64) throws(StoreError) {
         let failuresBefore = failureCount
         while durableSeq < min(seq, appliedSeq) {
-            if groupSeq == nil {
-                // Ask once: a request already pending keeps its own start time for the latency.
-                if waiting.last.map({ $0.seq < appliedSeq }) ?? true { requestSave(retryingNow: true) } else { retryNow() }
+            // Ask once: a request already pending keeps its own start time for the latency.
+            if waiting.last.map({ $0.seq < appliedSeq }) ?? true {
+                requestSave(retryingNow: true)
+            } else if groups.isEmpty {
+                retryNow()
             }
             try turn(waiting: true)
             if failureCount > failuresBefore, let lastFailure { throw lastFailure }
@@ -283,7 +303,7 @@ public final class WindowStore {
     /// save is in flight (monotonic ns).
     public var nextDeadline: UInt64? {
         var retry: UInt64?
-        if groupSeq == nil, !waiting.isEmpty {
+        if groups.isEmpty, !waiting.isEmpty {
             for (index, episode) in episodes.enumerated() where stores[index].hasUnsavedRecords {
                 if let episode { retry = min(retry ?? episode.retryAt, episode.retryAt) }
             }
@@ -330,55 +350,95 @@ public final class WindowStore {
     }
 
     /// One turn of the save loop: the timer, a due retry, finished writes, and a new group if
-    /// one is due, all flushed in one submit; what it did goes to the outbox. Blocks only with
-    /// `waiting` and a write in flight.
+    /// one is due and the pipeline has room, all flushed in one submit; what it did goes to the
+    /// outbox. Blocks only with `waiting` and a write in flight.
     public func turn(waiting block: Bool = false) throws(StoreError) {
         if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
-        let completions = try io { try engine.reap(waiting: block && groupSeq != nil) }
+        let completions = try io { try engine.reap(waiting: block && !groups.isEmpty) }
         for completion in completions {
-            guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
-            if case .failed(let error) = try stores[index].complete(completion) {
-                groupFailures[index] = groupFailures[index] ?? error
+            guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }),
+                let seq = stores[index].saveSeq(of: completion.ticket)
+            else { continue }
+            if case .failed(let error) = try stores[index].complete(completion), let group = groups.firstIndex(where: { $0.seq == seq }) {
+                groups[group].failures[index] = groups[group].failures[index] ?? error
             }
             if let failure = stores[index].takeCompactionFailure() { noteCompactionFailure(index, failure) }
         }
-        if groupSeq != nil, stores.contains(where: \.awaitsPartners), stores.allSatisfy({ $0.isIdle || $0.awaitsPartners }) {
+        if let group = groups.first, group.compacts, stores.contains(where: \.awaitsPartners),
+            group.participants.allSatisfy({ stores[$0].hasFinished(group.seq) || stores[$0].awaitsPartners })
+        {
             try releaseCompactions()
         }
-        if let seq = groupSeq, stores.allSatisfy(\.isIdle) {
-            try finishGroup(seq)
-        }
-        if groupSeq == nil, waiting.last.map({ $0.seq > durableSeq }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
+        try finishLandedGroups()
+        let newest = groups.last?.seq ?? durableSeq
+        if waiting.last.map({ $0.seq > newest }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
         }
     }
 
-    /// Every write of the group has landed, and a compaction sharing the save with the other
-    /// Browser waits: its snapshot goes into place if the whole save is durable, else it is
-    /// dropped with the save.
+    /// Every write of the compaction's group has landed, and a compaction sharing the save with
+    /// the other Browser waits: its snapshot goes into place if the whole save is durable, else
+    /// it is dropped with the save.
     private func releaseCompactions() throws(StoreError) {
         for (index, store) in stores.enumerated() where store.awaitsPartners {
-            if !groupFailures.isEmpty {
+            if !groups[0].failures.isEmpty {
                 store.abandonAfterPartnerFailure()
             } else if case .failed(let error) = store.renameAfterPartners() {
-                groupFailures[index] = groupFailures[index] ?? error
+                groups[0].failures[index] = groups[0].failures[index] ?? error
             }
         }
         try io { try engine.flush() }
     }
 
-    /// Every write of the group has finished. Whole: durable. Part failed: the parts that
-    /// landed are retracted and go again at once; the Browsers that failed wait for their backoff.
-    private func finishGroup(_ seq: UInt64) throws(StoreError) {
-        let failures = groupFailures
-        let participants = groupParticipants
-        let excluded = groupExcluded
-        groupSeq = nil
-        groupFailures = [:]
-        groupParticipants = []
-        groupExcluded = []
-        for index in participants {
-            if failures.isEmpty { stores[index].confirmSave() } else if failures[index] == nil { stores[index].retractSave() }
+    private func hasLanded(_ group: SaveGroup) -> Bool { group.participants.allSatisfy { stores[$0].hasFinished(group.seq) } }
+
+    /// Finishes the oldest groups whose writes have all landed, in seq order. A group that
+    /// failed waits for every group after it: they are taken back together.
+    private func finishLandedGroups() throws(StoreError) {
+        while let group = groups.first, hasLanded(group) {
+            guard group.failures.isEmpty else {
+                guard groups.allSatisfy(hasLanded) else { return }
+                let failed = groups
+                groups.removeAll()
+                finishFailedGroups(failed)
+                return
+            }
+            groups.removeFirst()
+            try finishGroup(group)
+        }
+    }
+
+    /// Every write of the group, and of every group before it, landed: durable.
+    private func finishGroup(_ group: SaveGroup) throws(StoreError) {
+        for index in group.participants { stores[index].confirmSave(group.seq) }
+        // A Browser that did not save is checked too: its own directory swapped since its last
+        // save (moved out of the root, a symlink in its place) is noticed by nothing else, and
+        // its acknowledged tabs would be lost at the next start. It is written again where it
+        // belongs at once (`turn`). (One with a later save in flight is checked by that save.)
+        for index in stores.indices where !group.participants.contains(index) { stores[index].verifyInPlace() }
+        closeCompactionEpisodes()
+        for index in stores.indices where !group.excluded.contains(index) {
+            // A Browser left out with nothing unsaved had everything durable already: its
+            // saves before are whole, since groups finish in seq order.
+            browserDurableSeqs[index] = max(browserDurableSeqs[index], group.seq)
+            if group.participants.contains(index), let episode = episodes[index] {
+                episodes[index] = nil
+                report(.recovered(stores[index].kind, failedAttempts: episode.attempts))
+            }
+        }
+        markDurable(browserDurableSeqs.min() ?? group.seq)
+        try deleteIncognitoIfEmpty()
+    }
+
+    /// A group failed, and `failed` is it and every group after it, all landed: every append
+    /// of theirs is taken back (recovery would drop them: their commits name a Browser that
+    /// lacks the save, or follow one that does) and goes again in the next group; a Browser
+    /// whose part failed waits for its backoff (one failure each, its first).
+    private func finishFailedGroups(_ failed: [SaveGroup]) {
+        for index in Set(failed.flatMap(\.participants)).sorted() { stores[index].retractSave() }
+        var failures: [Int: StoreError] = [:]
+        for group in failed {
+            for (index, error) in group.failures where failures[index] == nil { failures[index] = error }
         }
         let now = clock()
         for (index, error) in failures.sorted(by: { $0.key < $1.key }) { noteFailure(index, error, now: now) }
@@ -386,13 +446,13 @@ public final class WindowStore {
         // swapped): the other Browser's may have moved with them, though it saved nothing.
         if failures.values.contains(where: { if case .io(let error) = $0 { error.errno == .staleNFSFileHandle } else { false } }) {
             for store in stores { store.verifyInPlace() }
-        } else if failures.isEmpty {
-            // A Browser that did not save is checked too: its own directory swapped since its
-            // last save (moved out of the root, a symlink in its place) is noticed by nothing
-            // else, and its acknowledged tabs would be lost at the next start. It is written
-            // again where it belongs at once (`turn`).
-            for index in stores.indices where !participants.contains(index) { stores[index].verifyInPlace() }
         }
+        closeCompactionEpisodes()
+    }
+
+    /// A Browser whose compaction had failed and that wrote a new snapshot since (or whose
+    /// session was deleted) ends its compaction episode.
+    private func closeCompactionEpisodes() {
         for index in compactionEpisodes.indices {
             guard let generation = compactionEpisodes[index] else { continue }
             if !stores[index].isOnDisk || stores[index].generation > generation, !stores[index].compactionDeferred {
@@ -400,17 +460,6 @@ public final class WindowStore {
                 if stores[index].isOnDisk { report(.compactionRecovered(stores[index].kind)) }
             }
         }
-        guard failures.isEmpty else { return }
-        for index in stores.indices where !excluded.contains(index) {
-            // A Browser left out with nothing unsaved had everything durable already.
-            browserDurableSeqs[index] = max(browserDurableSeqs[index], seq)
-            if participants.contains(index), let episode = episodes[index] {
-                episodes[index] = nil
-                report(.recovered(stores[index].kind, failedAttempts: episode.attempts))
-            }
-        }
-        markDurable(browserDurableSeqs.min() ?? seq)
-        try deleteIncognitoIfEmpty()
     }
 
     private func noteFailure(_ index: Int, _ error: StoreError, now: UInt64) {
@@ -433,20 +482,29 @@ public final class WindowStore {
         repeat {
             try turn(waiting: true)
             if failureCount > failuresBefore, let lastFailure { throw lastFailure }
-        } while groupSeq != nil
+        } while !groups.isEmpty
     }
 
+    /// Starts a group if there is room: at most `savesInFlightBound` in flight, none of them
+    /// failed or compacting, and its seq above the newest's.
     private func startGroup() throws(StoreError) {
+        guard groups.count < savesInFlightBound, groups.allSatisfy({ $0.failures.isEmpty && !$0.compacts }),
+            groups.last.map({ appliedSeq > $0.seq }) ?? true
+        else { return }
         let now = clock()
         // A failing Browser waits for its backoff; the others do not wait for it.
         var candidates = stores.indices.filter { index in
-            stores[index].hasUnsavedRecords && (episodes[index].map { $0.retryAt <= now } ?? true)
+            stores[index].hasRecordsToSubmit && (episodes[index].map { $0.retryAt <= now } ?? true)
         }
         // A save that empties the incognito Browser is followed by deleting its session: the
         // regular journal then takes a commit too (records or not), so the window's seq
         // outlives the incognito directory.
         let closesIncognito = candidates.contains(1) && stores[1].list.isEmpty
         if closesIncognito, !candidates.contains(0) { candidates.insert(0, at: 0) }
+        // Making files (a first save, a compaction, deleting a closed incognito session) blocks
+        // on the engine, whose `perform` would reap and drop the completions of the saves in
+        // flight: such a group waits until none is, and then runs alone.
+        if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) { return }
         var participants: [Int] = []
         for index in candidates {
             do {
@@ -460,28 +518,34 @@ public final class WindowStore {
             }
         }
         // The regular commit that outlives the incognito directory needs the incognito save.
-        if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasUnsavedRecords } }
+        if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasRecordsToSubmit } }
         // A Browser left out with changes of its own (its saves failing) makes this save one
         // the window is not durable through: marked, so recovery keeps it only if that
         // Browser's files catch up, and no snapshot (which cannot be taken back) holds it. A
         // Browser that can only save by a snapshot (`mustCompact`) therefore waits, its records
         // staged, until the other saves again: the loop wakes for that one's retry, not before.
-        let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasUnsavedRecords }
+        let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasRecordsToSubmit }
         if lagging { participants.removeAll { stores[$0].mustCompact } }
         guard !participants.isEmpty else { return }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
+        var failures: [Int: StoreError] = [:]
         for index in participants {
             let store = stores[index]
             do {
                 assert(!(lagging && store.mustCompact), "no snapshot holds a lagging save")
                 try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging))
             } catch {
-                groupFailures[index] = groupFailures[index] ?? error
+                failures[index] = error
             }
         }
-        groupSeq = appliedSeq
-        groupParticipants = participants
-        groupExcluded = stores.indices.filter { !participants.contains($0) && stores[$0].hasUnsavedRecords }
+        let compacts = participants.contains { stores[$0].isCompacting }
+        assert(!compacts || groups.isEmpty, "a compacting group runs alone")
+        groups.append(
+            SaveGroup(
+                seq: appliedSeq, participants: participants,
+                excluded: stores.indices.filter { !participants.contains($0) && stores[$0].hasRecordsToSubmit },
+                compacts: compacts, failures: failures))
+        assert(groups.count <= savesInFlightBound)
         try io { try engine.flush() }
     }
 
@@ -517,7 +581,7 @@ public final class WindowStore {
     /// session is deleted, files then directory then the parent's entry.
     private func deleteIncognitoIfEmpty() throws(StoreError) {
         let store = stores[1]
-        guard store.isOnDisk, store.list.isEmpty, !store.hasUnsavedRecords else { return }
+        guard store.awaitsDeletion, groups.isEmpty else { return }
         try store.destroy()
         report(.deletedIncognito)
     }

@@ -35,8 +35,8 @@ public final class FaultEngine: BlockingChainEngine {
     /// Given how many chains are queued, the index of the one to run next. When set, a flush
     /// runs nothing and each reap runs and completes one chain, the one picked: chains
     /// submitted together then land in any order, some while others are still in flight, as
-    /// on a ring.
-    public var completionOrder: ((_ queued: Int) -> Int)?
+    /// on a ring. Nil from it: none completes in that reap (a ring whose writes take longer).
+    public var completionOrder: ((_ queued: Int) -> Int?)?
     /// What `enableDirectWrites` answers: the disk's direct-I/O alignment (512 B by default, as
     /// ext4 on a 512 B-sector disk reports), or nil for a file system in memory (tmpfs), whose
     /// writes stay buffered. A write to a file opened direct whose offset or length is not a
@@ -105,8 +105,7 @@ public final class FaultEngine: BlockingChainEngine {
 
     public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
         if let completionOrder {
-            if chains.queuedCount > 0 {
-                let index = completionOrder(chains.queuedCount)
+            if chains.queuedCount > 0, let index = completionOrder(chains.queuedCount) {
                 runChains { $0.runChain(at: index) { operation throws(IOEngineError) in try perform(operation) } }
             }
         } else {
