@@ -113,6 +113,9 @@ extension BrowserStore {
         let listing = StoreListing(entries: entries)
         if !readOnly {
             for name in listing.temporaries { try? clear(directory.appending(name), into: directory) }
+            // A spare journal a kill or power cut left is never trusted (its zeros may not all
+            // have landed): deleted, and written again once the store is idle.
+            if entries.contains(StoreLayout.spareJournal) { try? clear(directory.appending(StoreLayout.spareJournal), into: directory) }
         }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
         for generation in listing.snapshots where !excluded.contains(generation) {

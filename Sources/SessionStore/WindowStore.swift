@@ -351,6 +351,8 @@ public final class WindowStore {
         if groupSeq == nil, waiting.last.map({ $0.seq > durableSeq }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
         }
+        // Between saves only: a spare journal never shares a save's flush.
+        if groupSeq == nil, stores.map({ $0.startSpareIfIdle() }).contains(true) { try io { try engine.flush() } }
     }
 
     /// Every write of the group has landed, and a compaction sharing the save with the other
