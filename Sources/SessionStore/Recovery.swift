@@ -113,9 +113,6 @@ extension BrowserStore {
         let listing = StoreListing(entries: entries)
         if !readOnly {
             for name in listing.temporaries { try? clear(directory.appending(name), into: directory) }
-            // A spare journal a kill or power cut left is never trusted (its zeros may not all
-            // have landed): deleted, and written again once the store is idle.
-            if entries.contains(StoreLayout.spareJournal) { try? clear(directory.appending(StoreLayout.spareJournal), into: directory) }
         }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
         for generation in listing.snapshots where !excluded.contains(generation) {
@@ -325,6 +322,10 @@ extension BrowserStore {
     func repair(windowSeq: UInt64) -> StoreError? {
         guard let restored = restoredSession else { return nil }
         restoredSession = nil
+        // A spare journal a kill or power cut left is never trusted (its zeros may not all have
+        // landed): deleted here, not by `load` (a restore that throws touches no file), and
+        // written again once the store is idle. None is ever read.
+        try? clear(directory.appending(StoreLayout.spareJournal), into: directory)
         assert(windowSeq >= restored.seq, "the window comes back at the newest of its Browsers' seqs")
         return repair(restored.loaded, seq: windowSeq)
     }
