@@ -16,6 +16,7 @@ import SystemPackage
 /// save.
 ///
 ///     snapshot-<N as 16 hex digits>       journal-<N>       snapshot-<N>.tmp (while compacting)
+///     journal.spare                       the next journal, written ahead (no generation's)
 ///     damaged/<name>-<unix seconds>       files set aside by recovery, never deleted
 ///     <name>.damaged-<unix seconds>       one that could not go into damaged/: renamed in place
 public enum DiskLayout {
@@ -64,6 +65,10 @@ public enum DiskLayout {
     /// Present while a session is being deleted (created durably first, removed last): a
     /// directory holding it is no session, whatever else a crash left in it.
     public static let deletionMarker = "deleting"
+    /// The next generation's journal, written full of zeros ahead of need: a compaction renames
+    /// it to `journal-<N>`. No generation's file (a listing reads no generation in its name),
+    /// never read; recovery deletes one a kill or a power cut left, whatever it holds.
+    public static let spareJournal = "journal.spare"
 
     public static func snapshotName(_ generation: UInt64) -> String { snapshotPrefix + hex(generation) }
     public static func journalName(_ generation: UInt64) -> String { journalPrefix + hex(generation) }

@@ -65,6 +65,8 @@ public final class BrowserStore {
     /// journal opened for writing answered (`writeDirect`); nil before one was.
     private(set) var directWrites: Result<DirectIO.Alignment, DirectIO.Refusal>?
     var journalRecords = 0
+    /// The next journal, written ahead of need in the background (`SpareJournal.swift`).
+    var spare = SpareJournal.none
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
     var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
     /// Records made since the last write was submitted.
@@ -75,8 +77,9 @@ public final class BrowserStore {
     /// The last append that landed, until the window knows whether every Browser its commit
     /// names made the save durable too (`confirmSave` / `retractSave`).
     private var unconfirmed: (records: [[UInt8]], bytes: Int)?
-    /// Bytes of every write submitted by saves (appends, snapshots, preallocated journals).
-    private(set) var bytesSubmitted: UInt64 = 0
+    /// Bytes of every write submitted by saves (appends, snapshots, preallocated journals), and
+    /// of spare journals (`SpareJournal`).
+    var bytesSubmitted: UInt64 = 0
     private var state = WriteState.idle
     /// Set when the files must be rewritten from memory before appending again: after a
     /// fallback, a damaged journal, or a compaction whose directory sync failed.
@@ -88,7 +91,7 @@ public final class BrowserStore {
     /// with their header only and grow with each append (whose flush then carries the size
     /// change too), for the store's life. Else on a disk smaller than two preallocations (a
     /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
-    private var journalsGrowByAppend = false
+    private(set) var journalsGrowByAppend = false
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
     private var unreportedCompactionFailure: StoreError?
@@ -217,6 +220,7 @@ public final class BrowserStore {
 
     deinit {
         if let journal { engine.close(journal) }
+        if let file = spare.file { engine.close(file) }
     }
 
     // MARK: recording
@@ -377,8 +381,12 @@ public final class BrowserStore {
     private func preallocatedJournal(blockSize: Int) -> [UInt8] {
         let header = JournalFile.header(blockSize: blockSize)
         if journalsGrowByAppend { return header }
-        let size = min(options.journalPreallocation, Limits.maxJournalBytes) / blockSize * blockSize
-        return header + [UInt8](repeating: 0, count: max(0, size - header.count))
+        return header + [UInt8](repeating: 0, count: max(0, preallocatedSize(blockSize: blockSize) - header.count))
+    }
+
+    /// A preallocated journal's size in bytes: the preallocation, in whole blocks.
+    func preallocatedSize(blockSize: Int) -> Int {
+        min(options.journalPreallocation, Limits.maxJournalBytes) / blockSize * blockSize
     }
 
     // MARK: saving
@@ -447,6 +455,8 @@ public final class BrowserStore {
         let newGeneration: UInt64
         let snapshotFile: EngineFile
         let journalFile: EngineFile
+        // A spare written ahead is already zeros to the preallocation: only its header goes now.
+        var usesSpare = false
         do throws(StoreError) {
             if fromMemory {
                 let generation = try nextGeneration()
@@ -462,7 +472,13 @@ public final class BrowserStore {
             }
             newGeneration = try nextGeneration()
             snapshotFile = try create(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
-            journalFile = try create(StoreLayout.journalName(newGeneration))
+            if let spareFile = takeSpare(as: StoreLayout.journalName(newGeneration)) {
+                created.append(spareFile)
+                journalFile = spareFile
+                usesSpare = true
+            } else {
+                journalFile = try create(StoreLayout.journalName(newGeneration))
+            }
         } catch {
             for file in created { engine.close(file) }
             throw error
@@ -475,7 +491,7 @@ public final class BrowserStore {
             bytesSubmitted += UInt64(appendBytes.count)
         }
         let newJournalBlock = writeDirect(journalFile)
-        let journalBytes = preallocatedJournal(blockSize: newJournalBlock)
+        let journalBytes = usesSpare ? JournalFile.header(blockSize: newJournalBlock) : preallocatedJournal(blockSize: newJournalBlock)
         var files: Set<IOTicket> = [
             engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
             engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
@@ -597,7 +613,7 @@ public final class BrowserStore {
 
     /// Opens `name` in the directory as a new, empty file (`O_EXCL`, never through a symlink),
     /// first clearing whatever a failed attempt or anyone else left under the name (`clear`).
-    private func createFresh(_ name: String) throws(StoreError) -> EngineFile {
+    func createFresh(_ name: String) throws(StoreError) -> EngineFile {
         let path = directory.appending(name)
         try clear(path, into: directory)
         return try io { try engine.open(path, .create) }
@@ -635,9 +651,10 @@ public final class BrowserStore {
         }
     }
 
-    /// Whether `ticket` names a chain of this store's write in flight.
+    /// Whether `ticket` names a chain of this store's write in flight, or of its spare journal's.
     func owns(_ ticket: IOTicket) -> Bool {
-        switch state {
+        if spare.ticket == ticket { return true }
+        return switch state {
         case .idle: false
         case .appending(let appends): appends.contains { $0.ticket == ticket }
         case .compacting(let compaction):
@@ -647,6 +664,7 @@ public final class BrowserStore {
 
     /// Takes a finished chain of this store's (see `owns`); says what it meant for the saves.
     func complete(_ completion: IOCompletion) throws(StoreError) -> SaveProgress? {
+        if spare.ticket == completion.ticket { return completeSpare(completion.result) }
         switch state {
         case .idle:
             return nil
@@ -746,9 +764,10 @@ public final class BrowserStore {
         return nil
     }
 
-    /// The seq of the save whose write `ticket` names (see `owns`).
+    /// The seq of the save whose write `ticket` names (see `owns`); nil for the spare journal's.
     func saveSeq(of ticket: IOTicket) -> UInt64? {
-        switch state {
+        if spare.ticket == ticket { return nil }
+        return switch state {
         case .idle: nil
         case .appending(let appends): appends.first { $0.ticket == ticket }?.seq
         case .compacting(let compaction): compaction.seq
@@ -966,6 +985,7 @@ public final class BrowserStore {
     /// touches nothing outside the directory and nothing in it can stop it.
     func destroy() throws(StoreError) {
         precondition(isIdle, "no write in flight while deleting")
+        dropSpare()
         if let journal { engine.close(journal) }
         journal = nil
         if try io({ try engine.kind(directory) }) == .directory {

@@ -330,6 +330,10 @@ extension BrowserStore {
     func repair(windowSeq: UInt64) -> StoreError? {
         guard let restored = restoredSession else { return nil }
         restoredSession = nil
+        // A spare journal a kill or power cut left is never trusted (its zeros may not all have
+        // landed): deleted here, not by `load` (a restore that throws touches no file), and
+        // written again once the store is idle. None is ever read.
+        try? clear(directory.appending(StoreLayout.spareJournal), into: directory)
         assert(windowSeq >= restored.seq, "the window comes back at the newest of its Browsers' seqs")
         return repair(restored.loaded, seq: windowSeq)
     }

@@ -356,9 +356,8 @@ public final class WindowStore {
         if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
         let completions = try io { try engine.reap(waiting: block && !groups.isEmpty) }
         for completion in completions {
-            guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }),
-                let seq = stores[index].saveSeq(of: completion.ticket)
-            else { continue }
+            guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
+            let seq = stores[index].saveSeq(of: completion.ticket)
             if case .failed(let error) = try stores[index].complete(completion), let group = groups.firstIndex(where: { $0.seq == seq }) {
                 groups[group].failures[index] = groups[group].failures[index] ?? error
             }
@@ -374,6 +373,8 @@ public final class WindowStore {
         if waiting.last.map({ $0.seq > newest }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
         }
+        // Between saves only: a spare journal never shares a save's flush.
+        if groups.isEmpty, stores.map({ $0.startSpareIfIdle() }).contains(true) { try io { try engine.flush() } }
     }
 
     /// Every write of the compaction's group has landed, and a compaction sharing the save with

@@ -1,0 +1,147 @@
+import Glibc
+import IOUring
+import SessionFormat
+
+/// A store's next journal, written ahead of need (issue 13): `journal.spare`, zeros to the
+/// preallocated size, synced, out of the page cache. A compaction renames it to its new
+/// generation's journal and writes only the header block, instead of the whole zero-filled file
+/// in the save. Its write is no part of a save: no save waits for it or reports its failure, and
+/// recovery deletes a spare it finds, so none is ever read or trusted unwritten.
+enum SpareJournal {
+    /// None: one is written when the store is next idle with its journal past half a threshold.
+    case none
+    /// Its zeros and sync are in flight. `buffered`: its writes go through the page cache (no
+    /// direct I/O on a disk), which is told to drop them once they are durable.
+    case writing(IOTicket, EngineFile, buffered: Bool)
+    /// Written and durable: the next compaction takes it.
+    case ready(EngineFile)
+    /// Given up while in flight (the session was deleted): closed when its write completes.
+    case dropped(IOTicket, EngineFile)
+    /// Its write failed (a full disk, say): none is written until a compaction moves the store
+    /// past this generation.
+    case failed(generation: UInt64)
+
+    /// The chain in flight, if any.
+    var ticket: IOTicket? {
+        switch self {
+        case .writing(let ticket, _, _), .dropped(let ticket, _): ticket
+        case .none, .ready, .failed: nil
+        }
+    }
+
+    /// The file it holds open, if any.
+    var file: EngineFile? {
+        switch self {
+        case .writing(_, let file, _), .ready(let file), .dropped(_, let file): file
+        case .none, .failed: nil
+        }
+    }
+}
+
+extension BrowserStore {
+    /// Starts writing a spare journal when the store takes one and is idle: its journal is past
+    /// half a compaction threshold (a compaction is coming; a window that saves little never
+    /// writes one), no spare exists, and none failed in this generation. Stores whose journals grow by append (a full disk) keep none: a ready one is
+    /// deleted, its room worth more to the next snapshot. True when a chain was submitted: the
+    /// caller flushes.
+    func startSpareIfIdle() -> Bool {
+        if spare.ticket != nil, engine.inFlight == 0 {
+            // Its completion was reaped by a blocking `perform` (making a session, deleting
+            // one), which returns what it meets to its caller and no further: never seen to
+            // land, the spare is given up, not trusted.
+            if case .writing(_, let file, _) = spare { discardSpare(file) } else if let file = spare.file { engine.close(file) }
+            spare = .none
+        }
+        if case .failed(let failedIn) = spare, generation > failedIn { spare = .none }
+        if journalsGrowByAppend, case .ready(let file) = spare {
+            discardSpare(file)
+            spare = .none
+        }
+        guard case .none = spare, !readOnly, !journalsGrowByAppend, isIdle, journal != nil,
+            journalRecords * 2 >= options.compactAfterRecords || journalEnd * 2 >= options.compactAfterBytes
+        else { return false }
+        let file: EngineFile
+        do {
+            file = try createFresh(StoreLayout.spareJournal)
+        } catch {
+            spare = .failed(generation: generation)
+            return false
+        }
+        let block = writeDirect(file)
+        // Direct writes leave nothing in the page cache, and a file in memory has nothing to drop.
+        let buffered = if case .failure(let refusal) = directWrites, refusal != .inMemory { true } else { false }
+        let size = preallocatedSize(blockSize: block)
+        guard size > JournalFile.header(blockSize: block).count else {
+            // A preallocation of one block or less: a new journal is its header alone.
+            discardSpare(file)
+            spare = .failed(generation: generation)
+            return false
+        }
+        let zeros = [UInt8](repeating: 0, count: size)
+        spare = .writing(engine.submit([.write(file, zeros, offset: 0, durable: false), .sync(file)]), file, buffered: buffered)
+        bytesSubmitted += UInt64(zeros.count)
+        return true
+    }
+
+    /// Takes the spare's finished chain (`owns` routes it here); never a save's progress.
+    func completeSpare(_ result: Result<Void, IOEngineError>) -> SaveProgress? {
+        switch spare {
+        case .writing(_, let file, let buffered):
+            switch result {
+            case .success:
+                if buffered { _ = posix_fadvise(file.rawValue, 0, 0, POSIX_FADV_DONTNEED) }
+                spare = .ready(file)
+            case .failure:
+                // Not reported: saves go on as before, each compaction writing its own journal.
+                discardSpare(file)
+                spare = .failed(generation: generation)
+            }
+        case .dropped(_, let file):
+            engine.close(file)
+            spare = .none
+        case .none, .ready, .failed:
+            assertionFailure("a spare's completion with none in flight")
+        }
+        return nil
+    }
+
+    /// The ready spare, renamed to `name` (a new generation's journal) for a compaction to
+    /// write its header into; nil when none is ready or the rename failed (the spare is then
+    /// given up, and the compaction creates its journal as before). The rename goes durable
+    /// with the compaction's directory sync; until then recovery finds at most an orphan
+    /// journal, removed as before. A spare swapped for something else meanwhile is caught as
+    /// any misplaced journal is (`finishCompaction`).
+    func takeSpare(as name: String) -> EngineFile? {
+        guard case .ready(let file) = spare else { return nil }
+        spare = .none
+        do {
+            try engine.rename(directory.appending(StoreLayout.spareJournal), to: directory.appending(name))
+        } catch {
+            discardSpare(file)
+            return nil
+        }
+        return file
+    }
+
+    /// The session is being deleted (`destroy`): a ready spare is closed, one in flight once it
+    /// completes; the name goes with the directory's other entries.
+    func dropSpare() {
+        switch spare {
+        case .ready(let file):
+            engine.close(file)
+            spare = .none
+        case .writing(let ticket, let file, _):
+            spare = .dropped(ticket, file)
+        case .failed:
+            spare = .none
+        case .none, .dropped:
+            break
+        }
+    }
+
+    /// Closes a spare given up and removes its name.
+    private func discardSpare(_ file: EngineFile) {
+        engine.close(file)
+        try? clear(directory.appending(StoreLayout.spareJournal), into: directory)
+    }
+}
