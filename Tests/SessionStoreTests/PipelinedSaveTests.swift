@@ -143,6 +143,82 @@ import Testing
         #expect(recovery.seq == 2)
     }
 
+    /// The incognito part of save 4 fails while the regular parts of saves 4 and 6 (both naming
+    /// incognito) landed: both regular appends are taken back, go again padded over their
+    /// space, and every tab comes back after a power cut, the incognito ones once its backoff
+    /// passed.
+    @Test func aPartnersFailureTakesBackEveryLaterSaveOfTheOtherBrowser() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let clock = ManualClock()
+        let (store, _) = try simulatedWindow(disk, clock: clock)
+        let incognito = store.incognito
+        func openIncognitoTab(seq: UInt64) throws {
+            try store.apply(seq: seq) {
+                try incognito.webStateList.insert(
+                    WebState(id: incognito.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
+            }
+        }
+        try openTab(store, seq: 1)
+        try openIncognitoTab(seq: 2)
+        try store.waitUntilDurable(2)
+        _ = store.takeEvents()
+        let regularEnd = store.stores[0].journalEnd
+
+        var picks: [Int] = []
+        disk.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
+        for seq in [3, 5] as [UInt64] {
+            try openTab(store, seq: seq)
+            try openIncognitoTab(seq: seq + 1)
+            _ = try store.poll()
+        }
+        #expect(disk.inFlight == 4)
+        // Queue: regular 4, incognito 4, regular 6, incognito 6. Regular 4 lands, incognito 4
+        // fails, regular 6 and incognito 6 land.
+        disk.failures[disk.operationCount + 2] = .ioError
+        picks = [0, 0, 0, 0]
+        var events: [SaveEvent] = []
+        for _ in 0..<4 { events += try store.poll() }
+        #expect(durableEvents(events).isEmpty && store.durableSeq == 2)
+        #expect(events.failures.map(\.browser) == [.incognito])
+        #expect(store.stores[0].journalEnd == regularEnd, "the regular saves are taken back")
+
+        disk.completionOrder = nil
+        clock.advance(milliseconds: 100)
+        try store.waitUntilDurable(6)
+        let live = try WindowContents(store)
+        #expect(live.regular.tabs.count == 3 && live.incognito.tabs.count == 3)
+        #expect(try contentsAfterPowerCut(disk) == live)
+    }
+
+    /// On the ring and real ext4: commands applied while saves are in flight, several at once,
+    /// then a kill (the store dropped, nothing more written): every acknowledged tab is there.
+    @Test func onTheRingSavesOverlapAndAKillKeepsWhatWasAcknowledged() throws {
+        try withTemporaryDirectory { root in
+            var acknowledged: WindowContents?
+            var overlapped = false
+            do {
+                let store = WindowStore(root: root, windowID: windowID, engine: try UringEngine(), saveDelayMilliseconds: 0)
+                _ = try store.recover()
+                for seq in 1...200 as ClosedRange<UInt64> {
+                    try openTab(store, seq: seq)
+                    try store.turn()
+                    if store.engine.inFlight > 1 { overlapped = true }
+                    if seq == 150 {
+                        try store.waitUntilDurable(150)
+                        acknowledged = try WindowContents(store)
+                    }
+                }
+            }
+            #expect(overlapped, "a save was submitted while an earlier one was in flight")
+            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine())
+            let recovery = try again.recover()
+            #expect(recovery.seq >= 150 && recovery.regular.damaged.isEmpty)
+            let restored = try WindowContents(again)
+            let expected = try #require(acknowledged)
+            #expect(Array(restored.regular.tabs.prefix(150)) == expected.regular.tabs)
+        }
+    }
+
     /// With the bound at 1 the store saves as before pipelining: one save in flight.
     @Test func aBoundOfOneKeepsOneSaveInFlight() throws {
         let disk = FaultEngine(directories: [simulatedRoot])
