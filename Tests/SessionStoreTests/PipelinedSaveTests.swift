@@ -13,10 +13,10 @@ import Testing
 /// are acknowledged in seq order whatever order their writes land in; a failed save takes back
 /// every save after it, and the next save covers the space they used.
 @Suite struct PipelinedSaveTests {
-    /// Opens one tab in the regular Browser as command `seq`: a record that replayed twice
-    /// would put the same tab in the list twice.
-    private func openTab(_ store: WindowStore, seq: UInt64) throws {
-        let browser = store.regular
+    /// Opens one tab in a Browser as command `seq`: a record that replayed twice would put
+    /// the same tab in the list twice.
+    private func openTab(_ store: WindowStore, seq: UInt64, in kind: BrowserKind = .regular) throws {
+        let browser = store.browser(kind)
         try store.apply(seq: seq) {
             try browser.webStateList.insert(
                 WebState(id: browser.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
@@ -111,15 +111,8 @@ import Testing
     @Test func aCutWithSeveralSavesInFlightLeavesOutEverySaveTheOtherBrowserLacks() throws {
         let disk = FaultEngine(directories: [simulatedRoot])
         let (store, _) = try simulatedWindow(disk)
-        let incognito = store.incognito
-        func openIncognitoTab(seq: UInt64) throws {
-            try store.apply(seq: seq) {
-                try incognito.webStateList.insert(
-                    WebState(id: incognito.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
-            }
-        }
         try openTab(store, seq: 1)
-        try openIncognitoTab(seq: 2)
+        try openTab(store, seq: 2, in: .incognito)
         try store.waitUntilDurable(2)
         let acknowledged = try WindowContents(store)
 
@@ -127,7 +120,7 @@ import Testing
         disk.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
         for seq in stride(from: 3, through: 7, by: 2) as StrideThrough<UInt64> {
             try openTab(store, seq: seq)
-            try openIncognitoTab(seq: seq + 1)
+            try openTab(store, seq: seq + 1, in: .incognito)
             _ = try store.poll()
         }
         #expect(disk.inFlight == 6 && store.savingSeq == 8, "three saves of both Browsers in flight")
@@ -151,15 +144,8 @@ import Testing
         let disk = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(disk, clock: clock)
-        let incognito = store.incognito
-        func openIncognitoTab(seq: UInt64) throws {
-            try store.apply(seq: seq) {
-                try incognito.webStateList.insert(
-                    WebState(id: incognito.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
-            }
-        }
         try openTab(store, seq: 1)
-        try openIncognitoTab(seq: 2)
+        try openTab(store, seq: 2, in: .incognito)
         try store.waitUntilDurable(2)
         _ = store.takeEvents()
         let regularEnd = store.stores[0].journalEnd
@@ -168,7 +154,7 @@ import Testing
         disk.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
         for seq in [3, 5] as [UInt64] {
             try openTab(store, seq: seq)
-            try openIncognitoTab(seq: seq + 1)
+            try openTab(store, seq: seq + 1, in: .incognito)
             _ = try store.poll()
         }
         #expect(disk.inFlight == 4)

@@ -33,6 +33,18 @@ import Testing
             try store.waitUntilDurable(seq)
         }
 
+        /// Commands (each reap running the oldest chain) until the regular spare's write is
+        /// queued; records an issue and returns false when it never is.
+        func untilSpareInFlight() throws -> Bool {
+            disk.completionOrder = { _ in 0 }
+            for _ in 0..<40 where disk.contents(of: SpareJournalTests.regularSpare) == nil { try command() }
+            guard case .writing = store.stores[0].spare else {
+                Issue.record("the spare is not in flight: \(store.stores[0].spare)")
+                return false
+            }
+            return true
+        }
+
         /// Commands until the Browser's spare is written and its completion taken.
         func untilSpareReady(incognito: Bool = false) throws {
             let browser = store.stores[incognito ? 1 : 0]
@@ -85,14 +97,9 @@ import Testing
     @Test(arguments: [false, true]) func aSpareInterruptedLosesNothingAndIsDeleted(powerCut: Bool) throws {
         for seed in 0..<(powerCut ? 8 : 1) as Range<UInt64> {
             let disk = FaultEngine(directories: [simulatedRoot])
-            // Each reap runs one chain, the oldest: the spare's stays queued until the next one.
-            disk.completionOrder = { _ in 0 }
             let browsing = try Browsing(disk)
-            for _ in 0..<40 where disk.contents(of: Self.regularSpare) == nil { try browsing.command() }
-            guard case .writing = browsing.store.stores[0].spare else {
-                Issue.record("the spare is not in flight: \(browsing.store.stores[0].spare)")
-                return
-            }
+            // Each reap runs one chain, the oldest: the spare's stays queued until the next one.
+            guard try browsing.untilSpareInFlight() else { return }
             let live = try WindowContents(browsing.store)
             if powerCut {
                 var random = SeededGenerator(seed: seed)
@@ -147,13 +154,8 @@ import Testing
     /// a spare is written again after the next compaction.
     @Test func aFullDiskWhileWritingTheSpareFailsNoSave() throws {
         let disk = FaultEngine(directories: [simulatedRoot])
-        disk.completionOrder = { _ in 0 }
         let browsing = try Browsing(disk)
-        for _ in 0..<40 where disk.contents(of: Self.regularSpare) == nil { try browsing.command() }
-        guard case .writing = browsing.store.stores[0].spare else {
-            Issue.record("the spare is not in flight: \(browsing.store.stores[0].spare)")
-            return
-        }
+        guard try browsing.untilSpareInFlight() else { return }
         _ = browsing.store.takeEvents()
         // The next mutating operation is the spare's zeros: the oldest chain runs first.
         disk.failures[disk.operationCount + 1] = .noSpace
