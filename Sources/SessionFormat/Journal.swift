@@ -395,31 +395,38 @@ public enum JournalFile {
     /// which have one fixed length, so the search is linear in the bytes, in bounded chunks.
     /// A read that fails is thrown: an unknown tail is no torn one, and must never be zeroed.
     public static func hasValidCommit(in source: some ByteSource, after start: Int) throws(SessionFormatError) -> Bool {
+        try validCommitCount(in: source, after: start, upTo: 1) > 0
+    }
+
+    /// How many valid commits start in `start..<source.size`, counted up to `limit`: the saves
+    /// found past a record that does not read. Pipelined saves land in any order, so a cut can
+    /// leave a hole (a save that never landed, or landed torn) with up to
+    /// `Limits.maxSavesInFlight` saves' commits after it; more than that is damage.
+    public static func validCommitCount(in source: some ByteSource, after start: Int, upTo limit: Int) throws(SessionFormatError) -> Int {
         var chunkStart = max(start, 0)
-        while chunkStart < source.size {
+        var found = 0
+        while chunkStart < source.size, found < limit {
             let count = min(chunkSize + JournalCommit.frameSize - 1, source.size - chunkStart)
-            guard count >= JournalCommit.frameSize else { return false }
+            guard count >= JournalCommit.frameSize else { break }
             let bytes = try source.read(offset: chunkStart, count: count)
-            let found = bytes.withUnsafeBytes { raw -> Bool in
+            bytes.withUnsafeBytes { raw in
                 var index = 0
-                while index + JournalCommit.frameSize <= raw.count {
+                while index + JournalCommit.frameSize <= raw.count, found < limit {
                     if raw[index] == Framing.recordMagic[0], raw[index + 1] == Framing.recordMagic[1],
                         raw[index + 2] == RecordKind.commit.rawValue,
                         (try? Framing.readRecord(
                             InMemoryBytes(Array(raw[index..<index + JournalCommit.frameSize]), base: 0), at: 0, expecting: .commit))
                             != nil
                     {
-                        return true
+                        found += 1
                     }
                     index += 1
                 }
-                return false
             }
-            if found { return true }
             // The next chunk starts where a frame not wholly in this one could start.
             chunkStart += count - JournalCommit.frameSize + 1
         }
-        return false
+        return found
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero: where

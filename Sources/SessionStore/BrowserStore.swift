@@ -323,6 +323,13 @@ public final class BrowserStore {
     /// what keeps recovery from taking the other Browser's saves since for unfinished ones.
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
+        // A deletion that stopped part-way (its marker durable) is finished first: a session
+        // made inside that directory would go with it at the next start.
+        if try io({ try engine.kind(directory) }) == .directory,
+            try io({ try engine.kind(directory.appending(StoreLayout.deletionMarker)) }) != nil
+        {
+            try removeDeletedSession()
+        }
         try placeDirectory()
         // A session created again (an incognito session after its last tab closed) starts above
         // generation 1, where recovery cannot take a damaged only snapshot for an empty list:
@@ -359,6 +366,16 @@ public final class BrowserStore {
                 try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
             }
             try io { try engine.syncDirectory(directory) }
+            // Every entry on the way to it is made durable too, not only those `placeDirectory`
+            // made now: a parent's sync that failed, or a kill between a mkdir and that sync,
+            // left an entry a power cut undoes under every save acknowledged since (hostile
+            // round: the whole window lost). Once per session made.
+            var parent = directory.removingLastComponent()
+            while parent.starts(with: profile.stateDirectory) {
+                try io { try engine.syncDirectory(parent) }
+                if parent == profile.stateDirectory { break }
+                parent = parent.removingLastComponent()
+            }
         } catch {
             for file in opened { engine.close(file) }
             if error.errno == .noSpace, !journalsGrowByAppend {
@@ -993,12 +1010,21 @@ public final class BrowserStore {
             // left) must not bring back a session that was deleted.
             engine.close(try createFresh(StoreLayout.deletionMarker))
             try io { try engine.syncDirectory(directory) }
+            // Deleted from here on, whatever stops the rest: recovery finishes a marked
+            // directory's deletion, so no later save may go into it (`createIfNeeded` finishes
+            // it first). Saves acknowledged into it were lost at the next start (hostile round).
+            forgetSession()
             try removeDeletedSession()
         } else {
             // Not a directory (a symlink where the session was): it goes as itself.
             try io { try engine.removeFile(directory) }
             try io { try engine.syncDirectory(directory.removingLastComponent()) }
+            forgetSession()
         }
+    }
+
+    /// The session is deleted: the store holds none, as before its first save.
+    private func forgetSession() {
         generation = 0
         journalEnd = 0
         retractedEnd = 0

@@ -46,9 +46,11 @@ struct LoadedSession {
     /// the window comes back as it was after one command: every trailing save made while the
     /// other Browser lagged (`JournalCommit.laggingBit`) past the seq the other's files reach,
     /// then, among the last `Limits.maxSavesInFlight` saves left (the most a kill can leave
-    /// unfinished), the earliest that names the other (`otherBit`) past the other's session's
-    /// end, with every save after it. Lagging saves were never durable for the window, so nothing acknowledged is
-    /// left out; when the other Browser fell back from damage, each keeps its own.
+    /// unfinished), the earliest that names the other (`otherBit`) past `otherSeq` (where the
+    /// other's session ends, its own left-out saves left out), with every save after it, and
+    /// the lagging saves that are then trailing. Lagging saves were never durable for the
+    /// window, so nothing acknowledged is left out; when the other Browser fell back from
+    /// damage, each keeps its own.
     ///
     /// Only a session the other's files hold counts (a snapshot that reads), not any file:
     /// a save naming the other was made after the other's session was created durably, and
@@ -57,30 +59,46 @@ struct LoadedSession {
     /// after that (a journal whose snapshot was never renamed) ends before every save and
     /// holds nothing: taken for a session, it made recovery drop the acknowledged save that
     /// closed the incognito tabs.
-    func savesToLeaveOut(other: LoadedSession, otherBit: UInt8) -> Int {
-        let commits = journals.flatMap { $0.scan.commits[..<$0.commitsUsed].map(\.commit) }
+    func savesToLeaveOut(other: LoadedSession, otherSeq: UInt64, otherBit: UInt8) -> Int {
+        let commits = usedCommits
         var count = 0
-        if other.damaged.isEmpty {
-            let otherSeq = other.holdsSession ? other.seq : 0
+        func leaveOutTrailingLagging() {
+            guard other.damaged.isEmpty else { return }
+            let reached = other.holdsSession ? otherSeq : 0
             while count < commits.count, commits[commits.count - 1 - count].browsers & JournalCommit.laggingBit != 0,
-                commits[commits.count - 1 - count].seq > otherSeq
+                commits[commits.count - 1 - count].seq > reached
             {
                 count += 1
             }
         }
+        leaveOutTrailingLagging()
         // Saves are pipelined, at most `Limits.maxSavesInFlight` in flight: of the last that
         // many before the lagging ones, the earliest that names the other Browser past its
         // seq is missing there, and it goes with every save after it (they follow it).
         let end = commits.count - count
         if other.holdsSession,
             let first = commits.indices[max(0, end - Limits.maxSavesInFlight)..<end].first(where: {
-                commits[$0].browsers & otherBit != 0 && commits[$0].seq > other.seq
+                commits[$0].browsers & otherBit != 0 && commits[$0].seq > otherSeq
             })
         {
             count = commits.count - first
+            // A lagging save that the save left out followed is trailing now (hostile round:
+            // a lagging incognito save, then one naming both that only incognito made).
+            leaveOutTrailingLagging()
         }
         return count
     }
+
+    /// The saves the journals hold past the snapshot, in order.
+    private var usedCommits: [JournalCommit] { journals.flatMap { $0.scan.commits[..<$0.commitsUsed].map(\.commit) } }
+
+    /// The last command sequence number this session covers with its last `dropped` saves left out.
+    func seq(leavingOut dropped: Int) -> UInt64 {
+        let commits = usedCommits
+        let kept = commits.count - min(max(dropped, 0), commits.count)
+        return max(reader?.lastCommandSeq ?? 0, kept > 0 ? commits[kept - 1].seq : 0)
+    }
+
     /// The last command sequence number this session covers.
     var seq: UInt64 { max(reader?.lastCommandSeq ?? 0, lastCommit?.seq ?? 0) }
     var isOnDisk: Bool { highestGeneration > 0 }
@@ -201,8 +219,13 @@ extension BrowserStore {
                 garbageEnd: try lastNonZeroEnd(source, from: tail))
             loaded.journals.append(journal)
             if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy, try hasValidCommit(in: source, after: scan.validLength + 1) {
-                    // Valid records after a bad one: damage in the middle, not a torn last write.
+                if let error = scan.stoppedBy,
+                    try validCommitCount(in: source, after: scan.validLength + 1, upTo: Limits.maxSavesInFlight + 1) > Limits.maxSavesInFlight
+                {
+                    // More saves after a bad record than can be in flight at once: damage in the
+                    // middle. Up to that many is what a cut leaves of pipelined saves landing
+                    // out of order (a hole, then later saves none of which was acknowledged,
+                    // since the one in the hole was not): a torn tail, zeroed with them.
                     loaded.damaged.append(contentsOf: setAside(path, error))
                     loaded.needsRebase = true
                     break
@@ -519,11 +542,11 @@ extension BrowserStore {
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
-    /// `JournalFile.hasValidCommit`, a read that fails thrown as one: what is after the bad
+    /// `JournalFile.validCommitCount`, a read that fails thrown as one: what is after the bad
     /// record is unknown, so the tail is neither zeroed nor set aside.
-    private func hasValidCommit(in source: EngineBytes, after start: Int) throws(StoreError) -> Bool {
+    private func validCommitCount(in source: EngineBytes, after start: Int, upTo limit: Int) throws(StoreError) -> Int {
         do {
-            return try JournalFile.hasValidCommit(in: source, after: start)
+            return try JournalFile.validCommitCount(in: source, after: start, upTo: limit)
         } catch {
             throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
         }

@@ -179,10 +179,24 @@ public final class WindowStore {
     public func recover() throws(StoreError) -> WindowRecovery {
         precondition(!recovered, "recover once, before any command")
         let loaded = try stores.map { store throws(StoreError) in try store.load() }
+        // Each Browser's left-out saves lower the seq its session reaches, which may leave out
+        // more of the other's: until neither changes (each count only grows, bounded by the
+        // saves there are).
+        var leftOut = [0, 0]
+        while true {
+            let next = stores.indices.map { index in
+                max(
+                    leftOut[index],
+                    loaded[index].savesToLeaveOut(
+                        other: loaded[1 - index], otherSeq: loaded[1 - index].seq(leavingOut: leftOut[1 - index]),
+                        otherBit: stores[1 - index].kind.commitBit))
+            }
+            if next == leftOut { break }
+            leftOut = next
+        }
         var reports: [RecoveryReport] = []
         for (index, store) in stores.enumerated() {
-            let leftOut = loaded[index].savesToLeaveOut(other: loaded[1 - index], otherBit: stores[1 - index].kind.commitBit)
-            reports.append(try store.restore(loaded[index], leavingOut: leftOut))
+            reports.append(try store.restore(loaded[index], leavingOut: leftOut[index]))
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
@@ -528,6 +542,10 @@ public final class WindowStore {
         let lagging = stores.indices.contains { !participants.contains($0) && stores[$0].hasRecordsToSubmit }
         if lagging { participants.removeAll { stores[$0].mustCompact } }
         guard !participants.isEmpty else { return }
+        // A Browser with a save in flight must take part: otherwise nothing in this group's
+        // commits says it follows that save, and a cut landing this one and not that one
+        // would bring the window back torn (hostile round: incognito save 3, regular save 4).
+        if !groups.isEmpty, stores.indices.contains(where: { !participants.contains($0) && stores[$0].savesInFlight > 0 }) { return }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         var failures: [Int: StoreError] = [:]
         for index in participants {
