@@ -429,6 +429,40 @@ public enum JournalFile {
         return found
     }
 
+    /// Whether a whole aligned `sectorSize` sector in `start..<end` is all zeros. A save never
+    /// holds one (its last sector ends with its commit, and its padding is shorter than a
+    /// sector past its header), so after a record that does not read, a zero sector marks a
+    /// save that never landed or landed torn: a hole pipelined saves left, not damage in the
+    /// middle (a flipped byte in an acknowledged save).
+    public static func hasZeroSector(in source: some ByteSource, from start: Int, to end: Int, sectorSize: Int = 512) throws(SessionFormatError) -> Bool {
+        var sector = (max(start, 0) + sectorSize - 1) / sectorSize * sectorSize
+        let limit = min(end, source.size)
+        while sector + sectorSize <= limit {
+            let count = min(chunkSize, (limit - sector) / sectorSize * sectorSize)
+            let bytes = try source.read(offset: sector, count: count)
+            let found = bytes.withUnsafeBytes { raw -> Bool in
+                var offset = 0
+                while offset + sectorSize <= raw.count {
+                    var zero = true
+                    var index = offset
+                    while index < offset + sectorSize {
+                        if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) != 0 {
+                            zero = false
+                            break
+                        }
+                        index += 8
+                    }
+                    if zero { return true }
+                    offset += sectorSize
+                }
+                return false
+            }
+            if found { return true }
+            sector += count
+        }
+        return false
+    }
+
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero: where
     /// the preallocated zeros after the last write begin. Read backwards in bounded chunks.
     public static func lastNonZeroEnd(_ source: some ByteSource, from start: Int) throws(SessionFormatError) -> Int {

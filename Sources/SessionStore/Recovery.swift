@@ -219,13 +219,10 @@ extension BrowserStore {
                 garbageEnd: try lastNonZeroEnd(source, from: tail))
             loaded.journals.append(journal)
             if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy,
-                    try validCommitCount(in: source, after: scan.validLength + 1, upTo: Limits.maxSavesInFlight + 1) > Limits.maxSavesInFlight
+                if let error = scan.stoppedBy, try hasValidCommit(in: source, after: scan.validLength + 1),
+                    try !isPipelinedHole(in: source, from: scan.validLength, to: journal.garbageEnd)
                 {
-                    // More saves after a bad record than can be in flight at once: damage in the
-                    // middle. Up to that many is what a cut leaves of pipelined saves landing
-                    // out of order (a hole, then later saves none of which was acknowledged,
-                    // since the one in the hole was not): a torn tail, zeroed with them.
+                    // Valid records after a bad one: damage in the middle, not a torn last write.
                     loaded.damaged.append(contentsOf: setAside(path, error))
                     loaded.needsRebase = true
                     break
@@ -542,11 +539,26 @@ extension BrowserStore {
     }
 
     /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
-    /// `JournalFile.validCommitCount`, a read that fails thrown as one: what is after the bad
+    /// `JournalFile.hasValidCommit`, a read that fails thrown as one: what is after the bad
     /// record is unknown, so the tail is neither zeroed nor set aside.
-    private func validCommitCount(in source: EngineBytes, after start: Int, upTo limit: Int) throws(StoreError) -> Int {
+    private func hasValidCommit(in source: EngineBytes, after start: Int) throws(StoreError) -> Bool {
         do {
-            return try JournalFile.validCommitCount(in: source, after: start, upTo: limit)
+            return try JournalFile.hasValidCommit(in: source, after: start)
+        } catch {
+            throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
+        }
+    }
+
+    /// Whether the bytes after a bad record are what a cut leaves of pipelined saves landing
+    /// out of order: a save that never landed or landed torn (an all-zero sector in it, which
+    /// no save holds), with at most `Limits.maxSavesInFlight` commits after the bad record
+    /// (the saves in flight). None of those saves was acknowledged (the one in the hole was
+    /// not): a torn tail, zeroed. A flipped byte in an acknowledged save leaves no zero sector:
+    /// damage in the middle, set aside.
+    private func isPipelinedHole(in source: EngineBytes, from start: Int, to end: Int) throws(StoreError) -> Bool {
+        do {
+            return try JournalFile.validCommitCount(in: source, after: start + 1, upTo: Limits.maxSavesInFlight + 1) <= Limits.maxSavesInFlight
+                && JournalFile.hasZeroSector(in: source, from: start, to: end)
         } catch {
             throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
         }
