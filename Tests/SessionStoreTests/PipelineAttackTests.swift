@@ -48,10 +48,7 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(engine, clock: clock)
-        var states = [try WindowContents(store)]
-        states.append(try Self.open(store, .regular, seq: 1))
-        states.append(try Self.open(store, .incognito, seq: 2))
-        try store.waitUntilDurable(2)
+        var states = try Self.oneTabInEachBrowser(store)
 
         engine.failures[engine.operationCount + 1] = .ioError
         states.append(try Self.open(store, .regular, seq: 3))
@@ -87,10 +84,7 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(engine, clock: clock)
-        var states = [try WindowContents(store)]
-        states.append(try Self.open(store, .regular, seq: 1))
-        states.append(try Self.open(store, .incognito, seq: 2))
-        try store.waitUntilDurable(2)
+        var states = try Self.oneTabInEachBrowser(store)
 
         var picks: [Int] = []
         engine.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
@@ -119,6 +113,39 @@ import Testing
         #expect(recovery.regular.damaged.isEmpty, "a hole pipelining left is no damage: \(recovery.regular.damaged)")
     }
 
+    /// A regular tab (command 1) and an incognito tab (command 2), acknowledged: the window's
+    /// states from before command 1 on.
+    static func oneTabInEachBrowser(_ store: WindowStore) throws -> [WindowContents] {
+        var states = [try WindowContents(store)]
+        states.append(try open(store, .regular, seq: 1))
+        states.append(try open(store, .incognito, seq: 2))
+        try store.waitUntilDurable(2)
+        return states
+    }
+
+    /// Saves 1 to 3 acknowledged, then saves 4 and 5 in flight; 5 lands, the power goes: the
+    /// journal holds a hole then save 5. Returns the window as acknowledged.
+    static func cutLeavingAHole(_ engine: FaultEngine) throws -> WindowContents {
+        let (store, _) = try simulatedWindow(engine)
+        for seq in 1...3 as ClosedRange<UInt64> {
+            try open(store, .regular, seq: seq)
+            try store.waitUntilDurable(seq)
+        }
+        let acknowledged = try WindowContents(store)
+        var picks: [Int] = []
+        engine.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
+        try open(store, .regular, seq: 4)
+        _ = try store.poll()
+        try open(store, .regular, seq: 5)
+        _ = try store.poll()
+        picks = [1]
+        _ = try store.poll()
+        #expect(engine.inFlight == 1 && store.durableSeq == 3)
+        engine.powerCut()
+        engine.completionOrder = nil
+        return acknowledged
+    }
+
     /// Two regular saves in flight, the later one lands, the power goes: the journal holds
     /// acknowledged saves 1 to 3, a hole, then save 5. Recovery takes the hole for damage in
     /// the middle and sets the journal aside before anything replaces it durably. If that
@@ -127,24 +154,7 @@ import Testing
     /// come back.
     @Test func aHoleLeftByAPowerCutIsNotSetAsideBeforeItsSavesAreWrittenElsewhere() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
-        let (store, _) = try simulatedWindow(engine)
-        for seq in 1...3 as ClosedRange<UInt64> {
-            try Self.open(store, .regular, seq: seq)
-            try store.waitUntilDurable(seq)
-        }
-        let acknowledged = try WindowContents(store)
-
-        var picks: [Int] = []
-        engine.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
-        try Self.open(store, .regular, seq: 4)
-        _ = try store.poll()
-        try Self.open(store, .regular, seq: 5)
-        _ = try store.poll()
-        picks = [1]
-        _ = try store.poll()
-        #expect(engine.inFlight == 1 && store.durableSeq == 3)
-        engine.powerCut()
-        engine.completionOrder = nil
+        let acknowledged = try Self.cutLeavingAHole(engine)
 
         engine.capacity = Self.totalBytes(engine)
         let (first, firstRecovery) = try simulatedWindow(engine)
@@ -161,22 +171,7 @@ import Testing
     /// disk has room): whatever the kill leaves, the next start brings back tabs 1 to 3.
     @Test func aKillAtEveryOperationOfTheRestartAfterAHoleLosesNothing() throws {
         let template = FaultEngine(directories: [simulatedRoot])
-        let (store, _) = try simulatedWindow(template)
-        for seq in 1...3 as ClosedRange<UInt64> {
-            try Self.open(store, .regular, seq: seq)
-            try store.waitUntilDurable(seq)
-        }
-        let acknowledged = try WindowContents(store)
-        var picks: [Int] = []
-        template.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
-        try Self.open(store, .regular, seq: 4)
-        _ = try store.poll()
-        try Self.open(store, .regular, seq: 5)
-        _ = try store.poll()
-        picks = [1]
-        _ = try store.poll()
-        template.powerCut()
-        template.completionOrder = nil
+        let acknowledged = try Self.cutLeavingAHole(template)
 
         let probe = template.copy()
         let before = probe.operationCount
@@ -300,10 +295,7 @@ import Testing
     @Test func saveOfOneBrowserLandingBeforeAnEarlierSaveOfTheOtherIsNotKeptAlone() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
         let (store, _) = try simulatedWindow(engine)
-        var states = [try WindowContents(store)]
-        states.append(try Self.open(store, .regular, seq: 1))
-        states.append(try Self.open(store, .incognito, seq: 2))
-        try store.waitUntilDurable(2)
+        var states = try Self.oneTabInEachBrowser(store)
 
         var picks: [Int] = []
         engine.completionOrder = { _ in picks.isEmpty ? nil : picks.removeFirst() }
