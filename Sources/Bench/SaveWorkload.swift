@@ -163,7 +163,7 @@ final class BufferedFloorWorkload: SaveWorkload {
         // Preallocated and synced, so an append changes no metadata: one flush per write.
         fileSize = max(4 << 20, recordSize * 64)
         file = try engine.open(directory.appending("floor"), .create)
-        _ = try engine.perform([.write(file, [UInt8](repeating: 0, count: fileSize), offset: 0, durable: false), .sync(file)])
+        try engine.perform([.write(file, [UInt8](repeating: 0, count: fileSize), offset: 0, durable: false), .sync(file)])
     }
 
     deinit { engine.close(file) }
@@ -171,7 +171,7 @@ final class BufferedFloorWorkload: SaveWorkload {
     func prepare() throws {}
 
     func save() throws {
-        _ = try engine.perform([.write(file, record, offset: offset, durable: true)])
+        try engine.perform([.write(file, record, offset: offset, durable: true)])
         bytesWritten += UInt64(record.count)
         offset += record.count
         if offset + record.count > fileSize { offset = 0 }
@@ -236,7 +236,7 @@ final class RewriteWorkload: SaveWorkload {
         try? engine.removeFile(temporary)
         let file = try engine.open(temporary, .create)
         defer { engine.close(file) }
-        _ = try engine.perform([.write(file, bytes, offset: 0, durable: false), .sync(file)])
+        try engine.perform([.write(file, bytes, offset: 0, durable: false), .sync(file)])
         try engine.rename(temporary, to: directory.appending("session"))
         try engine.syncDirectory(directory)
         bytesWritten += UInt64(bytes.count)

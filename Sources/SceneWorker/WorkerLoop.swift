@@ -310,6 +310,8 @@ public final class WorkerLoop {
         let now = monotonicNanoseconds()
         var timeout = Self.heartbeatNanoseconds
         if let deadline = window.store.nextDeadline { timeout = min(timeout, deadline > now ? deadline - now : 0) }
+        // Completions a blocking call took and gave back wake no descriptor: reaped at once.
+        if window.store.engine.hasCompletionsToReap { return }
         var descriptors = [pollfd(fd: commands.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
         if window.store.savingSeq != nil {
             // Blocking engines complete during flush; only a ring has writes to wait for.

@@ -357,8 +357,8 @@ public final class BrowserStore {
                 let block = writeDirect(journalFile)
                 // Nothing is ever appended to the twin's journal.
                 let journalBytes = generation == newGeneration ? preallocatedJournal(blockSize: block) : JournalFile.header(blockSize: block)
-                _ = try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
-                _ = try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
+                try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
+                try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
                 if generation == newGeneration { newJournal = (journalFile, block) }
             }
             for generation in generations {
@@ -553,7 +553,7 @@ public final class BrowserStore {
         var offset = range.lowerBound
         while offset < range.upperBound {
             let zeros = [UInt8](repeating: 0, count: min(JournalFile.chunkSize, range.upperBound - offset))
-            _ = try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
+            try io { try engine.perform([.write(file, zeros, offset: offset, durable: true)]) }
             offset += zeros.count
         }
     }

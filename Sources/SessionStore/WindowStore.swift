@@ -116,6 +116,8 @@ public final class WindowStore {
 
     /// Per Browser (indexed as `stores`): every command up to it that changed the Browser is durable.
     private var browserDurableSeqs: [UInt64] = [0, 0]
+    /// When `startGroup` last chose which Browsers save: a retry due by then was taken or waits.
+    private var candidatesChosenAt: UInt64 = 0
     /// Per Browser: its failure episode, if its last save failed.
     private var episodes: [FailureEpisode?] = [nil, nil]
     /// Per Browser: the generation it had when its compaction began to fail.
@@ -314,12 +316,15 @@ public final class WindowStore {
     public var pendingSaveRequests: Int { waiting.count }
 
     /// When the loop must wake: for the delayed save, or for a failed Browser's retry while no
-    /// save is in flight (monotonic ns).
+    /// save is in flight (monotonic ns). A retry that the last group's choice saw due is not
+    /// one: that Browser went, or it waits for the other (`startGroup`), whose retry or save
+    /// wakes the loop. Waking for it polled with no timeout, at 100 % CPU, for as long as the
+    /// other Browser kept failing.
     public var nextDeadline: UInt64? {
         var retry: UInt64?
         if groups.isEmpty, !waiting.isEmpty {
-            for (index, episode) in episodes.enumerated() where stores[index].hasUnsavedRecords {
-                if let episode { retry = min(retry ?? episode.retryAt, episode.retryAt) }
+            for (index, episode) in episodes.enumerated() where stores[index].hasRecordsToSubmit {
+                if let episode, episode.retryAt > candidatesChosenAt { retry = min(retry ?? episode.retryAt, episode.retryAt) }
             }
         }
         switch (policy.deadline, retry) {
@@ -383,6 +388,8 @@ public final class WindowStore {
             try releaseCompactions()
         }
         try finishLandedGroups()
+        // Else a durable wait would turn for ever: nothing left would ever complete it.
+        assert(groups.isEmpty || engine.inFlight > 0, "a save in flight has a write in the engine")
         let newest = groups.last?.seq ?? durableSeq
         if waiting.last.map({ $0.seq > newest }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
@@ -507,6 +514,7 @@ public final class WindowStore {
             groups.last.map({ appliedSeq > $0.seq }) ?? true
         else { return }
         let now = clock()
+        candidatesChosenAt = now
         // A failing Browser waits for its backoff; the others do not wait for it.
         var candidates = stores.indices.filter { index in
             stores[index].hasRecordsToSubmit && (episodes[index].map { $0.retryAt <= now } ?? true)

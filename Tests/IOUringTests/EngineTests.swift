@@ -38,6 +38,31 @@ import Testing
         }
     }
 
+    /// A blocking call made while other chains are in flight (a directory sync inside a save)
+    /// leaves their completions to the next `reap`, successes and failures alike; it took
+    /// them, and a save waiting on one never finished.
+    @Test(arguments: ["uring", "sync"])
+    func aBlockingCallLeavesOtherChainsCompletionsToTheNextReap(name: String) throws {
+        try withTemporaryDirectory { directory in
+            let engine: any IOEngine = name == "uring" ? try UringEngine() : SyncEngine()
+            let files = try (0..<4).map { try engine.open(directory.appending("file\($0)"), .create) }
+            let directoryFile = try engine.openDirectory(directory)
+            let writes = files.map { engine.submit([.write($0, Array("saved".utf8), offset: 0, durable: true)]) }
+            let failing = engine.submit([.write(directoryFile, [1], offset: 0, durable: true)])
+            try engine.perform([.sync(directoryFile)])
+            var completions: [IOTicket: Bool] = [:]
+            while completions.count < writes.count + 1, engine.hasCompletionsToReap || engine.inFlight > 0 {
+                for completion in try engine.reap(waiting: true) {
+                    completions[completion.ticket] = (try? completion.result.get()) != nil
+                }
+            }
+            #expect(completions == Dictionary(uniqueKeysWithValues: writes.map { ($0, true) } + [(failing, false)]))
+            #expect(!engine.hasCompletionsToReap && engine.inFlight == 0)
+            for file in files { engine.close(file) }
+            engine.close(directoryFile)
+        }
+    }
+
     /// A failing step stops its chain and comes back as a typed error naming the file.
     @Test(arguments: ["uring", "sync"])
     func aFailedStepEndsItsChainWithATypedError(name: String) throws {
@@ -84,7 +109,7 @@ import Testing
 /// Runs one chain and returns its error; nil (recorded as an issue) when it did not fail.
 private func performCapturing(_ engine: any IOEngine, _ chain: [IOOperation]) -> IOEngineError? {
     do throws(IOEngineError) {
-        _ = try engine.perform(chain)
+        try engine.perform(chain)
     } catch {
         return error
     }

@@ -363,7 +363,7 @@ private func totalBytes(_ engine: FaultEngine) -> Int {
             (StoreLayout.journalName(1), JournalFile.header + [UInt8](repeating: 0, count: 4096)),
         ] {
             let file = try engine.open(regularDirectory.appending(name), .create)
-            _ = try engine.perform([.write(file, bytes, offset: 0, durable: true)])
+            try engine.perform([.write(file, bytes, offset: 0, durable: true)])
             engine.close(file)
         }
 

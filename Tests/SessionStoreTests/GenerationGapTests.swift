@@ -27,7 +27,7 @@ import Testing
         // What a compaction killed before its rename leaves under the next number.
         for name in [StoreLayout.journalName(2), StoreLayout.snapshotName(2) + StoreLayout.temporarySuffix] {
             let file = try engine.open(Self.regularDirectory.appending(name), .create)
-            _ = try engine.perform([.write(file, JournalFile.header, offset: 0, durable: true)])
+            try engine.perform([.write(file, JournalFile.header, offset: 0, durable: true)])
             engine.close(file)
         }
         engine.processKilled()

@@ -15,7 +15,7 @@ import Testing
         let path = simulatedRoot.appending(RootLayout.order)
         let saved = [UUID(), UUID()]
         let file = try engine.open(path, .create)
-        _ = try engine.perform([.write(file, Array(saved.map { $0.uuidString + "\n" }.joined().utf8), offset: 0, durable: true)])
+        try engine.perform([.write(file, Array(saved.map { $0.uuidString + "\n" }.joined().utf8), offset: 0, durable: true)])
         engine.close(file)
         #expect(try RootLayout.savedOrder(root: simulatedRoot, engine: engine) == saved)
 

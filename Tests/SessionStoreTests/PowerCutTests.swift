@@ -201,7 +201,7 @@ import Testing
         for seed in 0..<200 as Range<UInt64> {
             let engine = FaultEngine(directories: [simulatedRoot])
             let files = try [first, queued, late].map { try engine.open($0, .create) }
-            _ = try engine.perform([.write(files[0], [UInt8](repeating: 1, count: 100), offset: 0, durable: true)])
+            try engine.perform([.write(files[0], [UInt8](repeating: 1, count: 100), offset: 0, durable: true)])
             try engine.syncDirectory(simulatedRoot)
             // One chain per reap: the second stays queued while the first hits the halt.
             engine.completionOrder = { _ in 0 }

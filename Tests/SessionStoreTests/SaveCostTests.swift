@@ -51,6 +51,8 @@ private final class CountingEngine: IOEngine {
     func submit(_ chain: [IOOperation]) -> IOTicket { inner.submit(chain) }
     func flush() throws(IOEngineError) { try inner.flush() }
     func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] { try inner.reap(waiting: waiting) }
+    func returnToReap(_ completions: [IOCompletion]) { inner.returnToReap(completions) }
+    var hasCompletionsToReap: Bool { inner.hasCompletionsToReap }
     var inFlight: Int { inner.inFlight }
     var completionDescriptor: Int32? { inner.completionDescriptor }
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try inner.open(path, mode) }

@@ -141,6 +141,45 @@ import Testing
         #expect(try contentsAfterPowerCut(engine) == live)
     }
 
+    /// Both Browsers failed; the regular one must now write a snapshot and its retry is due,
+    /// while the incognito one fails again. The regular Browser waits for the other (as
+    /// above), and the loop's deadline is the incognito retry, ahead: it returned the regular
+    /// Browser's past retry, and the worker polled with no timeout, at 100 % CPU, for as long
+    /// as the other Browser kept failing.
+    @Test func aDueRetryThatMustWaitForTheOtherBrowserDoesNotWakeTheLoop() throws {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        let clock = ManualClock()
+        let (store, _) = try simulatedWindow(engine, clock: clock)
+        var browsing = WindowBrowsing(seed: 7)
+        try browsing.step(store, seq: 1, incognito: false)
+        try store.waitUntilDurable(1)
+
+        for next in 1...64 { engine.failures[engine.operationCount + next] = .ioError }
+        try store.apply(seq: 2) {
+            try store.incognito.webStateList.insert(newTab("https://private.example/", store.incognito.profile), InsertionParams())
+            try store.regular.webStateList.insert(newTab("https://public.example/", store.regular.profile), InsertionParams())
+        }
+        #expect(Set(try store.pollWhileSaving().failures.map(\.browser)) == [.regular, .incognito])
+
+        engine.failures = [:]
+        let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+        engine.failingOpens[incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string] = .noSpace
+        store.stores[0].needsRebase = true
+        for attempt in 2...4 {
+            clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
+            #expect(try store.pollWhileSaving().failures.map(\.browser) == [.incognito], "attempt \(attempt)")
+            let deadline = try #require(store.nextDeadline)
+            #expect(deadline > clock.now, "the loop sleeps until the incognito retry (attempt \(attempt))")
+        }
+        #expect(store.durableSeq == 1)
+
+        engine.failingOpens = [:]
+        clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
+        _ = try store.pollWhileSaving()
+        #expect(store.durableSeq == 2 && store.nextDeadline == nil)
+        #expect(try contentsAfterPowerCut(engine) == (try WindowContents(store)))
+    }
+
     /// Both Browsers write, the incognito write fails: the regular part landed with a commit
     /// naming both, which recovery drops without the incognito part. It is retracted and
     /// written again alone, marked lagging; a power cut before or after that gives the

@@ -84,6 +84,11 @@ public protocol IOEngine: AnyObject {
     func flush() throws(IOEngineError)
     /// Chains that finished. With `waiting`, blocks until at least one has when any is in flight.
     func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion]
+    /// Completions a blocking call (`perform`) reaped for other chains: the next `reap` returns
+    /// them first, so a save in flight never loses its completion to a blocking call.
+    func returnToReap(_ completions: [IOCompletion])
+    /// Whether `reap` has completions to return without waiting (some were given back).
+    var hasCompletionsToReap: Bool { get }
     /// Chains submitted and not yet reaped.
     var inFlight: Int { get }
     /// A descriptor that polls readable when a completion is ready, for engines whose writes
@@ -143,20 +148,20 @@ extension IOEngine {
         try listDirectory(path)?.map(\.name.string)
     }
 
-    /// Submits `chain`, flushes, and waits for it: for paths where nothing else is pending
-    /// (recovery, tools). Completions of other chains reaped meanwhile are returned too.
-    public func perform(_ chain: [IOOperation]) throws(IOEngineError) -> [IOCompletion] {
+    /// Submits `chain`, flushes, and waits for it: a blocking call (a directory's sync, a new
+    /// file's first bytes). Completions of other chains reaped meanwhile go back to the engine
+    /// for the next `reap`: a save in flight whose completion this took would never finish.
+    public func perform(_ chain: [IOOperation]) throws(IOEngineError) {
         let ticket = submit(chain)
         try flush()
         var others: [IOCompletion] = []
+        defer { returnToReap(others) }
         while true {
-            for completion in try reap(waiting: true) {
-                guard completion.ticket == ticket else {
-                    others.append(completion)
-                    continue
-                }
-                try completion.result.get()
-                return others
+            let completions = try reap(waiting: true)
+            others += completions.filter { $0.ticket != ticket }
+            if let mine = completions.first(where: { $0.ticket == ticket }) {
+                try mine.result.get()
+                return
             }
         }
     }
@@ -191,7 +196,7 @@ extension IOEngine {
     public func syncDirectory(_ path: FilePath) throws(IOEngineError) {
         let directory = try openDirectory(path)
         defer { close(directory) }
-        _ = try perform([.sync(directory)])
+        try perform([.sync(directory)])
     }
 }
 

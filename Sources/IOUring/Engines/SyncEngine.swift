@@ -86,6 +86,8 @@ package protocol BlockingChainEngine: IOEngine {
 
 extension BlockingChainEngine {
     public var inFlight: Int { chains.count }
+    public func returnToReap(_ completions: [IOCompletion]) { chains.returnFinished(completions) }
+    public var hasCompletionsToReap: Bool { chains.hasFinished }
     public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
     public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
 
@@ -136,6 +138,11 @@ package struct BlockingChains {
         }
         finished.append(IOCompletion(ticket: ticket, result: result))
     }
+
+    package var hasFinished: Bool { !finished.isEmpty }
+
+    /// Completions taken and given back (`IOEngine.returnToReap`): taken again first.
+    package mutating func returnFinished(_ completions: [IOCompletion]) { finished.insert(contentsOf: completions, at: 0) }
 
     package mutating func takeFinished() -> [IOCompletion] {
         defer { finished.removeAll(keepingCapacity: true) }

@@ -38,6 +38,9 @@ public final class UringEngine: RealFileEngine {
 
     public var inFlight: Int { queued.count + chains.count + finished.count }
 
+    public func returnToReap(_ completions: [IOCompletion]) { finished.insert(contentsOf: completions, at: 0) }
+    public var hasCompletionsToReap: Bool { !finished.isEmpty }
+
     public func submit(_ chain: [IOOperation]) -> IOTicket {
         let ticket = tickets.next()
         chains[ticket] = ChainState(operations: chain)
