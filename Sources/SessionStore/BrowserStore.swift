@@ -120,6 +120,9 @@ public final class BrowserStore {
         let records: [[UInt8]]
         /// Nil while in flight. A write that landed in a journal no longer at its path failed.
         var result: Result<Void, StoreError>?
+        /// It landed in a journal no longer at its path: the journal is given up once every
+        /// append in flight has finished (`retractSave`).
+        var landedMisplaced: Bool { if case .failure(.io(let error))? = result { error.isNotInPlace } else { false } }
     }
 
     /// The appends in flight or unconfirmed, oldest first.
@@ -133,10 +136,6 @@ public final class BrowserStore {
     /// before this end is padded to reach it, so no taken-back save ever follows an
     /// acknowledged one in the journal, where a reader would replay it.
     private var retractedEnd = 0
-
-    /// A landed append found its journal no longer at its path: the journal is given up once
-    /// every append in flight has finished (`retractSave`).
-    private var journalMisplaced = false
 
     /// A compaction's progress: the old journal gets the records not yet durable (so the
     /// generation before keeps the whole history), the new snapshot and journal are written and
@@ -272,7 +271,7 @@ public final class BrowserStore {
     /// Whether there are changes no save in flight carries: what the next save takes.
     var hasRecordsToSubmit: Bool { !staged.isEmpty || unframedChanges > 0 }
     /// Saves in flight (or unconfirmed) in this store: what the window's bound counts.
-    var savesInFlight: Int { isCompacting ? 1 : appends.count }
+    var appendsInFlight: Int { isCompacting ? 1 : appends.count }
     /// Changes no command asked to save (`unframedChanges`): the window saves them unasked.
     var hasChangesOnlyASnapshotHolds: Bool { unframedChanges > 0 }
     var isIdle: Bool { if case .idle = state { true } else { false } }
@@ -808,7 +807,6 @@ public final class BrowserStore {
             // Durable, but outside the root (the journal or a directory above it was moved or
             // swapped for a symlink): not acknowledged. The journal is given up once nothing
             // else is in flight to it, and the next save writes a new generation from memory.
-            journalMisplaced = true
             return .failure(.io(misplaced))
         }
         return .success(())
@@ -839,12 +837,11 @@ public final class BrowserStore {
             staged = appends.flatMap(\.records) + staged
             if let last = appends.last { retractedEnd = max(retractedEnd, last.offset + last.bytes) }
             state = .idle
-            if journalMisplaced, let journal {
+            if appends.contains(where: \.landedMisplaced), let journal {
                 engine.close(journal)
                 self.journal = nil
                 needsRebase = true
             }
-            journalMisplaced = false
             return
         }
         guard let landed = unconfirmed else { return }

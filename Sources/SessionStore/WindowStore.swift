@@ -466,7 +466,7 @@ public final class WindowStore {
         for (index, error) in failures.sorted(by: { $0.key < $1.key }) { noteFailure(index, error, now: now) }
         // A Browser's files found out of place (ESTALE: its directory or the window's was
         // swapped): the other Browser's may have moved with them, though it saved nothing.
-        if failures.values.contains(where: { if case .io(let error) = $0 { error.errno == .staleNFSFileHandle } else { false } }) {
+        if failures.values.contains(where: { if case .io(let error) = $0 { error.isNotInPlace } else { false } }) {
             for store in stores { store.verifyInPlace() }
         }
         closeCompactionEpisodes()
@@ -553,7 +553,7 @@ public final class WindowStore {
         // A Browser with a save in flight must take part: otherwise nothing in this group's
         // commits says it follows that save, and a cut landing this one and not that one
         // would bring the window back torn (hostile round: incognito save 3, regular save 4).
-        if !groups.isEmpty, stores.indices.contains(where: { !participants.contains($0) && stores[$0].savesInFlight > 0 }) { return }
+        if !groups.isEmpty, stores.indices.contains(where: { !participants.contains($0) && stores[$0].appendsInFlight > 0 }) { return }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         var failures: [Int: StoreError] = [:]
         for index in participants {

@@ -36,6 +36,10 @@ public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible
         IOEngineError("written, then found \(found) at", path: path, errno: .staleNFSFileHandle)
     }
 
+    /// Whether this is a `notInPlace` failure (or the kernel's own ESTALE: a file that is
+    /// no longer where it was, either way).
+    public var isNotInPlace: Bool { errno == .staleNFSFileHandle }
+
     public let operation: String
     public let path: String
     public let errno: Errno
