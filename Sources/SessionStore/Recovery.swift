@@ -485,8 +485,15 @@ extension BrowserStore {
             try startSave(seq: seq, browsers: kind.commitBit, compact: true)
             try io { try engine.flush() }
             var failure: StoreError?
+            // Another chain's completion goes back to the engine, never dropped (`perform`).
+            var others: [IOCompletion] = []
+            defer { engine.returnToReap(others) }
             while !isIdle {
-                for completion in try io({ try engine.reap(waiting: true) }) where owns(completion.ticket) {
+                for completion in try io({ try engine.reap(waiting: true) }) {
+                    guard owns(completion.ticket) else {
+                        others.append(completion)
+                        continue
+                    }
                     if case .failed(let error) = try complete(completion) { failure = error }
                 }
             }
