@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <liburing.h>
@@ -268,6 +269,14 @@ int wh_ring_fd(wh_ring *ring) { return ring->ring.ring_fd; }
 int wh_open_flag_path(void) { return O_PATH; }
 
 int wh_open_flag_direct(void) { return O_DIRECT; }
+
+int wh_open_path_resolving_no_symlinks(const char *path) {
+    struct open_how how = {
+        .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+}
 
 int wh_direct_io_geometry_of(int fd, wh_direct_io_geometry *out) {
     struct statx info;

@@ -58,6 +58,11 @@ int wh_open_flag_direct(void);
 /// `O_PATH`, a GNU flag Glibc's Swift module does not export: a descriptor that names a
 /// directory for the *at calls without needing read permission on it.
 int wh_open_flag_path(void);
+/// An `O_PATH` descriptor of the entry `path` names, resolved by the kernel in one call
+/// (`openat2`) that follows no symlink on the way (`RESOLVE_NO_SYMLINKS`: ELOOP) and opens a
+/// trailing symlink as itself (`O_NOFOLLOW`); -1 with errno, ENOSYS or EPERM where the kernel
+/// or a sandbox has no `openat2` (glibc has no wrapper: through `syscall`).
+int wh_open_path_resolving_no_symlinks(const char *path);
 
 // MARK: process control
 
