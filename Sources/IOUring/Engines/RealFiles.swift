@@ -229,8 +229,8 @@ public enum NoFollow {
 
     /// The status of the entry `path` names (a symlink's own), reached without following a
     /// symlink on the way: resolved by the kernel in one `openat2` where it has one, else
-    /// walked a directory at a time. Every durable write is checked so (`isAt`), twice a save:
-    /// the walk's two calls per component were a third of a small save's CPU.
+    /// walked a directory at a time. Every durable write is checked so (`isAt`): the walk's two
+    /// calls per component were a third of a small save's CPU.
     static func entryStatus(_ path: FilePath, inKernel: Bool) throws(Errno) -> stat {
         var status = stat()
         if inKernel {
