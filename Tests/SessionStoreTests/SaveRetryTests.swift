@@ -78,12 +78,7 @@ import Testing
     /// regular Browser's save in the same turn goes on alone, durable and kept by recovery.
     /// The incognito save lands once room returns, by itself.
     @Test func aFailingIncognitoSaveDoesNotHoldTheRegularOne() throws {
-        let engine = FaultEngine(directories: [simulatedRoot])
-        let clock = ManualClock()
-        let (store, _) = try simulatedWindow(engine, clock: clock)
-        var browsing = WindowBrowsing(seed: 7)
-        try browsing.step(store, seq: 1, incognito: false)
-        try store.waitUntilDurable(1)
+        let (engine, clock, store) = try regularWindowDurableThroughOne()
         let before = try WindowContents(store)
 
         engine.capacity = totalBytes(engine)
@@ -113,12 +108,7 @@ import Testing
     /// so the regular Browser waits with its records staged: after a cut neither Browser is
     /// ahead of the other. Once the incognito Browser saves again, both land together.
     @Test func aBrowserThatMustCompactWaitsWhileTheOtherLags() throws {
-        let engine = FaultEngine(directories: [simulatedRoot])
-        let clock = ManualClock()
-        let (store, _) = try simulatedWindow(engine, clock: clock)
-        var browsing = WindowBrowsing(seed: 7)
-        try browsing.step(store, seq: 1, incognito: false)
-        try store.waitUntilDurable(1)
+        let (engine, clock, store) = try regularWindowDurableThroughOne()
         let before = try WindowContents(store)
 
         let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
@@ -147,12 +137,7 @@ import Testing
     /// Browser's past retry, and the worker polled with no timeout, at 100 % CPU, for as long
     /// as the other Browser kept failing.
     @Test func aDueRetryThatMustWaitForTheOtherBrowserDoesNotWakeTheLoop() throws {
-        let engine = FaultEngine(directories: [simulatedRoot])
-        let clock = ManualClock()
-        let (store, _) = try simulatedWindow(engine, clock: clock)
-        var browsing = WindowBrowsing(seed: 7)
-        try browsing.step(store, seq: 1, incognito: false)
-        try store.waitUntilDurable(1)
+        let (engine, clock, store) = try regularWindowDurableThroughOne()
 
         for next in 1...64 { engine.failures[engine.operationCount + next] = .ioError }
         try store.apply(seq: 2) {
@@ -260,6 +245,17 @@ extension WindowStore {
         for _ in 0..<100 where savingSeq != nil { events += try poll() }
         return events
     }
+}
+
+/// A simulated window on a hand-moved clock whose first command (regular tabs only) is durable.
+private func regularWindowDurableThroughOne() throws -> (FaultEngine, ManualClock, WindowStore) {
+    let engine = FaultEngine(directories: [simulatedRoot])
+    let clock = ManualClock()
+    let (store, _) = try simulatedWindow(engine, clock: clock)
+    var browsing = WindowBrowsing(seed: 7)
+    try browsing.step(store, seq: 1, incognito: false)
+    try store.waitUntilDurable(1)
+    return (engine, clock, store)
 }
 
 extension [SaveEvent] {
