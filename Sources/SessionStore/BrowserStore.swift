@@ -1006,11 +1006,12 @@ public final class BrowserStore {
             // The marker first, durably: a crash part-way through (journals gone, a snapshot
             // left) must not bring back a session that was deleted.
             engine.close(try createFresh(StoreLayout.deletionMarker))
-            try io { try engine.syncDirectory(directory) }
-            // Deleted from here on, whatever stops the rest: recovery finishes a marked
+            // Deleted from here on, whatever stops the rest, its own sync included (the marker
+            // may be durable even when the sync reports a failure): recovery finishes a marked
             // directory's deletion, so no later save may go into it (`createIfNeeded` finishes
-            // it first). Saves acknowledged into it were lost at the next start (hostile round).
+            // it first). Saves acknowledged into it were lost at the next start (hostile rounds).
             forgetSession()
+            try io { try engine.syncDirectory(directory) }
             try removeDeletedSession()
         } else {
             // Not a directory (a symlink where the session was): it goes as itself.

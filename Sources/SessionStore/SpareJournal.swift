@@ -42,16 +42,11 @@ extension BrowserStore {
     /// Starts writing a spare journal when the store takes one and is idle: its journal is past
     /// half a compaction threshold (a compaction is coming; a window that saves little never
     /// writes one), no spare exists, and none failed in this generation. Stores whose journals grow by append (a full disk) keep none: a ready one is
-    /// deleted, its room worth more to the next snapshot. True when a chain was submitted: the
-    /// caller flushes.
-    func startSpareIfIdle() -> Bool {
-        if spare.ticket != nil, engine.inFlight == 0 {
-            // Its completion was reaped by a blocking `perform` (making a session, deleting
-            // one), which returns what it meets to its caller and no further: never seen to
-            // land, the spare is given up, not trusted.
-            if case .writing(_, let file, _) = spare { discardSpare(file) } else if let file = spare.file { engine.close(file) }
-            spare = .none
-        }
+    /// deleted, its room worth more to the next snapshot. A chain it queues goes with the
+    /// caller's next flush.
+    func startSpareIfIdle() {
+        // A blocking `perform` hands back the completions it meets (`IOEngine.returnToReap`).
+        assert(spare.ticket == nil || engine.inFlight > 0, "a spare being written has its write in the engine")
         if case .failed(let failedIn) = spare, generation > failedIn { spare = .none }
         if journalsGrowByAppend, case .ready(let file) = spare {
             discardSpare(file)
@@ -59,13 +54,13 @@ extension BrowserStore {
         }
         guard case .none = spare, !readOnly, !journalsGrowByAppend, isIdle, journal != nil,
             journalRecords * 2 >= options.compactAfterRecords || journalEnd * 2 >= options.compactAfterBytes
-        else { return false }
+        else { return }
         let file: EngineFile
         do {
             file = try createFresh(StoreLayout.spareJournal)
         } catch {
             spare = .failed(generation: generation)
-            return false
+            return
         }
         let block = writeDirect(file)
         // Direct writes leave nothing in the page cache, and a file in memory has nothing to drop.
@@ -75,12 +70,11 @@ extension BrowserStore {
             // A preallocation of one block or less: a new journal is its header alone.
             discardSpare(file)
             spare = .failed(generation: generation)
-            return false
+            return
         }
         let zeros = [UInt8](repeating: 0, count: size)
         spare = .writing(engine.submit([.write(file, zeros, offset: 0, durable: false), .sync(file)]), file, buffered: buffered)
         bytesSubmitted += UInt64(zeros.count)
-        return true
     }
 
     /// Takes the spare's finished chain (`owns` routes it here); never a save's progress.

@@ -395,7 +395,11 @@ public final class WindowStore {
             try startGroup()
         }
         // Between saves only: a spare journal never shares a save's flush.
-        if groups.isEmpty, stores.map({ $0.startSpareIfIdle() }).contains(true) { try io { try engine.flush() } }
+        if groups.isEmpty { for store in stores { store.startSpareIfIdle() } }
+        // Whatever the turn queued goes to the kernel now, in one submit: a write queued and
+        // not submitted (a compaction's directory sync, queued as its files land) completes
+        // nothing, and the worker slept on a silent ring until its heartbeat.
+        try io { try engine.flush() }
     }
 
     /// Every write of the compaction's group has landed, and a compaction sharing the save with
@@ -573,7 +577,6 @@ public final class WindowStore {
                 excluded: stores.indices.filter { !participants.contains($0) && stores[$0].hasRecordsToSubmit },
                 compacts: compacts, failures: failures))
         assert(groups.count <= savesInFlightBound)
-        try io { try engine.flush() }
     }
 
     /// Puts an event in the outbox. A caller that never drains it (a save loop, a benchmark, a
