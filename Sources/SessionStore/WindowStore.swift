@@ -114,8 +114,16 @@ public final class WindowStore {
         var retryAt: UInt64
     }
 
-    /// Per Browser (indexed as `stores`): every command up to it that changed the Browser is durable.
+    /// Per Browser (indexed as `stores`): every command up to it that changed the Browser is
+    /// written, a save made while the other Browser lagged included.
     private var browserDurableSeqs: [UInt64] = [0, 0]
+    /// Per Browser: the saves it made while the other lagged (the group's seq, and the
+    /// Browser's durable seq before it), since the last save that left no Browser out. Recovery
+    /// keeps such a save only if the other Browser's files reach its seq (`savesToLeaveOut`),
+    /// so the window counts it only then (`keptDurableSeq`). At most `maxLaggingSaves` each:
+    /// past that the two oldest merge, which only ever counts less.
+    private var laggingSaves: [[(seq: UInt64, durableBefore: UInt64)]] = [[], []]
+    private static let maxLaggingSaves = 64
     /// When `startGroup` last chose which Browsers save: a retry due by then was taken or waits.
     private var candidatesChosenAt: UInt64 = 0
     /// Per Browser: its failure episode, if its last save failed.
@@ -205,6 +213,7 @@ public final class WindowStore {
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
+        laggingSaves = [[], []]
         // The regular Browser's first generation (an empty snapshot, a journal written to its
         // preallocated size) is made now, before the window takes commands: its first save is
         // then an append like every other, not one that pays for the files (issue 13). Failing
@@ -343,8 +352,37 @@ public final class WindowStore {
     /// `failingBrowsers` as commit bits (`BrowserKind.commitBit`): what shared memory shows.
     public var failingBrowserBits: UInt8 { failingBrowsers.reduce(0) { $0 | $1.commitBit } }
 
-    /// Every command up to this one that changed `kind`'s Browser is durable.
+    /// Every command up to this one that changed `kind`'s Browser is written. A save made while
+    /// the other Browser lagged counts here at once, and in the window's `durableSeq` only once
+    /// recovery would keep it.
     public func durableSeq(of kind: BrowserKind) -> UInt64 { browserDurableSeqs[kind == .regular ? 0 : 1] }
+
+    /// The window's durable seq, as recovery would bring it back: each Browser's, counting only
+    /// the saves it made while the other lagged that recovery keeps. Recovery leaves out such a
+    /// save past the seq the other's files reach, and those files reach only as far as the other's
+    /// own such saves kept: a fixed point. A Browser with none reaches below every one of the
+    /// other's (it has saved nothing since the last save that left no Browser out). Counting
+    /// them all acknowledged a seq that a cut then lost (hostile round: the regular Browser
+    /// saved 3 and 4 alone while the incognito one failed, then the incognito one saved 5 alone
+    /// while the regular one failed; the window said 4, recovery brought back 2).
+    private var keptDurableSeq: UInt64 {
+        var kept = laggingSaves.map(\.count)
+        func reach(_ index: Int) -> UInt64 { kept[index] > 0 ? laggingSaves[index][kept[index] - 1].seq : 0 }
+        var changed = true
+        while changed {
+            changed = false
+            for index in stores.indices {
+                let other = stores.count - 1 - index
+                while kept[index] > 0, laggingSaves[index][kept[index] - 1].seq > reach(other) {
+                    kept[index] -= 1
+                    changed = true
+                }
+            }
+        }
+        return stores.indices.map { index in
+            kept[index] == laggingSaves[index].count ? browserDurableSeqs[index] : laggingSaves[index][kept[index]].durableBefore
+        }.min() ?? 0
+    }
 
     // MARK: the loop
 
@@ -443,6 +481,20 @@ public final class WindowStore {
         // belongs at once (`turn`). (One with a later save in flight is checked by that save.)
         for index in stores.indices where !group.participants.contains(index) { stores[index].verifyInPlace() }
         closeCompactionEpisodes()
+        if group.excluded.isEmpty {
+            // Every Browser's files reach this seq: every earlier lagging save is kept.
+            for index in stores.indices { laggingSaves[index].removeAll() }
+        } else {
+            for index in group.participants {
+                laggingSaves[index].append((group.seq, browserDurableSeqs[index]))
+                if laggingSaves[index].count > Self.maxLaggingSaves {
+                    // The later seq with the earlier durable seq: where the one would be kept and the
+                    // other not, the merged one is left out, and counts what the earlier did.
+                    let first = laggingSaves[index].removeFirst()
+                    laggingSaves[index][0].durableBefore = first.durableBefore
+                }
+            }
+        }
         for index in stores.indices where !group.excluded.contains(index) {
             // A Browser left out with nothing unsaved had everything durable already: its
             // saves before are whole, since groups finish in seq order.
@@ -452,7 +504,7 @@ public final class WindowStore {
                 report(.recovered(stores[index].kind, failedAttempts: episode.attempts))
             }
         }
-        markDurable(browserDurableSeqs.min() ?? group.seq)
+        markDurable(keptDurableSeq)
         try deleteIncognitoIfEmpty()
     }
 
