@@ -92,15 +92,6 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     }
 }
 
-/// Sum of what the simulated disk's files hold now.
-private func totalBytes(_ engine: FaultEngine) -> Int {
-    func walk(_ path: FilePath) -> Int {
-        guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
-        return entries.reduce(0) { $0 + walk(path.appending($1)) }
-    }
-    return walk(simulatedRoot)
-}
-
 @Suite struct DamageTests {
     /// A regular session of several generations, and the reference state after each command.
     static func prepared() throws -> (engine: FaultEngine, states: [WindowContents], live: WindowContents) {

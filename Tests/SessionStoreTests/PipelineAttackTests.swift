@@ -29,14 +29,6 @@ import Testing
         return try WindowContents(store)
     }
 
-    private static func totalBytes(_ engine: FaultEngine) -> Int {
-        func walk(_ path: FilePath) -> Int {
-            guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
-            return entries.reduce(0) { $0 + walk(path.appending($1)) }
-        }
-        return walk(simulatedRoot)
-    }
-
     /// The regular Browser's save fails and it backs off; the incognito Browser saves alone,
     /// marked lagging. Then the regular retry and a new incognito change go in one save naming
     /// both, and the power goes when only the incognito write of it landed. Recovery leaves that
@@ -156,7 +148,7 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let acknowledged = try Self.cutLeavingAHole(engine)
 
-        engine.capacity = Self.totalBytes(engine)
+        engine.capacity = totalBytes(engine)
         let (first, firstRecovery) = try simulatedWindow(engine)
         #expect(try WindowContents(first) == acknowledged)
         #expect(firstRecovery.regular.damaged.isEmpty, "a power cut with saves in flight is no damage: \(firstRecovery.regular.damaged)")

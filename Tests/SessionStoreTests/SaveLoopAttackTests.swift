@@ -118,7 +118,7 @@ import Testing
                 }
                 log.append("fail \(errno)")
             case 72..<76:
-                engine.capacity = engine.capacity == nil ? totalFaultBytes(engine) + Int.random(in: 0..<4096, using: &random) : nil
+                engine.capacity = engine.capacity == nil ? totalBytes(engine) + Int.random(in: 0..<4096, using: &random) : nil
                 log.append("capacity \(engine.capacity.map(String.init) ?? "none")")
             case 76..<82:
                 if engine.completionOrder == nil {
@@ -166,25 +166,14 @@ extension SaveLoopAttackTests {
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(engine, clock: clock)
-        try store.apply(seq: 1) { try store.incognito.webStateList.insert(tab("https://one.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 1) { try store.incognito.webStateList.insert(newTab("https://one.example/", store.incognito.profile), InsertionParams()) }
         try store.waitUntilDurable(1)
         engine.failures[engine.operationCount + operation] = .ioError
         store.apply(seq: 2) { store.incognito.webStateList.closeAll(includingPinned: true) }
         for _ in 0..<8 { _ = try? store.poll() }
-        try store.apply(seq: 3) { try store.incognito.webStateList.insert(tab("https://three.example/", store.incognito.profile), InsertionParams()) }
-        try store.apply(seq: 4) { try store.regular.webStateList.insert(tab("https://four.example/", store.regular.profile), InsertionParams()) }
-        var turns = 0
-        while store.durableSeq < 4, turns < 50 {
-            clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
-            _ = try? store.poll(waiting: true)
-            turns += 1
-        }
-        try #require(store.durableSeq == 4, "failing operation \(operation): acknowledged")
-        let acknowledged = try WindowContents(store)
-        let killed = engine.copy()
-        killed.processKilled()
-        let (restarted, _) = try simulatedWindow(killed)
-        #expect(try WindowContents(restarted) == acknowledged, "failing operation \(operation): a kill loses nothing acknowledged")
+        try store.apply(seq: 3) { try store.incognito.webStateList.insert(newTab("https://three.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 4) { try store.regular.webStateList.insert(newTab("https://four.example/", store.regular.profile), InsertionParams()) }
+        let acknowledged = try turnUntilDurableAndKill(store, engine, clock, seq: 4, "failing operation \(operation)")
         #expect(try contentsAfterPowerCut(engine) == acknowledged, "failing operation \(operation): a cut loses nothing acknowledged")
     }
 }
@@ -205,7 +194,7 @@ extension SaveLoopAttackTests {
             let descriptor = try #require(engine.completionDescriptor)
             var silent: [UInt64] = []
             for seq in 1...(12 as UInt64) {
-                try store.apply(seq: seq) { try store.regular.webStateList.insert(tab("https://\(seq).example/", store.regular.profile), InsertionParams()) }
+                try store.apply(seq: seq) { try store.regular.webStateList.insert(newTab("https://\(seq).example/", store.regular.profile), InsertionParams()) }
                 try store.turn()
                 var turns = 0
                 while store.durableSeq < seq, turns < 100 {
@@ -236,19 +225,8 @@ extension SaveLoopAttackTests {
         engine.failures[engine.operationCount + operation] = .ioError
         // A teardown that succeeds ends the worker: only a failed one goes on serving.
         guard (try? store.teardown()) == nil else { return }
-        try store.apply(seq: 1) { try store.regular.webStateList.insert(tab("https://one.example/", store.regular.profile), InsertionParams()) }
-        var turns = 0
-        while store.durableSeq < 1, turns < 50 {
-            clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
-            _ = try? store.poll(waiting: true)
-            turns += 1
-        }
-        try #require(store.durableSeq == 1, "failing operation \(operation): acknowledged")
-        let acknowledged = try WindowContents(store)
-        let killed = engine.copy()
-        killed.processKilled()
-        let (restarted, _) = try simulatedWindow(killed)
-        #expect(try WindowContents(restarted) == acknowledged, "failing operation \(operation): a kill loses nothing acknowledged")
+        try store.apply(seq: 1) { try store.regular.webStateList.insert(newTab("https://one.example/", store.regular.profile), InsertionParams()) }
+        _ = try turnUntilDurableAndKill(store, engine, clock, seq: 1, "failing operation \(operation)")
     }
 }
 
@@ -267,8 +245,8 @@ extension SaveLoopAttackTests {
         let (store, _) = try simulatedWindow(engine, clock: clock)
         func both(_ seq: UInt64) throws {
             try store.apply(seq: seq) {
-                try store.regular.webStateList.insert(tab("https://regular-\(seq).example/", store.regular.profile), InsertionParams())
-                try store.incognito.webStateList.insert(tab("https://incognito-\(seq).example/", store.incognito.profile), InsertionParams())
+                try store.regular.webStateList.insert(newTab("https://regular-\(seq).example/", store.regular.profile), InsertionParams())
+                try store.incognito.webStateList.insert(newTab("https://incognito-\(seq).example/", store.incognito.profile), InsertionParams())
             }
         }
         try both(1)
@@ -280,7 +258,7 @@ extension SaveLoopAttackTests {
         engine.failures[engine.operationCount + 2] = .ioError
         try both(3)
         _ = try store.pollWhileSaving()
-        try store.apply(seq: 4) { try store.regular.webStateList.insert(tab("https://regular-4.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 4) { try store.regular.webStateList.insert(newTab("https://regular-4.example/", store.regular.profile), InsertionParams()) }
         _ = try store.pollWhileSaving()
         try #require(store.durableSeq(of: .regular) == 4 && store.durableSeq(of: .incognito) == 2 && store.durableSeq == 2)
 
@@ -332,10 +310,10 @@ extension SaveLoopAttackTests {
             for seq in 1...(40 as UInt64) {
                 try store.apply(seq: seq) {
                     urls[0].append("https://regular-\(seq).example/")
-                    try store.regular.webStateList.insert(tab(urls[0].last!, store.regular.profile), InsertionParams())
+                    try store.regular.webStateList.insert(newTab(urls[0].last!, store.regular.profile), InsertionParams())
                     if seq % 3 != 0 {
                         urls[1].append("https://incognito-\(seq).example/")
-                        try store.incognito.webStateList.insert(tab(urls[1].last!, store.incognito.profile), InsertionParams())
+                        try store.incognito.webStateList.insert(newTab(urls[1].last!, store.incognito.profile), InsertionParams())
                     }
                 }
                 if !planted, lstatKind(store.incognito.sessionDirectory) == "directory" {
@@ -374,18 +352,22 @@ extension SaveLoopAttackTests {
     }
 }
 
-private func tab(_ url: String, _ profile: Profile) -> WebState {
-    let time = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
-    var history = NavigationHistory()
-    _ = history.commit(NavigationItem(url: url, timestamp: time))
-    return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
-}
-
-/// Sum of what the simulated disk's files hold now.
-private func totalFaultBytes(_ engine: FaultEngine) -> Int {
-    func walk(_ path: FilePath) -> Int {
-        guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
-        return entries.reduce(0) { $0 + walk(path.appending($1)) }
+/// Turns the loop, each turn a full backoff later, until `seq` is durable (within a bound),
+/// then checks that a kill loses none of it; returns what was acknowledged.
+private func turnUntilDurableAndKill(_ store: WindowStore, _ engine: FaultEngine, _ clock: ManualClock, seq: UInt64, _ what: String) throws
+    -> WindowContents
+{
+    var turns = 0
+    while store.durableSeq < seq, turns < 50 {
+        clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
+        _ = try? store.poll(waiting: true)
+        turns += 1
     }
-    return walk(simulatedRoot)
+    try #require(store.durableSeq == seq, "\(what): acknowledged")
+    let acknowledged = try WindowContents(store)
+    let killed = engine.copy()
+    killed.processKilled()
+    let (restarted, _) = try simulatedWindow(killed)
+    #expect(try WindowContents(restarted) == acknowledged, "\(what): a kill loses nothing acknowledged")
+    return acknowledged
 }

@@ -265,19 +265,3 @@ extension [SaveEvent] {
         }
     }
 }
-
-private func newTab(_ url: String, _ profile: Profile) -> WebState {
-    let time = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
-    var history = NavigationHistory()
-    _ = history.commit(NavigationItem(url: url, timestamp: time))
-    return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
-}
-
-/// Sum of what the simulated disk's files hold now.
-private func totalBytes(_ engine: FaultEngine) -> Int {
-    func walk(_ path: FilePath) -> Int {
-        guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
-        return entries.reduce(0) { $0 + walk(path.appending($1)) }
-    }
-    return walk(simulatedRoot)
-}

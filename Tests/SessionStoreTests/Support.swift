@@ -84,3 +84,20 @@ func lstatKind(_ path: FilePath) -> String? {
     default: return "other"
     }
 }
+
+/// A tab of one page, opened at a fixed time.
+func newTab(_ url: String, _ profile: Profile) -> WebState {
+    let time = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
+    var history = NavigationHistory()
+    _ = history.commit(NavigationItem(url: url, timestamp: time))
+    return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
+}
+
+/// Sum of what the simulated disk's files hold now.
+func totalBytes(_ engine: FaultEngine) -> Int {
+    func walk(_ path: FilePath) -> Int {
+        guard let entries = try? engine.directoryEntries(path) else { return engine.contents(of: path)?.count ?? 0 }
+        return entries.reduce(0) { $0 + walk(path.appending($1)) }
+    }
+    return walk(simulatedRoot)
+}
