@@ -216,10 +216,11 @@ extension BrowserStore {
             let tail = scan.commits.last?.end ?? scan.headerEnd
             let journal = LoadedJournal(
                 generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
-                garbageEnd: try lastNonZeroEnd(source, from: tail))
+                garbageEnd: try readingTail(source) { () throws(SessionFormatError) in try JournalFile.lastNonZeroEnd(source, from: tail) })
             loaded.journals.append(journal)
             if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy, try hasValidCommit(in: source, after: scan.validLength + 1),
+                if let error = scan.stoppedBy,
+                    try readingTail(source, { () throws(SessionFormatError) in try JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }),
                     try !isPipelinedHole(in: source, from: scan.validLength, to: journal.garbageEnd)
                 {
                     // Valid records after a bad one: damage in the middle, not a torn last write.
@@ -545,12 +546,11 @@ extension BrowserStore {
         return history
     }
 
-    /// One past the last non-zero byte at or after `start`, or `start` when all are zero.
-    /// `JournalFile.hasValidCommit`, a read that fails thrown as one: what is after the bad
-    /// record is unknown, so the tail is neither zeroed nor set aside.
-    private func hasValidCommit(in source: EngineBytes, after start: Int) throws(StoreError) -> Bool {
+    /// `body`, reading a journal past its last good save, a read that fails thrown as one:
+    /// what is there is unknown, so the tail is neither zeroed nor set aside.
+    private func readingTail<T>(_ source: EngineBytes, _ body: () throws(SessionFormatError) -> T) throws(StoreError) -> T {
         do {
-            return try JournalFile.hasValidCommit(in: source, after: start)
+            return try body()
         } catch {
             throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
         }
@@ -563,19 +563,11 @@ extension BrowserStore {
     /// not): a torn tail, zeroed. A flipped byte in an acknowledged save leaves no zero sector:
     /// damage in the middle, set aside.
     private func isPipelinedHole(in source: EngineBytes, from start: Int, to end: Int) throws(StoreError) -> Bool {
-        do {
-            return try JournalFile.validCommitCount(in: source, after: start + 1, upTo: Limits.maxSavesInFlight + 1) <= Limits.maxSavesInFlight
-                && JournalFile.hasZeroSector(in: source, from: start, to: end)
-        } catch {
-            throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
-        }
-    }
-
-    private func lastNonZeroEnd(_ source: EngineBytes, from start: Int) throws(StoreError) -> Int {
-        do {
-            return try JournalFile.lastNonZeroEnd(source, from: start)
-        } catch {
-            throw .io(IOEngineError("pread", path: source.path.string, errno: .ioError))
+        try readingTail(source) { () throws(SessionFormatError) in
+            guard try JournalFile.validCommitCount(in: source, after: start + 1, upTo: Limits.maxSavesInFlight + 1) <= Limits.maxSavesInFlight else {
+                return false
+            }
+            return try JournalFile.hasZeroSector(in: source, from: start, to: end)
         }
     }
 

@@ -105,9 +105,7 @@ import Testing
 
         /// The faults gone: everything durable within a bounded number of turns, and kept.
         func settleAndCheck() throws {
-            engine.failures = [:]
-            engine.capacity = nil
-            engine.completionOrder = nil
+            engine.removeFaults()
             var turns = 0
             while store.durableSeq < store.appliedSeq || store.savingSeq != nil, turns < 100 {
                 clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)

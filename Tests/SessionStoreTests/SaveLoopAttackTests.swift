@@ -136,9 +136,7 @@ import Testing
             try turn(Bool.random(using: &random))
         }
 
-        engine.failures = [:]
-        engine.capacity = nil
-        engine.completionOrder = nil
+        engine.removeFaults()
         var turns = 0
         while store.durableSeq < store.appliedSeq || store.savingSeq != nil, turns < 200 {
             clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)

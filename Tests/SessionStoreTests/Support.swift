@@ -101,3 +101,12 @@ func totalBytes(_ engine: FaultEngine) -> Int {
     }
     return walk(simulatedRoot)
 }
+
+extension FaultEngine {
+    /// Every fault a test set (failing operations, a full disk, held completions) lifted.
+    func removeFaults() {
+        failures = [:]
+        capacity = nil
+        completionOrder = nil
+    }
+}
