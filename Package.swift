@@ -52,7 +52,7 @@ let package = Package(
         .target(
             name: "SessionFormat",
             dependencies: [
-                "BrowserModel", "HostLimits",
+                "BrowserModel", "HostLimits", "CLinuxShims",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],

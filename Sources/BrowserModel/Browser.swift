@@ -117,10 +117,24 @@ public final class Profile {
     /// identifiers are unique across the family (a window's regular and incognito tabs are
     /// addressed by id alone), so a restore that would bring a second one in is damage.
     public func holdsWebState(_ id: WebStateID, outside list: WebStateList) -> Bool {
-        let family = [originalProfile] + (originalProfile.offTheRecord.map { [$0] } ?? [])
-        return family.contains { profile in
-            profile.browserList.browsers.contains { $0.webStateList !== list && $0.webStateList.index(of: id) != nil }
+        listsOfFamily(outside: list).contains { $0.index(of: id) != nil }
+    }
+
+    /// The first of `ids` that a tab list of this profile family other than `list` holds, if
+    /// any: `holdsWebState` for a whole restore, in one pass over the other lists' tabs (one
+    /// call per tab would cost the other lists' length for each).
+    public func firstWebStateHeld(among ids: some Sequence<WebStateID>, outside list: WebStateList) -> WebStateID? {
+        var held = Set<WebStateID>()
+        for other in listsOfFamily(outside: list) {
+            for webState in other.webStates { held.insert(webState.id) }
         }
+        guard !held.isEmpty else { return nil }
+        return ids.first { held.contains($0) }
+    }
+
+    private func listsOfFamily(outside list: WebStateList) -> [WebStateList] {
+        let family = [originalProfile] + (originalProfile.offTheRecord.map { [$0] } ?? [])
+        return family.flatMap { $0.browserList.browsers.map(\.webStateList).filter { $0 !== list } }
     }
 }
 

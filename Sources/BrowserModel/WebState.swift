@@ -80,16 +80,22 @@ public enum WebStateError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A tab. It is either *realized* (its navigation history in memory) or *unrealized* (only the
-/// metadata restore read, plus a loader for the history). Const getters work in both states;
-/// anything that needs the history realizes it first. Realization is one-way and observers hear
-/// of it exactly once.
-public final class WebState {
-    /// Reads the stored history of an unrealized tab.
-    public typealias HistoryLoader = () throws -> NavigationHistory
+/// Where unrealized tabs find their metadata and history until asked for them: one object per
+/// restored snapshot, shared by all its tabs, so restoring a tab allocates the tab alone.
+public protocol StoredTabs: AnyObject {
+    /// The metadata of the tab stored at `index`; its strings are made now.
+    func metadata(at index: Int) -> WebStateMetadata
+    /// Reads the history of the tab stored at `index`.
+    func history(at index: Int) throws -> NavigationHistory
+}
 
+/// A tab. It is either *realized* (its navigation history in memory) or *unrealized* (a place
+/// in the stored tabs it was restored from, where its metadata and history wait). Const getters
+/// work in both states; anything that needs the history realizes it first. Realization is
+/// one-way and observers hear of it exactly once.
+public final class WebState {
     private enum Content {
-        case unrealized(WebStateMetadata, HistoryLoader)
+        case unrealized(any StoredTabs, index: Int)
         case realized(NavigationHistory)
     }
 
@@ -109,12 +115,13 @@ public final class WebState {
         self.content = .realized(history)
     }
 
-    /// An unrealized tab, as restore makes them: `loader` runs on first use of the history.
-    public init(id: WebStateID, metadata: WebStateMetadata, loader: @escaping HistoryLoader) {
+    /// An unrealized tab, as restore makes them: the tab stored at `index` of `stored`, read
+    /// from there when asked for (its times are the only fields kept in the tab itself).
+    public init(id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, storedIn stored: any StoredTabs, at index: Int) {
         self.id = id
-        self.creationTime = metadata.creationTime
-        self.lastActiveTime = metadata.lastActiveTime
-        self.content = .unrealized(metadata, loader)
+        self.creationTime = creationTime
+        self.lastActiveTime = lastActiveTime
+        self.content = .unrealized(stored, index: index)
     }
 
     public var isRealized: Bool {
@@ -126,8 +133,8 @@ public final class WebState {
 
     public var metadata: WebStateMetadata {
         switch content {
-        case .unrealized(let stored, _):
-            var metadata = stored
+        case .unrealized(let stored, let index):
+            var metadata = stored.metadata(at: index)
             metadata.lastActiveTime = lastActiveTime
             return metadata
         case .realized(let history):
@@ -153,11 +160,11 @@ public final class WebState {
 
     /// Realizes the tab now (the seed's `ForceRealized`). No-op when already realized.
     public func forceRealized() throws(WebStateError) {
-        guard case .unrealized(_, let loader) = content else { return }
+        guard case .unrealized(let stored, let index) = content else { return }
         guard !isDestroyed else { throw .destroyed(id) }
         let history: NavigationHistory
         do {
-            history = try loader()
+            history = try stored.history(at: index)
         } catch {
             throw .historyUnavailable(id, reason: "\(error)")
         }

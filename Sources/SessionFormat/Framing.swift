@@ -44,6 +44,16 @@ public enum SessionFileKind: Sendable, CaseIterable {
         case .journal: Array("WHJL".utf8)
         }
     }
+
+    /// The layout this build writes, in the file header's version field. Snapshots are at 2
+    /// (a fixed-width index, read in place); 1 (protobuf list metadata) is still read, and
+    /// rewritten as 2 at the next compaction. Journals have one layout.
+    public var currentVersion: Int {
+        switch self {
+        case .snapshot: 2
+        case .journal: 1
+        }
+    }
 }
 
 /// The kinds of record a frame carries.
@@ -53,40 +63,48 @@ public enum RecordKind: UInt8, Sendable {
     case mutation = 3
     /// Ends one save's write in a journal: the records before it count only once it is there.
     case commit = 4
-    /// More of a snapshot's list metadata, when it does not fit one record: right after the
-    /// `listMetadata` record, as many as it says (`continuation_records`).
+    /// More of a format-1 snapshot's list metadata, when it does not fit one record: right
+    /// after the `listMetadata` record, as many as it says (`continuation_records`).
     case listMetadataContinuation = 5
     /// Zeros a journal writer puts where a save (or the file header) would otherwise end
     /// inside a block: right before a save's commit, so the commit stays its last bytes and
     /// ends on the block boundary where the next save starts. Read and skipped; never applied.
     case padding = 6
+    /// A format-2 snapshot's fixed-width index: the list, then one entry per tab.
+    case listIndex = 7
+    /// Titles and URLs of a format-2 snapshot, right after its index, as many as it says.
+    case strings = 8
 }
 
-/// Frames around every file and record: magic, format version, length, CRC32C, all little
-/// endian. See docs/storage-format.md for the byte layout.
+/// Frames around every file and record: magic, version, length, CRC32C, all little endian.
+/// See docs/storage-format.md for the byte layout.
 ///
 /// File header (16 bytes): magic[4] · version u16 · header length u16 · reserved u32 ·
-/// CRC32C of the 12 bytes before it.
+/// CRC32C of the 12 bytes before it. The version is the file's layout (`currentVersion`).
 /// Record (12 bytes + payload): magic "WR" · kind u8 · version u8 · payload length u32 ·
-/// CRC32C of the first 8 bytes and the payload.
+/// CRC32C of the first 8 bytes and the payload. The version is the frame's own
+/// (`frameVersion`), the same in every file.
 public enum Framing {
-    public static let formatVersion = 1
+    public static let frameVersion = 1
     public static let fileHeaderSize = 16
     public static let recordHeaderSize = 12
     static let recordMagic: [UInt8] = [0x57, 0x52]
 
-    public static func fileHeader(_ kind: SessionFileKind) -> [UInt8] {
+    /// The header of a file of `kind` in layout `version` (today's unless said: tests write
+    /// older ones).
+    public static func fileHeader(_ kind: SessionFileKind, version: Int? = nil) -> [UInt8] {
         var header = kind.magic
-        header.appendLittleEndian(UInt16(formatVersion))
+        header.appendLittleEndian(UInt16(version ?? kind.currentVersion))
         header.appendLittleEndian(UInt16(fileHeaderSize))
         header.appendLittleEndian(UInt32(0))
         header.appendLittleEndian(CRC32C.checksum(header))
         return header
     }
 
-    /// Checks the header at the start of `source`; returns the offset of the first record.
+    /// Checks the header at the start of `source`; returns the offset of the first record and
+    /// the file's layout version (1...`kind.currentVersion`).
     public static func checkFileHeader(_ source: some ByteSource, kind: SessionFileKind) throws(SessionFormatError)
-        -> Int
+        -> (firstRecord: Int, version: Int)
     {
         let header = try source.read(offset: 0, count: fileHeaderSize)
         guard Array(header[0..<4]) == kind.magic else { throw .badMagic(offset: 0) }
@@ -94,11 +112,11 @@ public enum Framing {
         let computed = CRC32C.checksum(header[0..<12])
         guard stored == computed else { throw .checksumMismatch(offset: 0, stored: stored, computed: computed) }
         let version = Int(header.littleEndian(UInt16.self, at: 4))
-        guard version == formatVersion else {
-            throw .unsupportedVersion(offset: 4, found: version, supported: formatVersion)
+        guard version >= 1, version <= kind.currentVersion else {
+            throw .unsupportedVersion(offset: 4, found: version, supported: kind.currentVersion)
         }
         // The version fixes the header's length; the field lets a later version grow it.
-        return fileHeaderSize
+        return (fileHeaderSize, version)
     }
 
     /// Appends one framed record; refuses a payload the reader would refuse
@@ -122,7 +140,7 @@ public enum Framing {
         assert(payload.count <= Limits.maxRecordPayloadBytes)
         var header = recordMagic
         header.append(kind.rawValue)
-        header.append(UInt8(formatVersion))
+        header.append(UInt8(frameVersion))
         header.appendLittleEndian(UInt32(payload.count))
         let crc = CRC32C.checksum(payload, continuing: CRC32C.checksum(header))
         header.appendLittleEndian(crc)
@@ -154,8 +172,8 @@ public enum Framing {
             throw .checksumMismatch(offset: offset, stored: stored, computed: computed)
         }
         let version = Int(header[3])
-        guard version == formatVersion else {
-            throw .unsupportedVersion(offset: offset + 3, found: version, supported: formatVersion)
+        guard version == frameVersion else {
+            throw .unsupportedVersion(offset: offset + 3, found: version, supported: frameVersion)
         }
         guard let kind = RecordKind(rawValue: header[2]), kinds.contains(kind) else {
             throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kinds.map(\.rawValue).min() ?? 0))

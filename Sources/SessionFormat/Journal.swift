@@ -341,6 +341,8 @@ public enum JournalFile {
         /// block (`header(blockSize:)`; none in journals from before block framing). Where
         /// appends continue when no save was committed.
         public let headerEnd: Int
+        /// The file's layout version, from its header.
+        public let version: Int
 
         /// The records a commit covers: what recovery may apply.
         public var committedRecords: ArraySlice<JournalRecord> { records[..<(commits.last?.recordCount ?? 0)] }
@@ -351,7 +353,7 @@ public enum JournalFile {
     /// `Limits.maxJournalBytes` (which no store writes) is refused unread.
     public static func scan(_ source: some ByteSource) throws(SessionFormatError) -> Scan {
         guard source.size <= Limits.maxJournalBytes else { throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes) }
-        var offset = try Framing.checkFileHeader(source, kind: .journal)
+        var (offset, version) = try Framing.checkFileHeader(source, kind: .journal)
         var records: [JournalRecord] = []
         var recordOffsets: [Int] = []
         var commits: [FoundCommit] = []
@@ -373,10 +375,11 @@ public enum JournalFile {
                 offset = end
             } catch {
                 return Scan(
-                    records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd)
+                    records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd,
+                    version: version)
             }
         }
-        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd)
+        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd, version: version)
     }
 
     /// Every record, or the error at the first that does not read cleanly.

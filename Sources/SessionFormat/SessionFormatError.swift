@@ -54,6 +54,15 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case undefinedCommitBits(UInt8)
         /// More tabs in one Browser than `Limits.maxTabsPerBrowser`.
         case tooManyTabs(Int, limit: Int)
+        /// A format-2 index whose length is not its header's and its entries' (`count` tabs).
+        case indexLengthMismatch(bytes: Int, count: Int)
+        /// A tab whose title and URL reach past the string area.
+        case stringsOutOfRange(item: Int, offset: UInt64, length: UInt64, area: UInt64)
+        /// A tab whose title or URL is not UTF-8.
+        case notUTF8(item: Int)
+        /// Bits a writer of this format never sets (flags, reserved fields) in the index's header
+        /// (`item` nil) or a tab's entry.
+        case undefinedBits(item: Int?, UInt64)
 
         public var description: String {
             switch self {
@@ -81,6 +90,12 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             case .undefinedCommitBits(let bits):
                 "commit Browser bits \(hex(UInt32(bits))) name no Browser or an undefined bit (defined: 1 regular, 2 incognito, 4 lagging)"
             case .tooManyTabs(let count, let limit): "\(count) tabs or more in one Browser, above the \(limit) a Browser holds"
+            case .indexLengthMismatch(let bytes, let count): "an index of \(bytes) bytes does not hold \(count) entries"
+            case .stringsOutOfRange(let item, let offset, let length, let area):
+                "tab \(item)'s strings at \(offset), \(length) bytes, outside the \(area)-byte string area"
+            case .notUTF8(let item): "tab \(item)'s title or URL is not UTF-8"
+            case .undefinedBits(let item, let bits):
+                "\(item.map { "tab \($0)" } ?? "the index header") has bits 0x\(String(bits, radix: 16)) no writer sets"
             }
         }
     }
@@ -91,7 +106,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             "truncated at byte \(offset): \(needed) bytes needed, \(available) left"
         case .badMagic(let offset): "not a windowhost session file (bad magic at byte \(offset))"
         case .unsupportedVersion(let offset, let found, let supported):
-            "format version \(found) at byte \(offset) is not supported (this build reads \(supported))"
+            "format version \(found) at byte \(offset) is not supported (this build reads 1...\(supported))"
         case .checksumMismatch(let offset, let stored, let computed):
             "checksum mismatch in the frame at byte \(offset): stored \(hex(stored)), computed \(hex(computed))"
         case .recordTooLarge(let offset, let length): "record at byte \(offset) claims \(length) bytes"

@@ -961,8 +961,8 @@ public final class BrowserStore {
         // By the snapshot's own order: the list may have changed while the compaction was in
         // flight, so its indices no longer name the snapshot's frames.
         let unrealized = Set(list.webStates.lazy.filter { !$0.isRealized }.map(\.id))
-        for (index, item) in reader.items.enumerated() where unrealized.contains(item.id) {
-            historySources[item.id] = (reader, index)
+        for index in 0..<reader.count where unrealized.contains(reader.id(at: index)) {
+            historySources[reader.id(at: index)] = (reader, index)
         }
         guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
         let listing = StoreListing(entries: entries)
@@ -984,7 +984,7 @@ public final class BrowserStore {
             guard reader.lastCommandSeq == seq else {
                 throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
             }
-            for index in reader.items.indices { _ = try reader.historyFrame(at: index) }
+            for index in 0..<reader.count { _ = try reader.historyFrame(at: index) }
             return reader
         } catch {
             throw .readBackFailed(path.string, error)

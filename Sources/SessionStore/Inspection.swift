@@ -30,6 +30,12 @@ public struct BrowserInspection: Encodable, Sendable {
         public let realizedAtSave: Bool
     }
 
+    /// A session file read, and the layout version its header names.
+    public struct StoredFile: Encodable, Sendable {
+        public let name: String
+        public let version: Int
+    }
+
     public struct Damage: Encodable, Sendable {
         public let file: String
         public let offset: Int?
@@ -47,6 +53,8 @@ public struct BrowserInspection: Encodable, Sendable {
     public let journalBytes: Int
     /// An unfinished last save, discarded on recovery: where it starts.
     public let tornTailAt: Int?
+    /// The snapshot and journals the Browser's tabs were read from, oldest first.
+    public let files: [StoredFile]
     public let damaged: [Damage]
 }
 
@@ -114,16 +122,18 @@ public enum SessionInspector {
         var damaged = damagedFiles.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") }
         if deep, let reader = loaded.reader {
             let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string
-            for (index, item) in reader.items.enumerated() {
+            for index in 0..<reader.count {
                 do {
                     _ = try reader.history(at: index)
                 } catch {
-                    damaged.append(BrowserInspection.Damage(file: path, offset: error.offset, error: "tab \(item.id.rawValue)'s history: \(error)"))
+                    damaged.append(
+                        BrowserInspection.Damage(file: path, offset: error.offset, error: "tab \(reader.id(at: index).rawValue)'s history: \(error)"))
                 }
             }
         }
-        let realizedAtSave = Dictionary(
-            (loaded.reader?.items ?? []).map { ($0.id, $0.realizedAtSave) }, uniquingKeysWith: { first, _ in first })
+        let realizedAtSave = loaded.reader.map { reader in
+            Dictionary((0..<reader.count).map { (reader.id(at: $0), reader.item(at: $0).realizedAtSave) }, uniquingKeysWith: { first, _ in first })
+        } ?? [:]
         let list = store.list
         let tabs = list.webStates.enumerated().map { index, webState in
             BrowserInspection.Tab(
@@ -132,11 +142,14 @@ public enum SessionInspector {
                 realizedAtSave: realizedAtSave[webState.id] ?? true)
         }
         let snapshotBytes = loaded.reader.map { _ in fileSize(store, StoreLayout.snapshotName(loaded.generation)) } ?? 0
+        let files =
+            (loaded.reader.map { [BrowserInspection.StoredFile(name: StoreLayout.snapshotName(loaded.generation), version: $0.version)] } ?? [])
+            + loaded.journals.map { BrowserInspection.StoredFile(name: $0.path.lastComponent?.string ?? "", version: $0.scan.version) }
         return BrowserInspection(
             kind: store.kind.rawValue, tabs: tabs, activeIndex: list.activeIndex, durableSeq: seq,
             generation: loaded.generation, snapshotBytes: snapshotBytes,
             journalBytes: loaded.journals.reduce(0) { $0 + $1.tail - $1.scan.headerEnd },
-            tornTailAt: loaded.tornTailAt,
+            tornTailAt: loaded.tornTailAt, files: files,
             damaged: damaged)
     }
 
@@ -152,6 +165,6 @@ extension BrowserInspection {
     init(unreadable store: BrowserStore, _ error: StoreError) {
         self.init(
             kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0, journalBytes: 0,
-            tornTailAt: nil, damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
+            tornTailAt: nil, files: [], damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
     }
 }

@@ -420,7 +420,8 @@ extension BrowserStore {
                         try self?.history(of: id, excluding: excluded, asIn: reader)
                     },
                     degraded: degraded)
-                for index in reader.items.indices { historySources[reader.items[index].id] = (reader, index) }
+                historySources.reserveCapacity(reader.count)
+                for index in 0..<reader.count { historySources[reader.id(at: index)] = (reader, index) }
             } catch {
                 outcome.failure = ReplayFailure(path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
                 return outcome
@@ -523,7 +524,7 @@ extension BrowserStore {
     }
 
     private func rebuiltHistory(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
-        guard let stored = snapshot.items.first(where: { $0.id == id })?.metadata else { return nil }
+        guard let stored = snapshot.index(of: id).map(snapshot.metadata(at:)) else { return nil }
         let scratch = BrowserStore(
             kind: kind, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)

@@ -78,6 +78,9 @@ struct InspectCommand: ParsableCommand {
                 print("  \(browser.kind): \(browser.tabs.count) tabs, active \(browser.activeIndex.map(String.init) ?? "none"), "
                     + "durable seq \(browser.durableSeq), generation \(browser.generation), "
                     + "snapshot \(browser.snapshotBytes) B, journal \(browser.journalBytes) B")
+                if !browser.files.isEmpty {
+                    print("    files: " + browser.files.map { "\($0.name) (format \($0.version))" }.joined(separator: ", "))
+                }
                 for (index, tab) in browser.tabs.enumerated() {
                     let marks = (index == browser.activeIndex ? "*" : " ") + (tab.pinned ? "p" : " ")
                     print("   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)")

@@ -45,7 +45,7 @@ private func temporaryDirectory() -> FilePath {
         try workload.save()
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.string) == ["session"])
         let reader = try SnapshotReader(try FileBytes(path: directory.appending("session")))
-        #expect(reader.items.count == size.windowTabs)
+        #expect(reader.count == size.windowTabs)
         #expect(reader.lastCommandSeq == 2)
     }
 

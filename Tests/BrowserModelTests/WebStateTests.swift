@@ -23,15 +23,47 @@ private let storedMetadata = WebStateMetadata(
     creationTime: Timestamp(microsecondsSinceEpoch: 5), lastActiveTime: Timestamp(microsecondsSinceEpoch: 30),
     activePageTitle: "B", activePageURL: "https://b.example/", navigationItemCount: 2)
 
+/// One stored tab, as a snapshot restore keeps many: counts what is asked of it.
+final class OneStoredTab: StoredTabs {
+    let stored: WebStateMetadata
+    let loader: () throws -> NavigationHistory
+    var metadataReads = 0
+
+    init(_ metadata: WebStateMetadata, loader: @escaping () throws -> NavigationHistory) {
+        stored = metadata
+        self.loader = loader
+    }
+
+    func metadata(at index: Int) -> WebStateMetadata {
+        metadataReads += 1
+        return stored
+    }
+
+    func history(at index: Int) throws -> NavigationHistory { try loader() }
+}
+
+/// An unrealized tab whose history is `loader`'s.
+func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping () throws -> NavigationHistory) -> WebState {
+    WebState(
+        id: WebStateID(rawValue: id)!, creationTime: metadata.creationTime, lastActiveTime: metadata.lastActiveTime,
+        storedIn: OneStoredTab(metadata, loader: loader), at: 0)
+}
+
 @Suite struct WebStateTests {
     @Test func constGettersAnswerFromMetadataWithoutRealizing() {
         var loads = 0
-        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) {
+        let stored = OneStoredTab(storedMetadata) {
             loads += 1
             return storedHistory()
         }
+        let webState = WebState(
+            id: WebStateID(rawValue: 3)!, creationTime: storedMetadata.creationTime, lastActiveTime: storedMetadata.lastActiveTime,
+            storedIn: stored, at: 0)
+        // Restoring a tab reads none of its strings: they are made when first asked for.
+        #expect(stored.metadataReads == 0)
         #expect(!webState.isRealized)
         #expect(webState.title == "B" && webState.url == "https://b.example/" && webState.navigationItemCount == 2)
+        #expect(stored.metadataReads == 3)
         #expect(webState.metadata == storedMetadata)
         #expect(webState.loadedHistory == nil)
         #expect(loads == 0)
@@ -39,7 +71,7 @@ private let storedMetadata = WebStateMetadata(
 
     @Test func realizationIsLazyOneWayAndAnnouncedOnce() throws {
         var loads = 0
-        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) {
+        let webState = unrealizedTab(3, storedMetadata) {
             loads += 1
             return storedHistory()
         }
@@ -57,7 +89,7 @@ private let storedMetadata = WebStateMetadata(
     }
 
     @Test func aFailingLoaderLeavesTheTabUnrealizedWithItsMetadata() {
-        let webState = WebState(id: WebStateID(rawValue: 4)!, metadata: storedMetadata) { throw LoaderFailure() }
+        let webState = unrealizedTab(4, storedMetadata) { throw LoaderFailure() }
         #expect(throws: WebStateError.self) { try webState.forceRealized() }
         #expect(!webState.isRealized)
         #expect(webState.url == "https://b.example/")
@@ -77,7 +109,7 @@ private let storedMetadata = WebStateMetadata(
     }
 
     @Test func findTabHelperWaitsForRealization() throws {
-        let webState = WebState(id: WebStateID(rawValue: 3)!, metadata: storedMetadata) { storedHistory() }
+        let webState = unrealizedTab(3, storedMetadata) { storedHistory() }
         let list = WebStateList(delegate: TabHelperAttacher())
         let attacher = TabHelperAttacher()
         list.delegate = attacher

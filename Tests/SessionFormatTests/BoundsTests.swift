@@ -73,23 +73,23 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
             section += frame
         }
         storage.historySectionLength = UInt64(section.count)
-        let records = try SnapshotEncoder.metadataRecords(storage, recordLimit: 4 << 10)
+        let records = FormatOneSnapshot.metadataRecords(storage, recordLimit: 4 << 10)
         #expect(records.count > 50)
         #expect(records.allSatisfy { $0.1.count <= 4 << 10 })
         #expect(records.dropFirst().allSatisfy { $0.0 == .listMetadataContinuation })
-        var bytes = Framing.fileHeader(.snapshot)
+        var bytes = FormatOneSnapshot.header
         for (kind, payload) in records { try Framing.appendRecord(kind, payload: payload, to: &bytes) }
         bytes += section
         let reader = try SnapshotReader(InMemoryBytes(bytes))
-        #expect(reader.items.map(\.metadata) == list.webStates.map(\.metadata))
-        #expect(reader.items.map(\.id) == list.webStates.map(\.id))
+        #expect((0..<reader.count).map(reader.metadata(at:)) == list.webStates.map(\.metadata))
+        #expect((0..<reader.count).map(reader.id(at:)) == list.webStates.map(\.id))
         #expect(reader.activeIndex == 299 && reader.lastCommandSeq == 300)
         #expect(try reader.history(at: 299) == list.webStates[299].navigationHistory())
         // A continuation count the file cannot hold is refused before any read for it.
         var lying = storage
         lying.items = []
         lying.continuationRecords = 1000
-        var short = Framing.fileHeader(.snapshot)
+        var short = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &short)
         #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))) {
             try SnapshotReader(InMemoryBytes(short))
@@ -159,7 +159,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         item.historyLength = claimed
         storage.items = [item]
         storage.historySectionLength = UInt64(claimed)
-        var bytes = Framing.fileHeader(.snapshot)
+        var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
         let source = ClaimingSource(bytes, size: bytes.count + Int(claimed))
         #expect(throws: SessionFormatError.invalidState(
@@ -178,7 +178,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         let emptyItem: [UInt8] = [0x0A, 0x00]  // field 1, length 0
         payload.reserveCapacity(Limits.maxRecordPayloadBytes)
         while payload.count + emptyItem.count <= Limits.maxRecordPayloadBytes { payload += emptyItem }
-        var bytes = Framing.fileHeader(.snapshot)
+        var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: payload, to: &bytes)
         let start = ContinuousClock.now
         #expect(throws: SessionFormatError.invalidState(
@@ -196,8 +196,8 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         head.continuationRecords = 1
         let item: [UInt8] = [0x0A, 0x02, 0x08, 0x01]  // field 1 holding an item with identifier 1
         let first = encodeMessage(head) + Array([[UInt8]](repeating: item, count: Limits.maxTabsPerBrowser).joined())
-        #expect(try SnapshotReader.countItems(first, at: 0, before: 0) == Limits.maxTabsPerBrowser)
-        var bytes = Framing.fileHeader(.snapshot)
+        #expect(try FormatOneMetadata.countItems(first, at: 0, before: 0) == Limits.maxTabsPerBrowser)
+        var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: first, to: &bytes)
         let continuation = bytes.count
         try Framing.appendRecord(.listMetadataContinuation, payload: item, to: &bytes)
@@ -206,8 +206,8 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
             _ = try SnapshotReader(InMemoryBytes(bytes))
         }
         // A payload the wire format cannot hold is refused as the decoder would refuse it.
-        #expect(throws: SessionFormatError.self) { try SnapshotReader.countItems([0x0A, 0x05, 0x00], at: 0, before: 0) }
-        #expect(throws: SessionFormatError.self) { try SnapshotReader.countItems([0x0B], at: 0, before: 0) }
+        #expect(throws: SessionFormatError.self) { try FormatOneMetadata.countItems([0x0A, 0x05, 0x00], at: 0, before: 0) }
+        #expect(throws: SessionFormatError.self) { try FormatOneMetadata.countItems([0x0B], at: 0, before: 0) }
     }
 
     /// A journal replaying an insert past the bound is damage, typed.
@@ -334,7 +334,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
     @Test func aSnapshotSeqAboveTheRangeIsDamage() throws {
         var storage = ListStorage()
         storage.lastCommandSeq = Limits.maxCommandSeq + 1
-        var bytes = Framing.fileHeader(.snapshot)
+        var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
         #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfRange(Limits.maxCommandSeq + 1))) {
             try SnapshotReader(InMemoryBytes(bytes))

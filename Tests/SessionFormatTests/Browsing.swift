@@ -40,7 +40,7 @@ func replay(_ records: [JournalRecord], onto list: WebStateList = WebStateList()
 /// A snapshot of `list`; unrealized tabs' histories are copied from `previous`.
 func snapshotBytes(_ list: WebStateList, seq: UInt64, previous: SnapshotReader? = nil) throws -> [UInt8] {
     try SnapshotEncoder.encode(list, lastCommandSeq: seq) { (webState) throws(SessionFormatError) -> [UInt8] in
-        guard let previous, let index = previous.items.firstIndex(where: { $0.id == webState.id }) else {
+        guard let previous, let index = previous.index(of: webState.id) else {
             throw .readFailed(offset: 0, reason: "no stored history for \(webState.id)")
         }
         return try previous.historyFrame(at: index)

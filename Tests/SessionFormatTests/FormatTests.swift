@@ -102,7 +102,9 @@ import Testing
         #expect(try contents(again) == contents(restored))
     }
 
-    @Test func restoreReadsOnlyMetadataUntilATabIsRealized() throws {
+    /// Format 1 reads the header and its one metadata record; format 2 the header, its index
+    /// record and its one string record.
+    @Test(arguments: [(1, 3), (2, 5)]) func restoreReadsOnlyMetadataUntilATabIsRealized(version: Int, metadataReads: Int) throws {
         let profile = Profile(stateDirectory: "/unused")
         let list = WebStateList()
         for index in 0..<2_000 {
@@ -112,12 +114,13 @@ import Testing
             }
             try list.insert(WebState(id: profile.makeWebStateID(), creationTime: .zero, history: history), InsertionParams(activate: index == 1234))
         }
-        let source = CountingSource(try snapshotBytes(list, seq: 1))
+        let source = CountingSource(version == 1 ? try FormatOneSnapshot.encode(list, lastCommandSeq: 1) : try snapshotBytes(list, seq: 1))
         let reader = try SnapshotReader(source)
+        #expect(reader.version == version)
         let restored = WebStateList()
         try reader.restore(into: restored, profile: Profile(stateDirectory: "/unused"))
         let metadataEnd = source.reads.map(\.upperBound).max() ?? 0
-        #expect(source.reads.count == 3)  // header, record header, list payload
+        #expect(source.reads.count == metadataReads)  // header, then each record's header and payload
         #expect(restored.webStates.allSatisfy { !$0.isRealized })
 
         source.reads.removeAll()
@@ -129,12 +132,17 @@ import Testing
 }
 
 @Suite struct CorruptionTests {
-    private static func sample() throws -> (session: BrowsingSession, snapshot: [UInt8], journal: [UInt8]) {
+    /// Its snapshot in the format `version` (each format is read, so each is damaged).
+    private static func sample(version: Int = SessionFileKind.snapshot.currentVersion) throws
+        -> (session: BrowsingSession, snapshot: [UInt8], journal: [UInt8])
+    {
         var session = BrowsingSession(seed: 41)
         try session.run(commands: 25)
         // A sample worth damaging: several tabs, histories, openers and many record kinds.
         #expect(session.list.count >= 3 && session.records.count >= 20, "sample: \(session.list.count) tabs")
-        return (session, try snapshotBytes(session.list, seq: 25), try session.journalBytes)
+        let snapshot = version == 1 ? try FormatOneSnapshot.encode(session.list, lastCommandSeq: 25) : try snapshotBytes(session.list, seq: 25)
+        #expect(try SnapshotReader(InMemoryBytes(snapshot)).version == version)
+        return (session, snapshot, try session.journalBytes)
     }
 
     /// Decodes a snapshot fully: metadata, then every tab's history.
@@ -148,8 +156,8 @@ import Testing
         error is SessionFormatError || error is SessionFormatError.InvalidState || error is WebStateError
     }
 
-    @Test func everyByteFlipOfASnapshotIsRejected() throws {
-        let (session, snapshot, _) = try Self.sample()
+    @Test(arguments: [1, 2]) func everyByteFlipOfASnapshotIsRejected(version: Int) throws {
+        let (session, snapshot, _) = try Self.sample(version: version)
         let expected = try contents(session.list)
         #expect(try Self.decodeSnapshot(snapshot) == expected)
         for position in snapshot.indices {
@@ -166,8 +174,8 @@ import Testing
         }
     }
 
-    @Test func everyTruncationOfASnapshotIsRejected() throws {
-        let (_, snapshot, _) = try Self.sample()
+    @Test(arguments: [1, 2]) func everyTruncationOfASnapshotIsRejected(version: Int) throws {
+        let (_, snapshot, _) = try Self.sample(version: version)
         for length in 0..<snapshot.count {
             #expect(throws: (any Error).self, "truncated to \(length)") { try Self.decodeSnapshot(Array(snapshot[..<length])) }
         }
@@ -214,8 +222,8 @@ import Testing
     /// Seeded multi-byte damage beyond single flips: runs of random bytes, bytes inserted or
     /// removed, a length field set to something large. Each damaged file is refused with a typed
     /// error or reads as the original.
-    @Test func seededRandomDamageIsRefusedOrHarmless() throws {
-        let (session, snapshot, journal) = try Self.sample()
+    @Test(arguments: [1, 2]) func seededRandomDamageIsRefusedOrHarmless(version: Int) throws {
+        let (session, snapshot, journal) = try Self.sample(version: version)
         let expected = try contents(session.list)
         var random = SeededGenerator(seed: 71)
         func damage(_ bytes: [UInt8]) -> [UInt8] {
@@ -250,12 +258,16 @@ import Testing
     }
 
     @Test func unknownVersionsAreNamed() throws {
-        var header = Framing.fileHeader(.snapshot)
-        header[4] = 2
-        let crc = CRC32C.checksum(header[0..<12])
-        header.replaceSubrange(12..<16, with: withUnsafeBytes(of: crc.littleEndian, Array.init))
-        #expect(throws: SessionFormatError.unsupportedVersion(offset: 4, found: 2, supported: 1)) {
-            try SnapshotReader(InMemoryBytes(header + [UInt8](repeating: 0, count: 64)))
+        // A snapshot of a format after 2, or of none (0); a journal of a format after 1.
+        for (kind, version) in [(SessionFileKind.snapshot, 3), (.snapshot, 0), (.snapshot, 0xFFFF), (.journal, 2)] {
+            let header = Framing.fileHeader(kind, version: version)
+            #expect(throws: SessionFormatError.unsupportedVersion(offset: 4, found: version, supported: kind.currentVersion)) {
+                if kind == .snapshot {
+                    _ = try SnapshotReader(InMemoryBytes(header + [UInt8](repeating: 0, count: 64)))
+                } else {
+                    _ = try JournalFile.decode(InMemoryBytes(header))
+                }
+            }
         }
         // A record of a future version, checksum intact.
         var record = try Framing.record(.mutation, payload: [])
@@ -286,7 +298,7 @@ import Testing
             }
             storage.historySectionLength = UInt64(section.count)
             edit(&storage)
-            var bytes = Framing.fileHeader(.snapshot)
+            var bytes = FormatOneSnapshot.header
             try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
             return bytes + section
         }

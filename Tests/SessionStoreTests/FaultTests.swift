@@ -417,7 +417,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         // Every history in the new snapshot is its own tab's (a fallback would mask it).
         let newest = try #require(try snapshots().first)
         let reader = try SnapshotReader(EngineBytes(engine, path: generation.appending(StoreLayout.snapshotName(newest))))
-        for index in reader.items.indices {
+        for index in 0..<reader.count {
             #expect(throws: Never.self, "item \(index)") { _ = try reader.history(at: index) }
         }
         let live = try WindowContents(second)

@@ -38,7 +38,7 @@ enum SessionFileInputs {
     static func snapshot(_ bytes: [UInt8]) throws(FuzzFinding) {
         for source in sources(bytes) {
             guard let reader = try? SnapshotReader(source) else { continue }
-            let count = reader.items.count
+            let count = reader.count
             try expect(reader.activeIndex.map { (0..<count).contains($0) } ?? true, "active index \(String(describing: reader.activeIndex)) of \(count)")
             try expect((0...count).contains(reader.pinnedCount), "pinned count \(reader.pinnedCount) of \(count)")
             let list = WebStateList()

@@ -130,4 +130,11 @@ int wh_ring_fd(wh_ring *ring);
 /// it on a thread of your own. 0, or -1 with errno.
 int wh_deny_io_uring_in_this_thread(int errno_value);
 
+/// Whether this CPU has SSE4.2, whose `crc32` instruction computes CRC-32C.
+int wh_cpu_has_sse42(void);
+/// CRC-32C of `count` bytes with the SSE4.2 instruction, continuing from the raw register
+/// `crc` (no inversion in or out: the caller does that). Only where `wh_cpu_has_sse42()`;
+/// elsewhere (or off x86-64) it returns `crc` unchanged.
+uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count);
+
 #endif

@@ -1,0 +1,198 @@
+import BrowserModel
+import HostLimits
+
+/// A format-2 snapshot's index and string area as read (`SnapshotIndex` has the layout): both
+/// checksums verified by the frames, then every field checked in one pass, so the accessors
+/// read fields in place without checking again.
+struct FixedIndex {
+    private let index: [UInt8]
+    private let strings: [UInt8]
+    let count: Int
+    let list: SnapshotReader.ListFields
+
+    private typealias Field = SnapshotIndex.Field
+
+    /// Reads the index record at `first` and the string records after it; checks that the
+    /// history section ends the file, and every entry (`firstProblem`).
+    static func read(_ source: some ByteSource, at first: Int) throws(SessionFormatError) -> FixedIndex {
+        func invalid(_ reason: SessionFormatError.InvalidState) -> SessionFormatError { .invalidState(offset: first, reason: reason) }
+        let (index, indexEnd) = try Framing.readRecord(source, at: first, expecting: .listIndex)
+        guard index.count >= SnapshotIndex.headerSize else {
+            throw invalid(.indexLengthMismatch(bytes: index.count, count: 0))
+        }
+        typealias Header = SnapshotIndex.Header
+        let count = Int(index.littleEndian(UInt32.self, at: Header.count))
+        guard count <= Limits.maxTabsPerBrowser else { throw invalid(.tooManyTabs(count, limit: Limits.maxTabsPerBrowser)) }
+        guard index.count == SnapshotIndex.headerSize + count * SnapshotIndex.entrySize else {
+            throw invalid(.indexLengthMismatch(bytes: index.count, count: count))
+        }
+        let reserved = index.littleEndian(UInt64.self, at: Header.reserved)
+        guard reserved == 0 else { throw invalid(.undefinedBits(item: nil, reserved)) }
+        // Each record takes at least a header: a count the file cannot hold is refused before
+        // anything is read for it.
+        let stringRecords = Int(index.littleEndian(UInt32.self, at: Header.stringRecords))
+        guard stringRecords <= (source.size - indexEnd) / Framing.recordHeaderSize else {
+            throw invalid(.continuationsOutOfRange(stringRecords, bytesLeft: source.size - indexEnd))
+        }
+        var strings: [UInt8] = []
+        var end = indexEnd
+        for _ in 0..<stringRecords {
+            let (payload, next) = try Framing.readRecord(source, at: end, expecting: .strings)
+            if strings.isEmpty { strings = payload } else { strings += payload }
+            end = next
+        }
+        let stringAreaLength = index.littleEndian(UInt64.self, at: Header.stringAreaLength)
+        guard stringAreaLength == UInt64(strings.count) else {
+            throw .lengthMismatch(expected: Int(clamping: stringAreaLength), actual: strings.count)
+        }
+        let sectionLength = index.littleEndian(UInt64.self, at: Header.historySectionLength)
+        let expectedSize = UInt64(end).addingReportingOverflow(sectionLength)
+        guard !expectedSize.overflow, expectedSize.partialValue == UInt64(source.size) else {
+            throw .lengthMismatch(expected: Int(clamping: expectedSize.partialValue), actual: source.size)
+        }
+        let activeIndex = Int(index.littleEndian(Int32.self, at: Header.activeIndex))
+        guard activeIndex >= -1, activeIndex < count else { throw invalid(.activeIndexOutOfRange(activeIndex, count: count)) }
+        let pinnedCount = Int(index.littleEndian(UInt32.self, at: Header.pinnedCount))
+        guard pinnedCount <= count else { throw invalid(.pinnedCountOutOfRange(pinnedCount, count: count)) }
+        let seq = index.littleEndian(UInt64.self, at: Header.lastCommandSeq)
+        guard Limits.isValidCommandSeq(seq) else { throw invalid(.seqOutOfRange(seq)) }
+        let fixed = FixedIndex(
+            index: index, strings: strings, count: count,
+            list: SnapshotReader.ListFields(
+                activeIndex: activeIndex == -1 ? nil : activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq, sectionStart: end))
+        if let problem = fixed.firstProblem(sectionLength: sectionLength) { throw invalid(problem) }
+        return fixed
+    }
+
+    /// The first entry field that is out of range, in one pass: identifiers valid and unique,
+    /// openers inside the list, each history frame inside the section and no larger than one
+    /// record, counts not negative, title and URL within `Limits`, inside the string area and
+    /// UTF-8, no undefined bits.
+    private func firstProblem(sectionLength: UInt64) -> SessionFormatError.InvalidState? {
+        var seen = Set<Int64>(minimumCapacity: count)
+        let area = UInt64(strings.count)
+        return index.withUnsafeBytes { entries in
+            strings.withUnsafeBytes { text -> SessionFormatError.InvalidState? in
+                for item in 0..<count {
+                    let base = SnapshotIndex.headerSize + item * SnapshotIndex.entrySize
+                    func load<Value: FixedWidthInteger>(_ field: Int, as type: Value.Type) -> Value {
+                        Value(littleEndian: entries.loadUnaligned(fromByteOffset: base + field, as: Value.self))
+                    }
+                    let id = load(Field.id, as: Int64.self)
+                    guard WebStateID(rawValue: id) != nil else { return .invalidIdentifier(id) }
+                    guard seen.insert(id).inserted else { return .duplicateIdentifier(id) }
+                    let opener = Int(load(Field.openerIndex, as: Int32.self))
+                    guard opener == -1 || (opener >= 0 && opener < count && opener != item) else {
+                        return .openerOutOfRange(item: item, opener: opener, count: count)
+                    }
+                    // A frame is one navigation record: its length bounds what restore reads for it.
+                    let historyOffset = load(Field.historyOffset, as: UInt64.self)
+                    let historyLength = load(Field.historyLength, as: UInt32.self)
+                    let historyEnd = historyOffset.addingReportingOverflow(UInt64(historyLength))
+                    guard historyLength >= UInt32(Framing.recordHeaderSize),
+                        Int(historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, !historyEnd.overflow,
+                        historyEnd.partialValue <= sectionLength
+                    else {
+                        return .historyOutOfRange(item: item, offset: historyOffset, length: historyLength, section: sectionLength)
+                    }
+                    let navigationItemCount = load(Field.navigationItemCount, as: Int32.self)
+                    guard navigationItemCount >= 0 else { return .negativeCount(Int(navigationItemCount)) }
+                    let titleLength = Int(load(Field.titleLength, as: UInt32.self))
+                    let urlLength = Int(load(Field.urlLength, as: UInt32.self))
+                    guard titleLength <= Limits.maxTitleBytes else {
+                        return .invalidNavigationItem(.titleTooLong(bytes: titleLength, limit: Limits.maxTitleBytes))
+                    }
+                    guard urlLength <= Limits.maxURLBytes else {
+                        return .invalidNavigationItem(.urlTooLong(bytes: urlLength, limit: Limits.maxURLBytes))
+                    }
+                    let stringOffset = load(Field.stringOffset, as: UInt64.self)
+                    let stringEnd = stringOffset.addingReportingOverflow(UInt64(titleLength + urlLength))
+                    guard !stringEnd.overflow, stringEnd.partialValue <= area else {
+                        return .stringsOutOfRange(item: item, offset: stringOffset, length: UInt64(titleLength + urlLength), area: area)
+                    }
+                    let flags = load(Field.flags, as: UInt32.self)
+                    let reserved = load(Field.reserved, as: UInt32.self)
+                    guard flags & ~SnapshotIndex.realizedFlag == 0, reserved == 0 else {
+                        return .undefinedBits(item: item, UInt64(flags & ~SnapshotIndex.realizedFlag) | UInt64(reserved) << 32)
+                    }
+                    let start = Int(stringOffset)
+                    guard isUTF8(UnsafeRawBufferPointer(rebasing: text[start..<start + titleLength])),
+                        isUTF8(UnsafeRawBufferPointer(rebasing: text[start + titleLength..<start + titleLength + urlLength]))
+                    else { return .notUTF8(item: item) }
+                }
+                return nil
+            }
+        }
+    }
+
+    // MARK: Fields, read in place (checked by `read`)
+
+    private func load<Value: FixedWidthInteger>(_ field: Int, of item: Int, as type: Value.Type) -> Value {
+        precondition(item >= 0 && item < count, "entry \(item) outside 0..<\(count)")
+        return index.withUnsafeBytes {
+            Value(littleEndian: $0.loadUnaligned(fromByteOffset: SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field, as: Value.self))
+        }
+    }
+
+    func id(at item: Int) -> WebStateID {
+        // `read` refused an entry whose identifier is not one.
+        WebStateID(rawValue: load(Field.id, of: item, as: Int64.self))!
+    }
+
+    func creationTime(at item: Int) -> Timestamp {
+        Timestamp(microsecondsSinceEpoch: load(Field.creationTime, of: item, as: Int64.self))
+    }
+
+    func lastActiveTime(at item: Int) -> Timestamp {
+        Timestamp(microsecondsSinceEpoch: load(Field.lastActiveTime, of: item, as: Int64.self))
+    }
+
+    func opener(at item: Int) -> WebStateOpener? {
+        let opener = Int(load(Field.openerIndex, of: item, as: Int32.self))
+        guard opener >= 0 else { return nil }
+        return WebStateOpener(openerID: id(at: opener), navigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)))
+    }
+
+    func historyRange(at item: Int) -> (offset: Int, length: Int) {
+        // Both inside the history section, itself inside the file.
+        (Int(load(Field.historyOffset, of: item, as: UInt64.self)), Int(load(Field.historyLength, of: item, as: UInt32.self)))
+    }
+
+    /// The title and URL, made into strings now from bytes `read` found to be UTF-8.
+    func metadata(at item: Int) -> WebStateMetadata {
+        let start = Int(load(Field.stringOffset, of: item, as: UInt64.self))
+        let titleEnd = start + Int(load(Field.titleLength, of: item, as: UInt32.self))
+        let urlEnd = titleEnd + Int(load(Field.urlLength, of: item, as: UInt32.self))
+        return strings.withUnsafeBytes { text in
+            WebStateMetadata(
+                creationTime: creationTime(at: item), lastActiveTime: lastActiveTime(at: item),
+                activePageTitle: String(decoding: UnsafeRawBufferPointer(rebasing: text[start..<titleEnd]), as: UTF8.self),
+                activePageURL: String(decoding: UnsafeRawBufferPointer(rebasing: text[titleEnd..<urlEnd]), as: UTF8.self),
+                navigationItemCount: Int(load(Field.navigationItemCount, of: item, as: Int32.self)))
+        }
+    }
+
+    func item(at item: Int) -> SnapshotItem {
+        let opener = Int(load(Field.openerIndex, of: item, as: Int32.self))
+        let history = historyRange(at: item)
+        return SnapshotItem(
+            id: id(at: item), openerIndex: opener >= 0 ? opener : nil,
+            openerNavigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)),
+            metadata: metadata(at: item), realizedAtSave: load(Field.flags, of: item, as: UInt32.self) & SnapshotIndex.realizedFlag != 0,
+            historyOffset: history.offset, historyLength: history.length)
+    }
+}
+
+/// Whether `bytes` are UTF-8: eight at a time while they are ASCII, then the standard library's
+/// decoder for the rest.
+func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    var index = 0
+    while bytes.count - index >= 8, bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+        index += 8
+    }
+    while index < bytes.count, bytes[index] < 0x80 { index += 1 }
+    guard index < bytes.count else { return true }
+    let rest = UnsafeRawBufferPointer(rebasing: bytes[index...])
+    let failed = transcode(rest.makeIterator(), from: UTF8.self, to: UTF32.self, stoppingOnError: true) { _ in }
+    return !failed
+}

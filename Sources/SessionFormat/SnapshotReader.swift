@@ -1,0 +1,222 @@
+import BrowserModel
+import HostLimits
+
+/// One tab as the snapshot's metadata describes it.
+public struct SnapshotItem: Sendable, Equatable {
+    public let id: WebStateID
+    public let openerIndex: Int?
+    public let openerNavigationIndex: Int
+    public let metadata: WebStateMetadata
+    public let realizedAtSave: Bool
+    let historyOffset: Int
+    let historyLength: Int
+}
+
+/// Reads a snapshot of either format: the list at once, checked in full; titles and URLs
+/// (format 2) when asked for; histories on demand.
+public final class SnapshotReader {
+    private let source: any ByteSource
+    /// The file's layout version (`SessionFileKind.currentVersion` or older).
+    public let version: Int
+    private let index: Index
+    public let activeIndex: Int?
+    public let pinnedCount: Int
+    public let lastCommandSeq: UInt64
+    /// Where the history section starts in the file.
+    private let sectionStart: Int
+
+    private enum Index {
+        /// Format 1: the protobuf list metadata, decoded whole.
+        case decoded([SnapshotItem])
+        /// Format 2: the index record and the string area, read in place.
+        case fixed(FixedIndex)
+    }
+
+    public init(_ source: some ByteSource) throws(SessionFormatError) {
+        self.source = source
+        let (first, version) = try Framing.checkFileHeader(source, kind: .snapshot)
+        self.version = version
+        let list: ListFields
+        if version == 1 {
+            let metadata = try FormatOneMetadata.read(source, at: first)
+            index = .decoded(metadata.items)
+            list = metadata.list
+        } else {
+            let fixed = try FixedIndex.read(source, at: first)
+            index = .fixed(fixed)
+            list = fixed.list
+        }
+        activeIndex = list.activeIndex
+        pinnedCount = list.pinnedCount
+        lastCommandSeq = list.lastCommandSeq
+        sectionStart = list.sectionStart
+    }
+
+    /// The list's own fields, as either format gives them, checked.
+    struct ListFields {
+        var activeIndex: Int?
+        var pinnedCount: Int
+        var lastCommandSeq: UInt64
+        var sectionStart: Int
+    }
+
+    public var count: Int {
+        switch index {
+        case .decoded(let items): items.count
+        case .fixed(let fixed): fixed.count
+        }
+    }
+
+    public func id(at index: Int) -> WebStateID {
+        switch self.index {
+        case .decoded(let items): items[index].id
+        case .fixed(let fixed): fixed.id(at: index)
+        }
+    }
+
+    /// The tab's metadata; in format 2 its strings are made now.
+    public func metadata(at index: Int) -> WebStateMetadata {
+        switch self.index {
+        case .decoded(let items): items[index].metadata
+        case .fixed(let fixed): fixed.metadata(at: index)
+        }
+    }
+
+    /// Everything the snapshot says of the tab at `index` (inspection, tests).
+    public func item(at index: Int) -> SnapshotItem {
+        switch self.index {
+        case .decoded(let items): items[index]
+        case .fixed(let fixed): fixed.item(at: index)
+        }
+    }
+
+    /// The position of tab `id` in the stored list, if it is there.
+    public func index(of id: WebStateID) -> Int? {
+        (0..<count).first { self.id(at: $0) == id }
+    }
+
+    private func historyRange(at index: Int) -> (offset: Int, length: Int) {
+        switch self.index {
+        case .decoded(let items): (items[index].historyOffset, items[index].historyLength)
+        case .fixed(let fixed): fixed.historyRange(at: index)
+        }
+    }
+
+    private func opener(at index: Int) -> WebStateOpener? {
+        switch self.index {
+        case .decoded(let items):
+            items[index].openerIndex.map { WebStateOpener(openerID: items[$0].id, navigationIndex: items[index].openerNavigationIndex) }
+        case .fixed(let fixed): fixed.opener(at: index)
+        }
+    }
+
+    /// The history of the tab at `index` of the stored list, read and checked now.
+    public func history(at index: Int) throws(SessionFormatError) -> NavigationHistory {
+        let (_, payload, offset) = try readHistory(at: index)
+        let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
+        guard storage.identifier == id(at: index).rawValue else {
+            throw .invalidState(
+                offset: offset,
+                reason: .historyIdentifierMismatch(expected: id(at: index).rawValue, found: storage.identifier))
+        }
+        do {
+            return try storage.model()
+        } catch {
+            throw .invalidState(offset: offset, reason: error)
+        }
+    }
+
+    /// The raw, checksum-verified frame of the tab at `index`: what a new snapshot copies for a
+    /// tab that was never realized.
+    public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        try readHistory(at: index).frame
+    }
+
+    /// One pread of the tab's frame, checked (magic, length, checksum, kind) to be exactly one
+    /// navigation record.
+    private func readHistory(at index: Int) throws(SessionFormatError) -> (frame: [UInt8], payload: [UInt8], offset: Int) {
+        guard index >= 0, index < count else {
+            throw .invalidState(offset: sectionStart, reason: .navigationIndexOutOfRange(index, count: count))
+        }
+        let range = historyRange(at: index)
+        let offset = sectionStart + range.offset
+        let frame = try source.read(offset: offset, count: range.length)
+        let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation)
+        guard end == offset + frame.count else {
+            throw .invalidState(
+                offset: offset,
+                reason: .historyOutOfRange(
+                    item: index, offset: UInt64(range.offset), length: UInt32(frame.count),
+                    section: UInt64(source.size - sectionStart)))
+        }
+        return (frame, payload, offset)
+    }
+
+    /// Fills the empty `list` with unrealized tabs; each reads its metadata and history from
+    /// this snapshot when asked for (`RestoredSnapshot`, shared by all of them: a restored tab
+    /// costs one allocation, itself). Restored identifiers are reserved in `profile`. When a
+    /// stored history does not read, `historyFallback` may supply the tab's history from
+    /// elsewhere (the store looks in the generation before, and throws when that cannot be
+    /// read: the tab then stays unrealized); when it has none, the tab degrades to the page its
+    /// metadata names if `degraded` is given, and the read's error stands otherwise.
+    public func restore(
+        into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) throws -> NavigationHistory?)? = nil,
+        degraded: DegradedHistories? = nil
+    ) throws(SessionFormatError) {
+        // Ids are unique across the window: one the other Browser holds is damage here, as it
+        // is in a journal record (`JournalReplayer`).
+        if let held = profile.firstWebStateHeld(among: (0..<count).lazy.map(id(at:)), outside: list) {
+            throw .invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(held.rawValue))
+        }
+        let stored = RestoredSnapshot(reader: self, historyFallback: historyFallback, degraded: degraded)
+        var tabs: [RestoredTab] = []
+        tabs.reserveCapacity(count)
+        for index in 0..<count {
+            let id = id(at: index)
+            profile.reserveWebStateID(id)
+            let times = creationAndLastActiveTime(at: index)
+            let webState = WebState(id: id, creationTime: times.creation, lastActiveTime: times.lastActive, storedIn: stored, at: index)
+            tabs.append(RestoredTab(webState: webState, opener: opener(at: index)))
+        }
+        do {
+            try list.restore(tabs, activeIndex: activeIndex, pinnedCount: pinnedCount)
+        } catch {
+            // The reader's checks have already ruled out everything restore() checks.
+            throw .invalidState(offset: Framing.fileHeaderSize, reason: .replayMismatch("\(error)"))
+        }
+    }
+
+    private func creationAndLastActiveTime(at index: Int) -> (creation: Timestamp, lastActive: Timestamp) {
+        switch self.index {
+        case .decoded(let items): (items[index].metadata.creationTime, items[index].metadata.lastActiveTime)
+        case .fixed(let fixed): (fixed.creationTime(at: index), fixed.lastActiveTime(at: index))
+        }
+    }
+}
+
+/// The tabs one restore made from a snapshot (`StoredTabs`): their metadata from the reader,
+/// and their histories too, falling back as the restore was told.
+final class RestoredSnapshot: StoredTabs {
+    private let reader: SnapshotReader
+    private let historyFallback: ((WebStateID) throws -> NavigationHistory?)?
+    private let degraded: DegradedHistories?
+
+    init(reader: SnapshotReader, historyFallback: ((WebStateID) throws -> NavigationHistory?)?, degraded: DegradedHistories?) {
+        self.reader = reader
+        self.historyFallback = historyFallback
+        self.degraded = degraded
+    }
+
+    func metadata(at index: Int) -> WebStateMetadata { reader.metadata(at: index) }
+
+    func history(at index: Int) throws -> NavigationHistory {
+        do throws(SessionFormatError) {
+            return try reader.history(at: index)
+        } catch {
+            let id = reader.id(at: index)
+            if let history = try historyFallback?(id) { return history }
+            guard let degraded else { throw error }
+            return degraded.degrade(id, metadata: reader.metadata(at: index), reason: error)
+        }
+    }
+}
