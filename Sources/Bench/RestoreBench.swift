@@ -1,38 +1,85 @@
 import BrowserModel
 import Foundation
+import Glibc
 import IOUring
 import SessionStore
 import SystemPackage
 
 /// Restoring a large window from disk: the time until its active tab is usable when every
-/// other tab comes back unrealized (the store's way), against every tab realized (eager).
+/// other tab comes back unrealized (the store's way), against every tab realized (eager); warm
+/// (files in the page cache) and cold (the files' pages dropped before the run).
 public struct RestoreResult: Codable, Sendable, Equatable {
     public var tabs: Int
     public var unrealizedMilliseconds: Double
     public var eagerMilliseconds: Double
+    public var coldUnrealizedMilliseconds: Double
+    public var coldEagerMilliseconds: Double
+
+    public init(tabs: Int, unrealizedMilliseconds: Double, eagerMilliseconds: Double, coldUnrealizedMilliseconds: Double, coldEagerMilliseconds: Double) {
+        self.tabs = tabs
+        self.unrealizedMilliseconds = unrealizedMilliseconds
+        self.eagerMilliseconds = eagerMilliseconds
+        self.coldUnrealizedMilliseconds = coldUnrealizedMilliseconds
+        self.coldEagerMilliseconds = coldEagerMilliseconds
+    }
 
     enum CodingKeys: String, CodingKey {
         case tabs
         case unrealizedMilliseconds = "unrealized_ms"
         case eagerMilliseconds = "eager_ms"
+        case coldUnrealizedMilliseconds = "cold_unrealized_ms"
+        case coldEagerMilliseconds = "cold_eager_ms"
     }
 
-    public var speedup: Double { unrealizedMilliseconds > 0 ? eagerMilliseconds / unrealizedMilliseconds : 0 }
+    public var speedup: Double { ratio(eagerMilliseconds, unrealizedMilliseconds) }
+    public var coldSpeedup: Double { ratio(coldEagerMilliseconds, coldUnrealizedMilliseconds) }
+
+    private func ratio(_ eager: Double, _ unrealized: Double) -> Double { unrealized > 0 ? eager / unrealized : 0 }
 }
 
 public enum RestoreBench {
     /// Saves a window of `tabs` tabs (five pages of history each, compacted into a snapshot)
-    /// under `directory`, then restores it `repeats` times each way, alternating; the medians.
+    /// under `directory`, then restores it `repeats` times each way, warm and cold, alternating;
+    /// the medians.
     public static func run(tabs: Int, repeats: Int, directory: FilePath) throws -> RestoreResult {
         let window = UUID()
         try save(window, tabs: tabs, directory: directory)
         var unrealized: [Double] = []
         var eager: [Double] = []
+        var coldUnrealized: [Double] = []
+        var coldEager: [Double] = []
         for _ in 0..<repeats {
             unrealized.append(try restore(window, directory: directory, realizingEveryTab: false))
             eager.append(try restore(window, directory: directory, realizingEveryTab: true))
+            try dropPageCache(under: directory)
+            coldUnrealized.append(try restore(window, directory: directory, realizingEveryTab: false))
+            try dropPageCache(under: directory)
+            coldEager.append(try restore(window, directory: directory, realizingEveryTab: true))
         }
-        return RestoreResult(tabs: tabs, unrealizedMilliseconds: median(unrealized), eagerMilliseconds: median(eager))
+        return RestoreResult(
+            tabs: tabs, unrealizedMilliseconds: median(unrealized), eagerMilliseconds: median(eager),
+            coldUnrealizedMilliseconds: median(coldUnrealized), coldEagerMilliseconds: median(coldEager))
+    }
+
+    /// Drops every file's pages under `directory` from the page cache
+    /// (`posix_fadvise(POSIX_FADV_DONTNEED)`): the next restore reads them from the disk, as one
+    /// after a reboot or under memory pressure would. The store synced them, so none is dirty.
+    static func dropPageCache(under directory: FilePath) throws {
+        guard let walk = FileManager.default.enumerator(atPath: directory.string) else {
+            throw BenchError.worker("cannot list \(directory) to drop its pages")
+        }
+        for case let name as String in walk {
+            let path = directory.appending(name)
+            var status = stat()
+            guard lstat(path.string, &status) == 0 else { throw BenchError.system("lstat \(path)", Errno(rawValue: errno)) }
+            guard status.st_mode & S_IFMT == S_IFREG else { continue }
+            let fd = open(path.string, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw BenchError.system("open \(path)", Errno(rawValue: errno)) }
+            defer { close(fd) }
+            // posix_fadvise returns the error rather than setting errno.
+            let result = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+            guard result == 0 else { throw BenchError.system("posix_fadvise(DONTNEED) \(path)", Errno(rawValue: result)) }
+        }
     }
 
     private static func save(_ window: UUID, tabs: Int, directory: FilePath) throws {

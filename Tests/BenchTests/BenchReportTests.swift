@@ -98,7 +98,7 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
     @Test func theJSONCarriesTheFieldsScriptsRead() throws {
         let built = report(
             [row(.floor, microseconds: 100, saves: 10), row(.uring, .large, microseconds: 3000, saves: 10)],
-            restore: RestoreResult(tabs: 10_000, unrealizedMilliseconds: 5, eagerMilliseconds: 80),
+            restore: RestoreResult(tabs: 10_000, unrealizedMilliseconds: 5, eagerMilliseconds: 80, coldUnrealizedMilliseconds: 20, coldEagerMilliseconds: 150),
             coordination: CoordinationResult(
                 shmRoundTripP50: 8, shmRoundTripP99: 20, socketRoundTripP50: 12, socketRoundTripP99: 30, ctlP50: 90, ctlP99: 200))
         let object = try #require(JSONSerialization.jsonObject(with: built.json()) as? [String: Any])
@@ -112,10 +112,13 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         #expect(results[1]["size"] as? String == "large" && results[1]["p99_us"] as? Int == 3000)
         let restore = try #require(object["restore"] as? [String: Any])
         #expect(restore["tabs"] as? Int == 10_000 && restore["unrealized_ms"] as? Double == 5 && restore["eager_ms"] as? Double == 80)
+        #expect(restore["cold_unrealized_ms"] as? Double == 20 && restore["cold_eager_ms"] as? Double == 150)
         let coordination = try #require(object["coordination"] as? [String: Any])
         for key in ["shm_rtt_p50_us", "socket_rtt_p50_us", "ctl_p50_us"] { #expect(coordination[key] is Double, "\(key)") }
         let targets = try #require(object["targets"] as? [[String: Any]])
-        #expect(targets.contains { $0["name"] as? String == "restore: eager time over unrealized time" && $0["met"] as? Bool == true })
+        #expect(targets.contains { $0["name"] as? String == "restore, warm: eager time over unrealized time" && $0["met"] as? Bool == true })
+        // 150 / 20 = 7.5: the cold target is missed, and says so.
+        #expect(targets.contains { $0["name"] as? String == "restore, cold: eager time over unrealized time" && $0["met"] as? Bool == false })
         let device = try #require(object["device"] as? [String: Any])
         #expect(device["write_p50_us"] as? Int == 80 && device["flush_p50_us"] as? Int == 90)
         #expect(object["open_loop"] as? [Any] != nil, "an empty sweep is an empty list")

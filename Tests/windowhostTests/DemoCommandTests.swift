@@ -79,6 +79,13 @@ private func mode(_ path: String) throws -> Int {
         #expect(browser["kind"] as? String == "regular")
         #expect(browser["durable_seq"] as? Int ?? 0 >= 30)
         #expect((browser["tabs"] as? [[String: Any]])?.isEmpty == false)
+        // Each file the tabs were read from, with its format: snapshots are written in 2.
+        let files = try #require(browser["files"] as? [[String: Any]])
+        #expect(files.first?["name"] as? String == "snapshot-" + String(format: "%016llx", browser["generation"] as? Int ?? -1))
+        #expect(files.first?["version"] as? Int == 2, "\(files)")
+        #expect(files.dropFirst().allSatisfy { ($0["name"] as? String)?.hasPrefix("journal-") == true && $0["version"] as? Int == 1 })
+        let text = try run(["inspect", root.path])
+        #expect(text.output.contains("files: snapshot-") && text.output.contains("(format 2)"), "\(text.output)")
 
         // Damage the newest snapshot's metadata: exit 65, the file and offset named, the window
         // still shown (from the generation before), and nothing on disk changed by looking.
