@@ -106,6 +106,20 @@ public enum RestoreBench {
         }
         try store.waitUntilDurable(1)
         try store.teardown()
+        // Lived in: a few activations, past a second compaction, so the journals hold what a
+        // window's hold between compactions. Right after the one save that made every tab, the
+        // fallback generation's journal is that save (every tab's insert and history), which
+        // each restore scans (`checkFallback`) on both sides of the comparison.
+        let livedIn = WindowStore(
+            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
+        _ = try livedIn.recover()
+        for seq in UInt64(2)...7 {
+            try livedIn.apply(seq: seq) { try livedIn.regular.webStateList.activate(at: Int(seq) % tabs) }
+            try livedIn.waitUntilDurable(seq)
+        }
+        try livedIn.apply(seq: 8) { try livedIn.regular.webStateList.activate(at: tabs / 2) }
+        try livedIn.waitUntilDurable(8)
+        try livedIn.teardown()
     }
 
     /// Milliseconds from opening the store to the active tab's history in hand (and, eager,

@@ -15,7 +15,9 @@ import Testing
 
     @Test func bothBrowsersSaveOnADiskWithRoomForOnlyOnePreallocatedJournal() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
-        engine.capacity = 28 << 10
+        // Below two preallocated journals (32 KiB); 28 KiB until format 2, whose fixed-width
+        // entries make a 12-tab snapshot about 300 bytes larger.
+        engine.capacity = 30 << 10
         var seq: UInt64 = 0
         let live: WindowContents
         do {
