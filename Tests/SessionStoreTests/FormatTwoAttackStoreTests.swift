@@ -168,3 +168,78 @@ import Testing
         }
     }
 }
+
+/// Two tabs' history ranges swapped in the newest snapshot, checksum right: each entry names the
+/// other tab's frame. Realized at once, each tab finds the mismatch and rebuilds its history
+/// from the generation before. But compaction copies an unrealized tab's frame without looking
+/// whose it is (`SnapshotReader.historyFrame`), so after two compactions the swapped frames are
+/// in every generation, the one that held the right histories is deleted, and realizing the tab
+/// then can only degrade it to one page: acknowledged history lost.
+@Suite struct SwappedFrameTests {
+    private static func prepared(_ root: FilePath, options: StoreOptions) throws -> (expected: WindowContents, seq: UInt64, directory: FilePath) {
+        let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+        _ = try store.recover()
+        let list = store.regular.webStateList
+        var seq: UInt64 = 0
+        func command(_ body: () throws -> Void) throws {
+            seq += 1
+            try store.apply(seq: seq, body)
+            try store.waitUntilDurable(seq)
+        }
+        for name in ["a", "b", "c"] {
+            let tab = WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero)
+            try command { try list.insert(tab, InsertionParams(activate: true)) }
+            for n in 0..<3 {
+                try command { try tab.commitNavigation(to: NavigationItem(url: "https://\(name).example/\(n)", title: "\(name) \(n)", timestamp: .zero)) }
+            }
+        }
+        try store.settle()
+        let directory = root.appending("windows").appending(windowID.uuidString).appending("regular")
+        return (try WindowContents(store), seq, directory)
+    }
+
+    /// Swaps entries 0 and 1's history ranges in the newest snapshot, checksum made right.
+    private static func swapFrames(in directory: FilePath) throws -> String {
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
+        let newest = try #require(names.last)
+        let url = URL(fileURLWithPath: directory.appending(newest).string)
+        var bytes = Array(try Data(contentsOf: url))
+        let payload = Framing.fileHeaderSize + Framing.recordHeaderSize
+        func at(_ item: Int, _ field: Int) -> Int { payload + SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field }
+        let offsets = (bytes.littleEndian(UInt64.self, at: at(0, SnapshotIndex.Field.historyOffset)), bytes.littleEndian(UInt64.self, at: at(1, SnapshotIndex.Field.historyOffset)))
+        let lengths = (bytes.littleEndian(UInt32.self, at: at(0, SnapshotIndex.Field.historyLength)), bytes.littleEndian(UInt32.self, at: at(1, SnapshotIndex.Field.historyLength)))
+        bytes.storeLittleEndian(offsets.1, at: at(0, SnapshotIndex.Field.historyOffset))
+        bytes.storeLittleEndian(offsets.0, at: at(1, SnapshotIndex.Field.historyOffset))
+        bytes.storeLittleEndian(lengths.1, at: at(0, SnapshotIndex.Field.historyLength))
+        bytes.storeLittleEndian(lengths.0, at: at(1, SnapshotIndex.Field.historyLength))
+        let length = Int(bytes.littleEndian(UInt32.self, at: Framing.fileHeaderSize + 4))
+        bytes.storeLittleEndian(
+            CRC32C.checksum(bytes[payload..<payload + length], continuing: CRC32C.checksum(bytes[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
+            at: Framing.fileHeaderSize + 8)
+        try Data(bytes).write(to: url)
+        return newest
+    }
+
+    @Test(arguments: [0, 2]) func swappedFramesKeepTheirHistoriesThroughCompactions(compactionsFirst: Int) throws {
+        try withTemporaryDirectory { root in
+            let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
+            let (expected, last, directory) = try Self.prepared(root, options: options)
+            _ = try Self.swapFrames(in: directory)
+            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let recovery = try store.recover()
+            #expect(recovery.seq == last)
+            let list = store.regular.webStateList
+            var seq = last
+            // Saves that touch only tab C (index 2): A and B stay unrealized through the compactions.
+            let c = try list.webState(at: 2)
+            for _ in 0..<(compactionsFirst * 5) {
+                seq += 1
+                try store.apply(seq: seq) { try c.commitNavigation(to: NavigationItem(url: "https://c.example/\(seq)", title: "c", timestamp: .zero)) }
+                try store.waitUntilDurable(seq)
+            }
+            try store.settle()
+            let got = try WindowContents(store)
+            #expect(got.regular.tabs.prefix(2) == expected.regular.tabs.prefix(2), "tabs A and B: \(got.regular.tabs.prefix(2))")
+        }
+    }
+}
