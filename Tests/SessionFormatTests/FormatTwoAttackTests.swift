@@ -22,6 +22,7 @@ import Testing
         /// Overrides the header's count of string records (the records themselves stay).
         var stringRecordCount: Int? = nil
 
+        /// The file: header, index record, string records, section.
         var bytes: [UInt8] {
             var index = SnapshotIndex.header(count: entries.count, activeIndex: activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq)
             for entry in entries { SnapshotIndex.appendEntry(to: &index, entry) }
@@ -35,6 +36,7 @@ import Testing
         }
     }
 
+    /// A navigation record for tab `id` with one entry per URL.
     static func frame(_ id: Int64, urls: [String]) throws -> [UInt8] {
         var history = NavigationHistory()
         for (n, url) in urls.enumerated() {
@@ -43,6 +45,7 @@ import Testing
         return try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: try #require(WebStateID(rawValue: id)), history: history)))
     }
 
+    /// An index entry; fields not given are plain (times 1 and 2, not realized).
     static func entry(
         _ id: Int64, history: (offset: Int, length: Int), strings: (offset: Int, title: Int, url: Int), opener: Int32 = -1, items: Int32 = 1
     ) -> SnapshotIndex.Entry {
@@ -286,7 +289,7 @@ import Testing
         let widths = [1, 2, 4, 8]
         var random = SeededGenerator(seed: 0x14_0002)
         var read = 0
-        for round in 0..<4_000 {
+        for _ in 0..<4_000 {
             var damaged = bytes
             for _ in 0...Int.random(in: 0..<3, using: &random) {
                 let width = widths.randomElement(using: &random)!
@@ -302,7 +305,7 @@ import Testing
                 try Self.driveEverything(damaged)
                 read += 1
             } catch {
-                _ = "\(error) round \(round)"
+                // Refused: `driveEverything` throws only `SessionFormatError`.
             }
         }
         #expect(read > 0, "some damage passes the checks (time stamps, opener navigation index): the accessors ran")
@@ -339,6 +342,7 @@ import Testing
 /// CRC-32C: both paths against a bit-at-a-time reference and the RFC 3720 vectors, over every
 /// length to 10,000 from every alignment, and split anywhere (`continuing`).
 @Suite struct ChecksumAttackTests {
+    /// CRC-32C a bit at a time: slow, and sharing no code with either path.
     static func reference(_ bytes: some Sequence<UInt8>, continuing crc: UInt32 = 0) -> UInt32 {
         var crc = ~crc
         for byte in bytes {
@@ -348,6 +352,7 @@ import Testing
         return ~crc
     }
 
+    /// RFC 3720's vectors, "123456789", and the empty input, by every path.
     @Test func knownVectors() {
         let vectors: [([UInt8], UInt32)] = [
             ([UInt8](repeating: 0, count: 32), 0x8A91_36AA), ([UInt8](repeating: 0xFF, count: 32), 0x62A8_AB43),
@@ -363,6 +368,7 @@ import Testing
         }
     }
 
+    /// Both paths equal the reference from eight alignments over lengths to 10,000.
     @Test func everyLengthAndAlignmentAgrees() throws {
         var random = SeededGenerator(seed: 32)
         let buffer = (0..<10_016).map { _ in UInt8.random(in: 0...255, using: &random) }

@@ -14,14 +14,17 @@ import Testing
 @Suite struct FormatTwoAttackStoreTests {
     private static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/format1-window")
 
+    /// The window's regular Browser's session directory under `root`.
     private static func regularDirectory(_ root: FilePath, _ window: UUID = windowID) -> FilePath {
         root.appending("windows").appending(window.uuidString).appending("regular")
     }
 
+    /// The size of the file at `path`, 0 if none.
     private static func size(_ path: FilePath) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: path.string))?[.size] as? Int) ?? 0
     }
 
+    /// The snapshot names in `directory`, oldest first.
     private static func snapshots(_ directory: FilePath) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
     }
@@ -176,6 +179,7 @@ import Testing
 /// in every generation, the one that held the right histories is deleted, and realizing the tab
 /// then can only degrade it to one page: acknowledged history lost.
 @Suite struct SwappedFrameTests {
+    /// A real window: tabs A, B and C with three entries each, every save durable.
     private static func prepared(_ root: FilePath, options: StoreOptions) throws -> (expected: WindowContents, seq: UInt64, directory: FilePath) {
         let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
         _ = try store.recover()
@@ -220,6 +224,7 @@ import Testing
         return newest
     }
 
+    /// Realized at once (0) the tabs come back whole; after two compactions (2) they must too.
     @Test(arguments: [0, 2]) func swappedFramesKeepTheirHistoriesThroughCompactions(compactionsFirst: Int) throws {
         try withTemporaryDirectory { root in
             let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
