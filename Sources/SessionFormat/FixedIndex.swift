@@ -65,12 +65,16 @@ struct FixedIndex {
     }
 
     /// The first entry field that is out of range, in one pass: identifiers valid and unique,
-    /// openers inside the list, each history frame inside the section and no larger than one
-    /// record, counts not negative, title and URL within `Limits`, inside the string area and
-    /// UTF-8, no undefined bits.
+    /// openers inside the list, counts not negative, title and URL within `Limits` and UTF-8,
+    /// no undefined bits. Each tab's strings and history frame start where the previous tab's
+    /// end, and the last tab's end their area and the section, as the encoder lays them out:
+    /// no two tabs share bytes, so a small file cannot name the same 2 MiB URL or 64 MiB frame
+    /// for every tab and become gigabytes when its tabs are written again.
     private func firstProblem(sectionLength: UInt64) -> SessionFormatError.InvalidState? {
         var seen = Set<Int64>(minimumCapacity: count)
         let area = UInt64(strings.count)
+        var stringsEnd: UInt64 = 0
+        var historiesEnd: UInt64 = 0
         return index.withUnsafeBytes { entries in
             strings.withUnsafeBytes { text -> SessionFormatError.InvalidState? in
                 for item in 0..<count {
@@ -90,11 +94,12 @@ struct FixedIndex {
                     let historyLength = load(Field.historyLength, as: UInt32.self)
                     let historyEnd = historyOffset.addingReportingOverflow(UInt64(historyLength))
                     guard historyLength >= UInt32(Framing.recordHeaderSize),
-                        Int(historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, !historyEnd.overflow,
-                        historyEnd.partialValue <= sectionLength
+                        Int(historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, historyOffset == historiesEnd,
+                        !historyEnd.overflow, historyEnd.partialValue <= sectionLength
                     else {
                         return .historyOutOfRange(item: item, offset: historyOffset, length: historyLength, section: sectionLength)
                     }
+                    historiesEnd = historyEnd.partialValue
                     let navigationItemCount = load(Field.navigationItemCount, as: Int32.self)
                     guard navigationItemCount >= 0 else { return .negativeCount(Int(navigationItemCount)) }
                     let titleLength = Int(load(Field.titleLength, as: UInt32.self))
@@ -107,9 +112,10 @@ struct FixedIndex {
                     }
                     let stringOffset = load(Field.stringOffset, as: UInt64.self)
                     let stringEnd = stringOffset.addingReportingOverflow(UInt64(titleLength + urlLength))
-                    guard !stringEnd.overflow, stringEnd.partialValue <= area else {
+                    guard stringOffset == stringsEnd, !stringEnd.overflow, stringEnd.partialValue <= area else {
                         return .stringsOutOfRange(item: item, offset: stringOffset, length: UInt64(titleLength + urlLength), area: area)
                     }
+                    stringsEnd = stringEnd.partialValue
                     let flags = load(Field.flags, as: UInt32.self)
                     let reserved = load(Field.reserved, as: UInt32.self)
                     guard flags & ~SnapshotIndex.realizedFlag == 0, reserved == 0 else {
@@ -119,6 +125,12 @@ struct FixedIndex {
                     guard isUTF8(UnsafeRawBufferPointer(rebasing: text[start..<start + titleLength])),
                         isUTF8(UnsafeRawBufferPointer(rebasing: text[start + titleLength..<start + titleLength + urlLength]))
                     else { return .notUTF8(item: item) }
+                }
+                guard stringsEnd == area else {
+                    return .stringsOutOfRange(item: count, offset: stringsEnd, length: area - stringsEnd, area: area)
+                }
+                guard historiesEnd == sectionLength else {
+                    return .historyOutOfRange(item: count, offset: historiesEnd, length: 0, section: sectionLength)
                 }
                 return nil
             }

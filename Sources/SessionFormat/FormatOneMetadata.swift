@@ -99,6 +99,9 @@ enum FormatOneMetadata {
         var seen = Set<Int64>()
         var items: [SnapshotItem] = []
         items.reserveCapacity(count)
+        // Frames follow each other as every format-1 writer laid them out: no two tabs share
+        // one, so a small file cannot grow to gigabytes when its tabs are written again.
+        var historiesEnd: UInt64 = 0
         for (index, item) in storage.items.enumerated() {
             guard let id = WebStateID(rawValue: item.identifier) else { throw .invalidIdentifier(item.identifier) }
             guard seen.insert(item.identifier).inserted else { throw .duplicateIdentifier(item.identifier) }
@@ -113,18 +116,22 @@ enum FormatOneMetadata {
             // A frame is one navigation record: its length bounds what restore reads for it.
             let end = item.historyOffset.addingReportingOverflow(UInt64(item.historyLength))
             guard item.historyLength >= UInt32(Framing.recordHeaderSize),
-                Int(item.historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, !end.overflow,
-                end.partialValue <= storage.historySectionLength
+                Int(item.historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, item.historyOffset == historiesEnd,
+                !end.overflow, end.partialValue <= storage.historySectionLength
             else {
                 throw .historyOutOfRange(
                     item: index, offset: item.historyOffset, length: item.historyLength,
                     section: storage.historySectionLength)
             }
+            historiesEnd = end.partialValue
             items.append(
                 SnapshotItem(
                     id: id, openerIndex: openerIndex, openerNavigationIndex: Int(item.opener.navigationIndex),
                     metadata: try item.metadata.model(), realizedAtSave: item.realized,
                     historyOffset: Int(item.historyOffset), historyLength: Int(item.historyLength)))
+        }
+        guard historiesEnd == storage.historySectionLength else {
+            throw .historyOutOfRange(item: count, offset: historiesEnd, length: 0, section: storage.historySectionLength)
         }
         return items
     }

@@ -56,7 +56,9 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case tooManyTabs(Int, limit: Int)
         /// A format-2 index whose length is not its header's and its entries' (`count` tabs).
         case indexLengthMismatch(bytes: Int, count: Int)
-        /// A tab whose title and URL reach past the string area.
+        /// A tab whose title and URL are not where the tabs before it end (each tab's strings,
+        /// and its history, follow the previous tab's, and the last ends its area), or reach
+        /// past the area: no two tabs may share bytes, so a file cannot grow when written again.
         case stringsOutOfRange(item: Int, offset: UInt64, length: UInt64, area: UInt64)
         /// A tab whose title or URL is not UTF-8.
         case notUTF8(item: Int)

@@ -347,9 +347,14 @@ import Testing
         } catch {
             #expect(error.offset == lastFrameStart, "\(error)")
         }
-        // A history stored under another tab's place is caught when it is read.
-        let swapped = try SnapshotReader(InMemoryBytes(try snapshot { $0.items[0].historyOffset = $0.items[1].historyOffset }))
-        #expect(throws: SessionFormatError.self) { try swapped.history(at: 0) }
+        // Two tabs naming one frame: refused when the file opens (each frame follows the one
+        // before), so no frame is copied forward for every tab that names it.
+        let shared = try snapshot { _ in }
+        let frame = UInt64(try SnapshotReader(InMemoryBytes(shared)).historyFrame(at: 0).count)
+        #expect(throws: SessionFormatError.invalidState(
+            offset: at, reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame), section: 3 * frame))) {
+            try SnapshotReader(InMemoryBytes(try snapshot { $0.items[1].historyOffset = $0.items[0].historyOffset }))
+        }
     }
 
     @Test func replayRefusesRecordsThatDoNotFitTheList() throws {

@@ -111,51 +111,49 @@ import Testing
         }
     }
 
-    /// 64 tabs whose history ranges all name one frame of 64 KiB: restore reads no frame, and
-    /// compaction copies it once per unrealized tab (16,384 tabs on a 64 MiB frame: 1 TiB).
+    /// 64 tabs whose history ranges all name one frame of 64 KiB: compaction would copy it
+    /// once per unrealized tab (16,384 tabs on a 64 MiB frame: 1 TiB). Refused when the file
+    /// opens: each tab's frame must start where the one before ends.
     @Test func historyRangesSharedByEveryTabDoNotMultiplyWhenWrittenAgain() throws {
         let frame = try Self.frame(1, urls: (0..<64).map { "https://\($0).example/" + String(repeating: "h", count: 1_000) })
         var crafted = Crafted()
         crafted.section = frame
-        crafted.stringRecords = [Array("https://63.example/".utf8)]
-        for n in 0..<64 { crafted.entries.append(Self.entry(Int64(n + 1), history: (0, frame.count), strings: (0, 0, 19), items: 64)) }
-        let bytes = crafted.bytes
-        let reader = try SnapshotReader(InMemoryBytes(bytes))
-        let list = WebStateList()
-        try reader.restore(into: list, profile: Profile(stateDirectory: "/unused"))
-        do {
-            let again = try SnapshotEncoder.encode(list, lastCommandSeq: 1) { (tab) throws(SessionFormatError) in
-                try reader.historyFrame(at: reader.index(of: tab.id) ?? -1)
-            }
-            #expect(again.count <= 4 * bytes.count, "a \(bytes.count)-byte file written again is \(again.count) bytes")
-            // And what was copied is another tab's history under each tab's entry.
-            let second = try SnapshotReader(InMemoryBytes(again))
-            #expect(throws: SessionFormatError.self) { try second.history(at: 5) }
-        } catch {
-            // Refused (by the reader, or by the copy checking whose frame it is): what the test asks.
+        crafted.stringRecords = [Array(String(repeating: "https://63.example/", count: 64).utf8)]
+        for n in 0..<64 { crafted.entries.append(Self.entry(Int64(n + 1), history: (0, frame.count), strings: (19 * n, 0, 19), items: 64)) }
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize,
+            reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame.count), section: UInt64(frame.count)))) {
+            try SnapshotReader(InMemoryBytes(crafted.bytes))
         }
     }
 
     // MARK: strings at the edges
 
-    /// Zero-length strings at the area's very end, strings that overlap part of another tab's,
-    /// and a tab spread over two string records: all read and round-trip.
+    /// Zero-length strings at the area's very end and a tab spread over string records (one of
+    /// them empty): read and round-trip. Strings inside another tab's, or bytes no tab names,
+    /// are refused when the file opens: each tab's strings start where the one before ends.
     @Test func stringsAtTheEdgesReadAndRoundTrip() throws {
         let area = Array("Title0https://a.example/".utf8)
-        var crafted = try Self.tabs(4) { n in
-            switch n {
-            case 0: (0, 6, area.count - 6)
-            case 1: (area.count, 0, 0)  // at the end, nothing
-            case 2: (3, 5, 2)  // "le0ht" + "tp": inside tab 0's
-            default: (0, 0, 0)
-            }
-        }
+        var crafted = try Self.tabs(4) { n in n == 0 ? (0, 6, area.count - 6) : (area.count, 0, 0) }
         crafted.stringRecords = [Array(area[0..<4]), [], Array(area[4...])]
         let again = try Self.driveEverything(crafted.bytes)
         let reader = try SnapshotReader(InMemoryBytes(again))
         #expect(reader.metadata(at: 0).activePageTitle == "Title0" && reader.metadata(at: 0).activePageURL == "https://a.example/")
-        #expect(reader.metadata(at: 1).activePageTitle.isEmpty && reader.metadata(at: 1).activePageURL.isEmpty)
-        #expect(reader.metadata(at: 2).activePageTitle == "le0ht" && reader.metadata(at: 2).activePageURL == "tp")
+        #expect((1..<4).allSatisfy { reader.metadata(at: $0).activePageTitle.isEmpty && reader.metadata(at: $0).activePageURL.isEmpty })
+        var inside = crafted
+        inside.entries[2].stringOffset = 3
+        inside.entries[2].titleLength = 5
+        inside.entries[2].urlLength = 2
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 2, offset: 3, length: 7, area: UInt64(area.count)))) {
+            try SnapshotReader(InMemoryBytes(inside.bytes))
+        }
+        var unnamed = crafted
+        unnamed.entries[0].urlLength -= 1
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 1, offset: UInt64(area.count), length: 0, area: UInt64(area.count)))) {
+            try SnapshotReader(InMemoryBytes(unnamed.bytes))
+        }
     }
 
     /// Bytes that are not UTF-8, as a title and as a URL, at every position around the reader's
@@ -223,12 +221,15 @@ import Testing
         while list.count > 0 { try list.close(at: list.activeIndex ?? 0) }
     }
 
-    /// No tabs, and string records anyway (bytes no entry names, not UTF-8); 20,000 empty string
-    /// records; a string area bigger than one record would hold, with tabs spanning records.
+    /// No tabs, and string records anyway (bytes no entry names, not UTF-8): refused; 20,000
+    /// empty string records; a string area bigger than one record would hold, with tabs
+    /// spanning records.
     @Test func stringRecordsNoTabNamesAndManyTinyOnesRead() throws {
         var empty = Crafted()
         empty.stringRecords = [[0xFF, 0xFE], [0xC0]]
-        #expect(try Self.driveEverything(empty.bytes).count > 0)
+        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 0, offset: 0, length: 3, area: 3))) {
+            try Self.driveEverything(empty.bytes)
+        }
         var many = try Self.tabs(3) { n in (n, 1, 0) }
         many.stringRecords = [[UInt8]](repeating: [], count: 20_000) + [Array("abc".utf8)]
         let reader = try SnapshotReader(InMemoryBytes(many.bytes))
