@@ -35,15 +35,13 @@ public final class FindInPageController {
 }
 
 /// The seed's FindTabHelper: attached to every tab, creates its FindInPageController only when
-/// the tab is realized, and keeps a response delegate set meanwhile until then.
-public final class FindTabHelper: TabHelper, WebStateObserver {
-    private weak var webState: WebState?
+/// the tab is realized (the tab tells it: `TabHelper.webStateRealized`), and keeps a response
+/// delegate set meanwhile until then.
+public final class FindTabHelper: TabHelper {
     public private(set) var controller: FindInPageController?
     private weak var pendingResponseDelegate: (any FindInPageResponseDelegate)?
 
     public init(webState: WebState) {
-        self.webState = webState
-        webState.addObserver(self)
         if webState.isRealized { createController(for: webState) }
     }
 
@@ -63,12 +61,9 @@ public final class FindTabHelper: TabHelper, WebStateObserver {
 
     public func webStateRealized(_ webState: WebState) { createController(for: webState) }
 
-    public func webStateDestroyed(_ webState: WebState) { shutdown() }
-
     public func shutdown() {
-        webState?.removeObserver(self)
-        webState = nil
         controller = nil
+        pendingResponseDelegate = nil
     }
 
     private func createController(for webState: WebState) {

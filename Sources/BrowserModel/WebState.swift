@@ -52,10 +52,18 @@ extension WebStateObserver {
     public func webStateDestroyed(_ webState: WebState) {}
 }
 
-/// Something attached to a tab for the tab's lifetime (the seed's tab helpers).
+/// Something attached to a tab for the tab's lifetime (the seed's tab helpers). The tab owns
+/// its helpers and tells them itself when it is realized: a helper needs no observer
+/// registration (nor a reference back), so attaching one to each restored tab stays cheap.
 public protocol TabHelper: AnyObject {
+    /// The tab was realized (once, before its observers hear of it).
+    func webStateRealized(_ webState: WebState)
     /// The tab leaves its list or is destroyed: let go of it.
     func shutdown()
+}
+
+extension TabHelper {
+    public func webStateRealized(_ webState: WebState) {}
 }
 
 public enum WebStateError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -104,7 +112,7 @@ public final class WebState {
     public private(set) var lastActiveTime: Timestamp
     public private(set) var isDestroyed = false
     private var content: Content
-    private var observers: [WeakBox<AnyObject>] = []
+    private var observers = ObserverList()
     private var helpers: [ObjectIdentifier: any TabHelper] = [:]
 
     /// A realized tab, as a new tab or a prerendered page is.
@@ -169,6 +177,7 @@ public final class WebState {
             throw .historyUnavailable(id, reason: "\(error)")
         }
         content = .realized(history)
+        for helper in helpers.values { helper.webStateRealized(self) }
         forEachObserver { $0.webStateRealized(self) }
     }
 
@@ -230,17 +239,18 @@ public final class WebState {
     // MARK: Observers and tab helpers (both work while unrealized).
 
     public func addObserver(_ observer: any WebStateObserver) {
-        observers.removeAll { $0.value == nil || $0.value === observer }
-        observers.append(WeakBox(observer))
+        observers.remove(observer)
+        observers.add(observer)
     }
 
     public func removeObserver(_ observer: any WebStateObserver) {
-        observers.removeAll { $0.value == nil || $0.value === observer }
+        observers.remove(observer)
     }
 
     private func forEachObserver(_ body: (any WebStateObserver) -> Void) {
-        for box in observers {
-            if let observer = box.value as? any WebStateObserver { body(observer) }
+        // A copy: an observer may add or remove observers while told.
+        for object in observers.objects {
+            if let observer = object as? any WebStateObserver { body(observer) }
         }
     }
 
@@ -267,7 +277,34 @@ public final class WebState {
         detachHelpers()
         isDestroyed = true
         forEachObserver { $0.webStateDestroyed(self) }
-        observers.removeAll()
+        observers = ObserverList()
+    }
+}
+
+/// A tab's observers, held weakly, in the order they came: the first one inline, so a
+/// restored tab observed by its list's journal recorder alone allocates nothing for it.
+private struct ObserverList {
+    private var first: WeakBox<AnyObject>?
+    private var rest: [WeakBox<AnyObject>] = []
+
+    mutating func add(_ observer: AnyObject) {
+        if first == nil, rest.isEmpty {
+            first = WeakBox(observer)
+        } else {
+            rest.append(WeakBox(observer))
+        }
+    }
+
+    /// Forgets `observer`, and any observer gone since.
+    mutating func remove(_ observer: AnyObject) {
+        if let box = first, box.value == nil || box.value === observer { first = nil }
+        // Not even looked at when empty: a restored tab's only observer costs no array.
+        if !rest.isEmpty { rest.removeAll { $0.value == nil || $0.value === observer } }
+        if first == nil, !rest.isEmpty { first = rest.removeFirst() }
+    }
+
+    var objects: [AnyObject] {
+        ([first].compactMap { $0?.value }) + rest.compactMap(\.value)
     }
 }
 

@@ -274,7 +274,7 @@ public final class WebStateList {
         guard pinnedCount >= 0, pinnedCount <= tabs.count else {
             throw .pinnedCountOutOfRange(pinnedCount, count: tabs.count)
         }
-        var identifiers = Set<WebStateID>()
+        var identifiers = Set<WebStateID>(minimumCapacity: tabs.count)
         for tab in tabs {
             guard !tab.webState.isDestroyed else { throw .webStateDestroyed(tab.webState.id) }
             guard identifiers.insert(tab.webState.id).inserted else { throw .duplicateWebState(tab.webState.id) }

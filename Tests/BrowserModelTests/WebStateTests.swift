@@ -95,6 +95,40 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         #expect(webState.url == "https://b.example/")
     }
 
+    /// Observers are told in the order they came, whichever left in between (the first is kept
+    /// inline, the rest in an array), a removed or released one no more; the tab's helpers hear
+    /// of realization first, without registering.
+    @Test func observersAreToldInOrderAndHelpersFirst() throws {
+        final class Log { var lines: [String] = [] }
+        final class Named: WebStateObserver {
+            let name: String
+            let log: Log
+            init(_ name: String, _ log: Log) { self.name = name; self.log = log }
+            func webStateRealized(_ webState: WebState) { log.lines.append(name) }
+        }
+        final class Helper: TabHelper {
+            let log: Log
+            init(_ log: Log) { self.log = log }
+            func webStateRealized(_ webState: WebState) { log.lines.append("helper") }
+            func shutdown() { log.lines.append("shutdown") }
+        }
+        let log = Log()
+        let webState = unrealizedTab(9, storedMetadata) { storedHistory() }
+        let a = Named("a", log), b = Named("b", log), c = Named("c", log)
+        var released: Named? = Named("released", log)
+        for observer in [a, b, c] { webState.addObserver(observer) }
+        webState.addObserver(released!)
+        webState.removeObserver(a)
+        webState.addObserver(a)
+        webState.addObserver(b)  // again: moves to the end, told once
+        released = nil
+        webState.attach(Helper(log))
+        try webState.forceRealized()
+        #expect(log.lines == ["helper", "c", "a", "b"])
+        webState.destroy()
+        #expect(log.lines.last == "shutdown")
+    }
+
     @Test func navigationDropsForwardHistoryButGoingBackKeepsIt() throws {
         let webState = WebState(id: WebStateID(rawValue: 1)!, creationTime: .zero, history: storedHistory())
         try webState.goToItem(at: 0)

@@ -9,7 +9,7 @@ import Testing
 
 /// Issue 14 item 2: sessions the v1 releases wrote restore tab for tab with today's code, and
 /// are rewritten in the new format at their next compaction. The fixtures were written by the
-/// old binaries themselves, through their CLI (`Fixtures/v1-*/make.sh`): `v1-9df0f5e` ends with
+/// old binaries themselves, through their CLI (`Fixtures/make-v1-fixture.sh`): `v1-9df0f5e` ends with
 /// a clean shutdown, `v1-690d51b` with the supervisor SIGKILLed after every command was
 /// acknowledged durable. Each holds two windows, one with incognito tabs, openers, a closed and
 /// a replaced tab, an active tab other than the last, a tab unrealized when its snapshot was
@@ -247,13 +247,13 @@ import Testing
     }
 
     /// A private copy of fixture `name` as the old binary left it (directories 0700, files 0600),
-    /// without `make.sh` and `expected.json`, as the root `body` runs on.
+    /// without `expected.json`, as the root `body` runs on.
     private func withFixtureRoot(_ name: String, _ body: (URL) throws -> Void) throws {
         try withTemporaryDirectory { directory in
             let root = URL(fileURLWithPath: directory.string).appendingPathComponent("root")
             func copy(_ source: URL, to target: URL) throws {
                 try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-                for name in try FileManager.default.contentsOfDirectory(atPath: source.path) where !["make.sh", "expected.json"].contains(name) {
+                for name in try FileManager.default.contentsOfDirectory(atPath: source.path) where name != "expected.json" {
                     let from = source.appendingPathComponent(name)
                     let to = target.appendingPathComponent(name)
                     var isDirectory: ObjCBool = false
