@@ -180,7 +180,7 @@ import Testing
 /// then can only degrade it to one page: acknowledged history lost.
 @Suite struct SwappedFrameTests {
     /// A real window: tabs A, B and C with three entries each, every save durable.
-    private static func prepared(_ root: FilePath, options: StoreOptions) throws -> (expected: WindowContents, seq: UInt64, directory: FilePath) {
+    static func prepared(_ root: FilePath, options: StoreOptions) throws -> (expected: WindowContents, seq: UInt64, directory: FilePath) {
         let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let list = store.regular.webStateList
