@@ -112,7 +112,25 @@ public final class SnapshotReader {
 
     /// The history of the tab at `index` of the stored list, read and checked now.
     public func history(at index: Int) throws(SessionFormatError) -> NavigationHistory {
-        let (_, payload, offset) = try readHistory(at: index)
+        try readCheckedHistory(at: index).history
+    }
+
+    /// The raw frame of the tab at `index`, checked exactly as realizing the tab checks it
+    /// (`history(at:)`): what a new snapshot copies for a tab that was never realized. A frame
+    /// copied on a weaker check (another tab's history behind this tab's id, a history that
+    /// does not realize) would outlive every generation that still held the right one.
+    public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        try readCheckedHistory(at: index).frame
+    }
+
+    /// The frame of the tab at `index` with its framing and checksum verified, its payload not
+    /// decoded: for reading back a snapshot just written from checked histories.
+    public func checksummedFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        try readHistory(at: index).frame
+    }
+
+    private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (frame: [UInt8], history: NavigationHistory) {
+        let (frame, payload, offset) = try readHistory(at: index)
         let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
         guard storage.identifier == id(at: index).rawValue else {
             throw .invalidState(
@@ -120,35 +138,10 @@ public final class SnapshotReader {
                 reason: .historyIdentifierMismatch(expected: id(at: index).rawValue, found: storage.identifier))
         }
         do {
-            return try storage.model()
+            return (frame, try storage.model())
         } catch {
             throw .invalidState(offset: offset, reason: error)
         }
-    }
-
-    /// The raw, checksum-verified frame of the tab at `index`: what a new snapshot copies for a
-    /// tab that was never realized. The frame must be this tab's (its identifier, read on the
-    /// wire without decoding the rest): another tab's frame copied forward would outlive every
-    /// generation that still held the right one.
-    public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
-        let (frame, payload, offset) = try readHistory(at: index)
-        let found = Self.leadingIdentifier(payload)
-        guard found == id(at: index).rawValue else {
-            throw .invalidState(offset: offset, reason: .historyIdentifierMismatch(expected: id(at: index).rawValue, found: found))
-        }
-        return frame
-    }
-
-    /// A `NavigationStorage` payload's identifier (field 1, a varint: the first field any
-    /// writer encodes, fields going in number order); 0 when the payload does not start with it.
-    static func leadingIdentifier(_ payload: [UInt8]) -> Int64 {
-        guard payload.first == 0x08 else { return 0 }
-        var value: UInt64 = 0
-        for (position, byte) in payload.dropFirst().prefix(10).enumerated() {
-            value |= UInt64(byte & 0x7F) << UInt64(7 * position)
-            if byte & 0x80 == 0 { return Int64(bitPattern: value) }
-        }
-        return 0
     }
 
     /// One pread of the tab's frame, checked (magic, length, checksum, kind) to be exactly one

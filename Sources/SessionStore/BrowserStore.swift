@@ -984,7 +984,7 @@ public final class BrowserStore {
             guard reader.lastCommandSeq == seq else {
                 throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
             }
-            for index in 0..<reader.count { _ = try reader.historyFrame(at: index) }
+            for index in 0..<reader.count { _ = try reader.checksummedFrame(at: index) }
             return reader
         } catch {
             throw .readBackFailed(path.string, error)

@@ -4,10 +4,11 @@ import HostLimits
 @testable import SessionFormat
 import Testing
 
-/// Second hostile round on format 2 (issue 14), on `SnapshotReader.leadingIdentifier`: the copy
-/// check (`historyFrame(at:)`) reads a frame's identifier on the wire, the realization check
-/// (`history(at:)`) decodes it. Whatever a frame holds, the two must agree on whose it is, or a
-/// frame compaction copies forward is refused only once no other generation holds the tab.
+/// Second hostile round on format 2 (issue 14): the copy check (`historyFrame(at:)`) and the
+/// realization check (`history(at:)`) must agree on every frame, or a frame compaction copies
+/// forward is refused only once no other generation holds the tab. (The copy check first read
+/// only the identifier on the wire, and a frame with a second identifier field, or without a
+/// valid history, passed it; it now checks what realizing checks.)
 @Suite struct LeadingIdentifierTests {
     typealias T = FormatTwoAttackTests
 

@@ -9,11 +9,11 @@ import TestSupport
 import Testing
 
 /// Second hostile round on format 2 (issue 14), on the first round's fixes: a frame copied
-/// forward is checked by `SnapshotReader.leadingIdentifier`, which reads only the payload's
-/// first field, while realizing decodes it whole. A frame that starts `08 <A>` but does not
-/// realize (another tab's history behind it, as protobuf keeps the last identifier; or no valid
-/// history at all) is copied forward until the generations that held A's history are gone,
-/// and A then degrades to one page: the first round's swapped frames, one layer down.
+/// forward was checked by reading only the payload's first field, while realizing decodes it
+/// whole. A frame that starts `08 <A>` but does not realize (another tab's history behind it,
+/// as protobuf keeps the last identifier; or no valid history at all) was copied forward until
+/// the generations that held A's history were gone, and A then degraded to one page. The copy
+/// now checks what realizing checks, and the tab is realized through the fallback instead.
 @Suite struct LeadingIdentifierBypassTests {
     /// How tab A's frame is replaced, keeping its length so nothing else in the file moves.
     enum Disguise: String, CaseIterable, Sendable {
