@@ -59,25 +59,8 @@ import Testing
     /// compactions (2) it must too, as the swapped frames of the first round now do.
     @Test(arguments: Disguise.allCases, [0, 2])
     func aFrameRealizingRefusesIsNotCopiedForward(disguise: Disguise, compactionsFirst: Int) throws {
-        try withTemporaryDirectory { root in
-            let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
-            let (expected, last, directory) = try SwappedFrameTests.prepared(root, options: options)
+        try SwappedFrameTests.expectTabsAAndBWhole(compactionsFirst: compactionsFirst) { directory in
             try Self.disguise(disguise, in: directory)
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
-            let recovery = try store.recover()
-            #expect(recovery.seq == last)
-            let list = store.regular.webStateList
-            var seq = last
-            // Saves that touch only tab C: A and B stay unrealized through the compactions.
-            let c = try list.webState(at: 2)
-            for _ in 0..<(compactionsFirst * 5) {
-                seq += 1
-                try store.apply(seq: seq) { try c.commitNavigation(to: NavigationItem(url: "https://c.example/\(seq)", title: "c", timestamp: .zero)) }
-                try store.waitUntilDurable(seq)
-            }
-            try store.settle()
-            let got = try WindowContents(store)
-            #expect(got.regular.tabs.prefix(2) == expected.regular.tabs.prefix(2), "tabs A and B: \(got.regular.tabs.prefix(2))")
         }
     }
 }

@@ -226,17 +226,22 @@ import Testing
 
     /// Realized at once (0) the tabs come back whole; after two compactions (2) they must too.
     @Test(arguments: [0, 2]) func swappedFramesKeepTheirHistoriesThroughCompactions(compactionsFirst: Int) throws {
+        try Self.expectTabsAAndBWhole(compactionsFirst: compactionsFirst) { directory in _ = try Self.swapFrames(in: directory) }
+    }
+
+    /// The prepared window, its newest regular snapshot damaged by `damage`, restored, then
+    /// `compactionsFirst` compactions of saves that touch only tab C (A and B stay unrealized
+    /// through them): tabs A and B must come back as they were acknowledged.
+    static func expectTabsAAndBWhole(compactionsFirst: Int, damage: (FilePath) throws -> Void) throws {
         try withTemporaryDirectory { root in
             let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
             let (expected, last, directory) = try Self.prepared(root, options: options)
-            _ = try Self.swapFrames(in: directory)
+            try damage(directory)
             let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try store.recover()
             #expect(recovery.seq == last)
-            let list = store.regular.webStateList
             var seq = last
-            // Saves that touch only tab C (index 2): A and B stay unrealized through the compactions.
-            let c = try list.webState(at: 2)
+            let c = try store.regular.webStateList.webState(at: 2)
             for _ in 0..<(compactionsFirst * 5) {
                 seq += 1
                 try store.apply(seq: seq) { try c.commitNavigation(to: NavigationItem(url: "https://c.example/\(seq)", title: "c", timestamp: .zero)) }
