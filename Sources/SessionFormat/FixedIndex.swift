@@ -28,10 +28,12 @@ struct FixedIndex {
         }
         let reserved = index.littleEndian(UInt64.self, at: Header.reserved)
         guard reserved == 0 else { throw invalid(.undefinedBits(item: nil, reserved)) }
-        // Each record takes at least a header: a count the file cannot hold is refused before
-        // anything is read for it.
+        // Each record takes at least a header, and holds at least one tab's strings (the encoder
+        // starts a record only for a tab that does not fit the one before; a list without
+        // strings has one empty record): a count the file or the tabs cannot fill is refused
+        // before anything is read for it, so millions of empty records cost nothing.
         let stringRecords = Int(index.littleEndian(UInt32.self, at: Header.stringRecords))
-        guard stringRecords <= (source.size - indexEnd) / Framing.recordHeaderSize else {
+        guard stringRecords <= max(1, count), stringRecords <= (source.size - indexEnd) / Framing.recordHeaderSize else {
             throw invalid(.continuationsOutOfRange(stringRecords, bytesLeft: source.size - indexEnd))
         }
         var strings: [UInt8] = []

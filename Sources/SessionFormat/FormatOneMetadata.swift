@@ -17,9 +17,12 @@ enum FormatOneMetadata {
         // empty items costs one pass over its bytes, never their decoded structs.
         var itemCount = try countItems(payload, at: first, before: 0)
         var storage = try decodeMessage(ListStorage.self, payload, at: first)
-        // Each record takes at least a header: a count the file cannot hold is refused before
-        // anything is read for it.
-        guard Int(storage.continuationRecords) <= (source.size - end) / Framing.recordHeaderSize else {
+        // Each record takes at least a header, and each continuation at least one item (the
+        // writer starts one only for an item that does not fit): a count the file or the
+        // bound on tabs cannot fill is refused before anything is read for it.
+        guard Int(storage.continuationRecords) <= Limits.maxTabsPerBrowser,
+            Int(storage.continuationRecords) <= (source.size - end) / Framing.recordHeaderSize
+        else {
             throw .invalidState(offset: first, reason: .continuationsOutOfRange(Int(storage.continuationRecords), bytesLeft: source.size - end))
         }
         for _ in 0..<storage.continuationRecords {

@@ -94,6 +94,17 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))) {
             try SnapshotReader(InMemoryBytes(short))
         }
+        // More continuations than a Browser has tabs (each holds at least one item), all there
+        // and empty: refused before any is read.
+        lying.continuationRecords = UInt32(Limits.maxTabsPerBrowser + 1)
+        var empties = FormatOneSnapshot.header
+        try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &empties)
+        let first = empties.count
+        for _ in 0...Limits.maxTabsPerBrowser { try Framing.appendRecord(.listMetadataContinuation, payload: [], to: &empties) }
+        #expect(throws: SessionFormatError.invalidState(
+            offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(Limits.maxTabsPerBrowser + 1, bytesLeft: empties.count - first))) {
+            try SnapshotReader(InMemoryBytes(empties))
+        }
     }
 
     /// A tab whose history fills the text budget with 2 MiB URLs: its snapshot frame and the
