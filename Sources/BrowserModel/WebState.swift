@@ -248,8 +248,10 @@ public final class WebState {
     }
 
     private func forEachObserver(_ body: (any WebStateObserver) -> Void) {
-        // A copy: an observer may add or remove observers while told.
-        for object in observers.objects {
+        // A copy: an observer may add or remove observers while told (reading the property
+        // for the whole loop would be an access that overlaps their changes).
+        let current = observers
+        current.forEach { object in
             if let observer = object as? any WebStateObserver { body(observer) }
         }
     }
@@ -303,8 +305,12 @@ private struct ObserverList {
         if first == nil, !rest.isEmpty { first = rest.removeFirst() }
     }
 
-    var objects: [AnyObject] {
-        ([first].compactMap { $0?.value }) + rest.compactMap(\.value)
+    /// Each observer still there, in order; allocates nothing (a navigation tells them all).
+    func forEach(_ body: (AnyObject) -> Void) {
+        if let object = first?.value { body(object) }
+        for box in rest {
+            if let object = box.value { body(object) }
+        }
     }
 }
 

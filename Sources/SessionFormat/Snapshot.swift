@@ -130,15 +130,14 @@ enum SnapshotIndex {
     }
 
     /// The header with the fields known before the tabs are; `finishHeader` sets the rest.
+    /// Fields go where `Header` says, the one statement of the layout the reader also reads by.
     static func header(count: Int, activeIndex: Int?, pinnedCount: Int, lastCommandSeq: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = []
+        var bytes = [UInt8](repeating: 0, count: headerSize)
         // A list never holds more than `Limits.maxTabsPerBrowser` tabs.
-        bytes.appendLittleEndian(UInt32(count))
-        bytes.appendLittleEndian(Int32(activeIndex ?? -1))
-        bytes.appendLittleEndian(UInt32(pinnedCount))
-        bytes.appendLittleEndian(UInt32(0))
-        bytes.appendLittleEndian(lastCommandSeq)
-        bytes += [UInt8](repeating: 0, count: headerSize - bytes.count)
+        bytes.storeLittleEndian(UInt32(count), at: Header.count)
+        bytes.storeLittleEndian(Int32(activeIndex ?? -1), at: Header.activeIndex)
+        bytes.storeLittleEndian(UInt32(pinnedCount), at: Header.pinnedCount)
+        bytes.storeLittleEndian(lastCommandSeq, at: Header.lastCommandSeq)
         return bytes
     }
 
@@ -148,22 +147,22 @@ enum SnapshotIndex {
         bytes.storeLittleEndian(historySectionLength, at: Header.historySectionLength)
     }
 
+    /// Appends `entry`, each field where `Field` says (reserved bytes stay 0).
     static func appendEntry(to bytes: inout [UInt8], _ entry: Entry) {
         let start = bytes.count
-        bytes.appendLittleEndian(entry.id.rawValue)
-        bytes.appendLittleEndian(entry.creationTime.microsecondsSinceEpoch)
-        bytes.appendLittleEndian(entry.lastActiveTime.microsecondsSinceEpoch)
-        bytes.appendLittleEndian(entry.historyOffset)
-        bytes.appendLittleEndian(entry.stringOffset)
-        bytes.appendLittleEndian(entry.historyLength)
-        bytes.appendLittleEndian(entry.titleLength)
-        bytes.appendLittleEndian(entry.urlLength)
-        bytes.appendLittleEndian(entry.navigationItemCount)
-        bytes.appendLittleEndian(entry.openerIndex)
-        bytes.appendLittleEndian(entry.openerNavigationIndex)
-        bytes.appendLittleEndian(entry.realizedAtSave ? realizedFlag : 0)
-        bytes.appendLittleEndian(UInt32(0))
-        assert(bytes.count - start == entrySize, "an entry is \(entrySize) bytes")
+        bytes += repeatElement(0, count: entrySize)
+        bytes.storeLittleEndian(entry.id.rawValue, at: start + Field.id)
+        bytes.storeLittleEndian(entry.creationTime.microsecondsSinceEpoch, at: start + Field.creationTime)
+        bytes.storeLittleEndian(entry.lastActiveTime.microsecondsSinceEpoch, at: start + Field.lastActiveTime)
+        bytes.storeLittleEndian(entry.historyOffset, at: start + Field.historyOffset)
+        bytes.storeLittleEndian(entry.stringOffset, at: start + Field.stringOffset)
+        bytes.storeLittleEndian(entry.historyLength, at: start + Field.historyLength)
+        bytes.storeLittleEndian(entry.titleLength, at: start + Field.titleLength)
+        bytes.storeLittleEndian(entry.urlLength, at: start + Field.urlLength)
+        bytes.storeLittleEndian(entry.navigationItemCount, at: start + Field.navigationItemCount)
+        bytes.storeLittleEndian(entry.openerIndex, at: start + Field.openerIndex)
+        bytes.storeLittleEndian(entry.openerNavigationIndex, at: start + Field.openerNavigationIndex)
+        bytes.storeLittleEndian(entry.realizedAtSave ? realizedFlag : 0, at: start + Field.flags)
     }
 }
 
