@@ -5,7 +5,9 @@ import PackageDescription
 // CLI, errors and paths as typed values (swift-system), session records and the messages of the
 // shared-memory rings (swift-protobuf), save latency histograms (hdrhistogram-swift), atomics
 // over shared memory (swift-atomics), logs (swift-log). Workers are spawned with posix_spawn
-// through the C shim, not swift-subprocess: see docs/architecture.md.
+// through the C shim, not swift-subprocess: see docs/architecture.md. `run --http` serves
+// what the supervisor publishes over HTTP (Hummingbird) in Prometheus's format (swift-metrics'
+// API, swift-prometheus's registry): see docs/observability.md.
 let package = Package(
     name: "windowhost",
     platforms: [.macOS(.v15)],
@@ -21,6 +23,7 @@ let package = Package(
         .library(name: "Supervisor", targets: ["Supervisor"]),
         .library(name: "Stress", targets: ["Stress"]),
         .library(name: "Bench", targets: ["Bench"]),
+        .library(name: "StatusServer", targets: ["StatusServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -29,6 +32,9 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-atomics", from: "1.3.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         // C for what Swift cannot import: liburing's macros and inline helpers, variadic syscall/prctl.
@@ -93,6 +99,7 @@ let package = Package(
                 "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -112,6 +119,19 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // `run --http`: /metrics, /api/status and the live dashboard, on their own event loop,
+        // reading only shared memory and what the supervisor's loop publishes.
+        .target(
+            name: "StatusServer",
+            dependencies: [
+                "Supervisor", "HostCoordination", "HostLimits",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
@@ -124,6 +144,7 @@ let package = Package(
                 "Supervisor",
                 "Stress",
                 "Bench",
+                "StatusServer",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -155,6 +176,10 @@ let package = Package(
             dependencies: ["IOUring", "CLinuxShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
+        .testTarget(
+            name: "StatusServerTests",
+            dependencies: ["StatusServer", "Supervisor", "HostCoordination", .product(name: "Prometheus", package: "swift-prometheus")]
+        ),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
         .testTarget(
             name: "BenchTests",

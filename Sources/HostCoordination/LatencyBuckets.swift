@@ -69,6 +69,52 @@ public struct LatencyBuckets: @unchecked Sendable {
         return histogram
     }
 
+    /// The counters as they are now, for what was recorded between two reads (`since`). Read
+    /// as untrusted, like `histogram()`: at most `Limits.maxLatencySamples` in all.
+    public func counts() -> LatencyCounts {
+        var room = Limits.maxLatencySamples
+        return LatencyCounts(perBucket: (0..<(Self.count - 1)).map { index in
+            let count = min(counter(index).load(ordering: .relaxed), room)
+            room -= count
+            return count
+        })
+    }
+
     /// The highest latency a histogram holds (2⁴² µs, 51 days).
     public static let highestMicroseconds: UInt64 = 1 << 42
+}
+
+/// A copy of one slot's latency counters (`LatencyBuckets.counts`): what readers on other
+/// threads difference to see the saves recorded between two reads.
+public struct LatencyCounts: Sendable, Equatable {
+    /// Samples per bucket, in `LatencyBuckets`' order.
+    public let perBucket: [UInt64]
+
+    public init(perBucket: [UInt64]) { self.perBucket = perBucket }
+
+    /// What was recorded after `earlier`: each bucket's rise. A bucket that fell (a new window
+    /// in the slot, or a worker writing its counters down) counts from zero.
+    public func since(_ earlier: LatencyCounts?) -> LatencyCounts {
+        guard let earlier, earlier.perBucket.count == perBucket.count else { return self }
+        return LatencyCounts(perBucket: zip(perBucket, earlier.perBucket).map { now, then in now >= then ? now - then : now })
+    }
+
+    /// Each bucket holding samples: its middle in microseconds, and how many.
+    public var samples: [(microseconds: UInt64, count: UInt64)] {
+        perBucket.indices.compactMap { index in
+            perBucket[index] > 0 ? (LatencyBuckets.representative(of: index), perBucket[index]) : nil
+        }
+    }
+
+    /// The samples as an HdrHistogram (each at its bucket's middle).
+    public func histogram() -> Histogram<UInt64> {
+        var histogram = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
+        var room = Limits.maxLatencySamples
+        for (microseconds, count) in samples {
+            let recorded = min(count, room)
+            room -= recorded
+            _ = histogram.record(min(microseconds, LatencyBuckets.highestMicroseconds), count: recorded)
+        }
+        return histogram
+    }
 }

@@ -39,6 +39,7 @@ extension Supervisor {
     }
 
     func handle(_ request: ControlRequest, from client: ClientID) {
+        configuration.observation?.counted(request.verb)
         switch request {
         case .status:
             answer(client, .ok(statusReply()))

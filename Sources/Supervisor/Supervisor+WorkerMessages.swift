@@ -132,7 +132,10 @@ extension Supervisor {
             window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
             for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
         }
-        if let died = window.diedAt { window.lastRecoveryNanoseconds = now - died }
+        if let died = window.diedAt {
+            window.lastRecoveryNanoseconds = now - died
+            configuration.observation?.recovered(window.id, nanoseconds: now - died, at: secondsSinceStart(now))
+        }
         window.diedAt = nil
         if !window.configured {
             window.configured = true

@@ -46,6 +46,7 @@ extension Supervisor {
         if window.floorProbe == .asked { window.floorProbe = .needed }
         window.readyAt = nil
         window.killedForMisbehaving = false
+        window.killedByWatchdog = false
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
@@ -160,10 +161,12 @@ extension Supervisor {
             noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
         }
         let diedBeforeReady = window.readyAt == nil
+        let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
         let actions = step(&window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
         switch window.lifecycle.state {
         case .restartPending(let at, let wait):
             window.diedAt = now
+            if spawned { configuration.observation?.restarting(window.id, reason, at: secondsSinceStart(now)) }
             if wait == .workerShortage {
                 logger.error(
                     "the worker was short of resources while restoring: it is started again later; the window is not at fault",
@@ -297,10 +300,12 @@ extension Supervisor {
                 } else if now > window.heartbeatChangedAt, now - window.heartbeatChangedAt > configuration.watchdogMilliseconds * 1_000_000 {
                     logger.error(
                         "worker hung: no heartbeat for \((now - window.heartbeatChangedAt) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                    windows[slot]?.killedByWatchdog = true
                     signalWorker(window, SIGKILL)
                 }
             } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
+                windows[slot]?.killedByWatchdog = true
                 signalWorker(window, SIGKILL)
             }
         }

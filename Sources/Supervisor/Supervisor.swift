@@ -34,6 +34,9 @@ public struct SupervisorConfiguration: Sendable {
     /// A control client that sends no complete request, or does not read its reply, for this
     /// long is dropped.
     public var clientTimeoutMilliseconds: UInt64 = 10_000
+    /// Where the loop publishes its status, events and metrics for other threads (`run
+    /// --http`); nil: nowhere.
+    public var observation: HostObservation?
 
     public init(root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String) {
         self.root = root
@@ -119,6 +122,8 @@ public final class Supervisor {
         var lostSeqs = LostSeqs()
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
+        /// The supervisor's watchdog killed the worker now serving: its restart says so.
+        var killedByWatchdog = false
         /// The slot's heartbeat word as the supervisor last saw it, and when (its own clock) it
         /// saw that word change: the watchdog trusts no value a worker writes, only that it moves.
         var heartbeatSeen: UInt64 = 0
@@ -256,6 +261,8 @@ public final class Supervisor {
     /// When a failed `windows.order` write is tried again, and how many attempts failed in a
     /// row: nil while the file on disk is the registry's order.
     var orderRetry: (at: UInt64, failures: Int)?
+    /// When the loop next publishes its status to `configuration.observation`.
+    var publishAt: UInt64 = 0
 
     /// Takes the root (one supervisor per root), binds the socket, creates the region. Call
     /// before any other thread starts: it blocks the termination signals for the process.
@@ -302,6 +309,7 @@ public final class Supervisor {
         } catch {
             throw SupervisorError.region(error)
         }
+        configuration.observation?.attach(region, startedAt: startedAt)
         let scan = try files.windowsOnDisk(at: Date())
         for entry in scan.setAside {
             if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, at: Date(), reason: entry.reason)) }
@@ -483,7 +491,23 @@ public final class Supervisor {
         handleWorkerBell()
         for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }
         runTimers()
+        publishStatus()
     }
+
+    /// At most every `publishNanoseconds` (the loop turns at least every 100 ms), the status
+    /// readers on other threads see.
+    func publishStatus() {
+        guard let observation = configuration.observation else { return }
+        let now = monotonicNanoseconds()
+        guard now >= publishAt else { return }
+        publishAt = now + Self.publishNanoseconds
+        observation.publish(statusReply())
+    }
+
+    static let publishNanoseconds: UInt64 = 100_000_000
+
+    /// Seconds since this supervisor started, as events carry them.
+    func secondsSinceStart(_ now: UInt64) -> Double { Double(now &- startedAt) / 1e9 }
 
     /// SIGTERM or SIGINT: every window saves, and the supervisor stops.
     func handleSignal() {

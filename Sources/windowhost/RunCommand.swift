@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import IOUring
 import Logging
+import StatusServer
 import Supervisor
 import SystemPackage
 
@@ -59,6 +60,12 @@ struct RunCommand: ParsableCommand {
             reply it does not read) is dropped; a client whose request is being worked on \
             (kill --wait, wait-durable) is not idle. Replies never block the loop: a client \
             that does not read delays only itself.
+
+            --http HOST:PORT (off by default; a bare PORT listens on 127.0.0.1; port 0 picks one) \
+            serves /metrics (Prometheus), /api/status (the JSON of `ctl status --json`), and a live \
+            dashboard at /, on threads of their own: no HTTP client delays a command. The address \
+            bound is printed as `http http://HOST:PORT` after the ready line. An address that does \
+            not bind exits 69 before any window starts; docs/observability.md lists the metrics.
             """)
 
     @Option(help: "The state directory (default: $XDG_STATE_HOME/windowhost, else ~/.local/state/windowhost).")
@@ -90,6 +97,9 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
     var clientTimeout: UInt64 = 10
 
+    @Option(help: "Serve /metrics, /api/status and the live dashboard at HOST:PORT (a bare PORT: 127.0.0.1; port 0 picks one).")
+    var http: String?
+
     @OptionGroup var io: IOOptions
 
     func validate() throws {
@@ -99,6 +109,9 @@ struct RunCommand: ParsableCommand {
         guard (1...4096).contains(maxClients) else { throw ValidationError("--max-clients must be within 1...4096") }
         guard (1...3600).contains(clientTimeout) else { throw ValidationError("--client-timeout must be within 1...3600 seconds") }
         guard watchdog >= 200 else { throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)") }
+        if let http {
+            do throws(StatusServerError) { _ = try HTTPAddress(parsing: http) } catch { throw ValidationError("\(error)") }
+        }
     }
 
     func run() throws {
@@ -115,6 +128,9 @@ struct RunCommand: ParsableCommand {
         configuration.compactAfterRecords = compactAfter
         configuration.maxClients = maxClients
         configuration.clientTimeoutMilliseconds = clientTimeout * 1000
+        // Made before the supervisor, which counts into it from its first turn; served after.
+        let exporter = http.map { _ in MetricsExporter() }
+        configuration.observation = exporter?.hostObservation
         let supervisor: Supervisor
         do {
             supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))
@@ -139,8 +155,17 @@ struct RunCommand: ParsableCommand {
             if case SupervisorError.lockHeldByLeftovers = error { throw ExitCode(.temporary) }
             throw ExitCode(.ioError)
         }
+        var served: HTTPAddress?
+        if let http, let exporter {
+            do throws(StatusServerError) {
+                served = try StatusServer.start(try HTTPAddress(parsing: http), exporter: exporter, logger: Logger(label: "windowhost.http"))
+            } catch {
+                FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+                throw ExitCode(.unavailable)
+            }
+        }
         let status = supervisor.run { socket in
-            FileHandle.standardOutput.write(Data("ready \(socket)\n".utf8))
+            FileHandle.standardOutput.write(Data(("ready \(socket)\n" + (served.map { "http http://\($0)\n" } ?? "")).utf8))
         }
         throw ExitCode(status)
     }
