@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// The progress of a long command (`stress`, `bench`) on stderr. On a terminal one line redrawn
 /// in place (`\r`): a bar, the count done, elapsed and ETA, at most `terminalInterval` apart
@@ -15,6 +16,8 @@ public struct ProgressMeter: Sendable {
     public let terminal: Bool
     /// Each plain line starts with it, e.g. "windowhost stress".
     let name: String
+    /// The terminal's width: a longer line would wrap, and `\r` redraw only its last row.
+    let columns: Int?
     private let started: Date
     private var lastShown: Date?
 
@@ -22,6 +25,8 @@ public struct ProgressMeter: Sendable {
         self.name = name
         self.terminal = terminal
         self.started = started
+        var size = winsize()
+        columns = terminal && ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : nil
     }
 
     /// Whether a line is due: the first one, then one `terminalInterval` (a terminal) or
@@ -35,7 +40,8 @@ public struct ProgressMeter: Sendable {
     /// is done, e.g. "kills 12/100") and `detail`, whether or not one is due.
     public mutating func show(fraction: Double?, count: String, detail: String, now: Date = Date()) {
         lastShown = now
-        let line = Self.line(terminal: terminal, name: name, elapsed: now.timeIntervalSince(started), fraction: fraction, count: count, detail: detail)
+        let line = Self.line(
+            terminal: terminal, name: name, elapsed: now.timeIntervalSince(started), fraction: fraction, count: count, detail: detail, columns: columns)
         FileHandle.standardError.write(Data(line.utf8))
     }
 
@@ -45,8 +51,11 @@ public struct ProgressMeter: Sendable {
     }
 
     /// One progress line. Terminal: `\r`, erase to the end of the line, the bar and the rest,
-    /// no newline (the next redraws it). Plain: the name and the rest, ended by a newline.
-    public static func line(terminal: Bool, name: String, elapsed: Double, fraction: Double?, count: String, detail: String) -> String {
+    /// cut to `columns` - 1 characters, no newline (the next redraws it). Plain: the name and
+    /// the rest, ended by a newline.
+    public static func line(
+        terminal: Bool, name: String, elapsed: Double, fraction: Double?, count: String, detail: String, columns: Int? = nil
+    ) -> String {
         let done = fraction.map { Swift.min(Swift.max($0, 0), 1) }
         var parts = [count, "elapsed \(duration(elapsed))"]
         if let eta = eta(elapsed: elapsed, fraction: done) { parts.append("ETA \(duration(eta))") }
@@ -59,7 +68,8 @@ public struct ProgressMeter: Sendable {
         let filled = Int((Double(barWidth) * (done ?? 0)).rounded(.down))
         let bar = "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "]"
         let percent = done.map { String(format: " %3d%%", Int(($0 * 100).rounded(.down))) } ?? ""
-        return "\r\u{1B}[K\(bar)\(percent)  \(text)"
+        let full = "\(bar)\(percent)  \(text)"
+        return "\r\u{1B}[K" + String(full.prefix(columns.map { Swift.max($0 - 1, 1) } ?? full.count))
     }
 
     /// Seconds left when `fraction` of the work took `elapsed`, at the same pace; nil before

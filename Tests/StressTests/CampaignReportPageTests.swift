@@ -94,6 +94,8 @@ import Testing
         #expect(line.hasPrefix("\r\u{1B}[K[" + String(repeating: "#", count: 12) + String(repeating: "-", count: 12) + "]  50%"))
         #expect(line.contains("kills 5/10") && line.contains("elapsed 10 s") && line.contains("ETA 10 s") && line.contains("lost 0"))
         #expect(!line.contains("\n"), "the next line redraws this one")
+        let narrow = ProgressMeter.line(terminal: true, name: "windowhost stress", elapsed: 10, fraction: 0.5, count: "kills 5/10", detail: "lost 0", columns: 40)
+        #expect(narrow == "\r\u{1B}[K" + String(line.dropFirst(4).prefix(39)), "cut to the terminal's width: a wrapped line is not redrawn")
     }
 
     @Test func aPlainProgressLineHasNoControlCharacters() {
