@@ -47,12 +47,20 @@ extension CampaignReport {
         guard !failures.isEmpty else { return section + "<p>No failures.</p>\n" }
         section += "<h3 class=failed>\(failures.count) failure\(failures.count == 1 ? "" : "s")</h3>\n<ol>\n"
         let suffix = "; reproduce: \(reproduce)"
-        for failure in failures {
+        for failure in failures.prefix(Self.failuresListed) {
             let what = failure.hasSuffix(suffix) ? String(failure.dropLast(suffix.count)) : failure
             section += "<li class=failed>\(ReportPage.escape(what))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
         }
-        return section + "</ol>\n"
+        section += "</ol>\n"
+        if failures.count > Self.failuresListed {
+            section += "<p class=failed>… and \(failures.count - Self.failuresListed) more (every one in the report's JSON, <code>--json</code>).</p>\n"
+        }
+        return section
     }
+
+    /// Failures listed on the page: the first ones say what went wrong; a campaign whose
+    /// supervisor is gone can fail every command after, thousands of lines alike.
+    static let failuresListed = 200
 
     /// Every event at its second since the start: one lane (and shape) per kind; a recovery
     /// the oracle failed is red.

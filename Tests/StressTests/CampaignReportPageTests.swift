@@ -69,6 +69,16 @@ import Testing
         #expect(html.contains("FAILED"))
     }
 
+    /// A campaign whose supervisor is gone fails every command after: the page lists the first
+    /// ones and says how many more the JSON has.
+    @Test func thousandsOfFailuresAreCutShort() {
+        var report = fabricatedReport()
+        report.failures = (0..<(CampaignReport.failuresListed + 50)).map { "command \($0) refused; reproduce: \(report.reproduce)" }
+        let html = report.html
+        #expect(occurrences(of: "<li class=failed>", in: html) == CampaignReport.failuresListed)
+        #expect(html.contains("<li class=failed>command 0 refused<br>") && html.contains("… and 50 more"))
+    }
+
     @Test func aReportIsWrittenPrivateAndAtomicallyAndNeverThroughASymlink() throws {
         let base = FilePath(FileManager.default.temporaryDirectory.path).appending("windowhost-report-\(UUID().uuidString)")
         try FileManager.default.createDirectory(atPath: base.string, withIntermediateDirectories: true)
