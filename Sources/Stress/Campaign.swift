@@ -119,7 +119,7 @@ public struct CampaignEvent: Codable, Sendable, Equatable {
         case supervisorKill = "supervisor_kill"
         /// A window's newest snapshot damaged, just before its worker is killed.
         case damage
-        /// A window checked by the oracle after a kill.
+        /// A window checked by the oracle after a kill, or after a disconnect and reconnect.
         case recovery
     }
 
