@@ -36,17 +36,24 @@ public struct BenchPlan: Sendable {
         openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500)
 
     public var caseCount: Int { windows.count * sizes.count * contenders.count }
+
+    /// The steps a run shows progress by: the device measurement, each round of each case,
+    /// each open-loop point (at most: the sweep may stop early), first saves, restore, round trips.
+    public var stepCount: Int { 1 + caseCount * rounds + openLoopSteps + 3 }
+    var openLoopSteps: Int { openLoopWindows.count * openLoopRates.count * Self.openLoopContenders.count }
+    /// The store engines the open loop compares, uring first.
+    static let openLoopContenders: [Contender] = [.uring, .sync]
 }
 
 public enum BenchRunner {
     /// Runs `plan` with files under `directory` (created, emptied after each case), telling
-    /// `progress` what runs now.
+    /// `progress` how many of the plan's steps are done, of how many, and what runs now.
     public static func run(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (String) -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ total: Int, _ step: String) -> Void
     ) throws -> BenchReport {
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        progress("device: a direct write alone, a flush alone")
+        progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
         var results: [SaveResult] = []
         var done = 0
@@ -60,7 +67,8 @@ public enum BenchRunner {
                     for contender in plan.contenders {
                         done += 1
                         progress(
-                            "[\(done)/\(plan.caseCount * plan.rounds)] \(contender.rawValue) \(size.rawValue) saves, "
+                            done, plan.stepCount,
+                            "case \(done)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
                                 + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
                         let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
                         defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
@@ -85,16 +93,19 @@ public enum BenchRunner {
                 }
             }
         }
-        let openLoop = try runOpenLoop(plan, executable: executable, directory: directory, progress: progress)
-        progress("first save of a fresh window, \(plan.firstSaves) of each engine")
+        let openLoop = try runOpenLoop(plan, executable: executable, directory: directory) { step, what in
+            progress(1 + plan.caseCount * plan.rounds + step, plan.stepCount, what)
+        }
+        let afterOpenLoop = 1 + plan.caseCount * plan.rounds + plan.openLoopSteps
+        progress(afterOpenLoop, plan.stepCount, "first save of a fresh window, \(plan.firstSaves) of each engine")
         let firstSave = try FirstSaveBench.run(repeats: plan.firstSaves, directory: directory)
         settle()
-        progress("restore of \(plan.restoreTabs) tabs")
+        progress(afterOpenLoop + 1, plan.stepCount, "restore of \(plan.restoreTabs) tabs")
         let restoreDirectory = directory.appending("restore")
         defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
         let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
         settle()
-        progress("round trips: shared memory, socket, ctl")
+        progress(afterOpenLoop + 2, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         // The supervisor's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
@@ -109,16 +120,20 @@ public enum BenchRunner {
     /// The open-loop sweep: for each window count, the rates in ascending order, both store
     /// engines at each (uring first), up to and including the first rate the sync engine does
     /// not keep up with (under 95 % achieved, or a p99 ten times its p99 at the lowest rate).
+    /// `progress` is told each point's place in the full sweep (a sweep stopped early skips
+    /// the rest of its window count's places) and what it measures.
     static func runOpenLoop(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (String) -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ step: Int, _ what: String) -> Void
     ) throws -> [OpenLoopResult] {
         var points: [OpenLoopResult] = []
-        for windows in plan.openLoopWindows {
+        for (windowIndex, windows) in plan.openLoopWindows.enumerated() {
             var syncBaselineP99: UInt64?
-            for rate in plan.openLoopRates {
+            for (rateIndex, rate) in plan.openLoopRates.enumerated() {
                 var syncKeptUp = true
-                for contender in [Contender.uring, .sync] {
-                    progress("open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each")
+                for (contenderIndex, contender) in BenchPlan.openLoopContenders.enumerated() {
+                    progress(
+                        (windowIndex * plan.openLoopRates.count + rateIndex) * BenchPlan.openLoopContenders.count + contenderIndex,
+                        "open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each")
                     let caseDirectory = directory.appending("open-\(contender.rawValue)-\(windows)")
                     defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
                     try FileManager.default.createDirectory(

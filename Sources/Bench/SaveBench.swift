@@ -4,6 +4,7 @@ import Glibc
 import Histogram
 import IOUring
 import SessionStore
+import Stress
 import Supervisor
 import SystemPackage
 
@@ -106,7 +107,7 @@ public struct SaveResult: Codable, Sendable, Equatable {
         p99 = latency.valueAtPercentile(99)
         p999 = latency.valueAtPercentile(99.9)
         max = latency.totalCount > 0 ? latency.maxRecorded : 0
-        curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: latency.valueAtPercentile($0)) }
+        curve = PercentilePoint.curve(of: latency)
     }
 }
 
@@ -120,17 +121,6 @@ extension [WorkerResult] {
 
     /// Saves a second summed over the windows, each over its own running time.
     var savesPerSecond: Double { reduce(0) { $0 + ($1.seconds > 0 ? Double($1.saves) / $1.seconds : 0) } }
-}
-
-public struct PercentilePoint: Codable, Sendable, Equatable {
-    public static let percentiles: [Double] = [0, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 100]
-    public var percentile: Double
-    public var microseconds: UInt64
-
-    enum CodingKeys: String, CodingKey {
-        case percentile
-        case microseconds = "us"
-    }
 }
 
 public enum BenchError: Error, CustomStringConvertible {

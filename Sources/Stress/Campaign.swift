@@ -31,7 +31,8 @@ public struct CampaignOptions: Sendable {
     public var corruptionOneIn = 12
     /// Small, so windows compact (and have a generation to fall back on) during the campaign.
     public var compactAfterRecords = 48
-    public var progress = false
+    /// Where the campaign shows its progress (kills done, elapsed, ETA); nil: nowhere.
+    public var progress: ProgressMeter?
     /// `--hostile`: the world around the store turns hostile now and then; nil: never.
     public var hostile: HostileOptions?
     /// How long any reply may take before the campaign calls it a hang.
@@ -97,10 +98,54 @@ public struct CampaignReport: Codable, Sendable {
     public var recovery_ms = Percentiles(p50: 0, p99: 0, max: 0)
     public var save_latency_us = Percentiles(p50: 0, p99: 0, p999: 0, max: 0)
     public var duration_s = 0.0
+    /// The recovery times and save latencies at each of `PercentilePoint.percentiles`, in µs
+    /// (empty when none was measured): the HTML report's distributions.
+    public var recovery_curve: [PercentilePoint] = []
+    public var save_latency_curve: [PercentilePoint] = []
+    /// Every kill, damage and recovery, in order: the HTML report's timeline.
+    public var timeline: [CampaignEvent] = []
+    /// The command line that makes the same decisions again; each failure ends with it.
+    public var reproduce = ""
     /// One line per failure: what went wrong and how to run the same decisions again.
     public var failures: [String] = []
 
     public var passed: Bool { lost == 0 && unexpected == 0 && torn == 0 && failures.isEmpty }
+}
+
+/// One event of a campaign's timeline. Field names are the JSON report's.
+public struct CampaignEvent: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
+        case workerKill = "worker_kill"
+        case supervisorKill = "supervisor_kill"
+        /// A window's newest snapshot damaged, just before its worker is killed.
+        case damage
+        /// A window checked by the oracle after a kill, or after a disconnect and reconnect.
+        case recovery
+    }
+
+    /// The oracle's verdict on a recovery.
+    public enum Verdict: String, Codable, Sendable, CaseIterable {
+        case intact, lost, unexpected, torn
+        /// Came back below its acknowledged seq.
+        case wentBack = "went_back"
+    }
+
+    public var kind: Kind
+    /// Seconds since the campaign started.
+    public var at: Double
+    /// The window's UUID; nil for a supervisor kill.
+    public var window: String?
+    /// A kill's recovery time: kill → restored and taking commands.
+    public var recovery_ms: Double?
+    public var verdict: Verdict?
+
+    public init(kind: Kind, at: Double, window: String? = nil, recovery_ms: Double? = nil, verdict: Verdict? = nil) {
+        self.kind = kind
+        self.at = at
+        self.window = window
+        self.recovery_ms = recovery_ms
+        self.verdict = verdict
+    }
 }
 
 /// A stress campaign: seeded random browsing on every scene of a real supervisor, while
@@ -116,7 +161,7 @@ public final class Campaign {
     private var saveLatency = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
     private var step = 0
     private let started = Date()
-    private var lastProgress = Date.distantPast
+    private var progress: ProgressMeter?
     /// A hang or a supervisor that did not come back: nothing after it could be judged.
     private var aborted = false
     private var hostile: (options: HostileOptions, planter: HostilePlanter, filler: DiskFiller)?
@@ -138,6 +183,10 @@ public final class Campaign {
         self.options = options
         random = SeededGenerator(seed: options.seed)
         report = CampaignReport(seed: options.seed, scenes: options.scenes)
+        progress = options.progress
+        report.reproduce = "windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
+            + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
+            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(options.hostile != nil ? " --hostile" : "")"
     }
 
     private func startSupervisor() throws -> SupervisorProcess {
@@ -178,7 +227,7 @@ public final class Campaign {
                 sendCommand()
             }
             if let fullUntilStep, step >= fullUntilStep || finished { freeDisk() }
-            showProgress()
+            showProgress(final: false)
         }
         checkCanary()
         mergeSaveLatency()
@@ -189,7 +238,8 @@ public final class Campaign {
             case nil: report.failures.append(reproduce("hang: the supervisor did not exit within \(options.replyTimeoutSeconds) s of shutdown"))
             }
         }
-        if options.progress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        showProgress(final: true)
+        progress?.finish()
         report.duration_s = Date().timeIntervalSince(started)
         report.recovery_ms = CampaignReport.Percentiles(
             p50: Double(recoveryTimes.valueAtPercentile(50)) / 1000, p99: Double(recoveryTimes.valueAtPercentile(99)) / 1000,
@@ -197,6 +247,8 @@ public final class Campaign {
         report.save_latency_us = CampaignReport.Percentiles(
             p50: Double(saveLatency.valueAtPercentile(50)), p99: Double(saveLatency.valueAtPercentile(99)),
             p999: Double(saveLatency.valueAtPercentile(99.9)), max: Double(saveLatency.totalCount > 0 ? saveLatency.maxRecorded : 0))
+        report.recovery_curve = recoveryTimes.totalCount > 0 ? PercentilePoint.curve(of: recoveryTimes) : []
+        report.save_latency_curve = saveLatency.totalCount > 0 ? PercentilePoint.curve(of: saveLatency) : []
         return report
     }
 
@@ -224,9 +276,7 @@ public final class Campaign {
 
     private func reproduce(_ what: String) -> String {
         let context = lastHostileEvent.map { " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")" } ?? ""
-        return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
-            + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
-            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(hostile != nil ? " --hostile" : "")"
+        return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: \(report.reproduce)"
     }
 
     /// A failure after which nothing could be judged (a hang, a supervisor that did not come
@@ -404,6 +454,7 @@ public final class Campaign {
 
     private func kill() throws {
         report.kills += 1
+        let at = secondsSinceStart
         if Int.random(in: 0..<options.supervisorKillOneIn, using: &random) == 0 {
             try killSupervisor()
             return
@@ -415,6 +466,7 @@ public final class Campaign {
         var evidence: String?
         if options.corruptionOneIn > 0, Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) {
             report.corruptions += 1
+            mark(.damage, window: id)
             evidence = keepEvidence(of: id)
         }
         let failuresBefore = report.failures.count
@@ -427,13 +479,19 @@ public final class Campaign {
         let aim = Bool.random(using: &random)
         if aim { sendCommand(to: id) }
         let sent = monotonicNanoseconds() / 1000
-        guard let reply = answer(id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker") else { return }
+        guard let reply = answer(id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker") else {
+            mark(.workerKill, at: at, window: id)
+            return
+        }
         guard reply.code == .ok else {
+            mark(.workerKill, at: at, window: id)
             report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
             return
         }
         if (try? reply.decode(KillReply.self))?.whileSaving == true { report.killed_while_saving += 1 }
-        _ = recoveryTimes.record(monotonicNanoseconds() / 1000 - sent)
+        let recovered = monotonicNanoseconds() / 1000 - sent
+        _ = recoveryTimes.record(recovered)
+        mark(.workerKill, at: at, window: id, recoveryMicroseconds: recovered)
         guard var history = windows[id] else { return }
         check(id, &history)
         windows[id] = history
@@ -508,13 +566,21 @@ public final class Campaign {
 
     private func killSupervisor() throws {
         report.supervisor_kills += 1
+        let at = secondsSinceStart
         for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
         mergeSaveLatency()
         supervisor?.kill()
         let sent = monotonicNanoseconds() / 1000
         supervisor = nil
-        supervisor = try startSupervisor()
-        _ = recoveryTimes.record(monotonicNanoseconds() / 1000 - sent)
+        do {
+            supervisor = try startSupervisor()
+        } catch {
+            mark(.supervisorKill, at: at)
+            throw error
+        }
+        let recovered = monotonicNanoseconds() / 1000 - sent
+        _ = recoveryTimes.record(recovered)
+        mark(.supervisorKill, at: at, recoveryMicroseconds: recovered)
         adoptWindows(checking: true)
     }
 
@@ -535,7 +601,9 @@ public final class Campaign {
         // A window with nothing on disk does not reopen: it must have had nothing acknowledged.
         for (id, var history) in windows where adopted[id] == nil && checking {
             report.recoveries += 1
-            if case .lost(let count) = history.recovered(digest: OracleWindow().digest, dump: nil, appliedSeq: 0) {
+            let verdict = history.recovered(digest: OracleWindow().digest, dump: nil, appliedSeq: 0)
+            mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
+            if case .lost(let count) = verdict {
                 report.lost += count
                 report.failures.append(reproduce("window \(id) did not reopen after the supervisor was killed: \(count) acknowledged commands lost"))
             }
@@ -560,6 +628,7 @@ public final class Campaign {
         report.recoveries += 1
         let before = history
         let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: dump.appliedSeq)
+        mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
         if case .intact = verdict {} else {
             let shown = OracleWindow(dump: dump)
             let model = before.current
@@ -595,16 +664,29 @@ public final class Campaign {
         saveLatency.add(histogram)
     }
 
-    private func showProgress() {
-        guard options.progress, Date().timeIntervalSince(lastProgress) > 0.25 else { return }
-        lastProgress = Date()
-        let elapsed = max(Date().timeIntervalSince(started), 0.001)
-        let target = options.kills.map { "\($0)" } ?? "\(Int(options.duration ?? 0)) s"
-        let p99 = Double((try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Microseconds ?? 0)
-        let line = String(
-            format: "\r\u{1B}[Kkills %d/%@  %.0f commands/s  save p99 %.0f µs  recoveries %d  lost %d  torn %d", report.kills, target,
-            Double(report.commands) / elapsed, p99, report.recoveries, report.lost, report.torn)
-        FileHandle.standardError.write(Data(line.utf8))
+    private var secondsSinceStart: Double { Date().timeIntervalSince(started) }
+
+    /// Adds an event to the timeline, at `at` (seconds since the start) or now.
+    private func mark(
+        _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, recoveryMicroseconds: UInt64? = nil, verdict: CampaignEvent.Verdict? = nil
+    ) {
+        report.timeline.append(
+            CampaignEvent(kind: kind, at: at ?? secondsSinceStart, window: window, recovery_ms: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
+    }
+
+    /// Kills done of the target, elapsed and ETA (from --duration, or from the pace of the
+    /// kills), when a line is due or, `final`, at the end.
+    private func showProgress(final: Bool) {
+        guard var progress, final || progress.isDue() else { return }
+        let elapsed = max(secondsSinceStart, 0.001)
+        let fraction = options.kills.map { Double(report.kills) / Double(max($0, 1)) } ?? options.duration.map { elapsed / max($0, 0.001) }
+        let target = options.kills.map { "/\($0)" } ?? ""
+        // Asked only when a line is due: a control call of its own.
+        let p99 = final ? nil : (try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Microseconds
+        let detail = String(format: "%.0f commands/s  ", Double(report.commands) / elapsed) + (p99.map { "save p99 \($0) µs  " } ?? "")
+            + "recoveries \(report.recoveries)  lost \(report.lost)  torn \(report.torn)"
+        progress.show(fraction: fraction, count: "kills \(report.kills)\(target)", detail: detail)
+        self.progress = progress
     }
 }
 
@@ -614,4 +696,17 @@ private func differingPages(_ shown: OracleWindow, _ model: OracleWindow) -> Str
         guard let url = shown.urls[id], let expected = model.urls[id], url != expected else { return nil }
         return "; tab \(id) shows \(url), the model \(expected)"
     }.joined()
+}
+
+extension CampaignEvent.Verdict {
+    /// The kind of `verdict`, without its counts.
+    init(_ verdict: WindowHistory.Verdict) {
+        switch verdict {
+        case .intact: self = .intact
+        case .lost: self = .lost
+        case .unexpected: self = .unexpected
+        case .torn: self = .torn
+        case .wentBack: self = .wentBack
+        }
+    }
 }

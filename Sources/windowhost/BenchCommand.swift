@@ -3,6 +3,7 @@ import Bench
 import Foundation
 import Glibc
 import HostLimits
+import Stress
 import SystemPackage
 
 /// `windowhost bench`: every contender on one disk, side by side (docs/benchmarks.md).
@@ -109,21 +110,23 @@ struct BenchCommand: ParsableCommand {
         if BenchRunner.isInMemory(directory) {
             FileHandle.standardError.write(Data("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n".utf8))
         }
-        let terminal = isatty(STDERR_FILENO) == 1
+        var progress = ProgressMeter(name: "windowhost bench", terminal: isatty(STDERR_FILENO) == 1)
         let report: BenchReport
         do {
-            report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) { step in
-                if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K\(step)".utf8)) }
+            // Every step shown: each takes a second or more, and the line names it.
+            report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) { done, total, step in
+                progress.show(fraction: Double(done) / Double(total), count: "step \(done + 1)/\(total)", detail: step)
             }
         } catch {
-            if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            progress.finish()
             FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))
             throw ExitCode(.unavailable)
         }
-        if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        progress.show(fraction: 1, count: "steps \(plan.stepCount)/\(plan.stepCount)", detail: "done")
+        progress.finish()
         print(report.text)
-        if let json { try PrivateFiles.write(Array(try report.json()) + [UInt8(ascii: "\n")], to: FilePath(json)) }
-        if let html { try PrivateFiles.write(Array(report.html.utf8), to: FilePath(html)) }
+        if let json { try ReportFile.write(Array(try report.json()) + [UInt8(ascii: "\n")], to: FilePath(json)) }
+        if let html { try ReportFile.write(Array(report.html.utf8), to: FilePath(html)) }
         if checkTargets, report.targets.contains(where: { $0.met == false }) { throw ExitCode(.checkFailed) }
     }
 }

@@ -66,6 +66,9 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "Write the report as JSON to this file.")
     var json: String?
 
+    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts.")
+    var html: String?
+
     @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
     var powerCut = false
 
@@ -111,7 +114,7 @@ struct StressCampaignCommand: ParsableCommand {
         var options = CampaignOptions(
             root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())
-        options.progress = isatty(STDERR_FILENO) == 1
+        options.progress = ProgressMeter(name: "windowhost stress", terminal: isatty(STDERR_FILENO) == 1)
         options.corruptionOneIn = damageOneIn
         if hostile {
             options.hostile = HostileOptions(canaryDirectory: FilePath(rootPath.string + ".hostile-canary"))
@@ -131,8 +134,9 @@ struct StressCampaignCommand: ParsableCommand {
         if let json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            try PrivateFiles.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
+            try ReportFile.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
         }
+        if let html { try ReportFile.write(Array(report.html.utf8), to: FilePath(html)) }
         if !report.passed { throw ExitCode(.checkFailed) }
     }
 

@@ -1,0 +1,140 @@
+import Foundation
+import Glibc
+@testable import Stress
+import SystemPackage
+import Testing
+
+/// `stress --html`'s page, its file, and the progress line of `stress` and `bench`.
+@Suite struct CampaignReportPageTests {
+    /// A campaign report made by hand: three worker kills (one after damage), a supervisor kill,
+    /// four recoveries of which one torn; a window name, a failure and a hostile event carrying
+    /// markup.
+    private func fabricatedReport() -> CampaignReport {
+        var report = CampaignReport(seed: 9, scenes: 2)
+        report.kills = 4
+        report.supervisor_kills = 1
+        report.corruptions = 2
+        report.recoveries = 4
+        report.torn = 1
+        report.duration_s = 10
+        report.reproduce = "windowhost stress --seed 9 --scenes 2 --kills 4 --kill-rate 5.0 --save-delay 0 --damage-one-in 12 --io sync"
+        let hostileWindow = "\"><script>alert(2)</script>"
+        report.timeline = [
+            CampaignEvent(kind: .workerKill, at: 1, window: "A", recovery_ms: 30), CampaignEvent(kind: .recovery, at: 1.1, window: "A", verdict: .intact),
+            CampaignEvent(kind: .damage, at: 2, window: hostileWindow), CampaignEvent(kind: .workerKill, at: 2.1, window: hostileWindow, recovery_ms: 40),
+            CampaignEvent(kind: .recovery, at: 2.2, window: hostileWindow, verdict: .torn), CampaignEvent(kind: .supervisorKill, at: 5, recovery_ms: 200),
+            CampaignEvent(kind: .recovery, at: 5.3, window: "A", verdict: .intact), CampaignEvent(kind: .damage, at: 7, window: "A"),
+            CampaignEvent(kind: .workerKill, at: 7.1, window: "A", recovery_ms: 35), CampaignEvent(kind: .recovery, at: 7.2, window: "A", verdict: .intact),
+        ]
+        report.recovery_curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 30_000 + UInt64($0) * 1000) }
+        report.save_latency_curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 900 + UInt64($0) * 100) }
+        report.failures = ["window <script>alert(1)</script>: came back torn (seed 9, step 17); reproduce: \(report.reproduce)"]
+        report.hostile_log = ["step 3: planted a symlink <img src=x> at windows.order.tmp"]
+        report.hostile_events = 1
+        return report
+    }
+
+    private func occurrences(of needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
+
+    @Test func theTimelineHasOneMarkPerEventOfEachKind() {
+        let report = fabricatedReport()
+        let html = report.html
+        for kind in CampaignEvent.Kind.allCases {
+            let events = report.timeline.filter { $0.kind == kind }.count
+            #expect(occurrences(of: "class=\"mark \(kind.rawValue)", in: html) == events, "\(kind)")
+        }
+        #expect(occurrences(of: "class=\"mark recovery failed\"", in: html) == 1, "the torn recovery is marked failed, the others not")
+        // A legend entry for each kind, and for a failed recovery.
+        #expect(occurrences(of: "class=\"legend\"", in: html) == CampaignEvent.Kind.allCases.count + 1)
+    }
+
+    @Test func everyStringIsEscapedAndNothingIsFetched() {
+        let html = fabricatedReport().html
+        #expect(!html.contains("<script"), "untrusted text reached the page as markup")
+        #expect(!html.contains("<img"))
+        #expect(html.contains("window &lt;script&gt;alert(1)&lt;/script&gt;: came back torn"))
+        #expect(html.contains("&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"), "a window name in a mark's title is escaped")
+        #expect(html.contains("planted a symlink &lt;img src=x&gt;"))
+        // Self-contained: no source or link to fetch, no stylesheet import.
+        for fetch in ["src=\"", "src='", "href=", "@import", "url("] { #expect(!html.contains(fetch), "\(fetch)") }
+        #expect(html.hasPrefix("<!doctype html>") && html.hasSuffix("</html>\n"))
+    }
+
+    @Test func aFailureShowsTheLineThatReproducesIt() throws {
+        let report = fabricatedReport()
+        let html = report.html
+        let item = try #require(html.components(separatedBy: "<li class=failed>").dropFirst().first)
+        #expect(item.hasPrefix("window &lt;script&gt;alert(1)&lt;/script&gt;: came back torn (seed 9, step 17)<br>reproduce: <code>\(report.reproduce)</code>"))
+        #expect(html.contains("id=verdicts") && html.contains("<tr class=failed><th>torn (no prefix of the commands)</th><td>1</td></tr>"))
+        #expect(html.contains("FAILED"))
+    }
+
+    /// A campaign whose supervisor is gone fails every command after: the page lists the first
+    /// ones and says how many more the JSON has.
+    @Test func thousandsOfFailuresAreCutShort() {
+        var report = fabricatedReport()
+        report.failures = (0..<(CampaignReport.failuresListed + 50)).map { "command \($0) refused; reproduce: \(report.reproduce)" }
+        let html = report.html
+        #expect(occurrences(of: "<li class=failed>", in: html) == CampaignReport.failuresListed)
+        #expect(html.contains("<li class=failed>command 0 refused<br>") && html.contains("… and 50 more"))
+    }
+
+    @Test func aReportIsWrittenPrivateAndAtomicallyAndNeverThroughASymlink() throws {
+        let base = FilePath(FileManager.default.temporaryDirectory.path).appending("windowhost-report-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(atPath: base.string, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: base.string) }
+        let path = base.appending("report.html")
+        _ = FileManager.default.createFile(atPath: path.string, contents: Data("old, longer than the new".utf8), attributes: [.posixPermissions: 0o644])
+        try ReportFile.write(Array("new".utf8), to: path)
+        #expect(FileManager.default.contents(atPath: path.string) == Data("new".utf8))
+        var status = stat()
+        #expect(lstat(path.string, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: base.string) == ["report.html"], "no temporary file is left")
+
+        let target = base.appending("elsewhere")
+        _ = FileManager.default.createFile(atPath: target.string, contents: Data("kept".utf8))
+        let link = base.appending("link.html")
+        #expect(symlink(target.string, link.string) == 0)
+        #expect(throws: ReportFile.SymlinkRefused.self) { try ReportFile.write(Array("through".utf8), to: link) }
+        #expect(FileManager.default.contents(atPath: target.string) == Data("kept".utf8))
+    }
+
+    @Test func aProgressLineOnATerminalIsARedrawnBar() {
+        let line = ProgressMeter.line(terminal: true, name: "windowhost stress", elapsed: 10, fraction: 0.5, count: "kills 5/10", detail: "lost 0")
+        #expect(line.hasPrefix("\r\u{1B}[K[" + String(repeating: "#", count: 12) + String(repeating: "-", count: 12) + "]  50%"))
+        #expect(line.contains("kills 5/10") && line.contains("elapsed 10 s") && line.contains("ETA 10 s") && line.contains("lost 0"))
+        #expect(!line.contains("\n"), "the next line redraws this one")
+        let narrow = ProgressMeter.line(terminal: true, name: "windowhost stress", elapsed: 10, fraction: 0.5, count: "kills 5/10", detail: "lost 0", columns: 40)
+        #expect(narrow == "\r\u{1B}[K" + String(line.dropFirst(4).prefix(39)), "cut to the terminal's width: a wrapped line is not redrawn")
+    }
+
+    @Test func aPlainProgressLineHasNoControlCharacters() {
+        let line = ProgressMeter.line(terminal: false, name: "windowhost bench", elapsed: 10, fraction: 0.25, count: "step 3/12", detail: "restore")
+        #expect(line == "windowhost bench: 25% step 3/12, elapsed 10 s, ETA 30 s, restore\n")
+        #expect(!line.dropLast().unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
+    }
+
+    @Test func theETAIsTheTimeLeftAtTheSamePace() {
+        #expect(ProgressMeter.eta(elapsed: 10, fraction: 0.25) == 30)
+        #expect(ProgressMeter.eta(elapsed: 30, fraction: 1) == 0)
+        #expect(ProgressMeter.eta(elapsed: 3, fraction: 0) == nil, "nothing done: no pace to go by")
+        // --duration 60, 15 s in: the fraction is elapsed over the duration, the ETA what is left of it.
+        #expect(ProgressMeter.eta(elapsed: 15, fraction: 15.0 / 60) == 45)
+        #expect(ProgressMeter.duration(125) == "2:05" && ProgressMeter.duration(3723) == "1:02:03" && ProgressMeter.duration(42) == "42 s")
+        let unknown = ProgressMeter.line(terminal: false, name: "x", elapsed: 5, fraction: nil, count: "kills 3", detail: "")
+        #expect(unknown == "x: kills 3, elapsed 5 s\n")
+    }
+
+    @Test func linesAreDueAtMostFourTimesASecondOnATerminalAndEveryFewSecondsElsewhere() {
+        let start = Date(timeIntervalSince1970: 1000)
+        for (terminal, interval) in [(true, ProgressMeter.terminalInterval), (false, ProgressMeter.plainInterval)] {
+            var meter = ProgressMeter(name: "windowhost test", terminal: terminal, started: start)
+            #expect(meter.isDue(now: start), "the first line is due at once")
+            meter.show(fraction: 0, count: "0/1", detail: "", now: start)
+            #expect(!meter.isDue(now: start.addingTimeInterval(interval * 0.9)))
+            #expect(meter.isDue(now: start.addingTimeInterval(interval)))
+            meter.finish()
+        }
+        #expect(ProgressMeter.terminalInterval >= 0.25 && ProgressMeter.plainInterval >= 2)
+    }
+}
