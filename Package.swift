@@ -169,7 +169,9 @@ let package = Package(
             dependencies: [
                 "windowhost", "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
-            ]
+            ],
+            // The script that drives headless Chromium, run from its path.
+            exclude: ["Browser"]
         ),
         .testTarget(
             name: "IOUringTests",

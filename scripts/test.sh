@@ -5,7 +5,10 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_swift
 # gdb: HostileWorkerTests makes a worker fork through it, as a compromised one would.
-ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/gdb:gdb /usr/bin/python3:python3
+# chromium and promtool (prometheus): HTTPStatusProcessTests loads the dashboard in a real
+# browser and checks /metrics with Prometheus's own parser.
+ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/gdb:gdb /usr/bin/python3:python3 \
+  /usr/bin/chromium:chromium /usr/bin/promtool:prometheus
 
 # Our own code builds without a warning (dependencies' warnings are theirs). A warning is only
 # printed when its file compiles, which on a clean clone is every file.

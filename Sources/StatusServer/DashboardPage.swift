@@ -23,14 +23,14 @@ enum DashboardPage {
     #chart { width: 100%; height: 220px; display: block; }
     .legend span { margin-right: 14px; }
     .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: middle; }
-    #cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 10px; }
+    #cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 10px; }
     .card { background: var(--card); border: 1px solid var(--line); border-left: 4px solid var(--dim); border-radius: 6px; padding: 8px 10px; }
     .card.foreground, .card.background { border-left-color: var(--ok); }
     .card.starting, .card.reserved, .card.disconnecting { border-left-color: var(--warn); }
     .card.crashed, .card.set_aside { border-left-color: var(--bad); }
     .card.flash { outline: 2px solid var(--bad); }
-    .card .uuid { font-family: ui-monospace, monospace; font-size: 12px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-    .card dl { display: grid; grid-template-columns: auto 1fr; gap: 1px 10px; margin: 6px 0 0; }
+    .card .uuid { font-family: ui-monospace, monospace; font-size: 11.5px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+    .card dl { display: grid; grid-template-columns: auto 1fr auto 1fr; gap: 1px 10px; margin: 6px 0 0; }
     .card dt { color: var(--dim); }
     .card dd { margin: 0; font-family: ui-monospace, monospace; text-align: right; }
     .state { font-weight: 600; }

@@ -98,10 +98,12 @@ public enum StatusServer {
             do {
                 // No signal handlers: the supervisor takes SIGTERM and SIGINT (signalfd).
                 try await app.runService(gracefulShutdownSignals: [])
-                bound.settle(.failure(.cannotBind(address.description, "the server stopped")))
+                if !bound.settle(.failure(.cannotBind(address.description, "the server stopped"))) { logger.error("the HTTP server stopped") }
             } catch {
-                bound.settle(.failure(.cannotBind(address.description, "\(error)")))
-                logger.error("the HTTP server stopped", metadata: ["error": "\(error)"])
+                // Before it bound, the caller says why; after, the log does.
+                if !bound.settle(.failure(.cannotBind(address.description, "\(error)"))) {
+                    logger.error("the HTTP server stopped", metadata: ["error": "\(error)"])
+                }
             }
         }
         return try bound.wait()
@@ -186,14 +188,16 @@ final class BindOutcome: Sendable {
 
     static let timeout: DispatchTimeInterval = .seconds(30)
 
-    /// Only the first outcome counts.
-    func settle(_ result: Result<HTTPAddress, StatusServerError>) {
+    /// Only the first outcome counts: whether this one was it.
+    @discardableResult
+    func settle(_ result: Result<HTTPAddress, StatusServerError>) -> Bool {
         let first = outcome.withLock { outcome in
             guard outcome == nil else { return false }
             outcome = result
             return true
         }
         if first { settled.signal() }
+        return first
     }
 
     func wait() throws(StatusServerError) -> HTTPAddress {

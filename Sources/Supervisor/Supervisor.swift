@@ -416,6 +416,8 @@ public final class Supervisor {
         while !stopped {
             if !announced, initialScenesPending == 0 {
                 announced = true
+                // What readers see from the ready line on is every initial window ready.
+                publishStatus(now: true)
                 ready(configuration.socketPath)
                 logger.info("ready", metadata: ["socket": "\(configuration.socketPath)", "windows": "\(windows.count)"])
             }
@@ -496,10 +498,10 @@ public final class Supervisor {
 
     /// At most every `publishNanoseconds` (the loop turns at least every 100 ms), the status
     /// readers on other threads see.
-    func publishStatus() {
+    func publishStatus(now immediately: Bool = false) {
         guard let observation = configuration.observation else { return }
         let now = monotonicNanoseconds()
-        guard now >= publishAt else { return }
+        guard immediately || now >= publishAt else { return }
         publishAt = now + Self.publishNanoseconds
         observation.publish(statusReply())
     }

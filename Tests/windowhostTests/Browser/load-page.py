@@ -31,7 +31,7 @@ def main():
 
     # Chromium reads the protocol on descriptor 3 and writes on 4: a shell puts the pipes there.
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--remote-debugging-pipe", "--window-size=1400,1000",
+             "--remote-debugging-pipe", "--window-size=1400,1100",
              "--user-data-dir=" + os.path.dirname(os.path.abspath(screenshot)) + "/chromium-profile", "about:blank"]
     chrome = subprocess.Popen(
         ["/bin/sh", "-c", 'exec "$0" "$@" 3<&%d 4>&%d' % (to_chrome_read, from_chrome_write), binary] + flags,
