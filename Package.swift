@@ -180,7 +180,7 @@ let package = Package(
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
             name: "StatusServerTests",
-            dependencies: ["StatusServer", "Supervisor", "HostCoordination", .product(name: "Prometheus", package: "swift-prometheus")]
+            dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
         ),
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
         .testTarget(

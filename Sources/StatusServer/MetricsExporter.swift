@@ -52,10 +52,12 @@ public final class MetricsExporter: Sendable {
         .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
         .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
     ]
-    /// At 40 ns a sample, a scrape spends at most about 0.2 s recording what workers claim.
-    public static let maxSamplesPerScrape: UInt64 = 1 << 22
+    /// How many latency samples one scrape records at most: at 40 ns a sample, the default
+    /// costs it about 0.2 s, whatever workers claim.
+    let maxSamplesPerScrape: UInt64
 
-    public init() {
+    public init(maxSamplesPerScrape: UInt64 = 1 << 22) {
+        self.maxSamplesPerScrape = maxSamplesPerScrape
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[HostObservation.recoveryMetric] = Self.recoveryBuckets
@@ -85,7 +87,7 @@ public final class MetricsExporter: Sendable {
         let region = observation.region
         let windows = status?.windows ?? []
         var byState: [SlotState: Int] = [:]
-        var budget = Self.maxSamplesPerScrape
+        var budget = maxSamplesPerScrape
         for window in windows {
             if let state = SlotState.allCases.first(where: { $0.description == window.state }) { byState[state, default: 0] += 1 }
             var series = scrape.windows[window.uuid] ?? makeSeries(window.uuid)

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Supervisor
+import TestSupport
 import Testing
 
 /// `run --http` as a person uses it: Prometheus scrapes `/metrics` (checked by Debian's
@@ -29,7 +30,7 @@ import Testing
         let windows = host.windowIDs()
         try #require(windows.count == 2)
         let (window, other) = (windows[0], windows[1])
-        let before = try Scrape(http.get("/metrics"))
+        let before = try http.metrics()
         try checkWithPromtool(before.text)
         #expect(before.value("windowhost_windows", ["state": "foreground"]) == 2)
         #expect(before.value("windowhost_worker_restarts_total", ["reason": "kill"]) == 0)
@@ -48,7 +49,7 @@ import Testing
         // The loop publishes its status every 100 ms.
         usleep(300_000)
 
-        let after = try Scrape(http.get("/metrics"))
+        let after = try http.metrics()
         try checkWithPromtool(after.text)
         #expect(after.value("windowhost_commands_total", ["verb": "open"]) == before.value("windowhost_commands_total", ["verb": "open"]).map { $0 + 5 })
         #expect(after.value("windowhost_commands_total", ["verb": "kill"]) == 1)
@@ -66,7 +67,7 @@ import Testing
         #expect(after.value("windowhost_windows", ["state": "foreground"]) == 2)
 
         // A second scrape adds nothing that did not happen.
-        let again = try Scrape(http.get("/metrics"))
+        let again = try http.metrics()
         #expect(again.value("windowhost_save_duration_seconds_count", ["window": window]) == saves)
         #expect(host.terminate() == 0)
     }
@@ -248,6 +249,13 @@ struct HTTPTarget {
         return Response(status: status, headers: String(text[..<split.lowerBound]), body: body)
     }
 
+    /// `/metrics`, which must answer 200.
+    func metrics() throws -> PrometheusScrape {
+        let response = try get("/metrics")
+        guard response.status == 200 else { throw HostFailure("/metrics answered \(response.status): \(response.body)") }
+        return PrometheusScrape(text: response.body)
+    }
+
     /// A chunked body, joined.
     static func unchunked(_ body: String) -> String {
         var rest = Substring(body)
@@ -259,29 +267,5 @@ struct HTTPTarget {
             rest = rest[chunkEnd...].dropFirst(2)
         }
         return joined
-    }
-}
-
-/// One `/metrics` exposition, read line by line: `name{labels} value`.
-struct Scrape {
-    let text: String
-
-    init(_ response: HTTPTarget.Response) throws {
-        guard response.status == 200 else { throw HostFailure("/metrics answered \(response.status): \(response.body)") }
-        text = response.body
-    }
-
-    /// The sample of `name` whose labels are exactly `labels`.
-    func value(_ name: String, _ labels: [String: String]) -> Double? {
-        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " ") else { continue }
-            let series = line[..<space]
-            let (metric, rest) = series.firstIndex(of: "{").map { (series[..<$0], series[$0...]) } ?? (series, "")
-            guard metric == name else { continue }
-            var found: [String: String] = [:]
-            for match in rest.matches(of: /([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/) { found[String(match.1)] = String(match.2) }
-            if found == labels { return Double(line[line.index(after: space)...]) }
-        }
-        return nil
     }
 }
