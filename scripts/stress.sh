@@ -3,7 +3,8 @@
 # workers (and now and then the supervisor) are killed with SIGKILL and snapshots are damaged;
 # every recovery is judged by the oracle. Then the same with power cuts: workers write through
 # the powercut engine, so each kill also loses every write not yet synced. Prints both
-# summaries; writes the JSON reports to stress-results/. Exit 1 if anything acknowledged was
+# summaries; writes the JSON and HTML reports (a timeline of kills, damage and recoveries, the
+# distributions, the verdicts: docs/observability.md) to stress-results/. Exit 1 if anything acknowledged was
 # lost, or a window came back torn, in either.
 #
 #   scripts/stress.sh [--hostile] [MINUTES] [SCENES] [KILLS_PER_SECOND] [SEED]   (default: 10 8 5 random)
@@ -34,13 +35,13 @@ status=0
 modes=(kill power-cut)
 [ "$hostile" = 1 ] && modes+=(hostile)
 for mode in "${modes[@]}"; do
-  report=stress-results/stress-$(date -u +%Y%m%dT%H%M%SZ)-$mode-seed$seed.json
+  report=stress-results/stress-$(date -u +%Y%m%dT%H%M%SZ)-$mode-seed$seed
   flags=()
   [ "$mode" = power-cut ] && flags=(--power-cut)
   [ "$mode" = hostile ] && flags=(--hostile)
   echo "== $mode: $minutes minutes, $scenes scenes, $rate kills/s, seed $seed"
   .build/release/windowhost stress --duration $((minutes * 60)) --scenes "$scenes" --kill-rate "$rate" \
-      --seed "$seed" --json "$report" "${flags[@]}" || status=1
-  echo "report: $report"
+      --seed "$seed" --json "$report.json" --html "$report.html" "${flags[@]}" || status=1
+  echo "reports: $report.json $report.html"
 done
 exit $status

@@ -35,8 +35,11 @@ public final class MetricsExporter: Sendable {
         let latency: DurationHistogram
         let lag: Prometheus.Gauge
         let tabs: Prometheus.Gauge
+        /// What the worker's counters held at the last scrape, and what the series show.
         var savesSeen: UInt64 = 0
+        var savesShown: UInt64 = 0
         var failuresSeen: UInt64 = 0
+        var failuresShown: UInt64 = 0
         var latencySeen: LatencyCounts?
     }
 
@@ -94,8 +97,8 @@ public final class MetricsExporter: Sendable {
             series.lag.set(Double(window.appliedSeq >= window.durableSeq ? window.appliedSeq - window.durableSeq : 0))
             series.tabs.set(Double(window.tabs))
             if let slot = region?.slot(holding: window) {
-                series.savesSeen = Self.add(slot.savesCompleted, after: series.savesSeen, to: series.saves)
-                series.failuresSeen = Self.add(slot.saveFailures, after: series.failuresSeen, to: series.failures)
+                Self.add(slot.savesCompleted, seen: &series.savesSeen, shown: &series.savesShown, to: series.saves)
+                Self.add(slot.saveFailures, seen: &series.failuresSeen, shown: &series.failuresShown, to: series.failures)
                 let counts = slot.latency.counts()
                 for (microseconds, count) in counts.since(series.latencySeen).samples {
                     let recorded = min(count, budget)
@@ -120,12 +123,14 @@ public final class MetricsExporter: Sendable {
         }
     }
 
-    /// Adds the rise of a counter a worker publishes since `seen` (all of it, if it fell) and
-    /// returns the new value to remember.
-    private static func add(_ now: UInt64, after seen: UInt64, to counter: Prometheus.Counter) -> UInt64 {
-        let rise = now >= seen ? now - seen : now
-        counter.increment(by: Int64(clamping: min(rise, Limits.maxCommandSeq)))
-        return now
+    /// Adds to `counter` the rise of a counter a worker publishes since `seen` (all of it, if it
+    /// fell). What it shows stops at 2⁵³ − 1, exact in a float, however a worker makes its
+    /// counter fall and rise: it never wraps to a negative value.
+    private static func add(_ now: UInt64, seen: inout UInt64, shown: inout UInt64, to counter: Prometheus.Counter) {
+        let rise = min(now >= seen ? now - seen : now, Limits.maxCommandSeq - shown)
+        seen = now
+        shown += rise
+        counter.increment(by: Int64(rise))
     }
 
     private func makeSeries(_ uuid: String) -> WindowSeries {

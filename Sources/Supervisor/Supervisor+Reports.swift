@@ -33,7 +33,7 @@ extension Supervisor {
         }
         let asides = setAsideRecords.map { record in
             StatusReply.SetAside(
-                uuid: record.window.uuidString, path: record.path.string, at: ISO8601DateFormatter().string(from: record.at), reason: record.reason)
+                uuid: record.window.uuidString, path: record.path.string, at: record.at, reason: record.reason)
         }
         return StatusReply(
             supervisorPID: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,

@@ -260,7 +260,7 @@ extension Supervisor {
         guard let window = windows[slot] else { return nil }
         do {
             if let path = try files.setAside(window.id, at: Date()) {
-                setAsideRecords.append(SetAsideRecord(window: window.id, path: path, at: Date(), reason: reason))
+                setAsideRecords.append(SetAsideRecord(window: window.id, path: path, reason: reason))
                 logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
             }
             return nil

@@ -213,8 +213,16 @@ public final class Supervisor {
     struct SetAsideRecord {
         let window: UUID
         let path: FilePath
-        let at: Date
+        /// ISO 8601, formatted once: `status` is built every 100 ms with `--http`.
+        let at: String
         let reason: String
+
+        init(window: UUID, path: FilePath, reason: String) {
+            self.window = window
+            self.path = path
+            at = ISO8601DateFormatter().string(from: Date())
+            self.reason = reason
+        }
     }
 
     let configuration: SupervisorConfiguration
@@ -312,7 +320,7 @@ public final class Supervisor {
         configuration.observation?.attach(region, startedAt: startedAt)
         let scan = try files.windowsOnDisk(at: Date())
         for entry in scan.setAside {
-            if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, at: Date(), reason: entry.reason)) }
+            if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, reason: entry.reason)) }
             logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
@@ -325,7 +333,7 @@ public final class Supervisor {
             handedOut = record.filter { onDisk.contains($0.key) }
         case .damaged(let reason, let path):
             handedOutDamaged = true
-            if let path { setAsideRecords.append(SetAsideRecord(window: WindowRegistry.unavailable, path: path, at: Date(), reason: reason)) }
+            if let path { setAsideRecords.append(SetAsideRecord(window: WindowRegistry.unavailable, path: path, reason: reason)) }
             logger.error(
                 "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
                 metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])

@@ -75,6 +75,21 @@ import Testing
         #expect(after.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 4)
     }
 
+    /// A worker that makes its save counter leap and fall, scrape after scrape: what the
+    /// exposition shows only rises, and stops at 2⁵³ − 1 instead of wrapping negative.
+    @Test func aLeapingCounterNeverWrapsOrFalls() throws {
+        let (region, exporter) = try setUp()
+        let word = region.slot(0).base + SlotLayout.savesCompleted.offset
+        var last = 0.0
+        for round in 0..<40 {
+            word.storeBytes(of: round % 2 == 0 ? UInt64.max : 0, as: UInt64.self)
+            let shown = try #require(try scrape(exporter).value("windowhost_saves_total", ["window": window.uuidString]))
+            #expect(shown >= last && shown <= Double((1 << 53) - 1), "round \(round): \(shown) after \(last)")
+            last = shown
+        }
+        #expect(last == Double((1 << 53) - 1))
+    }
+
     /// A worker claiming 2⁴⁰ saves in one bucket costs a scrape at most its sample budget.
     @Test func hugeCountsCostAScrapeABoundedNumberOfSamples() throws {
         let (region, exporter) = try setUp()
