@@ -32,7 +32,7 @@ enum DashboardPage {
     .card .uuid { font-family: ui-monospace, monospace; font-size: 11.5px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
     .card dl { display: grid; grid-template-columns: auto 1fr auto 1fr; gap: 1px 10px; margin: 6px 0 0; }
     .card dt { color: var(--dim); }
-    .card dd { margin: 0; font-family: ui-monospace, monospace; text-align: right; }
+    .card dd { margin: 0; font-family: ui-monospace, monospace; text-align: right; white-space: nowrap; }
     .state { font-weight: 600; }
     #events { margin-top: 14px; max-height: 200px; overflow: auto; font-family: ui-monospace, monospace; font-size: 12px; }
     #events div.kill, #events div.crash, #events div.watchdog { color: var(--bad); }
