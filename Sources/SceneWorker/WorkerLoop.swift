@@ -206,7 +206,13 @@ public final class WorkerLoop {
                 if compactionFailing { logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"]) }
                 compactionFailing = false
             case .deletedIncognito:
-                logger.info("incognito session deleted: its last tab closed")
+                logger.info("incognito session deleted and its key revoked: its last tab closed")
+            case .discardedIncognito(let reason):
+                logger.warning("the incognito session on disk can never be read: deleted", metadata: ["reason": "\(reason)"])
+            case .incognitoInMemoryOnly(let reason):
+                logger.warning("incognito tabs are kept in memory only, never saved: no key can be had", metadata: ["reason": "\(reason)"])
+            case .incognitoKeyNotRevoked(let reason):
+                logger.error("the deleted incognito session's key could not be revoked", metadata: ["reason": "\(reason)"])
             case .degradedTab(let browser, let tab, let reason):
                 logger.error(
                     "a tab's history read nowhere: it keeps its current page only",

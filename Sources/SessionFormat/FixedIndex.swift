@@ -14,9 +14,9 @@ struct FixedIndex {
 
     /// Reads the index record at `first` and the string records after it; checks that the
     /// history section ends the file, and every entry (`firstProblem`).
-    static func read(_ source: some ByteSource, at first: Int) throws(SessionFormatError) -> FixedIndex {
+    static func read(_ source: some ByteSource, at first: Int, seal: RecordSeal?) throws(SessionFormatError) -> FixedIndex {
         func invalid(_ reason: SessionFormatError.InvalidState) -> SessionFormatError { .invalidState(offset: first, reason: reason) }
-        let (index, indexEnd) = try Framing.readRecord(source, at: first, expecting: .listIndex)
+        let (index, indexEnd) = try Framing.readRecord(source, at: first, expecting: .listIndex, seal: seal)
         guard index.count >= SnapshotIndex.headerSize else {
             throw invalid(.indexLengthMismatch(bytes: index.count, count: 0))
         }
@@ -39,7 +39,7 @@ struct FixedIndex {
         var strings: [UInt8] = []
         var end = indexEnd
         for _ in 0..<stringRecords {
-            let (payload, next) = try Framing.readRecord(source, at: end, expecting: .strings)
+            let (payload, next) = try Framing.readRecord(source, at: end, expecting: .strings, seal: seal)
             if strings.isEmpty { strings = payload } else { strings += payload }
             end = next
         }

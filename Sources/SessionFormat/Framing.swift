@@ -79,8 +79,9 @@ public enum RecordKind: UInt8, Sendable {
 /// Frames around every file and record: magic, version, length, CRC32C, all little endian.
 /// See docs/storage-format.md for the byte layout.
 ///
-/// File header (16 bytes): magic[4] · version u16 · header length u16 · reserved u32 ·
-/// CRC32C of the 12 bytes before it. The version is the file's layout (`currentVersion`).
+/// File header (16 bytes): magic[4] · version u16 · header length u16 · flags u32 ·
+/// CRC32C of the 12 bytes before it. The version is the file's layout (`currentVersion`); flag
+/// bit 0 says its records are sealed (`RecordSeal`), and no other bit is set.
 /// Record (12 bytes + payload): magic "WR" · kind u8 · version u8 · payload length u32 ·
 /// CRC32C of the first 8 bytes and the payload. The version is the frame's own
 /// (`frameVersion`), the same in every file.
@@ -90,21 +91,24 @@ public enum Framing {
     public static let recordHeaderSize = 12
     static let recordMagic: [UInt8] = [0x57, 0x52]
 
+    /// The header flag of a file whose records are sealed.
+    static let sealedFlag: UInt32 = 1
+
     /// The header of a file of `kind` in layout `version` (today's unless said: tests write
-    /// older ones).
-    public static func fileHeader(_ kind: SessionFileKind, version: Int? = nil) -> [UInt8] {
+    /// older ones), sealed or not.
+    public static func fileHeader(_ kind: SessionFileKind, version: Int? = nil, sealed: Bool = false) -> [UInt8] {
         var header = kind.magic
         header.appendLittleEndian(UInt16(version ?? kind.currentVersion))
         header.appendLittleEndian(UInt16(fileHeaderSize))
-        header.appendLittleEndian(UInt32(0))
+        header.appendLittleEndian(sealed ? sealedFlag : 0)
         header.appendLittleEndian(CRC32C.checksum(header))
         return header
     }
 
-    /// Checks the header at the start of `source`; returns the offset of the first record and
-    /// the file's layout version (1...`kind.currentVersion`).
+    /// Checks the header at the start of `source`; returns the offset of the first record, the
+    /// file's layout version (1...`kind.currentVersion`) and whether its records are sealed.
     public static func checkFileHeader(_ source: some ByteSource, kind: SessionFileKind) throws(SessionFormatError)
-        -> (firstRecord: Int, version: Int)
+        -> (firstRecord: Int, version: Int, sealed: Bool)
     {
         let header = try source.read(offset: 0, count: fileHeaderSize)
         guard Array(header[0..<4]) == kind.magic else { throw .badMagic(offset: 0) }
@@ -115,17 +119,32 @@ public enum Framing {
         guard version >= 1, version <= kind.currentVersion else {
             throw .unsupportedVersion(offset: 4, found: version, supported: kind.currentVersion)
         }
+        let flags = header.littleEndian(UInt32.self, at: 8)
+        guard flags & ~sealedFlag == 0 else { throw .unknownFileFlags(offset: 8, flags: flags) }
         // The version fixes the header's length; the field lets a later version grow it.
-        return (fileHeaderSize, version)
+        return (fileHeaderSize, version, flags & sealedFlag != 0)
     }
 
-    /// Appends one framed record; refuses a payload the reader would refuse
-    /// (`Limits.maxRecordPayloadBytes`), writing nothing.
-    public static func appendRecord(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) throws(SessionFormatError) {
-        guard payload.count <= Limits.maxRecordPayloadBytes else {
-            throw .recordTooLarge(offset: bytes.count, length: payload.count)
+    /// Appends one framed record, its payload sealed with `seal` if given (for a record of a
+    /// kind `isSealed`) at the file offset it lands on: `start`, the file offset of `bytes[0]`,
+    /// plus where it goes in `bytes`. Refuses a payload the reader would refuse
+    /// (`Limits.maxRecordPayloadBytes`, sealed), writing nothing.
+    public static func appendRecord(
+        _ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8], seal: RecordSeal? = nil, start: Int = 0
+    ) throws(SessionFormatError) {
+        let offset = start + bytes.count
+        let stored = try seal.map { seal throws(SessionFormatError) in
+            kind.isSealed ? try seal.seal(payload, kind: kind, at: offset) : payload
+        } ?? payload
+        guard stored.count <= Limits.maxRecordPayloadBytes else {
+            throw .recordTooLarge(offset: offset, length: stored.count)
         }
-        appendFrame(kind, payload: payload, to: &bytes)
+        appendFrame(kind, payload: stored, to: &bytes)
+    }
+
+    /// The size of the frame `appendRecord` makes of a payload of `count` bytes.
+    public static func frameSize(payload count: Int, kind: RecordKind, sealed: Bool) -> Int {
+        recordHeaderSize + count + (sealed && kind.isSealed ? RecordSeal.overhead : 0)
     }
 
     public static func record(_ kind: RecordKind, payload: [UInt8]) throws(SessionFormatError) -> [UInt8] {
@@ -149,16 +168,17 @@ public enum Framing {
     }
 
     /// Reads and checks the record at `offset`; returns its payload and the offset after it.
+    /// With `seal`, a payload of a sealed kind is opened (authenticated) before it is returned.
     public static func readRecord(
-        _ source: some ByteSource, at offset: Int, expecting kind: RecordKind
+        _ source: some ByteSource, at offset: Int, expecting kind: RecordKind, seal: RecordSeal? = nil
     ) throws(SessionFormatError) -> (payload: [UInt8], end: Int) {
-        let read = try readRecord(source, at: offset, expecting: [kind])
+        let read = try readRecord(source, at: offset, expecting: [kind], seal: seal)
         return (read.payload, read.end)
     }
 
     /// Reads and checks the record at `offset`, which may be of any kind in `kinds`.
     public static func readRecord(
-        _ source: some ByteSource, at offset: Int, expecting kinds: Set<RecordKind>
+        _ source: some ByteSource, at offset: Int, expecting kinds: Set<RecordKind>, seal: RecordSeal? = nil
     ) throws(SessionFormatError) -> (kind: RecordKind, payload: [UInt8], end: Int) {
         let header = try source.read(offset: offset, count: recordHeaderSize)
         guard Array(header[0..<2]) == recordMagic else { throw .badMagic(offset: offset) }
@@ -178,7 +198,8 @@ public enum Framing {
         guard let kind = RecordKind(rawValue: header[2]), kinds.contains(kind) else {
             throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kinds.map(\.rawValue).min() ?? 0))
         }
-        return (kind, payload, offset + recordHeaderSize + length)
+        guard let seal, kind.isSealed else { return (kind, payload, offset + recordHeaderSize + length) }
+        return (kind, try seal.open(payload, kind: kind, at: offset), offset + recordHeaderSize + length)
     }
 }
 

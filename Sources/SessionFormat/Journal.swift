@@ -16,6 +16,19 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
         get throws(SessionFormatError) { try Framing.record(.mutation, payload: encodeMessage(storage)) }
     }
 
+    /// The record's payload, unframed: what a store stages until it knows where the record
+    /// goes (`JournalFile.frames`), since a sealed record is bound to its offset.
+    public var payload: [UInt8] {
+        get throws(SessionFormatError) { try encodeMessage(storage) }
+    }
+
+    /// The records framed one after another from file offset `start` (`JournalFile.frames`).
+    public static func frames(_ records: [JournalRecord], seal: RecordSeal?, from start: Int) throws(SessionFormatError) -> [[UInt8]] {
+        var payloads: [[UInt8]] = []
+        for record in records { payloads.append(try record.payload) }
+        return try JournalFile.frames(payloads, seal: seal, from: start)
+    }
+
     public var description: String {
         let active = storage.activeIdentifier
         return switch storage.mutation {
@@ -277,10 +290,26 @@ public enum JournalFile {
     /// reader checks).
     public static var header: [UInt8] { Framing.fileHeader(.journal) }
 
+    /// Mutation records (`JournalRecord.payload`) framed where they go: one after another from
+    /// file offset `start`, each sealed with `seal` (if given) for its own offset.
+    public static func frames(_ payloads: [[UInt8]], seal: RecordSeal?, from start: Int) throws(SessionFormatError) -> [[UInt8]] {
+        var offset = start
+        var frames: [[UInt8]] = []
+        frames.reserveCapacity(payloads.count)
+        for payload in payloads {
+            var frame: [UInt8] = []
+            try Framing.appendRecord(.mutation, payload: payload, to: &frame, seal: seal, start: offset)
+            offset += frame.count
+            frames.append(frame)
+        }
+        return frames
+    }
+
     /// The file header followed by a padding record to the end of its block: a new journal's
-    /// first bytes, so its first save starts on a block boundary.
-    public static func header(blockSize: Int) -> [UInt8] {
-        padded(header, blockSize: blockSize, before: [])
+    /// first bytes, so its first save starts on a block boundary. `sealed`: its mutation
+    /// records will be (`RecordSeal`).
+    public static func header(blockSize: Int, sealed: Bool = false) -> [UInt8] {
+        padded(Framing.fileHeader(.journal, sealed: sealed), blockSize: blockSize, before: [])
     }
 
     /// One save as written at a block boundary: its records, a padding record if needed, then
@@ -343,24 +372,30 @@ public enum JournalFile {
         public let headerEnd: Int
         /// The file's layout version, from its header.
         public let version: Int
+        /// Whether its header says its records are sealed.
+        public let sealed: Bool
 
         /// The records a commit covers: what recovery may apply.
         public var committedRecords: ArraySlice<JournalRecord> { records[..<(commits.last?.recordCount ?? 0)] }
     }
 
-    /// Reads records until the end or the first record that does not read cleanly. The header
-    /// must be sound: a file that is not a journal gives no records, and one larger than
-    /// `Limits.maxJournalBytes` (which no store writes) is refused unread.
-    public static func scan(_ source: some ByteSource) throws(SessionFormatError) -> Scan {
+    /// Reads records until the end or the first record that does not read cleanly (a sealed
+    /// one that does not open among them). The header must be sound: a file that is not a
+    /// journal gives no records, one larger than `Limits.maxJournalBytes` (which no store
+    /// writes) is refused unread, and a sealed one without `seal` throws `.sealedWithoutKey`.
+    /// A journal in the clear is read in the clear whatever `seal` is.
+    public static func scan(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError) -> Scan {
         guard source.size <= Limits.maxJournalBytes else { throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes) }
-        var (offset, version) = try Framing.checkFileHeader(source, kind: .journal)
+        var (offset, version, sealed) = try Framing.checkFileHeader(source, kind: .journal)
+        guard !sealed || seal != nil else { throw .sealedWithoutKey }
+        let seal = sealed ? seal : nil
         var records: [JournalRecord] = []
         var recordOffsets: [Int] = []
         var commits: [FoundCommit] = []
         var headerEnd = offset
         while offset < source.size {
             do throws(SessionFormatError) {
-                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit, .padding])
+                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit, .padding], seal: seal)
                 if kind == .padding {
                     guard payload.allSatisfy({ $0 == 0 }) else {
                         throw SessionFormatError.malformedPayload(offset: offset, reason: "a padding record holds zeros only")
@@ -376,15 +411,17 @@ public enum JournalFile {
             } catch {
                 return Scan(
                     records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd,
-                    version: version)
+                    version: version, sealed: sealed)
             }
         }
-        return Scan(records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd, version: version)
+        return Scan(
+            records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd,
+            version: version, sealed: sealed)
     }
 
     /// Every record, or the error at the first that does not read cleanly.
-    public static func decode(_ source: some ByteSource) throws(SessionFormatError) -> [JournalRecord] {
-        let scan = try scan(source)
+    public static func decode(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError) -> [JournalRecord] {
+        let scan = try scan(source, seal: seal)
         if let error = scan.stoppedBy { throw error }
         return scan.records
     }

@@ -24,6 +24,14 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
     case readFailed(offset: Int, reason: String)
     /// A file larger than any this format writes (`Limits.maxJournalBytes`): refused unread.
     case fileTooLarge(size: Int, limit: Int)
+    /// A sealed record that does not authenticate (`RecordSeal`): damaged, moved from another
+    /// file or place, or sealed with another key. Damage, like a checksum mismatch.
+    case unopenable(offset: Int, reason: String)
+    /// A sealed file read without its window's key: the key is gone (a reboot, a revocation),
+    /// so the file can never be read again.
+    case sealedWithoutKey
+    /// File header flags this build does not know.
+    case unknownFileFlags(offset: Int, flags: UInt32)
 
     /// Impossible contents: each a way a damaged or hostile record could point outside itself.
     public enum InvalidState: Error, Equatable, Sendable, CustomStringConvertible {
@@ -119,6 +127,9 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .lengthMismatch(let expected, let actual): "file is \(actual) bytes, its metadata says \(expected)"
         case .readFailed(let offset, let reason): "read at byte \(offset) failed: \(reason)"
         case .fileTooLarge(let size, let limit): "file is \(size) bytes, larger than the \(limit) this format writes"
+        case .unopenable(let offset, let reason): "sealed record at byte \(offset) does not open: \(reason)"
+        case .sealedWithoutKey: "the file is sealed and its window's key is gone"
+        case .unknownFileFlags(let offset, let flags): "file header flags \(hex(flags)) at byte \(offset) are not ones this build writes"
         }
     }
 
@@ -128,9 +139,9 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .truncated(let offset, _, _), .badMagic(let offset), .unsupportedVersion(let offset, _, _),
             .checksumMismatch(let offset, _, _), .recordTooLarge(let offset, _),
             .unexpectedRecordKind(let offset, _, _), .malformedPayload(let offset, _),
-            .invalidState(let offset, _), .readFailed(let offset, _):
+            .invalidState(let offset, _), .readFailed(let offset, _), .unopenable(let offset, _), .unknownFileFlags(let offset, _):
             offset
-        case .lengthMismatch, .fileTooLarge: nil
+        case .lengthMismatch, .fileTooLarge, .sealedWithoutKey: nil
         }
     }
 }

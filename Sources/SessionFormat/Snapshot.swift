@@ -13,23 +13,31 @@ import HostLimits
 /// read (`FormatOneMetadata`).
 public enum SnapshotEncoder {
     /// Encodes `list` as it stands after command `lastCommandSeq`. A realized tab's history is
-    /// encoded from memory; an unrealized tab's is `storedHistory(webState)`, the frame restore
-    /// read it from (unchanged since, or it would have been realized). Titles and URLs go in
-    /// string records of at most `stringRecordLimit` bytes, whole tabs each.
+    /// encoded from memory; an unrealized tab's is `storedHistory(webState)`, the payload
+    /// restore read it from (unchanged since, or it would have been realized). Titles and URLs
+    /// go in string records of at most `stringRecordLimit` bytes, whole tabs each. With `seal`,
+    /// the file is sealed: every record but the framing's own, each bound to its offset.
     public static func encode(
-        _ list: WebStateList, lastCommandSeq: UInt64, stringRecordLimit: Int = Limits.maxRecordPayloadBytes,
+        _ list: WebStateList, lastCommandSeq: UInt64, stringRecordLimit: Int = Limits.maxRecordPayloadBytes, seal: RecordSeal? = nil,
         storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
     ) throws(SessionFormatError) -> [UInt8] {
         let webStates = list.webStates
+        let sealed = seal != nil
+        // Sealing lengthens every record by the same amount: the index knows each frame's length
+        // (and so each offset) before any is sealed.
+        let stringRecordLimit = stringRecordLimit - (sealed ? RecordSeal.overhead : 0)
         var index = SnapshotIndex.header(
             count: webStates.count, activeIndex: list.activeIndex, pinnedCount: list.pinnedCount, lastCommandSeq: lastCommandSeq)
         index.reserveCapacity(SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize)
         var strings: [[UInt8]] = [[]]
         var stringOffset: UInt64 = 0
-        var section: [UInt8] = []
+        var histories: [[UInt8]] = []
+        histories.reserveCapacity(webStates.count)
+        var sectionLength = 0
         let positions = Dictionary(uniqueKeysWithValues: webStates.enumerated().map { ($1.id, $0) })
         for (position, webState) in webStates.enumerated() {
-            let frame = try historyFrame(webState, storedHistory: storedHistory)
+            let history = try historyPayload(webState, storedHistory: storedHistory)
+            let frameLength = Framing.frameSize(payload: history.count, kind: .navigation, sealed: sealed)
             let metadata = webState.metadata
             do {
                 try NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: .zero).check()
@@ -48,29 +56,33 @@ public enum SnapshotEncoder {
                 to: &index,
                 SnapshotIndex.Entry(
                     id: webState.id, creationTime: metadata.creationTime, lastActiveTime: metadata.lastActiveTime,
-                    historyOffset: UInt64(section.count), historyLength: UInt32(frame.count),
+                    historyOffset: UInt64(sectionLength), historyLength: UInt32(frameLength),
                     stringOffset: stringOffset, titleLength: UInt32(title.count), urlLength: UInt32(url.count),
                     navigationItemCount: Int32(clamping: metadata.navigationItemCount),
                     openerIndex: opener.flatMap { positions[$0.openerID] }.map(Int32.init) ?? -1,
                     openerNavigationIndex: Int32(clamping: opener?.navigationIndex ?? 0),
                     realizedAtSave: webState.isRealized))
             stringOffset += UInt64(title.count + url.count)
-            section += frame
+            sectionLength += frameLength
+            histories.append(history)
         }
-        SnapshotIndex.finishHeader(&index, stringRecords: strings.count, stringAreaLength: stringOffset, historySectionLength: UInt64(section.count))
-        var bytes = Framing.fileHeader(.snapshot)
-        try Framing.appendRecord(.listIndex, payload: index, to: &bytes)
-        for payload in strings { try Framing.appendRecord(.strings, payload: payload, to: &bytes) }
-        bytes += section
+        SnapshotIndex.finishHeader(&index, stringRecords: strings.count, stringAreaLength: stringOffset, historySectionLength: UInt64(sectionLength))
+        var bytes = Framing.fileHeader(.snapshot, sealed: sealed)
+        try Framing.appendRecord(.listIndex, payload: index, to: &bytes, seal: seal)
+        for payload in strings { try Framing.appendRecord(.strings, payload: payload, to: &bytes, seal: seal) }
+        let sectionStart = bytes.count
+        bytes.reserveCapacity(sectionStart + sectionLength)
+        for history in histories { try Framing.appendRecord(.navigation, payload: history, to: &bytes, seal: seal) }
+        assert(bytes.count == sectionStart + sectionLength, "each history frame is as long as the index says")
         return bytes
     }
 
-    /// The tab's navigation record: encoded from memory when realized, else the stored frame.
-    private static func historyFrame(
+    /// The tab's navigation payload: encoded from memory when realized, else the stored one.
+    private static func historyPayload(
         _ webState: WebState, storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
     ) throws(SessionFormatError) -> [UInt8] {
         if let history = webState.loadedHistory {
-            return try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+            return try encodeMessage(NavigationStorage(id: webState.id, history: history))
         }
         do {
             return try storedHistory(webState)
@@ -80,7 +92,7 @@ public enum SnapshotEncoder {
             // that. Failing instead made every compaction fail while the damaged frame was the
             // only copy.
             guard let history = webState.loadedHistory else { throw error }
-            return try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+            return try encodeMessage(NavigationStorage(id: webState.id, history: history))
         }
     }
 }

@@ -24,6 +24,10 @@ public final class SnapshotReader {
     public let lastCommandSeq: UInt64
     /// Where the history section starts in the file.
     private let sectionStart: Int
+    /// How the file's records open: nil for a file in the clear.
+    private let seal: RecordSeal?
+    /// Whether the file's records are sealed (its header says so).
+    public var isSealed: Bool { seal != nil }
 
     private enum Index {
         /// Format 1: the protobuf list metadata, decoded whole.
@@ -32,17 +36,24 @@ public final class SnapshotReader {
         case fixed(FixedIndex)
     }
 
-    public init(_ source: some ByteSource) throws(SessionFormatError) {
+    /// `seal`: how a sealed file's records open; a file in the clear is read in the clear
+    /// whatever is given (sessions written before sealing), and a sealed one without it throws
+    /// `.sealedWithoutKey`.
+    public init(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError) {
         self.source = source
-        let (first, version) = try Framing.checkFileHeader(source, kind: .snapshot)
+        let (first, version, sealed) = try Framing.checkFileHeader(source, kind: .snapshot)
         self.version = version
+        guard !sealed || seal != nil else { throw .sealedWithoutKey }
+        self.seal = sealed ? seal : nil
         let list: ListFields
         if version == 1 {
+            // Format 1 was never sealed.
+            guard !sealed else { throw .unknownFileFlags(offset: 8, flags: Framing.sealedFlag) }
             let metadata = try FormatOneMetadata.read(source, at: first)
             index = .decoded(metadata.items)
             list = metadata.list
         } else {
-            let fixed = try FixedIndex.read(source, at: first)
+            let fixed = try FixedIndex.read(source, at: first, seal: self.seal)
             index = .fixed(fixed)
             list = fixed.list
         }
@@ -115,22 +126,24 @@ public final class SnapshotReader {
         try readCheckedHistory(at: index).history
     }
 
-    /// The raw frame of the tab at `index`, checked exactly as realizing the tab checks it
-    /// (`history(at:)`): what a new snapshot copies for a tab that was never realized. A frame
-    /// copied on a weaker check (another tab's history behind this tab's id, a history that
-    /// does not realize) would outlive every generation that still held the right one.
-    public func historyFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
-        try readCheckedHistory(at: index).frame
+    /// The history payload of the tab at `index` (opened, when sealed), checked exactly as
+    /// realizing the tab checks it (`history(at:)`): what a new snapshot carries for a tab that
+    /// was never realized. One carried on a weaker check (another tab's history behind this
+    /// tab's id, a history that does not realize) would outlive every generation that still
+    /// held the right one.
+    public func historyPayload(at index: Int) throws(SessionFormatError) -> [UInt8] {
+        try readCheckedHistory(at: index).payload
     }
 
-    /// The frame of the tab at `index` with its framing and checksum verified, its payload not
-    /// decoded: for reading back a snapshot just written from checked histories.
-    public func checksummedFrame(at index: Int) throws(SessionFormatError) -> [UInt8] {
-        try readHistory(at: index).frame
+    /// Verifies the frame of the tab at `index`: its framing and checksum, and that it opens
+    /// when sealed; its payload is not decoded. For reading back a snapshot just written from
+    /// checked histories.
+    public func verifyFrame(at index: Int) throws(SessionFormatError) {
+        _ = try readHistory(at: index)
     }
 
-    private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (frame: [UInt8], history: NavigationHistory) {
-        let (frame, payload, offset) = try readHistory(at: index)
+    private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (payload: [UInt8], history: NavigationHistory) {
+        let (payload, offset) = try readHistory(at: index)
         let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
         guard storage.identifier == id(at: index).rawValue else {
             throw .invalidState(
@@ -138,22 +151,22 @@ public final class SnapshotReader {
                 reason: .historyIdentifierMismatch(expected: id(at: index).rawValue, found: storage.identifier))
         }
         do {
-            return (frame, try storage.model())
+            return (payload, try storage.model())
         } catch {
             throw .invalidState(offset: offset, reason: error)
         }
     }
 
-    /// One pread of the tab's frame, checked (magic, length, checksum, kind) to be exactly one
-    /// navigation record.
-    private func readHistory(at index: Int) throws(SessionFormatError) -> (frame: [UInt8], payload: [UInt8], offset: Int) {
+    /// One pread of the tab's frame, checked (magic, length, checksum, kind, and opened when
+    /// sealed) to be exactly one navigation record: its payload.
+    private func readHistory(at index: Int) throws(SessionFormatError) -> (payload: [UInt8], offset: Int) {
         guard index >= 0, index < count else {
             throw .invalidState(offset: sectionStart, reason: .navigationIndexOutOfRange(index, count: count))
         }
         let range = historyRange(at: index)
         let offset = sectionStart + range.offset
         let frame = try source.read(offset: offset, count: range.length)
-        let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation)
+        let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation, seal: seal)
         guard end == offset + frame.count else {
             throw .invalidState(
                 offset: offset,
@@ -161,7 +174,7 @@ public final class SnapshotReader {
                     item: index, offset: UInt64(range.offset), length: UInt32(frame.count),
                     section: UInt64(source.size - sectionStart)))
         }
-        return (frame, payload, offset)
+        return (payload, offset)
     }
 
     /// Fills the empty `list` with unrealized tabs; each reads its metadata and history from

@@ -1,4 +1,5 @@
 import BrowserModel
+import Foundation
 import Glibc
 import HostLimits
 import IOUring
@@ -67,10 +68,19 @@ public final class BrowserStore {
     var journalRecords = 0
     /// The next journal, written ahead of need in the background (`SpareJournal.swift`).
     var spare = SpareJournal.none
+    /// How this Browser's files are sealed: the incognito Browser's, once its window's key is
+    /// held (`WindowStore`); nil, in the clear.
+    var sealing: RecordSeal.Key?
+    /// The window this store's files belong to: part of every seal.
+    let window: UUID
+    /// Whether the generation appends go to is sealed. A store with a key never appends to one
+    /// in the clear (a session written before sealing): its next save writes a sealed
+    /// generation from memory, and the files in the clear go with the compaction.
+    var generationSealed = false
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
     var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
-    /// Records made since the last write was submitted.
-    /// Framed once, when collected: sizing and writing them encode nothing again.
+    /// Records made since the last write was submitted, encoded once when collected, framed
+    /// when a write takes them: a sealed record is bound to the offset it lands on.
     var staged: [[UInt8]] = []
     /// Records in the write now in flight.
     private var writing: [[UInt8]] = []
@@ -205,11 +215,12 @@ public final class BrowserStore {
     var restoredSession: (loaded: LoadedSession, seq: UInt64)?
 
     init(
-        kind: BrowserKind, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
+        kind: BrowserKind, window: UUID, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
         options: StoreOptions, readOnly: Bool = false
     ) {
         self.readOnly = readOnly
         self.kind = kind
+        self.window = window
         self.directory = directory
         self.list = list
         self.profile = profile
@@ -227,13 +238,15 @@ public final class BrowserStore {
     /// The command about to be applied: what its records will carry.
     func setCommandSeq(_ seq: UInt64) { recorder?.commandSeq = seq }
 
-    /// Takes the records the last command made; true when there were any.
+    /// Takes the records the last command made; true when there were any. In memory only
+    /// (`keepInMemoryOnly`) they are dropped: nothing waits for them to be durable.
     func collect() -> Bool {
         guard let recorder else { return false }
         let records = recorder.takeRecords()
+        guard !inMemoryOnly else { return false }
         for record in records {
             do {
-                staged.append(try record.frame)
+                staged.append(try record.payload)
             } catch {
                 // Unexpected: the bounds on what a tab holds keep every record framable.
                 // Never written as a record: the next save writes a snapshot of the list
@@ -244,6 +257,32 @@ public final class BrowserStore {
             }
         }
         return !records.isEmpty
+    }
+
+    /// The session is kept in memory only (no key for its files): nothing of it is saved.
+    private(set) var inMemoryOnly = false
+
+    /// From now on nothing of this Browser is saved: what is staged goes, and what commands
+    /// change is dropped as it is collected.
+    func keepInMemoryOnly() {
+        inMemoryOnly = true
+        staged.removeAll()
+        unframedChanges = 0
+    }
+
+    /// Whether any snapshot or journal in the directory says its records are sealed: a session
+    /// that needs a key to be read. Headers that do not read are no answer here (recovery sets
+    /// such files aside).
+    func holdsSealedFiles() throws(StoreError) -> Bool {
+        guard try io({ try engine.kind(directory) }) == .directory, let entries = try io({ try engine.directoryEntries(directory) }) else { return false }
+        let listing = StoreListing(entries: entries)
+        let names = listing.snapshots.map(StoreLayout.snapshotName) + listing.journals.map(StoreLayout.journalName)
+        for name in names {
+            guard let bytes = try? EngineBytes(engine, path: directory.appending(name)) else { continue }
+            let kind: SessionFileKind = name.hasPrefix(StoreLayout.snapshotPrefix) ? .snapshot : .journal
+            if let header = try? Framing.checkFileHeader(bytes, kind: kind), header.sealed { return true }
+        }
+        return false
     }
 
     /// Changes only a new snapshot can hold: records that could not be framed, or a whole
@@ -291,7 +330,30 @@ public final class BrowserStore {
     /// disk with bigger blocks) ends anywhere: an append would rewrite the block holding its
     /// last acknowledged save, so it is continued by a new generation instead, never by
     /// leaving zeros a reader would take for its end.
-    var canAppend: Bool { journal != nil && !needsRebase && journalEnd % journalBlock == 0 }
+    var canAppend: Bool { journal != nil && !needsRebase && journalEnd % journalBlock == 0 && (sealing == nil || generationSealed) }
+
+    /// The seal of this store's file of `kind` in `generation`, when its files are sealed.
+    func seal(_ kind: SessionFileKind, _ generation: UInt64) -> RecordSeal? {
+        sealing.map { RecordSeal(key: $0, file: RecordSeal.File(window: window, browser: self.kind, kind: kind, generation: generation)) }
+    }
+
+    /// The staged records framed from `offset` of the journal of `generation`.
+    private func framed(_ payloads: [[UInt8]], from offset: Int, generation: UInt64) throws(StoreError) -> [[UInt8]] {
+        do {
+            return try JournalFile.frames(payloads, seal: seal(.journal, generation), from: offset)
+        } catch {
+            throw .sealing(directory.string, error)
+        }
+    }
+
+    /// An empty list's snapshot for `generation`: the start of every session made.
+    private func emptySnapshot(through seq: UInt64, generation: UInt64) throws(StoreError) -> [UInt8] {
+        do {
+            return try SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation)) { _ throws(SessionFormatError) in [] }
+        } catch {
+            throw .sealing(directory.string, error)
+        }
+    }
 
     /// Whether the next save must write a new snapshot: the journal cannot be continued, or
     /// there is none (recovery could not open or repair it).
@@ -312,7 +374,7 @@ public final class BrowserStore {
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
         journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords + compactionDeferral.records
-            || nextAppendOffset + staged.reduce(0) { $0 + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
+            || nextAppendOffset + staged.reduce(0) { $0 + Framing.recordHeaderSize + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
     /// Before the first save: a generation holding an empty snapshot and an empty journal,
@@ -343,8 +405,6 @@ public final class BrowserStore {
         }
         let newGeneration = try nextGeneration()
         let generations = (twinGeneration.map { [$0] } ?? []) + [newGeneration]
-        // An empty list has no histories to look up, so encoding it cannot fail.
-        let empty = (try? SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }) ?? []
         var opened: [EngineFile] = []
         var newJournal: (file: EngineFile, block: Int)?
         do {
@@ -355,7 +415,8 @@ public final class BrowserStore {
                 opened.append(journalFile)
                 let block = writeDirect(journalFile)
                 // Nothing is ever appended to the twin's journal.
-                let journalBytes = generation == newGeneration ? preallocatedJournal(blockSize: block) : JournalFile.header(blockSize: block)
+                let journalBytes = generation == newGeneration ? preallocatedJournal(blockSize: block) : JournalFile.header(blockSize: block, sealed: sealing != nil)
+                let empty = try emptySnapshot(through: seq, generation: generation)
                 try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
                 try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
                 if generation == newGeneration { newJournal = (journalFile, block) }
@@ -389,13 +450,14 @@ public final class BrowserStore {
         journalEnd = JournalFile.header(blockSize: journalBlock).count
         journalRecords = 0
         generation = newGeneration
+        generationSealed = sealing != nil
         highestGeneration = newGeneration
     }
 
     /// A new journal's bytes: its header block, then zeros to the preallocation (a whole
     /// number of blocks), written so appends land in space already written.
     private func preallocatedJournal(blockSize: Int) -> [UInt8] {
-        let header = JournalFile.header(blockSize: blockSize)
+        let header = JournalFile.header(blockSize: blockSize, sealed: sealing != nil)
         if journalsGrowByAppend { return header }
         return header + [UInt8](repeating: 0, count: max(0, preallocatedSize(blockSize: blockSize) - header.count))
     }
@@ -432,7 +494,8 @@ public final class BrowserStore {
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         let offset = nextAppendOffset
         let bytes = JournalFile.save(
-            staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock, reaching: retractedEnd - offset)
+            try framed(staged, from: offset, generation: generation), commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
+            reaching: retractedEnd - offset)
         guard offset + bytes.count <= Limits.maxJournalBytes else {
             // The reader refuses a larger journal: this save waits for a compaction instead.
             throw .io(IOEngineError("append", path: directory.appending(StoreLayout.journalName(generation)).string, errno: .fileTooLarge))
@@ -445,18 +508,13 @@ public final class BrowserStore {
 
     private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
         try eraseLeftOutSaves()
-        let snapshot: [UInt8]
-        do {
-            snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: seq, storedHistory: storedHistory)
-        } catch {
-            throw .unreadableHistory(directory.string, error)
-        }
         // The records ride on the old journal, so the generation before reaches the snapshot,
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
         var appendBytes: [UInt8]?
         if canAppend, !staged.isEmpty {
             let bytes = JournalFile.save(
-                staged, commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock, reaching: retractedEnd - journalEnd)
+                try framed(staged, from: journalEnd, generation: generation), commit: JournalCommit(seq: seq, browsers: browsers),
+                blockSize: journalBlock, reaching: retractedEnd - journalEnd)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
         let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)
@@ -499,6 +557,21 @@ public final class BrowserStore {
             for file in created { engine.close(file) }
             throw error
         }
+        // Encoded once per generation written: a sealed snapshot is bound to its generation.
+        var snapshots: [UInt64: [UInt8]] = [:]
+        do throws(StoreError) {
+            for written in [twin?.generation, newGeneration].compactMap({ $0 }) {
+                snapshots[written] = try snapshot(through: seq, generation: written, shared: snapshots.values.first)
+            }
+        } catch {
+            for file in created { engine.close(file) }
+            for written in [twin?.generation, newGeneration].compactMap({ $0 }) {
+                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
+                try? engine.removeFile(directory.appending(StoreLayout.journalName(written)))
+            }
+            throw error
+        }
+        let snapshot = snapshots[newGeneration] ?? []
         writing = staged
         staged.removeAll()
         var append: (IOTicket, Int)?
@@ -507,7 +580,7 @@ public final class BrowserStore {
             bytesSubmitted += UInt64(appendBytes.count)
         }
         let newJournalBlock = writeDirect(journalFile)
-        let journalBytes = usesSpare ? JournalFile.header(blockSize: newJournalBlock) : preallocatedJournal(blockSize: newJournalBlock)
+        let journalBytes = usesSpare ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil) : preallocatedJournal(blockSize: newJournalBlock)
         var files: Set<IOTicket> = [
             engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
             engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
@@ -515,16 +588,28 @@ public final class BrowserStore {
         bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
         if let twin {
             // Its journal stays empty: nothing is ever appended to a generation below the newest.
-            files.insert(engine.submit([.write(twin.snapshotFile, snapshot, offset: 0, durable: false), .sync(twin.snapshotFile)]))
-            let twinJournal = JournalFile.header(blockSize: writeDirect(twin.journalFile))
+            let twinSnapshot = snapshots[twin.generation] ?? snapshot
+            files.insert(engine.submit([.write(twin.snapshotFile, twinSnapshot, offset: 0, durable: false), .sync(twin.snapshotFile)]))
+            let twinJournal = JournalFile.header(blockSize: writeDirect(twin.journalFile), sealed: sealing != nil)
             files.insert(engine.submit([.write(twin.journalFile, twinJournal, offset: 0, durable: false), .sync(twin.journalFile)]))
-            bytesSubmitted += UInt64(snapshot.count + twinJournal.count)
+            bytesSubmitted += UInt64(twinSnapshot.count + twinJournal.count)
         }
         state = .compacting(
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, journalBlock: newJournalBlock, twin: twin,
                 append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
                 awaitsPartners: browsers != kind.commitBit))
+    }
+
+    /// The list as a snapshot of `generation`. In the clear, one encoding serves every
+    /// generation (`shared`, when there is one); sealed, each generation has its own.
+    private func snapshot(through seq: UInt64, generation: UInt64, shared: [UInt8]?) throws(StoreError) -> [UInt8] {
+        if sealing == nil, let shared { return shared }
+        do {
+            return try SnapshotEncoder.encode(list, lastCommandSeq: seq, seal: seal(.snapshot, generation), storedHistory: storedHistory)
+        } catch {
+            throw .unreadableHistory(directory.string, error)
+        }
     }
 
     /// Zeroes, durably, the saves recovery left out (`leftOutSaves`), in bounded pieces. A
@@ -658,7 +743,7 @@ public final class BrowserStore {
             throw .readFailed(offset: 0, reason: "no stored history for unrealized tab \(webState.id)")
         }
         do {
-            return try source.reader.historyFrame(at: source.index)
+            return try source.reader.historyPayload(at: source.index)
         } catch {
             // Realizing goes to an older generation's copy: the next snapshot then encodes the
             // tab from memory, and this one is retried after the deferral.
@@ -920,7 +1005,7 @@ public final class BrowserStore {
         for written in compaction.newGenerations {
             let path = directory.appending(StoreLayout.snapshotName(written.generation))
             do throws(StoreError) {
-                reader = try readBack(path, seq: compaction.seq)
+                reader = try readBack(path, seq: compaction.seq, generation: written.generation)
             } catch {
                 abandon(compaction, renamed: true)
                 return error
@@ -949,6 +1034,7 @@ public final class BrowserStore {
         retractedEnd = 0
         journalRecords = 0
         generation = compaction.generation
+        generationSealed = sealing != nil
         highestGeneration = compaction.generation
         needsRebase = false
         unframedChanges -= compaction.unframedChanges
@@ -977,14 +1063,15 @@ public final class BrowserStore {
 
     /// A snapshot just written, read back whole: every metadata record, its seq, every history
     /// frame.
-    private func readBack(_ path: FilePath, seq: UInt64) throws(StoreError) -> SnapshotReader {
+    private func readBack(_ path: FilePath, seq: UInt64, generation: UInt64) throws(StoreError) -> SnapshotReader {
         let bytes = try io { try EngineBytes(engine, path: path) }
         do throws(SessionFormatError) {
-            let reader = try SnapshotReader(bytes)
+            let reader = try SnapshotReader(bytes, seal: seal(.snapshot, generation))
+            assert(reader.isSealed == (sealing != nil), "a store with a key writes sealed snapshots, one without writes them in the clear")
             guard reader.lastCommandSeq == seq else {
                 throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
             }
-            for index in 0..<reader.count { _ = try reader.checksummedFrame(at: index) }
+            for index in 0..<reader.count { try reader.verifyFrame(at: index) }
             return reader
         } catch {
             throw .readBackFailed(path.string, error)

@@ -90,8 +90,8 @@ public enum SessionInspector {
                 // The window's own Browsers, as recovery reads them: replaying one checks its tab
                 // ids against the other's (a record bringing in an id the other holds is damage).
                 let store = BrowserStore(
-                    kind: kind, directory: DiskLayout.browserDirectory(window: directory, kind: kind), list: owner.browserList.browser(for: id).webStateList,
-                    profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
+                    kind: kind, window: id, directory: DiskLayout.browserDirectory(window: directory, kind: kind),
+                    list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
                 do throws(StoreError) {
                     guard try io({ try engine.kind(store.directory) }) != nil else { continue }
                     browsers.append(try inspect(store, deep: deep))

@@ -145,7 +145,7 @@ extension BrowserStore {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
             do {
-                loaded.reader = try SnapshotReader(source)
+                loaded.reader = try SnapshotReader(source, seal: seal(.snapshot, generation))
                 loaded.generation = generation
                 break
             } catch {
@@ -195,7 +195,7 @@ extension BrowserStore {
             guard let source = try openListed(path, into: &loaded) else { break }
             let scan: JournalFile.Scan
             do {
-                scan = try JournalFile.scan(source)
+                scan = try JournalFile.scan(source, seal: seal(.journal, generation))
             } catch {
                 loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
@@ -472,6 +472,8 @@ extension BrowserStore {
                 journal = file
                 journalEnd = current.tail
                 journalRecords = current.usedRecords.count
+                // One in the clear is never appended to by a store with a key (`canAppend`).
+                generationSealed = current.scan.sealed
                 try zeroDurably(file, current.tail..<current.garbageEnd)
                 // Direct from here on (the zeros above went buffered, from wherever the tail
                 // is). A journal that does not end on this disk's block boundary (one from
@@ -526,8 +528,9 @@ extension BrowserStore {
     private func rebuiltHistory(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
         guard let stored = snapshot.index(of: id).map(snapshot.metadata(at:)) else { return nil }
         let scratch = BrowserStore(
-            kind: kind, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
+            kind: kind, window: window, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
+        scratch.sealing = sealing
         scratch.fallbackExclusions = excluded
         var loaded = try scratch.load(excluding: excluded)
         guard loaded.reader != nil else { return nil }

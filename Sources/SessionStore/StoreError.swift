@@ -16,12 +16,19 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A new snapshot did not read back whole after its compaction: kept on disk with every
     /// older generation, and the next save writes another.
     case readBackFailed(String, SessionFormatError)
+    /// A record could not be sealed for an incognito file (the cipher refused): nothing of the
+    /// save is written.
+    case sealing(String, SessionFormatError)
+    /// The incognito key could not be had (`IncognitoKeyError.failed`): the save is not made.
+    case keyring(IncognitoKeyError)
 
     public var description: String {
         switch self {
         case .io(let error): "storage error: \(error)"
         case .unreadableHistory(let directory, let error): "cannot compact \(directory): a stored history does not read: \(error)"
         case .readBackFailed(let path, let error): "new snapshot \(path) does not read back: \(error)"
+        case .sealing(let directory, let error): "cannot seal a record for \(directory): \(error)"
+        case .keyring(let error): "no incognito key: \(error)"
         }
     }
 

@@ -19,8 +19,18 @@ public enum SaveEvent: Equatable, Sendable {
     case compactionFailed(StoreError)
     /// A Browser whose compaction had failed wrote a new snapshot again.
     case compactionRecovered(BrowserKind)
-    /// The incognito session's last tab closed and its directory was deleted durably.
+    /// The incognito session's last tab closed and its directory was deleted durably (and its
+    /// key revoked).
     case deletedIncognito
+    /// The incognito session on disk was sealed with a key that is gone (a reboot, a
+    /// revocation): it can never be read, and was deleted durably at restore.
+    case discardedIncognito(String)
+    /// No incognito key can be had (`IncognitoKeyError.unavailable`): the incognito session is
+    /// kept in memory only, as if each of its saves were skipped. Said once per worker.
+    case incognitoInMemoryOnly(String)
+    /// The deleted incognito session's key could not be revoked: a copy of its files stays
+    /// readable while the key lives (until the machine restarts).
+    case incognitoKeyNotRevoked(String)
     /// A tab realized after recovery whose history read nowhere (its snapshot's copy and the
     /// generation before both damaged): it keeps the page its metadata names, and the next
     /// snapshot holds that one page. `reason`: why its own copy did not read.
@@ -158,13 +168,18 @@ public final class WindowStore {
     private var outbox: [SaveEvent] = []
     private var recovered = false
     private let clock: () -> UInt64
+    private let keys: any IncognitoKeyStore
+    /// No incognito key could be had: the incognito session lives in memory only.
+    public private(set) var incognitoInMemoryOnly = false
 
+    /// `keys`: where the incognito key is kept (by default the kernel's user keyring).
     public init(
         root: FilePath, windowID: UUID, engine: any IOEngine, options: StoreOptions = StoreOptions(),
-        saveDelayMilliseconds: UInt64 = SavePolicy.defaultDelayMilliseconds,
+        saveDelayMilliseconds: UInt64 = SavePolicy.defaultDelayMilliseconds, keys: (any IncognitoKeyStore)? = nil,
         clock: @escaping () -> UInt64 = monotonicNanoseconds
     ) {
         self.windowID = windowID
+        self.keys = keys ?? KernelIncognitoKeys(root: root, window: windowID)
         self.engine = engine
         self.clock = clock
         policy = SavePolicy(delayMilliseconds: saveDelayMilliseconds)
@@ -173,7 +188,7 @@ public final class WindowStore {
         incognito = profile.offTheRecordProfile.browserList.browser(for: windowID)
         stores = [regular, incognito].map { browser in
             BrowserStore(
-                kind: browser.kind, directory: browser.sessionDirectory, list: browser.webStateList,
+                kind: browser.kind, window: windowID, directory: browser.sessionDirectory, list: browser.webStateList,
                 profile: browser.profile, engine: engine, options: options)
         }
         savesInFlightBound = options.savesInFlight
@@ -188,6 +203,7 @@ public final class WindowStore {
     /// Nothing is saved while restoring.
     public func recover() throws(StoreError) -> WindowRecovery {
         precondition(!recovered, "recover once, before any command")
+        try takeIncognitoKey(creating: false)
         let loaded = try stores.map { store throws(StoreError) in try store.load() }
         // Each Browser's left-out saves lower the seq its session reaches, which may leave out
         // more of the other's: until neither changes (each count only grows, bounded by the
@@ -220,6 +236,9 @@ public final class WindowStore {
         // here (a full disk) costs nothing: the first save makes it, and reports its failure.
         // The incognito session is made at its first save (its directory goes with its last tab).
         try? stores[0].createIfNeeded(emptyThrough: appliedSeq)
+        // Kept in memory only: a session in the clear from before sealing was restored, and
+        // its files go, so none stays readable on disk.
+        if incognitoInMemoryOnly, stores[1].isOnDisk { try stores[1].destroy() }
         return WindowRecovery(regular: reports[0], incognito: reports[1])
     }
 
@@ -587,6 +606,10 @@ public final class WindowStore {
         var participants: [Int] = []
         for index in candidates {
             do {
+                if index == 1 {
+                    try takeIncognitoKey(creating: true)
+                    guard !incognitoInMemoryOnly else { continue }
+                }
                 try stores[index].createIfNeeded(emptyThrough: durableSeq)
                 // Before any write is queued: making a directory syncs its parent with a blocking
                 // `perform`, which would reap (and drop) the other Browser's queued writes.
@@ -665,6 +688,48 @@ public final class WindowStore {
         let store = stores[1]
         guard store.awaitsDeletion, groups.isEmpty else { return }
         try store.destroy()
+        // Crypto-shredding: a copy of the files (a backup) is unreadable from now on. The next
+        // incognito session gets a new key.
+        store.sealing = nil
         report(.deletedIncognito)
+        do throws(IncognitoKeyError) {
+            try keys.revoke()
+        } catch {
+            report(.incognitoKeyNotRevoked("\(error)"))
+        }
+    }
+
+    /// Takes the window's incognito key for the incognito store's files: the one held, or
+    /// (`creating`, before the first sealed save) a new one. When the keyring is refused, the
+    /// incognito session is kept in memory only, and said so once. At restore, without a key,
+    /// a session on disk that is sealed can never be read: it is deleted durably, and said so.
+    private func takeIncognitoKey(creating: Bool) throws(StoreError) {
+        let store = stores[1]
+        guard store.sealing == nil, !incognitoInMemoryOnly else { return }
+        do throws(IncognitoKeyError) {
+            let bytes = creating ? try keys.key() : try keys.existingKey()
+            if let bytes {
+                do {
+                    store.sealing = try RecordSeal.Key(bytes)
+                } catch {
+                    throw .failed("the window's key is \(bytes.count) bytes, not 32")
+                }
+            }
+        } catch {
+            switch error {
+            case .unavailable(let reason):
+                incognitoInMemoryOnly = true
+                store.keepInMemoryOnly()
+                report(.incognitoInMemoryOnly(reason))
+            case .failed:
+                // At restore, a sealed session then does not read: recovery sets it aside as
+                // damage, kept (never deleted on a failure that may pass).
+                guard creating else { return }
+                throw .keyring(error)
+            }
+        }
+        guard !creating, store.sealing == nil, try store.holdsSealedFiles() else { return }
+        try store.destroy()
+        report(.discardedIncognito("its key is gone (the machine restarted, or the key was revoked)"))
     }
 }

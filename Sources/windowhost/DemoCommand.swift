@@ -119,7 +119,10 @@ struct DemoCommand: ParsableCommand {
         case .recovered(let browser, let attempts): "  +\(at) ms: \(browser.rawValue) saves work again after \(attempts) failures"
         case .compactionFailed(let error): "  +\(at) ms: compaction failed: \(error)"
         case .compactionRecovered(let browser): "  +\(at) ms: \(browser.rawValue) compaction works again"
-        case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted"
+        case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted, its key revoked"
+        case .discardedIncognito(let reason): "  +\(at) ms: the incognito session on disk was deleted: \(reason)"
+        case .incognitoInMemoryOnly(let reason): "  +\(at) ms: incognito kept in memory only: \(reason)"
+        case .incognitoKeyNotRevoked(let reason): "  +\(at) ms: the incognito key was not revoked: \(reason)"
         case .degradedTab(let browser, let tab, let reason): "  +\(at) ms: \(browser.rawValue) tab \(tab) kept its current page only: \(reason)"
         }
     }

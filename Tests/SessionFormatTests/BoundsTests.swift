@@ -130,7 +130,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         }
         let snapshot = try snapshotBytes(list, seq: 1)
         let reader = try SnapshotReader(InMemoryBytes(snapshot))
-        _ = try reader.historyFrame(at: 0)
+        _ = try reader.historyPayload(at: 0)
     }
 
     /// Entries are named by number in the journal: a snapshot taken before the cap, then

@@ -43,7 +43,7 @@ func snapshotBytes(_ list: WebStateList, seq: UInt64, previous: SnapshotReader? 
         guard let previous, let index = previous.index(of: webState.id) else {
             throw .readFailed(offset: 0, reason: "no stored history for \(webState.id)")
         }
-        return try previous.historyFrame(at: index)
+        return try previous.historyPayload(at: index)
     }
 }
 

@@ -337,7 +337,7 @@ import Testing
         // Damage inside a history is reported at its offset in the file.
         let bytes = try snapshot { _ in }
         let reader = try SnapshotReader(InMemoryBytes(bytes))
-        let lastFrameStart = bytes.count - (try reader.historyFrame(at: 2)).count
+        let lastFrameStart = bytes.count - Framing.recordHeaderSize - (try reader.historyPayload(at: 2)).count
         var damaged = bytes
         damaged[damaged.count - 1] ^= 0x10
         #expect(throws: Never.self) { try reader.history(at: 2) }
@@ -350,7 +350,7 @@ import Testing
         // Two tabs naming one frame: refused when the file opens (each frame follows the one
         // before), so no frame is copied forward for every tab that names it.
         let shared = try snapshot { _ in }
-        let frame = UInt64(try SnapshotReader(InMemoryBytes(shared)).historyFrame(at: 0).count)
+        let frame = UInt64(Framing.recordHeaderSize + (try SnapshotReader(InMemoryBytes(shared)).historyPayload(at: 0).count))
         #expect(throws: SessionFormatError.invalidState(
             offset: at, reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame), section: 3 * frame))) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.items[1].historyOffset = $0.items[0].historyOffset }))

@@ -4,7 +4,7 @@ import HostLimits
 @testable import SessionFormat
 import Testing
 
-/// Second hostile round on format 2 (issue 14): the copy check (`historyFrame(at:)`) and the
+/// Second hostile round on format 2 (issue 14): the copy check (`historyPayload(at:)`) and the
 /// realization check (`history(at:)`) must agree on every frame, or a frame compaction copies
 /// forward is refused only once no other generation holds the tab. (The copy check first read
 /// only the identifier on the wire, and a frame with a second identifier field, or without a
@@ -28,7 +28,7 @@ import Testing
     /// Both checks, for tab 1: whether each takes the frame as the tab's.
     static func verdicts(_ bytes: [UInt8]) throws -> (copy: Bool, realize: Bool) {
         let reader = try SnapshotReader(InMemoryBytes(bytes))
-        return ((try? reader.historyFrame(at: 0)) != nil, (try? reader.history(at: 0)) != nil)
+        return ((try? reader.historyPayload(at: 0)) != nil, (try? reader.history(at: 0)) != nil)
     }
 
     /// Tab 1's frame holds tab 2's history behind a leading `08 01`: protobuf keeps the last

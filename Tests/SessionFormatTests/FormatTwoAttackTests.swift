@@ -78,12 +78,12 @@ import Testing
             _ = reader.metadata(at: index)
             _ = reader.item(at: index)
             _ = try? reader.history(at: index)
-            _ = try? reader.historyFrame(at: index)
+            _ = try? reader.historyPayload(at: index)
         }
         let list = WebStateList()
         try reader.restore(into: list, profile: Profile(stateDirectory: "/unused"), degraded: DegradedHistories())
         let again = try SnapshotEncoder.encode(list, lastCommandSeq: reader.lastCommandSeq) { (tab) throws(SessionFormatError) in
-            try reader.historyFrame(at: reader.index(of: tab.id) ?? -1)
+            try reader.historyPayload(at: reader.index(of: tab.id) ?? -1)
         }
         let second = try SnapshotReader(InMemoryBytes(again))
         for tab in list.webStates { _ = try? tab.navigationHistory() }

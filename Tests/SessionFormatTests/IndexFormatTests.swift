@@ -58,7 +58,7 @@ import Testing
         #expect(restored.webStates.allSatisfy { !$0.isRealized }, "metadata never realizes")
         // Saved again while unrealized: the frames are copied, the flags say so, nothing changes.
         let again = try SnapshotEncoder.encode(restored, lastCommandSeq: 78) { (tab) throws(SessionFormatError) in
-            try reader.historyFrame(at: reader.index(of: tab.id) ?? -1)
+            try reader.historyPayload(at: reader.index(of: tab.id) ?? -1)
         }
         #expect(try contents(restored) == contents(list))
         #expect((0..<6).map { reader.item(at: $0).realizedAtSave } == Array(repeating: true, count: 6))
@@ -76,7 +76,7 @@ import Testing
         #expect(reader.version == 1)
         #expect(try Self.kept(restored) == Self.kept(list))
         let upgraded = try SnapshotEncoder.encode(restored, lastCommandSeq: 9) { (tab) throws(SessionFormatError) in
-            try reader.historyFrame(at: reader.index(of: tab.id) ?? -1)
+            try reader.historyPayload(at: reader.index(of: tab.id) ?? -1)
         }
         let (newReader, again) = try Self.restore(upgraded)
         #expect(newReader.version == 2 && Array(upgraded[4..<6]) == [2, 0])

@@ -43,10 +43,10 @@ import Testing
         let url = URL(fileURLWithPath: directory.appending(try #require(names.last)).string)
         var bytes = Array(try Data(contentsOf: url))
         let reader = try SnapshotReader(InMemoryBytes(bytes))
-        let frameA = try reader.historyFrame(at: 0)
+        let frameA = try Framing.record(.navigation, payload: reader.historyPayload(at: 0))
         let payload = try disguise.payload(
             idA: UInt8(reader.id(at: 0).rawValue), idB: UInt8(reader.id(at: 1).rawValue),
-            a: Array(frameA.dropFirst(Framing.recordHeaderSize)), b: Array(try reader.historyFrame(at: 1).dropFirst(Framing.recordHeaderSize)))
+            a: try reader.historyPayload(at: 0), b: try reader.historyPayload(at: 1))
         let disguised = try Framing.record(.navigation, payload: payload)
         try #require(disguised.count == frameA.count)
         let at = try #require((0...(bytes.count - frameA.count)).first { Array(bytes[$0..<$0 + frameA.count]) == frameA })

@@ -51,7 +51,7 @@ enum SessionFileInputs {
             try expectValid(list, "restored")
             var realizedAll = true
             for (index, webState) in list.webStates.enumerated() {
-                _ = try? reader.historyFrame(at: index)
+                _ = try? reader.historyPayload(at: index)
                 do {
                     _ = try webState.navigationHistory()
                 } catch {

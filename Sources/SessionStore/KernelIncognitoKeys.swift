@@ -1,0 +1,53 @@
+import Foundation
+import Glibc
+import SessionKeys
+import SystemPackage
+
+/// A window's incognito key in the kernel's user keyring (`SessionKeys`), named for the root's
+/// device and inode and the window's UUID: two copies of a root never share a key.
+struct KernelIncognitoKeys: IncognitoKeyStore {
+    let root: FilePath
+    let window: UUID
+    let keyring = KernelKeyring()
+
+    /// The key's name, from the root as it is now (stat, not following a symlink).
+    private func name() throws(IncognitoKeyError) -> WindowKeyName {
+        var status = stat()
+        guard lstat(root.string, &status) == 0 else { throw .failed("stat \(root): \(Errno(rawValue: errno))") }
+        return WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: window)
+    }
+
+    func existingKey() throws(IncognitoKeyError) -> [UInt8]? {
+        let name = try name()
+        do {
+            return try keyring.find(name)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    func key() throws(IncognitoKeyError) -> [UInt8] {
+        let name = try name()
+        do {
+            return try keyring.findOrCreate(name)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    func revoke() throws(IncognitoKeyError) {
+        let name = try name()
+        do {
+            try keyring.revoke(name)
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    private static func translate(_ error: KeyringError) -> IncognitoKeyError {
+        switch error {
+        case .unavailable: .unavailable("\(error)")
+        case .failed, .notAWindowKey: .failed("\(error)")
+        }
+    }
+}
