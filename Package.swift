@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "Stress", targets: ["Stress"]),
         .library(name: "Bench", targets: ["Bench"]),
         .library(name: "StatusServer", targets: ["StatusServer"]),
+        .library(name: "SessionKeys", targets: ["SessionKeys"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -134,6 +135,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Incognito windows' keys in the kernel's user keyring (add_key/keyctl through the shim):
+        // see docs/keyring.md.
+        .target(
+            name: "SessionKeys",
+            dependencies: ["CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .executableTarget(
             name: "windowhost",
             dependencies: [
@@ -165,6 +172,10 @@ let package = Package(
         ),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
+        .testTarget(
+            name: "SessionKeysTests",
+            dependencies: ["SessionKeys", "CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(
             name: "windowhostTests",

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/keyctl.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -113,14 +114,17 @@ int wh_set_child_subreaper(int on) { return prctl(PR_SET_CHILD_SUBREAPER, (unsig
 #define WH_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
 
-int wh_deny_io_uring_in_this_thread(int errno_value) {
+// A seccomp filter on the calling thread that makes syscalls `first` and `second` (the same
+// number twice for one) fail with `errno_value`, everything else allowed.
+static int deny_in_this_thread(int first, int second, int errno_value) {
 #ifdef WH_AUDIT_ARCH
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, WH_AUDIT_ARCH, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)first, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)second, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)errno_value & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -129,10 +133,53 @@ int wh_deny_io_uring_in_this_thread(int errno_value) {
     // Without SECCOMP_FILTER_FLAG_TSYNC the filter binds the calling thread only.
     return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program, 0, 0);
 #else
+    (void)first;
+    (void)second;
     (void)errno_value;
     errno = ENOTSUP;
     return -1;
 #endif
+}
+
+int wh_deny_io_uring_in_this_thread(int errno_value) {
+    return deny_in_this_thread(__NR_io_uring_setup, __NR_io_uring_setup, errno_value);
+}
+
+int wh_deny_keyring_in_this_thread(int errno_value) {
+    return deny_in_this_thread(__NR_add_key, __NR_keyctl, errno_value);
+}
+
+// glibc has no wrappers for add_key(2) and keyctl(2) (libkeyutils does; one library less).
+wh_key_serial wh_key_add_staged(const char *description, const void *payload, size_t length) {
+    return (wh_key_serial)syscall(SYS_add_key, "user", description, payload, length, KEY_SPEC_THREAD_KEYRING);
+}
+
+int wh_key_set_owner_only(wh_key_serial key) {
+    // KEY_POS_ALL | KEY_USR_ALL (keyutils.h's names; the uapi header has none).
+    return (int)syscall(SYS_keyctl, KEYCTL_SETPERM, key, 0x3f3f0000U);
+}
+
+int wh_key_publish(wh_key_serial key) {
+    return (int)syscall(SYS_keyctl, KEYCTL_MOVE, key, KEY_SPEC_THREAD_KEYRING, KEY_SPEC_USER_KEYRING,
+                        KEYCTL_MOVE_EXCL);
+}
+
+wh_key_serial wh_key_search_user(const char *description) {
+    return (wh_key_serial)syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, "user", description, 0);
+}
+
+long wh_key_read(wh_key_serial key, void *buffer, size_t capacity) {
+    return syscall(SYS_keyctl, KEYCTL_READ, key, buffer, capacity);
+}
+
+int wh_key_revoke(wh_key_serial key) { return (int)syscall(SYS_keyctl, KEYCTL_REVOKE, key); }
+
+int wh_key_unlink_from_user(wh_key_serial key) {
+    return (int)syscall(SYS_keyctl, KEYCTL_UNLINK, key, KEY_SPEC_USER_KEYRING);
+}
+
+int wh_key_unlink_from_thread(wh_key_serial key) {
+    return (int)syscall(SYS_keyctl, KEYCTL_UNLINK, key, KEY_SPEC_THREAD_KEYRING);
 }
 
 int wh_pidfd_reap(int pidfd, int *code, int *signaled) {

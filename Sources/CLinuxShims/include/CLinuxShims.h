@@ -130,6 +130,48 @@ int wh_ring_fd(wh_ring *ring);
 /// it on a thread of your own. 0, or -1 with errno.
 int wh_deny_io_uring_in_this_thread(int errno_value);
 
+// MARK: kernel keyring
+
+/// The kernel's serial number of a key (`key_serial_t`).
+typedef int32_t wh_key_serial;
+
+/// A new `user` key holding `length` bytes of `payload`, described `description`, in the
+/// calling thread's keyring (`add_key(2)` into `KEY_SPEC_THREAD_KEYRING`): reachable by this
+/// thread alone until `wh_key_publish` moves it. Staging it there lets its permissions be cut
+/// before anyone else can see it, and avoids add_key's update of a same-named key in place
+/// (which would swap the bytes under a process that already uses them). Serial, or -1 with
+/// errno (ENOSYS, EPERM or EACCES where the kernel or a sandbox refuses keys; EDQUOT past the
+/// user's key quota).
+wh_key_serial wh_key_add_staged(const char *description, const void *payload, size_t length);
+/// `keyctl(KEYCTL_SETPERM)`: possessor and owning user may do everything, group and others
+/// nothing (0x3f3f0000). 0, or -1 with errno.
+int wh_key_set_owner_only(wh_key_serial key);
+/// Moves a staged key from the thread keyring to the user keyring (`KEYCTL_MOVE` with
+/// `KEYCTL_MOVE_EXCL`, Linux 5.7): -1 and EEXIST when a key of the same type and description
+/// is already there (it is left in place), EOPNOTSUPP before 5.7. 0, or -1 with errno.
+int wh_key_publish(wh_key_serial key);
+/// The `user` key described `description` in the user keyring (`KEYCTL_SEARCH` of
+/// `KEY_SPEC_USER_KEYRING`, linking it nowhere): serial, or -1 with errno (ENOKEY when there is
+/// none, EKEYREVOKED or EKEYEXPIRED when the only one is dead).
+wh_key_serial wh_key_search_user(const char *description);
+/// `keyctl(KEYCTL_READ)`: copies up to `capacity` bytes of the key's payload to `buffer`.
+/// The payload's whole length (which may exceed `capacity`), or -1 with errno.
+long wh_key_read(wh_key_serial key, void *buffer, size_t capacity);
+/// `keyctl(KEYCTL_REVOKE)`: every process's next use of the key fails (EKEYREVOKED) and the
+/// kernel frees its payload. 0, or -1 with errno.
+int wh_key_revoke(wh_key_serial key);
+/// Unlinks the key from the user keyring (`KEYCTL_UNLINK`), so its description is free for a
+/// new key at once instead of at the next garbage collection. 0, or -1 with errno.
+int wh_key_unlink_from_user(wh_key_serial key);
+/// Unlinks the key from the calling thread's keyring (`KEYCTL_UNLINK`). 0, or -1 with errno.
+int wh_key_unlink_from_thread(wh_key_serial key);
+
+/// Makes `add_key` and `keyctl` fail with `errno_value` for the calling thread (and threads it
+/// creates later) through a seccomp filter, as a sandbox that refuses the keyring does. Sets the
+/// thread's no_new_privs flag. For tests of the keyless fallback: run it on a thread of your
+/// own. 0, or -1 with errno.
+int wh_deny_keyring_in_this_thread(int errno_value);
+
 /// Whether this CPU has SSE4.2, whose `crc32` instruction computes CRC-32C.
 int wh_cpu_has_sse42(void);
 /// CRC-32C of `count` bytes with the SSE4.2 instruction, continuing from the raw register

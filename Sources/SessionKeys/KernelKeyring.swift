@@ -1,0 +1,119 @@
+import CLinuxShims
+import Glibc
+import SystemPackage
+
+/// Windows' incognito keys in the kernel's user keyring (`KEY_SPEC_USER_KEYRING`), one `user`
+/// key per window (`WindowKeyName`), readable and writable by this uid only (permissions
+/// 0x3f3f0000: possessor and owner everything, group and others nothing).
+///
+/// The keyring, not a file, holds them: a key outlives any process of this uid that dies (the
+/// user keyring stays in the user namespace's registry), so a worker or a supervisor killed
+/// with SIGKILL leaves it for the next one, and it never reaches a disk, so a reboot or a
+/// `revoke` shreds every file it encrypted. Where the keyring is refused, every call throws
+/// `.unavailable`, and the caller keeps incognito tabs in memory only.
+///
+/// Every call is synchronous and finishes on the thread that made it (a new key is staged in
+/// that thread's keyring). Key bytes are returned to the caller and never logged.
+public struct KernelKeyring: Sendable {
+    /// A window key's length: AES-256's.
+    public static let keyBytes = 32
+
+    /// The user keyring of the calling process's uid.
+    public init() {}
+
+    /// The bytes of `name`'s key, or nil when there is none (never made, revoked, expired).
+    /// Throws `.notAWindowKey` when the key under the name is not `keyBytes` long.
+    public func find(_ name: WindowKeyName) throws(KeyringError) -> [UInt8]? {
+        let serial = wh_key_search_user(name.description)
+        if serial < 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            if Self.isGone(errno) { return nil }
+            throw KeyringError(call: .search, errno: errno)
+        }
+        return try read(serial)
+    }
+
+    /// A new key for `name`: `keyBytes` random bytes (getrandom(2)), staged in this thread's
+    /// keyring, cut to owner-only permissions, then moved into the user keyring only if no key
+    /// of that name is there (`KEYCTL_MOVE_EXCL`). When one is, its bytes are returned instead,
+    /// so processes that race to make the same window's key all get the one that won.
+    public func create(_ name: WindowKeyName) throws(KeyringError) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<Self.keyBytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        // Staged in the thread keyring, the key is reachable from this thread alone until the
+        // move, so the default permissions it is born with are never visible to anyone else.
+        let staged = bytes.withUnsafeBytes { wh_key_add_staged(name.description, $0.baseAddress, $0.count) }
+        if staged < 0 { throw KeyringError(call: .addKey, errno: Errno(rawValue: Glibc.errno)) }
+        if wh_key_set_owner_only(staged) != 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            Self.discardStaged(staged)
+            throw KeyringError(call: .setPermissions, errno: errno)
+        }
+        if wh_key_publish(staged) == 0 { return bytes }
+        let errno = Errno(rawValue: Glibc.errno)
+        Self.discardStaged(staged)
+        guard errno == .fileExists else { throw KeyringError(call: .move, errno: errno) }
+        // Another process (or thread) published this window's key first: use that one. A dead
+        // key that still holds the name (revoked by someone else and not yet collected) leaves
+        // nothing to use.
+        guard let existing = try find(name) else { throw .failed(.move, errno) }
+        return existing
+    }
+
+    /// `name`'s key, made if there is none (`find`, then `create`).
+    public func findOrCreate(_ name: WindowKeyName) throws(KeyringError) -> [UInt8] {
+        if let existing = try find(name) { return existing }
+        return try create(name)
+    }
+
+    /// Revokes `name`'s key: every process's next use of it fails and the kernel frees its
+    /// bytes at once; then unlinks it, so the name is free for a new key. No key is no error.
+    public func revoke(_ name: WindowKeyName) throws(KeyringError) {
+        let serial = wh_key_search_user(name.description)
+        if serial < 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            if Self.isGone(errno) { return }
+            throw KeyringError(call: .search, errno: errno)
+        }
+        if wh_key_revoke(serial) != 0 {
+            // Revoked by another process since the search: gone already, still to unlink.
+            let errno = Errno(rawValue: Glibc.errno)
+            if !Self.isGone(errno) { throw KeyringError(call: .revoke, errno: errno) }
+        }
+        // ENOENT: another process unlinked it first.
+        if wh_key_unlink_from_user(serial) != 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            if errno != .noSuchFileOrDirectory, !Self.isGone(errno) { throw KeyringError(call: .unlink, errno: errno) }
+        }
+    }
+
+    /// The payload of the key `serial`: exactly `keyBytes`, or nil when it died after the search.
+    private func read(_ serial: wh_key_serial) throws(KeyringError) -> [UInt8]? {
+        var length = 0
+        // Read straight into the result: no second copy of the bytes is left behind.
+        let bytes = [UInt8](unsafeUninitializedCapacity: Self.keyBytes) { buffer, count in
+            length = wh_key_read(serial, buffer.baseAddress, buffer.count)
+            count = length == Self.keyBytes ? Self.keyBytes : 0
+        }
+        if length < 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            if Self.isGone(errno) { return nil }
+            throw KeyringError(call: .read, errno: errno)
+        }
+        guard length == Self.keyBytes else { throw .notAWindowKey(payloadBytes: length) }
+        assert(bytes.count == Self.keyBytes)
+        return bytes
+    }
+
+    /// Whether a keyring call's errno says the key is not there or is dead.
+    private static func isGone(_ errno: Errno) -> Bool {
+        errno.rawValue == ENOKEY || errno.rawValue == EKEYREVOKED || errno.rawValue == EKEYEXPIRED
+    }
+
+    /// Revokes a staged key that will not be published and unlinks it from the thread keyring.
+    /// Best effort: a staged key left behind is reachable from this thread only and dies with it.
+    private static func discardStaged(_ serial: wh_key_serial) {
+        _ = wh_key_revoke(serial)
+        _ = wh_key_unlink_from_thread(serial)
+    }
+}
