@@ -71,7 +71,7 @@ let package = Package(
             name: "SessionStore",
             dependencies: [
                 "BrowserModel", "HostLimits",
-                "SessionFormat",
+                "SessionFormat", "SessionKeys",
                 "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -41,8 +41,18 @@ public struct WorkerStats: Equatable, Sendable {
     public var failingBrowsers: UInt64 = 0
     /// Whether the window's journal writes go direct (`O_DIRECT`): `JournalWrites`' raw value.
     public var journalWrites: UInt64 = JournalWrites.unknown.rawValue
+    /// How the window's incognito session is kept: `IncognitoStorage`'s raw value.
+    public var incognitoStorage: UInt64 = IncognitoStorage.sealed.rawValue
 
     public init() {}
+}
+
+/// How a window's incognito session is kept, as its worker publishes it.
+public enum IncognitoStorage: UInt64, Sendable {
+    /// On disk, sealed with the window's key from the kernel keyring.
+    case sealed = 0
+    /// In memory only: the keyring was refused, so nothing of it is saved.
+    case memoryOnly = 1
 }
 
 /// How a window's journals are written, as its worker publishes it.
@@ -174,7 +184,7 @@ public struct WindowSlot: @unchecked Sendable {
         atomicMemoryFence(ordering: .releasing)
         let values = [
             stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
-            stats.failingBrowsers, stats.journalWrites,
+            stats.failingBrowsers, stats.journalWrites, stats.incognitoStorage,
         ]
         assert(values.count == SlotLayout.stats.wordCount, "one word per field")
         for (index, value) in values.enumerated() { word64(SlotLayout.stats, index).store(value, ordering: .relaxed) }
@@ -200,6 +210,7 @@ public struct WindowSlot: @unchecked Sendable {
             stats.failingErrno = values[5]
             stats.failingBrowsers = values[6]
             stats.journalWrites = values[7]
+            stats.incognitoStorage = values[8]
             return stats
         }
         return nil

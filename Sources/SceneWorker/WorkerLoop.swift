@@ -211,6 +211,8 @@ public final class WorkerLoop {
                 logger.warning("the incognito session on disk can never be read: deleted", metadata: ["reason": "\(reason)"])
             case .incognitoInMemoryOnly(let reason):
                 logger.warning("incognito tabs are kept in memory only, never saved: no key can be had", metadata: ["reason": "\(reason)"])
+                stats.incognitoStorage = IncognitoStorage.memoryOnly.rawValue
+                failingChanged = true
             case .incognitoKeyNotRevoked(let reason):
                 logger.error("the deleted incognito session's key could not be revoked", metadata: ["reason": "\(reason)"])
             case .degradedTab(let browser, let tab, let reason):

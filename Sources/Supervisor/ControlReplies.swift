@@ -181,6 +181,9 @@ public struct WindowStatus: Codable, Equatable, Sendable {
     public var heartbeatAgeMilliseconds: Double?
     public var lastRecoveryMilliseconds: Double?
     public var lostSeqs: [SeqRange]
+    /// `sealed` (on disk, encrypted with the window's key) or `memory_only` (the keyring was
+    /// refused: nothing of the incognito session is saved).
+    public var incognitoStorage: String?
 
     enum CodingKeys: String, CodingKey {
         case uuid, state, slot, pid, generation, tabs, digest, saves, failing, restarts
@@ -194,6 +197,7 @@ public struct WindowStatus: Codable, Equatable, Sendable {
         case heartbeatAgeMilliseconds = "heartbeat_age_ms"
         case lastRecoveryMilliseconds = "last_recovery_ms"
         case lostSeqs = "lost_seqs"
+        case incognitoStorage = "incognito_storage"
     }
 }
 

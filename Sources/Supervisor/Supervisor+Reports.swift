@@ -29,7 +29,8 @@ extension Supervisor {
                 savingSeq: exactInJSON(view.savingSeq),
                 heartbeatAgeMilliseconds: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
                 lastRecoveryMilliseconds: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
-                lostSeqs: window.lostSeqs.ranges.map(SeqRange.init))
+                lostSeqs: window.lostSeqs.ranges.map(SeqRange.init),
+                incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly ? "memory_only" : "sealed")
         }
         let asides = setAsideRecords.map { record in
             StatusReply.SetAside(

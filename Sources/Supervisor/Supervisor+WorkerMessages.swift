@@ -78,6 +78,7 @@ extension Supervisor {
         guard Limits.isValidCommandSeq(stats.appliedSeq) else { return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)" }
         guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
         guard JournalWrites(rawValue: stats.journalWrites) != nil else { return "journal writes \(stats.journalWrites), no such mode" }
+        guard IncognitoStorage(rawValue: stats.incognitoStorage) != nil else { return "incognito storage \(stats.incognitoStorage), no such mode" }
         return nil
     }
 

@@ -99,7 +99,8 @@ import Testing
             var recovery = try store.recover()
             #expect(recovery.seq == 108 && recovery.regular.damaged.isEmpty)
             // The model: the same commands on the simulated disk, the same saves after.
-            let model = WindowStore(root: simulatedRoot, windowID: window, engine: FaultEngine(directories: [simulatedRoot]), options: options)
+            let disk = FaultEngine(directories: [simulatedRoot])
+            let model = WindowStore(root: simulatedRoot, windowID: window, engine: disk, options: options, keys: disk.keyring.keys(for: window))
             _ = try model.recover()
             try FormatOneScenario.run(model)
             var seq: UInt64 = 108

@@ -208,7 +208,8 @@ import Testing
     @Test func aCompactionEpisodeEndsOnceWhenCompactionWorksAgain() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
         let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
-        let store = WindowStore(root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0)
+        let store = WindowStore(
+            root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
         _ = try store.recover()
         var browsing = WindowBrowsing(seed: 22, maxTabs: 8, incognitoOneIn: 1_000_000)
         var seq: UInt64 = 0

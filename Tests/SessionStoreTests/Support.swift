@@ -68,7 +68,7 @@ func simulatedWindow(
 ) throws -> (WindowStore, WindowRecovery) {
     let store = WindowStore(
         root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: delay,
-        clock: clock.map { clock in { clock.now } } ?? monotonicNanoseconds)
+        keys: engine.keyring.keys(for: windowID), clock: clock.map { clock in { clock.now } } ?? monotonicNanoseconds)
     let recovery = try store.recover()
     return (store, recovery)
 }

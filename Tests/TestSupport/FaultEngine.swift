@@ -83,6 +83,10 @@ public final class FaultEngine: BlockingChainEngine {
     /// the run ends was in flight too.
     private var catchingInFlight = false
 
+    /// The machine's keyring beside this disk: incognito keys of windows saved on it. A copy
+    /// of the disk shares it (the same machine).
+    public private(set) var keyring = SimulatedKeyring()
+
     /// A disk on which `directories` (and their parents) exist and are durable.
     public init(directories: [FilePath]) {
         for directory in directories {
@@ -430,6 +434,7 @@ public final class FaultEngine: BlockingChainEngine {
     /// prepared session damaged a thousand ways.
     public func copy() -> FaultEngine {
         let copy = FaultEngine(directories: [])
+        copy.keyring = keyring
         var inodes: [ObjectIdentifier: Inode] = [:]
         func clone(_ node: Node) -> Node {
             guard case .file(let inode) = node else { return node }
