@@ -191,9 +191,8 @@ import Testing
 }
 
 /// Runs `body` on a thread of its own and waits: a seccomp filter installed there binds only it.
-func onOwnThread<T>(_ body: @escaping () throws -> T) throws -> T {
-    final class Box: @unchecked Sendable { var result: Result<T, any Error>? }
-    let box = Box()
+func onOwnThread<T>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+    let box = ThreadResult<T>()
     let done = DispatchSemaphore(value: 0)
     let thread = Thread {
         box.result = Result { try body() }
@@ -203,6 +202,11 @@ func onOwnThread<T>(_ body: @escaping () throws -> T) throws -> T {
     done.wait()
     guard let result = box.result else { throw HostFailure("the thread gave no result") }
     return try result.get()
+}
+
+/// What a thread's body gave, read once the thread signalled.
+final class ThreadResult<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
 }
 
 struct HostFailure: Error, CustomStringConvertible {
