@@ -123,7 +123,7 @@ import Testing
     /// A sandbox that refuses the keyring, made real with a seccomp filter on one thread: every
     /// call reports `.unavailable` with the errno the sandbox chose.
     @Test(arguments: [EPERM, ENOSYS, EACCES])
-    func aSandboxRefusalIsReportedAsUnavailable(errnoValue: Int32) {
+    func aSandboxRefusalIsReportedAsUnavailable(errnoValue: Int32) throws {
         final class Outcome: @unchecked Sendable {
             var installed: Int32 = -1
             var errors: [KeyringError?] = []
@@ -137,10 +137,10 @@ import Testing
                 do throws(KeyringError) { try body(); return nil } catch { return error }
             }
             outcome.errors = [
-                caught { _ = try keyring.find(name) },
-                caught { _ = try keyring.create(name) },
-                caught { _ = try keyring.findOrCreate(name) },
-                caught { try keyring.revoke(name) },
+                caught { () throws(KeyringError) in _ = try keyring.find(name) },
+                caught { () throws(KeyringError) in _ = try keyring.create(name) },
+                caught { () throws(KeyringError) in _ = try keyring.findOrCreate(name) },
+                caught { () throws(KeyringError) in try keyring.revoke(name) },
             ]
         }
         #expect(outcome.installed == 0)
