@@ -180,7 +180,7 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "windowhost", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, run from its path.

@@ -35,7 +35,7 @@ public struct BenchPlan: Sendable {
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
         openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500)
 
-    public var caseCount: Int { windows.count * sizes.count * contenders.count }
+    public var caseCount: Int { windows.count * sizes.reduce(0) { count, size in count + contenders.filter(size.applies).count } }
 
     /// The steps a run shows progress by: the device measurement, each round of each case,
     /// each open-loop point (at most: the sweep may stop early), first saves, restore, round trips.
@@ -64,7 +64,7 @@ public enum BenchRunner {
             var workers: [String: [WorkerResult]] = [:]
             for round in 1...plan.rounds {
                 for size in plan.sizes {
-                    for contender in plan.contenders {
+                    for contender in plan.contenders where size.applies(to: contender) {
                         done += 1
                         progress(
                             done, plan.stepCount,
@@ -87,7 +87,7 @@ public enum BenchRunner {
                 }
             }
             for size in plan.sizes {
-                for contender in plan.contenders {
+                for contender in plan.contenders where size.applies(to: contender) {
                     results.append(
                         SaveResult(engine: contender, windows: windows, size: size, workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
                 }

@@ -31,8 +31,16 @@ public enum SaveSize: String, CaseIterable, Codable, Sendable {
     /// A 500-tab window's full state: every tab replaced (the floor: as many bytes as the
     /// rewrite's session file).
     case large
+    /// `small`, in an incognito window: sealed with AES-256-GCM under the window's key. The
+    /// store's engines only: the floor and the rewrite seal nothing.
+    case incognito
 
-    var windowTabs: Int { self == .small ? 20 : 500 }
+    var windowTabs: Int { self == .large ? 500 : 20 }
+
+    /// Whether `contender` is measured at this size.
+    public func applies(to contender: Contender) -> Bool {
+        self != .incognito || contender == .uring || contender == .sync
+    }
 }
 
 /// One window saving on one contender: `prepare()` builds the next change's tabs (not timed:
@@ -113,7 +121,7 @@ private struct PendingChange {
 
     func apply(to list: WebStateList, round: UInt64) throws {
         switch size {
-        case .small: try list.activeWebState?.commitNavigation(to: page(0, round: round))
+        case .small, .incognito: try list.activeWebState?.commitNavigation(to: page(0, round: round))
         case .large: try fill(list, with: tabs)
         }
     }
@@ -180,6 +188,8 @@ final class BufferedFloorWorkload: SaveWorkload {
 
 final class StoreWorkload: SaveWorkload {
     private let store: WindowStore
+    /// The regular Browser, or the incognito one (`SaveSize.incognito`).
+    private let browser: Browser
     private var change: PendingChange
     private var seq: UInt64 = 1
 
@@ -187,18 +197,29 @@ final class StoreWorkload: SaveWorkload {
         change = PendingChange(size: size)
         store = WindowStore(root: directory, windowID: UUID(), engine: engine, saveDelayMilliseconds: 0)
         _ = try store.recover()
-        let browser = store.regular
+        browser = size == .incognito ? store.incognito : store.regular
+        let browser = browser
         try store.apply(seq: seq) { try fill(browser.webStateList, tabs: size.windowTabs, profile: browser.profile, round: 0) }
         try store.waitUntilDurable(seq)
     }
 
+    deinit {
+        // The bench's windows are thrown away: their incognito keys go with them.
+        let incognito = store.incognito.webStateList
+        if !incognito.isEmpty {
+            store.apply(seq: seq + 1) { incognito.closeAll() }
+            try? store.waitUntilDurable(seq + 1)
+            _ = try? store.poll(waiting: true)
+        }
+    }
+
     var bytesWritten: UInt64 { store.bytesWritten }
 
-    func prepare() throws { change.prepare(profile: store.regular.profile, round: seq + 1) }
+    func prepare() throws { change.prepare(profile: browser.profile, round: seq + 1) }
 
     func save() throws {
         seq += 1
-        let list = store.regular.webStateList
+        let list = browser.webStateList
         let (change, round) = (change, seq)
         try store.apply(seq: seq) { try change.apply(to: list, round: round) }
         try store.waitUntilDurable(seq)

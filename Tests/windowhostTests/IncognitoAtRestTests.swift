@@ -1,0 +1,80 @@
+import Foundation
+import Glibc
+import SessionKeys
+import Supervisor
+import Testing
+
+/// Incognito at rest (issue 16), as a person's host lives it: while incognito tabs are open and
+/// durable no file under the root holds their URLs; the supervisor SIGKILLed, the next one
+/// finds the key in the kernel keyring and the tabs come back; the key revoked (as a reboot
+/// drops it), the next start discards the incognito session, keeps the regular one, and exits
+/// 0 as always.
+@Suite(.serialized) struct IncognitoAtRestTests {
+    static let secrets = (0..<3).map { "https://at-rest-\($0)-\(UUID().uuidString.prefix(8)).example/" }
+
+    /// The window's key name: the root's device and inode, and the window.
+    func keyName(_ root: URL, _ window: String) throws -> WindowKeyName {
+        var status = stat()
+        try #require(lstat(root.path, &status) == 0)
+        return WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: try #require(UUID(uuidString: window)))
+    }
+
+    func filesHolding(_ text: String, under root: URL) -> [String] {
+        let needle = Data(text.utf8)
+        let enumerator = FileManager.default.enumerator(atPath: root.path)
+        var found: [String] = []
+        while let name = enumerator?.nextObject() as? String {
+            let path = root.path + "/" + name
+            if let data = FileManager.default.contents(atPath: path), data.range(of: needle) != nil { found.append(path) }
+        }
+        return found
+    }
+
+    func incognitoURLs(_ host: HostProcess, _ window: String) throws -> [String] {
+        let dump = try host.call(.dump, window: window).decode(DumpReply.self)
+        return dump.incognito.tabs.map(\.url)
+    }
+
+    /// Opens the secrets incognito and one regular tab in `window`, durable.
+    func browse(_ host: HostProcess, _ window: String) throws {
+        #expect(host.open(window, "https://kept-regular.example/") != nil)
+        for url in Self.secrets { #expect(host.open(window, url, incognito: true) != nil) }
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func afterASupervisorKillIncognitoComesBackAndWasNeverInTheClear() throws {
+        let root = temporaryRoot("incognito-kill")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        defer { try? KernelKeyring().revoke(try keyName(root, window)) }
+        try browse(host, window)
+        #expect(!filesHolding("https://kept-regular.example/", under: root).isEmpty, "the search finds what is in the clear")
+        for secret in Self.secrets { #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in \(filesHolding(secret, under: root))") }
+        host.kill9()
+        let again = try HostProcess(root: root, scenes: 1)
+        #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")
+        #expect(again.terminate() == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2))) func withTheKeyRevokedTheNextStartDiscardsIncognitoAndKeepsTheRest() throws {
+        let root = temporaryRoot("incognito-reboot")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        try browse(host, window)
+        #expect(host.terminate() == 0)
+        // What a reboot does to the kernel keyring.
+        try KernelKeyring().revoke(try keyName(root, window))
+        let again = try HostProcess(root: root, scenes: 1)
+        let dump = try again.call(.dump, window: window).decode(DumpReply.self)
+        #expect(dump.incognito.tabs.isEmpty)
+        #expect(dump.regular.tabs.map(\.url) == ["https://kept-regular.example/"])
+        #expect(again.log.components(separatedBy: "can never be read").count == 2, "said once: \(again.log)")
+        #expect(again.terminate() == 0)
+        // Deleted durably: the next start has nothing to say about it.
+        let third = try HostProcess(root: root, scenes: 1)
+        #expect(!third.log.contains("can never be read"))
+        #expect(third.terminate() == 0)
+    }
+}
