@@ -50,6 +50,8 @@ import Testing
         var seq = store.appliedSeq
         func next() -> UInt64 { seq += 1; return seq }
         try store.apply(seq: next()) { try store.regular.webStateList.insert(tab(store.regular.profile, Self.regularURL)) }
+        // Durable alone: a damaged incognito save after it leaves it standing.
+        try store.waitUntilDurable(seq)
         for url in Self.secrets {
             let incognito = store.incognito
             try store.apply(seq: next()) { try incognito.webStateList.insert(tab(incognito.profile, url)) }
@@ -185,7 +187,7 @@ import Testing
             let recovery = try again.recover()
             #expect(!recovery.incognito.damaged.isEmpty, "\(recovery.incognito)")
             #expect(recovery.incognito.damaged.contains { if case .unopenable = $0.error { true } else { false } }, "\(recovery.incognito.damaged)")
-            #expect(try TabListContents(again.regular.webStateList, realizing: true).tabs.count == 1)
+            #expect(try TabListContents(again.regular.webStateList, realizing: true).tabs.count == 1, "\(recovery)")
         }
     }
 }
