@@ -92,6 +92,12 @@ public enum SessionInspector {
                 let store = BrowserStore(
                     kind: kind, window: id, directory: DiskLayout.browserDirectory(window: directory, kind: kind),
                     list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
+                // The incognito Browser's files open with the window's key when the keyring
+                // holds it (the same user on the running machine); without it they show as
+                // sealed files whose key is gone.
+                if kind == .incognito, let key = try? KernelIncognitoKeys(root: root, window: id).existingKey() {
+                    store.sealing = try? RecordSeal.Key(key)
+                }
                 do throws(StoreError) {
                     guard try io({ try engine.kind(store.directory) }) != nil else { continue }
                     browsers.append(try inspect(store, deep: deep))

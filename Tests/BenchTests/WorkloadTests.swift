@@ -29,7 +29,7 @@ private func temporaryDirectory() -> FilePath {
         let store = WindowStore(root: directory, windowID: try #require(UUID(uuidString: window)), engine: SyncEngine())
         let recovery = try store.recover()
         #expect(recovery.seq == 4)
-        let list = store.regular.webStateList
+        let list = size == .incognito ? store.incognito.webStateList : store.regular.webStateList
         #expect(list.count == size.windowTabs)
         let active = try #require(list.activeWebState)
         // Round 4 made the last change: the active tab's page says so.

@@ -14,7 +14,7 @@ private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000001")!
 
 /// A window on a simulated disk, restored, its clock fixed so histories compare.
 private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none) throws -> SceneWindow {
-    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0)
+    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
     _ = try store.recover()
     return SceneWindow(store: store, floor: floor) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
 }

@@ -19,7 +19,8 @@ import Testing
 
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
         let results = try #require(object["results"] as? [[String: Any]])
-        #expect(results.count == 2 * 2 * 5, "windows 1 and 2, small and large, five contenders")
+        #expect(results.count == 2 * (2 * 5 + 2), "windows 1 and 2: small and large on five contenders, incognito on the store's two")
+        #expect(results.filter { $0["size"] as? String == "incognito" }.compactMap { $0["engine"] as? String }.sorted() == ["sync", "sync", "uring", "uring"])
         #expect(Set(results.compactMap { $0["engine"] as? String }) == ["floor", "floor-buffered", "uring", "sync", "rewrite"])
         for result in results {
             #expect((result["saves_per_s"] as? Double ?? 0) > 0, "\(result)")
