@@ -73,6 +73,9 @@ public final class BrowserStore {
     var sealing: RecordSeal.Key?
     /// The window this store's files belong to: part of every seal.
     let window: UUID
+    /// Whether what `restore` read was (in part) in the clear: a session written before
+    /// sealing, which the window seals at once (`WindowStore.recover`).
+    var restoredInTheClear = false
     /// Whether the generation appends go to is sealed. A store with a key never appends to one
     /// in the clear (a session written before sealing): its next save writes a sealed
     /// generation from memory, and the files in the clear go with the compaction.

@@ -326,6 +326,7 @@ extension BrowserStore {
         generation = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
+        restoredInTheClear = loaded.reader.map { !$0.isSealed } == true || loaded.journals.contains { !$0.scan.sealed }
         // Continuing the journal zeroes its left-out saves (`repair`); a new snapshot must
         // erase them first, wherever they are.
         leftOutSaves =

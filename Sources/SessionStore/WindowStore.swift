@@ -226,6 +226,12 @@ public final class WindowStore {
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
+        // An incognito session in the clear (written before sealing) is sealed now, by the
+        // repair's write from memory, not left readable until its next change.
+        if stores[1].isOnDisk, stores[1].restoredInTheClear, !incognitoInMemoryOnly {
+            try? takeIncognitoKey(creating: true)
+            if stores[1].sealing != nil { stores[1].needsRebase = true }
+        }
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]

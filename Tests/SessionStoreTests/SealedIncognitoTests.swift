@@ -159,6 +159,31 @@ import Testing
         }
     }
 
+    /// An incognito session in the clear, written by a version before sealing (fixture
+    /// v1-690d51b, made by that version's own binary): it restores whole, and is sealed by the
+    /// restore itself; no file under the root holds its URLs any more, and it comes back again.
+    @Test func aSessionInTheClearIsSealedAtRestore() throws {
+        try withTemporaryDirectory { scratch in
+            let root = scratch.appending("root")
+            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/v1-690d51b")
+            try FileManager.default.copyItem(atPath: fixture.path, toPath: root.string)
+            try FileManager.default.removeItem(atPath: root.string + "/expected.json")
+            let id = try #require(UUID(uuidString: "44BDCB45-11FA-41EC-AA5B-D784BD75B9A2"))
+            defer { try? keys(root, id).revoke() }
+            let secrets = ["https://secret.example/2", "https://private.example/", "https://secret.example/later"]
+            #expect(!filesHolding(secrets[1], under: root).isEmpty, "the fixture holds its incognito tabs in the clear")
+            let store = window(root, id)
+            let recovery = try store.recover()
+            #expect(recovery.incognito.repairError == nil, "\(recovery.incognito)")
+            let urls = try TabListContents(store.incognito.webStateList, realizing: true).tabs.compactMap { $0.history?.currentItem?.url }
+            #expect(urls == secrets)
+            for secret in secrets { #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in \(filesHolding(secret, under: root))") }
+            let again = window(root, id)
+            _ = try again.recover()
+            #expect(try TabListContents(again.incognito.webStateList, realizing: true) == TabListContents(store.incognito.webStateList, realizing: true))
+        }
+    }
+
     /// A flipped bit in a sealed journal record (its CRC made right): set aside like any
     /// damage, nothing crashes, and what came before it restores.
     @Test func aFlipInASealedRecordIsSetAside() throws {
