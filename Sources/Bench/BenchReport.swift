@@ -92,13 +92,15 @@ public struct BenchReport: Codable, Sendable {
         }
         var targets = [
             target("uring small p99, 1 window, over floor p99", "≤ 1.3", row(.uring, .small, 1).flatMap { $0.p99OverFloor }, { $0 <= 1.3 }),
-            // AES-GCM costs about a microsecond a KiB against a flush of ~170 µs.
+            // AES-GCM costs about a microsecond a KiB against a flush of ~170 µs: sealing may
+            // cost an incognito save a tenth of its rate at most. Saves/s, not p50: on a disk
+            // whose latency is bimodal the median jumps between its modes from run to run.
             target(
-                "uring incognito p50 over uring small p50, 1 window", "≤ 1.1",
+                "uring incognito saves/s over uring small saves/s, 1 window", "≥ 0.9",
                 row(.uring, .incognito, 1).flatMap { incognito in
-                    row(.uring, .small, 1).flatMap { $0.p50 > 0 ? Double(incognito.p50) / Double($0.p50) : nil }
+                    row(.uring, .small, 1).flatMap { $0.savesPerSecond > 0 ? incognito.savesPerSecond / $0.savesPerSecond : nil }
                 },
-                { $0 <= 1.1 }),
+                { $0 >= 0.9 }),
             target("uring small saves/s at 8 windows over rewrite", "≥ 3", savesRatio(.small, 8, .rewrite), { $0 >= 3 }),
             target("uring small saves/s at 8 windows over sync", "≥ 1", savesRatio(.small, 8, .sync), { $0 >= 1 }),
             target("uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
