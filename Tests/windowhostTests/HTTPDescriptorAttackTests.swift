@@ -33,7 +33,9 @@ import Testing
             _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             streams.append(fd)
         }
-        #expect(waitFor({ descriptors() >= before + 32 }, seconds: 10), "the server took \(descriptors() - before) of the 32 connections")
+        // The server takes what it can spare (closing the rest at once): fewer than 32 here.
+        usleep(500_000)
+        #expect(descriptors() - before < 32, "the server kept all 32 connections under a limit of 80")
 
         // Without the streams, 16 windows (the default capacity) fit under 80 descriptors (71).
         for index in 2..<16 {
