@@ -30,7 +30,7 @@ public struct LatencyBuckets: @unchecked Sendable {
     }
 
     /// The middle of bucket `index`'s range.
-    static func representative(of index: Int) -> UInt64 {
+    public static func representative(of index: Int) -> UInt64 {
         guard index >= exact else { return UInt64(index) }
         let octave = (index - exact) / perOctave
         let top = UInt64((index - exact) % perOctave + perOctave)

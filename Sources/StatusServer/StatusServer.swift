@@ -60,9 +60,12 @@ public struct HTTPAddress: Sendable, Equatable, CustomStringConvertible {
 /// reads only what the loop publishes (`HostObservation`) and shared memory, so no HTTP client,
 /// however slow or hostile, delays a command: at worst it holds one of `maxConnections`.
 public enum StatusServer {
-    /// Connections at once; past it new ones wait in the backlog. The supervisor's descriptors
-    /// (control clients, workers' pidfds) are not spent on HTTP clients past this.
+    /// Connections at once; past it new ones wait in the backlog. Fewer when descriptors are
+    /// short: the supervisor's come first (`DescriptorGuard`).
     public static let maxConnections = 32
+    /// Live streams at once (`/api/live`): past it a page is answered 503, so open dashboards
+    /// never hold every connection and `/metrics` keeps being served.
+    static let maxLiveStreams = 8
     /// A live stream ends after this long; the page's EventSource reconnects by itself.
     static let streamLifetime: Duration = .seconds(3600)
     static let tickInterval: Duration = .seconds(1)
@@ -70,16 +73,19 @@ public enum StatusServer {
     /// Binds `address` and serves from then on, in the background; returns the address bound
     /// (the port chosen when 0 was asked) once it listens. Call after the supervisor is made:
     /// its threads must start with the termination signals blocked.
+    /// `capacity`: the windows the supervisor may open at once, whose workers' descriptors no
+    /// HTTP client may take.
     public static func start(
-        _ address: HTTPAddress, exporter: MetricsExporter, logger: Logger
+        _ address: HTTPAddress, exporter: MetricsExporter, capacity: Int, logger: Logger
     ) throws(StatusServerError) -> HTTPAddress {
         let observation = exporter.hostObservation
         let feed = LiveFeed(observation: observation)
         let bound = BindOutcome()
+        let budget = DescriptorBudget(observation: observation, capacity: capacity)
         let app = Application(
             router: router(exporter: exporter, observation: observation, feed: feed),
             // A connection with no request in progress for 30 s is closed.
-            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+            server: .http1(configuration: .init(additionalChannelHandlers: [DescriptorGuard(budget: budget)], idleTimeout: .seconds(30))),
             configuration: ApplicationConfiguration(
                 address: .hostname(address.host, port: address.port), serverName: "windowhost",
                 availableConnectionsDelegate: .maximum(maxConnections, logger: logger)),
@@ -109,12 +115,17 @@ public enum StatusServer {
         return try bound.wait()
     }
 
+    /// Scrapes run here, one at a time, off the threads every other request is served on: a
+    /// slow one (workers claiming huge counts) delays only other scrapes.
+    static let scrapes = DispatchQueue(label: "windowhost.metrics")
+
     static func router(exporter: MetricsExporter, observation: HostObservation, feed: LiveFeed) -> Router<BasicRequestContext> {
         let router = Router()
+        let streams = LiveStreams()
         router.get("/metrics") { _, _ in
-            Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: exporter.render())))
+            let text = await withCheckedContinuation { done in scrapes.async { done.resume(returning: exporter.render()) } }
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("/api/status") { _, _ in
             guard let status = observation.status(), let line = try? JSONValue(encoding: status).line else {
@@ -123,9 +134,18 @@ public enum StatusServer {
             return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: line + "\n")))
         }
         router.get("/api/live") { _, _ in
-            Response(
+            guard let place = streams.open() else {
+                return Response(
+                    status: .serviceUnavailable, headers: [.contentType: "text/plain", .retryAfter: "5"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "\(maxLiveStreams) live pages are open already\n")))
+            }
+            return Response(
                 status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
-                body: ResponseBody { writer in try await stream(to: &writer, observation: observation, feed: feed) })
+                body: ResponseBody { writer in
+                    // The place goes with the response, written or not (a client gone first).
+                    defer { withExtendedLifetime(place) {} }
+                    try await stream(to: &writer, observation: observation, feed: feed)
+                })
         }
         router.get("/") { _, _ in
             Response(
@@ -177,6 +197,28 @@ public enum StatusServer {
         let points: [LivePoint]
         let status: StatusReply?
         let latency: [String: WindowLatency]
+    }
+}
+
+/// The live streams open now, at most `StatusServer.maxLiveStreams`.
+final class LiveStreams: Sendable {
+    private let count = Mutex(0)
+
+    /// A place for one more stream, if there is one: given back when the place goes.
+    func open() -> Place? {
+        let taken = count.withLock { count in
+            guard count < StatusServer.maxLiveStreams else { return false }
+            count += 1
+            return true
+        }
+        return taken ? Place(streams: self) : nil
+    }
+
+    /// One stream's place, held by its response for as long as the response lives.
+    final class Place: Sendable {
+        let streams: LiveStreams
+        init(streams: LiveStreams) { self.streams = streams }
+        deinit { streams.count.withLock { $0 -= 1 } }
     }
 }
 

@@ -158,7 +158,8 @@ struct RunCommand: ParsableCommand {
         var served: HTTPAddress?
         if let http, let exporter {
             do throws(StatusServerError) {
-                served = try StatusServer.start(try HTTPAddress(parsing: http), exporter: exporter, logger: Logger(label: "windowhost.http"))
+                served = try StatusServer.start(
+                    try HTTPAddress(parsing: http), exporter: exporter, capacity: capacity, logger: Logger(label: "windowhost.http"))
             } catch {
                 FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
                 throw ExitCode(.unavailable)

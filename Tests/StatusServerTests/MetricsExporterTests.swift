@@ -90,14 +90,28 @@ import Testing
         #expect(last == Double((1 << 53) - 1))
     }
 
-    /// A worker claiming 2⁴⁰ saves in one bucket costs a scrape at most its sample budget.
+    /// A worker claiming 2⁴⁰ saves in one bucket costs a scrape at most its sample budget; the
+    /// rest wait for later scrapes, none dropped.
     @Test func hugeCountsCostAScrapeABoundedNumberOfSamples() throws {
         let (region, exporter) = try setUp()
         let buckets = region.slot(0).latency
         (buckets.base + LatencyBuckets.index(of: 700) * 8).storeBytes(of: UInt64(1) << 40, as: UInt64.self)
         let first = try scrape(exporter)
         #expect(first.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 1000)
+        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
+    }
+
+    /// More saves between two scrapes than one scrape records: all of them reach the histogram
+    /// over the next scrapes, in their buckets.
+    @Test func samplesPastTheBudgetAreRecordedLater() throws {
+        let (region, exporter) = try setUp()
+        for _ in 0..<1500 { region.slot(0).recordSave(microseconds: 80) }
+        for _ in 0..<700 { region.slot(0).recordSave(microseconds: 3000) }
         #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 1000)
+        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
+        let last = try scrape(exporter)
+        #expect(last.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2200)
+        #expect(last.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0001"]) == 1500)
     }
 
     /// A slot that no longer holds the window the status names (freed and taken by another

@@ -122,6 +122,44 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
+    /// Open pages hold at most 8 live streams: the 9th is answered 503 at once (and `/metrics`
+    /// is served meanwhile); once one closes, a page gets its stream again.
+    @Test(.timeLimit(.minutes(2))) func liveStreamsAreCapped() throws {
+        let (host, http) = try hostServingHTTP("http-live-cap", scenes: 1)
+        defer { removeHostFiles(host.root) }
+        func openStream() throws -> (fd: Int32, head: String) {
+            let fd = try #require(http.connect())
+            _ = "GET /api/live HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            var limit = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let got = recv(fd, &buffer, buffer.count, 0)
+            return (fd, got > 0 ? String(decoding: buffer[..<got], as: UTF8.self) : "")
+        }
+        var open: [Int32] = []
+        defer { for fd in open { close(fd) } }
+        for index in 0..<8 {
+            let stream = try openStream()
+            open.append(stream.fd)
+            #expect(stream.head.hasPrefix("HTTP/1.1 200"), "stream \(index): \(stream.head)")
+        }
+        let refused = try openStream()
+        close(refused.fd)
+        #expect(refused.head.hasPrefix("HTTP/1.1 503"), "\(refused.head)")
+        #expect(try http.get("/metrics", timeout: 5).status == 200)
+        // The server sees a stream's client gone at its next tick (a second).
+        close(open.removeFirst())
+        var reopened = false
+        for _ in 0..<20 where !reopened {
+            usleep(500_000)
+            let stream = try openStream()
+            reopened = stream.head.hasPrefix("HTTP/1.1 200")
+            if reopened { open.append(stream.fd) } else { close(stream.fd) }
+        }
+        #expect(reopened, "no stream after one closed")
+        #expect(host.terminate() == 0)
+    }
+
     @Test(.timeLimit(.minutes(2))) func anAddressThatDoesNotBindExits69BeforeAnyWindow() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(listener) }

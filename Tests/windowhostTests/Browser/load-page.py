@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -26,13 +27,17 @@ def main():
     if binary is None:
         print("no chromium on PATH (Debian's chromium package)", file=sys.stderr)
         return 2
+    # Chromium writes its profile as it goes: under a umask that takes the owner's write bit
+    # (CI runs under 0277) it cannot, and exits at once.
+    os.umask(0o077)
+    profile = tempfile.TemporaryDirectory(prefix="windowhost-chromium-")
     to_chrome_read, to_chrome_write = os.pipe()
     from_chrome_read, from_chrome_write = os.pipe()
 
     # Chromium reads the protocol on descriptor 3 and writes on 4: a shell puts the pipes there.
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
              "--remote-debugging-pipe", "--window-size=1400,1100",
-             "--user-data-dir=" + os.path.dirname(os.path.abspath(screenshot)) + "/chromium-profile", "about:blank"]
+             "--user-data-dir=" + profile.name, "about:blank"]
     chrome = subprocess.Popen(
         ["/bin/sh", "-c", 'exec "$0" "$@" 3<&%d 4>&%d' % (to_chrome_read, from_chrome_write), binary] + flags,
         pass_fds=(to_chrome_read, from_chrome_write),
@@ -94,6 +99,7 @@ def main():
         except subprocess.TimeoutExpired:
             chrome.kill()
             chrome.wait()
+        profile.cleanup()
 
 
 if __name__ == "__main__":
