@@ -7,7 +7,9 @@ import PackageDescription
 // over shared memory (swift-atomics), logs (swift-log). Workers are spawned with posix_spawn
 // through the C shim, not swift-subprocess: see docs/architecture.md. `run --http` serves
 // what the supervisor publishes over HTTP (Hummingbird) in Prometheus's format (swift-metrics'
-// API, swift-prometheus's registry): see docs/observability.md.
+// API, swift-prometheus's registry): see docs/observability.md. Incognito records are sealed
+// with AES-256-GCM (swift-crypto) under keys kept in the kernel keyring (`SessionKeys`, through
+// the C shim): see docs/security.md.
 let package = Package(
     name: "windowhost",
     platforms: [.macOS(.v15)],
