@@ -63,6 +63,14 @@ import Testing
         try store.waitUntilDurable(store.appliedSeq)
     }
 
+    /// A window of `root` recovered and browsed (`browse`).
+    func browsedWindow(_ root: FilePath, _ id: UUID) throws -> WindowStore {
+        let store = window(root, id)
+        _ = try store.recover()
+        try browse(store)
+        return store
+    }
+
     func keys(_ root: FilePath, _ id: UUID) -> KernelIncognitoKeys { KernelIncognitoKeys(root: root, window: id) }
 
     func tab(_ profile: Profile, _ url: String) -> WebState {
@@ -75,9 +83,7 @@ import Testing
         try withTemporaryDirectory { root in
             let id = UUID()
             defer { try? keys(root, id).revoke() }
-            let store = window(root, id)
-            _ = try store.recover()
-            try browse(store)
+            let store = try browsedWindow(root, id)
             let expected = try WindowContents(store)
             // The grep works: the regular URL is found.
             #expect(!filesHolding(Self.regularURL, under: root).isEmpty)
@@ -97,9 +103,7 @@ import Testing
     @Test func withoutItsKeyTheIncognitoSessionIsDiscardedAndTheRegularOneKept() throws {
         try withTemporaryDirectory { root in
             let id = UUID()
-            let store = window(root, id)
-            _ = try store.recover()
-            try browse(store)
+            let store = try browsedWindow(root, id)
             let regular = try TabListContents(store.regular.webStateList, realizing: true)
             try keys(root, id).revoke()
             let again = window(root, id)
@@ -121,9 +125,7 @@ import Testing
         try withTemporaryDirectory { root in
             let id = UUID()
             defer { try? keys(root, id).revoke() }
-            let store = window(root, id)
-            _ = try store.recover()
-            try browse(store)
+            let store = try browsedWindow(root, id)
             #expect(try keys(root, id).existingKey() != nil)
             let incognito = store.incognito
             store.apply(seq: store.appliedSeq + 1) { incognito.webStateList.closeAll() }
@@ -190,9 +192,7 @@ import Testing
         try withTemporaryDirectory { root in
             let id = UUID()
             defer { try? keys(root, id).revoke() }
-            let store = window(root, id)
-            _ = try store.recover()
-            try browse(store)
+            let store = try browsedWindow(root, id)
             let journals = everyFile(root).filter { $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix) }
             let journal = try #require(journals.first)
             // The first mutation record after the header block: flip a payload byte, fix its CRC.
