@@ -192,7 +192,7 @@ import Testing
         try withTemporaryDirectory { root in
             let id = UUID()
             defer { try? keys(root, id).revoke() }
-            let store = try browsedWindow(root, id)
+            _ = try browsedWindow(root, id)
             let journals = everyFile(root).filter { $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix) }
             let journal = try #require(journals.first)
             // The first mutation record after the header block: flip a payload byte, fix its CRC.
