@@ -1,14 +1,19 @@
 import BrowserModel
+import CLinuxShims
+import Glibc
 import Foundation
 import IOUring
 import SessionFormat
+import SessionKeys
 @testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
 
-/// Attacks on incognito at rest (issue 16) from someone who can write the root: records of an
-/// older incognito session of the same window must never open in a newer one.
+/// Attacks on incognito at rest (issue 16): records of an older incognito session of the same
+/// window must never open in a newer one; a session in the clear from before sealing must not
+/// stay in the clear while its tabs are open; a key of the wrong size planted under the
+/// window's name (same uid) must not stop the regular Browser from being acknowledged.
 @Suite(.serialized) struct SealedIncognitoAttackTests {
     static let old = "https://old-session-\(UUID().uuidString.prefix(8)).example/"
     static let new = "https://new-session-\(UUID().uuidString.prefix(8)).example/"
@@ -64,5 +69,70 @@ import Testing
             _ = try third.recover()
             #expect(try !urls(third).contains(Self.old), "the set-aside session's records opened in the new session (same key, window and generation)")
         }
+    }
+
+    /// A plaintext incognito session of format 1 (the committed fixture) restored with a key at
+    /// hand: once the window is durable again, no file under the root may hold its URLs, even
+    /// when only the regular Browser changed since (a person who restores and keeps browsing in
+    /// regular tabs). Today the files in the clear stay until the next incognito save.
+    @Test func anUpgradedSessionInTheClearIsSealedWithoutWaitingForAnIncognitoChange() throws {
+        try withTemporaryDirectory { root in
+            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/v1-690d51b/windows")
+            let id = try #require(UUID(uuidString: "44BDCB45-11FA-41EC-AA5B-D784BD75B9A2"))
+            try FileManager.default.createDirectory(atPath: root.appending("windows").string, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                atPath: fixture.appendingPathComponent(id.uuidString).path, toPath: root.appending("windows").appending(id.uuidString).string)
+            let keyring = SimulatedKeyring()
+            let store = window(root, id, keyring)
+            _ = try store.recover()
+            let restored = try urls(store)
+            try #require(restored.contains { $0.contains("secret.example") }, "the fixture's incognito tabs: \(restored)")
+            let regular = store.regular
+            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            try store.waitUntilDurable(store.appliedSeq)
+            for secret in ["secret.example", "private.example"] {
+                #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in the clear while its tab is open: \(filesHolding(secret, under: root))")
+            }
+        }
+    }
+
+    /// A same-uid process plants a `user` key of 16 bytes under the window's name before the
+    /// first incognito save. The incognito Browser cannot be sealed; the regular Browser must
+    /// still be acknowledged (incognito kept in memory only, or the key replaced), not stall
+    /// every later regular command behind an incognito save that can never succeed.
+    @Test func aPlantedKeyOfTheWrongSizeDoesNotStallTheRegularBrowser() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            var status = stat()
+            try #require(lstat(root.string, &status) == 0)
+            let name = WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: id)
+            defer { try? KernelKeyring().revoke(name) }
+            let store = WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            let planted = [UInt8](repeating: 7, count: 16)
+            let staged = planted.withUnsafeBytes { wh_key_add_staged(name.description, $0.baseAddress, $0.count) }
+            try #require(staged > 0 && wh_key_publish(staged) == 0, "errno \(errno)")
+            let regular = store.regular
+            let incognito = store.incognito
+            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.old)) }
+            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            let regularSeq = store.appliedSeq
+            // A failed wait is fine (a durable waiter hears of a failing save); five waits, each
+            // retrying at once, that never see the regular tab durable are a stall.
+            for _ in 0..<5 where store.durableSeq < regularSeq { try? store.waitUntilDurable(regularSeq) }
+            #expect(store.durableSeq >= regularSeq, "the regular tab is never acknowledged: durable \(store.durableSeq) of \(regularSeq)")
+            #expect(filesHolding(Self.old, under: root).isEmpty)
+        }
+    }
+
+    func filesHolding(_ text: String, under root: FilePath) -> [String] {
+        let needle = Data(text.utf8)
+        let enumerator = FileManager.default.enumerator(atPath: root.string)
+        var found: [String] = []
+        while let name = enumerator?.nextObject() as? String {
+            let path = root.string + "/" + name
+            if let data = FileManager.default.contents(atPath: path), data.range(of: needle) != nil { found.append(path) }
+        }
+        return found
     }
 }
