@@ -125,6 +125,40 @@ import Testing
         }
     }
 
+    /// Someone who can write the root (not the key) adds a generation in the clear above the
+    /// sealed one: a snapshot of a forged tab. A store that holds the window's key and sealed
+    /// this session must not read it as real (security.md: "a forged or moved record does not
+    /// open"); the files in the clear a store accepts are those of a session from before
+    /// sealing, never a generation newer than a sealed one.
+    @Test func aForgedGenerationInTheClearAboveASealedOneIsNotRestored() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            let keyring = SimulatedKeyring()
+            let store = window(root, id, keyring)
+            _ = try store.recover()
+            try openIncognito(store, Self.old)
+            let seq = store.appliedSeq
+            let directory = store.incognito.sessionDirectory
+            let names = try FileManager.default.contentsOfDirectory(atPath: directory.string)
+            let newest = try #require(names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }.max())
+            let forged = WebStateList()
+            var history = NavigationHistory()
+            history.commit(NavigationItem(url: Self.new, title: "forged", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+            let profile = Profile(stateDirectory: root)
+            try forged.restore(
+                [RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history), opener: nil)],
+                activeIndex: 0, pinnedCount: 0)
+            let snapshot = try SnapshotEncoder.encode(forged, lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }
+            try Data(snapshot).write(to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(newest + 1)).string))
+            try Data(JournalFile.header + [UInt8](repeating: 0, count: 4096))
+                .write(to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(newest + 1)).string))
+            let again = window(root, id, keyring)
+            _ = try again.recover()
+            let restored = try urls(again)
+            #expect(!restored.contains(Self.new), "a forged generation in the clear was restored as the sealed session: \(restored)")
+        }
+    }
+
     func filesHolding(_ text: String, under root: FilePath) -> [String] {
         let needle = Data(text.utf8)
         let enumerator = FileManager.default.enumerator(atPath: root.string)
