@@ -12,8 +12,9 @@ import Testing
 
 /// Attacks on incognito at rest (issue 16): records of an older incognito session of the same
 /// window must never open in a newer one; a session in the clear from before sealing must not
-/// stay in the clear while its tabs are open; a key of the wrong size planted under the
-/// window's name (same uid) must not stop the regular Browser from being acknowledged.
+/// stay in the clear while its tabs are open; a generation in the clear must not be forged above
+/// a sealed one; a key of the wrong size planted under the window's name, or a revoked key still
+/// linked (same uid), must not stop the regular Browser from being acknowledged.
 @Suite(.serialized) struct SealedIncognitoAttackTests {
     static let old = "https://old-session-\(UUID().uuidString.prefix(8)).example/"
     static let new = "https://new-session-\(UUID().uuidString.prefix(8)).example/"
@@ -122,6 +123,36 @@ import Testing
             for _ in 0..<5 where store.durableSeq < regularSeq { try? store.waitUntilDurable(regularSeq) }
             #expect(store.durableSeq >= regularSeq, "the regular tab is never acknowledged: durable \(store.durableSeq) of \(regularSeq)")
             #expect(filesHolding(Self.old, under: root).isEmpty)
+        }
+    }
+
+    /// `keyctl revoke` of the window's key (a user, or a same-uid process, standing in for a
+    /// reboot) without an unlink: the dead key keeps the name until the kernel's garbage
+    /// collection (`/proc/sys/kernel/keys/gc_delay`, 300 s by default). The next incognito
+    /// save cannot publish a new key (`KEYCTL_MOVE_EXCL`: EEXIST), and the regular Browser
+    /// must still be acknowledged meanwhile.
+    @Test func aRevokedKeyStillLinkedDoesNotStallTheRegularBrowser() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            var status = stat()
+            try #require(lstat(root.string, &status) == 0)
+            let name = WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: id)
+            defer { try? KernelKeyring().revoke(name) }
+            let first = WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try first.recover()
+            try openIncognito(first, Self.old)
+            let serial = wh_key_search_user(name.description)
+            try #require(serial > 0 && wh_key_revoke(serial) == 0, "errno \(errno)")
+            let store = WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            let regular = store.regular
+            let incognito = store.incognito
+            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.new)) }
+            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            let regularSeq = store.appliedSeq
+            for _ in 0..<5 where store.durableSeq < regularSeq { try? store.waitUntilDurable(regularSeq) }
+            #expect(store.durableSeq >= regularSeq, "the regular tab is never acknowledged: durable \(store.durableSeq) of \(regularSeq)")
+            _ = wh_key_unlink_from_user(serial)
         }
     }
 
