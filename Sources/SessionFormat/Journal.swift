@@ -18,15 +18,11 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 
     /// The record's payload, unframed: what a store stages until it knows where the record
     /// goes (`JournalFile.frames`), since a sealed record is bound to its offset.
-    public var payload: [UInt8] {
-        get throws(SessionFormatError) { try encodeMessage(storage) }
-    }
+    public var payload: [UInt8] { encodeMessage(storage) }
 
     /// The records framed one after another from file offset `start` (`JournalFile.frames`).
     public static func frames(_ records: [JournalRecord], seal: RecordSeal?, from start: Int) throws(SessionFormatError) -> [[UInt8]] {
-        var payloads: [[UInt8]] = []
-        for record in records { payloads.append(try record.payload) }
-        return try JournalFile.frames(payloads, seal: seal, from: start)
+        try JournalFile.frames(records.map(\.payload), seal: seal, from: start)
     }
 
     public var description: String {

@@ -32,6 +32,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
     case sealedWithoutKey
     /// File header flags this build does not know.
     case unknownFileFlags(offset: Int, flags: UInt32)
+    /// A file in the clear among a sealed session's files: no writer puts one there.
+    case clearAmongSealed
 
     /// Impossible contents: each a way a damaged or hostile record could point outside itself.
     public enum InvalidState: Error, Equatable, Sendable, CustomStringConvertible {
@@ -129,6 +131,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .fileTooLarge(let size, let limit): "file is \(size) bytes, larger than the \(limit) this format writes"
         case .unopenable(let offset, let reason): "sealed record at byte \(offset) does not open: \(reason)"
         case .sealedWithoutKey: "the file is sealed and its window's key is gone"
+        case .clearAmongSealed: "a file in the clear among a sealed session's files (none is written there): refused as forged"
         case .unknownFileFlags(let offset, let flags): "file header flags \(hex(flags)) at byte \(offset) are not ones this build writes"
         }
     }
@@ -141,7 +144,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             .unexpectedRecordKind(let offset, _, _), .malformedPayload(let offset, _),
             .invalidState(let offset, _), .readFailed(let offset, _), .unopenable(let offset, _), .unknownFileFlags(let offset, _):
             offset
-        case .lengthMismatch, .fileTooLarge, .sealedWithoutKey: nil
+        case .lengthMismatch, .fileTooLarge, .sealedWithoutKey, .clearAmongSealed: nil
         }
     }
 }

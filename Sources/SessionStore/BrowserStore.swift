@@ -73,6 +73,10 @@ public final class BrowserStore {
     var sealing: RecordSeal.Key?
     /// The window this store's files belong to: part of every seal.
     let window: UUID
+    /// The session on disk is sealed and its key held: a file in the clear among its files is
+    /// none the host wrote (it never writes one beside a sealed session), and is refused as
+    /// damage at restore, never read as real.
+    var refusesClearFiles = false
     /// Whether what `restore` read was (in part) in the clear: a session written before
     /// sealing, which the window seals at once (`WindowStore.recover`).
     var restoredInTheClear = false
@@ -248,16 +252,17 @@ public final class BrowserStore {
         let records = recorder.takeRecords()
         guard !inMemoryOnly else { return false }
         for record in records {
-            do {
-                staged.append(try record.payload)
-            } catch {
-                // Unexpected: the bounds on what a tab holds keep every record framable.
-                // Never written as a record: the next save writes a snapshot of the list
-                // instead, which refuses (and reports) what does not fit.
-                assertionFailure("a record does not frame: \(error)")
+            let payload = record.payload
+            guard payload.count + RecordSeal.overhead <= Limits.maxRecordPayloadBytes else {
+                // Unexpected: the bounds on what a tab holds keep every record within a frame,
+                // sealed or not. Never written as a record: the next save writes a snapshot of
+                // the list instead, which refuses (and reports) what does not fit.
+                assertionFailure("a record of \(payload.count) bytes does not fit a frame")
                 needsRebase = true
                 unframedChanges += 1
+                continue
             }
+            staged.append(payload)
         }
         return !records.isEmpty
     }

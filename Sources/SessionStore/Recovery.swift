@@ -144,8 +144,10 @@ extension BrowserStore {
         for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
-            do {
-                loaded.reader = try SnapshotReader(source, seal: seal(.snapshot, generation))
+            do throws(SessionFormatError) {
+                let reader = try SnapshotReader(source, seal: seal(.snapshot, generation))
+                guard reader.isSealed || !refusesClearFiles else { throw .clearAmongSealed }
+                loaded.reader = reader
                 loaded.generation = generation
                 break
             } catch {
@@ -194,8 +196,9 @@ extension BrowserStore {
             let path = directory.appending(StoreLayout.journalName(generation))
             guard let source = try openListed(path, into: &loaded) else { break }
             let scan: JournalFile.Scan
-            do {
+            do throws(SessionFormatError) {
                 scan = try JournalFile.scan(source, seal: seal(.journal, generation))
+                guard scan.sealed || !refusesClearFiles else { throw .clearAmongSealed }
             } catch {
                 loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true

@@ -169,6 +169,8 @@ public final class WindowStore {
     private var recovered = false
     private let clock: () -> UInt64
     private let keys: any IncognitoKeyStore
+    /// The key the incognito store seals with, as the keyring gave it.
+    private var incognitoKey: [UInt8]?
     /// No incognito key could be had: the incognito session lives in memory only.
     public private(set) var incognitoInMemoryOnly = false
 
@@ -228,10 +230,7 @@ public final class WindowStore {
         appliedSeq = reports.map(\.seq).max() ?? 0
         // An incognito session in the clear (written before sealing) is sealed now, by the
         // repair's write from memory, not left readable until its next change.
-        if stores[1].isOnDisk, stores[1].restoredInTheClear, !incognitoInMemoryOnly {
-            try? takeIncognitoKey(creating: true)
-            if stores[1].sealing != nil { stores[1].needsRebase = true }
-        }
+        if stores[1].isOnDisk, stores[1].restoredInTheClear { try? takeIncognitoKey(creating: true) }
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
@@ -697,6 +696,7 @@ public final class WindowStore {
         // Crypto-shredding: a copy of the files (a backup) is unreadable from now on. The next
         // incognito session gets a new key.
         store.sealing = nil
+        incognitoKey = nil
         report(.deletedIncognito)
         do throws(IncognitoKeyError) {
             try keys.revoke()
@@ -705,37 +705,64 @@ public final class WindowStore {
         }
     }
 
-    /// Takes the window's incognito key for the incognito store's files: the one held, or
-    /// (`creating`, before the first sealed save) a new one. When the keyring is refused, the
-    /// incognito session is kept in memory only, and said so once. At restore, without a key,
-    /// a session on disk that is sealed can never be read: it is deleted durably, and said so.
+    /// Takes the window's incognito key for the incognito store's files, at restore (`creating`
+    /// false) or before a sealed save (true).
+    ///
+    /// - At restore, a key held while no sealed file is on disk belongs to no session (a kill
+    ///   between a deletion and its revocation, or a session set aside): it is revoked, so no
+    ///   old record ever opens in the next session. Sealed files without a key can never be
+    ///   read: the session is deleted durably, and said so. With sealed files and a key, files
+    ///   in the clear among them are refused as forged (`refusesClearFiles`).
+    /// - Before a save, the key the store holds is checked against the keyring: one revoked or
+    ///   replaced meanwhile is replaced, and the save writes the whole session again under the
+    ///   new key (`needsRebase`), so nothing acknowledged rests on a key that is gone.
+    /// - A keyring that refuses, or fails (a spent quota, a key of the wrong size or a dead one
+    ///   holding the name), keeps incognito in memory only, said once: a failing keyring never
+    ///   stalls the regular Browser's saves.
     private func takeIncognitoKey(creating: Bool) throws(StoreError) {
         let store = stores[1]
-        guard store.sealing == nil, !incognitoInMemoryOnly else { return }
+        guard !incognitoInMemoryOnly else { return }
+        let sealedFiles = creating ? false : try store.holdsSealedFiles()
+        var keyGone = false
         do throws(IncognitoKeyError) {
-            let bytes = creating ? try keys.key() : try keys.existingKey()
-            if let bytes {
-                do {
-                    store.sealing = try RecordSeal.Key(bytes)
-                } catch {
-                    throw .failed("the window's key is \(bytes.count) bytes, not 32")
-                }
+            let held = try keys.existingKey()
+            if creating {
+                guard held == nil || held != incognitoKey else { return }
+                let first = incognitoKey == nil
+                let bytes: [UInt8]
+                if let held { bytes = held } else { bytes = try keys.key() }
+                try useIncognitoKey(bytes)
+                // Sealed under a key that is gone (or in the clear, from before sealing): the
+                // session is written again under this one.
+                if store.isOnDisk, !first || store.restoredInTheClear { store.needsRebase = true }
+            } else if let held, sealedFiles {
+                try useIncognitoKey(held)
+                store.refusesClearFiles = true
+            } else if held != nil {
+                try keys.revoke()
+            } else {
+                keyGone = sealedFiles
             }
         } catch {
-            switch error {
-            case .unavailable(let reason):
-                incognitoInMemoryOnly = true
-                store.keepInMemoryOnly()
-                report(.incognitoInMemoryOnly(reason))
-            case .failed:
-                // At restore, a sealed session then does not read: recovery sets it aside as
-                // damage, kept (never deleted on a failure that may pass).
-                guard creating else { return }
-                throw .keyring(error)
-            }
+            incognitoInMemoryOnly = true
+            incognitoKey = nil
+            store.sealing = nil
+            store.keepInMemoryOnly()
+            report(.incognitoInMemoryOnly("\(error)"))
+            return
         }
-        guard !creating, store.sealing == nil, try store.holdsSealedFiles() else { return }
+        guard keyGone else { return }
         try store.destroy()
         report(.discardedIncognito("its key is gone (the machine restarted, or the key was revoked)"))
+    }
+
+    /// The store seals with `bytes` from now on.
+    private func useIncognitoKey(_ bytes: [UInt8]) throws(IncognitoKeyError) {
+        do {
+            stores[1].sealing = try RecordSeal.Key(bytes)
+        } catch {
+            throw .failed("the window's key is \(bytes.count) bytes, not 32")
+        }
+        incognitoKey = bytes
     }
 }

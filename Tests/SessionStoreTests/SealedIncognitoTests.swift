@@ -143,6 +143,29 @@ import Testing
         }
     }
 
+    /// The key revoked while the window runs (and another made in its place): the next
+    /// incognito save writes the whole session under the key the keyring holds, so everything
+    /// acknowledged reads back. Seen losing both tabs before (helper-54's sixth defect): the
+    /// worker went on sealing with the key it had cached.
+    @Test func aKeyReplacedWhileRunningLosesNothingAcknowledged() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            defer { try? keys(root, id).revoke() }
+            let store = try browsedWindow(root, id)
+            try keys(root, id).revoke()
+            let replacement = try keys(root, id).key()
+            let incognito = store.incognito
+            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[2] + "after")) }
+            try store.waitUntilDurable(store.appliedSeq)
+            let expected = try WindowContents(store)
+            #expect(try keys(root, id).existingKey() == replacement)
+            let again = window(root, id)
+            let recovery = try again.recover()
+            #expect(recovery.incognito.damaged.isEmpty, "\(recovery.incognito)")
+            #expect(try WindowContents(again) == expected)
+        }
+    }
+
     /// A sandbox that refuses the keyring (a seccomp filter on this thread): incognito is kept
     /// in memory only, said once; nothing of it reaches the disk; the regular Browser saves.
     @Test func aRefusedKeyringKeepsIncognitoInMemoryOnly() throws {
