@@ -535,6 +535,7 @@ extension BrowserStore {
             kind: kind, window: window, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
         scratch.sealing = sealing
+        scratch.refusesClearFiles = refusesClearFiles
         scratch.fallbackExclusions = excluded
         var loaded = try scratch.load(excluding: excluded)
         guard loaded.reader != nil else { return nil }
