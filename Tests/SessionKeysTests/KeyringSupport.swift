@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SessionKeys
+import SystemPackage
 import Testing
 
 /// A name no other test (or earlier run) uses: a random root identity and window.
@@ -19,8 +20,24 @@ func hex(_ bytes: [UInt8]) -> String {
 }
 
 /// The line of /proc/keys for the key described `name`, if the kernel shows one.
+///
+/// Read whole with `read(2)` until it returns 0: Foundation's readers stop after the first read
+/// that returns less than 4 KiB, as every read of a /proc file does, and saw only the first 4
+/// KiB of the table (a CI run failed so once the table held 147 keys).
 func procKeysLine(_ name: WindowKeyName) throws -> String? {
-    let table = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
+    let fd = open("/proc/keys", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw Errno(rawValue: errno) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+        let got = read(fd, &chunk, chunk.count)
+        if got < 0, errno == EINTR { continue }
+        guard got >= 0 else { throw Errno(rawValue: errno) }
+        if got == 0 { break }
+        bytes += chunk[..<got]
+    }
+    let table = String(decoding: bytes, as: UTF8.self)
     return table.split(separator: "\n").map(String.init).first { $0.hasSuffix(" \(name.description): \(KernelKeyring.keyBytes)") }
 }
 
