@@ -102,7 +102,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionStore",
+                "BrowserModel", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostCoordination

@@ -87,3 +87,12 @@ public enum DiskLayout {
         return String(repeating: "0", count: generationDigits - digits.count) + digits
     }
 }
+
+extension UUID {
+    /// A UUID that is `text` whole. `UUID(uuidString:)` reads a C string, so it stops at a NUL
+    /// and takes "UUID\0anything" for the UUID: a request naming a window must name it exactly.
+    public init?(exactly text: String) {
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else { return nil }
+        self = id
+    }
+}

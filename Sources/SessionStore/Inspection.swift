@@ -1,5 +1,6 @@
 import BrowserModel
 import Foundation
+import HostLimits
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -77,36 +78,51 @@ public enum SessionInspector {
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
         if let window { entries = entries.filter { $0.1 == window } }
         return entries.map { name, id, kind in
-            let directory = DiskLayout.windowDirectory(root: root, name: name)
-            guard kind == .directory else {
-                let damage = BrowserInspection.Damage(
-                    file: directory.string, offset: nil, error: "a \(kind) where a window directory belongs (not followed)")
-                return WindowInspection(uuid: id.uuidString, directory: name, browsers: [], damaged: [damage])
-            }
-            let profile = Profile(stateDirectory: root)
-            var browsers: [BrowserInspection] = []
-            for kind in BrowserKind.allCases {
-                let owner = kind == .regular ? profile : profile.offTheRecordProfile
-                // The window's own Browsers, as recovery reads them: replaying one checks its tab
-                // ids against the other's (a record bringing in an id the other holds is damage).
-                let store = BrowserStore(
-                    kind: kind, window: id, directory: DiskLayout.browserDirectory(window: directory, kind: kind),
-                    list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
-                // The incognito Browser's files open with the window's key when the keyring
-                // holds it (the same user on the running machine); without it they show as
-                // sealed files whose key is gone.
-                if kind == .incognito, let key = try? KernelIncognitoKeys(root: root, window: id).existingKey() {
-                    store.sealing = try? RecordSeal.Key(key)
-                }
-                do throws(StoreError) {
-                    guard try io({ try engine.kind(store.directory) }) != nil else { continue }
-                    browsers.append(try inspect(store, deep: deep))
-                } catch {
-                    browsers.append(BrowserInspection(unreadable: store, error))
-                }
-            }
-            return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: sharedTabIDs(browsers, directory))
+            Self.window(at: DiskLayout.windowDirectory(root: root, name: name), id: id, kind: kind, root: root, deep: deep, engine: engine)
         }
+    }
+
+    /// A set-aside entry as `inspect` shows a window: its Browsers (what can be read of damaged
+    /// files, with what failed), read only; an entry that is no directory shows as such.
+    public static func inspect(setAside entry: SetAsideEntry, root: FilePath, deep: Bool = false, engine: any IOEngine = SyncEngine()) -> WindowInspection {
+        window(at: entry.path, id: entry.window ?? noWindow, kind: entry.kind, root: root, deep: deep, engine: engine)
+    }
+
+    /// The UUID an entry that names no window is read under (it holds no key, matches no window).
+    static let noWindow = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
+    /// One window directory (`directory`, of window `id`): each of its Browsers as recovery
+    /// reads them.
+    private static func window(at directory: FilePath, id: UUID, kind: EntryKind, root: FilePath, deep: Bool, engine: any IOEngine) -> WindowInspection {
+        let name = directory.lastComponent?.string ?? ""
+        guard kind == .directory else {
+            let damage = BrowserInspection.Damage(
+                file: directory.string, offset: nil, error: "a \(kind) where a window directory belongs (not followed)")
+            return WindowInspection(uuid: id.uuidString, directory: name, browsers: [], damaged: [damage])
+        }
+        let profile = Profile(stateDirectory: root)
+        var browsers: [BrowserInspection] = []
+        for kind in BrowserKind.allCases {
+            let owner = kind == .regular ? profile : profile.offTheRecordProfile
+            // The window's own Browsers, as recovery reads them: replaying one checks its tab
+            // ids against the other's (a record bringing in an id the other holds is damage).
+            let store = BrowserStore(
+                kind: kind, window: id, directory: DiskLayout.browserDirectory(window: directory, kind: kind),
+                list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
+            // The incognito Browser's files open with the window's key when the keyring
+            // holds it (the same user on the running machine); without it they show as
+            // sealed files whose key is gone.
+            if kind == .incognito, let key = try? KernelIncognitoKeys(root: root, window: id).existingKey() {
+                store.sealing = try? RecordSeal.Key(key)
+            }
+            do throws(StoreError) {
+                guard try io({ try engine.kind(store.directory) }) != nil else { continue }
+                browsers.append(try inspect(store, deep: deep))
+            } catch {
+                browsers.append(BrowserInspection(unreadable: store, error))
+            }
+        }
+        return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: sharedTabIDs(browsers, directory))
     }
 
     /// Tab ids both Browsers of a window hold (from their snapshots: a journal record that would
@@ -172,5 +188,40 @@ extension BrowserInspection {
         self.init(
             kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0, journalBytes: 0,
             tornTailAt: nil, files: [], damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
+    }
+}
+
+/// What a set-aside entry holds, in a few numbers: what `inspect --set-aside ID --summary`
+/// prints and the supervisor lists (`SetAsideStatus`), from a child process.
+public struct SetAsideSummary: Codable, Equatable, Sendable {
+    /// The Browsers it has a directory for: `regular`, `incognito`.
+    public var browsers: [String]
+    public var regularTabs: Int
+    public var incognitoTabs: Int
+    /// The newest durable seq readable in it: the higher of its Browsers'.
+    public var durableSeq: UInt64
+    public var damaged: Bool
+
+    enum CodingKeys: String, CodingKey {
+        case browsers, damaged
+        case regularTabs = "regular_tabs"
+        case incognitoTabs = "incognito_tabs"
+        case durableSeq = "durable_seq"
+    }
+
+    public init(_ window: WindowInspection) {
+        browsers = window.browsers.map(\.kind)
+        regularTabs = window.browsers.first { $0.kind == BrowserKind.regular.rawValue }?.tabs.count ?? 0
+        incognitoTabs = window.browsers.first { $0.kind == BrowserKind.incognito.rawValue }?.tabs.count ?? 0
+        durableSeq = window.browsers.map(\.durableSeq).max() ?? 0
+        damaged = window.isDamaged
+    }
+
+    /// Whether every number is one a session of this host can hold: the summary comes from a
+    /// process that read untrusted files, and is checked before it is shown.
+    public var isPlausible: Bool {
+        browsers.count <= BrowserKind.allCases.count && Set(browsers).isSubset(of: BrowserKind.allCases.map(\.rawValue))
+            && (0...Limits.maxTabsPerBrowser).contains(regularTabs) && (0...Limits.maxTabsPerBrowser).contains(incognitoTabs)
+            && Limits.isValidCommandSeq(durableSeq)
     }
 }

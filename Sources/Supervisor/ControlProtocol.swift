@@ -1,6 +1,8 @@
+import BrowserModel
 import Foundation
 import HostCoordination
 import HostLimits
+import SessionStore
 
 /// A JSON value, for control replies whose shape depends on the verb.
 public enum JSONValue: Codable, Equatable, Sendable {
@@ -76,6 +78,8 @@ public enum Verb: String, CaseIterable, Sendable {
     case save
     case waitDurable = "wait-durable"
     case kill, dump
+    case setAside = "set-aside"
+    case adopt, discard
 }
 
 /// What a request asks of one window.
@@ -105,6 +109,13 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     case connect
     case shutdown
     case window(UUID, WindowRequest)
+    /// The entries of `ROOT/set-aside/`.
+    case setAside
+    /// Brings entry `id` back as a window: under its own UUID unless `asNewWindow` or that
+    /// window is open or on disk; answered once the window has restored and saved durably.
+    case adopt(entry: String, asNewWindow: Bool)
+    /// Deletes entry `id` durably.
+    case discard(entry: String)
 
     public var verb: Verb {
         switch self {
@@ -112,6 +123,9 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .stats: .stats
         case .connect: .connect
         case .shutdown: .shutdown
+        case .setAside: .setAside
+        case .adopt: .adopt
+        case .discard: .discard
         case .window(_, .tab(.open)): .open
         case .window(_, .tab(.navigate)): .navigate
         case .window(_, .tab(.close)): .close
@@ -231,6 +245,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         var histogram: Bool?
         var aim: Bool?
         var seq: UInt64?
+        var entry: String?
+        var newWindow: Bool?
     }
 
     public init(from decoder: any Decoder) throws {
@@ -256,18 +272,29 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             }
             return given
         }
+        /// A set-aside entry's id as the user gave it: one the host could have named, or 65.
+        func entry() throws(ControlFailure) -> String {
+            guard let entry = wire.entry else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs an entry id (ctl set-aside lists them)") }
+            guard SetAsideShelf.isValidID(entry) else {
+                throw ControlFailure(code: .badData, message: "'\(entry.debugDescription.dropFirst().dropLast())' is no set-aside entry id (ctl set-aside lists them)")
+            }
+            return entry
+        }
         switch verb {
         case .status: self = .status; return
         case .stats: self = .stats(histogram: wire.histogram ?? false); return
         case .connect: self = .connect; return
         case .shutdown: self = .shutdown; return
+        case .setAside: self = .setAside; return
+        case .adopt: self = .adopt(entry: try entry(), asNewWindow: wire.newWindow ?? false); return
+        case .discard: self = .discard(entry: try entry()); return
         default: break
         }
         guard let text = wire.window else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window") }
         let id = try Self.windowID(text)
         let request: WindowRequest
         switch verb {
-        case .status, .stats, .connect, .shutdown:
+        case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard:
             preconditionFailure("answered above")
         case .open:
             let url = wire.url ?? "about:blank"
@@ -303,8 +330,10 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     public func encode(to encoder: any Encoder) throws {
         var wire = Wire(verb: verb.rawValue)
         switch self {
-        case .status, .connect, .shutdown: break
+        case .status, .connect, .shutdown, .setAside: break
         case .stats(let histogram): wire.histogram = histogram
+        case .adopt(let entry, let asNewWindow): (wire.entry, wire.newWindow) = (entry, asNewWindow)
+        case .discard(let entry): wire.entry = entry
         case .window(let id, let request):
             wire.window = id.uuidString
             switch request {
@@ -369,14 +398,5 @@ public enum SignalName {
     /// `signal`'s name without SIG (`KILL`), or its number for one without a name here.
     public static func name(_ signal: Int32) -> String {
         numbers.first { $0.value == signal }?.key ?? "\(signal)"
-    }
-}
-
-extension UUID {
-    /// A UUID that is `text` whole. `UUID(uuidString:)` reads a C string, so it stops at a NUL
-    /// and takes "UUID\0anything" for the UUID: a request naming a window must name it exactly.
-    public init?(exactly text: String) {
-        guard text.utf8.count == 36, let id = UUID(uuidString: text) else { return nil }
-        self = id
     }
 }

@@ -139,7 +139,8 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var root: String
     public var socket: String
     public var windows: [WindowStatus]
-    public var setAside: [SetAside]
+    /// Every entry of `ROOT/set-aside/`, as `set-aside` lists them.
+    public var setAside: [SetAsideStatus]
     public var order: [String]
 
     enum CodingKeys: String, CodingKey {
@@ -147,14 +148,80 @@ public struct StatusReply: Codable, Equatable, Sendable {
         case supervisorPID = "supervisor_pid"
         case setAside = "set_aside"
     }
+}
 
-    public struct SetAside: Codable, Equatable, Sendable {
-        public var uuid: String
-        public var path: String
-        /// ISO 8601.
-        public var at: String
-        public var reason: String
+/// `set-aside`: every entry of `ROOT/set-aside/`, sorted by id.
+public struct SetAsideReply: Codable, Equatable, Sendable {
+    public var setAside: [SetAsideStatus]
+
+    enum CodingKeys: String, CodingKey {
+        case setAside = "set_aside"
     }
+}
+
+/// One entry of `ROOT/set-aside/`. What it holds (`browsers` to `damaged`) is read by
+/// `windowhost inspect --set-aside ID --summary` in a child process, never by the supervisor
+/// itself (a session that crashes its worker must not crash the supervisor): null until
+/// `summary` is `read`.
+public struct SetAsideStatus: Codable, Equatable, Sendable {
+    public var id: String
+    /// The window it came from; null for a root file (`handed-out`).
+    @ExplicitNull public var uuid: String?
+    /// `crash_loop`, `damaged_file`, `symlink`, `bad_entry` or `unrecorded` (`SetAsideReason`).
+    public var reason: String
+    /// ISO 8601, to the second; null when its name carries no time.
+    @ExplicitNull public var at: String?
+    /// What this supervisor saw when it set the entry aside; null for entries found on disk.
+    @ExplicitNull public var detail: String?
+    public var path: String
+    /// `directory`, `symlink`, `file` or `other`, as found (never followed).
+    public var kind: String
+    /// `set_aside`, or `adopting` while `adopt` brings it back as window `adopting_as`.
+    public var state: String
+    @ExplicitNull public var adoptingAs: String?
+    /// `read`, `pending`, `not_a_session` (a symlink, a file, `handed-out`) or `unreadable: …`.
+    public var summary: String
+    @ExplicitNull public var browsers: [String]?
+    @ExplicitNull public var tabs: UInt64?
+    @ExplicitNull public var regularTabs: UInt64?
+    @ExplicitNull public var incognitoTabs: UInt64?
+    /// The newest durable seq readable in it (the higher of its Browsers').
+    @ExplicitNull public var durableSeq: UInt64?
+    /// Whether any of its files failed their checks (`inspect --set-aside ID` names them).
+    @ExplicitNull public var damaged: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case id, uuid, reason, at, detail, path, kind, state, summary, browsers, tabs, damaged
+        case adoptingAs = "adopting_as"
+        case regularTabs = "regular_tabs"
+        case incognitoTabs = "incognito_tabs"
+        case durableSeq = "durable_seq"
+    }
+}
+
+/// `adopt`: the entry is a window again, restored and saved durably; it has left `set-aside/`.
+public struct AdoptReply: Codable, Equatable, Sendable {
+    public var entry: String
+    public var window: String
+    public var pid: Int32
+    /// Whether it came back under a new UUID (asked, or its own was taken).
+    public var asNewWindow: Bool
+    public var regularTabs: UInt64
+    public var incognitoTabs: UInt64
+    public var durableSeq: UInt64
+
+    enum CodingKeys: String, CodingKey {
+        case entry, window, pid
+        case asNewWindow = "as_new_window"
+        case regularTabs = "regular_tabs"
+        case incognitoTabs = "incognito_tabs"
+        case durableSeq = "durable_seq"
+    }
+}
+
+/// `discard`: what was deleted, as the list showed it last.
+public struct DiscardReply: Codable, Equatable, Sendable {
+    public var discarded: SetAsideStatus
 }
 
 /// One window in `status`. Counters a worker publishes in shared memory are `exactInJSON`.

@@ -56,6 +56,12 @@ extension Supervisor {
             beginShutdown()
         case .window(let id, let asked):
             handle(asked, window: id, from: client)
+        case .setAside:
+            listSetAside(for: client)
+        case .adopt(let entry, let asNewWindow):
+            adopt(entry, asNewWindow: asNewWindow, for: client)
+        case .discard(let entry):
+            discard(entry, for: client)
         }
     }
 

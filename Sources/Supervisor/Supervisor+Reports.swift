@@ -32,13 +32,9 @@ extension Supervisor {
                 lostSeqs: window.lostSeqs.ranges.map(SeqRange.init),
                 incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly ? "memory_only" : "sealed")
         }
-        let asides = setAsideRecords.map { record in
-            StatusReply.SetAside(
-                uuid: record.window.uuidString, path: record.path.string, at: record.at, reason: record.reason)
-        }
         return StatusReply(
             supervisorPID: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
-            setAside: asides, order: registry.order.map(\.uuidString))
+            setAside: setAsideList(), order: registry.order.map(\.uuidString))
     }
 
     func statsReply(withHistogram: Bool) -> StatsReply {

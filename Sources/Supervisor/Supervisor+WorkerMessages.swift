@@ -51,6 +51,7 @@ extension Supervisor {
             windows[slot] = window
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
+            if justReady, window.floorProbe == nil { adoptionRestored(slot) }
             if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
             for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
@@ -280,6 +281,9 @@ extension Supervisor {
                 // Answered when the worker has exited.
                 window.pending[reply.request] = pending
                 return
+            case .adoptionSave:
+                window.adoption?.savedSeq = done.appliedSeq
+                return
             case .save(wait: true):
                 if let client = pending.client {
                     window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
@@ -295,6 +299,14 @@ extension Supervisor {
     }
 
     func finishDisconnect(_ slot: Int, cleanExit: Bool, description: String) {
+        // An adoption ends with its window: complete if it restored and its disconnect saved.
+        if windows[slot]?.adoption != nil {
+            if cleanExit, windows[slot]?.readyAt != nil {
+                completeAdoption(slot)
+            } else {
+                abandonAdoption(slot, why: "the window went (\(description)) before it had restored and saved")
+            }
+        }
         guard let window = windows[slot] else { return }
         windows[slot] = nil
         let view = region.slot(slot)

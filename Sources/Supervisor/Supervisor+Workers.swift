@@ -16,7 +16,14 @@ extension Supervisor {
     func connectScene(waiter: ClientID?) -> UUID? {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
         let id = registry.reserve()
+        openWindow(id, slot: slot, waiter: waiter)
+        return id
+    }
+
+    /// Takes `slot` for window `id`, reserved, and spawns its worker.
+    func openWindow(_ id: UUID, slot: Int, waiter: ClientID? = nil, adoption: Adoption? = nil) {
         var window = Window(id: id, slot: slot, lifecycle: WindowLifecycle(policy: configuration.restartPolicy), reservedAt: monotonicNanoseconds())
+        window.adoption = adoption
         // What a supervisor before may have handed out: its first worker numbers above it, and
         // `becameReady` names what it did not restore lost, beside what was lost before.
         if let record = handedOut[id] {
@@ -32,7 +39,6 @@ extension Supervisor {
         windows[slot] = window
         spawn(slot)
         logger.info("scene connected", metadata: ["window": "\(id)", "slot": "\(slot)"])
-        return id
     }
 
     func spawn(_ slot: Int) {
@@ -211,6 +217,13 @@ extension Supervisor {
                 spawn(slot)
             case .setAside:
                 let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
+                if window.adoption != nil {
+                    // An adopted session that still does not start goes back to its entry, and
+                    // the window it was to be goes.
+                    abandonAdoption(slot, why: reason)
+                    carryOut(step(slot, .disconnectRequested), slot, description: description)
+                    continue
+                }
                 guard let failure = setAside(slot, reason: reason) else {
                     carryOut(step(slot, .setAsideDone), slot, description: description)
                     continue
@@ -259,8 +272,8 @@ extension Supervisor {
     func setAside(_ slot: Int, reason: String) -> String? {
         guard let window = windows[slot] else { return nil }
         do {
-            if let path = try files.setAside(window.id, at: Date()) {
-                setAsideRecords.append(SetAsideRecord(window: window.id, path: path, reason: reason))
+            if let path = try files.setAside(window.id, reason: .crashLoop, at: Date()) {
+                shelve(path, detail: reason)
                 logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
             }
             return nil
@@ -278,6 +291,8 @@ extension Supervisor {
             strayScanAt = now + Self.strayScanNanoseconds
             killStrays(cameFrom: nil, waitingUpTo: 0)
         }
+        runSetAsideWork(now)
+        completeAdoptions()
         expireKillWaiters(now)
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
@@ -356,7 +371,8 @@ extension Supervisor {
     func killStrays(cameFrom window: UUID?, waitingUpTo wait: UInt64) {
         let deadline = monotonicNanoseconds() + wait
         while true {
-            let workers = Set(windows.values.compactMap { $0.worker?.pid })
+            // A set-aside summary's reader is the supervisor's own child, no stray.
+            let workers = Set(windows.values.compactMap { $0.worker?.pid } + [summaryJob?.pid].compactMap { $0 })
             let strays: [pid_t]
             do throws(Errno) {
                 strays = try Strays.children(of: getpid()).filter { !workers.contains($0) }

@@ -138,6 +138,8 @@ public final class Supervisor {
         var readyWaiters: [ReadyWaiter] = []
         var exitWaiters: [ClientID] = []
         var durableWaiters: [DurableWaiter] = []
+        /// The set-aside entry this window brings back, until it has restored and saved.
+        var adoption: Adoption?
 
         var isLive: Bool { worker != nil }
         /// The worker's pid, 0 while none serves.
@@ -179,6 +181,8 @@ public final class Supervisor {
             case dump
             /// The dump of `Window.floorProbe`: never a client's.
             case floorProbe
+            /// The save an adopted window makes once restored (`Supervisor.adoptionRestored`).
+            case adoptionSave
 
             /// What the worker's ring carries for it.
             var command: WindowCommand {
@@ -186,7 +190,7 @@ public final class Supervisor {
                 case .tab(let command): .tab(command)
                 case .scene(let change): .scene(change)
                 case .shutdownDisconnect: .scene(.disconnect)
-                case .save: .save
+                case .save, .adoptionSave: .save
                 case .dump, .floorProbe: .dump
                 }
             }
@@ -210,21 +214,6 @@ public final class Supervisor {
         case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
     }
 
-    struct SetAsideRecord {
-        let window: UUID
-        let path: FilePath
-        /// ISO 8601, formatted once: `status` is built every 100 ms with `--http`.
-        let at: String
-        let reason: String
-
-        init(window: UUID, path: FilePath, reason: String) {
-            self.window = window
-            self.path = path
-            at = ISO8601DateFormatter().string(from: Date())
-            self.reason = reason
-        }
-    }
-
     let configuration: SupervisorConfiguration
     var logger: Logger
     let files: SupervisorFiles
@@ -240,7 +229,12 @@ public final class Supervisor {
     var strayScanAt: UInt64 = 0
     /// Strays sent SIGKILL and not yet reaped: each is logged once.
     var straysKilled: Set<pid_t> = []
-    var setAsideRecords: [SetAsideRecord] = []
+    /// `ROOT/set-aside/`, by entry id (`Supervisor+SetAside`).
+    var shelf: [String: ShelvedEntry] = [:]
+    /// The one child reading an entry's summary now, if any.
+    var summaryJob: SummaryJob?
+    /// `set-aside` requests waiting for summaries being read, and until when.
+    var setAsideWaiters: [(client: ClientID, deadline: UInt64)] = []
     /// Each window's ceilings and lost seqs as `handed-out` holds them on disk: no reply shows
     /// a seq or tab id above its window's ceilings (`recordHandedOut`).
     var handedOut: [UUID: HandedOutWindow] = [:]
@@ -318,10 +312,16 @@ public final class Supervisor {
             throw SupervisorError.region(error)
         }
         configuration.observation?.attach(region, startedAt: startedAt)
+        // Adoptions a supervisor before left unfinished go back to their entries first, so no
+        // half-adopted session is taken for a window.
+        for (id, target) in try files.recoverAdoptions() {
+            logger.warning("an adoption left unfinished: the session is set aside again", metadata: ["entry": "\(id)", "window": "\(target)"])
+        }
         let scan = try files.windowsOnDisk(at: Date())
+        var details: [String: String] = [:]
         for entry in scan.setAside {
-            if let path = entry.path { setAsideRecords.append(SetAsideRecord(window: entry.window, path: path, reason: entry.reason)) }
-            logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.reason)"])
+            if let name = entry.path?.lastComponent?.string { details[name] = entry.detail }
+            logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.detail)"])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
         switch try files.handedOutRecord(at: Date()) {
@@ -333,7 +333,7 @@ public final class Supervisor {
             handedOut = record.filter { onDisk.contains($0.key) }
         case .damaged(let reason, let path):
             handedOutDamaged = true
-            if let path { setAsideRecords.append(SetAsideRecord(window: WindowRegistry.unavailable, path: path, reason: reason)) }
+            if let name = path?.lastComponent?.string { details[name] = reason }
             logger.error(
                 "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
                 metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
@@ -350,6 +350,8 @@ public final class Supervisor {
             throw SupervisorError.socket(error)
         }
         initialScenesPending = configuration.scenes
+        loadShelf(details: details)
+        files.removeDiscarded(files.discardedLeftovers())
     }
 
     /// Takes `supervisor.lock`. The root's own lock is ours, so no supervisor of this version

@@ -46,10 +46,11 @@ struct SupervisorFiles {
 
     /// An entry of `windows/` that could not serve as a window and was moved to `set-aside/`
     /// as itself, or could not be moved (`path` nil) and is left unused.
-    struct SetAsideEntry {
+    struct MovedAside {
         let window: UUID
         let path: FilePath?
-        let reason: String
+        let reason: SetAsideReason
+        let detail: String
     }
 
     /// The windows under `windows/`, after putting each in order, durably:
@@ -61,7 +62,7 @@ struct SupervisorFiles {
     /// Names that are no UUID are left alone.
     /// A listing that fails (EIO, EMFILE) is thrown: starting with no windows would rewrite
     /// `windows.order` without them, and their order would be lost.
-    func windowsOnDisk(at date: Date) throws(SupervisorError) -> (windows: [UUID], setAside: [SetAsideEntry]) {
+    func windowsOnDisk(at date: Date) throws(SupervisorError) -> (windows: [UUID], setAside: [MovedAside]) {
         let listing: [(name: String, kind: EntryKind)]?
         do {
             // Only UUID names matter here (ASCII); any other name is left alone.
@@ -71,7 +72,7 @@ struct SupervisorFiles {
         }
         guard let entries = listing else { return ([], []) }
         var found: [UUID] = []
-        var setAside: [SetAsideEntry] = []
+        var setAside: [MovedAside] = []
         // Windows whose canonical name is taken by a directory: another spelling then goes aside.
         var taken = Set(entries.filter { $0.kind == .directory }.map(\.name).compactMap { name in
             UUID(uuidString: name).flatMap { $0.uuidString == name ? $0 : nil }
@@ -79,14 +80,15 @@ struct SupervisorFiles {
         for entry in entries {
             guard let id = UUID(uuidString: entry.name) else { continue }
             let canonical = entry.name == id.uuidString
-            let reason: String
+            let reason: SetAsideReason
+            let detail: String
             if entry.kind != .directory {
-                reason = "a \(entry.kind) named like a window directory (not followed)"
+                (reason, detail) = (entry.kind == .symlink ? .symlink : .badEntry, "a \(entry.kind) named like a window directory (not followed)")
             } else if canonical {
                 found.append(id)
                 continue
             } else if taken.contains(id) {
-                reason = "a second spelling of window \(id.uuidString)"
+                (reason, detail) = (.badEntry, "a second spelling of window \(id.uuidString)")
             } else {
                 do {
                     try NoFollow.rename(windows.appending(entry.name), to: windowDirectory(id))
@@ -94,14 +96,14 @@ struct SupervisorFiles {
                     taken.insert(id)
                     found.append(id)
                 } catch {
-                    setAside.append(SetAsideEntry(window: id, path: nil, reason: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))
+                    setAside.append(MovedAside(window: id, path: nil, reason: .badEntry, detail: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))
                 }
                 continue
             }
             do {
-                setAside.append(SetAsideEntry(window: id, path: try move(entry.name, window: id, at: date), reason: reason))
+                setAside.append(MovedAside(window: id, path: try move(entry.name, window: id, reason: reason, at: date), reason: reason, detail: detail))
             } catch {
-                setAside.append(SetAsideEntry(window: id, path: nil, reason: "\(reason); cannot set it aside: \(error)"))
+                setAside.append(MovedAside(window: id, path: nil, reason: reason, detail: "\(detail); cannot set it aside: \(error)"))
             }
         }
         return (found, setAside)
@@ -172,7 +174,7 @@ struct SupervisorFiles {
         }
         do {
             try makeSetAsideDirectory(at: date)
-            let destination = try Self.unusedName(under: setAside, "\(RootLayout.handedOut)-\(Self.stamp(date))")
+            let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(RootLayout.handedOut, at: date, reason: .damagedFile))
             try NoFollow.rename(handedOut, to: destination)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(root)
@@ -224,21 +226,114 @@ struct SupervisorFiles {
         }
     }
 
-    /// Moves a window's whole session to `set-aside/<UUID>-<UTC time>/`, never deleting it.
-    /// Nil when the window has nothing on disk.
-    func setAside(_ id: UUID, at date: Date) throws -> FilePath? {
+    /// Moves a window's whole session to `set-aside/<UUID>-<UTC time>-<reason>/`, never
+    /// deleting it. Nil when the window has nothing on disk.
+    func setAside(_ id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath? {
         guard try NoFollow.kind(windowDirectory(id)) != nil else { return nil }
-        return try move(id.uuidString, window: id, at: date)
+        return try move(id.uuidString, window: id, reason: reason, at: date)
     }
 
-    /// Moves `windows/<name>` as itself to `set-aside/<UUID>-<UTC time>[-N]`.
-    private func move(_ name: String, window id: UUID, at date: Date) throws -> FilePath {
+    /// Moves `windows/<name>` as itself to `set-aside/<UUID>-<UTC time>-<reason>[-N]`
+    /// (`SetAsideShelf` names it).
+    private func move(_ name: String, window id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath {
         try makeSetAsideDirectory(at: date)
-        let destination = try Self.unusedName(under: setAside, "\(id.uuidString)-\(Self.stamp(date))")
+        let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(id.uuidString, at: date, reason: reason))
         try NoFollow.rename(windows.appending(name), to: destination)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
         return destination
+    }
+
+    // MARK: adopting and discarding set-aside entries (`ctl adopt`, `ctl discard`)
+
+    /// Moves `entry` to `windows/<target>` for adoption. The marker naming both is made durable
+    /// first, so a supervisor killed at any point leaves either the entry where it was or the
+    /// marker that sends it back (`recoverAdoptions`); the entry leaves `set-aside/` for good
+    /// only at `endAdoption(returning: false)`.
+    func beginAdoption(_ entry: SetAsideEntry, as target: UUID) throws {
+        let marker = setAside.appending(SetAsideShelf.adoptionMarker(id: entry.id, target: target))
+        try NoFollow.open(marker, .create).close()
+        try Self.syncDirectory(setAside)
+        do {
+            try NoFollow.rename(entry.path, to: windowDirectory(target))
+        } catch {
+            try? NoFollow.remove(marker)
+            try? Self.syncDirectory(setAside)
+            throw error
+        }
+        do {
+            try Self.syncDirectory(windows)
+            try Self.syncDirectory(setAside)
+        } catch {
+            try? endAdoption(entry.id, as: target, returning: true)
+            throw error
+        }
+    }
+
+    /// Ends the adoption of entry `id` as `target`. `returning`: the session goes back to
+    /// `set-aside/<id>` as it is now (when `windows/<target>` is there and that name free);
+    /// else it stays a window. Either way the marker goes last, each step synced.
+    func endAdoption(_ id: String, as target: UUID, returning: Bool) throws {
+        let entry = setAside.appending(id)
+        if returning, try NoFollow.kind(windowDirectory(target)) != nil, try NoFollow.kind(entry) == nil {
+            try NoFollow.rename(windowDirectory(target), to: entry)
+            try Self.syncDirectory(setAside)
+            try Self.syncDirectory(windows)
+        }
+        try NoFollow.remove(setAside.appending(SetAsideShelf.adoptionMarker(id: id, target: target)))
+        try Self.syncDirectory(setAside)
+    }
+
+    /// Adoptions a supervisor before did not finish (killed, or stopped before the window had
+    /// saved): each session goes back to its entry, before `windows/` is read. The ones ended.
+    func recoverAdoptions() throws(SupervisorError) -> [(id: String, target: UUID)] {
+        let names: [String]
+        do {
+            names = (try NoFollow.entryNames(setAside) ?? []).map(\.name)
+        } catch {
+            throw .setup("list \(setAside)", error)
+        }
+        var ended: [(id: String, target: UUID)] = []
+        for case let (id, target)? in names.map(SetAsideShelf.adoption(marker:)) {
+            do {
+                try endAdoption(id, as: target, returning: true)
+            } catch {
+                throw .setup("return window \(target) to \(setAside.appending(id))", (error as? Errno) ?? .ioError)
+            }
+            ended.append((id, target))
+        }
+        return ended
+    }
+
+    /// Takes `entry` out of `set-aside/` durably, in one rename to its discarding name: from
+    /// then on it is gone, whatever happens to the removal of its bytes (`removeDiscarded`).
+    func discard(_ entry: SetAsideEntry) throws -> FilePath {
+        let away = try Self.unusedName(under: setAside, SetAsideShelf.discardingName(entry.id))
+        try NoFollow.rename(entry.path, to: away)
+        try Self.syncDirectory(setAside)
+        return away
+    }
+
+    /// Discarded entries whose bytes are not all removed yet (a supervisor stopped meanwhile).
+    func discardedLeftovers() -> [FilePath] {
+        ((try? NoFollow.entryNames(setAside)) ?? nil)?.map(\.name).filter(SetAsideShelf.isDiscarding).map { setAside.appending($0) } ?? []
+    }
+
+    /// Removes what `discard` took away, as itself (never following a symlink, any depth), off
+    /// the supervisor's thread: a planted tree of a million entries takes minutes.
+    func removeDiscarded(_ paths: [FilePath]) {
+        guard !paths.isEmpty else { return }
+        let (logger, directory) = (self.logger, setAside)
+        DispatchQueue.global(qos: .utility).async {
+            for path in paths {
+                do {
+                    try NoFollow.removeTree(path)
+                    try Self.syncDirectory(directory)
+                } catch {
+                    logger.error("cannot remove a discarded set-aside entry; tried again at the next start", metadata: ["path": "\(path)", "error": "\(error)"])
+                }
+            }
+        }
     }
 
     /// Makes `set-aside/` a real directory. Anything else under its name (a symlink, a file, a
@@ -246,7 +341,7 @@ struct SupervisorFiles {
     /// time>[-N]` beside it (never followed, never deleted) and logged.
     private func makeSetAsideDirectory(at date: Date) throws {
         if let kind = try NoFollow.kind(setAside), kind != .directory {
-            let away = try Self.unusedName(under: root, "\(RootLayout.setAside).not-a-directory-\(Self.stamp(date))")
+            let away = try Self.unusedName(under: root, "\(RootLayout.setAside).not-a-directory-\(SetAsideShelf.stamp(date))")
             try NoFollow.rename(setAside, to: away)
             try Self.syncDirectory(root)
             logger.warning(
@@ -258,15 +353,6 @@ struct SupervisorFiles {
 
     private static func unusedName(under directory: FilePath, _ base: String) throws(Errno) -> FilePath {
         try directory.appendingUnusedName(base) { path throws(Errno) in try NoFollow.kind(path) != nil }
-    }
-
-    /// A UTC time for names: `20261122T185700Z`.
-    private static func stamp(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        return formatter.string(from: date)
     }
 
     /// Creates `path` and its missing parents, 0700, each followed by a sync of its parent. An

@@ -37,6 +37,25 @@ public struct WindowRegistry: Sendable {
             reserved.insert(saved)
             return saved
         }
+        return reserveNew(makeUUID: makeUUID)
+    }
+
+    /// Whether `id` is a window this registry has (open, reserved, or known on disk) or a
+    /// sentinel: no other session may take it.
+    public func isKnown(_ id: UUID) -> Bool {
+        Self.sentinels.contains(id) || open.contains(id) || reserved.contains(id) || order.contains(id) || onDisk.contains(id)
+    }
+
+    /// Reserves `id` itself, for a session that comes back under its own UUID (an adopted
+    /// set-aside entry). Only an unknown UUID is reserved: nil for a known one.
+    public mutating func reserve(returning id: UUID) -> UUID? {
+        guard !isKnown(id) else { return nil }
+        reserved.insert(id)
+        return id
+    }
+
+    /// A UUID no window has had, reserved: never one on disk.
+    public mutating func reserveNew(makeUUID: () -> UUID = UUID.init) -> UUID {
         var fresh = makeUUID()
         while Self.sentinels.contains(fresh) || order.contains(fresh) || reserved.contains(fresh) { fresh = makeUUID() }
         reserved.insert(fresh)

@@ -34,7 +34,7 @@ struct ControlCommand: ParsableCommand {
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
             Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Save.self, WaitDurable.self, Kill.self,
-            Dump.self, Stats.self, Shutdown.self,
+            Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, Shutdown.self,
         ])
 
     /// What each exit of `ctl` means, in the help: every code a reply carries.
@@ -158,7 +158,7 @@ extension ControlCommand {
                 let failing = window.failing.map { ["saves failing (\($0.browsers.joined(separator: "+"))): \($0.error)"] } ?? []
                 return "\(window.uuid)  " + (fields + failing).joined(separator: "  ")
             }
-            for aside in status.setAside { lines.append("set aside: \(aside.uuid) → \(aside.path) (\(aside.reason))") }
+            for aside in status.setAside { lines.append("set aside: " + SetAside.line(aside)) }
             return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
         }
     }
@@ -364,6 +364,69 @@ extension ControlCommand {
             for window in stats.windows { lines.append(row(window.uuid, window.saves, directIO: window.directIO.map { $0 ? "yes" : "no" } ?? "-")) }
             lines.append(row("total", stats.total.saves, directIO: ""))
             return lines.joined(separator: "\n")
+        }
+    }
+
+    struct SetAside: ControlVerb {
+        static let configuration = CommandConfiguration(
+            commandName: Verb.setAside.rawValue,
+            abstract: "What is set aside under ROOT/set-aside/: id, window, when and why, Browsers, tabs, newest durable seq.",
+            discussion: """
+                Sessions are set aside when their window crash-loops, and entries that cannot be windows (a symlink, a \
+                file, a second spelling of a UUID, a damaged handed-out) when found; nothing there is deleted but by \
+                `ctl discard`. What an entry holds is read by `windowhost inspect --set-aside ID` in a process of its own.
+                """)
+        @OptionGroup var control: ControlOptions
+        func request() -> ControlRequest { .setAside }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let entries = try reply.decode(SetAsideReply.self).setAside
+            return entries.isEmpty ? "nothing set aside" : entries.map(Self.line).joined(separator: "\n")
+        }
+
+        /// One entry on one line, for `set-aside` and `status`.
+        static func line(_ entry: SetAsideStatus) -> String {
+            var fields = [entry.id, "window \(entry.uuid ?? "-")", entry.reason, entry.at ?? "time unrecorded"]
+            switch entry.summary {
+            case "read":
+                fields.append("\((entry.browsers ?? []).joined(separator: "+")) tabs \(entry.regularTabs ?? 0)+\(entry.incognitoTabs ?? 0)")
+                fields.append("durable \(entry.durableSeq ?? 0)" + (entry.damaged == true ? " (damaged files)" : ""))
+            case "not_a_session": fields.append("a \(entry.kind), no session")
+            default: fields.append(entry.summary)
+            }
+            if let target = entry.adoptingAs { fields.append("being adopted as \(target)") }
+            return fields.joined(separator: "  ")
+        }
+    }
+
+    struct Adopt: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "Bring a set-aside session back as a window; returns once it has restored and saved durably.",
+            discussion: """
+                It comes back under its own UUID when that window is neither open nor on disk, else (or with \
+                --as-new-window) under a new one, through the normal restore with every check. The entry leaves \
+                set-aside/ only once the window has restored and saved. A session that still does not start goes back \
+                to its entry (65), and no other window is touched. 65: no such entry, or it holds no session; 75: the \
+                entry is being adopted, no window slot is free, or the supervisor is stopping.
+                """)
+        @OptionGroup var control: ControlOptions
+        @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
+        @Flag(help: "Under a new UUID even if its own is free.") var asNewWindow = false
+        func request() -> ControlRequest { .adopt(entry: id, asNewWindow: asNewWindow) }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let adopted = try reply.decode(AdoptReply.self)
+            return "window \(adopted.window)\(adopted.asNewWindow ? " (a new UUID)" : ""): tabs \(adopted.regularTabs)+\(adopted.incognitoTabs), durable \(adopted.durableSeq)"
+        }
+    }
+
+    struct Discard: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete one set-aside entry durably, and say what it held. The only way anything under set-aside/ is removed.",
+            discussion: "65: no such entry; 75: it is being adopted.")
+        @OptionGroup var control: ControlOptions
+        @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
+        func request() -> ControlRequest { .discard(entry: id) }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            "discarded " + SetAside.line(try reply.decode(DiscardReply.self).discarded)
         }
     }
 

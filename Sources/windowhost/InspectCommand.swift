@@ -15,7 +15,8 @@ struct InspectCommand: ParsableCommand {
             in a window is damage too), or ROOT is not a \
             directory, or ROOT/windows, ROOT/windows.order or ROOT/supervisor.lock is not what the host needs there \
             (a symlink, a FIFO, the wrong kind: named, never followed; `run` refuses such a root), \
-            66 ROOT does not exist, 74 ROOT/windows cannot be listed.
+            66 ROOT does not exist, 74 ROOT/windows cannot be listed. With --set-aside ID it shows that entry of \
+            ROOT/set-aside/ the same way (65 also when there is no such entry).
             """)
 
     @Argument(help: "The host's state directory.")
@@ -29,6 +30,17 @@ struct InspectCommand: ParsableCommand {
 
     @Flag(help: "Also read and check every stored history (a plain inspect reads the list metadata and journals only).")
     var deep = false
+
+    @Option(name: .customLong("set-aside"), help: ArgumentHelp("Only this entry of ROOT/set-aside/ (ctl set-aside lists them).", valueName: "id"))
+    var setAside: String?
+
+    @Flag(help: ArgumentHelp("With --set-aside: only its summary, one JSON object (what the supervisor lists).", visibility: .hidden))
+    var summary = false
+
+    func validate() throws {
+        guard setAside == nil || window == nil else { throw ValidationError("--window and --set-aside name different things: give one") }
+        guard !summary || setAside != nil else { throw ValidationError("--summary goes with --set-aside") }
+    }
 
     func run() throws {
         // The root the user names is followed once (`stat`), as `run` does.
@@ -45,8 +57,11 @@ struct InspectCommand: ParsableCommand {
         let misplaced: [MisplacedEntry]
         do {
             let resolved = try PrivateFiles.resolvedPath(FilePath(root))
+            if let setAside { return try inspect(setAside: setAside, root: resolved) }
             misplaced = RootLayout.misplacedEntries(root: resolved)
             windows = try SessionInspector.inspect(root: resolved, window: window, deep: deep)
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
             throw ExitCode(.ioError)
@@ -67,6 +82,44 @@ struct InspectCommand: ParsableCommand {
             printText(windows)
         }
         if !misplaced.isEmpty || windows.contains(where: \.isDamaged) { throw ExitCode(.badData) }
+    }
+
+    /// One set-aside entry, read only, as a window is shown; 65 when there is none.
+    private func inspect(setAside id: String, root resolved: FilePath) throws {
+        guard let entry = try SetAsideShelf.entry(root: resolved, id: id) else {
+            FileHandle.standardError.write(Data("windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n".utf8))
+            throw ExitCode(.badData)
+        }
+        let window = SessionInspector.inspect(setAside: entry, root: resolved, deep: deep)
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        if summary {
+            print(String(decoding: try JSONEncoder().encode(SetAsideSummary(window)), as: UTF8.self))
+        } else if json {
+            struct Output: Encodable {
+                let root: String
+                let setAside: Entry
+                let window: WindowInspection
+                let summary: SetAsideSummary
+            }
+            struct Entry: Encodable {
+                let id: String
+                let uuid: String?
+                let reason: String
+                let at: String?
+                let kind: String
+            }
+            let described = Entry(
+                id: entry.id, uuid: entry.window?.uuidString, reason: entry.reason.rawValue,
+                at: entry.at.map { ISO8601DateFormatter().string(from: $0) }, kind: "\(entry.kind)")
+            print(String(decoding: try encoder.encode(Output(root: root, setAside: described, window: window, summary: SetAsideSummary(window))), as: UTF8.self))
+        } else {
+            print("set aside \(entry.id): window \(entry.window?.uuidString ?? "-"), \(entry.reason.rawValue), "
+                + "\(entry.at.map { ISO8601DateFormatter().string(from: $0) } ?? "time unrecorded"), a \(entry.kind)")
+            printText([window])
+        }
+        if window.isDamaged { throw ExitCode(.badData) }
     }
 
     private func printText(_ windows: [WindowInspection]) {

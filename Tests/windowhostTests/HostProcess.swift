@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
