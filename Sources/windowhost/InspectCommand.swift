@@ -9,6 +9,7 @@ struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect",
         abstract: "Show the sessions saved under ROOT without changing anything.",
+        usage: "windowhost inspect <root> [--window <window>] [--json] [--deep]\n       windowhost inspect <root> --set-aside <id> [--json] [--deep]",
         discussion: """
             Opens everything read only: a read-only copy of a root works. Exit codes: 0 all readable, 65 something is \
             corrupt or unreadable (file and byte offset named, every other window still shown; a tab id held twice \

@@ -20,6 +20,22 @@ import Testing
         (KillReply.self, #"{"killed_pid":4242,"restart_expected":false,"signal":"CONT","while_saving":false,"window":"\#(window)"}"#),
         (ShutdownReply.self, #"{"stopping":true}"#),
         (
+            SetAsideReply.self,
+            #"{"set_aside":[{"adopting_as":"\#(window)","at":null,"browsers":null,"damaged":null,"detail":null,"durable_seq":null,"id":"handed-out-x","#
+                + #""incognito_tabs":null,"kind":"file","path":"/r/set-aside/handed-out-x","reason":"damaged_file","regular_tabs":null,"#
+                + #""state":"adopting","summary":"pending","tabs":null,"uuid":null}]}"#
+        ),
+        (
+            AdoptReply.self,
+            #"{"as_new_window":true,"durable_seq":4,"entry":"e","incognito_tabs":0,"pid":12,"regular_tabs":2,"window":"\#(window)"}"#
+        ),
+        (
+            DiscardReply.self,
+            #"{"discarded":{"adopting_as":null,"at":"2026-11-23T04:00:00Z","browsers":["regular"],"damaged":false,"detail":"the worker died 2 times","durable_seq":4,"#
+                + #""id":"\#(window)-20261123T040000Z-crash-loop","incognito_tabs":0,"kind":"directory","path":"/r/set-aside/x","reason":"crash_loop","regular_tabs":2,"#
+                + #""state":"set_aside","summary":"read","tabs":2,"uuid":"\#(window)"}}"#
+        ),
+        (
             DumpReply.self,
             #"{"applied_seq":9,"digest":"00000000deadbeef","durable_seq":8,"incognito":{"active_index":null,"tabs":[]},"#
                 + #""regular":{"active_index":1,"tabs":[{"id":1,"opener":null,"pinned":true,"realized":false,"title":"","url":"about:blank"},"#
@@ -27,7 +43,9 @@ import Testing
         ),
         (
             StatusReply.self,
-            #"{"order":["\#(window)"],"root":"/r","set_aside":[{"at":"2026-11-23T04:00:00Z","path":"/r/set-aside/x","reason":"damaged","uuid":"\#(window)"}],"#
+            #"{"order":["\#(window)"],"root":"/r","set_aside":[{"adopting_as":null,"at":"2026-11-23T04:00:00Z","browsers":["regular"],"damaged":false,"detail":"the worker died 2 times","durable_seq":4,"#
+                + #""id":"\#(window)-20261123T040000Z-crash-loop","incognito_tabs":0,"kind":"directory","path":"/r/set-aside/x","reason":"crash_loop","regular_tabs":2,"#
+                + #""state":"set_aside","summary":"read","tabs":2,"uuid":"\#(window)"}],"#
                 + #""socket":"/r/ctl.sock","supervisor_pid":40,"windows":["#
                 + #"{"applied_seq":7,"compaction_failures":0,"digest":"00000000000000ff","durable_seq":5,"failing":null,"generation":2,"#
                 + #""heartbeat_age_ms":1.5,"incognito_tabs":1,"last_recovery_ms":12.25,"lost_seqs":[[3,4]],"pid":100,"regular_tabs":2,"#

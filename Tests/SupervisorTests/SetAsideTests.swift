@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SessionStore
 @testable import Supervisor
 import SystemPackage
 import Testing
@@ -23,7 +24,7 @@ import Testing
         try Data("tabs\n".utf8).write(to: URL(fileURLWithPath: files.windowDirectory(window).appending("keep").string))
         try #require(symlink(canary.string, files.setAside.string) == 0)
 
-        let moved = try #require(try files.setAside(window, at: Date()))
+        let moved = try #require(try files.setAside(window, reason: .crashLoop, at: Date()))
         #expect(moved.removingLastComponent() == files.setAside)
         var status = stat()
         #expect(lstat(files.setAside.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR && status.st_mode & 0o777 == 0o700)
