@@ -38,6 +38,9 @@ enum DashboardPage {
     #events div.kill, #events div.crash, #events div.watchdog { color: var(--bad); }
     #events div.recovered { color: var(--ok); }
     #aside { margin-top: 14px; }
+    #aside table { border-collapse: collapse; font-size: 12px; margin-top: 4px; }
+    #aside th { color: var(--dim); font-weight: normal; text-align: left; }
+    #aside th, #aside td { padding: 2px 12px 2px 0; }
     </style>
     </head>
     <body>
@@ -123,8 +126,21 @@ enum DashboardPage {
       const aside = document.getElementById("aside");
       aside.replaceChildren();
       if (status.set_aside.length) {
-        aside.appendChild(el("div", "dim", "set aside:"));
-        for (const s of status.set_aside) aside.appendChild(el("div", "mono", s.at + "  " + s.uuid + "  " + s.reason + "  " + s.path));
+        aside.appendChild(el("div", "dim", "set aside (windowhost ctl adopt ID brings one back, ctl discard ID deletes it):"));
+        const table = el("table", "mono");
+        const head = el("tr");
+        for (const name of ["id", "window", "reason", "set aside at", "browsers", "tabs", "durable seq", "state"]) head.appendChild(el("th", "", name));
+        table.appendChild(head);
+        for (const s of status.set_aside) {
+          const row = el("tr", "entry");
+          row.id = "aside-" + s.id;
+          const held = s.summary === "read" ? [(s.browsers || []).join("+"), s.regular_tabs + "+" + s.incognito_tabs, String(s.durable_seq)]
+            : [s.summary, "", ""];
+          const state = s.state === "adopting" ? "adopting as " + s.adopting_as : s.state;
+          for (const value of [s.id, s.uuid || "-", s.reason, s.at || "-", ...held, state]) row.appendChild(el("td", "", value));
+          table.appendChild(row);
+        }
+        aside.appendChild(table);
       }
     }
 

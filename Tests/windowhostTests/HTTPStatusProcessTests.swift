@@ -191,11 +191,20 @@ import Testing
             for tab in 0..<(1 + index % 3) { #expect(host.open(window, "https://dashboard-\(index)-\(tab).example/") != nil) }
         }
         #expect(try host.ctl(["kill", "--window", windows[3]]).status == 0)
+        // A session set aside (a copy of a saved window, named as a crash loop would name it),
+        // which `ctl set-aside` finds and summarizes: the page lists it.
+        #expect(host.call(.waitDurable(seq: nil), window: windows[2]).code == .ok)
+        let entry = "\(UUID().uuidString)-20261124T040000Z-crash-loop"
+        try FileManager.default.createDirectory(at: host.root.appendingPathComponent("set-aside"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.copyItem(
+            atPath: host.root.appendingPathComponent("windows/\(windows[2])").path, toPath: host.root.appendingPathComponent("set-aside/\(entry)").path)
+        let listed = try host.ctl(["set-aside"])
+        #expect(listed.status == 0 && listed.output.contains("tabs 3+0"), "\(listed.output)")
         // One point of the chart per second: the saves above are in the next one.
         usleep(1_500_000)
         let screenshot = Self.packageRoot.appendingPathComponent(".build/dashboard.png")
         try? FileManager.default.removeItem(at: screenshot)
-        let cards = "document.querySelectorAll('.card').length === 16"
+        let cards = "document.querySelectorAll('.card').length === 16 && document.querySelectorAll('#aside tr.entry').length === 1"
         let chart = "Number(document.getElementById('chart').dataset.points) > 0 && Number(document.getElementById('chart').dataset.marks) >= 2"
         let loaded = try runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
@@ -205,6 +214,7 @@ import Testing
         let html = try #require(page["html"] as? String)
         #expect(page["ready"] as? Bool == true, "the page never showed 16 cards and a chart with points and marks")
         for window in windows { #expect(html.contains("id=\"window-\(window)\""), "no card for \(window)") }
+        #expect(html.contains("id=\"aside-\(entry)\"") && html.contains("<td>crash_loop</td>") && html.contains("<td>3+0</td>"), "the set-aside entry is not listed")
         let points = html.firstMatch(of: /data-points="(\d+)"/).flatMap { Int($0.1) } ?? 0
         #expect(points > 0, "the chart has no points")
         #expect(html.contains("class=\"mark kill\"") && html.contains("class=\"mark recovered\""), "no kill or recovery marked")
