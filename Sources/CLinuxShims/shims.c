@@ -232,6 +232,11 @@ int wh_spawn(const char *path, char *const argv[], char *const envp[], const int
     return result;
 }
 
+int wh_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name) {
+    // RENAME_NOREPLACE (linux/fs.h), spelled here: that header clashes with sys/mount.h.
+    return (int)syscall(SYS_renameat2, old_dirfd, old_name, new_dirfd, new_name, 1U);
+}
+
 int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int stdout_fd, int stderr_fd,
                                pid_t *pid) {
     pid_t parent = getpid();

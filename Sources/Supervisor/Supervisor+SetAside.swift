@@ -15,12 +15,21 @@ import SystemPackage
 extension Supervisor {
     /// One entry as the supervisor knows it.
     struct ShelvedEntry {
-        var entry: SetAsideEntry
+        var entry: SetAsideEntry {
+            didSet { at = entry.at.map { ISO8601DateFormatter().string(from: $0) } }
+        }
+        /// `entry.at` in ISO 8601, formatted once: `status` is built every 100 ms with `--http`.
+        private(set) var at: String?
         /// What this supervisor saw when it set the entry aside; nil for one found on disk.
         var detail: String?
         var summary: SummaryState
         /// The window it is being adopted as, while `adopt` runs.
         var adoptingAs: UUID?
+
+        init(entry: SetAsideEntry, detail: String?, summary: SummaryState) {
+            (self.entry, self.detail, self.summary) = (entry, detail, summary)
+            at = entry.at.map { ISO8601DateFormatter().string(from: $0) }
+        }
     }
 
     enum SummaryState: Equatable {
@@ -38,8 +47,14 @@ extension Supervisor {
         let pid: pid_t
         let output: Int32
         var bytes: [UInt8] = []
+        /// Its output ended (closed, or past `maxSummaryBytes`): only its exit is awaited.
+        var ended = false
         let deadline: UInt64
     }
+
+    /// The most entries listed: a `set-aside/` holding more (planted by hand) costs the loop a
+    /// bounded listing, and the rest are named in the log.
+    static let maxListedEntries = 1024
 
     /// How long a summary child may take before it is killed and the entry shown unreadable.
     static let summaryTimeoutNanoseconds: UInt64 = 20_000_000_000
@@ -58,8 +73,13 @@ extension Supervisor {
             logger.error("cannot list \(files.setAside): set-aside entries are not shown", metadata: ["error": "\(error)"])
             return
         }
+        if found.count > Self.maxListedEntries {
+            logger.warning(
+                "\(files.setAside) holds \(found.count) entries: the first \(Self.maxListedEntries) by name are listed",
+                metadata: ["first_not_listed": "\(found[Self.maxListedEntries].id)"])
+        }
         var next: [String: ShelvedEntry] = [:]
-        for entry in found {
+        for entry in found.prefix(Self.maxListedEntries) {
             var shelved = shelf[entry.id] ?? ShelvedEntry(entry: entry, detail: details[entry.id], summary: .pending)
             if shelved.entry != entry { (shelved.entry, shelved.summary) = (entry, .pending) }
             if !entry.holdsWindowSession { shelved.summary = .notASession }
@@ -85,7 +105,7 @@ extension Supervisor {
         let entry = shelved.entry
         var status = SetAsideStatus(
             id: entry.id, uuid: entry.window?.uuidString, reason: entry.reason.rawValue,
-            at: entry.at.map { ISO8601DateFormatter().string(from: $0) }, detail: shelved.detail, path: entry.path.string,
+            at: shelved.at, detail: shelved.detail, path: entry.path.string,
             kind: "\(entry.kind)", state: shelved.adoptingAs == nil ? "set_aside" : "adopting", adoptingAs: shelved.adoptingAs?.uuidString,
             summary: "pending")
         switch shelved.summary {
@@ -242,9 +262,18 @@ extension Supervisor {
     /// `set-aside` requests waiting for summaries answered.
     func runSetAsideWork(_ now: UInt64) {
         if var job = summaryJob {
-            let done = readSummaryOutput(&job)
-            if done || now >= job.deadline {
-                finishSummary(job, timedOut: !done)
+            if !job.ended { job.ended = readSummaryOutput(&job) }
+            // Reaped without blocking: a child that closed its output may still be running.
+            var status: Int32 = 0
+            let reaped = job.ended ? waitpid(job.pid, &status, WNOHANG) : 0
+            if reaped == job.pid || reaped < 0 {
+                finishSummary(job, status: reaped == job.pid ? status : nil)
+                summaryJob = nil
+            } else if now >= job.deadline {
+                // Killed whatever it is doing, then reaped: SIGKILL ends it within the turn.
+                Glibc.kill(job.pid, SIGKILL)
+                while waitpid(job.pid, nil, 0) < 0, errno == EINTR {}
+                finishSummary(job, status: nil, timedOut: true)
                 summaryJob = nil
             } else {
                 summaryJob = job
@@ -308,13 +337,11 @@ extension Supervisor {
         return true
     }
 
-    private func finishSummary(_ job: SummaryJob, timedOut: Bool) {
+    /// `status`: the child's wait status, nil when it could not be had.
+    private func finishSummary(_ job: SummaryJob, status: Int32?, timedOut: Bool = false) {
         close(job.output)
-        // Killed whatever it is doing (it may not have closed its output yet), then reaped.
-        if timedOut { Glibc.kill(job.pid, SIGKILL) }
-        var status: Int32 = 0
-        while waitpid(job.pid, &status, 0) < 0, errno == EINTR {}
         guard shelf[job.id]?.summary == .pending else { return }
+        let status = status ?? -1
         let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
         let decoded = try? JSONDecoder().decode(SetAsideSummary.self, from: Data(job.bytes))
         if timedOut {

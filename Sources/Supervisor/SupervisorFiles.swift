@@ -175,7 +175,7 @@ struct SupervisorFiles {
         do {
             try makeSetAsideDirectory(at: date)
             let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(RootLayout.handedOut, at: date, reason: .damagedFile))
-            try NoFollow.rename(handedOut, to: destination)
+            try NoFollow.rename(handedOut, to: destination, replacing: false)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(root)
             return .damaged(reason: reason, path: destination)
@@ -238,7 +238,7 @@ struct SupervisorFiles {
     private func move(_ name: String, window id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath {
         try makeSetAsideDirectory(at: date)
         let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(id.uuidString, at: date, reason: reason))
-        try NoFollow.rename(windows.appending(name), to: destination)
+        try NoFollow.rename(windows.appending(name), to: destination, replacing: false)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
         return destination
@@ -255,7 +255,7 @@ struct SupervisorFiles {
         try NoFollow.open(marker, .create).close()
         try Self.syncDirectory(setAside)
         do {
-            try NoFollow.rename(entry.path, to: windowDirectory(target))
+            try NoFollow.rename(entry.path, to: windowDirectory(target), replacing: false)
         } catch {
             try? NoFollow.remove(marker)
             try? Self.syncDirectory(setAside)
@@ -276,7 +276,7 @@ struct SupervisorFiles {
     func endAdoption(_ id: String, as target: UUID, returning: Bool) throws {
         let entry = setAside.appending(id)
         if returning, try NoFollow.kind(windowDirectory(target)) != nil, try NoFollow.kind(entry) == nil {
-            try NoFollow.rename(windowDirectory(target), to: entry)
+            try NoFollow.rename(windowDirectory(target), to: entry, replacing: false)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(windows)
         }
@@ -309,7 +309,7 @@ struct SupervisorFiles {
     /// then on it is gone, whatever happens to the removal of its bytes (`removeDiscarded`).
     func discard(_ entry: SetAsideEntry) throws -> FilePath {
         let away = try Self.unusedName(under: setAside, SetAsideShelf.discardingName(entry.id))
-        try NoFollow.rename(entry.path, to: away)
+        try NoFollow.rename(entry.path, to: away, replacing: false)
         try Self.syncDirectory(setAside)
         return away
     }

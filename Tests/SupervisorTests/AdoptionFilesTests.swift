@@ -74,6 +74,18 @@ import Testing
         #expect(try shelf.files.recoverAdoptions().isEmpty)
     }
 
+    /// Plain rename(2) silently replaces an empty directory: an adoption never replaces
+    /// whatever has the window's name, and leaves the entry where it was, no marker behind.
+    @Test func anAdoptionNeverReplacesWhatHasTheWindowsName() throws {
+        let shelf = try Shelf()
+        defer { shelf.remove() }
+        let target = UUID()
+        try SupervisorFiles.makeDirectory(shelf.files.windowDirectory(target))
+        #expect(throws: Errno.fileExists) { try shelf.files.beginAdoption(shelf.entry, as: target) }
+        #expect(shelf.names(shelf.files.setAside) == [shelf.entry.id])
+        #expect(shelf.names(shelf.files.windowDirectory(target)).isEmpty)
+    }
+
     /// A discarded entry is gone from the listing in one rename, synced; its bytes go off the
     /// supervisor's thread, a symlink inside removed as itself, its target untouched.
     @Test func aDiscardIsOneRenameAndTheRemovalNeverFollowsASymlink() throws {

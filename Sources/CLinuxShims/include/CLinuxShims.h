@@ -87,6 +87,10 @@ int wh_pidfd_reap(int pidfd, int *code, int *signaled);
 /// above 2 closed, and the signal mask and dispositions reset. 0 and `*pid`, or an errno value.
 int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
              pid_t *pid);
+/// `renameat2` with `RENAME_NOREPLACE`: the rename fails with `EEXIST` rather than replace
+/// whatever has the new name (plain `rename` silently replaces an empty directory). 0, or -1
+/// with errno set.
+int wh_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name);
 /// Like `wh_spawn` with `stdout_fd` and `stderr_fd` as the child's descriptors 1 and 2 and no
 /// other inherited, and the child killed (SIGKILL, `PR_SET_PDEATHSIG`, set before its exec)
 /// when the calling *thread* ends: a child that must not outlive whoever started it. Uses

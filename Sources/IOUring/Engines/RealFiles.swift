@@ -120,11 +120,14 @@ public enum NoFollow {
         guard fchmod(fd, mode) == 0 else { throw Errno(rawValue: errno) }
     }
 
-    /// `renameat`: the entry itself moves, whatever it is.
-    public static func rename(_ source: FilePath, to destination: FilePath) throws(Errno) {
+    /// `renameat`: the entry itself moves, whatever it is. Not `replacing`: `EEXIST` when
+    /// anything has the new name (`renameat2(RENAME_NOREPLACE)`), where plain `rename` would
+    /// silently replace an empty directory or a file.
+    public static func rename(_ source: FilePath, to destination: FilePath, replacing: Bool = true) throws(Errno) {
         try withParent(of: source) { from, fromName throws(Errno) in
             try withParent(of: destination) { to, toName throws(Errno) in
-                guard renameat(from, fromName, to, toName) == 0 else { throw Errno(rawValue: errno) }
+                let renamed = replacing ? renameat(from, fromName, to, toName) : wh_renameat_noreplace(from, fromName, to, toName)
+                guard renamed == 0 else { throw Errno(rawValue: errno) }
             }
         }
     }
