@@ -3,6 +3,7 @@ import Glibc
 import SessionKeys
 import SystemPackage
 import Testing
+import TestSupport
 
 /// A name no other test (or earlier run) uses: a random root identity and window.
 func uniqueName(window: UUID = UUID()) -> WindowKeyName {
@@ -25,19 +26,7 @@ func hex(_ bytes: [UInt8]) -> String {
 /// that returns less than 4 KiB, as every read of a /proc file does, and saw only the first 4
 /// KiB of the table (a CI run failed so once the table held 147 keys).
 func procKeysLine(_ name: WindowKeyName) throws -> String? {
-    let fd = open("/proc/keys", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw Errno(rawValue: errno) }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 64 << 10)
-    while true {
-        let got = read(fd, &chunk, chunk.count)
-        if got < 0, errno == EINTR { continue }
-        guard got >= 0 else { throw Errno(rawValue: errno) }
-        if got == 0 { break }
-        bytes += chunk[..<got]
-    }
-    let table = String(decoding: bytes, as: UTF8.self)
+    guard let table = procText("/proc/keys") else { throw Errno(rawValue: errno) }
     return table.split(separator: "\n").map(String.init).first { $0.hasSuffix(" \(name.description): \(KernelKeyring.keyBytes)") }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 import Supervisor
 import SystemPackage
 import Testing
+import TestSupport
 
 /// `ctl` never waits forever: a stopped supervisor, a socket nobody accepts on and a kill that
 /// cannot kill all end in bounded time with a clear answer.

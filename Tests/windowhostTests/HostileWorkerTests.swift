@@ -5,6 +5,7 @@ import Glibc
 @testable import HostCoordination
 import Supervisor
 import Testing
+import TestSupport
 
 /// What a compromised worker did to the supervisor in hostile round 7, each against one window
 /// A: junk replies that held up every window, a heartbeat written once and left, and strays

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// `procText` reads the whole of a /proc file, whatever its bytes. Foundation's
 /// `String(contentsOfFile:)` saw only maps' first 4 KiB, so `HostileWorkerTests` did not find

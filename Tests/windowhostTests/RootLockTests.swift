@@ -6,6 +6,7 @@ import HostCoordination
 import Supervisor
 import SystemPackage
 import Testing
+import TestSupport
 
 /// One supervisor per root, even when someone who can write the root swaps `supervisor.lock`
 /// under the one that runs: a second supervisor would serve the same windows, and its saves

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 @Suite struct StressCampaignTests {
     /// A short seeded campaign against real processes: 300 kills of workers (some aimed at a

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestSupport
 
 /// A stress campaign killed with SIGKILL (it can clean nothing up) leaves no supervisor or
 /// worker behind: the supervisor it spawns dies with it (`PR_SET_PDEATHSIG`), and the workers
