@@ -416,6 +416,11 @@ extension Supervisor {
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
         for slot in windows.keys.sorted() {
+            // An adoption not yet ended is undone by the next start (its marker stays).
+            if let client = windows[slot]?.adoption?.client {
+                windows[slot]?.adoption?.client = nil
+                answer(client, .failure(.temporary, "shutting down before the adoption ended: the next start sets the entry aside again, as it is then"))
+            }
             carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
         }
     }
