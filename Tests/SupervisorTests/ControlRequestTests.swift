@@ -25,6 +25,8 @@ import Testing
         .window(id, .waitDurable(seq: 7)), .window(id, .waitDurable(seq: nil)),
         .window(id, .kill(signal: SIGKILL, wait: true, aim: true)), .window(id, .kill(signal: SIGSEGV, wait: false, aim: false)),
         .window(id, .kill(signal: 40, wait: true, aim: false)),
+        .setAside, .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
+        .adopt(entry: "e-2", asNewWindow: true), .discard(entry: "handed-out-20261124T040000Z-damaged-file"),
     ]
 
     static func decode(_ line: String) throws -> ControlRequest {
@@ -128,6 +130,11 @@ import Testing
             ),
             (#"{"verb":"kill","window":"\#(window)","signal":"NOPE"}"#, .usage, "unknown signal 'NOPE'"),
             (#"{"verb":"kill","window":"\#(window)","signal":"65"}"#, .usage, "unknown signal '65'"),
+            (#"{"verb":"adopt"}"#, .usage, "adopt needs an entry id (ctl set-aside lists them)"),
+            (#"{"verb":"discard","window":"\#(window)"}"#, .usage, "discard needs an entry id (ctl set-aside lists them)"),
+            (#"{"verb":"adopt","entry":"../windows/x"}"#, .badData, "'../windows/x' is no set-aside entry id (ctl set-aside lists them)"),
+            (#"{"verb":"discard","entry":".adopting-x"}"#, .badData, "'.adopting-x' is no set-aside entry id (ctl set-aside lists them)"),
+            (#"{"verb":"discard","entry":"a\u0000b"}"#, .badData, #"'a\0b' is no set-aside entry id (ctl set-aside lists them)"#),
         ]
         for (line, code, message) in cases {
             let refusal = Self.refusal(line)

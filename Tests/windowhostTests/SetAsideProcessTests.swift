@@ -155,12 +155,7 @@ import Testing
         let other = try #require(host.windows()[ids[1]])
 
         // The fault is still set for the window's own UUID: adopting under it crash-loops.
-        let adopting = Process()
-        adopting.executableURL = windowhostBinary
-        adopting.arguments = ["ctl", "--socket", host.socket, "adopt", id]
-        adopting.standardOutput = FileHandle.nullDevice
-        adopting.standardError = FileHandle.nullDevice
-        try adopting.run()
+        let adopting = try Self.startAdopting(host, id)
         var refused: [ControlCode] = []
         #expect(waitFor({
             let listed = host.call(.setAside).result?["set_aside"]?.array?.first
@@ -191,12 +186,7 @@ import Testing
         let id = try #require(try Self.entries(host).first?["id"]?.string)
         let before = try Self.tree(root.appendingPathComponent("set-aside/\(id)"))
         #expect(host.call(.scene(.disconnect), window: ids[0]).code == .ok)
-        let adopting = Process()
-        adopting.executableURL = windowhostBinary
-        adopting.arguments = ["ctl", "--socket", host.socket, "adopt", id]
-        adopting.standardOutput = FileHandle.nullDevice
-        adopting.standardError = FileHandle.nullDevice
-        try adopting.run()
+        let adopting = try Self.startAdopting(host, id)
         #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
         host.kill9()
         adopting.waitUntilExit()
@@ -208,6 +198,41 @@ import Testing
         #expect(try Self.entries(host).map { $0["id"]?.string } == [id])
         #expect(host.log.contains("adoption left unfinished"), "\(host.log)")
         #expect(host.terminate() == 0)
+    }
+
+    /// Upgrades lose nothing: an entry named as versions before issue 17 named them (no
+    /// reason) is listed, with its reason unrecorded, and adopted with every tab.
+    @Test func anEntrySetAsideByAnEarlierVersionIsListedAndAdopted() throws {
+        let root = temporaryRoot("set-aside-legacy")
+        defer { removeHostFiles(root) }
+        var (host, ids, urls) = try Self.crashLoop(root)
+        let id = try #require(try Self.entries(host).first?["id"]?.string)
+        #expect(host.terminate() == 0)
+        let legacy = String(id.dropLast("-crash-loop".count))
+        let shelf = root.appendingPathComponent("set-aside")
+        try FileManager.default.moveItem(at: shelf.appendingPathComponent(id), to: shelf.appendingPathComponent(legacy))
+
+        host = try HostProcess(root: root, scenes: 1)
+        let listed = try Self.entries(host)
+        #expect(listed.map { $0["id"]?.string } == [legacy] && listed.first?["reason"]?.string == "unrecorded", "\(listed)")
+        #expect(listed.first?["uuid"]?.string == ids[0] && listed.first?["tabs"]?.int == 3)
+        let adopted = try host.ctl(["--json", "adopt", legacy, "--as-new-window"])
+        try #require(adopted.status == 0, "\(adopted.output)")
+        let window = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        #expect(Self.urls(host, window) == urls[ids[0]])
+        #expect(Self.setAsideNames(root).isEmpty)
+        #expect(host.terminate() == 0)
+    }
+
+    /// `ctl adopt ID` started in the background: a crash-looping adoption lasts two failed starts.
+    static func startAdopting(_ host: HostProcess, _ id: String) throws -> Process {
+        let adopting = Process()
+        adopting.executableURL = windowhostBinary
+        adopting.arguments = ["ctl", "--socket", host.socket, "adopt", id]
+        adopting.standardOutput = FileHandle.nullDevice
+        adopting.standardError = FileHandle.nullDevice
+        try adopting.run()
+        return adopting
     }
 
     /// Every file under `directory`, by relative path, with its size.
