@@ -216,6 +216,78 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
+    /// An entry that is a real directory whose `regular` is a symlink to another session's
+    /// Browser outside the root: inspect never reads through it, and adopting it never restores
+    /// or writes through it (the outside files stay byte for byte).
+    @Test func anEntryWhoseBrowserIsASymlinkOutsideIsNeverReadOrWrittenThrough() throws {
+        let (root, window, urls) = try Self.sessionRoot("attack-inner-link")
+        defer { removeHostFiles(root) }
+        let outside = try Self.sessionRoot("attack-inner-link-outside", tabs: 3)
+        defer { removeHostFiles(outside.root) }
+        let browser = outside.root.appendingPathComponent("windows/\(outside.window)/regular")
+        let before = try Self.contents(browser)
+        let id = "\(UUID().uuidString)-\(Self.stamp)-crash-loop"
+        let entry = root.appendingPathComponent("set-aside/\(id)")
+        try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: entry.appendingPathComponent("regular").path, withDestinationPath: browser.path)
+        let host = try HostProcess(root: root, scenes: 1)
+        defer { _ = host.terminate() }
+        let listed = try SetAsideProcessTests.entries(host).first
+        #expect(listed?["tabs"]?.int == 0, "\(String(describing: listed))")
+        let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id, "--json", "--deep"], seconds: 10)
+        #expect(!inspected.output.contains("attack-inner-link-outside-t"), "read through the link: \(inspected.output)")
+        let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
+        if adopted.status == 0 {
+            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+            #expect(SetAsideProcessTests.urls(host, back).isEmpty, "restored through the link")
+            #expect(host.open(back, "https://written.example/") != nil)
+            #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
+        }
+        #expect(try Self.contents(browser) == before, "the outside Browser untouched")
+        #expect(SetAsideProcessTests.urls(host, window) == urls)
+    }
+
+    /// Every file under `directory` with its bytes.
+    static func contents(_ directory: URL) throws -> [String: Data] {
+        var found: [String: Data] = [:]
+        for path in try SetAsideProcessTests.tree(directory).keys {
+            found[path] = try Data(contentsOf: directory.appendingPathComponent(path))
+        }
+        return found
+    }
+
+    /// A shutdown (SIGTERM) while an entry that still crash-loops is being adopted: the one
+    /// who asked is answered, the host exits 0, and the next start finds the entry as it was,
+    /// no marker and no window left of it.
+    @Test func aShutdownMidAdoptionLeavesTheEntrySetAside() throws {
+        let root = temporaryRoot("attack-term")
+        defer { removeHostFiles(root) }
+        var (host, ids, _) = try SetAsideProcessTests.crashLoop(root)
+        let id = try #require(try SetAsideProcessTests.entries(host).first?["id"]?.string)
+        let before = try Self.contents(root.appendingPathComponent("set-aside/\(id)"))
+        #expect(host.call(.scene(.disconnect), window: ids[0]).code == .ok)
+        let adopting = Process()
+        adopting.executableURL = windowhostBinary
+        adopting.arguments = ["ctl", "--socket", host.socket, "adopt", id]
+        adopting.standardOutput = FileHandle.nullDevice
+        adopting.standardError = FileHandle.nullDevice
+        try adopting.run()
+        #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
+        #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
+        adopting.waitUntilExit()
+        #expect(adopting.terminationStatus != 0, "not adopted")
+        // A stop leaves the marker and the session in `windows/` (as a kill does) or the entry back.
+        let stopped = SetAsideProcessTests.setAsideNames(root)
+        #expect(stopped == [id] || (stopped.count == 1 && stopped[0].hasPrefix(".adopting-") && stopped[0].hasSuffix("-\(id)")), "\(stopped)")
+
+        host = try HostProcess(root: root, scenes: 1)
+        defer { _ = host.terminate() }
+        #expect(SetAsideProcessTests.setAsideNames(root) == [id])
+        #expect(try Self.contents(root.appendingPathComponent("set-aside/\(id)")).keys == before.keys, "the same files")
+        #expect(try SetAsideProcessTests.entries(host).map { $0["id"]?.string } == [id])
+        #expect(!Self.windowNames(root).contains(ids[0]) || SetAsideProcessTests.urls(host, ids[0]).isEmpty)
+    }
+
     /// FIFOs where a session's files belong, and a FIFO entry: the summaries, `inspect` and the
     /// host never block on them; `status` answers meanwhile; the entry with FIFOs is listed
     /// unreadable or read with damage, never hangs the list past its wait.
@@ -312,6 +384,49 @@ import Testing
             let asked = try host.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"])
             #expect(asked.status == 75, "seq \(seq) is still lost once saved: \(asked.status) \(asked.output)")
         }
+    }
+
+    /// Adopting on a full disk (a real tmpfs filled to ENOSPC): the rename needs no space, the
+    /// restore and its save do. `adopt` answers within its bound (never hangs), the session is
+    /// never lost (back in its entry with its files, or a window with its tabs), and once
+    /// space returns it adopts with every tab.
+    @Test func anAdoptionOnAFullDiskAnswersAndLosesNothing() throws {
+        let disk = try Tmpfs(megabytes: 16)
+        defer { disk.unmount() }
+        var host = try HostProcess(root: disk.root, scenes: 1, logs: disk.logs)
+        let window = try #require(host.windowIDs().first)
+        let urls = ["https://full-a.example/", "https://full-b.example/"]
+        for url in urls { #expect(host.open(window, url) != nil) }
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        #expect(host.terminate() == 0)
+        let id = try Self.setAsideByHand(disk.root, window)
+        let files = try SetAsideProcessTests.tree(disk.root.appendingPathComponent("set-aside/\(id)"))
+
+        host = try HostProcess(root: disk.root, scenes: 1, logs: disk.logs)
+        defer { if host.process.isRunning { host.kill9() } }
+        let other = try #require(host.windowIDs().first)
+        try disk.fill()
+        let full = try host.ctlBounded(["--json", "adopt", id], seconds: 60)
+        #expect(full.status != -1, "adopt hung on a full disk: \(full.output)")
+        let names = SetAsideProcessTests.setAsideNames(disk.root)
+        if full.status == 0 {
+            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(full.output.utf8))["window"]?.string)
+            #expect(SetAsideProcessTests.urls(host, back) == urls)
+        } else {
+            #expect(names == [id] || names.contains { $0.hasPrefix(".adopting-") }, "\(names)")
+            if names == [id] { #expect(try SetAsideProcessTests.tree(disk.root.appendingPathComponent("set-aside/\(id)")).keys == files.keys) }
+        }
+        #expect(host.windows()[other] != nil, "the other window serves")
+        disk.free()
+        if full.status != 0 {
+            let state = waitFor({ (try? SetAsideProcessTests.entries(host).first?["state"]?.string) == "set_aside" }, seconds: 30)
+            #expect(state, "\(String(describing: try? SetAsideProcessTests.entries(host)))")
+            let again = try host.ctlBounded(["--json", "adopt", id], seconds: 60)
+            try #require(again.status == 0, "\(again.output) \(host.log.suffix(3000))")
+            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(again.output.utf8))["window"]?.string)
+            #expect(SetAsideProcessTests.urls(host, back) == urls)
+        }
+        #expect(host.terminate() == 0)
     }
 
     /// A host at its capacity: adopt answers 75 and nothing moves, no marker stays. Then two
