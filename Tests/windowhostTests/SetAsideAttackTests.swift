@@ -467,6 +467,49 @@ import Testing
         #expect(SetAsideProcessTests.urls(host, window) == urls + ["https://during-flood.example/", "https://during-poll.example/"])
     }
 
+    /// An entry whose journal is damaged in its second of three saves (a byte flipped): `inspect`
+    /// shows what reads (the first save's tab) and the damage; `adopt` brings that back and keeps the
+    /// damaged journal, byte for byte, in the window's `damaged/`.
+    @Test func aDamagedEntryAdoptsWhatReadsAndKeepsTheDamage() throws {
+        let root = temporaryRoot("attack-damaged")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://first-save.example/") != nil)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        #expect(host.open(window, "https://second-save.example/") != nil)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        #expect(host.open(window, "https://third-save.example/") != nil)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        #expect(host.terminate() == 0)
+        let id = try Self.setAsideByHand(root, window)
+        let browser = root.appendingPathComponent("set-aside/\(id)/regular")
+        let journalName = try #require(try FileManager.default.contentsOfDirectory(atPath: browser.path).first { $0.hasPrefix("journal-") })
+        let journal = browser.appendingPathComponent(journalName)
+        var bytes = try Data(contentsOf: journal)
+        // A byte of the second save's URL flipped: damage in the middle, a valid save after it (a
+        // flip in the last save would read as a torn tail, which recovery drops by design).
+        let url = try #require(bytes.firstRange(of: Data("second-save".utf8)))
+        bytes[url.lowerBound + 2] ^= 0xFF
+        try bytes.write(to: journal)
+
+        let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id], seconds: 10)
+        #expect(inspected.output.contains("https://first-save.example/") && inspected.output.contains("CORRUPT"), "\(inspected.output)")
+        #expect(!inspected.output.contains("https://third-save.example/"), "\(inspected.output)")
+        host = try HostProcess(root: root, scenes: 1)
+        defer { _ = host.terminate() }
+        let entry = try #require(try SetAsideProcessTests.entries(host).first)
+        #expect(entry["damaged"]?.bool == true && entry["regular_tabs"]?.int == 1, "\(entry)")
+        let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
+        try #require(adopted.status == 0, "\(adopted.output)")
+        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        #expect(SetAsideProcessTests.urls(host, back) == ["https://first-save.example/"])
+        let damaged = root.appendingPathComponent("windows/\(back)/regular/damaged")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: damaged.path)
+        #expect(kept.count == 1 && kept.allSatisfy { $0.hasPrefix(journalName) }, "\(kept)")
+        #expect(kept.first.map { try? Data(contentsOf: damaged.appendingPathComponent($0)) } == bytes, "the damaged journal kept byte for byte")
+    }
+
     /// A host at its capacity: adopt answers 75 and nothing moves, no marker stays. Then two
     /// adopts of one entry at once: one adopts, the other is refused, the tabs come back once.
     @Test func aFullHostRefusesAndTwoAdoptsAtOnceAdoptOnce() throws {
