@@ -62,15 +62,11 @@ public enum SetAsideShelf {
 
     /// A UTC time for names: `20261122T185700Z`.
     public static func stamp(_ date: Date) -> String {
-        stampFormatter().string(from: date)
-    }
-
-    private static func stampFormatter() -> DateFormatter {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        return formatter
+        return formatter.string(from: date)
     }
 
     /// Whether `id` can name an entry: one path component the host could have made, printable
@@ -94,7 +90,7 @@ public enum SetAsideShelf {
             rest = rest.dropFirst(RootLayout.handedOut.count + 1)
         }
         var at: Date?
-        if rest.utf8.count >= 16, let date = stampFormatter().date(from: String(rest.prefix(16))) {
+        if let date = date(stamp: rest.prefix(16)) {
             at = date
             rest = rest.dropFirst(16)
         }
@@ -114,17 +110,56 @@ public enum SetAsideShelf {
         return SetAsideEntry(id: id, window: window, kind: kind, at: at, reason: reason, path: directory(root: root).appending(id))
     }
 
-    /// Every entry under `ROOT/set-aside/`, sorted by id; none when it is missing or no
-    /// directory. A listing that fails is thrown.
-    public static func entries(root: FilePath) throws(Errno) -> [SetAsideEntry] {
-        (try NoFollow.entryNames(directory(root: root)) ?? []).compactMap { entry(named: $0.name, kind: $0.kind, root: root) }
+    /// The first `limit` entries under `ROOT/set-aside/` by id, and how many there are; none
+    /// when it is missing or no directory (a symlink is never followed). Only the names kept
+    /// are parsed: a directory flooded with names costs one listing. A listing that fails is
+    /// thrown.
+    public static func entries(root: FilePath, limit: Int = .max) throws(Errno) -> (entries: [SetAsideEntry], total: Int) {
+        let named = (try NoFollow.entryNames(directory(root: root)) ?? []).filter { isValidID($0.name) }
+        return (named.prefix(limit).compactMap { entry(named: $0.name, kind: $0.kind, root: root) }, named.count)
     }
 
-    /// The entry `id` names, as it is on disk now; nil when there is none.
+    /// The entry `id` names, as it is on disk now; nil when there is none (or `set-aside` is no
+    /// directory: nothing is reached through a symlink).
     public static func entry(root: FilePath, id: String) throws(Errno) -> SetAsideEntry? {
         guard isValidID(id) else { return nil }
-        guard let kind = try NoFollow.kind(directory(root: root).appending(id)) else { return nil }
-        return entry(named: id, kind: kind, root: root)
+        let kind: EntryKind?
+        do {
+            kind = try NoFollow.kind(directory(root: root).appending(id))
+        } catch where error == .notDirectory || error == .tooManySymbolicLinkLevels {
+            return nil
+        }
+        return kind.flatMap { entry(named: id, kind: $0, root: root) }
+    }
+
+    /// The time a name's `yyyyMMdd'T'HHmmss'Z'` says, read by hand (no formatter per name:
+    /// `entries` may meet thousands): nil unless every field is a valid UTC date and time.
+    static func date(stamp: Substring) -> Date? {
+        let bytes = Array(stamp.utf8)
+        guard bytes.count == 16, bytes[8] == UInt8(ascii: "T"), bytes[15] == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard let year = number(0..<4), let month = number(4..<6), let day = number(6..<8),
+            let hour = number(9..<11), let minute = number(11..<13), let second = number(13..<15),
+            (1...12).contains(month), hour < 24, minute < 60, second < 60
+        else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...lengths[month - 1]).contains(day) else { return nil }
+        // Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 
     /// The marker that says entry `id` is being adopted as window `target`: made durable before
@@ -138,6 +173,22 @@ public enum SetAsideShelf {
         guard rest.utf8.count > 37, let target = UUID(exactly: String(rest.prefix(36))), rest.dropFirst(36).first == "-" else { return nil }
         let id = String(rest.dropFirst(37))
         return isValidID(id) ? (id, target) : nil
+    }
+
+    /// What an adoption marker holds: the identity of the directory it moved (`st_dev` and
+    /// `st_ino`, which a rename keeps), so a start sends back only that directory, never a
+    /// window a planted or stale marker names.
+    public static func markerContent(device: UInt64, inode: UInt64) -> [UInt8] { Array("\(device) \(inode)\n".utf8) }
+
+    /// The identity a marker's bytes name: nil unless they are exactly what `markerContent` writes.
+    public static func markedIdentity(_ bytes: [UInt8]) -> (device: UInt64, inode: UInt64)? {
+        guard bytes.count <= 48, bytes.last == UInt8(ascii: "\n") else { return nil }
+        let fields = bytes.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard fields.count == 2, let device = UInt64(String(decoding: fields[0], as: UTF8.self)),
+            let inode = UInt64(String(decoding: fields[1], as: UTF8.self)),
+            markerContent(device: device, inode: inode) == bytes
+        else { return nil }
+        return (device, inode)
     }
 
     /// Where a discarded entry goes, in one rename, before its bytes are removed.

@@ -66,20 +66,19 @@ extension Supervisor {
 
     /// Every entry on disk now, with what this supervisor knew of each kept.
     func loadShelf(details: [String: String]) {
-        let found: [SetAsideEntry]
+        let found: (entries: [SetAsideEntry], total: Int)
         do {
-            found = try SetAsideShelf.entries(root: configuration.root)
+            found = try SetAsideShelf.entries(root: configuration.root, limit: Self.maxListedEntries)
         } catch {
-            logger.error("cannot list \(files.setAside): set-aside entries are not shown", metadata: ["error": "\(error)"])
+            logger.error("cannot list \(files.setAside): the list shown is the one before", metadata: ["error": "\(error)"])
             return
         }
-        if found.count > Self.maxListedEntries {
-            logger.warning(
-                "\(files.setAside) holds \(found.count) entries: the first \(Self.maxListedEntries) by name are listed",
-                metadata: ["first_not_listed": "\(found[Self.maxListedEntries].id)"])
+        if found.total > found.entries.count, found.total != shelfOverflowLogged {
+            shelfOverflowLogged = found.total
+            logger.warning("\(files.setAside) holds \(found.total) entries: the first \(found.entries.count) by name are listed")
         }
         var next: [String: ShelvedEntry] = [:]
-        for entry in found.prefix(Self.maxListedEntries) {
+        for entry in found.entries {
             var shelved = shelf[entry.id] ?? ShelvedEntry(entry: entry, detail: details[entry.id], summary: .pending)
             if shelved.entry != entry { (shelved.entry, shelved.summary) = (entry, .pending) }
             if !entry.holdsWindowSession { shelved.summary = .notASession }
@@ -280,7 +279,7 @@ extension Supervisor {
             }
         }
         if summaryJob == nil, shutdownDeadline == nil,
-            let next = shelf.keys.sorted().first(where: { shelf[$0]?.summary == .pending && shelf[$0]?.adoptingAs == nil })
+            let next = shelf.filter({ $0.value.summary == .pending && $0.value.adoptingAs == nil }).keys.min()
         {
             startSummary(next, now: now)
         }

@@ -30,7 +30,10 @@ extension Supervisor {
             window.seqFloor = record.ceiling.seq
             window.highestTab = record.ceiling.tab
             window.lostSeqs = record.lost
-        } else if handedOutDamaged, files.hasSession(id) {
+        } else if handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false {
+            // No ceilings to trust for seqs the window may have shown: a damaged `handed-out`,
+            // or a session adopted back under its UUID whose record is gone (a root of a version
+            // before). Its first worker only says what it restored (`probeFloors`).
             window.floorProbe = .needed
         }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }

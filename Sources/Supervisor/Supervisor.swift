@@ -231,6 +231,8 @@ public final class Supervisor {
     var straysKilled: Set<pid_t> = []
     /// `ROOT/set-aside/`, by entry id (`Supervisor+SetAside`).
     var shelf: [String: ShelvedEntry] = [:]
+    /// The count of entries last said to be past `maxListedEntries`: said once per count.
+    var shelfOverflowLogged = 0
     /// The one child reading an entry's summary now, if any.
     var summaryJob: SummaryJob?
     /// `set-aside` requests waiting for summaries being read, and until when.
@@ -328,9 +330,10 @@ public final class Supervisor {
         case .missing:
             break
         case .read(let record):
-            // A window with no session left is gone for good: the next write drops it.
-            let onDisk = Set(scan.windows)
-            handedOut = record.filter { onDisk.contains($0.key) }
+            // A window with no session left is gone for good: the next write drops it. One with
+            // a session set aside is not: adopted back under its UUID, it numbers above these.
+            let kept = Set(scan.windows + ((try? SetAsideShelf.entries(root: configuration.root).entries) ?? []).compactMap(\.window))
+            handedOut = record.filter { kept.contains($0.key) }
         case .damaged(let reason, let path):
             handedOutDamaged = true
             if let name = path?.lastComponent?.string { details[name] = reason }

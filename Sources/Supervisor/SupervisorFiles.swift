@@ -246,14 +246,25 @@ struct SupervisorFiles {
 
     // MARK: adopting and discarding set-aside entries (`ctl adopt`, `ctl discard`)
 
-    /// Moves `entry` to `windows/<target>` for adoption. The marker naming both is made durable
-    /// first, so a supervisor killed at any point leaves either the entry where it was or the
-    /// marker that sends it back (`recoverAdoptions`); the entry leaves `set-aside/` for good
-    /// only at `endAdoption(returning: false)`.
+    /// Moves `entry` to `windows/<target>` for adoption. The marker naming both, and holding
+    /// the identity of the directory moved, is made durable first, so a supervisor killed at any
+    /// point leaves either the entry where it was or the marker that sends it back
+    /// (`recoverAdoptions`); the entry leaves `set-aside/` for good only at
+    /// `endAdoption(returning: false)`.
     func beginAdoption(_ entry: SetAsideEntry, as target: UUID) throws {
+        let identity = try Self.identity(ofDirectory: entry.path)
         let marker = setAside.appending(SetAsideShelf.adoptionMarker(id: entry.id, target: target))
-        try NoFollow.open(marker, .create).close()
-        try Self.syncDirectory(setAside)
+        let fd = try NoFollow.open(marker, .create)
+        do {
+            try fd.closeAfter {
+                _ = try fd.writeAll(SetAsideShelf.markerContent(device: identity.device, inode: identity.inode))
+                guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+            }
+            try Self.syncDirectory(setAside)
+        } catch {
+            try? NoFollow.remove(marker)
+            throw error
+        }
         do {
             try NoFollow.rename(entry.path, to: windowDirectory(target), replacing: false)
         } catch {
@@ -285,24 +296,58 @@ struct SupervisorFiles {
     }
 
     /// Adoptions a supervisor before did not finish (killed, or stopped before the window had
-    /// saved): each session goes back to its entry, before `windows/` is read. The ones ended.
+    /// saved): each session goes back to its entry, before `windows/` is read. A marker is
+    /// believed only when it is a regular file naming the very directory now at
+    /// `windows/<target>` (`SetAsideShelf.markerContent`): a planted or stale one moves nothing
+    /// and, as a file, is removed; anything else under a marker's name is left alone (never
+    /// listed, never followed). Each marker's failure is logged and the start goes on. The
+    /// sessions sent back.
     func recoverAdoptions() throws(SupervisorError) -> [(id: String, target: UUID)] {
-        let names: [String]
+        let names: [(name: String, kind: EntryKind)]
         do {
-            names = (try NoFollow.entryNames(setAside) ?? []).map(\.name)
+            names = try NoFollow.entryNames(setAside) ?? []
         } catch {
             throw .setup("list \(setAside)", error)
         }
-        var ended: [(id: String, target: UUID)] = []
-        for case let (id, target)? in names.map(SetAsideShelf.adoption(marker:)) {
-            do {
-                try endAdoption(id, as: target, returning: true)
-            } catch {
-                throw .setup("return window \(target) to \(setAside.appending(id))", (error as? Errno) ?? .ioError)
+        var returned: [(id: String, target: UUID)] = []
+        for (name, kind) in names {
+            guard let (id, target) = SetAsideShelf.adoption(marker: name) else { continue }
+            guard kind == .file else {
+                logger.warning("a \(kind) has the name of an adoption marker: left alone", metadata: ["path": "\(setAside.appending(name))"])
+                continue
             }
-            ended.append((id, target))
+            do {
+                let marked = try Self.readMarker(setAside.appending(name))
+                let moved = try? Self.identity(ofDirectory: windowDirectory(target))
+                let ours = marked.map { marked in moved.map { $0 == marked } ?? false } ?? false
+                try endAdoption(id, as: target, returning: ours)
+                if ours { returned.append((id, target)) }
+                if !ours { logger.warning("an adoption marker names no directory it moved: removed, nothing moved", metadata: ["marker": "\(name)"]) }
+            } catch {
+                logger.error("cannot end an adoption left unfinished; the session stays where it is", metadata: ["marker": "\(name)", "error": "\(error)"])
+            }
         }
-        return ended
+        return returned
+    }
+
+    /// A directory's `(st_dev, st_ino)`, opened as itself (never through a symlink).
+    static func identity(ofDirectory path: FilePath) throws -> (device: UInt64, inode: UInt64) {
+        let fd = try NoFollow.openDirectory(path)
+        return try fd.closeAfter {
+            var status = stat()
+            guard fstat(fd.rawValue, &status) == 0 else { throw Errno(rawValue: errno) }
+            return (UInt64(status.st_dev), UInt64(status.st_ino))
+        }
+    }
+
+    /// The identity an adoption marker holds; nil when its bytes are not one (`markedIdentity`).
+    private static func readMarker(_ path: FilePath) throws -> (device: UInt64, inode: UInt64)? {
+        let fd = try NoFollow.open(path, .read)
+        return try fd.closeAfter {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = try buffer.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
+            return SetAsideShelf.markedIdentity(Array(buffer[..<count]))
+        }
     }
 
     /// Takes `entry` out of `set-aside/` durably, in one rename to its discarding name: from

@@ -50,6 +50,21 @@ import Testing
         #expect(try SetAsideShelf.entry(root: Self.root, id: id) == nil, "refused before any path is made")
     }
 
+    /// Stamps are read by hand (no formatter per name): the same instant the formatter writes,
+    /// over leap days and centuries, and nothing for a field out of range.
+    @Test func aStampReadsBackAsTheInstantItWasWrittenFromAndNothingElseDoes() throws {
+        for seconds in [0, 951_782_400, 1_709_164_800, 1_795_000_000, 4_107_542_399, 4_102_444_800] as [TimeInterval] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let id = SetAsideShelf.baseName(Self.window.uuidString, at: date, reason: .symlink)
+            #expect(SetAsideShelf.entry(named: id, kind: .symlink, root: Self.root)?.at == date, "\(id)")
+        }
+        for stamp in ["20261324T000000Z", "20260230T000000Z", "20250229T000000Z", "20261124T240000Z", "20261124T006000Z",
+                      "20261124T000060Z", "2026112AT000000Z", "20261124X000000Z", "20261124T000000z", "+2026124T000000Z"] {
+            let entry = SetAsideShelf.entry(named: "\(Self.window.uuidString)-\(stamp)-crash-loop", kind: .directory, root: Self.root)
+            #expect(entry?.at == nil && entry?.reason == .unrecorded, "\(stamp)")
+        }
+    }
+
     @Test func anAdoptionMarkerNamesItsEntryAndWindowAndNothingElseParsesAsOne() throws {
         let id = SetAsideShelf.baseName(Self.window.uuidString, at: Self.at, reason: .crashLoop) + "-3"
         let target = UUID()
