@@ -128,9 +128,12 @@ extension Supervisor {
 
     // MARK: requests
 
+    /// Whether a summary is still to be read (an entry being adopted waits for its end).
+    var summariesPending: Bool { shelf.values.contains { $0.summary == .pending && $0.adoptingAs == nil } }
+
     func listSetAside(for client: ClientID) {
         loadShelf(details: [:])
-        if shelf.values.contains(where: { $0.summary == .pending }) {
+        if summariesPending {
             setAsideWaiters.append((client, monotonicNanoseconds() + Self.listWaitNanoseconds))
         } else {
             answer(client, .ok(SetAsideReply(setAside: setAsideList())))
@@ -283,7 +286,7 @@ extension Supervisor {
         {
             startSummary(next, now: now)
         }
-        let pending = shelf.values.contains { $0.summary == .pending && $0.adoptingAs == nil }
+        let pending = summariesPending
         var waiting: [(ClientID, UInt64)] = []
         for (client, deadline) in setAsideWaiters {
             if pending, deadline > now { waiting.append((client, deadline)) } else { answer(client, .ok(SetAsideReply(setAside: setAsideList()))) }
