@@ -42,12 +42,12 @@ struct ControlCommand: ParsableCommand {
         .ok: "ok",
         .usage: "usage",
         .badData:
-            "unknown window or tab, or text that is not UTF-8, a URL holding a control character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data)",
+            "unknown window, tab or set-aside entry, a session that still does not start when adopted, or text that is not UTF-8, a URL holding a control character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data)",
         .unavailable: "no supervisor at the socket",
         .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
         .ioError:
             "a save failed (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window keeps its changes, goes on serving and retries by itself)",
-        .temporary: "temporary (the window's worker is restarting, or no reply within the timeout): retry",
+        .temporary: "temporary (the window's worker is restarting, a set-aside entry is being adopted, or no reply within the timeout): retry",
         .seqExhausted:
             "the window has used the highest command seq (only crafted or damaged files get there): it takes no more tab commands, while `dump` and `save` still work (docs/recovery.md)",
     ]
