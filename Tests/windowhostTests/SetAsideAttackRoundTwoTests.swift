@@ -345,6 +345,42 @@ import Testing
         #expect(Life.urls(host, window) == urls)
     }
 
+    /// An entry holding incognito tabs: the key went with the empty restart, so adopting it
+    /// brings the regular tabs back and no incognito tab, and the window reopens the same
+    /// at the next start (the sealed files discarded once, never read, never failing a restore).
+    @Test func anEntryWithIncognitoTabsAdoptsItsRegularTabsOnly() throws {
+        let root = temporaryRoot("attack2-incognito")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://regular-a.example/") != nil)
+        #expect(host.open(window, "https://secret.example/", incognito: true) != nil)
+        #expect(host.open(window, "https://regular-b.example/") != nil)
+        #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        #expect(host.terminate() == 0)
+        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
+        let id = try #require(try Life.entries(host).first?["id"]?.string)
+        #expect(host.terminate() == 0)
+        let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id], seconds: 10)
+        #expect(!inspected.output.contains("secret.example"), "an incognito URL read: \(inspected.output)")
+
+        host = try HostProcess(root: root, scenes: 1)
+        let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
+        try #require(adopted.status == 0, "\(adopted.output)")
+        let back = try #require(try Self.reply(adopted.output)["window"]?.string)
+        #expect(Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"])
+        #expect(host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array?.isEmpty ?? true)
+        #expect(host.open(back, "https://new-secret.example/", incognito: true) != nil, "incognito works in the adopted window")
+        #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
+        #expect(host.terminate() == 0)
+        host = try HostProcess(root: root, scenes: 2)
+        defer { _ = host.terminate() }
+        #expect(Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"], "\(host.log.suffix(2000))")
+        let incognito = (host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
+        #expect(incognito == ["https://new-secret.example/"], "\(incognito)")
+    }
+
     /// `/api/status` is what `ctl status --json` prints with set-aside entries listed (a
     /// crash-looped session and a planted symlink).
     @Test func apiStatusListsTheSameSetAsideEntriesAsCtlStatus() throws {
