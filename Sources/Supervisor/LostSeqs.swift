@@ -18,15 +18,32 @@ struct LostSeqs: Equatable {
         } else {
             ranges.append(range)
         }
+        mergeOldestPastCapacity()
+        assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges ordered and apart")
+    }
+
+    /// Past `capacity`, the two oldest ranges become one that spans both.
+    private mutating func mergeOldestPastCapacity() {
         while ranges.count > Self.capacity {
             ranges[1] = ranges[0].lowerBound...ranges[1].upperBound
             ranges.removeFirst()
         }
-        assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges ordered and apart")
     }
 
     func range(holding seq: UInt64) -> ClosedRange<UInt64>? { ranges.first { $0.contains(seq) } }
 
     /// Forgets a range the window's own state contradicts (it holds a seq as durable).
     mutating func remove(_ range: ClosedRange<UInt64>) { ranges.removeAll { $0 == range } }
+
+    /// Takes `seq` alone out of the range holding it, which splits in two: the seqs on either
+    /// side stay lost. At `capacity`, the split may be merged back (the seq then stays said
+    /// lost: the safe side).
+    mutating func remove(seq: UInt64) {
+        guard let index = ranges.firstIndex(where: { $0.contains(seq) }) else { return }
+        let range = ranges.remove(at: index)
+        let sides = [seq > range.lowerBound ? range.lowerBound...(seq - 1) : nil, seq < range.upperBound ? (seq + 1)...range.upperBound : nil]
+        ranges.insert(contentsOf: sides.compactMap { $0 }, at: index)
+        mergeOldestPastCapacity()
+        assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges stay ordered and apart")
+    }
 }

@@ -49,6 +49,8 @@ extension Supervisor {
         var bytes: [UInt8] = []
         /// Its output ended (closed, or past `maxSummaryBytes`): only its exit is awaited.
         var ended = false
+        /// Its entry was discarded or adopted meanwhile: what it says is of no entry now.
+        var stale = false
         let deadline: UInt64
     }
 
@@ -166,6 +168,7 @@ extension Supervisor {
             return
         }
         shelf[id] = nil
+        if summaryJob?.id == id { summaryJob?.stale = true }
         files.removeDiscarded([away])
         logger.warning("set-aside entry discarded", metadata: ["entry": "\(id)", "window": "\(shelved.entry.window?.uuidString ?? "-")"])
         answer(client, .ok(DiscardReply(discarded: status(shelved))))
@@ -196,6 +199,7 @@ extension Supervisor {
             return
         }
         shelf[id]?.adoptingAs = target
+        if summaryJob?.id == id { summaryJob?.stale = true }
         logger.warning("adopting a set-aside entry", metadata: ["entry": "\(id)", "window": "\(target)"])
         openWindow(target, slot: slot, adoption: Adoption(entry: id, client: client, asNewWindow: target != own))
     }
@@ -342,7 +346,7 @@ extension Supervisor {
     /// `status`: the child's wait status, nil when it could not be had.
     private func finishSummary(_ job: SummaryJob, status: Int32?, timedOut: Bool = false) {
         close(job.output)
-        guard shelf[job.id]?.summary == .pending else { return }
+        guard !job.stale, shelf[job.id]?.summary == .pending else { return }
         let status = status ?? -1
         let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
         let decoded = try? JSONDecoder().decode(SetAsideSummary.self, from: Data(job.bytes))

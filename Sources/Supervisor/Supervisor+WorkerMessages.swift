@@ -116,9 +116,18 @@ extension Supervisor {
         // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
         // acknowledged commands answer 75 (hostile round 5).
         if window.appliedSeq > 0, let contradicted = window.lostSeqs.range(holding: window.appliedSeq) {
-            window.lostSeqs.remove(contradicted)
+            if window.adoption != nil {
+                // A session adopted back under its UUID, which restarted empty after the set-aside
+                // and so named every seq it had shown lost, in one range with the seqs lost
+                // before: only the seq restored is durable for sure, and the others stay lost
+                // (saying a durable seq is lost is safe; the reverse never is).
+                window.lostSeqs.remove(seq: window.appliedSeq)
+            } else {
+                window.lostSeqs.remove(contradicted)
+            }
+            let believed = window.adoption != nil ? "only that seq is taken out (an adopted session)" : "not believed"
             logger.error(
-                "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: not believed",
+                "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: \(believed)",
                 metadata: ["window": "\(window.id)", "seq": "\(window.appliedSeq)"])
         }
         // Seqs a client may have seen above what it restored named commands lost with the last

@@ -16,6 +16,24 @@ import Testing
         #expect(lost.range(holding: 10) == nil && lost.range(holding: 2) == nil)
     }
 
+    /// An adopted session's restored seq is taken out alone: the seqs on either side stay lost
+    /// (issue 17's second hostile round: dropping the whole range answered 0 for seqs lost
+    /// before the crash loop).
+    @Test func takingOneSeqOutSplitsItsRangeAndKeepsTheRest() {
+        var lost = LostSeqs()
+        lost.insert(1...8194)
+        lost.insert(9000...9001)
+        lost.remove(seq: 4)
+        #expect(lost.ranges == [1...3, 5...8194, 9000...9001])
+        lost.remove(seq: 1)
+        lost.remove(seq: 8194)
+        lost.remove(seq: 9000)
+        lost.remove(seq: 8999)
+        #expect(lost.ranges == [2...3, 5...8193, 9001...9001], "ends trim; a seq in no range changes nothing")
+        lost.remove(seq: 9001)
+        #expect(lost.ranges == [2...3, 5...8193])
+    }
+
     /// Past the capacity the oldest ranges are joined, never forgotten: every seq ever lost is
     /// still said lost. (Dropping the oldest made `wait-durable --seq` answer 0 for a command
     /// lost 33 kills before.)
