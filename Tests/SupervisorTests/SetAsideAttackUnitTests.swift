@@ -32,7 +32,7 @@ import Testing
         func remove() { try? FileManager.default.removeItem(atPath: base.string) }
     }
 
-    /// A directory named like a marker of no window: unlinking it fails (EISDIR), and today the
+    /// A directory named like a marker of no window: unlinking it failed (EISDIR), and before the fix the
     /// start throws, at every start from then on.
     @Test func aMarkerThatIsADirectoryDoesNotStopTheStart() throws {
         let root = try Root()
@@ -44,7 +44,7 @@ import Testing
     }
 
     /// The same directory naming the closed window: the window must not be moved, and the start
-    /// must not fail. Today it is moved to `set-aside/planted` and then the start fails.
+    /// must not fail. Before the fix it was moved to `set-aside/planted` and then the start failed.
     @Test func aMarkerDirectoryNamingAWindowNeitherMovesItNorStopsTheStart() throws {
         let root = try Root()
         defer { root.remove() }

@@ -141,7 +141,7 @@ import Testing
     /// own UUID, which then crash-loops again and is adopted again: no seq or tab id any reply
     /// showed is shown again, and each lost seq answers 75 through both adoptions.
     ///
-    /// Fails today (a defect): after the second adoption `wait-durable --seq 2` answers 0,
+    /// Failed before the fix (issue 17, round two): after the second adoption `wait-durable --seq 2` answers 0,
     /// "durable 4098", for a command lost before the first crash loop. The empty restart after
     /// a set-aside records the window's lost seqs as one range 1…ceiling (merging the older
     /// ranges into it); the adopted window restores the entry's durable seq, which that range
@@ -205,7 +205,7 @@ import Testing
 
     /// The same defect in one supervisor's life and one adoption: seqs lost with a killed worker
     /// (`ctl kill` before their save), then a durable save above them, then a crash loop and the
-    /// entry adopted under its own UUID. Fails today: `wait-durable --seq 2` answers 0 for a
+    /// entry adopted under its own UUID. Before the fix `wait-durable --seq 2` answered 0 for a
     /// lost command (the range 1…4 the empty restart recorded holds the restored seq 4, so it
     /// is dropped whole).
     @Test func seqsLostBeforeACrashLoopStayLostAfterTheEntryIsAdopted() throws {
@@ -251,30 +251,18 @@ import Testing
     @Test func anOwnUUIDAdoptionAfterHandedOutWasDamagedReusesNothing() throws {
         let root = temporaryRoot("attack2-handed-out")
         defer { removeHostFiles(root) }
-        var host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
-        let window = try #require(host.windowIDs().first)
-        func open(_ url: String) throws -> CommandReply {
-            try host.call(.open(url, incognito: false), window: window).decode(CommandReply.self)
-        }
-        let saved = try open("https://saved.example/")
-        #expect(host.call(.save(wait: true), window: window).code == .ok)
-        let lost = [try open("https://lost-one.example/"), try open("https://lost-two.example/")]
-        let worker = try #require(host.windows()[window]?.pid)
-        host.kill9()
-        Glibc.kill(pid_t(worker), SIGKILL)
-        try #require(waitFor({ !isRunning(pid_t(worker)) }, seconds: 20))
-        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
-        try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
-        let id = try #require(try Life.entries(host).first?["id"]?.string)
-        #expect(host.terminate() == 0)
+        let (window, saved, lost, id) = try Life.lostSeqsThenSetAside(root)
         // The file damaged by hand: its bytes flipped in the middle.
         let file = root.appendingPathComponent("handed-out")
         var bytes = try Data(contentsOf: file)
         for offset in stride(from: 0, to: min(bytes.count, 200), by: 1) { bytes[offset] ^= 0x5A }
         try bytes.write(to: file)
 
-        host = try HostProcess(root: root, scenes: 1)
+        let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
+        func open(_ url: String) throws -> CommandReply {
+            try host.call(.open(url, incognito: false), window: window).decode(CommandReply.self)
+        }
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
         try #require(try Self.reply(adopted.output)["window"]?.string == window, "own UUID: \(adopted.output)")

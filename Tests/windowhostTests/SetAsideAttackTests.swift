@@ -56,7 +56,7 @@ import Testing
     }
 
     /// A planted directory named like an adoption marker (of no window at all) must not keep
-    /// the host from starting: today `recoverAdoptions` cannot unlink it (EISDIR), throws, and
+    /// the host from starting: before the fix `recoverAdoptions` could not unlink it (EISDIR), throws, and
     /// every start fails from then on.
     @Test func aPlantedMarkerDirectoryDoesNotKeepTheHostFromStarting() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-marker-dir")
@@ -72,7 +72,7 @@ import Testing
         }
     }
 
-    /// The same directory marker naming the closed window: today the start moves the window's
+    /// The same directory marker naming the closed window: before the fix the start moved the window's
     /// session to `set-aside/planted`, then fails on the marker, and every later start fails.
     @Test func aPlantedMarkerDirectoryNamingAWindowNeitherMovesItNorStopsTheHost() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-marker-dir-window")
@@ -338,35 +338,17 @@ import Testing
 
     /// The seqs and tab ids a window handed out are never handed out again under its UUID
     /// (`handed-out`), and `wait-durable` says a lost seq is lost. A session set aside by a crash
-    /// loop and adopted back under its own UUID at a later start: today the window's ceilings
+    /// loop and adopted back under its own UUID at a later start: before the fix the window's ceilings
     /// were dropped with its directory, so the adopted window numbers from its durable seq again,
     /// and a seq replied for a command that was lost is then answered durable for another.
     @Test func anEntryAdoptedUnderItsOwnUUIDNeverReusesASeqOrTabIDThatWasHandedOut() throws {
         let root = temporaryRoot("attack-adopt-seqs")
         defer { removeHostFiles(root) }
-        var host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
-        let window = try #require(host.windowIDs().first)
+        let (window, saved, lost, id) = try SetAsideProcessTests.lostSeqsThenSetAside(root)
+        let host = try HostProcess(root: root, scenes: 1)
         func open(_ url: String) throws -> CommandReply {
             try host.call(.open(url, incognito: false), window: window).decode(CommandReply.self)
         }
-        let saved = try open("https://saved.example/")
-        #expect(host.call(.save(wait: true), window: window).code == .ok)
-        let lost = [try open("https://lost-one.example/"), try open("https://lost-two.example/")]
-        #expect(([saved] + lost).map(\.seq) == [1, 2, 3])
-        // A power cut: the supervisor and the worker killed, the two opens never saved.
-        let worker = try #require(host.windows()[window]?.pid)
-        host.kill9()
-        Glibc.kill(pid_t(worker), SIGKILL)
-        try #require(waitFor({ !isRunning(pid_t(worker)) }, seconds: 20))
-
-        // The window crash-loops: its session is set aside and it restarts empty, takes no
-        // command, and leaves nothing on disk.
-        host = try HostProcess(root: root, scenes: 1, environment: [SetAsideProcessTests.fault: window])
-        try #require(waitFor({ (try? SetAsideProcessTests.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
-        let id = try #require(try SetAsideProcessTests.entries(host).first?["id"]?.string)
-        #expect(host.terminate() == 0)
-
-        host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output)")

@@ -224,6 +224,31 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
+    /// A window with one tab saved (seq 1) and two opens replied and then lost to a power cut
+    /// (the supervisor and the worker SIGKILLed); then a start where it crash-loops, so its
+    /// session is set aside and it restarts empty, takes no command and leaves nothing on disk.
+    /// The host is stopped when this returns.
+    static func lostSeqsThenSetAside(_ root: URL) throws -> (window: String, saved: CommandReply, lost: [CommandReply], id: String) {
+        var host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
+        let window = try #require(host.windowIDs().first)
+        func open(_ url: String) throws -> CommandReply {
+            try host.call(.open(url, incognito: false), window: window).decode(CommandReply.self)
+        }
+        let saved = try open("https://saved.example/")
+        #expect(host.call(.save(wait: true), window: window).code == .ok)
+        let lost = [try open("https://lost-one.example/"), try open("https://lost-two.example/")]
+        #expect(([saved] + lost).map(\.seq) == [1, 2, 3])
+        let worker = try #require(host.windows()[window]?.pid)
+        host.kill9()
+        Glibc.kill(pid_t(worker), SIGKILL)
+        try #require(waitFor({ !isRunning(pid_t(worker)) }, seconds: 20))
+        host = try HostProcess(root: root, scenes: 1, environment: [fault: window])
+        try #require(waitFor({ (try? entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
+        let id = try #require(try entries(host).first?["id"]?.string)
+        #expect(host.terminate() == 0)
+        return (window, saved, lost, id)
+    }
+
     /// `ctl adopt ID` started in the background: a crash-looping adoption lasts two failed starts.
     static func startAdopting(_ host: HostProcess, _ id: String) throws -> Process {
         let adopting = Process()
