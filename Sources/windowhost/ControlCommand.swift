@@ -406,7 +406,8 @@ extension ControlCommand {
                 --as-new-window) under a new one, through the normal restore with every check. The entry leaves \
                 set-aside/ only once the window has restored and saved. A session that still does not start goes back \
                 to its entry (65), and no other window is touched. 65: no such entry, or it holds no session; 75: the \
-                entry is being adopted, no window slot is free, or the supervisor is stopping.
+                entry is being adopted, no window slot is free, or the supervisor is stopping. Incognito tabs do not \
+                come back: the window's key went when it restarted empty (docs/recovery.md).
                 """)
         @OptionGroup var control: ControlOptions
         @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
