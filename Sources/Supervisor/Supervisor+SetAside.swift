@@ -39,6 +39,9 @@ extension Supervisor {
         /// Nothing a window could restore: a symlink, a file, `handed-out`.
         case notASession
         case unreadable(String)
+        /// The reader could not be started (the supervisor short of descriptors or processes):
+        /// tried again at the next `set-aside`.
+        case notStarted(String)
     }
 
     /// A `windowhost inspect --set-aside ID --summary` child and what it printed so far.
@@ -116,6 +119,8 @@ extension Supervisor {
             (status.browsers, status.tabs, status.regularTabs, status.incognitoTabs) = ([], 0, 0, 0)
         case .unreadable(let why):
             status.summary = "unreadable: \(why)"
+        case .notStarted(let why):
+            status.summary = "unreadable: its reader could not be started (\(why)); tried again at the next ctl set-aside"
         case .read(let summary):
             status.summary = "read"
             status.browsers = summary.browsers
@@ -135,6 +140,9 @@ extension Supervisor {
 
     func listSetAside(for client: ClientID) {
         loadShelf(details: [:])
+        for (id, shelved) in shelf {
+            if case .notStarted = shelved.summary { shelf[id]?.summary = .pending }
+        }
         if summariesPending {
             setAsideWaiters.append((client, monotonicNanoseconds() + Self.listWaitNanoseconds))
         } else {
@@ -307,7 +315,7 @@ extension Supervisor {
         guard devNull >= 0, Glibc.pipe(&pipe) == 0,
             fcntl(pipe[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipe[1], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipe[0], F_SETFL, O_NONBLOCK) == 0
         else {
-            shelf[id]?.summary = .unreadable("cannot start the reader: \(Errno(rawValue: errno))")
+            shelf[id]?.summary = .notStarted("\(Errno(rawValue: errno))")
             for fd in pipe where fd >= 0 { close(fd) }
             return
         }
@@ -321,7 +329,7 @@ extension Supervisor {
         close(pipe[1])
         guard result == 0 else {
             close(pipe[0])
-            shelf[id]?.summary = .unreadable("cannot start the reader: \(Errno(rawValue: result))")
+            shelf[id]?.summary = .notStarted("\(Errno(rawValue: result))")
             return
         }
         summaryJob = SummaryJob(id: id, pid: pid, output: pipe[0], deadline: now + Self.summaryTimeoutNanoseconds)
