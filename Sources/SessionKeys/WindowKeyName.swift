@@ -1,4 +1,6 @@
 import FoundationEssentials
+import Glibc
+import SystemPackage
 
 /// The description of one window's key in the kernel's user keyring:
 /// `windowhost:<root st_dev>:<root st_ino>:<window UUID>`. The root's device and inode, not its
@@ -20,6 +22,14 @@ public struct WindowKeyName: Hashable, Sendable, CustomStringConvertible {
         self.rootDevice = rootDevice
         self.rootInode = rootInode
         self.window = window
+    }
+
+    /// The name of `window`'s key in the root at `root` as it is now (`lstat`: a symlink is
+    /// never followed): the one place a root's identity becomes a key's name.
+    public init(root: String, window: UUID) throws(Errno) {
+        var status = stat()
+        guard lstat(root, &status) == 0 else { throw Errno(rawValue: errno) }
+        self.init(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: window)
     }
 
     /// The key's description in the keyring (it names the key, never holds its bytes).

@@ -12,9 +12,11 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
 
     /// The key's name, from the root as it is now (stat, not following a symlink).
     private func name() throws(IncognitoKeyError) -> WindowKeyName {
-        var status = stat()
-        guard lstat(root.string, &status) == 0 else { throw .failed("stat \(root): \(Errno(rawValue: errno))") }
-        return WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: window)
+        do {
+            return try WindowKeyName(root: root.string, window: window)
+        } catch {
+            throw .failed("stat \(root): \(error)")
+        }
     }
 
     func existingKey() throws(IncognitoKeyError) -> [UInt8]? {

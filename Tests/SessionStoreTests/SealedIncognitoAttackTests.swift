@@ -104,9 +104,7 @@ import Testing
     @Test func aPlantedKeyOfTheWrongSizeDoesNotStallTheRegularBrowser() throws {
         try withTemporaryDirectory { root in
             let id = UUID()
-            var status = stat()
-            try #require(lstat(root.string, &status) == 0)
-            let name = WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: id)
+            let name = try WindowKeyName(root: root.string, window: id)
             defer { try? KernelKeyring().revoke(name) }
             let store = WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
             _ = try store.recover()
@@ -134,9 +132,7 @@ import Testing
     @Test func aRevokedKeyStillLinkedDoesNotStallTheRegularBrowser() throws {
         try withTemporaryDirectory { root in
             let id = UUID()
-            var status = stat()
-            try #require(lstat(root.string, &status) == 0)
-            let name = WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: id)
+            let name = try WindowKeyName(root: root.string, window: id)
             defer { try? KernelKeyring().revoke(name) }
             let first = WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
             _ = try first.recover()
@@ -188,16 +184,5 @@ import Testing
             let restored = try urls(again)
             #expect(!restored.contains(Self.new), "a forged generation in the clear was restored as the sealed session: \(restored)")
         }
-    }
-
-    func filesHolding(_ text: String, under root: FilePath) -> [String] {
-        let needle = Data(text.utf8)
-        let enumerator = FileManager.default.enumerator(atPath: root.string)
-        var found: [String] = []
-        while let name = enumerator?.nextObject() as? String {
-            let path = root.string + "/" + name
-            if let data = FileManager.default.contents(atPath: path), data.range(of: needle) != nil { found.append(path) }
-        }
-        return found
     }
 }

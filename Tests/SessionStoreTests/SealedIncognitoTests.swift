@@ -22,29 +22,6 @@ import Testing
         WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0)
     }
 
-    /// Every file under `root`, whole.
-    func everyFile(_ root: FilePath) -> [(path: String, bytes: [UInt8])] {
-        let enumerator = FileManager.default.enumerator(atPath: root.string)
-        var files: [(String, [UInt8])] = []
-        while let name = enumerator?.nextObject() as? String {
-            let path = root.string + "/" + name
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                let data = FileManager.default.contents(atPath: path)
-            else { continue }
-            files.append((path, Array(data)))
-        }
-        return files
-    }
-
-    func filesHolding(_ text: String, under root: FilePath) -> [String] {
-        let needle = Array(text.utf8)
-        return everyFile(root).filter { file in
-            guard file.bytes.count >= needle.count else { return false }
-            return (0...(file.bytes.count - needle.count)).contains { file.bytes[$0] == needle[0] && Array(file.bytes[$0..<($0 + needle.count)]) == needle }
-        }.map(\.path)
-    }
-
     /// Opens the secrets incognito (one navigated) and one regular tab; waits until durable.
     func browse(_ store: WindowStore) throws {
         var seq = store.appliedSeq
@@ -216,7 +193,7 @@ import Testing
             let id = UUID()
             defer { try? keys(root, id).revoke() }
             _ = try browsedWindow(root, id)
-            let journals = everyFile(root).filter { $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix) }
+            let journals = everyFile(under: root).filter { $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix) }
             let journal = try #require(journals.first)
             // The first mutation record after the header block: flip a payload byte, fix its CRC.
             var bytes = journal.bytes

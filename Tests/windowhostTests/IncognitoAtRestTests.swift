@@ -2,7 +2,9 @@ import Foundation
 import Glibc
 import SessionKeys
 import Supervisor
+import SystemPackage
 import Testing
+import TestSupport
 
 /// Incognito at rest (issue 16), as a person's host lives it: while incognito tabs are open and
 /// durable no file under the root holds their URLs; the supervisor SIGKILLed, the next one
@@ -14,20 +16,7 @@ import Testing
 
     /// The window's key name: the root's device and inode, and the window.
     func keyName(_ root: URL, _ window: String) throws -> WindowKeyName {
-        var status = stat()
-        try #require(lstat(root.path, &status) == 0)
-        return WindowKeyName(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino), window: try #require(UUID(uuidString: window)))
-    }
-
-    func filesHolding(_ text: String, under root: URL) -> [String] {
-        let needle = Data(text.utf8)
-        let enumerator = FileManager.default.enumerator(atPath: root.path)
-        var found: [String] = []
-        while let name = enumerator?.nextObject() as? String {
-            let path = root.path + "/" + name
-            if let data = FileManager.default.contents(atPath: path), data.range(of: needle) != nil { found.append(path) }
-        }
-        return found
+        try WindowKeyName(root: root.path, window: try #require(UUID(uuidString: window)))
     }
 
     func incognitoURLs(_ host: HostProcess, _ window: String) throws -> [String] {
@@ -49,8 +38,8 @@ import Testing
         let window = try #require(host.windowIDs().first)
         defer { try? KernelKeyring().revoke(try keyName(root, window)) }
         try browse(host, window)
-        #expect(!filesHolding("https://kept-regular.example/", under: root).isEmpty, "the search finds what is in the clear")
-        for secret in Self.secrets { #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in \(filesHolding(secret, under: root))") }
+        #expect(!filesHolding("https://kept-regular.example/", under: FilePath(root.path)).isEmpty, "the search finds what is in the clear")
+        for secret in Self.secrets { #expect(filesHolding(secret, under: FilePath(root.path)).isEmpty, "\(secret) in \(filesHolding(secret, under: FilePath(root.path)))") }
         host.kill9()
         let again = try HostProcess(root: root, scenes: 1)
         #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")

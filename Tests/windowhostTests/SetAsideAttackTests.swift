@@ -266,12 +266,7 @@ import Testing
         let id = try #require(try SetAsideProcessTests.entries(host).first?["id"]?.string)
         let before = try Self.contents(root.appendingPathComponent("set-aside/\(id)"))
         #expect(host.call(.scene(.disconnect), window: ids[0]).code == .ok)
-        let adopting = Process()
-        adopting.executableURL = windowhostBinary
-        adopting.arguments = ["ctl", "--socket", host.socket, "adopt", id]
-        adopting.standardOutput = FileHandle.nullDevice
-        adopting.standardError = FileHandle.nullDevice
-        try adopting.run()
+        let adopting = try SetAsideProcessTests.startAdopting(host, id)
         #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         adopting.waitUntilExit()
