@@ -15,11 +15,9 @@ import SystemPackage
 extension Supervisor {
     /// One entry as the supervisor knows it.
     struct ShelvedEntry {
-        var entry: SetAsideEntry {
-            didSet { at = entry.at.map { ISO8601DateFormatter().string(from: $0) } }
-        }
+        let entry: SetAsideEntry
         /// `entry.at` in ISO 8601, formatted once: `status` is built every 100 ms with `--http`.
-        private(set) var at: String?
+        let at: String?
         /// What this supervisor saw when it set the entry aside; nil for one found on disk.
         var detail: String?
         var summary: SummaryState
@@ -84,8 +82,9 @@ extension Supervisor {
         }
         var next: [String: ShelvedEntry] = [:]
         for entry in found.entries {
-            var shelved = shelf[entry.id] ?? ShelvedEntry(entry: entry, detail: details[entry.id], summary: .pending)
-            if shelved.entry != entry { (shelved.entry, shelved.summary) = (entry, .pending) }
+            // An entry replaced under its id (a kind or time of its own) is read again.
+            var shelved = shelf[entry.id].flatMap { $0.entry == entry ? $0 : nil }
+                ?? ShelvedEntry(entry: entry, detail: details[entry.id] ?? shelf[entry.id]?.detail, summary: .pending)
             if !entry.holdsWindowSession { shelved.summary = .notASession }
             next[entry.id] = shelved
         }
