@@ -164,6 +164,32 @@ public final class WebState {
         return nil
     }
 
+    /// Where an unrealized tab's metadata and history wait (what a save copies them from, the
+    /// seed's "retrieving saved state"); nil once realized.
+    public var storedContent: (tabs: any StoredTabs, index: Int)? {
+        if case .unrealized(let stored, let index) = content { return (stored, index) }
+        return nil
+    }
+
+    /// The stored history of an unrealized tab, read without realizing it: what a journal
+    /// replay applies a navigation record to. Nil when the tab is realized.
+    public func storedHistory() throws(WebStateError) -> NavigationHistory? {
+        guard case .unrealized(let stored, let index) = content else { return nil }
+        do {
+            return try stored.history(at: index)
+        } catch {
+            throw .historyUnavailable(id, reason: "\(error)")
+        }
+    }
+
+    /// Journal replay moved an unrealized tab's content: a navigation record applied to its
+    /// stored history left the result at `index` of `stored`. The tab stays unrealized; its
+    /// observers hear of no navigation (replay restores, it does not browse).
+    public func restoreStoredContent(in stored: any StoredTabs, at index: Int) {
+        precondition(!isRealized && !isDestroyed, "only an unrealized tab's stored content moves")
+        content = .unrealized(stored, index: index)
+    }
+
     // MARK: Uses that need the history: realize first.
 
     /// Realizes the tab now (the seed's `ForceRealized`). No-op when already realized.

@@ -42,10 +42,13 @@ public struct WorkerLaunch: Equatable, Sendable {
     public var tabFloor: Int64
     /// Compact a journal past this many records (the store's default when nil).
     public var compactAfterRecords: Int?
+    /// The scene is in the background: the restored window displays no tab (none is realized)
+    /// until the scene comes to the foreground.
+    public var inBackground: Bool
 
     public init(
         slot: Int, generation: UInt32, window: UUID, root: FilePath, saveDelayMilliseconds: UInt64, io: String?,
-        supervisorPID: Int32, seqFloor: UInt64, tabFloor: Int64, compactAfterRecords: Int?
+        supervisorPID: Int32, seqFloor: UInt64, tabFloor: Int64, compactAfterRecords: Int?, inBackground: Bool = false
     ) {
         self.slot = slot
         self.generation = generation
@@ -57,6 +60,7 @@ public struct WorkerLaunch: Equatable, Sendable {
         self.seqFloor = seqFloor
         self.tabFloor = tabFloor
         self.compactAfterRecords = compactAfterRecords
+        self.inBackground = inBackground
     }
 
     /// The worker's whole command line, `executable` first: what `windowhost worker` parses.
@@ -67,6 +71,7 @@ public struct WorkerLaunch: Equatable, Sendable {
             "--root", root.string, "--save-delay", "\(saveDelayMilliseconds)",
             "--supervisor", "\(supervisorPID)", "--seq-floor", "\(seqFloor)", "--tab-floor", "\(tabFloor)",
         ] + (io.map { ["--io", $0] } ?? []) + (compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
+            + (inBackground ? ["--background"] : [])
     }
 }
 

@@ -31,17 +31,42 @@ public struct WorkerFloor: Sendable, Equatable {
 /// or is refused takes none (the store's `apply` decides, from the records the command made).
 /// Every command gets exactly one reply; a command that does not fit the window (an unknown tab,
 /// an index out of range) is refused with `BAD_DATA` and changes nothing.
+///
+/// A foreground scene displays each Browser's active tab, and a displayed tab is realized (the
+/// seed: displaying needs what only a realized tab has). Restore leaves every tab unrealized;
+/// `displayActiveTabs` realizes the displayed ones after restore, after each command and when
+/// the scene comes to the foreground. Nothing else the window answers (a dump) realizes a tab.
 public final class SceneWindow {
     public let store: WindowStore
     private let floor: WorkerFloor
     private let now: () -> Timestamp
+    /// Whether the scene is in the foreground: its Browsers' active tabs are displayed.
+    public private(set) var isForeground: Bool
 
     /// `floor`: the seq and tab id numbering continues above (tab ids below it are reserved).
-    public init(store: WindowStore, floor: WorkerFloor = .none, now: @escaping () -> Timestamp = SceneWindow.wallClock) {
+    /// `foreground`: the scene the worker starts in (a background scene displays no tab).
+    public init(
+        store: WindowStore, floor: WorkerFloor = .none, foreground: Bool = true, now: @escaping () -> Timestamp = SceneWindow.wallClock
+    ) {
         self.store = store
         self.floor = floor
+        self.isForeground = foreground
         self.now = now
         if let tab = WebStateID(rawValue: floor.tab) { store.profile.reserveWebStateID(tab) }
+    }
+
+    private var lists: [WebStateList] { [store.regular.webStateList, store.incognito.webStateList] }
+
+    /// Realizes each Browser's active tab when the scene is in the foreground (its helpers are
+    /// told: `TabHelper.webStateRealized`). A history that does not read now (the worker short
+    /// of memory or descriptors; damage falls back inside the stored tabs) leaves the tab
+    /// unrealized, shown from its metadata, and the next display tries again.
+    public func displayActiveTabs() {
+        guard isForeground else { return }
+        for list in lists {
+            guard let active = list.activeWebState, !active.isRealized else { continue }
+            try? active.forceRealized()
+        }
     }
 
     /// The next change takes the seq after this one: the last change's, or the floor when that
@@ -60,12 +85,14 @@ public final class SceneWindow {
         do {
             switch try WindowCommand(message) {
             case .dump:
+                // Answered from metadata: showing the window displays nothing new.
                 reply.dump = dump()
+                return reply
             case .save:
                 try store.save()
                 reply.done = done()
             case .scene(let change):
-                if change == .background { try store.background() }
+                try changeScene(change)
                 reply.done = done()
             case .tab(let command):
                 // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the
@@ -88,7 +115,25 @@ public final class SceneWindow {
         } catch {
             reply.failure = failure(.badData, "\(error)")
         }
+        displayActiveTabs()
         return reply
+    }
+
+    /// A scene coming to the foreground displays its active tabs again: each is stamped
+    /// active now (kept in memory and in the next snapshot: a scene change takes no seq, so it
+    /// makes no journal record). Going to the background saves at once.
+    private func changeScene(_ change: SceneChange) throws(StoreError) {
+        switch change {
+        case .background:
+            isForeground = false
+            try store.background()
+        case .foreground:
+            isForeground = true
+            let time = now()
+            for list in lists { list.activeWebState?.wasActivated(at: time) }
+        case .disconnect:
+            break
+        }
     }
 
     private struct Refusal: Error {
@@ -122,6 +167,8 @@ public final class SceneWindow {
             try list.close(at: index)
         case .activate(let tab):
             let (list, index) = try locate(tab)
+            // Stamped first: the activation's journal record carries the tab's new time.
+            if list.activeIndex != index { try list.webState(at: index).wasActivated(at: now()) }
             try list.activate(at: index)
         case .move(let tab, let to):
             let (list, index) = try locate(tab)

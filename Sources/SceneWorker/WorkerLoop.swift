@@ -45,7 +45,8 @@ public final class WorkerLoop {
 
     public init(
         identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
-        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, logger: Logger
+        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, foreground: Bool = true,
+        logger: Logger
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
             throw WorkerFailure(
@@ -65,7 +66,7 @@ public final class WorkerLoop {
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
         let store = WindowStore(
             root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
-        window = SceneWindow(store: store, floor: floor)
+        window = SceneWindow(store: store, floor: floor, foreground: foreground)
         store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
     }
 
@@ -100,6 +101,8 @@ public final class WorkerLoop {
             logger.critical("aborting while restoring (\(Self.abortWhileRestoringVariable))")
             abort()
         }
+        // Restored tabs are all unrealized; a foreground scene now shows its active tabs.
+        window.displayActiveTabs()
         publish()
         slot.heartbeat = monotonicNanoseconds()
         slot.readyGeneration = identity.generation

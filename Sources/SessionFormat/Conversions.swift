@@ -111,15 +111,16 @@ extension WebStateStorage {
         navigation = NavigationStorage(id: webState.id, history: history)
     }
 
-    /// A realized tab made from the record.
-    func makeWebState() throws(SessionFormatError.InvalidState) -> (WebState, opener: WebStateOpener?) {
+    /// An unrealized tab made from the record, its history checked and kept in `stored` as
+    /// bytes (a restored tab is realized when used, whether a snapshot or a journal held it).
+    func makeWebState(keepingIn stored: JournalTabs) throws(SessionFormatError.InvalidState) -> (WebState, opener: WebStateOpener?) {
         guard let id = WebStateID(rawValue: identifier) else { throw .invalidIdentifier(identifier) }
         guard navigation.identifier == identifier else {
             throw .historyIdentifierMismatch(expected: identifier, found: navigation.identifier)
         }
-        let stored = try metadata.model()
-        let webState = WebState(id: id, creationTime: stored.creationTime, history: try navigation.model())
-        webState.wasActivated(at: stored.lastActiveTime)
+        let times = try metadata.model()
+        let index = stored.keep(id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, history: try navigation.model())
+        let webState = WebState(id: id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, storedIn: stored, at: index)
         var opener: WebStateOpener?
         if openerIdentifier != 0 {
             guard let openerID = WebStateID(rawValue: openerIdentifier) else {

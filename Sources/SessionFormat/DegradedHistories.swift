@@ -42,32 +42,32 @@ public final class DegradedHistories {
         return NavigationHistory(items: [page], currentIndex: 0) ?? NavigationHistory()
     }
 
-    /// Replays a navigation recorded as entry `number` of the lost history onto the degraded
-    /// tab. A new item lands after the known entries it follows (or alone, when it was
-    /// committed into the lost part); going to an entry that was lost keeps the current one.
-    /// Positions are entry numbers of the degraded history (`droppedItemCount` + index), which
-    /// stay put when its bounds drop the oldest entries.
-    func replayNavigation(on webState: WebState, item: NavigationItem?, number: Int64) throws(WebStateError) {
-        guard var tab = tabs[webState.id] else { return }
-        let history = try webState.navigationHistory()
+    /// Replays a navigation recorded as entry `number` of the lost history onto `history`, the
+    /// degraded history of tab `id`. A new item lands after the known entries it follows (or
+    /// alone, when it was committed into the lost part); going to an entry that was lost keeps
+    /// the current one. Positions are entry numbers of the degraded history
+    /// (`droppedItemCount` + index), which stay put when its bounds drop the oldest entries.
+    func replayNavigation(of id: WebStateID, on history: inout NavigationHistory, item: NavigationItem?, number: Int64) {
+        guard var tab = tabs[id] else { return }
         let dropped = Int64(history.droppedItemCount)
         let end = dropped + Int64(history.items.count)
         let local = number.subtractingReportingOverflow(tab.base)
         if let item {
+            // Each index below is in 0...items.count, where a commit always fits.
             if local.overflow || local.partialValue < dropped {
                 // Committed into the lost part: the new entry stands alone, numbered as recorded.
-                try webState.commitNavigation(to: item, at: 0)
+                history.commit(item, at: 0)
                 tab.base = number &- dropped
             } else if local.partialValue > end {
                 // Past entries nobody recorded: it follows the known ones.
-                try webState.commitNavigation(to: item, at: history.items.count)
+                history.commit(item, at: history.items.count)
                 tab.base = number &- end
             } else {
-                try webState.commitNavigation(to: item, at: Int(local.partialValue - dropped))
+                history.commit(item, at: Int(local.partialValue - dropped))
             }
-            tabs[webState.id] = tab
+            tabs[id] = tab
         } else if !local.overflow, let index = history.index(ofItemNumber: local.partialValue), index < history.items.count {
-            try webState.goToItem(at: index)
+            history.goToItem(at: index)
         }
     }
 }

@@ -34,7 +34,7 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
         case .remove(let remove): "#\(seq) \(remove.closing ? "close" : "detach") \(remove.identifier) active=\(active)"
         case .replace(let replace):
             "#\(seq) replace \(replace.replacedIdentifier) with \(replace.webState.identifier) active=\(active)"
-        case .activate: "#\(seq) activate \(active)"
+        case .activate(let activate): "#\(seq) activate \(active) at \(activate.activatedAtUs)"
         case .navigation(let navigation):
             "#\(seq) \(navigation.hasItem ? "navigate" : "go to") \(navigation.identifier) item \(navigation.itemIndex)"
         case .pin(let pin): "#\(seq) \(pin.pinned ? "pin" : "unpin") \(pin.identifier) to \(pin.toIndex)"
@@ -101,7 +101,9 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
             pin.toIndex = Int32(to)
             record.pin = pin
         case .activation:
-            record.activate = Windowhost_Session_ActivateMutation()
+            var activate = Windowhost_Session_ActivateMutation()
+            activate.activatedAtUs = status.active?.lastActiveTime.microsecondsSinceEpoch ?? 0
+            record.activate = activate
         }
         pending.append(JournalRecord(record))
     }
@@ -125,11 +127,17 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
 /// Applies journal records to a list, checking each against it: a record that names a tab the
 /// list lacks, an index it does not have, or a result other than the one recorded is refused
 /// with a typed error and leaves the list as the previous record left it.
+///
+/// Replay keeps tabs unrealized, as a snapshot's are: a tab a record brings in keeps its
+/// history in `stored` as bytes, and a navigation record against an unrealized tab is applied
+/// to its stored history (decoded, checked, changed, kept as bytes again), never by realizing
+/// it. A tab realized before the record (a list the caller built) is navigated as a realized one.
 public enum JournalReplayer {
     /// Applies `record`. A navigation of a tab in `degraded` (its history lost in two
     /// generations) lands where it can instead of being refused.
     public static func apply(
-        _ record: JournalRecord, to list: WebStateList, profile: Profile, degraded: DegradedHistories? = nil
+        _ record: JournalRecord, to list: WebStateList, profile: Profile, keepingIn stored: JournalTabs,
+        degraded: DegradedHistories? = nil
     ) throws(SessionFormatError.InvalidState) {
         let storage = record.storage
         switch storage.mutation {
@@ -138,7 +146,7 @@ public enum JournalReplayer {
             guard list.count < Limits.maxTabsPerBrowser else {
                 throw .tooManyTabs(list.count + 1, limit: Limits.maxTabsPerBrowser)
             }
-            let (webState, opener) = try insert.webState.makeWebState()
+            let (webState, opener) = try insert.webState.makeWebState(keepingIn: stored)
             try checkUniqueInFamily(webState.id, list: list, profile: profile)
             profile.reserveWebStateID(webState.id)
             let index = try listCall {
@@ -162,32 +170,17 @@ public enum JournalReplayer {
             }
         case .replace(let replace):
             let index = try position(of: replace.replacedIdentifier, in: list)
-            let (webState, _) = try replace.webState.makeWebState()
+            let (webState, _) = try replace.webState.makeWebState(keepingIn: stored)
             try checkUniqueInFamily(webState.id, list: list, profile: profile)
             profile.reserveWebStateID(webState.id)
             try listCall { try list.replace(at: index, with: webState).destroy() }
         case .activate:
+            // The stamp is applied below, once the record's active tab is active.
             break
         case .navigation(let navigation):
             let index = try position(of: navigation.identifier, in: list)
             let webState = try listCall { try list.webState(at: index) }
-            // Realizing runs the tab's loader: a history lost in two generations degrades here.
-            let history = try listCall { try webState.navigationHistory() }
-            if let degraded, degraded.tabs[webState.id] != nil {
-                let item = navigation.hasItem ? try navigation.item.model() : nil
-                try listCall { try degraded.replayNavigation(on: webState, item: item, number: navigation.itemIndex) }
-                break
-            }
-            guard let itemIndex = history.index(ofItemNumber: navigation.itemIndex) else {
-                throw .replayMismatch(
-                    "tab \(navigation.identifier) has no entry \(navigation.itemIndex) (entries \(history.droppedItemCount)..<\(history.itemNumber(at: history.items.count)))")
-            }
-            if navigation.hasItem {
-                let item = try navigation.item.model()
-                try listCall { try webState.commitNavigation(to: item, at: itemIndex) }
-            } else {
-                try listCall { try webState.goToItem(at: itemIndex) }
-            }
+            try replayNavigation(navigation, on: webState, keepingIn: stored, degraded: degraded)
         case .pin(let pin):
             let index = try position(of: pin.identifier, in: list)
             let to = try listCall { try list.setPinned(at: index, pin.pinned) }
@@ -199,6 +192,52 @@ public enum JournalReplayer {
         }
         let active = storage.activeIdentifier == 0 ? nil : try position(of: storage.activeIdentifier, in: list)
         try listCall { try list.activate(at: active) }
+        if case .activate(let activate) = storage.mutation, activate.activatedAtUs != 0 {
+            list.activeWebState?.wasActivated(at: Timestamp(microsecondsSinceEpoch: activate.activatedAtUs))
+        }
+    }
+
+    /// Applies a navigation record to the tab's stored history (it stays unrealized), or to its
+    /// history in memory when it is realized.
+    private static func replayNavigation(
+        _ navigation: Windowhost_Session_NavigationMutation, on webState: WebState, keepingIn stored: JournalTabs,
+        degraded: DegradedHistories?
+    ) throws(SessionFormatError.InvalidState) {
+        let item = navigation.hasItem ? try navigation.item.model() : nil
+        guard var history = try listCall({ try webState.storedHistory() }) else {
+            // Realized: `loadedHistory` is there.
+            let itemIndex = try entryIndex(navigation, in: webState.loadedHistory ?? NavigationHistory())
+            if let item {
+                try listCall { try webState.commitNavigation(to: item, at: itemIndex) }
+            } else {
+                try listCall { try webState.goToItem(at: itemIndex) }
+            }
+            return
+        }
+        // Reading the stored history runs its fallbacks: a history lost in two generations
+        // degrades there.
+        if let degraded, degraded.tabs[webState.id] != nil {
+            degraded.replayNavigation(of: webState.id, on: &history, item: item, number: navigation.itemIndex)
+        } else {
+            let itemIndex = try entryIndex(navigation, in: history)
+            let applied = if let item { history.commit(item, at: itemIndex) != nil } else { history.goToItem(at: itemIndex) }
+            guard applied else {
+                throw .replayMismatch("tab \(navigation.identifier) has no entry \(navigation.itemIndex) to go to (\(history.items.count) items)")
+            }
+        }
+        let kept = stored.keep(webState.id, creationTime: webState.creationTime, lastActiveTime: webState.lastActiveTime, history: history)
+        webState.restoreStoredContent(in: stored, at: kept)
+    }
+
+    /// The index the record's entry number has in `history`.
+    private static func entryIndex(_ navigation: Windowhost_Session_NavigationMutation, in history: NavigationHistory)
+        throws(SessionFormatError.InvalidState) -> Int
+    {
+        guard let itemIndex = history.index(ofItemNumber: navigation.itemIndex) else {
+            throw .replayMismatch(
+                "tab \(navigation.identifier) has no entry \(navigation.itemIndex) (entries \(history.droppedItemCount)..<\(history.itemNumber(at: history.items.count)))")
+        }
+        return itemIndex
     }
 
     /// A tab id the other Browser of the window already holds: a record that brings it in

@@ -747,6 +747,10 @@ public final class BrowserStore {
     }
 
     private func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
+        // A tab the journal replay brought in or navigated keeps its history as bytes there.
+        if let (tabs, index) = webState.storedContent, let journalTabs = tabs as? JournalTabs {
+            return journalTabs.historyPayload(at: index)
+        }
         guard let source = historySources[webState.id] else {
             throw .readFailed(offset: 0, reason: "no stored history for unrealized tab \(webState.id)")
         }

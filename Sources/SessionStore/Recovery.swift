@@ -432,12 +432,14 @@ extension BrowserStore {
             }
         }
         outcome.seq = loaded.reader?.lastCommandSeq ?? 0
+        let journalTabs = JournalTabs()
         for (index, journal) in loaded.journals.enumerated() {
             var next = 0
             for (applied, found) in journal.scan.commits[..<journal.commitsUsed].enumerated() {
                 for record in next..<found.recordCount {
                     do {
-                        try JournalReplayer.apply(journal.scan.records[record], to: list, profile: profile, degraded: degraded)
+                        try JournalReplayer.apply(
+                            journal.scan.records[record], to: list, profile: profile, keepingIn: journalTabs, degraded: degraded)
                     } catch {
                         if let historyReadFailure { throw historyReadFailure }
                         outcome.failure = ReplayFailure(

@@ -65,7 +65,8 @@ extension Supervisor {
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords)
+            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords,
+            inBackground: window.inBackground)
         let spawnStart = monotonicNanoseconds()
         let worker: WorkerProcess
         do throws(WorkerProcess.SpawnFailure) {

@@ -27,6 +27,8 @@ struct WorkerProcessCommand: ParsableCommand {
     /// (`WorkerFloor`): the worker numbers above them.
     @Option var seqFloor: UInt64 = 0
     @Option var tabFloor: Int64 = 0
+    /// The scene is in the background: no tab is displayed (realized) until it comes forward.
+    @Flag var background = false
     @OptionGroup var io: IOOptions
 
     func validate() throws {
@@ -41,7 +43,8 @@ struct WorkerProcessCommand: ParsableCommand {
     var launch: WorkerLaunch {
         WorkerLaunch(
             slot: slot, generation: generation, window: window, root: FilePath(root), saveDelayMilliseconds: saveDelay, io: io.choice?.rawValue,
-            supervisorPID: supervisor, seqFloor: seqFloor, tabFloor: tabFloor, compactAfterRecords: compactAfter)
+            supervisorPID: supervisor, seqFloor: seqFloor, tabFloor: tabFloor, compactAfterRecords: compactAfter,
+            inBackground: background)
     }
 
     func run() throws {
@@ -61,7 +64,7 @@ struct WorkerProcessCommand: ParsableCommand {
                 supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor), root: launch.root,
                 engine: try io.makeEngine(quietly: true),
                 options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
-                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, logger: logger)
+                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, foreground: !launch.inBackground, logger: logger)
             throw ExitCode(loop.run().status)
         } catch let error as RegionError {
             logger.critical("\(error)")

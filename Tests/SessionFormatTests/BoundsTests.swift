@@ -235,7 +235,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         storage.seq = 1
         storage.insert = insert
         #expect(throws: SessionFormatError.InvalidState.tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser)) {
-            try JournalReplayer.apply(JournalRecord(storage), to: list, profile: profile)
+            try JournalReplayer.apply(JournalRecord(storage), to: list, profile: profile, keepingIn: JournalTabs())
         }
         #expect(list.count == Limits.maxTabsPerBrowser)
     }

@@ -33,7 +33,8 @@ struct BrowsingSession {
 func replay(_ records: [JournalRecord], onto list: WebStateList = WebStateList(), profile: Profile = Profile(stateDirectory: "/unused"))
     throws -> WebStateList
 {
-    for record in records { try JournalReplayer.apply(record, to: list, profile: profile) }
+    let stored = JournalTabs()
+    for record in records { try JournalReplayer.apply(record, to: list, profile: profile, keepingIn: stored) }
     return list
 }
 

@@ -13,35 +13,32 @@ import Testing
 
     /// The lost history had 3 entries (numbers 0...2, the current one last); the journal then
     /// committed entries 3...(3 + count − 1) one after another.
-    static func degradedTab(committing count: Int64) throws -> (DegradedHistories, WebState) {
+    static func degradedTab(committing count: Int64) throws -> (DegradedHistories, WebStateID, NavigationHistory) {
         let degraded = DegradedHistories()
         let id = try #require(WebStateID(rawValue: 1))
         let metadata = WebStateMetadata(
             creationTime: .zero, lastActiveTime: .zero, activePageTitle: "page 2", activePageURL: "https://example.com/2", navigationItemCount: 3)
-        let history = degraded.degrade(id, metadata: metadata, reason: .readFailed(offset: 0, reason: "test"))
-        let webState = WebState(id: id, creationTime: .zero, history: history)
-        for number in 3..<(3 + count) { try degraded.replayNavigation(on: webState, item: page(number), number: number) }
-        return (degraded, webState)
+        var history = degraded.degrade(id, metadata: metadata, reason: .readFailed(offset: 0, reason: "test"))
+        for number in 3..<(3 + count) { degraded.replayNavigation(of: id, on: &history, item: page(number), number: number) }
+        return (degraded, id, history)
     }
 
     @Test func backAfterTheBoundsDroppedEntriesLandsOnTheNamedEntry() throws {
         let count = Int64(Limits.maxNavigationEntries) + 10
-        let (degraded, webState) = try Self.degradedTab(committing: count)
-        let history = try webState.navigationHistory()
+        var (degraded, id, history) = try Self.degradedTab(committing: count)
         #expect(history.items.count == Limits.maxNavigationEntries)
         #expect(history.droppedItemCount > 0)
         let last = 2 + count
-        try degraded.replayNavigation(on: webState, item: nil, number: last - 5)
-        #expect(try webState.navigationHistory().currentItem == Self.page(last - 5))
+        degraded.replayNavigation(of: id, on: &history, item: nil, number: last - 5)
+        #expect(history.currentItem == Self.page(last - 5))
     }
 
     @Test func aCommitAfterGoingBackTruncatesAtTheNamedEntry() throws {
         let count = Int64(Limits.maxNavigationEntries) + 3
-        let (degraded, webState) = try Self.degradedTab(committing: count)
+        var (degraded, id, history) = try Self.degradedTab(committing: count)
         let last = 2 + count
-        try degraded.replayNavigation(on: webState, item: nil, number: last - 2)
-        try degraded.replayNavigation(on: webState, item: Self.page(1000), number: last - 1)
-        let history = try webState.navigationHistory()
+        degraded.replayNavigation(of: id, on: &history, item: nil, number: last - 2)
+        degraded.replayNavigation(of: id, on: &history, item: Self.page(1000), number: last - 1)
         #expect(history.currentItem == Self.page(1000))
         #expect(history.items.suffix(2) == [Self.page(last - 2), Self.page(1000)])
         #expect(history.currentIndex == history.items.count - 1)

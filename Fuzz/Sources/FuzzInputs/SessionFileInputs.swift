@@ -82,10 +82,11 @@ enum SessionFileInputs {
             if scan.stoppedBy != nil { _ = try? JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }
             let list = WebStateList()
             let profile = Profile(stateDirectory: "/fuzz")
+            let stored = JournalTabs()
             var replayedAll = true
             for record in scan.committedRecords {
                 do {
-                    try JournalReplayer.apply(record, to: list, profile: profile)
+                    try JournalReplayer.apply(record, to: list, profile: profile, keepingIn: stored)
                 } catch {
                     replayedAll = false
                 }

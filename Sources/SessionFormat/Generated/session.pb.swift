@@ -396,19 +396,26 @@ nonisolated struct Windowhost_Session_ReplaceMutation: Sendable {
   fileprivate var _webState: Windowhost_Session_WebStateStorage? = nil
 }
 
-/// Only the active tab changed: the record's active_identifier.
+/// Only the active tab changed: the record's active_identifier. `activated_at_us`: that tab's
+/// last-active time once activated (microseconds since the epoch); absent (0) in records written
+/// before it existed, which leave the time as it was.
 nonisolated struct Windowhost_Session_ActivateMutation: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  var activatedAtUs: Int64 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
 }
 
-/// A committed navigation. With `item`: a new entry at `item_index`, every later item dropped.
-/// Without: the existing item at `item_index` becomes current (back, forward).
+/// A committed navigation. With `item`: a new entry at `item_index`, every later item dropped
+/// (then the oldest past the history's bounds). Without: the existing item at `item_index` becomes
+/// current (back, forward). `item_index` is the entry's number: its index plus the history's
+/// dropped_item_count. (It was an int32 index when nothing was dropped; the wire encoding is
+/// the same.)
 nonisolated struct Windowhost_Session_NavigationMutation: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1143,18 +1150,29 @@ nonisolated extension Windowhost_Session_ReplaceMutation: SwiftProtobuf.Message,
 
 nonisolated extension Windowhost_Session_ActivateMutation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".ActivateMutation"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}activated_at_us\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    // Load everything into unknown fields
-    while try decoder.nextFieldNumber() != nil {}
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.activatedAtUs) }()
+      default: break
+      }
+    }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.activatedAtUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.activatedAtUs, fieldNumber: 1)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: Windowhost_Session_ActivateMutation, rhs: Windowhost_Session_ActivateMutation) -> Bool {
+    if lhs.activatedAtUs != rhs.activatedAtUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
