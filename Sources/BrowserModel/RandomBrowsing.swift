@@ -80,8 +80,13 @@ public struct RandomBrowsing: Sendable {
             return "prerendered tab \(tab.id) replaces tab \(replaced.id)"
         case 83..<93:
             let target: Int? = Int.random(in: 0..<8, using: &random) == 0 ? nil : index
+            if let target {
+                // Stamped before activating, so the activation's journal record carries the time;
+                // the tab already active is not activated again.
+                let time = tick()
+                if target != list.activeIndex { try list.webState(at: target).wasActivated(at: time) }
+            }
             try list.activate(at: target)
-            list.activeWebState?.wasActivated(at: tick())
             return target.map { "activate tab at \($0)" } ?? "deactivate"
         case 93..<98:
             let pinned = !list.isPinned(at: index)

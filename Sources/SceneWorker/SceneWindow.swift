@@ -151,7 +151,9 @@ public final class SceneWindow {
                 let (openerList, index) = try locate(openerID)
                 guard openerList === list else { throw Refusal("tab \(openerID) is in the other Browser") }
                 let opener = try list.webState(at: index)
-                params.opener = WebStateOpener(openerID: opener.id, navigationIndex: try opener.navigationHistory().currentIndex ?? 0)
+                // Read without realizing the opener: opening a tab does not display it.
+                let history = try opener.loadedHistory ?? opener.storedHistory()
+                params.opener = WebStateOpener(openerID: opener.id, navigationIndex: history?.currentIndex ?? 0)
             }
             if let index = params.index, index < 0 || index > list.count {
                 throw Refusal("index \(index) outside 0...\(list.count)")
@@ -239,6 +241,7 @@ public final class SceneWindow {
                 tab.url = webState.url
                 tab.title = webState.title
                 tab.realized = webState.isRealized
+                tab.lastActiveTimeUs = webState.lastActiveTime.microsecondsSinceEpoch
                 tab.pinned = list.isPinned(at: index)
                 if let opener = try? list.opener(at: index) { tab.opener = opener.openerID.rawValue }
                 return tab

@@ -17,9 +17,6 @@ public final class JournalTabs: StoredTabs {
 
     public init() {}
 
-    /// How many tabs hold an entry (closed ones included until the replay ends).
-    public var count: Int { entries.count }
-
     /// Keeps `history` (checked by the caller) as tab `id`'s, its title, URL and item count
     /// taken from it as a realized tab's are; returns where it is kept.
     func keep(_ id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, history: NavigationHistory) -> Int {

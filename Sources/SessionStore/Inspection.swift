@@ -29,6 +29,8 @@ public struct BrowserInspection: Encodable, Sendable {
         public let pinned: Bool
         /// Whether the tab had been realized (loaded) when it was saved.
         public let realizedAtSave: Bool
+        /// When the tab was last activated or shown, in microseconds since the epoch.
+        public let lastActiveTimeUs: Int64
     }
 
     /// A session file read, and the layout version its header names.
@@ -161,7 +163,7 @@ public enum SessionInspector {
             BrowserInspection.Tab(
                 id: webState.id.rawValue, url: webState.url, title: webState.title, pinned: list.isPinned(at: index),
                 // A tab the journal added was live, so realized, when saved.
-                realizedAtSave: realizedAtSave[webState.id] ?? true)
+                realizedAtSave: realizedAtSave[webState.id] ?? true, lastActiveTimeUs: webState.lastActiveTime.microsecondsSinceEpoch)
         }
         let snapshotBytes = loaded.reader.map { _ in fileSize(store, StoreLayout.snapshotName(loaded.generation)) } ?? 0
         let files =

@@ -126,9 +126,17 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var realized: Bool
         public var pinned: Bool
         @ExplicitNull public var opener: Int64?
+        /// When the tab was last activated or shown, in microseconds since the epoch.
+        public var lastActiveTimeUs: Int64
 
-        public init(id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?) {
+        enum CodingKeys: String, CodingKey {
+            case id, url, title, realized, pinned, opener
+            case lastActiveTimeUs = "last_active_time_us"
+        }
+
+        public init(id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, lastActiveTimeUs: Int64) {
             (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
+            self.lastActiveTimeUs = lastActiveTimeUs
         }
     }
 }

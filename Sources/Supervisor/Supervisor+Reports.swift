@@ -97,7 +97,7 @@ extension Supervisor {
                 tabs: browser.tabs.map { tab in
                     DumpReply.Tab(
                         id: tab.id, url: tab.url, title: tab.title, realized: tab.realized, pinned: tab.pinned,
-                        opener: tab.hasOpener ? tab.opener : nil)
+                        opener: tab.hasOpener ? tab.opener : nil, lastActiveTimeUs: tab.lastActiveTimeUs)
                 })
         }
         return DumpReply(

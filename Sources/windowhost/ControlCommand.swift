@@ -324,6 +324,11 @@ extension ControlCommand {
         }
     }
 
+    /// A time in microseconds since the epoch, as ISO 8601 (UTC, to the second).
+    static func isoTime(microseconds: Int64) -> String {
+        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(microseconds) / 1_000_000))
+    }
+
     struct Dump: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "Both Browsers' tabs, the active index, command and durable seq, digest.")
         @OptionGroup var control: ControlOptions
@@ -339,6 +344,7 @@ extension ControlCommand {
                     if tab.pinned { marks.append("pinned") }
                     if !tab.realized { marks.append("unrealized") }
                     if let opener = tab.opener { marks.append("opener \(opener)") }
+                    marks.append("last active \(ControlCommand.isoTime(microseconds: tab.lastActiveTimeUs))")
                     lines.append(
                         "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
                 }

@@ -137,7 +137,9 @@ struct InspectCommand: ParsableCommand {
                 }
                 for (index, tab) in browser.tabs.enumerated() {
                     let marks = (index == browser.activeIndex ? "*" : " ") + (tab.pinned ? "p" : " ")
-                    print("   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)")
+                    print(
+                        "   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)"
+                            + "\tlast active \(ControlCommand.isoTime(microseconds: tab.lastActiveTimeUs))")
                 }
                 if let torn = browser.tornTailAt { print("  note: an unfinished last save at byte \(torn) is discarded on recovery") }
                 for damage in browser.damaged {

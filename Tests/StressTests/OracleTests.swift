@@ -83,7 +83,8 @@ import Testing
                 activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
                 tabs: list.tabs.enumerated().map { index, tab in
                     DumpReply.Tab(
-                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID)
+                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID,
+                        lastActiveTimeUs: 0)
                 })
         }
         return DumpReply(window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular), incognito: browser(window.incognito))

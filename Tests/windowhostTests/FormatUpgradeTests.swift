@@ -3,6 +3,7 @@ import Foundation
 import IOUring
 import SessionFormat
 import SessionStore
+import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
@@ -40,6 +41,13 @@ import Testing
                 let dump = try dump(window.window, host)
                 #expect(dump.lists == window.lists, "window \(window.window)")
                 #expect(dump.appliedSeq == window.appliedSeq && dump.durableSeq == window.durableSeq, "window \(window.window)")
+                // Restored lazily, snapshot and journal alike: only each Browser's displayed
+                // (active) tab is realized.
+                let shown = try host.call(.dump, window: window.window).decode(DumpReply.self)
+                for list in [shown.regular, shown.incognito] {
+                    let active = list.activeIndex.map { [list.tabs[Int($0)].id] } ?? []
+                    #expect(list.tabs.filter(\.realized).map(\.id) == active, "window \(window.window): \(list.tabs.map { ($0.id, $0.realized) })")
+                }
             }
             #expect(host.terminate() == 0, "\(host.log)")
             #expect(damageSetAside(root).isEmpty)

@@ -471,6 +471,9 @@ public nonisolated struct TabDump: Sendable {
   /// Clears the value of `opener`. Subsequent reads from it will return its default value.
   public mutating func clearOpener() {self._opener = nil}
 
+  /// when the tab was last activated or shown (µs since the epoch)
+  public var lastActiveTimeUs: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1245,7 +1248,7 @@ nonisolated extension CommandFailure.Kind: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TabDump"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}url\0\u{1}title\0\u{1}realized\0\u{1}pinned\0\u{1}opener\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}url\0\u{1}title\0\u{1}realized\0\u{1}pinned\0\u{1}opener\0\u{3}last_active_time_us\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1259,6 +1262,7 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
       case 4: try { try decoder.decodeSingularBoolField(value: &self.realized) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
       case 6: try { try decoder.decodeSingularInt64Field(value: &self._opener) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self.lastActiveTimeUs) }()
       default: break
       }
     }
@@ -1287,6 +1291,9 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     try { if let v = self._opener {
       try visitor.visitSingularInt64Field(value: v, fieldNumber: 6)
     } }()
+    if self.lastActiveTimeUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastActiveTimeUs, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1297,6 +1304,7 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if lhs.realized != rhs.realized {return false}
     if lhs.pinned != rhs.pinned {return false}
     if lhs._opener != rhs._opener {return false}
+    if lhs.lastActiveTimeUs != rhs.lastActiveTimeUs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
