@@ -68,7 +68,7 @@ import Testing
         let after = try host.call(.dump, window: window).decode(DumpReply.self)
         Self.expectLazy(after, as: before, displayed: true, "ctl kill")
         // Inspect reads the files the same way, realizing nothing, and shows the times.
-        let inspect = try runWindowhost(["inspect", "--root", root.path, "--json"])
+        let inspect = try runWindowhost(["inspect", root.path, "--json"])
         #expect(inspect.output.contains("\"last_active_time_us\":\(active.lastActiveTimeUs)"), "\(inspect.output.prefix(2000))")
         #expect(host.terminate() == 0)
     }
