@@ -179,14 +179,16 @@ extension ControlCommand {
     }
 
     struct Background: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "The scene goes to the background: it saves at once.")
+        static let configuration = CommandConfiguration(
+            abstract: "The scene goes to the background: it saves at once, and displays (realizes) no tab until it comes forward.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.background)) }
     }
 
     struct Foreground: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "The scene comes to the foreground.")
+        static let configuration = CommandConfiguration(
+            abstract: "The scene comes to the foreground: its active tabs are displayed (realized) and stamped last active.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.foreground)) }
@@ -238,7 +240,8 @@ extension ControlCommand {
     }
 
     struct Activate: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Make a tab the active one.")
+        static let configuration = CommandConfiguration(
+            abstract: "Make a tab the active one, stamping its last-active time (realized if its scene is in the foreground).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
@@ -330,7 +333,14 @@ extension ControlCommand {
     }
 
     struct Dump: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Both Browsers' tabs, the active index, command and durable seq, digest.")
+        static let configuration = CommandConfiguration(
+            abstract: "Both Browsers' tabs, the active index, command and durable seq, digest.",
+            discussion: """
+                Each tab shows whether it is realized (restored tabs are not, until displayed: \
+                the active tab of a foreground scene) and when it was last active (activated, or \
+                shown by its scene coming to the foreground; last_active_time_us in --json). \
+                Dumping realizes nothing.
+                """)
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.dump) }
