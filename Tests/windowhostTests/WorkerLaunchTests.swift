@@ -18,7 +18,7 @@ import Testing
             supervisorPID: .max, seqFloor: (1 << 53) - 1, tabFloor: (1 << 53) - 1, compactAfterRecords: 2),
         WorkerLaunch(
             slot: 3, generation: 7, window: UUID(), root: "relative", saveDelayMilliseconds: 10, io: nil, supervisorPID: 4242,
-            seqFloor: 12, tabFloor: 9, compactAfterRecords: 4096),
+            seqFloor: 12, tabFloor: 9, compactAfterRecords: 4096, inBackground: true),
     ]
 
     @Test(arguments: launches) func theWorkerParsesBackWhatTheSupervisorLaunches(_ launch: WorkerLaunch) throws {
