@@ -89,6 +89,10 @@ extension Supervisor {
                 answer(client, .ok(Self.durableReply(window, durable: window.lastStats.durableSeq)))
                 return
             }
+            if let storage = window.restoreFailedOnStorage {
+                answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
+                return
+            }
             let failures = region.slot(slot).saveFailures
             windows[slot]?.durableWaiters.append(DurableWaiter(seq: target, client: client, failuresBefore: failures))
             // Saves are failing: a durable wait is an explicit request, so the worker tries again
@@ -107,6 +111,10 @@ extension Supervisor {
         case .scene(let change): kind = .scene(change)
         case .save(let wait): kind = .save(wait: wait)
         case .dump: kind = .dump
+        }
+        if case .save = kind, !window.isReady, let storage = window.restoreFailedOnStorage {
+            answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
+            return
         }
         guard window.isReady else {
             answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
@@ -155,6 +163,12 @@ extension Supervisor {
     static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
         let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
         return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
+    }
+
+    /// Why a request waiting on a save fails while the window cannot be restored from its
+    /// storage: the window is restarted after its backoff and saves once the storage answers.
+    static func storageFailureMessage(_ window: Window, _ storage: String, durable: UInt64) -> String {
+        "window \(window.id) cannot save: \(storage); durable through \(durable) of \(window.appliedSeq); it is restarted after a backoff"
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {

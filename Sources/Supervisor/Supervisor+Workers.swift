@@ -132,6 +132,9 @@ extension Supervisor {
         switch end {
         case .exited(let status):
             let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
+            if beforeReady, status == WorkerExit.restoreFailed.status {
+                windows[slot]?.restoreFailedOnStorage = "its worker's restore failed on a storage error (exit \(status); the log says which)"
+            }
             workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
         case .signaled(let signal):
             workerDied(slot, description: "killed by signal \(signal)")
@@ -156,9 +159,24 @@ extension Supervisor {
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
         for waiter in window.durableWaiters {
-            answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+            if let storage = window.restoreFailedOnStorage {
+                answer(waiter.client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
+            } else {
+                answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+            }
         }
         window.durableWaiters = []
+        // A restore the storage refused: a client waiting for the window to be ready (`connect`,
+        // `kill`) is told now, not left to its timeout while restarts meet the same storage.
+        if let storage = window.restoreFailedOnStorage {
+            for waiter in window.readyWaiters {
+                switch waiter {
+                case .connect(let client), .restart(let client, _, _, _, _):
+                    answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
+                }
+            }
+            window.readyWaiters = []
+        }
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
