@@ -89,8 +89,8 @@ extension Supervisor {
                 answer(client, .ok(Self.durableReply(window, durable: window.lastStats.durableSeq)))
                 return
             }
-            if let storage = window.restoreFailedOnStorage {
-                answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
+            if let refusal = Self.failedRestoreReply(window) {
+                answer(client, refusal)
                 return
             }
             let failures = region.slot(slot).saveFailures
@@ -112,12 +112,9 @@ extension Supervisor {
         case .save(let wait): kind = .save(wait: wait)
         case .dump: kind = .dump
         }
-        if case .save = kind, !window.isReady, let storage = window.restoreFailedOnStorage {
-            answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
-            return
-        }
         guard window.isReady else {
-            answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
+            let refusal = kind.command == .save ? Self.failedRestoreReply(window) : nil
+            answer(client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
         // A full Browser refuses here, before a seq is taken, from what the worker published
@@ -165,10 +162,16 @@ extension Supervisor {
         return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
     }
 
-    /// Why a request waiting on a save fails while the window cannot be restored from its
-    /// storage: the window is restarted after its backoff and saves once the storage answers.
-    static func storageFailureMessage(_ window: Window, _ storage: String, durable: UInt64) -> String {
-        "window \(window.id) cannot save: \(storage); durable through \(durable) of \(window.appliedSeq); it is restarted after a backoff"
+    /// What a request waiting on a save (or on the window's restart) is answered while the
+    /// window's restore fails on storage (`Window.restoreFailedOnStorage`): 74 now, since a retry
+    /// meets the same storage. Nil otherwise. The window is restarted after its backoff and
+    /// saves once the storage answers.
+    static func failedRestoreReply(_ window: Window) -> ControlReply? {
+        window.restoreFailedOnStorage.map { storage in
+            .failure(
+                .ioError,
+                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.appliedSeq); it is restarted after a backoff")
+        }
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {

@@ -158,23 +158,15 @@ extension Supervisor {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
+        let failedRestore = Self.failedRestoreReply(window)
         for waiter in window.durableWaiters {
-            if let storage = window.restoreFailedOnStorage {
-                answer(waiter.client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
-            } else {
-                answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
-            }
+            answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
         // A restore the storage refused: a client waiting for the window to be ready (`connect`,
         // `kill`) is told now, not left to its timeout while restarts meet the same storage.
-        if let storage = window.restoreFailedOnStorage {
-            for waiter in window.readyWaiters {
-                switch waiter {
-                case .connect(let client), .restart(let client, _, _, _, _):
-                    answer(client, .failure(.ioError, Self.storageFailureMessage(window, storage, durable: window.lastStats.durableSeq)))
-                }
-            }
+        if let failedRestore {
+            for waiter in window.readyWaiters { answer(waiter.client, failedRestore) }
             window.readyWaiters = []
         }
         // A worker that disconnected exited 0 after saving; any other death while stopping is
