@@ -163,11 +163,15 @@ extension Supervisor {
             answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
-        // A restore the storage refused: a client waiting for the window to be ready (`connect`,
-        // `kill`) is told now, not left to its timeout while restarts meet the same storage.
+        // A restore the storage refused: a `kill` waiting for the restart is told now, not left
+        // to its timeout while restarts meet the same storage. (A `connect` is told why the
+        // window cannot start once setting it aside fails too: `reportCannotStart`.)
         if let failedRestore {
-            for waiter in window.readyWaiters { answer(waiter.client, failedRestore) }
-            window.readyWaiters = []
+            window.readyWaiters.removeAll { waiter in
+                guard case .restart(let client, _, _, _, _) = waiter else { return false }
+                answer(client, failedRestore)
+                return true
+            }
         }
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).

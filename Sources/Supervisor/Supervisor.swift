@@ -216,12 +216,6 @@ public final class Supervisor {
         /// A `kill` waiting for the worker it signalled to be replaced; answered 75 at
         /// `deadline` if that worker is still alive then (the signal was caught or ignored).
         case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
-
-        var client: ClientID {
-            switch self {
-            case .connect(let client), .restart(let client, _, _, _, _): client
-            }
-        }
     }
 
     let configuration: SupervisorConfiguration
