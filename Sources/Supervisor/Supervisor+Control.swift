@@ -89,6 +89,10 @@ extension Supervisor {
                 answer(client, .ok(Self.durableReply(window, durable: window.lastStats.durableSeq)))
                 return
             }
+            if let refusal = Self.failedRestoreReply(window) {
+                answer(client, refusal)
+                return
+            }
             let failures = region.slot(slot).saveFailures
             windows[slot]?.durableWaiters.append(DurableWaiter(seq: target, client: client, failuresBefore: failures))
             // Saves are failing: a durable wait is an explicit request, so the worker tries again
@@ -109,7 +113,8 @@ extension Supervisor {
         case .dump: kind = .dump
         }
         guard window.isReady else {
-            answer(client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
+            let refusal = kind.command == .save ? Self.failedRestoreReply(window) : nil
+            answer(client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
         // A full Browser refuses here, before a seq is taken, from what the worker published
@@ -155,6 +160,18 @@ extension Supervisor {
     static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
         let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
         return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
+    }
+
+    /// What a request waiting on a save (or on the window's restart) is answered while the
+    /// window's restore fails on storage (`Window.restoreFailedOnStorage`): 74 now, since a retry
+    /// meets the same storage. Nil otherwise. The window is restarted after its backoff and
+    /// saves once the storage answers.
+    static func failedRestoreReply(_ window: Window) -> ControlReply? {
+        window.restoreFailedOnStorage.map { storage in
+            .failure(
+                .ioError,
+                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.appliedSeq); it is restarted after a backoff")
+        }
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {

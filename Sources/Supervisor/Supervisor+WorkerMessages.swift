@@ -102,6 +102,7 @@ extension Supervisor {
         let view = region.slot(window.slot)
         assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
         window.readyAt = now
+        window.restoreFailedOnStorage = nil
         // The watchdog's count starts now, from whatever the word holds (`runTimers`).
         window.heartbeatSeen = view.heartbeat
         window.heartbeatChangedAt = now

@@ -133,6 +133,9 @@ extension Supervisor {
         switch end {
         case .exited(let status):
             let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
+            if beforeReady, status == WorkerExit.restoreFailed.status {
+                windows[slot]?.restoreFailedOnStorage = "its worker's restore failed on a storage error (exit \(status); the log says which)"
+            }
             workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
         case .signaled(let signal):
             workerDied(slot, description: "killed by signal \(signal)")
@@ -156,10 +159,21 @@ extension Supervisor {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
+        let failedRestore = Self.failedRestoreReply(window)
         for waiter in window.durableWaiters {
-            answer(waiter.client, .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+            answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
+        // A restore the storage refused: a `kill` waiting for the restart is told now, not left
+        // to its timeout while restarts meet the same storage. (A `connect` is told why the
+        // window cannot start once setting it aside fails too: `reportCannotStart`.)
+        if let failedRestore {
+            window.readyWaiters.removeAll { waiter in
+                guard case .restart(let client, _, _, _, _) = waiter else { return false }
+                answer(client, failedRestore)
+                return true
+            }
+        }
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {

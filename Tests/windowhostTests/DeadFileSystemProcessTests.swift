@@ -1,0 +1,95 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The file system under the root stops answering (a FUSE file system whose daemon died answers
+/// `ENOTCONN` to everything; a disk that left, `EIO` or `ENODEV`): every request that waits on a
+/// save answers 74 at once, whatever the errno, and the window saves again once the storage
+/// does. Real hosts, with `DeadFileSystem/dead-file-system.c` preloaded: it fails every write,
+/// sync, open, rename, mkdir and unlink under the root once a trigger file exists. The engine is
+/// the blocking one (`--io sync`), whose calls the preload reaches; the ring engine's completions
+/// carry the same errnos into the same store code.
+@Suite(.serialized) struct DeadFileSystemProcessTests {
+    /// Every errno a file system returns for its own failure, not a list of two.
+    static let storageErrnos: [Int32] = [ENOTCONN, EIO, ESTALE, ENODEV, ENXIO, EROFS, EDQUOT, ENOSPC, EBADF]
+    /// Far above how long an answer takes: a request that waits for it has hung.
+    static let generousTimeout = "120"
+
+    /// The storage dies under a serving window: `wait-durable`, `save --wait` and `disconnect`
+    /// answer 74, the window goes on serving, and saves once the storage is back.
+    @Test(.timeLimit(.minutes(20)), arguments: storageErrnos)
+    func aFileSystemThatDiesUnderAServingWindowFailsEveryWaitWith74(_ errno: Int32) throws {
+        let dead = try DeadFileSystem(errno: errno, name: "serving")
+        defer { dead.remove() }
+        let window = try #require(dead.host.windowIDs().first)
+        #expect(dead.host.open(window, "https://before.example/") != nil)
+        #expect(try dead.host.ctl(["wait-durable", "--window", window]).status == 0)
+
+        try dead.kill()
+        #expect(dead.host.open(window, "https://after.example/") != nil, "applied in memory, as ever")
+        for verb in [["wait-durable"], ["save", "--wait"], ["disconnect"]] {
+            let run = try dead.host.ctl(verb + ["--window", window, "--timeout", Self.generousTimeout])
+            #expect(run.status == 74, "\(verb) with \(String(cString: strerror(errno))): \(run.output)")
+        }
+
+        dead.revive()
+        let saved = try dead.host.ctl(["save", "--wait", "--window", window, "--timeout", Self.generousTimeout])
+        #expect(saved.status == 0, "saves again once the storage answers: \(saved.output)")
+        #expect(dead.host.terminate() == 0)
+    }
+
+    /// The worker is killed while the storage is dead: its restarts cannot restore. `kill`
+    /// (which waits for the restart), `wait-durable` and `save --wait` answer 74 at once; they
+    /// waited for ctl's timeout, or answered 75 (retry) for a retry that meets the same storage.
+    @Test(.timeLimit(.minutes(20)), arguments: [ENOTCONN, EIO])
+    func aWindowThatCannotRestoreFromDeadStorageAnswers74(_ errno: Int32) throws {
+        let dead = try DeadFileSystem(errno: errno, name: "restore")
+        defer { dead.remove() }
+        let window = try #require(dead.host.windowIDs().first)
+        #expect(dead.host.open(window, "https://before.example/") != nil)
+        #expect(try dead.host.ctl(["wait-durable", "--window", window]).status == 0)
+
+        try dead.kill()
+        let killed = try dead.host.ctl(["kill", "--window", window, "--timeout", Self.generousTimeout])
+        #expect(killed.status == 74, "\(killed.output)")
+        for verb in [["wait-durable"], ["save", "--wait"]] {
+            let run = try dead.host.ctl(verb + ["--window", window, "--timeout", Self.generousTimeout])
+            #expect(run.status == 74, "\(verb): \(run.output)")
+        }
+
+        dead.revive()
+        #expect(waitFor({ (try? dead.host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the storage answers")
+        #expect(dead.host.terminate() == 0)
+    }
+}
+
+/// A host whose root's file system can be made to stop answering with one errno.
+private struct DeadFileSystem {
+    let host: HostProcess
+    let root: URL
+    let trigger: URL
+
+    init(errno: Int32, name: String) throws {
+        root = temporaryRoot("dead-\(name)-\(errno)")
+        trigger = root.appendingPathExtension("dead")
+        let preload = root.appendingPathExtension("so")
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("DeadFileSystem/dead-file-system.c")
+        let compiled = try runProcess(URL(fileURLWithPath: "/usr/bin/cc"), ["-shared", "-fPIC", "-O1", "-o", preload.path, source.path, "-ldl"])
+        guard compiled.status == 0 else { throw HostFailure("cannot compile the dead file system preload with /usr/bin/cc: \(compiled.output)") }
+        host = try HostProcess(
+            root: root, scenes: 1, arguments: ["--io", "sync"],
+            environment: ["LD_PRELOAD": preload.path, "DEAD_FS_ROOT": root.path, "DEAD_FS_TRIGGER": trigger.path, "DEAD_FS_ERRNO": "\(errno)"])
+    }
+
+    func kill() throws {
+        guard FileManager.default.createFile(atPath: trigger.path, contents: nil) else { throw HostFailure("cannot create \(trigger.path)") }
+    }
+
+    func revive() { unlink(trigger.path) }
+
+    func remove() {
+        if host.process.isRunning { host.kill9() }
+        for url in [trigger, root.appendingPathExtension("so")] { unlink(url.path) }
+        removeHostFiles(root)
+    }
+}
