@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "HostCoordination", "Supervisor", "IOUring",
+                "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

@@ -126,9 +126,23 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var realized: Bool
         public var pinned: Bool
         @ExplicitNull public var opener: Int64?
+        /// The current entry of the tab's history; null while the tab is unrealized (a dump
+        /// reads no stored history, so it realizes nothing).
+        @ExplicitNull public var historyIndex: Int32?
+        /// How many entries its history holds.
+        public var historyCount: Int32
 
-        public init(id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?) {
+        enum CodingKeys: String, CodingKey {
+            case id, url, title, realized, pinned, opener
+            case historyIndex = "history_index"
+            case historyCount = "history_count"
+        }
+
+        public init(
+            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32 = 0
+        ) {
             (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
+            (self.historyIndex, self.historyCount) = (historyIndex, historyCount)
         }
     }
 }
