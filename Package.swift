@@ -199,7 +199,7 @@ let package = Package(
             name: "StatusServerTests",
             dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
         ),
-        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
+        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor"]),
         .testTarget(
             name: "BenchTests",
             dependencies: ["Bench", "SessionStore", .product(name: "SystemPackage", package: "swift-system")]

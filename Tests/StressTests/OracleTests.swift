@@ -1,4 +1,6 @@
 import BrowserModel
+import HostCoordination
+import HostLimits
 import Stress
 import Supervisor
 import Testing
@@ -75,6 +77,67 @@ import Testing
         }
         #expect(decisions(5) == decisions(5))
         #expect(decisions(5) != decisions(6))
+    }
+
+    /// The oracle's history of pages steps as a real tab's does, through its bounds: navigations
+    /// drop the entries ahead and, past `Limits.maxNavigationEntries`, the oldest; back and
+    /// forward at an end change nothing.
+    @Test func theOraclesHistoryStepsAsARealTabsDoes() throws {
+        var random = SeededGenerator(seed: 3)
+        var window = OracleWindow()
+        let opened = window.apply(.open(url: "https://0.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
+        #expect(opened)
+        let time = Timestamp(microsecondsSinceEpoch: 1)
+        var history = NavigationHistory()
+        history.commit(try NavigationItem.checked(url: "https://0.example/", timestamp: time))
+        let tab = WebState(id: try #require(WebStateID(rawValue: 1)), creationTime: time, history: history)
+        var stepsThatChanged = 0
+        var longest = 0
+        for step in 1...600 {
+            let command: TabCommand
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<6: command = .navigate(tab: 1, url: "https://\(step).example/")
+            case 6..<9: command = .go(tab: 1, .back)
+            default: command = .go(tab: 1, .forward)
+            }
+            let before = window
+            let applied = window.apply(command, tab: nil)
+            #expect(applied)
+            switch command {
+            case .navigate(_, let url): try tab.commitNavigation(to: try NavigationItem.checked(url: url, timestamp: time))
+            case .go(_, let direction):
+                let target = try #require(try tab.navigationHistory().currentIndex) + direction.offset
+                if try tab.navigationHistory().items.indices.contains(target) { try tab.goToItem(at: target) }
+            default: break
+            }
+            let page = try #require(window.pages[1])
+            let current = try tab.navigationHistory().currentIndex
+            #expect(page.url == tab.url && page.current == current, "step \(step): \(command)")
+            #expect(page.urls.count == tab.navigationItemCount, "step \(step)")
+            if case .go = command, window != before { stepsThatChanged += 1 }
+            longest = max(longest, page.urls.count)
+        }
+        #expect(longest == Limits.maxNavigationEntries, "the bound was reached")
+        #expect(stepsThatChanged > 100)
+    }
+
+    /// A tab learned from a dump shows its current page only: the oracle cannot know where a
+    /// step lands, so it refuses one and the campaign never sends one; every other verb it does.
+    @Test func aTabLearnedFromADumpIsSentNoStepAndEveryOtherVerbIs() {
+        var window = OracleWindow()
+        for id in 1...4 as ClosedRange<Int64> {
+            _ = window.apply(.open(url: "https://\(id).example/", incognito: id == 4, index: nil, opener: nil, background: false), tab: id)
+        }
+        let learned = OracleWindow(dump: dump(of: window))
+        var copy = learned
+        #expect(!copy.apply(.go(tab: 1, .back), tab: nil) && copy == learned)
+        var random = SeededGenerator(seed: 8)
+        let decisions = (0..<2000).map { _ in StressCommand.next(for: learned, using: &random) }
+        #expect(!decisions.contains { if case .tab(.go) = $0 { true } else { false } })
+        let sent = (0..<2000).map { _ in StressCommand.next(for: window, using: &random) }
+        for verb in ["pin", "unpin", "back", "forward"] {
+            #expect(sent.contains { $0.description.hasPrefix(verb + " ") }, "\(verb) is in the mix")
+        }
     }
 
     private func dump(of window: OracleWindow) -> DumpReply {
