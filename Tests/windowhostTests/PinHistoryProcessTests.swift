@@ -139,6 +139,14 @@ import Testing
         }
         let after = try #require(try ctl(host, "dump", window).result)
         #expect(after == before, "nothing changed")
+        // A worker that hangs (stopped) until the watchdog replaces it: the pin waiting for it is
+        // answered 75 and the restored window does not have it.
+        #expect(try host.ctl(["kill", "--window", window, "--signal", "STOP", "--no-wait"]).status == 0)
+        let waiting = try host.ctlBounded(["pin", "--window", window, "--tab", "1"], seconds: 30)
+        #expect(waiting.status == 75, "\(waiting.output)")
+        #expect(waitFor({ host.windows()[window]?.state == "foreground" }, seconds: 20), "\(host.log.suffix(2000))")
+        let restored = try #require(try ctl(host, "dump", window).result)
+        #expect(restored["regular"] == before["regular"] && restored["applied_seq"] == before["applied_seq"], "\(restored)")
         #expect(try ctl(host, "dump", other).result?["applied_seq"]?.int == 1)
         #expect(host.terminate() == 0)
     }
