@@ -69,6 +69,17 @@ public struct OracleWindow: Equatable, Sendable {
             activeIndex: list.activeID.flatMap(list.index(of:)), pinnedCount: list.pinnedCount)
     }
 
+    /// Whether every tab `dump` shows has the history the model has for it: as many entries, and
+    /// (when realized) the same current one. The digest holds pages, not histories, and after
+    /// a back two states show the same pages: the one before a navigation and the one after it
+    /// and the back.
+    public func hasHistories(of dump: DumpReply) -> Bool {
+        (dump.regular.tabs + dump.incognito.tabs).allSatisfy { tab in
+            guard let page = pages[tab.id], page.complete else { return true }
+            return page.urls.count == Int(tab.historyCount) && tab.historyIndex.map { Int($0) == page.current } ?? true
+        }
+    }
+
     /// Every tab id either Browser holds.
     public var tabIDs: Set<Int64> { Set(regular.tabs.map(\.id) + incognito.tabs.map(\.id)) }
 

@@ -54,6 +54,29 @@ import Testing
         #expect(history.current.digest == torn.digest, "the model takes what came back")
     }
 
+    /// A navigation and a back show the page before them again: a window that came back
+    /// before both (they were not acknowledged) has the same digest as the model after them,
+    /// but a shorter history. Matched by its history it is intact; by its digest alone the
+    /// later state was taken, and the next forward made the model and the host part.
+    @Test func aStateIsMatchedByItsHistoriesNotItsPagesAlone() {
+        var window = OracleWindow()
+        _ = window.apply(.open(url: "https://a.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
+        var history = WindowHistory(start: OracleWindow(), seq: 0)
+        history.applied(seq: 1, window: window)
+        history.acknowledge(1)
+        let beforeBoth = window
+        _ = window.apply(.navigate(tab: 1, url: "https://b.example/"), tab: nil)
+        history.applied(seq: 2, window: window)
+        _ = window.apply(.go(tab: 1, .back), tab: nil)
+        history.applied(seq: 3, window: window)
+        #expect(window.digest == beforeBoth.digest && window != beforeBoth)
+        #expect(history.recovered(digest: beforeBoth.digest, dump: dump(of: beforeBoth), appliedSeq: 1) == .intact(recovered: 0))
+        #expect(history.current == beforeBoth, "the model goes on from the state that came back")
+        var forward = history.current
+        _ = forward.apply(.go(tab: 1, .forward), tab: nil)
+        #expect(forward == beforeBoth, "nothing ahead, as on the host")
+    }
+
     @Test func theModelRefusesWhatTheHostMustRefuse() {
         var window = OracleWindow()
         let closedUnknown = window.apply(.close(tab: 5), tab: nil)
@@ -146,7 +169,8 @@ import Testing
                 activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
                 tabs: list.tabs.enumerated().map { index, tab in
                     DumpReply.Tab(
-                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID)
+                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID,
+                        historyIndex: window.pages[tab.id].map { Int32($0.current) }, historyCount: Int32(window.pages[tab.id]?.urls.count ?? 0))
                 })
         }
         return DumpReply(window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular), incognito: browser(window.incognito))
