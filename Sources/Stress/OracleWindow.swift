@@ -162,8 +162,11 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         case 28..<44:
             return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
         case 44..<50 where !known.isEmpty:
-            // Back twice as often as forward, so there is something ahead to go forward to.
-            let direction: HistoryDirection = Int.random(in: 0..<3, using: &random) == 0 ? .forward : .back
+            // Half the time forward on a tab with something ahead (else a navigation since the
+            // back has dropped it); otherwise mostly back, on any tab (at its first entry: no change).
+            let ahead = known.filter { window.pages[$0].map { $0.current < $0.urls.count - 1 } ?? false }
+            if !ahead.isEmpty, Bool.random(using: &random) { return .tab(.go(tab: ahead.randomElement(using: &random)!, .forward)) }
+            let direction: HistoryDirection = Int.random(in: 0..<4, using: &random) == 0 ? .forward : .back
             return .tab(.go(tab: known.randomElement(using: &random)!, direction))
         case 50..<64:
             return .tab(.close(tab: tabs.randomElement(using: &random)!.0))
