@@ -76,7 +76,7 @@ public struct OracleWindow: Equatable, Sendable {
     public func hasHistories(of dump: DumpReply) -> Bool {
         (dump.regular.tabs + dump.incognito.tabs).allSatisfy { tab in
             guard let page = pages[tab.id], page.complete else { return true }
-            return page.urls.count == Int(tab.historyCount) && tab.historyIndex.map { Int($0) == page.current } ?? true
+            return (tab.historyCount.map { Int($0) == page.urls.count } ?? true) && (tab.historyIndex.map { Int($0) == page.current } ?? true)
         }
     }
 

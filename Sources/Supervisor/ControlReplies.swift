@@ -126,11 +126,11 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var realized: Bool
         public var pinned: Bool
         @ExplicitNull public var opener: Int64?
-        /// The current entry of the tab's history; null while the tab is unrealized (a dump
+        /// The current entry of the tab's history; absent while the tab is unrealized (a dump
         /// reads no stored history, so it realizes nothing).
-        @ExplicitNull public var historyIndex: Int32?
-        /// How many entries its history holds.
-        public var historyCount: Int32
+        public var historyIndex: Int32?
+        /// How many entries its history holds; absent from a supervisor before it was shown.
+        public var historyCount: Int32?
 
         enum CodingKeys: String, CodingKey {
             case id, url, title, realized, pinned, opener
@@ -139,7 +139,7 @@ public struct DumpReply: Codable, Equatable, Sendable {
         }
 
         public init(
-            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32 = 0
+            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32? = nil
         ) {
             (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
             (self.historyIndex, self.historyCount) = (historyIndex, historyCount)

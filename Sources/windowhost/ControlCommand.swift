@@ -375,7 +375,7 @@ extension ControlCommand {
                     if tab.pinned { marks.append("pinned") }
                     if !tab.realized { marks.append("unrealized") }
                     if let opener = tab.opener { marks.append("opener \(opener)") }
-                    marks.append("history \(tab.historyIndex.map { "\($0 + 1)" } ?? "?")/\(tab.historyCount)")
+                    if let count = tab.historyCount { marks.append("history \(tab.historyIndex.map { "\($0 + 1)" } ?? "?")/\(count)") }
                     lines.append(
                         "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
                 }
