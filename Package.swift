@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "HostCoordination", "Supervisor", "IOUring",
+                "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -200,7 +200,7 @@ let package = Package(
             name: "StatusServerTests",
             dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
         ),
-        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "Supervisor"]),
+        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor"]),
         .testTarget(
             name: "BenchTests",
             dependencies: ["Bench", "SessionStore", .product(name: "SystemPackage", package: "swift-system")]

@@ -13,14 +13,28 @@ public enum TabCommand: Equatable, Sendable {
     /// A prerendered tab of `url` takes the place of `tab`.
     case replace(tab: Int64, url: String)
     case closeAll(incognito: Bool)
+    /// Pinning moves the tab to the end of the pinned tabs, unpinning to the start of the
+    /// others; a tab already so changes nothing.
+    case setPinned(tab: Int64, pinned: Bool)
+    /// One entry back or forward in the tab's history (realizing it); with none that way,
+    /// nothing changes.
+    case go(tab: Int64, HistoryDirection)
 
     /// Whether it makes a tab, which takes a new tab id.
     public var createsTab: Bool {
         switch self {
         case .open, .replace: true
-        case .navigate, .close, .activate, .move, .closeAll: false
+        case .navigate, .close, .activate, .move, .closeAll, .setPinned, .go: false
         }
     }
+}
+
+/// Which way `TabCommand.go` steps through a tab's history.
+public enum HistoryDirection: Equatable, Sendable {
+    case back, forward
+
+    /// What the step adds to the current entry's index.
+    public var offset: Int { self == .back ? -1 : 1 }
 }
 
 /// What happened to the window's scene.
@@ -87,6 +101,14 @@ extension WindowCommand {
             var closeAll = CloseAll()
             closeAll.incognito = incognito
             message.closeAll = closeAll
+        case .tab(.setPinned(let tab, let pinned)):
+            var pin = PinTab()
+            (pin.tab, pin.pinned) = (tab, pinned)
+            message.pin = pin
+        case .tab(.go(let tab, let direction)):
+            var step = HistoryStep()
+            (step.tab, step.direction) = (tab, direction == .back ? .back : .forward)
+            message.step = step
         case .scene(let change):
             var event = SceneEvent()
             event.kind = switch change {
@@ -116,6 +138,13 @@ extension WindowCommand {
         case .move(let move): self = .tab(.move(tab: move.tab, index: Int(move.index)))
         case .replace(let replace): self = .tab(.replace(tab: replace.tab, url: replace.url))
         case .closeAll(let closeAll): self = .tab(.closeAll(incognito: closeAll.incognito))
+        case .pin(let pin): self = .tab(.setPinned(tab: pin.tab, pinned: pin.pinned))
+        case .step(let step):
+            switch step.direction {
+            case .back: self = .tab(.go(tab: step.tab, .back))
+            case .forward: self = .tab(.go(tab: step.tab, .forward))
+            case .UNRECOGNIZED(let direction): throw UndecodableCommand(description: "a history step of unknown direction \(direction)")
+            }
         case .scene(let event):
             switch event.kind {
             case .background: self = .scene(.background)

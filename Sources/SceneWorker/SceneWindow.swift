@@ -186,8 +186,25 @@ public final class SceneWindow {
             return replacement.id.rawValue
         case .closeAll(let incognito):
             (incognito ? store.incognito : store.regular).webStateList.closeAll()
+        case .setPinned(let tab, let pinned):
+            let (list, index) = try locate(tab)
+            try list.setPinned(at: index, pinned)
+        case .go(let tab, let direction):
+            let (list, index) = try locate(tab)
+            try step(try list.webState(at: index), direction)
         }
         return nil
+    }
+
+    /// Back or forward one entry through the model's navigation, which realizes the tab. With no
+    /// entry that way nothing changes, so no record is made and the command takes no seq.
+    private func step(_ webState: WebState, _ direction: HistoryDirection) throws {
+        let history = try webState.navigationHistory()
+        guard let current = history.currentIndex else { return }
+        let target = current + direction.offset
+        guard history.items.indices.contains(target) else { return }
+        try webState.goToItem(at: target)
+        assert(webState.loadedHistory?.currentIndex == target, "a history step landed elsewhere")
     }
 
     private func newTab(url: String, profile: Profile) throws -> WebState {
@@ -244,6 +261,8 @@ public final class SceneWindow {
                 tab.lastActiveTimeUs = webState.lastActiveTime.microsecondsSinceEpoch
                 tab.pinned = list.isPinned(at: index)
                 if let opener = try? list.opener(at: index) { tab.opener = opener.openerID.rawValue }
+                tab.historyCount = Int32(clamping: webState.navigationItemCount)
+                if let current = webState.loadedHistory?.currentIndex { tab.historyIndex = Int32(clamping: current) }
                 return tab
             }
             if let active = list.activeIndex { dump.activeIndex = Int32(active) }

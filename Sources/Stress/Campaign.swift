@@ -82,6 +82,8 @@ public struct CampaignReport: Codable, Sendable {
     public var corruptions = 0
     public var recoveries = 0
     public var commands = 0
+    /// Tab commands that changed their window, by verb: what the campaign exercised.
+    public var changes_by_verb: [String: Int] = [:]
     public var acknowledged = 0
     public var lost = 0
     public var unexpected = 0
@@ -421,6 +423,9 @@ public final class Campaign {
                 guard window.apply(change, tab: applied.tab) else {
                     report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
                     return
+                }
+                if window != history.current, let uuid = UUID(exactly: id) {
+                    report.changes_by_verb[ControlRequest.window(uuid, .tab(change)).verb.rawValue, default: 0] += 1
                 }
                 history.applied(seq: applied.seq, window: window)
             }

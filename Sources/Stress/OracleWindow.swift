@@ -1,14 +1,46 @@
 import BrowserModel
 import Foundation
 import HostCoordination
+import HostLimits
 import Supervisor
 
 /// The oracle's model of one window, independent of the code under test: both Browsers as
-/// `ReferenceList`s and each tab's URL, fed the same commands the window was sent.
+/// `ReferenceList`s and each tab's history of pages, fed the same commands the window was sent.
 public struct OracleWindow: Equatable, Sendable {
     public var regular = ReferenceList()
     public var incognito = ReferenceList()
-    public var urls: [Int64: String] = [:]
+    public var pages: [Int64: PageHistory] = [:]
+
+    /// One tab's back/forward list as docs/architecture.md states it: a navigation drops every
+    /// entry after the current one, then the oldest past `Limits.maxNavigationEntries` (the
+    /// campaign's URLs are too short to reach `Limits.maxHistoryTextBytes`).
+    public struct PageHistory: Equatable, Sendable {
+        public private(set) var urls: [String]
+        public private(set) var current: Int
+        /// False for a tab learned from a dump, which shows only its current page: the campaign
+        /// sends it no back or forward, whose result the model could not know.
+        public let complete: Bool
+
+        public init(url: String, complete: Bool = true) { (urls, current, self.complete) = ([url], 0, complete) }
+
+        public var url: String { urls[current] }
+
+        mutating func commit(_ url: String) {
+            urls.removeSubrange((current + 1)...)
+            urls.append(url)
+            urls.removeFirst(max(0, urls.count - Limits.maxNavigationEntries))
+            current = urls.count - 1
+        }
+
+        /// One entry `direction`'s way, when there is one.
+        mutating func go(_ direction: HistoryDirection) {
+            let target = current + direction.offset
+            if urls.indices.contains(target) { current = target }
+        }
+    }
+
+    /// Each tab's current page.
+    public var urls: [Int64: String] { pages.mapValues(\.url) }
 
     public init() {}
 
@@ -19,7 +51,7 @@ public struct OracleWindow: Equatable, Sendable {
             var list = ReferenceList()
             for tab in browser.tabs {
                 list.tabs.append(ReferenceList.Tab(id: tab.id, openerID: tab.opener, openerNavigationIndex: 0))
-                urls[tab.id] = tab.url
+                pages[tab.id] = PageHistory(url: tab.url, complete: false)
             }
             list.pinnedCount = browser.tabs.filter(\.pinned).count
             list.activeID = browser.activeIndex.flatMap { index in list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil }
@@ -33,8 +65,19 @@ public struct OracleWindow: Equatable, Sendable {
 
     private func digestList(_ list: ReferenceList) -> WindowDigest.List {
         WindowDigest.List(
-            tabs: list.tabs.map { WindowDigest.Tab(id: $0.id, openerID: $0.openerID, url: urls[$0.id] ?? "", title: "") },
+            tabs: list.tabs.map { WindowDigest.Tab(id: $0.id, openerID: $0.openerID, url: pages[$0.id]?.url ?? "", title: "") },
             activeIndex: list.activeID.flatMap(list.index(of:)), pinnedCount: list.pinnedCount)
+    }
+
+    /// Whether every tab `dump` shows has the history the model has for it: as many entries, and
+    /// (when realized) the same current one. The digest holds pages, not histories, and after
+    /// a back two states show the same pages: the one before a navigation and the one after it
+    /// and the back.
+    public func hasHistories(of dump: DumpReply) -> Bool {
+        (dump.regular.tabs + dump.incognito.tabs).allSatisfy { tab in
+            guard let page = pages[tab.id], page.complete else { return true }
+            return (tab.historyCount.map { Int($0) == page.urls.count } ?? true) && (tab.historyIndex.map { Int($0) == page.current } ?? true)
+        }
     }
 
     /// Every tab id either Browser holds.
@@ -49,11 +92,11 @@ public struct OracleWindow: Equatable, Sendable {
             let done = mutate(incognito) {
                 $0.insert(id: tab, index: index, pinned: false, activate: !background, opener: opener.map { ($0, 0) }) != nil
             }
-            if done { urls[tab] = url }
+            if done { pages[tab] = PageHistory(url: url) }
             return done
         case .navigate(let id, let url):
-            guard tabIDs.contains(id) else { return false }
-            urls[id] = url
+            guard tabIDs.contains(id), pages[id] != nil else { return false }
+            pages[id]?.commit(url)
             return true
         case .close(let id):
             return mutate(containing: id) { list, index in list.remove(at: index) }
@@ -64,8 +107,14 @@ public struct OracleWindow: Equatable, Sendable {
         case .replace(let id, let url):
             guard let tab else { return false }
             let done = mutate(containing: id) { list, index in list.replace(at: index, with: tab) }
-            if done { urls[tab] = url }
+            if done { pages[tab] = PageHistory(url: url) }
             return done
+        case .setPinned(let id, let pinned):
+            return mutate(containing: id) { list, index in list.setPinned(at: index, pinned) != nil }
+        case .go(let id, let direction):
+            guard tabIDs.contains(id), pages[id]?.complete == true else { return false }
+            pages[id]?.go(direction)
+            return true
         case .closeAll(let incognito):
             _ = mutate(incognito) { list in
                 list = ReferenceList()
@@ -101,6 +150,8 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         let tabs = window.regular.tabs.map { ($0.id, false) } + window.incognito.tabs.map { ($0.id, true) }
         let site = "https://site\(Int.random(in: 0..<60, using: &random)).example/\(Int.random(in: 0..<1000, using: &random))"
         let roll = tabs.isEmpty ? 0 : Int.random(in: 0..<100, using: &random)
+        // Tabs whose whole history the model saw made: the only ones back and forward are sent.
+        let known = tabs.map(\.0).filter { window.pages[$0]?.complete == true }
         switch roll {
         case 0..<28 where tabs.count < 24, 0..<28 where tabs.isEmpty:
             let incognito = Int.random(in: 0..<4, using: &random) == 0
@@ -108,8 +159,15 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
             let index = Bool.random(using: &random) ? Int.random(in: 0...list.tabs.count, using: &random) : nil
             let opener = !list.tabs.isEmpty && Bool.random(using: &random) ? list.tabs.randomElement(using: &random)?.id : nil
             return .tab(.open(url: site, incognito: incognito, index: index, opener: opener, background: Int.random(in: 0..<3, using: &random) == 0))
-        case 28..<50:
+        case 28..<44:
             return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
+        case 44..<50 where !known.isEmpty:
+            // Half the time forward on a tab with something ahead (else a navigation since the
+            // back has dropped it); otherwise mostly back, on any tab (at its first entry: no change).
+            let ahead = known.filter { window.pages[$0].map { $0.current < $0.urls.count - 1 } ?? false }
+            if !ahead.isEmpty, Bool.random(using: &random) { return .tab(.go(tab: ahead.randomElement(using: &random)!, .forward)) }
+            let direction: HistoryDirection = Int.random(in: 0..<4, using: &random) == 0 ? .forward : .back
+            return .tab(.go(tab: known.randomElement(using: &random)!, direction))
         case 50..<64:
             return .tab(.close(tab: tabs.randomElement(using: &random)!.0))
         case 64..<72:
@@ -128,6 +186,12 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
             return .reconnect
         case 91..<95:
             return .saveAndWait
+        case 95..<100:
+            // Mostly a change of state; now and then the state the tab has, which changes nothing.
+            let (tab, incognito) = tabs.randomElement(using: &random)!
+            let list = incognito ? window.incognito : window.regular
+            let pinned = list.index(of: tab).map { $0 < list.pinnedCount } ?? false
+            return .tab(.setPinned(tab: tab, pinned: Int.random(in: 0..<4, using: &random) == 0 ? pinned : !pinned))
         default:
             return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
         }
@@ -157,6 +221,8 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         case .tab(.move(let tab, let index)): "move \(tab) to \(index)"
         case .tab(.replace(let tab, let url)): "replace \(tab) with \(url)"
         case .tab(.closeAll(let incognito)): incognito ? "close all incognito" : "close all regular"
+        case .tab(.setPinned(let tab, let pinned)): "\(pinned ? "pin" : "unpin") \(tab)"
+        case .tab(.go(let tab, let direction)): "\(direction == .back ? "back" : "forward") \(tab)"
         case .scene(.background): "background"
         case .scene(.foreground): "foreground"
         case .scene(.disconnect): "disconnect"

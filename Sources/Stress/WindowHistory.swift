@@ -55,7 +55,9 @@ public struct WindowHistory: Sendable {
     /// back, as an empty window). The model then goes on from the state it came back as.
     public mutating func recovered(digest: UInt64, dump: DumpReply?, appliedSeq: UInt64) -> Verdict {
         let acknowledgedIndex = states.lastIndex { $0.seq <= acknowledged } ?? 0
-        let matches = states.indices.filter { states[$0].window.digest == digest }
+        let matches = states.indices.filter { index in
+            states[index].window.digest == digest && dump.map { states[index].window.hasHistories(of: $0) } ?? true
+        }
         let verdict: Verdict
         let resume: (UInt64, OracleWindow)
         if let match = matches.last(where: { $0 >= acknowledgedIndex }) {

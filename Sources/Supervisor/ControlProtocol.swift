@@ -74,6 +74,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case status, stats, connect, shutdown
     case disconnect, background, foreground
     case open, navigate, close, activate, move, replace
+    case pin, unpin, back, forward
     case closeAll = "close-all"
     case save
     case waitDurable = "wait-durable"
@@ -133,6 +134,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .window(_, .tab(.move)): .move
         case .window(_, .tab(.replace)): .replace
         case .window(_, .tab(.closeAll)): .closeAll
+        case .window(_, .tab(.setPinned(_, let pinned))): pinned ? .pin : .unpin
+        case .window(_, .tab(.go(_, let direction))): direction == .back ? .back : .forward
         case .window(_, .scene(.background)): .background
         case .window(_, .scene(.foreground)): .foreground
         case .window(_, .scene(.disconnect)): .disconnect
@@ -315,6 +318,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             let tab = try tab()
             request = .tab(.replace(tab: tab, url: try url()))
         case .closeAll: request = .tab(.closeAll(incognito: wire.incognito ?? false))
+        case .pin, .unpin: request = .tab(.setPinned(tab: try tab(), pinned: verb == .pin))
+        case .back, .forward: request = .tab(.go(tab: try tab(), verb == .back ? .back : .forward))
         case .background: request = .scene(.background)
         case .foreground: request = .scene(.foreground)
         case .disconnect: request = .scene(.disconnect)
@@ -343,6 +348,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             case .tab(.close(let tab)), .tab(.activate(let tab)): wire.tab = tab
             case .tab(.move(let tab, let index)): (wire.tab, wire.index) = (tab, index)
             case .tab(.closeAll(let incognito)): wire.incognito = incognito
+            case .tab(.setPinned(let tab, _)), .tab(.go(let tab, _)): wire.tab = tab
             case .scene, .dump: break
             case .save(let wait): wire.wait = wait
             case .waitDurable(let seq): wire.seq = seq

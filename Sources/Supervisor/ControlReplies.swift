@@ -126,17 +126,27 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var realized: Bool
         public var pinned: Bool
         @ExplicitNull public var opener: Int64?
+        /// The current entry of the tab's history; absent while the tab is unrealized (a dump
+        /// reads no stored history, so it realizes nothing).
+        public var historyIndex: Int32?
+        /// How many entries its history holds; absent from a supervisor before it was shown.
+        public var historyCount: Int32?
         /// When the tab was last activated or shown, in microseconds since the epoch.
         public var lastActiveTimeUs: Int64
 
         enum CodingKeys: String, CodingKey {
             case id, url, title, realized, pinned, opener
+            case historyIndex = "history_index"
+            case historyCount = "history_count"
             case lastActiveTimeUs = "last_active_time_us"
         }
 
-        public init(id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, lastActiveTimeUs: Int64) {
+        public init(
+            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32? = nil,
+            lastActiveTimeUs: Int64
+        ) {
             (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
-            self.lastActiveTimeUs = lastActiveTimeUs
+            (self.historyIndex, self.historyCount, self.lastActiveTimeUs) = (historyIndex, historyCount, lastActiveTimeUs)
         }
     }
 }

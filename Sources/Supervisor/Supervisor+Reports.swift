@@ -97,7 +97,8 @@ extension Supervisor {
                 tabs: browser.tabs.map { tab in
                     DumpReply.Tab(
                         id: tab.id, url: tab.url, title: tab.title, realized: tab.realized, pinned: tab.pinned,
-                        opener: tab.hasOpener ? tab.opener : nil, lastActiveTimeUs: tab.lastActiveTimeUs)
+                        opener: tab.hasOpener ? tab.opener : nil, historyIndex: tab.hasHistoryIndex ? tab.historyIndex : nil,
+                        historyCount: tab.historyCount, lastActiveTimeUs: tab.lastActiveTimeUs)
                 })
         }
         return DumpReply(

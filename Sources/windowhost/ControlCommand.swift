@@ -33,7 +33,7 @@ struct ControlCommand: ParsableCommand {
             """,
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
-            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Save.self, WaitDurable.self, Kill.self,
+            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Pin.self, Unpin.self, Back.self, Forward.self, Save.self, WaitDurable.self, Kill.self,
             Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, Shutdown.self,
         ])
 
@@ -267,6 +267,42 @@ extension ControlCommand {
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
 
+    struct Pin: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "Pin a tab: it moves to the end of the pinned tabs. A pinned tab stays as it is (the seq unchanged).")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.setPinned(tab: tab, pinned: true))) }
+    }
+
+    struct Unpin: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "Unpin a tab: it moves to the start of the unpinned tabs. An unpinned tab stays as it is (the seq unchanged).")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.setPinned(tab: tab, pinned: false))) }
+    }
+
+    struct Back: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "A tab goes back one entry of its history. With none behind, nothing changes (the seq unchanged).")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.go(tab: tab, .back))) }
+    }
+
+    struct Forward: ControlVerb {
+        static let configuration = CommandConfiguration(
+            abstract: "A tab goes forward one entry of its history. With none ahead, nothing changes (the seq unchanged).")
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.go(tab: tab, .forward))) }
+    }
+
     struct Save: ControlVerb {
         static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable (74 as soon as a save fails).")
         @OptionGroup var control: ControlOptions
@@ -354,6 +390,7 @@ extension ControlCommand {
                     if tab.pinned { marks.append("pinned") }
                     if !tab.realized { marks.append("unrealized") }
                     if let opener = tab.opener { marks.append("opener \(opener)") }
+                    if let count = tab.historyCount { marks.append("history \(tab.historyIndex.map { "\($0 + 1)" } ?? "?")/\(count)") }
                     marks.append("last active \(ControlCommand.isoTime(microseconds: tab.lastActiveTimeUs))")
                     lines.append(
                         "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")

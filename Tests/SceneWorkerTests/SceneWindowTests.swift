@@ -13,8 +13,9 @@ private let root = FilePath("/sim")
 private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000001")!
 
 /// A window on a simulated disk, restored, its clock fixed so histories compare.
-private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none) throws -> SceneWindow {
-    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
+private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none, options: StoreOptions = StoreOptions()) throws -> SceneWindow {
+    let store = WindowStore(
+        root: root, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
     _ = try store.recover()
     return SceneWindow(store: store, floor: floor) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
 }
@@ -36,6 +37,11 @@ private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener
         if let index { open.index = index }
         $0.open = open
     }
+}
+
+/// A tab command through its ring encoding, as the supervisor sends it.
+private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
+    WindowCommand.tab(command).message(request: step + 1000)
 }
 
 @Suite struct SceneWindowTests {
@@ -165,5 +171,87 @@ private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener
         let dump = restored.dump()
         #expect(dump.regular.tabs.map(\.url) == saved.regular.tabs.map(\.url))
         #expect(dump.digest == saved.digest && dump.appliedSeq == 6)
+    }
+
+    /// Pinning moves a tab to the end of the pinned tabs, unpinning to the start of the others,
+    /// each taking a seq; a tab already so changes nothing and takes none.
+    @Test func pinningMovesTabsBetweenTheRegionsAndATabAlreadySoTakesNoSeq() throws {
+        let window = try sceneWindow(FaultEngine(directories: [root]))
+        for step in 1...4 as ClosedRange<UInt64> { _ = window.handle(open(step, "https://site\(step).example/")) }
+        #expect(window.handle(tab(5, .setPinned(tab: 3, pinned: true))).done.appliedSeq == 5)
+        #expect(window.handle(tab(6, .setPinned(tab: 2, pinned: true))).done.appliedSeq == 6)
+        func order() -> ([Int64], [Bool]) { (window.dump().regular.tabs.map(\.id), window.dump().regular.tabs.map(\.pinned)) }
+        #expect(order() == ([3, 2, 1, 4], [true, true, false, false]), "each pinned tab goes after the pinned ones")
+        #expect(window.handle(tab(7, .setPinned(tab: 2, pinned: true))).done.appliedSeq == 6, "already pinned: no change, no seq")
+        #expect(window.handle(tab(8, .setPinned(tab: 4, pinned: false))).done.appliedSeq == 6, "already unpinned: no change, no seq")
+        #expect(window.handle(tab(9, .setPinned(tab: 3, pinned: false))).done.appliedSeq == 7)
+        #expect(order() == ([2, 3, 1, 4], [true, false, false, false]), "an unpinned tab goes first among the others")
+        // The active tab (the last opened) stays the same tab while others move around it.
+        #expect(window.dump().regular.tabs[Int(window.dump().regular.activeIndex)].id == 4)
+    }
+
+    /// Back and forward step one entry through the tab's history and take a seq; with nothing
+    /// that way they change nothing and take none. Refusals change nothing either.
+    @Test func backAndForwardStepThroughTheHistoryAndAtItsEndsTakeNoSeq() throws {
+        let window = try sceneWindow(FaultEngine(directories: [root]))
+        _ = window.handle(open(1, "https://a.example/0"))
+        _ = window.handle(tab(2, .navigate(tab: 1, url: "https://a.example/1")))
+        _ = window.handle(tab(3, .navigate(tab: 1, url: "https://a.example/2")))
+        func current() -> (String, Int32, Int32) {
+            let dumped = window.dump().regular.tabs[0]
+            return (dumped.url, dumped.historyIndex, dumped.historyCount)
+        }
+        #expect(current() == ("https://a.example/2", 2, 3))
+        #expect(window.handle(tab(4, .go(tab: 1, .forward))).done.appliedSeq == 3, "nothing ahead")
+        #expect(window.handle(tab(5, .go(tab: 1, .back))).done.appliedSeq == 4)
+        #expect(window.handle(tab(6, .go(tab: 1, .back))).done.appliedSeq == 5)
+        #expect(current() == ("https://a.example/0", 0, 3))
+        #expect(window.handle(tab(7, .go(tab: 1, .back))).done.appliedSeq == 5, "nothing behind")
+        #expect(window.handle(tab(8, .go(tab: 1, .forward))).done.appliedSeq == 6)
+        #expect(current() == ("https://a.example/1", 1, 3))
+        for refused in [TabCommand.go(tab: 9, .back), .go(tab: -1, .forward), .go(tab: .max, .back), .setPinned(tab: 0, pinned: true), .setPinned(tab: .min, pinned: false)] {
+            let reply = window.handle(tab(9, refused))
+            #expect(reply.failure.kind == .badData && reply.failure.message.contains("no tab"), "\(refused)")
+        }
+        #expect(window.dump().appliedSeq == 6 && current() == ("https://a.example/1", 1, 3))
+        // A navigation after going back drops the entries ahead, as a browser does.
+        _ = window.handle(tab(10, .navigate(tab: 1, url: "https://a.example/new")))
+        #expect(current() == ("https://a.example/new", 2, 3))
+    }
+
+    /// Pinned order and each history's current entry come back from disk exactly: from the
+    /// journal, and from a snapshot (every save compacts), whose tabs come back unrealized and
+    /// are realized by the step itself.
+    @Test(arguments: [false, true]) func pinnedOrderAndHistoryIndexRestoreAndAStepRealizes(compacting: Bool) throws {
+        let engine = FaultEngine(directories: [root])
+        let options = compacting ? StoreOptions(compactAfterRecords: 1) : StoreOptions()
+        let window = try sceneWindow(engine, options: options)
+        for step in 1...3 as ClosedRange<UInt64> { _ = window.handle(open(step, "https://site\(step).example/0")) }
+        _ = window.handle(open(4, "https://private.example/0", incognito: true))
+        for (step, url) in [(5, "https://site2.example/1"), (6, "https://site2.example/2")] as [(UInt64, String)] {
+            _ = window.handle(tab(step, .navigate(tab: 2, url: url)))
+        }
+        for (step, command) in [(7, TabCommand.go(tab: 2, .back)), (8, .setPinned(tab: 3, pinned: true)), (9, .setPinned(tab: 4, pinned: true))] as [(UInt64, TabCommand)] {
+            #expect(window.handle(tab(step, command)).done.appliedSeq == step, "\(command)")
+        }
+        _ = window.handle(command(10) { var event = SceneEvent(); event.kind = .background; $0.scene = event })
+        try window.store.settle()
+        #expect(window.store.durableSeq == 9)
+        let saved = window.dump()
+
+        let restored = try sceneWindow(engine, options: options)
+        let dump = restored.dump()
+        for (before, after) in [(saved.regular, dump.regular), (saved.incognito, dump.incognito)] {
+            #expect(after.tabs.map(\.id) == before.tabs.map(\.id) && after.tabs.map(\.pinned) == before.tabs.map(\.pinned))
+            #expect(after.tabs.map(\.url) == before.tabs.map(\.url) && after.tabs.map(\.historyCount) == before.tabs.map(\.historyCount))
+        }
+        #expect(dump.regular.tabs.map(\.id) == [3, 1, 2] && dump.incognito.tabs.map(\.pinned) == [true])
+        #expect(dump.digest == saved.digest && dump.appliedSeq == 9)
+        let stepped = try #require(dump.regular.tabs.first { $0.id == 2 })
+        if compacting { #expect(!stepped.realized && !stepped.hasHistoryIndex, "from a snapshot the tab waits unrealized") }
+        #expect(restored.handle(tab(11, .go(tab: 2, .forward))).done.appliedSeq == 10)
+        let forward = try #require(restored.dump().regular.tabs.first { $0.id == 2 })
+        #expect(forward.realized && forward.url == "https://site2.example/2" && forward.historyIndex == 2, "the index came back as 1")
+        #expect(restored.handle(tab(12, .go(tab: 2, .forward))).done.appliedSeq == 10, "nothing ahead")
     }
 }

@@ -20,6 +20,8 @@ import Testing
         .window(id, .tab(.move(tab: 4, index: 0))),
         .window(id, .tab(.replace(tab: 4, url: "https://c.example/"))),
         .window(id, .tab(.closeAll(incognito: true))),
+        .window(id, .tab(.setPinned(tab: 4, pinned: true))), .window(id, .tab(.setPinned(tab: 4, pinned: false))),
+        .window(id, .tab(.go(tab: 5, .back))), .window(id, .tab(.go(tab: 5, .forward))),
         .window(id, .scene(.background)), .window(id, .scene(.foreground)), .window(id, .scene(.disconnect)),
         .window(id, .save(wait: true)), .window(id, .save(wait: false)), .window(id, .dump),
         .window(id, .waitDurable(seq: 7)), .window(id, .waitDurable(seq: nil)),
@@ -80,6 +82,10 @@ import Testing
             (#"{"verb":"replace","window":"\#(window)","tab":4,"url":"https://c.example/"}"#, .window(Self.id, .tab(.replace(tab: 4, url: "https://c.example/")))),
             (#"{"verb":"close-all","window":"\#(window)"}"#, .window(Self.id, .tab(.closeAll(incognito: false)))),
             (#"{"verb":"close-all","window":"\#(window)","incognito":true}"#, .window(Self.id, .tab(.closeAll(incognito: true)))),
+            (#"{"verb":"pin","window":"\#(window)","tab":3,"index":0}"#, .window(Self.id, .tab(.setPinned(tab: 3, pinned: true)))),
+            (#"{"verb":"unpin","window":"\#(window)","tab":-3}"#, .window(Self.id, .tab(.setPinned(tab: -3, pinned: false)))),
+            (#"{"verb":"back","window":"\#(window)","tab":3,"incognito":true}"#, .window(Self.id, .tab(.go(tab: 3, .back)))),
+            (#"{"verb":"forward","window":"\#(window)","tab":9223372036854775807}"#, .window(Self.id, .tab(.go(tab: .max, .forward)))),
             (#"{"verb":"background","window":"\#(window)"}"#, .window(Self.id, .scene(.background))),
             (#"{"verb":"foreground","window":"\#(window)"}"#, .window(Self.id, .scene(.foreground))),
             (#"{"verb":"disconnect","window":"\#(window)"}"#, .window(Self.id, .scene(.disconnect))),
@@ -114,6 +120,10 @@ import Testing
             (#"{"verb":"replace","window":"\#(window)","tab":1,"url":""}"#, .usage, "replace needs a URL"),
             (#"{"verb":"close","window":"\#(window)"}"#, .usage, "close needs a tab"),
             (#"{"verb":"activate","window":"\#(window)"}"#, .usage, "activate needs a tab"),
+            (#"{"verb":"pin","window":"\#(window)"}"#, .usage, "pin needs a tab"),
+            (#"{"verb":"unpin","window":"\#(window)","url":"https://a.example/"}"#, .usage, "unpin needs a tab"),
+            (#"{"verb":"back","tab":1}"#, .usage, "back needs a window"),
+            (#"{"verb":"forward","window":"\#(window)"}"#, .usage, "forward needs a tab"),
             (#"{"verb":"move","window":"\#(window)","tab":1}"#, .usage, "move needs an index"),
             (#"{"verb":"move","window":"\#(window)","index":1}"#, .usage, "move needs a tab"),
             (
@@ -199,5 +209,9 @@ import Testing
         event.kind = .UNRECOGNIZED(9)
         unknown.scene = event
         #expect { _ = try WindowCommand(unknown) } throws: { ($0 as? UndecodableCommand)?.description == "a scene event of unknown kind 9" }
+        var step = HistoryStep()
+        (step.tab, step.direction) = (1, .UNRECOGNIZED(2))
+        unknown.step = step
+        #expect { _ = try WindowCommand(unknown) } throws: { ($0 as? UndecodableCommand)?.description == "a history step of unknown direction 2" }
     }
 }

@@ -27,6 +27,11 @@ import TestSupport
         let recovery = try #require(object["recovery_ms"] as? [String: Any])
         #expect((recovery["p50"] as? NSNumber)?.doubleValue ?? 0 > 0)
         #expect(output.contains("nothing acknowledged was lost"))
+        // Every tab verb changed some window, so each is judged across the kills.
+        let changes = try #require(object["changes_by_verb"] as? [String: Any])
+        for verb in ["open", "navigate", "close", "activate", "move", "replace", "pin", "unpin", "back", "forward"] {
+            #expect((changes[verb] as? NSNumber)?.intValue ?? 0 > 0, "\(verb): \(changes)")
+        }
     }
 
     /// Power cuts: every kill also loses each write not yet synced. Without the bug nothing

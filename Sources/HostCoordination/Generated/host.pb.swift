@@ -117,6 +117,22 @@ public nonisolated struct WorkerCommand: Sendable {
     set {action = .dump(newValue)}
   }
 
+  public var pin: PinTab {
+    get {
+      if case .pin(let v)? = action {return v}
+      return PinTab()
+    }
+    set {action = .pin(newValue)}
+  }
+
+  public var step: HistoryStep {
+    get {
+      if case .step(let v)? = action {return v}
+      return HistoryStep()
+    }
+    set {action = .step(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Action: Equatable, Sendable {
@@ -130,6 +146,8 @@ public nonisolated struct WorkerCommand: Sendable {
     case scene(SceneEvent)
     case save(SaveNow)
     case dump(Dump)
+    case pin(PinTab)
+    case step(HistoryStep)
 
   }
 
@@ -248,6 +266,70 @@ public nonisolated struct CloseAll: Sendable {
   public var incognito: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Pinning moves the tab to the end of the pinned tabs, unpinning to the start of the others.
+public nonisolated struct PinTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tab: Int64 = 0
+
+  public var pinned: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Back or forward one entry of the tab's history.
+public nonisolated struct HistoryStep: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tab: Int64 = 0
+
+  public var direction: HistoryStep.Direction = .back
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Direction: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case back // = 0
+    case forward // = 1
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .back
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .back
+      case 1: self = .forward
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .back: return 0
+      case .forward: return 1
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [HistoryStep.Direction] = [
+      .back,
+      .forward,
+    ]
+
+  }
 
   public init() {}
 }
@@ -474,11 +556,25 @@ public nonisolated struct TabDump: Sendable {
   /// when the tab was last activated or shown (µs since the epoch)
   public var lastActiveTimeUs: Int64 = 0
 
+  /// The current entry of the tab's history: set only for a realized tab (a dump reads no
+  /// stored history). The entry count comes from metadata either way.
+  public var historyIndex: Int32 {
+    get {_historyIndex ?? 0}
+    set {_historyIndex = newValue}
+  }
+  /// Returns true if `historyIndex` has been explicitly set.
+  public var hasHistoryIndex: Bool {self._historyIndex != nil}
+  /// Clears the value of `historyIndex`. Subsequent reads from it will return its default value.
+  public mutating func clearHistoryIndex() {self._historyIndex = nil}
+
+  public var historyCount: Int32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _opener: Int64? = nil
+  fileprivate var _historyIndex: Int32? = nil
 }
 
 public nonisolated struct BrowserDump: Sendable {
@@ -547,7 +643,7 @@ fileprivate nonisolated let _protobuf_package = "windowhost.host"
 
 nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WorkerCommand"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{1}seq\0\u{2}\u{8}open\0\u{1}navigate\0\u{1}close\0\u{1}activate\0\u{1}move\0\u{1}replace\0\u{3}close_all\0\u{1}scene\0\u{1}save\0\u{1}dump\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{1}seq\0\u{2}\u{8}open\0\u{1}navigate\0\u{1}close\0\u{1}activate\0\u{1}move\0\u{1}replace\0\u{3}close_all\0\u{1}scene\0\u{1}save\0\u{1}dump\0\u{1}pin\0\u{1}step\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -687,6 +783,32 @@ nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.action = .dump(v)
         }
       }()
+      case 20: try {
+        var v: PinTab?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .pin(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .pin(v)
+        }
+      }()
+      case 21: try {
+        var v: HistoryStep?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .step(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .step(v)
+        }
+      }()
       default: break
       }
     }
@@ -743,6 +865,14 @@ nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .dump?: try {
       guard case .dump(let v)? = self.action else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 19)
+    }()
+    case .pin?: try {
+      guard case .pin(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 20)
+    }()
+    case .step?: try {
+      guard case .step(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
     }()
     case nil: break
     }
@@ -1007,6 +1137,80 @@ nonisolated extension CloseAll: SwiftProtobuf.Message, SwiftProtobuf._MessageImp
   }
 }
 
+nonisolated extension PinTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PinTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0\u{1}pinned\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tab) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tab != 0 {
+      try visitor.visitSingularInt64Field(value: self.tab, fieldNumber: 1)
+    }
+    if self.pinned != false {
+      try visitor.visitSingularBoolField(value: self.pinned, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: PinTab, rhs: PinTab) -> Bool {
+    if lhs.tab != rhs.tab {return false}
+    if lhs.pinned != rhs.pinned {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension HistoryStep: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HistoryStep"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0\u{1}direction\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tab) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.direction) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tab != 0 {
+      try visitor.visitSingularInt64Field(value: self.tab, fieldNumber: 1)
+    }
+    if self.direction != .back {
+      try visitor.visitSingularEnumField(value: self.direction, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: HistoryStep, rhs: HistoryStep) -> Bool {
+    if lhs.tab != rhs.tab {return false}
+    if lhs.direction != rhs.direction {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension HistoryStep.Direction: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0BACK\0\u{1}FORWARD\0")
+}
+
 nonisolated extension SceneEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SceneEvent"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0")
@@ -1248,7 +1452,7 @@ nonisolated extension CommandFailure.Kind: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TabDump"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}url\0\u{1}title\0\u{1}realized\0\u{1}pinned\0\u{1}opener\0\u{3}last_active_time_us\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}url\0\u{1}title\0\u{1}realized\0\u{1}pinned\0\u{1}opener\0\u{3}last_active_time_us\0\u{3}history_index\0\u{3}history_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1263,6 +1467,8 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
       case 5: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
       case 6: try { try decoder.decodeSingularInt64Field(value: &self._opener) }()
       case 7: try { try decoder.decodeSingularInt64Field(value: &self.lastActiveTimeUs) }()
+      case 8: try { try decoder.decodeSingularInt32Field(value: &self._historyIndex) }()
+      case 9: try { try decoder.decodeSingularInt32Field(value: &self.historyCount) }()
       default: break
       }
     }
@@ -1294,6 +1500,12 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if self.lastActiveTimeUs != 0 {
       try visitor.visitSingularInt64Field(value: self.lastActiveTimeUs, fieldNumber: 7)
     }
+    try { if let v = self._historyIndex {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 8)
+    } }()
+    if self.historyCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.historyCount, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1305,6 +1517,8 @@ nonisolated extension TabDump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
     if lhs.pinned != rhs.pinned {return false}
     if lhs._opener != rhs._opener {return false}
     if lhs.lastActiveTimeUs != rhs.lastActiveTimeUs {return false}
+    if lhs._historyIndex != rhs._historyIndex {return false}
+    if lhs.historyCount != rhs.historyCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
