@@ -93,6 +93,12 @@ public final class WorkerLoop {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
                 return .restoreShortOfResources
             }
+            if case .keyring = error {
+                // The keyring failed (not refused): nothing is wrong with the session, whose
+                // sealed files wait for their key; the restore is tried again after a backoff.
+                logger.error("restore could not read the incognito key; the files are left as they were", metadata: ["error": "\(error)"])
+                return .restoreShortOfResources
+            }
             logger.error("restore failed", metadata: ["error": "\(error)"])
             return .restoreFailed
         }

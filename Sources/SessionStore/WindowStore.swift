@@ -29,7 +29,8 @@ public enum SaveEvent: Equatable, Sendable {
     /// kept in memory only, as if each of its saves were skipped. Said once per worker.
     case incognitoInMemoryOnly(String)
     /// The deleted incognito session's key could not be revoked: a copy of its files stays
-    /// readable while the key lives (until the machine restarts).
+    /// readable while the key lives. It is revoked again before the next incognito session
+    /// takes a key (that save fails until it is).
     case incognitoKeyNotRevoked(String)
     /// A tab realized after recovery whose history read nowhere (its snapshot's copy and the
     /// generation before both damaged): it keeps the page its metadata names, and the next
@@ -171,8 +172,12 @@ public final class WindowStore {
     private let keys: any IncognitoKeyStore
     /// The key the incognito store seals with, as the keyring gave it.
     private var incognitoKey: [UInt8]?
-    /// No incognito key could be had: the incognito session lives in memory only.
+    /// The keyring is refused (`IncognitoKeyError.unavailable`): the incognito session lives
+    /// in memory only, for the worker's life.
     public private(set) var incognitoInMemoryOnly = false
+    /// The deleted session's key could not be revoked: it is revoked before the next session
+    /// takes a key, so no copy of the old files opens under the new session's key.
+    private var revocationPending = false
 
     /// `keys`: where the incognito key is kept (by default the kernel's user keyring).
     public init(
@@ -701,6 +706,7 @@ public final class WindowStore {
         do throws(IncognitoKeyError) {
             try keys.revoke()
         } catch {
+            revocationPending = true
             report(.incognitoKeyNotRevoked("\(error)"))
         }
     }
@@ -716,17 +722,26 @@ public final class WindowStore {
     /// - Before a save, the key the store holds is checked against the keyring: one revoked or
     ///   replaced meanwhile is replaced, and the save writes the whole session again under the
     ///   new key (`needsRebase`), so nothing acknowledged rests on a key that is gone.
-    /// - A keyring that refuses, or fails (a spent quota, a key of the wrong size or a dead one
-    ///   holding the name), keeps incognito in memory only, said once: a failing keyring never
-    ///   stalls the regular Browser's saves.
+    /// - Only a keyring refused outright (`IncognitoKeyError.unavailable`: a sandbox, a kernel
+    ///   without it) keeps incognito in memory only, said once. Any other failure (a spent
+    ///   quota, a dead key holding the name, the root's stat failing while it is moved) is
+    ///   thrown as `.keyring`: at restore the restore fails, before a save that Browser's save
+    ///   fails and is retried with the backoff, its records staged. A transient failure never
+    ///   changes how incognito is kept.
     private func takeIncognitoKey(creating: Bool) throws(StoreError) {
         let store = stores[1]
         guard !incognitoInMemoryOnly else { return }
         let sealedFiles = creating ? false : try store.holdsSealedFiles()
         var keyGone = false
         do throws(IncognitoKeyError) {
-            let held = try keys.existingKey()
+            var held = try keys.existingKey()
             if creating {
+                // The last session's key, left by a revocation that failed: never the next one's.
+                if revocationPending, incognitoKey == nil, held != nil {
+                    try keys.revoke()
+                    held = nil
+                }
+                revocationPending = false
                 guard held == nil || held != incognitoKey else { return }
                 let first = incognitoKey == nil
                 let bytes: [UInt8]
@@ -739,17 +754,20 @@ public final class WindowStore {
                 try useIncognitoKey(held)
                 store.refusesClearFiles = true
             } else if held != nil {
-                try keys.revoke()
+                // No session rests on it: a failure is retried before the next session's key.
+                do throws(IncognitoKeyError) { try keys.revoke() } catch .failed { revocationPending = true }
             } else {
                 keyGone = sealedFiles
             }
-        } catch {
+        } catch .unavailable(let reason) {
             incognitoInMemoryOnly = true
             incognitoKey = nil
             store.sealing = nil
             store.keepInMemoryOnly()
-            report(.incognitoInMemoryOnly("\(error)"))
+            report(.incognitoInMemoryOnly("\(IncognitoKeyError.unavailable(reason))"))
             return
+        } catch {
+            throw .keyring(error)
         }
         guard keyGone else { return }
         try store.destroy()
