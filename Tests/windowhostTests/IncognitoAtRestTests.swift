@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostCoordination
 import SessionKeys
 import Supervisor
 import SystemPackage
@@ -65,5 +66,37 @@ import TestSupport
         let third = try HostProcess(root: root, scenes: 1)
         #expect(!third.log.contains("can never be read"))
         #expect(third.terminate() == 0)
+    }
+
+    /// Issue 28's reproduction: the root moved away while incognito B is opened (the key's name
+    /// needs the root's `lstat`, which fails), then moved back. B's save fails and is retried;
+    /// incognito is never turned to memory only. Before, B and C were never written, a regular
+    /// save acknowledged them (`durable 3`), and after a SIGKILL only A came back.
+    @Test(.timeLimit(.minutes(2))) func aRootMovedAwayForAWhileLosesNoIncognitoTab() throws {
+        let root = temporaryRoot("incognito-moved")
+        let away = URL(fileURLWithPath: root.path + ".away")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        let id = try #require(UUID(uuidString: window))
+        defer { try? KernelKeyring().revoke(try keyName(root, window)) }
+        #expect(host.open(window, Self.secrets[0], incognito: true) != nil)
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
+        try FileManager.default.moveItem(at: root, to: away)
+        let socketAway = FilePath(away.appendingPathComponent("ctl.sock").path)
+        let opened = ControlClient.call(.window(id, .open(Self.secrets[1], incognito: true)), socket: socketAway, timeout: 10)
+        let waited = ControlClient.call(.window(id, .waitDurable(seq: nil)), socket: socketAway, timeout: 10)
+        try FileManager.default.moveItem(at: away, to: root)
+        #expect((try? opened.decode(CommandReply.self))?.tab != nil, "\(opened)")
+        #expect(waited.code == ControlCode.ioError, "B answered durable while its key's name could not be had: \(waited)")
+        #expect(host.windows()[window]?.incognitoStorage == "sealed")
+        #expect(host.open(window, Self.secrets[2], incognito: true) != nil)
+        #expect(host.open(window, "https://kept-regular.example/") != nil)
+        let durable = try host.ctl(["wait-durable", "--window", window])
+        #expect(durable.status == 0, "\(durable.output)")
+        host.kill9()
+        let again = try HostProcess(root: root, scenes: 1)
+        #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")
+        #expect(again.terminate() == 0)
     }
 }
