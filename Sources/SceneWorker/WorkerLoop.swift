@@ -294,6 +294,7 @@ public final class WorkerLoop {
         noteJournalWrites()
         stats.regularTabs = UInt64(store.regular.webStateList.count)
         stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
+        stats.memoryOnlySince = store.memoryOnlySince ?? 0
         slot.publish(stats)
     }
 

@@ -1,3 +1,4 @@
+import CLinuxShims
 import Foundation
 import Glibc
 import HostCoordination
@@ -97,6 +98,60 @@ import TestSupport
         host.kill9()
         let again = try HostProcess(root: root, scenes: 1)
         #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")
+        #expect(again.terminate() == 0)
+    }
+}
+
+/// Item 6 of issue 28: where the kernel keyring is refused (a seccomp filter on the thread
+/// that starts the host, inherited by the supervisor and every worker), incognito is kept in
+/// memory only, and no durable wait covering an incognito change answers it durable: exit 71,
+/// with the regular Browser's durable seq. Before, `wait-durable` answered 0 and a kill lost
+/// the tabs.
+@Suite(.serialized) struct MemoryOnlyIncognitoTests {
+    /// A host started from a thread whose keyring calls fail with EPERM, as a sandbox's.
+    func hostWithoutKeyring(_ root: URL) throws -> HostProcess {
+        final class Box: @unchecked Sendable { var result: Result<HostProcess, any Error>? }
+        let box = Box()
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            box.result = Result {
+                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else { throw HostFailure("seccomp refused: errno \(errno)") }
+                return try HostProcess(root: root, scenes: 1)
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        return try #require(box.result).get()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aMemoryOnlyChangeIsNeverAnsweredDurable() throws {
+        let root = temporaryRoot("incognito-memory-only")
+        defer { removeHostFiles(root) }
+        let host = try hostWithoutKeyring(root)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://regular-before.example/") != nil)
+        let before = try host.ctl(["wait-durable", "--window", window])
+        #expect(before.status == 0 && before.output.hasPrefix("durable "), "\(before.output)")
+        let regularSeq = try #require(UInt64(before.output.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(host.open(window, "https://kept-in-memory.example/", incognito: true) != nil)
+        #expect(host.windows()[window]?.incognitoStorage == "memory_only")
+        let waited = try host.ctl(["wait-durable", "--window", window])
+        #expect(waited.status == 71, "a memory-only incognito tab answered: \(waited)")
+        let saved = try host.ctl(["save", "--wait", "--window", window])
+        #expect(saved.status == 71, "\(saved)")
+        let json = try host.ctl(["--json", "wait-durable", "--window", window])
+        let reply = try JSONDecoder().decode(DurableReply.self, from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
+        #expect(json.status == 71 && reply.memoryOnlySince == regularSeq + 1 && reply.durableSeq == regularSeq + 1, "\(json)")
+        // A wait for the regular command before it is still answered durable.
+        #expect(try host.ctl(["wait-durable", "--window", window, "--seq", "\(regularSeq)"]).status == 0)
+        #expect(host.open(window, "https://regular-after.example/") != nil)
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 71, "a later regular command covers the incognito one")
+        host.kill9()
+        let again = try hostWithoutKeyring(root)
+        let dump = try again.call(.dump, window: window).decode(DumpReply.self)
+        #expect(dump.regular.tabs.map(\.url) == ["https://regular-before.example/", "https://regular-after.example/"])
+        #expect(dump.incognito.tabs.isEmpty, "memory only: nothing of it was on disk")
         #expect(again.terminate() == 0)
     }
 }
