@@ -105,4 +105,49 @@ import Testing
             #expect(try urls(again, .incognito) == [Self.urls[1]])
         }
     }
+
+    /// A refused keyring: an incognito change takes a seq, which the regular journal commits,
+    /// and the store names it (`memoryOnlySince`): what the worker publishes so that no durable
+    /// answer covers it. Before, it took no seq, and the next regular save acknowledged it.
+    @Test func aMemoryOnlyChangeTakesASeqAndIsNamed() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            let keyring = SimulatedKeyring()
+            keyring.refused = true
+            let store = window(root, id, keyring)
+            _ = try store.recover()
+            try open(store, .regular, Self.urls[0])
+            try store.waitUntilDurable(store.appliedSeq)
+            #expect(store.memoryOnlySince == nil)
+            try open(store, .incognito, Self.urls[1])
+            #expect(store.appliedSeq == 2 && store.memoryOnlySince == 2 && store.hasUnsavedChanges)
+            try store.waitUntilDurable(store.appliedSeq)
+            #expect(store.durableSeq == 2 && !store.hasUnsavedChanges)
+            try open(store, .regular, Self.urls[2])
+            try store.waitUntilDurable(store.appliedSeq)
+            #expect(store.memoryOnlySince == 2)
+            let again = window(root, id, keyring)
+            #expect(try again.recover().seq == 3)
+            #expect(try urls(again, .incognito).isEmpty)
+        }
+    }
+
+    /// The keyring refused after incognito changes were staged: they are dropped with the mode
+    /// change, so they are named memory only from the first of them.
+    @Test func changesStagedWhenTheKeyringIsRefusedAreNamedMemoryOnly() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            let keyring = SimulatedKeyring()
+            let store = window(root, id, keyring)
+            _ = try store.recover()
+            try open(store, .incognito, Self.urls[0])
+            try store.waitUntilDurable(store.appliedSeq)
+            try open(store, .regular, Self.urls[1])
+            try open(store, .incognito, Self.urls[2])
+            keyring.refused = true
+            try store.waitUntilDurable(store.appliedSeq)
+            #expect(store.incognitoInMemoryOnly)
+            #expect(store.memoryOnlySince.map { $0 <= 3 && $0 > 1 } == true, "\(String(describing: store.memoryOnlySince))")
+        }
+    }
 }
