@@ -13,6 +13,11 @@ public enum ControlCode: Int32, Codable, Sendable, CaseIterable {
     /// No supervisor answers at the socket; a required service (io_uring) is unavailable.
     case unavailable = 69
     case software = 70
+    /// EX_OSERR: `wait-durable` or `save --wait` covers a command whose effect is only in an
+    /// incognito Browser kept in memory only (the system refused the kernel keyring): the
+    /// regular Browser is durable through the seq given, but a kill loses those incognito
+    /// changes. Retrying never helps while the keyring is refused.
+    case memoryOnly = 71
     /// EX_CANTCREAT: something not ours is where the host would create its control socket.
     case cantCreate = 73
     case ioError = 74

@@ -43,7 +43,7 @@ enum SlotLayout {
     /// changes every turn of the worker's loop.
     static let statsVersion = SharedField("stats version", at: 128, UInt64.self)
     /// The words published under `statsVersion`, in `WorkerStats`' order.
-    static let stats = SharedField("stats", at: 136, UInt64.self, count: 9)
+    static let stats = SharedField("stats", at: 136, UInt64.self, count: 10)
     /// The save counters and latency buckets survive a restart of the same window, so they
     /// start past everything that is zeroed between workers (`workerScratch`).
     static let savesCompleted = SharedField("saves completed", at: 256, UInt64.self)

@@ -29,7 +29,8 @@ public final class SlotMemory: @unchecked Sendable {
     public static let magic: UInt64 = 0x5453_4F48_5744_4E57
     /// Bumped on any change of layout: a worker of another version refuses to attach.
     /// 2: one memfd per slot (1 was one region holding every slot).
-    public static let layoutVersion: UInt32 = 3
+    /// 4: the stats hold the first memory-only seq.
+    public static let layoutVersion: UInt32 = 4
     public static let headerSize = 4096
     /// Everything in the memfd: the header, then the slot.
     public static let size = headerSize + WindowSlot.size

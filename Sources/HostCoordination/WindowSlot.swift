@@ -43,6 +43,9 @@ public struct WorkerStats: Equatable, Sendable {
     public var journalWrites: UInt64 = JournalWrites.unknown.rawValue
     /// How the window's incognito session is kept: `IncognitoStorage`'s raw value.
     public var incognitoStorage: UInt64 = IncognitoStorage.sealed.rawValue
+    /// The first command whose effect is only in the incognito Browser kept in memory only;
+    /// 0 when none. A durable answer covering it is not one (`ControlCode.memoryOnly`).
+    public var memoryOnlySince: UInt64 = 0
 
     public init() {}
 }
@@ -184,7 +187,7 @@ public struct WindowSlot: @unchecked Sendable {
         atomicMemoryFence(ordering: .releasing)
         let values = [
             stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
-            stats.failingBrowsers, stats.journalWrites, stats.incognitoStorage,
+            stats.failingBrowsers, stats.journalWrites, stats.incognitoStorage, stats.memoryOnlySince,
         ]
         assert(values.count == SlotLayout.stats.wordCount, "one word per field")
         for (index, value) in values.enumerated() { word64(SlotLayout.stats, index).store(value, ordering: .relaxed) }
@@ -211,6 +214,7 @@ public struct WindowSlot: @unchecked Sendable {
             stats.failingBrowsers = values[6]
             stats.journalWrites = values[7]
             stats.incognitoStorage = values[8]
+            stats.memoryOnlySince = values[9]
             return stats
         }
         return nil

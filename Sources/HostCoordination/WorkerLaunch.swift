@@ -84,7 +84,8 @@ public enum WorkerExit: Sendable, CaseIterable {
     case orphaned
     /// The window could not be restored (a storage error): counts as a failed start.
     case restoreFailed
-    /// The restore ran short of the worker's own descriptors or memory (EX_TEMPFAIL): no fault
+    /// The restore ran short of the worker's own descriptors or memory, or the keyring failed
+    /// (not refused) when it looked up the incognito key (EX_TEMPFAIL): no fault
     /// of the window's, whose files are left as they were. The supervisor starts it again after
     /// its shortage backoff and never counts it as a failed start
     /// (`RestartPolicy.diedOfNoFaultOfTheSession`), so a good session is never set aside for it.

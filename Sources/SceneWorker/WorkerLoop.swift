@@ -94,6 +94,12 @@ public final class WorkerLoop {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
                 return .restoreShortOfResources
             }
+            if case .keyring = error {
+                // The keyring failed (not refused): nothing is wrong with the session, whose
+                // sealed files wait for their key; the restore is tried again after a backoff.
+                logger.error("restore could not read the incognito key; the files are left as they were", metadata: ["error": "\(error)"])
+                return .restoreShortOfResources
+            }
             logger.error("restore failed", metadata: ["error": "\(error)"])
             return .restoreFailed
         }
@@ -291,6 +297,7 @@ public final class WorkerLoop {
         noteJournalWrites()
         stats.regularTabs = UInt64(store.regular.webStateList.count)
         stats.incognitoTabs = UInt64(store.incognito.webStateList.count)
+        stats.memoryOnlySince = store.memoryOnlySince ?? 0
         slot.publish(stats)
     }
 

@@ -246,11 +246,12 @@ public final class BrowserStore {
     func setCommandSeq(_ seq: UInt64) { recorder?.commandSeq = seq }
 
     /// Takes the records the last command made; true when there were any. In memory only
-    /// (`keepInMemoryOnly`) they are dropped: nothing waits for them to be durable.
+    /// (`keepInMemoryOnly`) they are dropped: the command still changed the window, and the
+    /// window counts it as a change no save holds (`WindowStore.memoryOnlySince`).
     func collect() -> Bool {
         guard let recorder else { return false }
         let records = recorder.takeRecords()
-        guard !inMemoryOnly else { return false }
+        guard !inMemoryOnly else { return !records.isEmpty }
         for record in records {
             let payload = record.payload
             guard payload.count + RecordSeal.overhead <= Limits.maxRecordPayloadBytes else {

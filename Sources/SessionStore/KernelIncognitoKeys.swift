@@ -19,19 +19,30 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
         }
     }
 
+    /// A key of another size under the window's name was never one of ours (a same-uid process
+    /// planted it): nothing was sealed with it, so it is revoked and unlinked, freeing the name,
+    /// and the window has no key. Left in place, it would fail every incognito save for good.
     func existingKey() throws(IncognitoKeyError) -> [UInt8]? {
         let name = try name()
         do {
             return try keyring.find(name)
+        } catch .notAWindowKey {
+            do {
+                try keyring.revoke(name)
+                return try keyring.find(name)
+            } catch {
+                throw Self.translate(error)
+            }
         } catch {
             throw Self.translate(error)
         }
     }
 
     func key() throws(IncognitoKeyError) -> [UInt8] {
+        if let existing = try existingKey() { return existing }
         let name = try name()
         do {
-            return try keyring.findOrCreate(name)
+            return try keyring.create(name)
         } catch {
             throw Self.translate(error)
         }

@@ -29,7 +29,8 @@ public enum SaveEvent: Equatable, Sendable {
     /// kept in memory only, as if each of its saves were skipped. Said once per worker.
     case incognitoInMemoryOnly(String)
     /// The deleted incognito session's key could not be revoked: a copy of its files stays
-    /// readable while the key lives (until the machine restarts).
+    /// readable while the key lives. It is revoked again before the next incognito session
+    /// takes a key (that save fails until it is).
     case incognitoKeyNotRevoked(String)
     /// A tab realized after recovery whose history read nowhere (its snapshot's copy and the
     /// generation before both damaged): it keeps the page its metadata names, and the next
@@ -171,8 +172,17 @@ public final class WindowStore {
     private let keys: any IncognitoKeyStore
     /// The key the incognito store seals with, as the keyring gave it.
     private var incognitoKey: [UInt8]?
-    /// No incognito key could be had: the incognito session lives in memory only.
+    /// The keyring is refused (`IncognitoKeyError.unavailable`): the incognito session lives
+    /// in memory only, for the worker's life.
     public private(set) var incognitoInMemoryOnly = false
+    /// The deleted session's key could not be revoked: it is revoked before the next session
+    /// takes a key, so no copy of the old files opens under the new session's key.
+    private var revocationPending = false
+    /// The first command whose effect is only in the memory-only incognito Browser: a durable
+    /// answer covering it must say so (`wait-durable`'s memory-only outcome). For the worker's life.
+    public private(set) var memoryOnlySince: UInt64?
+    /// The newest such command not yet covered by a regular commit.
+    private var memoryOnlyUncommitted: UInt64?
 
     /// `keys`: where the incognito key is kept (by default the kernel's user keyring).
     public init(
@@ -259,9 +269,14 @@ public final class WindowStore {
         for store in stores { store.setCommandSeq(seq) }
         defer {
             var changed = false
-            for store in stores { changed = store.collect() || changed }
+            var changedInMemoryOnly = false
+            for store in stores where store.collect() {
+                changed = true
+                changedInMemoryOnly = changedInMemoryOnly || store.inMemoryOnly
+            }
             if changed {
                 appliedSeq = seq
+                if changedInMemoryOnly { noteMemoryOnlyChange(through: seq) }
                 if policy.changed(at: clock()) { requestSave(retryingNow: false) }
             }
         }
@@ -269,7 +284,17 @@ public final class WindowStore {
     }
 
     /// Whether a command applied is not yet durable.
-    public var hasUnsavedChanges: Bool { stores.contains(where: \.hasUnsavedRecords) }
+    public var hasUnsavedChanges: Bool { stores.contains(where: \.hasUnsavedRecords) || memoryOnlyUncommitted != nil }
+
+    /// Commands up to `seq` changed the incognito Browser kept in memory only (or their staged
+    /// records were dropped when it became so): never durable, whatever the window's durable
+    /// seq says. The regular journal still takes a commit through `seq`, so the window's seq
+    /// outlives a restart and no later command reuses it.
+    private func noteMemoryOnlyChange(through seq: UInt64) {
+        assert(incognitoInMemoryOnly && seq <= appliedSeq)
+        memoryOnlySince = min(memoryOnlySince ?? seq, seq)
+        memoryOnlyUncommitted = max(memoryOnlyUncommitted ?? seq, seq)
+    }
 
     /// Case 1: the scene went to the background. Saves now; the delayed save is cancelled.
     public func background() throws(StoreError) {
@@ -505,6 +530,7 @@ public final class WindowStore {
         // belongs at once (`turn`). (One with a later save in flight is checked by that save.)
         for index in stores.indices where !group.participants.contains(index) { stores[index].verifyInPlace() }
         closeCompactionEpisodes()
+        if let uncommitted = memoryOnlyUncommitted, group.participants.contains(0), group.seq >= uncommitted { memoryOnlyUncommitted = nil }
         if group.excluded.isEmpty {
             // Every Browser's files reach this seq: every earlier lagging save is kept.
             for index in stores.indices { laggingSaves[index].removeAll() }
@@ -608,13 +634,22 @@ public final class WindowStore {
         // on the engine, whose `perform` would reap and drop the completions of the saves in
         // flight: such a group waits until none is, and then runs alone.
         if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) { return }
+        if candidates.contains(1) {
+            do {
+                try takeIncognitoKey(creating: true)
+            } catch {
+                candidates.removeAll { $0 == 1 }
+                noteFailure(1, error, now: now)
+            }
+            if incognitoInMemoryOnly { candidates.removeAll { $0 == 1 } }
+        }
+        // Memory-only changes take a seq: the regular journal commits through it, records or not.
+        if memoryOnlyUncommitted != nil, !candidates.contains(0), episodes[0].map({ $0.retryAt <= now }) ?? true {
+            candidates.insert(0, at: 0)
+        }
         var participants: [Int] = []
         for index in candidates {
             do {
-                if index == 1 {
-                    try takeIncognitoKey(creating: true)
-                    guard !incognitoInMemoryOnly else { continue }
-                }
                 try stores[index].createIfNeeded(emptyThrough: durableSeq)
                 // Before any write is queued: making a directory syncs its parent with a blocking
                 // `perform`, which would reap (and drop) the other Browser's queued writes.
@@ -701,6 +736,7 @@ public final class WindowStore {
         do throws(IncognitoKeyError) {
             try keys.revoke()
         } catch {
+            revocationPending = true
             report(.incognitoKeyNotRevoked("\(error)"))
         }
     }
@@ -716,17 +752,26 @@ public final class WindowStore {
     /// - Before a save, the key the store holds is checked against the keyring: one revoked or
     ///   replaced meanwhile is replaced, and the save writes the whole session again under the
     ///   new key (`needsRebase`), so nothing acknowledged rests on a key that is gone.
-    /// - A keyring that refuses, or fails (a spent quota, a key of the wrong size or a dead one
-    ///   holding the name), keeps incognito in memory only, said once: a failing keyring never
-    ///   stalls the regular Browser's saves.
+    /// - Only a keyring refused outright (`IncognitoKeyError.unavailable`: a sandbox, a kernel
+    ///   without it) keeps incognito in memory only, said once. Any other failure (a spent
+    ///   quota, a dead key holding the name, the root's stat failing while it is moved) is
+    ///   thrown as `.keyring`: at restore the restore fails, before a save that Browser's save
+    ///   fails and is retried with the backoff, its records staged. A transient failure never
+    ///   changes how incognito is kept.
     private func takeIncognitoKey(creating: Bool) throws(StoreError) {
         let store = stores[1]
         guard !incognitoInMemoryOnly else { return }
         let sealedFiles = creating ? false : try store.holdsSealedFiles()
         var keyGone = false
         do throws(IncognitoKeyError) {
-            let held = try keys.existingKey()
+            var held = try keys.existingKey()
             if creating {
+                // The last session's key, left by a revocation that failed: never the next one's.
+                if revocationPending, incognitoKey == nil, held != nil {
+                    try keys.revoke()
+                    held = nil
+                }
+                revocationPending = false
                 guard held == nil || held != incognitoKey else { return }
                 let first = incognitoKey == nil
                 let bytes: [UInt8]
@@ -739,17 +784,25 @@ public final class WindowStore {
                 try useIncognitoKey(held)
                 store.refusesClearFiles = true
             } else if held != nil {
-                try keys.revoke()
+                // No session rests on it: a failure is retried before the next session's key.
+                do throws(IncognitoKeyError) { try keys.revoke() } catch .failed { revocationPending = true }
             } else {
                 keyGone = sealedFiles
             }
-        } catch {
+        } catch .unavailable(let reason) {
             incognitoInMemoryOnly = true
             incognitoKey = nil
             store.sealing = nil
+            // Changes staged and never written are dropped with the mode: memory only from them.
+            if store.hasRecordsToSubmit {
+                noteMemoryOnlyChange(through: appliedSeq)
+                memoryOnlySince = min(memoryOnlySince ?? appliedSeq, browserDurableSeqs[1] + 1)
+            }
             store.keepInMemoryOnly()
-            report(.incognitoInMemoryOnly("\(error)"))
+            report(.incognitoInMemoryOnly("\(IncognitoKeyError.unavailable(reason))"))
             return
+        } catch {
+            throw .keyring(error)
         }
         guard keyGone else { return }
         try store.destroy()

@@ -28,11 +28,15 @@ public struct DurableReply: Codable, Equatable, Sendable {
     public var window: String
     public var durableSeq: UInt64
     public var lostSeqs: [SeqRange]?
+    /// With exit 71 (`ControlCode.memoryOnly`): the first command covered whose effect is only
+    /// in an incognito Browser kept in memory only; `durable_seq` is then the regular Browser's.
+    public var memoryOnlySince: UInt64?
 
     enum CodingKeys: String, CodingKey {
         case window
         case durableSeq = "durable_seq"
         case lostSeqs = "lost_seqs"
+        case memoryOnlySince = "memory_only_since"
     }
 }
 

@@ -86,7 +86,7 @@ extension Supervisor {
                 return
             }
             if window.lastStats.durableSeq >= target {
-                answer(client, .ok(Self.durableReply(window, durable: window.lastStats.durableSeq)))
+                answer(client, Self.durableAnswer(window, durable: window.lastStats.durableSeq, target: target))
                 return
             }
             if let refusal = Self.failedRestoreReply(window) {
@@ -172,6 +172,21 @@ extension Supervisor {
                 .ioError,
                 "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.appliedSeq); it is restarted after a backoff")
         }
+    }
+
+    /// The answer to a durable wait for `target`, now durable through `durable`: exit 71 when a
+    /// command up to `target` has its effect only in an incognito Browser kept in memory only.
+    static func durableAnswer(_ window: Window, durable: UInt64, target: UInt64) -> ControlReply {
+        var reply = durableReply(window, durable: durable)
+        guard let since = window.memoryOnlySince, since <= target else { return .ok(reply) }
+        reply.memoryOnlySince = since
+        let memoryOnly = ControlReply.ok(reply)
+        guard memoryOnly.code == .ok else { return memoryOnly }
+        return ControlReply(
+            code: .memoryOnly,
+            error: "window \(window.id): commands from \(since) changed incognito tabs kept in memory only (the kernel keyring is refused), "
+                + "never durable: a kill loses them; the regular Browser is durable through \(durable)",
+            result: memoryOnly.result)
     }
 
     static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {

@@ -26,6 +26,8 @@ extension Supervisor {
                     continue
                 }
                 window.lastStats = stats
+                // Kept across the window's workers: those changes are gone with the one that held them.
+                if stats.memoryOnlySince != 0 { window.memoryOnlySince = min(window.memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince) }
             }
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(&window) }
@@ -53,7 +55,7 @@ extension Supervisor {
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
             if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
-            for waiter in done { answer(waiter.client, .ok(Self.durableReply(window, durable: durable))) }
+            for waiter in done { answer(waiter.client, Self.durableAnswer(window, durable: durable, target: waiter.seq)) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
     }
@@ -80,6 +82,7 @@ extension Supervisor {
         guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
         guard JournalWrites(rawValue: stats.journalWrites) != nil else { return "journal writes \(stats.journalWrites), no such mode" }
         guard IncognitoStorage(rawValue: stats.incognitoStorage) != nil else { return "incognito storage \(stats.incognitoStorage), no such mode" }
+        guard stats.memoryOnlySince <= stats.appliedSeq else { return "memory-only seq \(stats.memoryOnlySince) above applied seq \(stats.appliedSeq)" }
         return nil
     }
 

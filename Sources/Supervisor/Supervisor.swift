@@ -142,6 +142,9 @@ public final class Supervisor {
         var readyWaiters: [ReadyWaiter] = []
         var exitWaiters: [ClientID] = []
         var durableWaiters: [DurableWaiter] = []
+        /// The first command whose effect was only in a memory-only incognito Browser, from any
+        /// of the window's workers: durable answers covering it are exit 71.
+        var memoryOnlySince: UInt64?
         /// The set-aside entry this window brings back, until it has restored and saved.
         var adoption: Adoption?
 

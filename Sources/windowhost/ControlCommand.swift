@@ -45,6 +45,8 @@ struct ControlCommand: ParsableCommand {
             "unknown window, tab or set-aside entry, a session that still does not start when adopted, or text that is not UTF-8, a URL holding a control character (U+0000-U+001F, U+007F) or a lone surrogate in the socket's JSON (bad data)",
         .unavailable: "no supervisor at the socket",
         .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
+        .memoryOnly:
+            "a durable wait (`wait-durable`, `save --wait`) covering a command whose effect is only in incognito tabs kept in memory only (the kernel keyring is refused): a kill loses them, and the regular Browser is durable through the seq printed (with --json, `durable_seq` and `memory_only_since`)",
         .ioError:
             "a save failed (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window keeps its changes, goes on serving and retries by itself)",
         .temporary: "temporary (the window's worker is restarting, a set-aside entry is being adopted, or no reply within the timeout): retry",
@@ -115,6 +117,8 @@ extension ControlVerb {
             let text = try text(reply)
             output = control.json ? reply.result?.line ?? "" : text
         } catch {
+            // A failure with a result (`wait-durable`'s memory-only outcome) prints it with --json.
+            if control.json, let line = reply.result?.line { print(line) }
             FileHandle.standardError.write(Data("windowhost ctl: \(error.message)\n".utf8))
             throw ExitCode(error.code)
         }
@@ -304,7 +308,7 @@ extension ControlCommand {
     }
 
     struct Save: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable (74 as soon as a save fails).")
+        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable (74 as soon as a save fails, 71 if incognito is kept in memory only).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "Return once the save is durable.") var wait = false
@@ -317,7 +321,7 @@ extension ControlCommand {
 
     struct WaitDurable: ControlVerb {
         static let configuration = CommandConfiguration(
-            commandName: Verb.waitDurable.rawValue, abstract: "Return once every command applied so far is durable (74 as soon as a save fails).")
+            commandName: Verb.waitDurable.rawValue, abstract: "Return once every command applied so far is durable (74 as soon as a save fails, 71 if incognito is kept in memory only).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option(

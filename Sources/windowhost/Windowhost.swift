@@ -23,6 +23,7 @@ struct Windowhost: ParsableCommand {
         .noInput: "no such input",
         .unavailable: "a required service unavailable (io_uring, or no supervisor at the socket)",
         .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
+        .memoryOnly: "not durable: incognito tabs kept in memory only (the kernel keyring is refused)",
         .cantCreate: "cannot create the control socket (something that is not a socket at its path)",
         .ioError: "an I/O error",
         .temporary:

@@ -26,7 +26,7 @@ import Testing
 
     /// Every code a control reply can carry, 70 (a reply that does not decode) among them.
     @Test func ctlsHelpListsEveryCodeItExitsWith() throws {
-        let replyCodes: [ControlCode] = [.ok, .usage, .badData, .unavailable, .software, .ioError, .temporary, .seqExhausted]
+        let replyCodes: [ControlCode] = [.ok, .usage, .badData, .unavailable, .software, .memoryOnly, .ioError, .temporary, .seqExhausted]
         #expect(try listedCodes(["ctl"]) == replyCodes.map(\.rawValue))
     }
 

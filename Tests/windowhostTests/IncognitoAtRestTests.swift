@@ -1,5 +1,7 @@
+import CLinuxShims
 import Foundation
 import Glibc
+import HostCoordination
 import SessionKeys
 import Supervisor
 import SystemPackage
@@ -65,5 +67,91 @@ import TestSupport
         let third = try HostProcess(root: root, scenes: 1)
         #expect(!third.log.contains("can never be read"))
         #expect(third.terminate() == 0)
+    }
+
+    /// Issue 28's reproduction: the root moved away while incognito B is opened (the key's name
+    /// needs the root's `lstat`, which fails), then moved back. B's save fails and is retried;
+    /// incognito is never turned to memory only. Before, B and C were never written, a regular
+    /// save acknowledged them (`durable 3`), and after a SIGKILL only A came back.
+    @Test(.timeLimit(.minutes(2))) func aRootMovedAwayForAWhileLosesNoIncognitoTab() throws {
+        let root = temporaryRoot("incognito-moved")
+        let away = URL(fileURLWithPath: root.path + ".away")
+        defer { removeHostFiles(root) }
+        let host = try HostProcess(root: root, scenes: 1)
+        let window = try #require(host.windowIDs().first)
+        let id = try #require(UUID(uuidString: window))
+        defer { try? KernelKeyring().revoke(try keyName(root, window)) }
+        #expect(host.open(window, Self.secrets[0], incognito: true) != nil)
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
+        try FileManager.default.moveItem(at: root, to: away)
+        let socketAway = FilePath(away.appendingPathComponent("ctl.sock").path)
+        let opened = ControlClient.call(.window(id, .open(Self.secrets[1], incognito: true)), socket: socketAway, timeout: 10)
+        let waited = ControlClient.call(.window(id, .waitDurable(seq: nil)), socket: socketAway, timeout: 10)
+        try FileManager.default.moveItem(at: away, to: root)
+        #expect((try? opened.decode(CommandReply.self))?.tab != nil, "\(opened)")
+        #expect(waited.code == ControlCode.ioError, "B answered durable while its key's name could not be had: \(waited)")
+        #expect(host.windows()[window]?.incognitoStorage == "sealed")
+        #expect(host.open(window, Self.secrets[2], incognito: true) != nil)
+        #expect(host.open(window, "https://kept-regular.example/") != nil)
+        let durable = try host.ctl(["wait-durable", "--window", window])
+        #expect(durable.status == 0, "\(durable.output)")
+        host.kill9()
+        let again = try HostProcess(root: root, scenes: 1)
+        #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")
+        #expect(again.terminate() == 0)
+    }
+}
+
+/// Item 6 of issue 28: where the kernel keyring is refused (a seccomp filter on the thread
+/// that starts the host, inherited by the supervisor and every worker), incognito is kept in
+/// memory only, and no durable wait covering an incognito change answers it durable: exit 71,
+/// with the regular Browser's durable seq. Before, `wait-durable` answered 0 and a kill lost
+/// the tabs.
+@Suite(.serialized) struct MemoryOnlyIncognitoTests {
+    /// A host started from a thread whose keyring calls fail with EPERM, as a sandbox's.
+    func hostWithoutKeyring(_ root: URL) throws -> HostProcess {
+        final class Box: @unchecked Sendable { var result: Result<HostProcess, any Error>? }
+        let box = Box()
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            box.result = Result {
+                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else { throw HostFailure("seccomp refused: errno \(errno)") }
+                return try HostProcess(root: root, scenes: 1)
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        return try #require(box.result).get()
+    }
+
+    @Test(.timeLimit(.minutes(2))) func aMemoryOnlyChangeIsNeverAnsweredDurable() throws {
+        let root = temporaryRoot("incognito-memory-only")
+        defer { removeHostFiles(root) }
+        let host = try hostWithoutKeyring(root)
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://regular-before.example/") != nil)
+        let before = try host.ctl(["wait-durable", "--window", window])
+        #expect(before.status == 0 && before.output.hasPrefix("durable "), "\(before.output)")
+        let regularSeq = try #require(UInt64(before.output.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(host.open(window, "https://kept-in-memory.example/", incognito: true) != nil)
+        #expect(host.windows()[window]?.incognitoStorage == "memory_only")
+        let waited = try host.ctl(["wait-durable", "--window", window])
+        #expect(waited.status == 71, "a memory-only incognito tab answered: \(waited)")
+        let saved = try host.ctl(["save", "--wait", "--window", window])
+        #expect(saved.status == 71, "\(saved)")
+        let json = try host.ctl(["--json", "wait-durable", "--window", window])
+        let reply = try JSONDecoder().decode(DurableReply.self, from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
+        #expect(json.status == 71 && reply.memoryOnlySince == regularSeq + 1 && reply.durableSeq == regularSeq + 1, "\(json)")
+        // A wait for the regular command before it is still answered durable.
+        #expect(try host.ctl(["wait-durable", "--window", window, "--seq", "\(regularSeq)"]).status == 0)
+        #expect(host.open(window, "https://regular-after.example/") != nil)
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 71, "a later regular command covers the incognito one")
+        host.kill9()
+        let again = try hostWithoutKeyring(root)
+        let dump = try again.call(.dump, window: window).decode(DumpReply.self)
+        #expect(dump.regular.tabs.map(\.url) == ["https://regular-before.example/", "https://regular-after.example/"])
+        #expect(dump.incognito.tabs.isEmpty, "memory only: nothing of it was on disk")
+        #expect(again.terminate() == 0)
     }
 }
