@@ -142,9 +142,17 @@ public struct StatusReply: Codable, Equatable, Sendable {
     /// Every entry of `ROOT/set-aside/`, as `set-aside` lists them.
     public var setAside: [SetAsideStatus]
     public var order: [String]
+    /// Closed windows kept on disk, the bound on them (`run --keep-closed`), and how many were
+    /// deleted past it since the start.
+    public var closedWindows: Int
+    public var keepClosed: Int
+    public var closedWindowsEvicted: UInt64
 
     enum CodingKeys: String, CodingKey {
         case root, socket, windows, order
+        case closedWindows = "closed_windows"
+        case keepClosed = "keep_closed"
+        case closedWindowsEvicted = "closed_windows_evicted"
         case supervisorPID = "supervisor_pid"
         case setAside = "set_aside"
     }
@@ -217,6 +225,11 @@ public struct AdoptReply: Codable, Equatable, Sendable {
         case incognitoTabs = "incognito_tabs"
         case durableSeq = "durable_seq"
     }
+}
+
+/// `close-window`: the window deleted for good.
+public struct CloseWindowReply: Codable, Equatable, Sendable {
+    public var window: String
 }
 
 /// `discard`: what was deleted, as the list showed it last.

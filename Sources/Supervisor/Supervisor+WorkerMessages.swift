@@ -327,6 +327,8 @@ extension Supervisor {
             registry.release(window.id)
         }
         saveOrder()
+        if let client = window.closingForGood { finishCloseForGood(window.id, client: client) }
+        evictClosedWindows()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
             ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))

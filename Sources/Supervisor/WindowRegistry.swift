@@ -28,6 +28,8 @@ public struct WindowRegistry: Sendable {
     private var places: [UUID]
     /// Windows whose sessions exist on disk: only those reopen.
     private var onDisk: Set<UUID>
+    /// Windows closed for good this run (`retire`): never handed out again.
+    private var retired: Set<UUID> = []
 
     /// `onDisk`: the windows found under `windows/`; `savedOrder`: `windows.order` as read.
     /// Windows on disk that the order does not name follow the ones it does, sorted.
@@ -52,7 +54,7 @@ public struct WindowRegistry: Sendable {
     /// Whether `id` is a window this registry has (open, reserved, or known on disk) or a
     /// sentinel: no other session may take it.
     public func isKnown(_ id: UUID) -> Bool {
-        Self.sentinels.contains(id) || isActive(id) || places.contains(id) || onDisk.contains(id)
+        Self.sentinels.contains(id) || isActive(id) || places.contains(id) || onDisk.contains(id) || retired.contains(id)
     }
 
     /// Reserves `id` itself, for a session that comes back under its own UUID (an adopted
@@ -94,6 +96,21 @@ public struct WindowRegistry: Sendable {
 
     /// The window's session now exists on disk (its first save).
     public mutating func saved(_ id: UUID) { onDisk.insert(id) }
+
+    /// The closed windows, most recently closed first.
+    public var closed: [UUID] { Array(places.drop(while: isActive)) }
+
+    /// Whether `id` is a closed window, on disk: one `close-window` may delete.
+    public func isClosed(_ id: UUID) -> Bool { !isActive(id) && places.contains(id) }
+
+    /// Window `id`, closed (or open with nothing on disk, now gone), is deleted for good: it
+    /// leaves the order and its UUID is never handed out again.
+    public mutating func retire(_ id: UUID) {
+        assert(!isActive(id), "only a closed window is deleted")
+        places.removeAll { $0 == id }
+        onDisk.remove(id)
+        retired.insert(id)
+    }
 
     /// A new UUID reserved, placed after the windows active before it.
     private mutating func place(_ id: UUID) {
