@@ -251,6 +251,10 @@ extension Supervisor {
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
+            if let client = window.closingForGood {
+                window.closingForGood = nil
+                answer(client, .failure(.ioError, "window \(window.id) could not save on its way out; it goes on serving, whole: \(failure.message)"))
+            }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
         case .dump(let dump) where pending.kind == .floorProbe:
