@@ -158,6 +158,22 @@ public struct StatusReply: Codable, Equatable, Sendable {
     }
 }
 
+extension StatusReply {
+    /// The closed windows' fields read as 0 when absent: a reply of a supervisor before them.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        supervisorPID = try container.decode(Int32.self, forKey: .supervisorPID)
+        root = try container.decode(String.self, forKey: .root)
+        socket = try container.decode(String.self, forKey: .socket)
+        windows = try container.decode([WindowStatus].self, forKey: .windows)
+        setAside = try container.decode([SetAsideStatus].self, forKey: .setAside)
+        order = try container.decode([String].self, forKey: .order)
+        closedWindows = try container.decodeIfPresent(Int.self, forKey: .closedWindows) ?? 0
+        keepClosed = try container.decodeIfPresent(Int.self, forKey: .keepClosed) ?? 0
+        closedWindowsEvicted = try container.decodeIfPresent(UInt64.self, forKey: .closedWindowsEvicted) ?? 0
+    }
+}
+
 /// `set-aside`: every entry of `ROOT/set-aside/`, sorted by id.
 public struct SetAsideReply: Codable, Equatable, Sendable {
     public var setAside: [SetAsideStatus]
