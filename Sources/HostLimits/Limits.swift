@@ -99,6 +99,10 @@ public enum Limits {
     /// ceilings of 13,000 windows. A larger file is damage: set aside, never read into memory.
     public static let maxHandedOutBytes = 1 << 20
 
+    /// The most closed windows `run --keep-closed` may keep on disk (whose order fits in
+    /// `maxWindowsOrderBytes` many times over).
+    public static let maxKeptClosedWindows = 4096
+
     /// Whether a URL / a title is within its bound (UTF-8 bytes). The bound is the stored one:
     /// what text entering the host may hold besides is `ForbiddenCharacter`'s.
     @inlinable

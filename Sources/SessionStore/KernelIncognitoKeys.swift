@@ -64,3 +64,11 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
         }
     }
 }
+
+/// A window closed for good (`ctl close-window`): its incognito key is revoked, so whatever
+/// copy of its sealed files survives is never read again.
+public enum ClosedWindowKey {
+    public static func revoke(root: FilePath, window: UUID) throws(IncognitoKeyError) {
+        try KernelIncognitoKeys(root: root, window: window).revoke()
+    }
+}

@@ -81,6 +81,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case kill, dump
     case setAside = "set-aside"
     case adopt, discard
+    case closeWindow = "close-window"
 }
 
 /// What a request asks of one window.
@@ -117,6 +118,9 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     case adopt(entry: String, asNewWindow: Bool)
     /// Deletes entry `id` durably.
     case discard(entry: String)
+    /// Closes window `id` for good (iOS's discarded scene session): its sessions deleted
+    /// durably, out of the order, its UUID never handed out again.
+    case closeWindow(UUID)
 
     public var verb: Verb {
         switch self {
@@ -127,6 +131,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .setAside: .setAside
         case .adopt: .adopt
         case .discard: .discard
+        case .closeWindow: .closeWindow
         case .window(_, .tab(.open)): .open
         case .window(_, .tab(.navigate)): .navigate
         case .window(_, .tab(.close)): .close
@@ -291,13 +296,16 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .setAside: self = .setAside; return
         case .adopt: self = .adopt(entry: try entry(), asNewWindow: wire.newWindow ?? false); return
         case .discard: self = .discard(entry: try entry()); return
+        case .closeWindow:
+            guard let text = wire.window else { throw ControlFailure(code: .usage, message: "close-window needs a window") }
+            self = .closeWindow(try Self.windowID(text)); return
         default: break
         }
         guard let text = wire.window else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window") }
         let id = try Self.windowID(text)
         let request: WindowRequest
         switch verb {
-        case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard:
+        case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard, .closeWindow:
             preconditionFailure("answered above")
         case .open:
             let url = wire.url ?? "about:blank"
@@ -339,6 +347,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .stats(let histogram): wire.histogram = histogram
         case .adopt(let entry, let asNewWindow): (wire.entry, wire.newWindow) = (entry, asNewWindow)
         case .discard(let entry): wire.entry = entry
+        case .closeWindow(let id): wire.window = id.uuidString
         case .window(let id, let request):
             wire.window = id.uuidString
             switch request {

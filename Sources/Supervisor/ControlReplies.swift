@@ -164,11 +164,35 @@ public struct StatusReply: Codable, Equatable, Sendable {
     /// Every entry of `ROOT/set-aside/`, as `set-aside` lists them.
     public var setAside: [SetAsideStatus]
     public var order: [String]
+    /// Closed windows kept on disk, the bound on them (`run --keep-closed`), and how many were
+    /// deleted past it since the start.
+    public var closedWindows: Int
+    public var keepClosed: Int
+    public var closedWindowsEvicted: UInt64
 
     enum CodingKeys: String, CodingKey {
         case root, socket, windows, order
+        case closedWindows = "closed_windows"
+        case keepClosed = "keep_closed"
+        case closedWindowsEvicted = "closed_windows_evicted"
         case supervisorPID = "supervisor_pid"
         case setAside = "set_aside"
+    }
+}
+
+extension StatusReply {
+    /// The closed windows' fields read as 0 when absent: a reply of a supervisor before them.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        supervisorPID = try container.decode(Int32.self, forKey: .supervisorPID)
+        root = try container.decode(String.self, forKey: .root)
+        socket = try container.decode(String.self, forKey: .socket)
+        windows = try container.decode([WindowStatus].self, forKey: .windows)
+        setAside = try container.decode([SetAsideStatus].self, forKey: .setAside)
+        order = try container.decode([String].self, forKey: .order)
+        closedWindows = try container.decodeIfPresent(Int.self, forKey: .closedWindows) ?? 0
+        keepClosed = try container.decodeIfPresent(Int.self, forKey: .keepClosed) ?? 0
+        closedWindowsEvicted = try container.decodeIfPresent(UInt64.self, forKey: .closedWindowsEvicted) ?? 0
     }
 }
 
@@ -239,6 +263,11 @@ public struct AdoptReply: Codable, Equatable, Sendable {
         case incognitoTabs = "incognito_tabs"
         case durableSeq = "durable_seq"
     }
+}
+
+/// `close-window`: the window deleted for good.
+public struct CloseWindowReply: Codable, Equatable, Sendable {
+    public var window: String
 }
 
 /// `discard`: what was deleted, as the list showed it last.

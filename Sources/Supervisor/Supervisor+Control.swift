@@ -62,6 +62,8 @@ extension Supervisor {
             adopt(entry, asNewWindow: asNewWindow, for: client)
         case .discard(let entry):
             discard(entry, for: client)
+        case .closeWindow(let id):
+            closeWindow(id, for: client)
         }
     }
 

@@ -34,7 +34,8 @@ extension Supervisor {
         }
         return StatusReply(
             supervisorPID: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
-            setAside: setAsideList(), order: registry.order.map(\.uuidString))
+            setAside: setAsideList(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
+            keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
     }
 
     func statsReply(withHistogram: Bool) -> StatsReply {

@@ -255,6 +255,10 @@ extension Supervisor {
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
+            if let client = window.closingForGood {
+                window.closingForGood = nil
+                answer(client, .failure(.ioError, "window \(window.id) could not save on its way out; it goes on serving, whole: \(failure.message)"))
+            }
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
         case .dump(let dump) where pending.kind == .floorProbe:
@@ -331,6 +335,8 @@ extension Supervisor {
             registry.release(window.id)
         }
         saveOrder()
+        if let client = window.closingForGood { finishCloseForGood(window.id, client: client) }
+        evictClosedWindows()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
             ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))

@@ -439,6 +439,10 @@ extension Supervisor {
                 windows[slot]?.adoption?.client = nil
                 answer(client, .failure(.temporary, "shutting down before the adoption ended: the next start sets the entry aside again, as it is then"))
             }
+            if let client = windows[slot]?.closingForGood {
+                windows[slot]?.closingForGood = nil
+                answer(client, .failure(.temporary, "shutting down before the close ended: the window stays, whole"))
+            }
             carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
         }
     }

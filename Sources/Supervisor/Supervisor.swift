@@ -25,6 +25,9 @@ public struct SupervisorConfiguration: Sendable {
     public var restartPolicy = RestartPolicy()
     /// Windows that may be open at once (slots in the region).
     public var capacity = 16
+    /// Closed windows kept on disk (nil: `capacity`); past it the least recently closed is
+    /// deleted for good.
+    public var keepClosed: Int?
     /// Passed to every worker: compact a journal past this many records (the store's default
     /// when nil). Small values make compaction happen under a stress campaign's kills.
     public var compactAfterRecords: Int?
@@ -147,6 +150,8 @@ public final class Supervisor {
         var memoryOnlySince: UInt64?
         /// The set-aside entry this window brings back, until it has restored and saved.
         var adoption: Adoption?
+        /// The `close-window` client this window's disconnect answers, once it is deleted.
+        var closingForGood: ClientID?
 
         var isLive: Bool { worker != nil }
         /// The worker's pid, 0 while none serves.
@@ -238,6 +243,8 @@ public final class Supervisor {
     var straysKilled: Set<pid_t> = []
     /// `ROOT/set-aside/`, by entry id (`Supervisor+SetAside`).
     var shelf: [String: ShelvedEntry] = [:]
+    /// Closed windows deleted for good because more than `keepClosed` were kept.
+    var closedWindowsEvicted: UInt64 = 0
     /// The count of entries last said to be past `maxListedEntries`: said once per count.
     var shelfOverflowLogged = 0
     /// The one child reading an entry's summary now, if any.
@@ -361,6 +368,7 @@ public final class Supervisor {
         }
         initialScenesPending = configuration.scenes
         loadShelf(details: details)
+        finishClosesUnderWay()
         files.removeDiscarded(files.discardedLeftovers())
     }
 

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostLimits
@@ -357,6 +358,26 @@ struct SupervisorFiles {
         try NoFollow.rename(entry.path, to: away, replacing: false)
         try Self.syncDirectory(setAside)
         return away
+    }
+
+    /// Takes closed window `id`'s directory out of `windows/` durably, in one rename to
+    /// `set-aside/.discarding-<UUID>`: before it the window is whole, after it gone, whatever
+    /// happens to the removal of its bytes (`removeDiscarded`, at the latest at the next start).
+    func discardWindow(_ id: UUID) throws -> FilePath {
+        try makeSetAsideDirectory(at: Date())
+        let away = try Self.unusedName(under: setAside, SetAsideShelf.discardingName(id.uuidString))
+        try NoFollow.rename(windowDirectory(id), to: away, replacing: false)
+        try Self.syncDirectory(windows)
+        try Self.syncDirectory(setAside)
+        return away
+    }
+
+    /// The windows whose closes for good were under way (`discardWindow`'s names, exactly):
+    /// their keys are revoked again at the next start.
+    func windowsBeingDiscarded() -> [UUID] {
+        discardedLeftovers().compactMap { path in
+            path.lastComponent.flatMap { UUID(exactly: String($0.string.dropFirst(SetAsideShelf.discardingName("").count))) }
+        }
     }
 
     /// Discarded entries whose bytes are not all removed yet (a supervisor stopped meanwhile).

@@ -34,7 +34,7 @@ struct ControlCommand: ParsableCommand {
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
             Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Pin.self, Unpin.self, Back.self, Forward.self, Save.self, WaitDurable.self, Kill.self,
-            Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, Shutdown.self,
+            Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, CloseWindow.self, Shutdown.self,
         ])
 
     /// What each exit of `ctl` means, in the help: every code a reply carries.
@@ -163,6 +163,9 @@ extension ControlCommand {
                 return "\(window.uuid)  " + (fields + failing).joined(separator: "  ")
             }
             for aside in status.setAside { lines.append("set aside: " + SetAside.line(aside)) }
+            if status.closedWindows > 0 || status.closedWindowsEvicted > 0 {
+                lines.append("closed windows kept: \(status.closedWindows) of \(status.keepClosed); deleted past it: \(status.closedWindowsEvicted)")
+            }
             return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
         }
     }
@@ -485,6 +488,24 @@ extension ControlCommand {
         func request() -> ControlRequest { .discard(entry: id) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             "discarded " + SetAside.line(try reply.decode(DiscardReply.self).discarded)
+        }
+    }
+
+    struct CloseWindow: ControlVerb {
+        static let configuration = CommandConfiguration(
+            commandName: Verb.closeWindow.rawValue,
+            abstract: "Close a window for good: its sessions deleted durably, its incognito key revoked, out of the order; its UUID never comes back.",
+            discussion: """
+                An open window is disconnected first (it saves), then deleted. A crash at any instant leaves it whole or \
+                gone; the next start finishes a close under way. 65: no such window (open or closed), a sentinel UUID, a \
+                set-aside entry's; 75: the window is starting, restarting or disconnecting; 74: the deletion failed, the \
+                window stays whole.
+                """)
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        func request() throws(ControlFailure) -> ControlRequest { .closeWindow(try ControlRequest.windowID(target.window)) }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            "closed for good " + (try reply.decode(CloseWindowReply.self).window)
         }
     }
 

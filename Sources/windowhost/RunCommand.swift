@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 import Logging
 import StatusServer
@@ -86,6 +87,9 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Windows that may be open at once.")
     var capacity = 16
 
+    @Option(help: "Closed windows kept on disk (default: --capacity); past it the least recently closed is deleted for good.")
+    var keepClosed: Int?
+
     @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")
     var compactAfter: Int?
 
@@ -105,6 +109,9 @@ struct RunCommand: ParsableCommand {
     func validate() throws {
         guard (1...64).contains(capacity) else { throw ValidationError("--capacity must be within 1...64") }
         guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
+        if let keepClosed, !(0...Limits.maxKeptClosedWindows).contains(keepClosed) {
+            throw ValidationError("--keep-closed must be within 0...\(Limits.maxKeptClosedWindows) (Limits.maxKeptClosedWindows)")
+        }
         if let compactAfter, compactAfter < 2 { throw ValidationError("--compact-after must be at least 2") }
         guard (1...4096).contains(maxClients) else { throw ValidationError("--max-clients must be within 1...4096") }
         guard (1...3600).contains(clientTimeout) else { throw ValidationError("--client-timeout must be within 1...3600 seconds") }
@@ -125,6 +132,7 @@ struct RunCommand: ParsableCommand {
             saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity
+        configuration.keepClosed = keepClosed
         configuration.compactAfterRecords = compactAfter
         configuration.maxClients = maxClients
         configuration.clientTimeoutMilliseconds = clientTimeout * 1000

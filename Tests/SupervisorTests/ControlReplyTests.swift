@@ -43,7 +43,7 @@ import Testing
         ),
         (
             StatusReply.self,
-            #"{"order":["\#(window)"],"root":"/r","set_aside":[{"adopting_as":null,"at":"2026-11-23T04:00:00Z","browsers":["regular"],"damaged":false,"detail":"the worker died 2 times","durable_seq":4,"#
+            #"{"closed_windows":1,"closed_windows_evicted":3,"keep_closed":16,"order":["\#(window)"],"root":"/r","set_aside":[{"adopting_as":null,"at":"2026-11-23T04:00:00Z","browsers":["regular"],"damaged":false,"detail":"the worker died 2 times","durable_seq":4,"#
                 + #""id":"\#(window)-20261123T040000Z-crash-loop","incognito_tabs":0,"kind":"directory","path":"/r/set-aside/x","reason":"crash_loop","regular_tabs":2,"#
                 + #""state":"set_aside","summary":"read","tabs":2,"uuid":"\#(window)"}],"#
                 + #""socket":"/r/ctl.sock","supervisor_pid":40,"windows":["#

@@ -29,6 +29,7 @@ import Testing
         .window(id, .kill(signal: 40, wait: true, aim: false)),
         .setAside, .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
         .adopt(entry: "e-2", asNewWindow: true), .discard(entry: "handed-out-20261124T040000Z-damaged-file"),
+        .closeWindow(id),
     ]
 
     static func decode(_ line: String) throws -> ControlRequest {
@@ -114,6 +115,8 @@ import Testing
             (#"{"verb":"open"}"#, .usage, "open needs a window"),
             (#"{"verb":"wait-durable","seq":3}"#, .usage, "wait-durable needs a window"),
             (#"{"verb":"dump","window":"nope"}"#, .usage, "'nope' is not a UUID"),
+            (#"{"verb":"close-window"}"#, .usage, "close-window needs a window"),
+            (#"{"verb":"close-window","window":"E1E1E1E1"}"#, .usage, "'E1E1E1E1' is not a UUID"),
             (#"{"verb":"dump","window":"\#(window)\u0000junk"}"#, .usage, #"'\#(window)\0junk' is not a UUID"#),
             (#"{"verb":"navigate","window":"\#(window)","url":"https://a.example/"}"#, .usage, "navigate needs a tab"),
             (#"{"verb":"navigate","window":"\#(window)","tab":1}"#, .usage, "navigate needs a URL"),

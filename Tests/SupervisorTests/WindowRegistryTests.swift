@@ -93,6 +93,65 @@ import Testing
         #expect(registry.reserve() != empty, "nothing of it on disk: it does not reopen")
     }
 
+    /// Every order in which three saved windows can finish restoring: the saved order stays
+    /// (the window that finished last used to move first, and `windows.order` was rewritten so).
+    @Test func savedWindowsKeepTheirOrderWhateverOrderTheyFinishConfiguring() {
+        for finishing in permutations([a, b, c]) {
+            var registry = WindowRegistry(onDisk: [a, b, c], savedOrder: [a, b, c])
+            #expect([registry.reserve(), registry.reserve(), registry.reserve()] == [a, b, c])
+            for id in finishing {
+                registry.configured(id)
+                #expect(registry.order == [a, b, c], "finishing \(finishing)")
+            }
+        }
+    }
+
+    /// New windows (a first start) take the order they were reserved in, whatever order they
+    /// finish configuring; a window reserved while saved ones still restore goes after them.
+    @Test func newWindowsTakeTheOrderTheyWereReservedIn() {
+        var registry = WindowRegistry(onDisk: [a], savedOrder: [a])
+        #expect(registry.reserve() == a)
+        var proposals = [b, c]
+        let first = registry.reserve { proposals.removeFirst() }
+        let second = registry.reserve { proposals.removeFirst() }
+        #expect([first, second] == [b, c])
+        #expect(registry.order == [a], "a new window is named only once open")
+        registry.configured(c)
+        registry.configured(b)
+        #expect(registry.order == [a, b, c], "in the places they were reserved in")
+        registry.configured(a)
+        #expect(registry.order == [a, b, c])
+    }
+
+    /// A reservation released among others (its worker could not start) goes back to the first
+    /// closed place; the ones around it keep theirs; an adopted session's UUID is placed when
+    /// reserved, after the active windows.
+    @Test func aReleaseOrAnAdoptionAmongRestoringWindowsMovesNoOtherWindow() {
+        var registry = WindowRegistry(onDisk: [a, b, c], savedOrder: [a, b, c])
+        for _ in 0..<3 { _ = registry.reserve() }
+        let adopted = UUID(uuidString: "DDDDDDDD-0000-4000-8000-000000000004")!
+        #expect(registry.reserve(returning: adopted) == adopted)
+        registry.configured(adopted)
+        registry.release(b)
+        registry.configured(c)
+        registry.configured(a)
+        #expect(registry.order == [a, c, adopted, b])
+        #expect(registry.reserve() == b, "the released window is the first free again")
+        registry.configured(b)
+        #expect(registry.order == [a, c, adopted, b])
+        registry.close(c, hasSession: true)
+        #expect(registry.order == [a, adopted, b, c])
+    }
+
+    private func permutations(_ items: [UUID]) -> [[UUID]] {
+        guard items.count > 1 else { return [items] }
+        return items.indices.flatMap { index in
+            var rest = items
+            let head = rest.remove(at: index)
+            return permutations(rest).map { [head] + $0 }
+        }
+    }
+
     @Test func sentinelsOnDiskAreNeverWindows() {
         var registry = WindowRegistry(onDisk: [WindowRegistry.unavailable, a], savedOrder: [WindowRegistry.unavailable, a])
         #expect(registry.order == [a])

@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import SessionStore
+import SystemPackage
+
+/// Windows closed for good (iOS's `application(_:didDiscardSceneSessions:)`, `ctl
+/// close-window`), and the bound on closed windows kept (`run --keep-closed`). A close is one
+/// rename of the window's directory to `set-aside/.discarding-<UUID>`, synced: before it the
+/// window is whole, after it gone; the bytes go in the background, and a start finishes a close
+/// a stopped supervisor left under way (`finishClosesUnderWay`).
+///
+/// | the window is                     | `close-window`                                          |
+/// |-----------------------------------|---------------------------------------------------------|
+/// | closed, on disk                   | deleted now; answered once the rename is durable        |
+/// | open and ready                    | disconnected (it saves), then deleted; answered then    |
+/// | starting, restarting, disconnecting | 75: retry once it is ready or closed                  |
+/// | unknown, a sentinel, a set-aside entry's UUID, already deleted | 65, nothing changed |
+extension Supervisor {
+    func closeWindow(_ id: UUID, for client: ClientID) {
+        if let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] {
+            guard window.isReady, window.closingForGood == nil, window.exitWaiters.isEmpty else {
+                return answer(client, .failure(.temporary, "window \(id) is \(window.state); retry once it is ready or closed"))
+            }
+            guard send(.scene(.disconnect), to: slot, client: nil) else {
+                return answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
+            }
+            windows[slot]?.closingForGood = client
+            carryOut(step(slot, .disconnectRequested), slot, description: "closed for good")
+            return
+        }
+        guard registry.isClosed(id) else {
+            return answer(client, .failure(.badData, "no window \(id) to close (ctl status lists them under \"order\")"))
+        }
+        switch deleteClosedWindow(id) {
+        case .success: answer(client, .ok(CloseWindowReply(window: id.uuidString)))
+        case .failure(let refusal): answer(client, .failure(refusal.code, refusal.message))
+        }
+    }
+
+    /// The disconnect a `close-window` asked for has ended: the window, closed now, is deleted.
+    func finishCloseForGood(_ id: UUID, client: ClientID) {
+        guard registry.isClosed(id) else {
+            // Nothing of it was on disk: the registry forgot it; its UUID is retired all the same.
+            registry.retire(id)
+            return answer(client, .ok(CloseWindowReply(window: id.uuidString)))
+        }
+        switch deleteClosedWindow(id) {
+        case .success: answer(client, .ok(CloseWindowReply(window: id.uuidString)))
+        case .failure(let refusal): answer(client, .failure(refusal.code, refusal.message))
+        }
+    }
+
+    /// Past `keepClosed`, the least recently closed windows are deleted for good, each logged
+    /// and counted (`status`'s `closed_windows_evicted`).
+    func evictClosedWindows() {
+        let keep = configuration.keepClosed ?? configuration.capacity
+        while registry.closed.count > keep, let oldest = registry.closed.last {
+            guard case .success = deleteClosedWindow(oldest) else { return }
+            closedWindowsEvicted += 1
+            logger.warning("closed window deleted: more than --keep-closed \(keep) closed windows kept", metadata: ["window": "\(oldest)"])
+        }
+    }
+
+    /// Deletes closed window `id` durably: its directory renamed away (the one step that
+    /// decides), then it leaves the order, its key is revoked and its bytes removed.
+    func deleteClosedWindow(_ id: UUID) -> Result<Void, ControlFailure> {
+        assert(registry.isClosed(id))
+        let away: FilePath
+        do {
+            away = try files.discardWindow(id)
+        } catch {
+            logger.error("cannot delete closed window \(id): \(error); it stays, whole", metadata: ["window": "\(id)"])
+            return .failure(ControlFailure(code: .ioError, message: "cannot delete window \(id): \(error); it stays closed, whole"))
+        }
+        registry.retire(id)
+        saveOrder()
+        revokeKey(of: id)
+        files.removeDiscarded([away])
+        logger.notice("window closed for good", metadata: ["window": "\(id)"])
+        return .success(())
+    }
+
+    /// At start: the closes a stopped supervisor left under way are finished (their keys
+    /// revoked; their bytes removed with the other discarded leftovers).
+    func finishClosesUnderWay() {
+        for id in files.windowsBeingDiscarded() {
+            revokeKey(of: id)
+            logger.notice("a close for good left under way is finished", metadata: ["window": "\(id)"])
+        }
+    }
+
+    private func revokeKey(of id: UUID) {
+        do {
+            try ClosedWindowKey.revoke(root: configuration.root, window: id)
+        } catch {
+            // Its sealed files are deleted with the directory; the key dies with the machine.
+            logger.warning("cannot revoke closed window \(id)'s incognito key: \(error)", metadata: ["window": "\(id)"])
+        }
+    }
+}
