@@ -135,8 +135,9 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var historyIndex: Int32?
         /// How many entries its history holds; absent from a supervisor before it was shown.
         public var historyCount: Int32?
-        /// When the tab was last activated or shown, in microseconds since the epoch.
-        public var lastActiveTimeUs: Int64
+        /// When the tab was last activated or shown, in microseconds since the epoch; absent
+        /// from a supervisor before it was shown.
+        public var lastActiveTimeUs: Int64?
 
         enum CodingKeys: String, CodingKey {
             case id, url, title, realized, pinned, opener
@@ -147,7 +148,7 @@ public struct DumpReply: Codable, Equatable, Sendable {
 
         public init(
             id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32? = nil,
-            lastActiveTimeUs: Int64
+            lastActiveTimeUs: Int64?
         ) {
             (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
             (self.historyIndex, self.historyCount, self.lastActiveTimeUs) = (historyIndex, historyCount, lastActiveTimeUs)

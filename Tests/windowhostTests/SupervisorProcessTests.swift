@@ -209,6 +209,8 @@ private func stripRealized(_ before: JSONValue?, like after: JSONValue?) -> JSON
     browser["tabs"] = .array(zip(tabs, afterTabs).map { tab, restored in
         guard case .object(var fields) = tab else { return tab }
         fields["realized"] = restored["realized"]
+        // A dump shows the current history entry of a realized tab only: it reads no stored history.
+        if restored["realized"] == .bool(false) { fields["history_index"] = nil }
         return .object(fields)
     })
     return .object(browser)
