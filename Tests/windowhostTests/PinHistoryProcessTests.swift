@@ -83,7 +83,7 @@ import Testing
         #expect(before.tabs.last == ["\(incognito)", "true", "https://private.example/0", "2"])
         #expect(before.indices[2] == 1 && before.indices[incognito] == 0, "the stepped tabs are realized: \(before)")
         let text = try host.ctl(["dump", "--window", window]).output
-        #expect(text.contains("2  https://b.example/1  (pinned, history 2/3)"), "\(text)")
+        #expect(text.contains("2  https://b.example/1  (pinned, history 2/3, last active "), "\(text)")
         #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
 
         #expect(try host.ctl(["kill", "--window", window]).status == 0)
