@@ -65,17 +65,25 @@ extension Supervisor {
     /// decides), then it leaves the order, its key is revoked and its bytes removed.
     func deleteClosedWindow(_ id: UUID) -> Result<Void, ControlFailure> {
         assert(registry.isClosed(id))
-        let away: FilePath
+        let discarded: (away: FilePath, unsynced: (any Error)?)
         do {
-            away = try files.discardWindow(id)
+            discarded = try files.discardWindow(id)
         } catch {
             logger.error("cannot delete closed window \(id): \(error); it stays, whole", metadata: ["window": "\(id)"])
             return .failure(ControlFailure(code: .ioError, message: "cannot delete window \(id): \(error); it stays closed, whole"))
         }
+        // Past the rename the window is gone from `windows/`: it is never handed out again, even
+        // when the rename could not be made durable (a crash may then bring it back whole).
         registry.retire(id)
+        assert(!registry.isClosed(id) && !registry.order.contains(id), "a retired window is in no order")
         saveOrder()
         revokeKey(of: id)
-        files.removeDiscarded([away])
+        files.removeDiscarded([discarded.away])
+        if let unsynced = discarded.unsynced {
+            logger.error("closed window \(id) deleted, but not durably: \(unsynced)", metadata: ["window": "\(id)"])
+            return .failure(
+                ControlFailure(code: .ioError, message: "window \(id) is deleted but not durably (\(unsynced)): a crash before the disk answers may bring it back whole"))
+        }
         logger.notice("window closed for good", metadata: ["window": "\(id)"])
         return .success(())
     }

@@ -25,9 +25,7 @@ extension Supervisor {
                     windows[slot] = window
                     continue
                 }
-                window.lastStats = stats
-                // Kept across the window's workers: those changes are gone with the one that held them.
-                if stats.memoryOnlySince != 0 { window.memoryOnlySince = min(window.memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince) }
+                Self.accept(stats, into: &window)
             }
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(&window) }
@@ -75,6 +73,30 @@ extension Supervisor {
         view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
     }
 
+    /// Takes a worker's checked stats as the window's latest. The first memory-only seq is kept
+    /// across the window's workers: those changes are gone with the one that held them, and no
+    /// durable answer may cover them (`durableAnswer`), whichever read saw the word first.
+    static func accept(_ stats: WorkerStats, into window: inout Window) {
+        assert(violation(in: stats) == nil, "only checked stats are accepted")
+        window.lastStats = stats
+        guard stats.memoryOnlySince != 0 else { return }
+        window.memoryOnlySince = min(window.memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince)
+    }
+
+    /// What makes a dump impossible, if anything: numbers a client's tools compute with are
+    /// within the model's bounds before any reply shows them.
+    static func violation(in dump: WindowDump) -> String? {
+        for tab in dump.regular.tabs + dump.incognito.tabs {
+            guard (0...Int32(Limits.maxNavigationEntries)).contains(tab.historyCount) else {
+                return "tab \(tab.id) with \(tab.historyCount) history entries, outside 0...\(Limits.maxNavigationEntries)"
+            }
+            guard !tab.hasHistoryIndex || (0..<tab.historyCount).contains(tab.historyIndex) else {
+                return "tab \(tab.id) at history entry \(tab.historyIndex) of \(tab.historyCount)"
+            }
+        }
+        return nil
+    }
+
     /// What makes a worker's published stats impossible, if anything: a worker that publishes
     /// them misbehaves (a bug, or damage it read and did not refuse).
     static func violation(in stats: WorkerStats) -> String? {
@@ -110,7 +132,7 @@ extension Supervisor {
         window.heartbeatSeen = view.heartbeat
         window.heartbeatChangedAt = now
         _ = step(&window, .becameReady)
-        if let stats = view.readStats(), Self.violation(in: stats) == nil { window.lastStats = stats }
+        if let stats = view.readStats(), Self.violation(in: stats) == nil { Self.accept(stats, into: &window) }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
         window.appliedSeq = window.lastStats.appliedSeq
@@ -264,6 +286,11 @@ extension Supervisor {
         case .dump(let dump) where pending.kind == .floorProbe:
             probeFloors(dump, &window)
         case .dump(let dump):
+            if let violation = Self.violation(in: dump) {
+                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                misbehaved(&window, violation)
+                return
+            }
             // A client gone costs no conversion (a dump may be thousands of tabs).
             if let client = pending.client, control.isConnected(client) { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
         case .done(let done):

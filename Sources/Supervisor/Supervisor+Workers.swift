@@ -177,7 +177,7 @@ extension Supervisor {
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
-            window.lastStats = stats
+            Self.accept(stats, into: &window)
         }
         if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
             !keptUnsaved.contains(where: { $0.window == window.id })

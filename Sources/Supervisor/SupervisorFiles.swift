@@ -363,13 +363,19 @@ struct SupervisorFiles {
     /// Takes closed window `id`'s directory out of `windows/` durably, in one rename to
     /// `set-aside/.discarding-<UUID>`: before it the window is whole, after it gone, whatever
     /// happens to the removal of its bytes (`removeDiscarded`, at the latest at the next start).
-    func discardWindow(_ id: UUID) throws -> FilePath {
+    /// A failure before the rename is thrown (the window is whole); one syncing the directories
+    /// after it is returned with the new name: the close is decided, only its durability is not.
+    func discardWindow(_ id: UUID) throws -> (away: FilePath, unsynced: (any Error)?) {
         try makeSetAsideDirectory(at: Date())
         let away = try Self.unusedName(under: setAside, SetAsideShelf.discardingName(id.uuidString))
         try NoFollow.rename(windowDirectory(id), to: away, replacing: false)
-        try Self.syncDirectory(windows)
-        try Self.syncDirectory(setAside)
-        return away
+        do {
+            try Self.syncDirectory(windows)
+            try Self.syncDirectory(setAside)
+        } catch {
+            return (away, error)
+        }
+        return (away, nil)
     }
 
     /// The windows whose closes for good were under way (`discardWindow`'s names, exactly):

@@ -397,7 +397,7 @@ extension ControlCommand {
                     if tab.pinned { marks.append("pinned") }
                     if !tab.realized { marks.append("unrealized") }
                     if let opener = tab.opener { marks.append("opener \(opener)") }
-                    if let count = tab.historyCount { marks.append("history \(tab.historyIndex.map { "\($0 + 1)" } ?? "?")/\(count)") }
+                    if let count = tab.historyCount { marks.append("history \(tab.historyIndex.map { "\(Int64($0) + 1)" } ?? "?")/\(count)") }
                     if let time = tab.lastActiveTimeUs { marks.append("last active \(ControlCommand.isoTime(microseconds: time))") }
                     lines.append(
                         "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")

@@ -43,7 +43,8 @@ import Testing
             try Data("tabs\n".utf8).write(to: URL(fileURLWithPath: files.windowDirectory(a).appending("regular/keep").string))
             try SupervisorFiles.makeDirectory(files.windowDirectory(b))
 
-            let away = try files.discardWindow(a)
+            let (away, unsynced) = try files.discardWindow(a)
+            #expect(unsynced == nil)
             #expect(!files.hasSession(a) && files.hasSession(b))
             #expect(away == files.setAside.appending(".discarding-\(a.uuidString)"))
             #expect(FileManager.default.contents(atPath: away.appending("regular/keep").string) == Data("tabs\n".utf8), "whole until removed")
