@@ -764,7 +764,15 @@ public final class WindowStore {
         let sealedFiles = creating ? false : try store.holdsSealedFiles()
         var keyGone = false
         do throws(IncognitoKeyError) {
-            var held = try keys.existingKey()
+            var held: [UInt8]?
+            do throws(IncognitoKeyError) {
+                held = try keys.existingKey()
+            } catch .failed where !creating && !sealedFiles {
+                // No session rests on a key: one that cannot be looked up now (a root not made
+                // yet has no name) is revoked before the next session's key, never used by it.
+                revocationPending = true
+                return
+            }
             if creating {
                 // The last session's key, left by a revocation that failed: never the next one's.
                 if revocationPending, incognitoKey == nil, held != nil {

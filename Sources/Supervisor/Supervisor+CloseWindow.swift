@@ -50,12 +50,16 @@ extension Supervisor {
         }
     }
 
-    /// Past `keepClosed`, the least recently closed windows are deleted for good, each logged
-    /// and counted (`status`'s `closed_windows_evicted`).
+    /// Past `keepClosed` windows closed by this supervisor (`closedThisRun`), the least
+    /// recently closed are deleted for good, each logged and counted (`status`'s
+    /// `closed_windows_evicted`).
     func evictClosedWindows() {
         let keep = configuration.keepClosed ?? configuration.capacity
-        while registry.closed.count > keep, let oldest = registry.closed.last {
+        var counted: [UUID] { registry.closed.filter(closedThisRun.contains) }
+        while counted.count > keep, let oldest = counted.last {
+            assert(registry.isClosed(oldest) && closedThisRun.contains(oldest))
             guard case .success = deleteClosedWindow(oldest) else { return }
+            closedThisRun.remove(oldest)
             closedWindowsEvicted += 1
             logger.warning("closed window deleted: more than --keep-closed \(keep) closed windows kept", metadata: ["window": "\(oldest)"])
         }

@@ -358,6 +358,7 @@ extension Supervisor {
         view.pid = 0
         if window.configured {
             registry.close(window.id, hasSession: files.hasSession(window.id))
+            if registry.isClosed(window.id) { closedThisRun.insert(window.id) }
         } else {
             registry.release(window.id)
         }

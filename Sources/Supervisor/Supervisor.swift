@@ -245,6 +245,10 @@ public final class Supervisor {
     var shelf: [String: ShelvedEntry] = [:]
     /// Closed windows deleted for good because more than `keepClosed` were kept.
     var closedWindowsEvicted: UInt64 = 0
+    /// Windows this supervisor closed: only they count toward `keepClosed` and are evicted. A
+    /// window on disk from an earlier run may have been open at its shutdown, and is never
+    /// deleted without being closed.
+    var closedThisRun: Set<UUID> = []
     /// The count of entries last said to be past `maxListedEntries`: said once per count.
     var shelfOverflowLogged = 0
     /// The one child reading an entry's summary now, if any.

@@ -87,7 +87,7 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Windows that may be open at once.")
     var capacity = 16
 
-    @Option(help: "Closed windows kept on disk (default: --capacity); past it the least recently closed is deleted for good.")
+    @Option(help: "Windows closed by this supervisor kept on disk (default: --capacity); past it the least recently closed is deleted for good.")
     var keepClosed: Int?
 
     @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")

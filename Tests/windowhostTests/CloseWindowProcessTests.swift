@@ -98,6 +98,30 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
+    /// Windows on disk from an earlier run (open when it stopped) never count toward the bound:
+    /// a restart with fewer scenes and a smaller bound deletes only what this supervisor closed.
+    @Test(.timeLimit(.minutes(10))) func windowsFromAnEarlierRunAreNeverEvicted() throws {
+        let root = temporaryRoot("keep-closed-restart")
+        defer { removeHostFiles(root) }
+        var host = try HostProcess(root: root, scenes: 3)
+        let windows = host.windowIDs()
+        try #require(windows.count == 3)
+        for window in windows {
+            try #require(host.open(window, "https://kept.example/") != nil)
+            try #require(host.call(.waitDurable(seq: nil), window: window).code == .ok)
+        }
+        #expect(host.terminate() == 0)
+        host = try HostProcess(root: root, scenes: 1, arguments: ["--keep-closed", "0"])
+        defer { if host.process.isRunning { host.kill9() } }
+        #expect(host.windowIDs() == [windows[0]])
+        try #require(try host.ctl(["disconnect", "--window", windows[0]]).status == 0)
+        let status = try Self.status(host)
+        #expect(status.closedWindowsEvicted == 1 && status.order == [windows[1], windows[2]], "\(status.order)")
+        #expect(!FileManager.default.fileExists(atPath: Self.directory(root, windows[0])), "the window this supervisor closed went")
+        for window in windows[1...] { #expect(FileManager.default.fileExists(atPath: Self.directory(root, window)), "\(window) was never closed") }
+        #expect(host.terminate() == 0)
+    }
+
     /// Malformed, sentinel, unknown and set-aside UUIDs, and no argument: refused with their
     /// codes, and nothing on disk or in the order changes.
     @Test(.timeLimit(.minutes(10))) func hostileInputIsRefusedAndChangesNothing() throws {
