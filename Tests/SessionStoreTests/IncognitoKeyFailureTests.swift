@@ -9,18 +9,8 @@ import Testing
 /// A keyring that fails for a while (a spent quota; the root's stat failing while the root is
 /// moved away) fails the incognito save, which is retried; it never turns incognito to memory
 /// only (only a keyring refused outright does), and nothing acknowledged is lost.
-@Suite struct IncognitoKeyFailureTests {
+@Suite struct IncognitoKeyFailureTests: KeyedWindowFixtures {
     static let urls = (0..<4).map { "https://key-failure-\($0)-\(UUID().uuidString.prefix(8)).example/" }
-
-    func window(_ root: FilePath, _ id: UUID, _ keyring: SimulatedKeyring) -> WindowStore {
-        WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0, keys: keyring.keys(for: id))
-    }
-
-    func tab(_ profile: Profile, _ url: String) -> WebState {
-        var history = NavigationHistory()
-        history.commit(NavigationItem(url: url, title: "", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-        return WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history)
-    }
 
     func open(_ store: WindowStore, _ kind: BrowserKind, _ url: String) throws {
         let browser = store.browser(kind)

@@ -16,19 +16,9 @@ import Testing
 /// a sealed one; a key of the wrong size planted under the window's name must not stop the
 /// regular Browser from being acknowledged; a revoked key still linked (same uid) fails the
 /// incognito save until the name is free, and loses nothing.
-@Suite(.serialized) struct SealedIncognitoAttackTests {
+@Suite(.serialized) struct SealedIncognitoAttackTests: KeyedWindowFixtures {
     static let old = "https://old-session-\(UUID().uuidString.prefix(8)).example/"
     static let new = "https://new-session-\(UUID().uuidString.prefix(8)).example/"
-
-    func window(_ root: FilePath, _ id: UUID, _ keyring: SimulatedKeyring) -> WindowStore {
-        WindowStore(root: root, windowID: id, engine: SyncEngine(), saveDelayMilliseconds: 0, keys: keyring.keys(for: id))
-    }
-
-    func tab(_ profile: Profile, _ url: String) -> WebState {
-        var history = NavigationHistory()
-        history.commit(NavigationItem(url: url, title: "", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-        return WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history)
-    }
 
     func openIncognito(_ store: WindowStore, _ url: String) throws {
         let incognito = store.incognito

@@ -14,7 +14,7 @@ import Testing
 /// closing the last incognito tab deletes the files and revokes the key; where the keyring is
 /// refused, incognito is kept in memory only; a session in the clear from before sealing is
 /// sealed at its next save; and a flipped bit in a sealed record is damage, set aside.
-@Suite(.serialized) struct SealedIncognitoTests {
+@Suite(.serialized) struct SealedIncognitoTests: KeyedWindowFixtures {
     static let secrets = (0..<4).map { "https://secret-\($0)-\(UUID().uuidString.prefix(8)).example/path" }
     static let regularURL = "https://plain-\(UUID().uuidString.prefix(8)).example/"
 
@@ -49,12 +49,6 @@ import Testing
     }
 
     func keys(_ root: FilePath, _ id: UUID) -> KernelIncognitoKeys { KernelIncognitoKeys(root: root, window: id) }
-
-    func tab(_ profile: Profile, _ url: String) -> WebState {
-        var history = NavigationHistory()
-        history.commit(NavigationItem(url: url, title: "", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-        return WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history)
-    }
 
     @Test func noFileHoldsAnIncognitoURLAndTheTabsComeBack() throws {
         try withTemporaryDirectory { root in
