@@ -131,14 +131,19 @@ import TestSupport
         let root = temporaryRoot(name)
         defer { removeHostFiles(root) }
         let ready = root.appendingPathComponent("stand-in-ready").path
-        let standIn = try handOnTheLockAndKillTheSupervisor(root) { copy in
+        let (standIn, pidfd) = try handOnTheLockAndKillTheSupervisor(root) { copy in
             let standIn = try spawnProcess(["/usr/bin/python3", "-c", script, ready], inheriting: [copy]).get()
+            // Watched through a pidfd, as the supervisor kills it: a pid alone can name another
+            // process once this one is reaped, and pids wrap within a test run.
+            let pidfd = wh_pidfd_open(standIn)
+            try #require(pidfd >= 0, "pidfd_open: \(errno)")
             try #require(waitFor({ FileManager.default.fileExists(atPath: ready) }, seconds: 30), "the stand-in holds the lock its way")
             usleep(200_000)
-            return standIn
+            return (standIn, pidfd)
         }
-        var reaped = false
-        defer { if !reaped { kill(standIn, SIGKILL); waitpid(standIn, nil, 0) } }
+        defer { close(pidfd) }
+        var ended = false
+        defer { if !ended { _ = wh_pidfd_send_signal(pidfd, SIGKILL); waitpid(standIn, nil, 0) } }
 
         let second = try runWindowhostBounded(
             ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
@@ -146,14 +151,20 @@ import TestSupport
         #expect(
             second.output.contains("pid=\(standIn)") && second.output.contains("cmdline=/usr/bin/python3 -c"),
             "the log names the stand-in: \(second.output)")
-        var status: Int32 = 0
-        // Generous: on a loaded machine a killed process with threads took over 5 s to be reaped.
-        reaped = waitFor({ waitpid(standIn, &status, WNOHANG) == standIn }, seconds: 20)
-        // A killed process whose main thread had exited long before can stay a zombie the kernel
-        // will not let its parent reap yet (seen once in CI): dead all the same, its lock gone.
-        let zombie = !reaped && procText("/proc/\(standIn)/status")?.contains("State:\tZ") == true
-        #expect(reaped || zombie, "the stand-in is dead: \(procText("/proc/\(standIn)/status") ?? "gone")")
-        if reaped { #expect(status & 0x7f == SIGKILL, "killed, status \(status)") }
+        // A pidfd reads once every thread of its process has exited, reaped or not: a killed
+        // leader whose other threads are still dying stays a zombie its parent cannot reap yet.
+        // Generous: on a loaded machine a killed process with threads took over 5 s to end.
+        var exited = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        ended = waitFor({ poll(&exited, 1, 0) == 1 }, seconds: 20)
+        #expect(ended, "the stand-in is dead: \(procText("/proc/\(standIn)/status") ?? "gone")")
+        guard ended else { return }
+        var code: Int32 = 0
+        var signaled: Int32 = 0
+        let reaped = wh_pidfd_reap(pidfd, &code, &signaled)
+        // ECHILD: ended, and reaped by whatever else in this process waits for children.
+        if reaped != -1 || errno != ECHILD {
+            #expect(reaped == 1 && signaled == 1 && code == SIGKILL, "killed: \(reaped), code \(code), signaled \(signaled)")
+        }
     }
 
     /// The dead supervisor's lock descriptor sent over a unix socket and never received: no
