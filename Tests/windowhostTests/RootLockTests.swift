@@ -143,7 +143,12 @@ import TestSupport
         }
         defer { close(pidfd) }
         var ended = false
-        defer { if !ended { _ = wh_pidfd_send_signal(pidfd, SIGKILL); waitpid(standIn, nil, 0) } }
+        defer {
+            if !ended {
+                _ = wh_pidfd_send_signal(pidfd, SIGKILL)
+                waitpid(standIn, nil, 0)
+            }
+        }
 
         let second = try runWindowhostBounded(
             ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
