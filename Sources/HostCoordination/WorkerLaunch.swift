@@ -90,6 +90,12 @@ public enum WorkerExit: Sendable, CaseIterable {
     /// its shortage backoff and never counts it as a failed start
     /// (`RestartPolicy.diedOfNoFaultOfTheSession`), so a good session is never set aside for it.
     case restoreShortOfResources
+    /// The restore could not reach the storage: the file system under the root failed as a
+    /// whole (`Errno.isStorageUnavailable`: a dead FUSE daemon, a device gone, a full disk).
+    /// No fault of the window's, whose files are left as they were: like a shortage, it is
+    /// started again after a backoff and never counted as a failed start, so the session is
+    /// never set aside for it; meanwhile durable waits on the window answer 74.
+    case restoreStorageUnavailable
     /// The slot belongs to another generation or window, or its memory is of another layout.
     case refused
 
@@ -99,6 +105,7 @@ public enum WorkerExit: Sendable, CaseIterable {
         case .orphaned: .software
         case .restoreFailed: .ioError
         case .restoreShortOfResources: .temporary
+        case .restoreStorageUnavailable: .unavailable
         case .refused: .config
         }
     }

@@ -94,6 +94,10 @@ public final class WorkerLoop {
                 logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
                 return .restoreShortOfResources
             }
+            if case .io(let failure) = error, failure.isStorageUnavailable {
+                logger.error("restore could not reach the storage; the files are left as they were", metadata: ["error": "\(error)"])
+                return .restoreStorageUnavailable
+            }
             if case .keyring = error {
                 // The keyring failed (not refused): nothing is wrong with the session, whose
                 // sealed files wait for their key; the restore is tried again after a backoff.

@@ -90,7 +90,8 @@ public struct RestartPolicy: Sendable, Equatable {
     /// Whether a worker's death before it was ready says nothing of its window's session. The
     /// session is read only by the restore, which exits `WorkerExit.restoreFailed` when it
     /// fails and is killed by a signal when it crashes. Any other exit before ready says
-    /// nothing of the session: `WorkerExit.restoreShortOfResources` (its own descriptors or memory), 127 (the
+    /// nothing of the session: `WorkerExit.restoreShortOfResources` (its own descriptors or memory),
+    /// `restoreStorageUnavailable` (the file system failed as a whole), 127 (the
     /// loader could not open a library, short of descriptors), 0 or 1. It is retried like the
     /// supervisor's own shortage, and never counts toward setting the session aside (a hostile
     /// tester squeezed fresh workers' descriptor limits and got 5 of 6 healthy windows set

@@ -135,6 +135,8 @@ extension Supervisor {
             let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
             if beforeReady, status == WorkerExit.restoreFailed.status {
                 windows[slot]?.restoreFailedOnStorage = "its worker's restore failed on a storage error (exit \(status); the log says which)"
+            } else if beforeReady, status == WorkerExit.restoreStorageUnavailable.status {
+                windows[slot]?.restoreFailedOnStorage = "its worker's restore could not reach the storage (exit \(status); the log says which)"
             }
             workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
         case .signaled(let signal):
@@ -193,7 +195,7 @@ extension Supervisor {
             if spawned { configuration.observation?.restarting(window.id, reason, at: secondsSinceStart(now)) }
             if wait == .workerShortage {
                 logger.error(
-                    "the worker was short of resources while restoring: it is started again later; the window is not at fault",
+                    "the worker could not restore for want of its own resources or of storage that answers: it is started again later; the window is not at fault",
                     metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\((at &- now) / 1_000_000)"])
             } else {
                 let next = actions.contains(.spawn) ? "restart now" : (wait == .setAside ? "set aside, " : "") + "restart in \((at &- now) / 1_000_000) ms"

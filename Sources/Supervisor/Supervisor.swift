@@ -125,8 +125,8 @@ public final class Supervisor {
         var lostSeqs = LostSeqs()
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
-        /// The last worker's restore failed on a storage error (`WorkerExit.restoreFailed`),
-        /// until a worker restores: the file system refuses the window's session, so a request
+        /// The last worker's restore failed on a storage error (`WorkerExit.restoreFailed`, or
+        /// `restoreStorageUnavailable` when the file system failed as a whole), until a worker restores: the file system refuses the window's session, so a request
         /// waiting on a save answers 74 at once, not 75 (a retry would meet the same storage).
         var restoreFailedOnStorage: String?
         /// The supervisor's watchdog killed the worker now serving: its restart says so.

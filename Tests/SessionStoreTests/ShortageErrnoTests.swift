@@ -25,6 +25,21 @@ import Testing
         #expect(!IOUringError.submitFailed(.resourceTemporarilyUnavailable).isResourceShortage, "only setup: a full ring is retried where it is")
     }
 
+    /// Storage that does not answer is the file system's failure as a whole, never the
+    /// session's: a restore that meets one is retried, and the window never set aside for it.
+    /// What a path's own entry answers (a missing file, a symlink, a directory) is not.
+    @Test func storageUnavailableIsTheFileSystemsFailureNotAnEntrys() {
+        let unavailable: [Errno] = [.ioError, .socketNotConnected, .staleNFSFileHandle, .noSpace, .diskQuotaExceeded, .readOnlyFileSystem, .timedOut]
+        for errno in unavailable + [Errno(rawValue: 117), Errno(rawValue: 121), Errno(rawValue: 123)] {
+            #expect(errno.isStorageUnavailable && !errno.isResourceShortage, "\(errno)")
+            #expect(IOEngineError("read", path: "/x", errno: errno).isStorageUnavailable, "\(errno)")
+        }
+        let entries: [Errno] = [.permissionDenied, .noSuchFileOrDirectory, .isDirectory, .notDirectory, .tooManySymbolicLinkLevels, .fileTooLarge, .invalidArgument]
+        for errno in entries + [.tooManyOpenFiles, .noMemory] {
+            #expect(!errno.isStorageUnavailable, "\(errno)")
+        }
+    }
+
     /// The restore meets EAGAIN opening the window's only snapshot: it throws, touching no file,
     /// instead of setting the snapshot aside; once the call succeeds, every save comes back.
     @Test func aRestoreThatMeetsEAGAINThrowsAndSetsNothingAside() throws {

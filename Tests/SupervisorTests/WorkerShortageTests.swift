@@ -9,9 +9,10 @@ import Testing
 extension RestartPolicyTests {
     @Test func onlyARestoreThatFailedOrCrashedIsTheSessionsFault() {
         #expect(WorkerExit.restoreShortOfResources.status == 75 && WorkerExit.restoreFailed.status == 74)
-        // Exits before ready that say nothing of the session: its own shortage, a loader short
-        // of descriptors (127), exits no restore makes.
-        for status: Int32 in [0, 1, 70, 75, 78, 127] {
+        #expect(WorkerExit.restoreStorageUnavailable.status == 69)
+        // Exits before ready that say nothing of the session: its own shortage, storage that
+        // does not answer (69), a loader short of descriptors (127), exits no restore makes.
+        for status: Int32 in [0, 1, 69, 70, 75, 78, 127] {
             #expect(RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: true), "\(status)")
         }
         // A restore that failed (74) or crashed (any signal), and any death after ready: judged

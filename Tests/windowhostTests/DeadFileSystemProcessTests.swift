@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Supervisor
 import Testing
 
 /// The file system under the root stops answering (a FUSE file system whose daemon died answers
@@ -41,7 +42,10 @@ import Testing
     /// The worker is killed while the storage is dead: its restarts cannot restore. `kill`
     /// (which waits for the restart), `wait-durable` and `save --wait` answer 74 at once; they
     /// waited for ctl's timeout, or answered 75 (retry) for a retry that meets the same storage.
-    @Test(.timeLimit(.minutes(20)), arguments: [ENOTCONN, EIO])
+    /// Restores failing on the storage are no fault of the session: however many fail, it is
+    /// never set aside, and once the storage answers the window comes back whole (it came back
+    /// empty, its session set aside as a crash loop, when the storage returned after 3 tries).
+    @Test(.timeLimit(.minutes(20)), arguments: [ENOTCONN, EIO, ENOSPC, ESTALE])
     func aWindowThatCannotRestoreFromDeadStorageAnswers74(_ errno: Int32) throws {
         let dead = try DeadFileSystem(errno: errno, name: "restore")
         defer { dead.remove() }
@@ -57,8 +61,15 @@ import Testing
             #expect(run.status == 74, "\(verb): \(run.output)")
         }
 
+        let limit = RestartPolicy().failedStartLimit
+        let failedRestores = { dead.host.log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+        #expect(waitFor({ failedRestores() > limit + 1 }, seconds: 60), "more failed restores than a crash loop takes: \(failedRestores())")
         dead.revive()
         #expect(waitFor({ (try? dead.host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the storage answers")
+        #expect(SetAsideProcessTests.urls(dead.host, window) == ["https://before.example/"], "the window came back whole")
+        #expect(SetAsideProcessTests.setAsideNames(dead.root) == [], "nothing was set aside")
+        let setAside = dead.host.log.split(separator: "\n").filter { $0.contains("set aside") }
+        #expect(setAside.isEmpty, "\(setAside)")
         #expect(dead.host.terminate() == 0)
     }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import SystemPackage
 
 /// A file opened through an engine. For the real engines it wraps the descriptor; for the
@@ -55,6 +56,10 @@ public struct IOEngineError: Error, Equatable, Sendable, CustomStringConvertible
     /// The process ran short of memory, descriptors or the like (`Errno.isResourceShortage`):
     /// nothing to do with the file named, so no reason to set it aside.
     public var isResourceShortage: Bool { errno.isResourceShortage }
+
+    /// The file system as a whole failed (`Errno.isStorageUnavailable`): nothing to do with the
+    /// file named, so no reason to set it, or its window, aside.
+    public var isStorageUnavailable: Bool { errno.isStorageUnavailable }
 }
 
 extension Errno {
@@ -69,6 +74,26 @@ extension Errno {
     public var isResourceShortage: Bool {
         self == .tooManyOpenFiles || self == .tooManyOpenFilesInSystem || self == .noMemory || self == .resourceTemporarilyUnavailable
     }
+
+    /// Whether the file system under a path failed as a whole, which says nothing of the files
+    /// on it: the device erred or left (EIO, ENODEV, ENXIO, ENOMEDIUM), a network or FUSE file
+    /// system lost its server or daemon (ENOTCONN, ESTALE, ETIMEDOUT, EHOSTDOWN, EHOSTUNREACH,
+    /// ENETDOWN, ENETUNREACH, ECONNRESET, ECONNABORTED, ECONNREFUSED, ENOLINK, EREMOTEIO,
+    /// ESHUTDOWN), it went read-only or full (EROFS, ENOSPC, EDQUOT), or it needs a repair
+    /// (EUCLEAN). A restore that meets one is retried once the storage may answer; the session
+    /// is never set aside for it (moving it aside would meet the same file system, or succeed
+    /// the moment the storage came back and start a whole window empty).
+    public var isStorageUnavailable: Bool { Self.storageUnavailable.contains(self) }
+
+    private static let storageUnavailable: Set<Errno> = Set(
+        ([
+            Glibc.EIO, Glibc.ENODEV, Glibc.ENXIO, Glibc.ENOTCONN, Glibc.ESTALE, Glibc.ETIMEDOUT, Glibc.EHOSTDOWN,
+            Glibc.EHOSTUNREACH, Glibc.ENETDOWN, Glibc.ENETUNREACH, Glibc.ECONNRESET, Glibc.ECONNABORTED, Glibc.ECONNREFUSED,
+            Glibc.ENOLINK, Glibc.ESHUTDOWN, Glibc.EROFS, Glibc.ENOSPC, Glibc.EDQUOT,
+            // ENOMEDIUM, EREMOTEIO, EUCLEAN (asm-generic/errno.h: one numbering on every
+            // architecture Linux runs this on), which the Glibc module does not export.
+            123, 121, 117,
+        ] as [Int32]).map { Errno(rawValue: $0) })
 }
 
 /// How a store reaches storage. The data path is asynchronous and batched: `submit` queues a
