@@ -74,6 +74,96 @@ import Testing
     }
 }
 
+/// The issue's own case, on a real FUSE file system with the default engine (io_uring where the
+/// kernel has it): the root is a `bindfs` mount, and its daemon is SIGKILLed, after which every
+/// call under the mount answers ENOTCONN. Saves answer 74; a worker killed then cannot restore
+/// and answers 74, and its session is never set aside; once the file system is mounted again
+/// the window comes back with every durable tab.
+@Suite(.serialized) struct DeadFUSEProcessTests {
+    @Test(.timeLimit(.minutes(10))) func aFUSERootWhoseDaemonDiesAnswers74AndComesBackWhole() throws {
+        let fuse = try FUSERoot(name: "fuse")
+        defer { fuse.remove() }
+        // The logs and the socket off the mount: they are the test's eyes while it is dead.
+        let host = try HostProcess(root: fuse.root, scenes: 1, logs: fuse.base, socket: fuse.base.appendingPathComponent("ctl.sock"))
+        defer { if host.process.isRunning { host.kill9() } }
+        let window = try #require(host.windowIDs().first)
+        #expect(host.open(window, "https://before.example/") != nil)
+        #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
+
+        try fuse.killDaemon()
+        #expect(host.open(window, "https://after.example/") != nil, "applied in memory, as ever")
+        let timeout = DeadFileSystemProcessTests.generousTimeout
+        for verb in [["wait-durable"], ["save", "--wait"], ["kill"], ["wait-durable"]] {
+            let run = try host.ctl(verb + ["--window", window, "--timeout", timeout])
+            #expect(run.status == 74, "\(verb): \(run.output)")
+        }
+        let failedRestores = { host.log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+        #expect(waitFor({ failedRestores() > RestartPolicy().failedStartLimit + 1 }, seconds: 60), "\(failedRestores()) failed restores")
+
+        try fuse.mountAgain()
+        #expect(waitFor({ (try? host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the file system answers")
+        #expect(SetAsideProcessTests.urls(host, window) == ["https://before.example/"], "every durable tab, and the one a kill lost is not")
+        #expect(SetAsideProcessTests.setAsideNames(fuse.root) == [], "nothing was set aside")
+        // Nor tried: a set-aside that met the dead mount failed, but one made the moment the
+        // file system came back would have restarted the window empty.
+        let setAside = host.log.split(separator: "\n").filter { $0.contains("set aside") }
+        #expect(setAside.isEmpty, "\(setAside)")
+        #expect(host.terminate() == 0)
+    }
+}
+
+/// A root on a `bindfs` FUSE mount of a private directory, whose daemon runs in the foreground
+/// as this process's child.
+private final class FUSERoot {
+    let base: URL
+    let source: URL
+    let mountPoint: URL
+    var root: URL { mountPoint.appendingPathComponent("root") }
+    private var daemon: Process?
+
+    init(name: String) throws {
+        base = temporaryRoot(name)
+        (source, mountPoint) = (base.appendingPathComponent("source"), base.appendingPathComponent("mount"))
+        for directory in [source, mountPoint, source.appendingPathComponent("root")] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        try mountAgain()
+    }
+
+    /// Mounts the source at the mount point (dropping a dead mount there first).
+    func mountAgain() throws {
+        _ = try? runProcess(URL(fileURLWithPath: "/usr/bin/umount"), ["-l", mountPoint.path])
+        let bindfs = Process()
+        bindfs.executableURL = URL(fileURLWithPath: "/usr/bin/bindfs")
+        bindfs.arguments = ["-f", source.path, mountPoint.path]
+        try bindfs.run()
+        daemon = bindfs
+        let mounted = waitFor({ FileManager.default.fileExists(atPath: root.appendingPathComponent(".").path) && isMountPoint() }, seconds: 10)
+        guard mounted else { throw HostFailure("bindfs did not mount \(source.path) at \(mountPoint.path) (is /dev/fuse there, and may this process mount?)") }
+    }
+
+    func killDaemon() throws {
+        guard let daemon, daemon.isRunning else { throw HostFailure("no bindfs daemon to kill") }
+        kill(daemon.processIdentifier, SIGKILL)
+        daemon.waitUntilExit()
+        // A creation always asks the daemon (a stat may be answered from the kernel's cache).
+        let probe = open(mountPoint.appendingPathComponent("probe").path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        let error = errno
+        if probe >= 0 { close(probe) }
+        guard probe < 0, error == ENOTCONN else { throw HostFailure("the mount still answers once its daemon is dead (errno \(error))") }
+    }
+
+    private func isMountPoint() -> Bool {
+        (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8))?.contains(" \(mountPoint.path) fuse") == true
+    }
+
+    func remove() {
+        if let daemon, daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
+        _ = try? runProcess(URL(fileURLWithPath: "/usr/bin/umount"), ["-l", mountPoint.path])
+        try? FileManager.default.removeItem(at: base)
+    }
+}
+
 /// A host whose root's file system can be made to stop answering with one errno.
 private struct DeadFileSystem {
     let host: HostProcess

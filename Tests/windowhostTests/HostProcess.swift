@@ -69,20 +69,23 @@ final class HostProcess {
     let process = Process()
     let stdout: URL
     let stderr: URL
-    var socket: String { root.appendingPathComponent("ctl.sock").path }
+    let socket: String
 
     /// `logs`: where stdout and stderr go (default: beside the root), e.g. off a disk a test fills.
+    /// `socket`: the control socket (default: `ctl.sock` in the root, `run`'s own default).
     init(
-        root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:], logs: URL? = nil
+        root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:], logs: URL? = nil,
+        socket: URL? = nil
     ) throws {
         self.root = root
+        self.socket = (socket ?? root.appendingPathComponent("ctl.sock")).path
         let logBase = logs?.appendingPathComponent(root.lastPathComponent) ?? root
         stdout = logBase.appendingPathExtension("stdout")
         stderr = logBase.appendingPathExtension("stderr")
         _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
         process.executableURL = windowhostBinary
-        process.arguments = ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"] + arguments
+        process.arguments = ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"] + (socket.map { ["--socket", $0.path] } ?? []) + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: stdout)
         process.standardError = try FileHandle(forWritingTo: stderr)
