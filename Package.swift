@@ -143,7 +143,7 @@ let package = Package(
         // see docs/keyring.md.
         .target(
             name: "SessionKeys",
-            dependencies: ["CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CLinuxShims", "HostLimits", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .executableTarget(
             name: "windowhost",

@@ -241,7 +241,13 @@ public final class WindowStore {
         // An incognito session in the clear (written before sealing) is sealed now, by the
         // repair's write from memory, not left readable until its next change.
         if stores[1].isOnDisk, stores[1].restoredInTheClear { try? takeIncognitoKey(creating: true) }
+        let resealing = stores[1].needsRebase && !stores[1].alternateSeals.isEmpty
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
+        // A session that opened with keys that went with it (an adoption) is written again
+        // under this window's key before the window takes a command: until that is durable
+        // it still needs those keys, and the adoption must not end.
+        if resealing, let failure = reports[1].repairError { throw failure }
+        stores[1].alternateSeals = []
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
         laggingSaves = [[], []]
@@ -788,6 +794,17 @@ public final class WindowStore {
                 // Sealed under a key that is gone (or in the clear, from before sealing): the
                 // session is written again under this one.
                 if store.isOnDisk, !first || store.restoredInTheClear { store.needsRebase = true }
+            } else if sealedFiles, case let recorded = try keys.recordedKeys(), !recorded.isEmpty {
+                // A session set aside, being adopted: its files open with the keys that went
+                // with it, and the restore writes them again under this window's own key.
+                let own: [UInt8]
+                if let held { own = held } else { own = try keys.key() }
+                try useIncognitoKey(own)
+                // Each recorded key is 32 bytes (`SessionKeyRecord` decodes no other).
+                store.alternateSeals = recorded.filter { $0.window != windowID || $0.key != own }.compactMap { recorded in
+                    (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
+                }
+                store.refusesClearFiles = true
             } else if let held, sealedFiles {
                 try useIncognitoKey(held)
                 store.refusesClearFiles = true
