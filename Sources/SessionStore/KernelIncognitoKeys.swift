@@ -61,7 +61,12 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
     /// A directory not made yet has no record. A key under the record's name that is none
     /// (planted by a same-uid process) holds nothing of ours: revoked, freeing the name.
     func recordedKeys() throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])] {
-        let directory = DiskLayout.windowDirectory(root: root, name: window.uuidString)
+        try Self.recordedKeys(root: root, directory: DiskLayout.windowDirectory(root: root, name: window.uuidString))
+    }
+
+    /// The keys of `directory`'s record (none when it has none, or is no directory yet).
+    static func recordedKeys(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])] {
+        let keyring = KernelKeyring()
         let name: SessionKeyName
         do {
             name = try SessionKeyName(root: root.string, directory: directory.string)
