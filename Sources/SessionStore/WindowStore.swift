@@ -754,7 +754,9 @@ public final class WindowStore {
     ///   between a deletion and its revocation, or a session set aside): it is revoked, so no
     ///   old record ever opens in the next session. Sealed files without a key can never be
     ///   read: the session is deleted durably, and said so. With sealed files and a key, files
-    ///   in the clear among them are refused as forged (`refusesClearFiles`).
+    ///   in the clear among them are refused as forged (`refusesClearFiles`). Sealed files in a
+    ///   directory with a key record (a set-aside session being adopted) open with the
+    ///   record's keys too (`useRecordedKeys`).
     /// - Before a save, the key the store holds is checked against the keyring: one revoked or
     ///   replaced meanwhile is replaced, and the save writes the whole session again under the
     ///   new key (`needsRebase`), so nothing acknowledged rests on a key that is gone.
@@ -795,16 +797,7 @@ public final class WindowStore {
                 // session is written again under this one.
                 if store.isOnDisk, !first || store.restoredInTheClear { store.needsRebase = true }
             } else if sealedFiles, case let recorded = try keys.recordedKeys(), !recorded.isEmpty {
-                // A session set aside, being adopted: its files open with the keys that went
-                // with it, and the restore writes them again under this window's own key.
-                let own: [UInt8]
-                if let held { own = held } else { own = try keys.key() }
-                try useIncognitoKey(own)
-                // Each recorded key is 32 bytes (`SessionKeyRecord` decodes no other).
-                store.alternateSeals = recorded.filter { $0.window != windowID || $0.key != own }.compactMap { recorded in
-                    (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
-                }
-                store.refusesClearFiles = true
+                try useRecordedKeys(recorded, held: held)
             } else if let held, sealedFiles {
                 try useIncognitoKey(held)
                 store.refusesClearFiles = true
@@ -832,6 +825,19 @@ public final class WindowStore {
         guard keyGone else { return }
         try store.destroy()
         report(.discardedIncognito("its key is gone (the machine restarted, or the key was revoked)"))
+    }
+
+    /// A session set aside, being adopted: its files open with the keys that went with it
+    /// (`recorded`) or the window's own (`held`, made now if there is none), which it is written
+    /// again under (`recover`). Each recorded key is 32 bytes (`SessionKeyRecord` decodes no other).
+    private func useRecordedKeys(_ recorded: [(window: UUID, key: [UInt8])], held: [UInt8]?) throws(IncognitoKeyError) {
+        let own: [UInt8]
+        if let held { own = held } else { own = try keys.key() }
+        try useIncognitoKey(own)
+        stores[1].alternateSeals = recorded.filter { $0.window != windowID || $0.key != own }.compactMap { recorded in
+            (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
+        }
+        stores[1].refusesClearFiles = true
     }
 
     /// The store seals with `bytes` from now on.
