@@ -150,14 +150,19 @@ import TestSupport
         #expect(host.call(.scene(.disconnect), window: window).code == .ok)
         let adopting = try Life.startAdopting(host, id)
         #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
-        // Past the restore that wrote the session again (the worker's first abort), if it comes.
-        _ = waitFor({ host.log.contains("aborting while restoring") && host.log.components(separatedBy: "aborting while restoring").count > 4 }, seconds: 5)
+        // Past the adopting worker's first restore, which wrote the session again under the
+        // window's new key and then aborted (the third abort: two made the crash loop), and
+        // before the second, 100 ms later, which would end the adoption.
+        #expect(waitFor({ host.log.components(separatedBy: "aborting while restoring").count == 4 }, seconds: 20), "\(host.log.suffix(2000))")
         host.kill9()
         adopting.waitUntilExit()
+        #expect(Life.setAsideNames(root).contains { $0.hasPrefix(".adopting-") }, "killed mid-adoption: \(Life.setAsideNames(root))")
 
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         #expect(Life.setAsideNames(root) == [id], "\(Life.setAsideNames(root))")
+        let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
+        #expect(try KernelKeyring().record(record)?.entries.count == 2, "the key the session was written under went back with it")
         let adopted = try host.ctlBounded(["--json", "adopt", id, "--as-new-window"], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
         let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
