@@ -64,13 +64,14 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
         try Self.recordedKeys(root: root, directory: DiskLayout.windowDirectory(root: root, name: window.uuidString))
     }
 
-    /// The keys of `directory`'s record (none when it has none, or is no directory yet).
+    /// The keys of `directory`'s record (none when it has none, or is no directory).
     static func recordedKeys(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])] {
         let keyring = KernelKeyring()
         let name: SessionKeyName
         do {
             name = try SessionKeyName(root: root.string, directory: directory.string)
-        } catch .noSuchFileOrDirectory {
+        } catch .noSuchFileOrDirectory, .notDirectory {
+            // Not made yet, or no session directory (a symlink is never one): nothing recorded.
             return []
         } catch {
             throw .failed("stat \(directory): \(error)")
@@ -139,16 +140,6 @@ public enum SessionKeyRecords {
             try KernelKeyring().revoke(name)
         } catch .unavailable {
             return
-        } catch {
-            throw KernelIncognitoKeys.translate(error)
-        }
-    }
-
-    /// Whether `directory` has a record now (tools, tests).
-    public static func holdsRecord(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> Bool {
-        let name = try recordName(root: root, directory: directory)
-        do throws(KeyringError) {
-            return try KernelKeyring().record(name) != nil
         } catch {
             throw KernelIncognitoKeys.translate(error)
         }

@@ -235,11 +235,7 @@ struct SupervisorFiles {
         // The key went with the session (`move`): the window's own name is free for the empty
         // window that restarts. Left behind by a failure or a kill, that window's restore
         // revokes it (it finds no sealed file).
-        do {
-            try ClosedWindowKey.revoke(root: root, window: id)
-        } catch {
-            logger.warning("cannot revoke the key of window \(id) set aside; its restart revokes it", metadata: ["error": "\(error)"])
-        }
+        revokeWindowKey(id, after: "its session was set aside")
         return destination
     }
 
@@ -327,12 +323,19 @@ struct SupervisorFiles {
         }
         try NoFollow.remove(setAside.appending(SetAsideShelf.adoptionMarker(id: id, target: target)))
         try Self.syncDirectory(setAside)
-        if returned {
-            do {
-                try ClosedWindowKey.revoke(root: root, window: target)
-            } catch {
-                logger.warning("cannot revoke the key of window \(target), whose adoption was undone", metadata: ["error": "\(error)"])
-            }
+        if returned { revokeWindowKey(target, after: "its adoption was undone") }
+    }
+
+    /// Revokes window `id`'s own key, a copy of which went into a session's record (`what`
+    /// happened). A failure is logged: the copy left is revoked by the window's next restore
+    /// that finds no sealed file. A refused keyring sealed nothing.
+    private func revokeWindowKey(_ id: UUID, after what: String) {
+        do {
+            try ClosedWindowKey.revoke(root: root, window: id)
+        } catch .unavailable {
+            return
+        } catch {
+            logger.warning("cannot revoke the key of window \(id) after \(what)", metadata: ["error": "\(error)"])
         }
     }
 
