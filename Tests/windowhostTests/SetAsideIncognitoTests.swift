@@ -217,4 +217,32 @@ import TestSupport
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
         try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
     }
+
+    /// The set-aside at start: a second spelling of a window's directory (a copy, lowercase)
+    /// goes aside with a copy of the window's key in its record, so it too adopts with every
+    /// incognito tab, and the window itself keeps its own.
+    @Test(.timeLimit(.minutes(3))) func aSecondSpellingSetAsideAtStartKeepsItsIncognitoTabs() throws {
+        let root = temporaryRoot("spelling-incognito")
+        defer { removeHostFiles(root) }
+        let secrets = Self.secrets()
+        let window = try Self.browse(root, secrets)
+        let id = try #require(UUID(uuidString: window))
+        defer { try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: id)) }
+        let windows = root.appendingPathComponent("windows")
+        try FileManager.default.copyItem(at: windows.appendingPathComponent(window), to: windows.appendingPathComponent(window.lowercased()))
+
+        let host = try HostProcess(root: root, scenes: 1)
+        defer { _ = host.terminate() }
+        let listed = try #require(try Life.entries(host).first)
+        #expect(listed["reason"]?.string == "bad_entry" && listed["incognito_tabs"]?.int == 2, "\(listed)")
+        #expect(Self.incognitoURLs(host, window) == secrets, "the window keeps its own")
+        let entry = try #require(listed["id"]?.string)
+        let adopted = try host.ctlBounded(["--json", "adopt", entry], seconds: 30)
+        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
+        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        #expect(back != window)
+        #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
+        #expect(Self.incognitoURLs(host, window) == secrets)
+        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+    }
 }
