@@ -143,7 +143,7 @@ let package = Package(
         // see docs/keyring.md.
         .target(
             name: "SessionKeys",
-            dependencies: ["CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["CLinuxShims", "HostLimits", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .executableTarget(
             name: "windowhost",
@@ -178,7 +178,7 @@ let package = Package(
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         .testTarget(
             name: "SessionKeysTests",
-            dependencies: ["SessionKeys", "CLinuxShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["SessionKeys", "CLinuxShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(

@@ -172,6 +172,10 @@ long wh_key_read(wh_key_serial key, void *buffer, size_t capacity) {
     return syscall(SYS_keyctl, KEYCTL_READ, key, buffer, capacity);
 }
 
+int wh_key_update(wh_key_serial key, const void *payload, size_t length) {
+    return (int)syscall(SYS_keyctl, KEYCTL_UPDATE, key, payload, length);
+}
+
 int wh_key_revoke(wh_key_serial key) { return (int)syscall(SYS_keyctl, KEYCTL_REVOKE, key); }
 
 int wh_key_unlink_from_user(wh_key_serial key) {

@@ -99,6 +99,11 @@ public enum Limits {
     /// ceilings of 13,000 windows. A larger file is damage: set aside, never read into memory.
     public static let maxHandedOutBytes = 1 << 20
 
+    /// The most window keys a session directory's key record holds (`SessionKeyRecord`): the
+    /// key its window sealed it with when it was set aside, and one per adoption of it undone
+    /// since. A record that is full takes no more: that adoption fails and the entry stays.
+    public static let maxKeysPerSessionRecord = 8
+
     /// The most closed windows `run --keep-closed` may keep on disk (whose order fits in
     /// `maxWindowsOrderBytes` many times over).
     public static let maxKeptClosedWindows = 4096

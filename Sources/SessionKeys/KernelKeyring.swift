@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import HostLimits
 import SystemPackage
 
 /// Windows' incognito keys in the kernel's user keyring (`KEY_SPEC_USER_KEYRING`), one `user`
@@ -24,13 +25,42 @@ public struct KernelKeyring: Sendable {
     /// The bytes of `name`'s key, or nil when there is none (never made, revoked, expired).
     /// Throws `.notAWindowKey` when the key under the name is not `keyBytes` long.
     public func find(_ name: WindowKeyName) throws(KeyringError) -> [UInt8]? {
-        let serial = wh_key_search_user(name.description)
-        if serial < 0 {
-            let errno = Errno(rawValue: Glibc.errno)
-            if Self.isGone(errno) { return nil }
-            throw KeyringError(call: .search, errno: errno)
+        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: Self.keyBytes) else { return nil }
+        guard length == Self.keyBytes else { throw .notAWindowKey(payloadBytes: length) }
+        return bytes
+    }
+
+    /// The key record of a session directory, or nil when there is none (never made, revoked).
+    /// Throws `.notARecord` when the key under the name does not decode as one.
+    public func record(_ name: SessionKeyName) throws(KeyringError) -> SessionKeyRecord? {
+        let capacity = Limits.maxKeysPerSessionRecord * SessionKeyRecord.entryBytes
+        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: capacity) else { return nil }
+        guard length <= capacity, let record = SessionKeyRecord(bytes: bytes) else { throw .notARecord(payloadBytes: length) }
+        return record
+    }
+
+    /// Makes `record` the key record under `name`: the key there has its payload replaced at
+    /// once (`KEYCTL_UPDATE`: every reader sees the old record or the new one), or, with none
+    /// there, a new key is published as `create` publishes one (owner-only from its birth).
+    public func store(_ record: SessionKeyRecord, as name: SessionKeyName) throws(KeyringError) {
+        let bytes = record.bytes
+        for _ in 0..<2 {
+            if let serial = try search(name.description) {
+                if bytes.withUnsafeBytes({ wh_key_update(serial, $0.baseAddress, $0.count) }) == 0 { return }
+                let errno = Errno(rawValue: Glibc.errno)
+                // Revoked since the search: the name is freed below, and a new key published.
+                guard Self.isGone(errno) else { throw KeyringError(call: .update, errno: errno) }
+                try revoke(description: name.description)
+            }
+            // Another process publishing one first is no failure: the loop updates that one.
+            if try publish(bytes, as: name.description) { return }
         }
-        return try read(serial)
+        throw .failed(.move, .fileExists)
+    }
+
+    /// Revokes and unlinks a session directory's key record (`revoke` of a window's key).
+    public func revoke(_ name: SessionKeyName) throws(KeyringError) {
+        try revoke(description: name.description)
     }
 
     /// A new key for `name`: `keyBytes` random bytes (getrandom(2)), staged in this thread's
@@ -40,24 +70,32 @@ public struct KernelKeyring: Sendable {
     public func create(_ name: WindowKeyName) throws(KeyringError) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<Self.keyBytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        if try publish(bytes, as: name.description) { return bytes }
+        // Another process (or thread) published this window's key first: use that one. A dead
+        // key that still holds the name (revoked by someone else and not yet collected) leaves
+        // nothing to use.
+        guard let existing = try find(name) else { throw .failed(.move, .fileExists) }
+        return existing
+    }
+
+    /// Publishes a new key holding `bytes` under `description`: staged in this thread's
+    /// keyring, cut to owner-only permissions, then moved into the user keyring only if no key
+    /// of that name is there (`KEYCTL_MOVE_EXCL`). False when one is (it is left as it is).
+    private func publish(_ bytes: [UInt8], as description: String) throws(KeyringError) -> Bool {
         // Staged in the thread keyring, the key is reachable from this thread alone until the
         // move, so the default permissions it is born with are never visible to anyone else.
-        let staged = bytes.withUnsafeBytes { wh_key_add_staged(name.description, $0.baseAddress, $0.count) }
+        let staged = bytes.withUnsafeBytes { wh_key_add_staged(description, $0.baseAddress, $0.count) }
         if staged < 0 { throw KeyringError(call: .addKey, errno: Errno(rawValue: Glibc.errno)) }
         if wh_key_set_owner_only(staged) != 0 {
             let errno = Errno(rawValue: Glibc.errno)
             Self.discardStaged(staged)
             throw KeyringError(call: .setPermissions, errno: errno)
         }
-        if wh_key_publish(staged) == 0 { return bytes }
+        if wh_key_publish(staged) == 0 { return true }
         let errno = Errno(rawValue: Glibc.errno)
         Self.discardStaged(staged)
         guard errno == .fileExists else { throw KeyringError(call: .move, errno: errno) }
-        // Another process (or thread) published this window's key first: use that one. A dead
-        // key that still holds the name (revoked by someone else and not yet collected) leaves
-        // nothing to use.
-        guard let existing = try find(name) else { throw .failed(.move, errno) }
-        return existing
+        return false
     }
 
     /// `name`'s key, made if there is none (`find`, then `create`).
@@ -69,12 +107,11 @@ public struct KernelKeyring: Sendable {
     /// Revokes `name`'s key: every process's next use of it fails and the kernel frees its
     /// bytes at once; then unlinks it, so the name is free for a new key. No key is no error.
     public func revoke(_ name: WindowKeyName) throws(KeyringError) {
-        let serial = wh_key_search_user(name.description)
-        if serial < 0 {
-            let errno = Errno(rawValue: Glibc.errno)
-            if Self.isGone(errno) { return }
-            throw KeyringError(call: .search, errno: errno)
-        }
+        try revoke(description: name.description)
+    }
+
+    private func revoke(description: String) throws(KeyringError) {
+        guard let serial = try search(description) else { return }
         if wh_key_revoke(serial) != 0 {
             // Revoked by another process since the search: gone already, still to unlink.
             let errno = Errno(rawValue: Glibc.errno)
@@ -87,22 +124,32 @@ public struct KernelKeyring: Sendable {
         }
     }
 
-    /// The payload of the key `serial`: exactly `keyBytes`, or nil when it died after the search.
-    private func read(_ serial: wh_key_serial) throws(KeyringError) -> [UInt8]? {
+    /// The serial of the live key under `description`; nil when there is none.
+    private func search(_ description: String) throws(KeyringError) -> wh_key_serial? {
+        let serial = wh_key_search_user(description)
+        if serial < 0 {
+            let errno = Errno(rawValue: Glibc.errno)
+            if Self.isGone(errno) { return nil }
+            throw KeyringError(call: .search, errno: errno)
+        }
+        return serial
+    }
+
+    /// The payload of the key `serial` and its length: the bytes only when it is at most
+    /// `capacity` long (else none: no key of ours); nil when it died after the search.
+    private func read(_ serial: wh_key_serial, capacity: Int) throws(KeyringError) -> (bytes: [UInt8], length: Int)? {
         var length = 0
         // Read straight into the result: no second copy of the bytes is left behind.
-        let bytes = [UInt8](unsafeUninitializedCapacity: Self.keyBytes) { buffer, count in
+        let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
             length = wh_key_read(serial, buffer.baseAddress, buffer.count)
-            count = length == Self.keyBytes ? Self.keyBytes : 0
+            count = (0...capacity).contains(length) ? length : 0
         }
         if length < 0 {
             let errno = Errno(rawValue: Glibc.errno)
             if Self.isGone(errno) { return nil }
             throw KeyringError(call: .read, errno: errno)
         }
-        guard length == Self.keyBytes else { throw .notAWindowKey(payloadBytes: length) }
-        assert(bytes.count == Self.keyBytes)
-        return bytes
+        return (bytes, length)
     }
 
     /// Whether a keyring call's errno says the key is not there or is dead.

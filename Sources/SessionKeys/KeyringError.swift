@@ -1,3 +1,4 @@
+import HostLimits
 import SystemPackage
 
 /// A keyring system call, named in the errors it reports.
@@ -16,6 +17,8 @@ public enum KeyringCall: String, Sendable {
     case revoke = "keyctl(KEYCTL_REVOKE)"
     /// `keyctl(KEYCTL_UNLINK)` from the user keyring.
     case unlink = "keyctl(KEYCTL_UNLINK)"
+    /// `keyctl(KEYCTL_UPDATE)` of a session directory's key record.
+    case update = "keyctl(KEYCTL_UPDATE)"
 }
 
 /// Why a window's key could not be found, made or revoked. No case carries key bytes.
@@ -32,6 +35,10 @@ public enum KeyringError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The key under the window's name holds `payloadBytes` bytes, not a window key's
     /// `KernelKeyring.keyBytes`: someone else's key, never used.
     case notAWindowKey(payloadBytes: Int)
+    /// The key under a session directory's name is no record (`SessionKeyRecord`): never used.
+    case notARecord(payloadBytes: Int)
+    /// A record would hold more than `Limits.maxKeysPerSessionRecord` keys.
+    case recordFull
 
     /// Sorts the errno of a failed `call`: refusals of the keyring itself become `.unavailable`.
     init(call: KeyringCall, errno: Errno) {
@@ -47,6 +54,8 @@ public enum KeyringError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unavailable(let errno): "the kernel keyring is unavailable: \(errno)"
         case .failed(let call, let errno): "\(call.rawValue) failed: \(errno)"
         case .notAWindowKey(let bytes): "the key under this window's name holds \(bytes) bytes, not \(KernelKeyring.keyBytes)"
+        case .notARecord(let bytes): "the key under this session directory's name holds \(bytes) bytes, which is no key record"
+        case .recordFull: "the session directory's key record holds \(Limits.maxKeysPerSessionRecord) keys already"
         }
     }
 }

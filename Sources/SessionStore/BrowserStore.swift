@@ -73,6 +73,17 @@ public final class BrowserStore {
     var sealing: RecordSeal.Key?
     /// The window this store's files belong to: part of every seal.
     let window: UUID
+    /// Keys a restore may also open files with, each with the window its records are bound to:
+    /// those of the session directory's record (a set-aside session being adopted). Never
+    /// written with: a file one of them opens makes the restore write the session again under
+    /// `sealing` (`load`).
+    var alternateSeals: [SealIdentity] = []
+
+    /// A key and the window whose records it seals.
+    struct SealIdentity {
+        let window: UUID
+        let key: RecordSeal.Key
+    }
     /// The session on disk is sealed and its key held: a file in the clear among its files is
     /// none the host wrote (it never writes one beside a sealed session), and is refused as
     /// damage at restore, never read as real.
@@ -344,6 +355,13 @@ public final class BrowserStore {
     /// The seal of this store's file of `kind` in `generation`, when its files are sealed.
     func seal(_ kind: SessionFileKind, _ generation: UInt64) -> RecordSeal? {
         sealing.map { RecordSeal(key: $0, file: RecordSeal.File(window: window, browser: self.kind, kind: kind, generation: generation)) }
+    }
+
+    /// The seals a restore tries on a file of `kind` in `generation`, its own first
+    /// (`alternateSeals`); nil stands for none (the file must then be in the clear).
+    func openingSeals(_ kind: SessionFileKind, _ generation: UInt64) -> [RecordSeal?] {
+        [seal(kind, generation)]
+            + alternateSeals.map { RecordSeal(key: $0.key, file: RecordSeal.File(window: $0.window, browser: self.kind, kind: kind, generation: generation)) }
     }
 
     /// The staged records framed from `offset` of the journal of `generation`.

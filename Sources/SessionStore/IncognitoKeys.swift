@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where a window's incognito key is kept: the kernel's user keyring in the host
 /// (`KernelIncognitoKeys`), never a file. A key outlives the worker and the supervisor, and
 /// dies with the machine or a revocation; files sealed with a key that is gone are never read
@@ -9,6 +11,15 @@ public protocol IncognitoKeyStore {
     func key() throws(IncognitoKeyError) -> [UInt8]
     /// The key is revoked: gone for every process at once. None held is fine.
     func revoke() throws(IncognitoKeyError)
+    /// The keys of the window directory's own record (`SessionKeyRecords`), each with the
+    /// window its records are bound to: a set-aside session's, while it is adopted. Empty when
+    /// there is none.
+    func recordedKeys() throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])]
+}
+
+extension IncognitoKeyStore {
+    /// A store that keeps no records (a simulated keyring) has none.
+    public func recordedKeys() throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])] { [] }
 }
 
 /// Why a key could not be had.

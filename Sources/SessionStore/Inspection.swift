@@ -117,6 +117,12 @@ public enum SessionInspector {
             if kind == .incognito, let key = try? KernelIncognitoKeys(root: root, window: id).existingKey() {
                 store.sealing = try? RecordSeal.Key(key)
             }
+            // A set-aside session's (or one being adopted) open with the keys that went with it.
+            if kind == .incognito, let recorded = try? KernelIncognitoKeys.recordedKeys(root: root, directory: directory) {
+                store.alternateSeals = recorded.compactMap { recorded in
+                    (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
+                }
+            }
             do throws(StoreError) {
                 guard try io({ try engine.kind(store.directory) }) != nil else { continue }
                 browsers.append(try inspect(store, deep: deep))

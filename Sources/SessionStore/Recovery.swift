@@ -145,7 +145,7 @@ extension BrowserStore {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
             do throws(SessionFormatError) {
-                let reader = try SnapshotReader(source, seal: seal(.snapshot, generation))
+                let reader = try openSnapshot(source, generation, into: &loaded)
                 guard reader.isSealed || !refusesClearFiles else { throw .clearAmongSealed }
                 loaded.reader = reader
                 loaded.generation = generation
@@ -197,7 +197,7 @@ extension BrowserStore {
             guard let source = try openListed(path, into: &loaded) else { break }
             let scan: JournalFile.Scan
             do throws(SessionFormatError) {
-                scan = try JournalFile.scan(source, seal: seal(.journal, generation))
+                scan = try scanJournal(source, generation, into: &loaded)
                 guard scan.sealed || !refusesClearFiles else { throw .clearAmongSealed }
             } catch {
                 loaded.damaged.append(contentsOf: setAside(path, error))
@@ -244,6 +244,44 @@ extension BrowserStore {
             try checkFallback(&loaded)
         }
         return loaded
+    }
+
+    /// The snapshot of `generation`, opened with the first of `openingSeals` that opens it. One
+    /// opened with an alternate key (`alternateSeals`) is written again under the store's own
+    /// (`needsRebase`). Throws what the store's own seal met when none opens it.
+    private func openSnapshot(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession) throws(SessionFormatError) -> SnapshotReader {
+        let seals = openingSeals(.snapshot, generation)
+        var first: SessionFormatError?
+        for (index, seal) in seals.enumerated() {
+            do throws(SessionFormatError) {
+                let reader = try SnapshotReader(source, seal: seal)
+                if index > 0 { loaded.needsRebase = true }
+                return reader
+            } catch {
+                first = first ?? error
+            }
+        }
+        throw first ?? .sealedWithoutKey
+    }
+
+    /// The journal of `generation` scanned with each of `openingSeals`: the scan that reads
+    /// furthest (its own seal's on a tie). A wrong key stops a scan at its first sealed record.
+    private func scanJournal(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession) throws(SessionFormatError) -> JournalFile.Scan {
+        let seals = openingSeals(.journal, generation)
+        var best: (scan: JournalFile.Scan, index: Int)?
+        var first: SessionFormatError?
+        for (index, seal) in seals.enumerated() {
+            do throws(SessionFormatError) {
+                let scan = try JournalFile.scan(source, seal: seal)
+                if best.map({ scan.validLength > $0.scan.validLength }) ?? true { best = (scan, index) }
+                if scan.stoppedBy == nil { break }
+            } catch {
+                first = first ?? error
+            }
+        }
+        guard let best else { throw first ?? .sealedWithoutKey }
+        if best.index > 0 { loaded.needsRebase = true }
+        return best.scan
     }
 
     /// The generation a damaged newest snapshot would fall back to is read too, as a fallback
@@ -537,6 +575,7 @@ extension BrowserStore {
             kind: kind, window: window, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
         scratch.sealing = sealing
+        scratch.alternateSeals = alternateSeals
         scratch.refusesClearFiles = refusesClearFiles
         scratch.fallbackExclusions = excluded
         var loaded = try scratch.load(excluding: excluded)

@@ -241,7 +241,13 @@ public final class WindowStore {
         // An incognito session in the clear (written before sealing) is sealed now, by the
         // repair's write from memory, not left readable until its next change.
         if stores[1].isOnDisk, stores[1].restoredInTheClear { try? takeIncognitoKey(creating: true) }
+        let resealing = stores[1].needsRebase && !stores[1].alternateSeals.isEmpty
         for index in stores.indices { reports[index].repairError = stores[index].repair(windowSeq: appliedSeq) }
+        // A session that opened with keys that went with it (an adoption) is written again
+        // under this window's key before the window takes a command: until that is durable
+        // it still needs those keys, and the adoption must not end.
+        if resealing, let failure = reports[1].repairError { throw failure }
+        stores[1].alternateSeals = []
         durableSeq = appliedSeq
         browserDurableSeqs = [appliedSeq, appliedSeq]
         laggingSaves = [[], []]
@@ -748,7 +754,9 @@ public final class WindowStore {
     ///   between a deletion and its revocation, or a session set aside): it is revoked, so no
     ///   old record ever opens in the next session. Sealed files without a key can never be
     ///   read: the session is deleted durably, and said so. With sealed files and a key, files
-    ///   in the clear among them are refused as forged (`refusesClearFiles`).
+    ///   in the clear among them are refused as forged (`refusesClearFiles`). Sealed files in a
+    ///   directory with a key record (a set-aside session being adopted) open with the
+    ///   record's keys too (`useRecordedKeys`).
     /// - Before a save, the key the store holds is checked against the keyring: one revoked or
     ///   replaced meanwhile is replaced, and the save writes the whole session again under the
     ///   new key (`needsRebase`), so nothing acknowledged rests on a key that is gone.
@@ -788,6 +796,8 @@ public final class WindowStore {
                 // Sealed under a key that is gone (or in the clear, from before sealing): the
                 // session is written again under this one.
                 if store.isOnDisk, !first || store.restoredInTheClear { store.needsRebase = true }
+            } else if sealedFiles, case let recorded = try keys.recordedKeys(), !recorded.isEmpty {
+                try useRecordedKeys(recorded, held: held)
             } else if let held, sealedFiles {
                 try useIncognitoKey(held)
                 store.refusesClearFiles = true
@@ -815,6 +825,19 @@ public final class WindowStore {
         guard keyGone else { return }
         try store.destroy()
         report(.discardedIncognito("its key is gone (the machine restarted, or the key was revoked)"))
+    }
+
+    /// A session set aside, being adopted: its files open with the keys that went with it
+    /// (`recorded`) or the window's own (`held`, made now if there is none), which it is written
+    /// again under (`recover`). Each recorded key is 32 bytes (`SessionKeyRecord` decodes no other).
+    private func useRecordedKeys(_ recorded: [(window: UUID, key: [UInt8])], held: [UInt8]?) throws(IncognitoKeyError) {
+        let own: [UInt8]
+        if let held { own = held } else { own = try keys.key() }
+        try useIncognitoKey(own)
+        stores[1].alternateSeals = recorded.filter { $0.window != windowID || $0.key != own }.compactMap { recorded in
+            (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
+        }
+        stores[1].refusesClearFiles = true
     }
 
     /// The store seals with `bytes` from now on.

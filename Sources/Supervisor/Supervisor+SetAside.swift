@@ -235,10 +235,13 @@ extension Supervisor {
         windows[slot]?.adoption = nil
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: false)
+            // Decided: the window's restore wrote the session again under its own key, so the
+            // keys that came with the entry go (a kill first leaves them to the next start).
+            try SessionKeyRecords.revoke(root: configuration.root, directory: files.windowDirectory(window.id))
         } catch {
-            // The window is restored and saved; only the marker stays, and the next start sends
-            // the session back to its entry, losing nothing.
-            logger.error("cannot remove the adoption marker", metadata: ["entry": "\(adoption.entry)", "error": "\(error)"])
+            // The window is restored and saved; only the marker (or the record) stays: the next
+            // start sends the session back to its entry (or revokes the record), losing nothing.
+            logger.error("cannot end the adoption", metadata: ["entry": "\(adoption.entry)", "error": "\(error)"])
         }
         shelf[adoption.entry] = nil
         logger.warning("set-aside entry adopted", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)"])

@@ -338,6 +338,7 @@ public final class Supervisor {
             logger.warning("an adoption left unfinished: the session is set aside again", metadata: ["entry": "\(id)", "window": "\(target)"])
         }
         let scan = try files.windowsOnDisk(at: Date())
+        files.revokeLeftoverRecords(scan.windows)
         var details: [String: String] = [:]
         for entry in scan.setAside {
             if let name = entry.path?.lastComponent?.string { details[name] = entry.detail }
@@ -373,6 +374,7 @@ public final class Supervisor {
         initialScenesPending = configuration.scenes
         loadShelf(details: details)
         finishClosesUnderWay()
+        files.revokeRecords(of: files.discardedLeftovers())
         files.removeDiscarded(files.discardedLeftovers())
     }
 

@@ -231,18 +231,42 @@ struct SupervisorFiles {
     /// deleting it. Nil when the window has nothing on disk.
     func setAside(_ id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath? {
         guard try NoFollow.kind(windowDirectory(id)) != nil else { return nil }
-        return try move(id.uuidString, window: id, reason: reason, at: date)
+        let destination = try move(id.uuidString, window: id, reason: reason, at: date)
+        // The key went with the session (`move`): the window's own name is free for the empty
+        // window that restarts. Left behind by a failure or a kill, that window's restore
+        // revokes it (it finds no sealed file).
+        revokeWindowKey(id, after: "its session was set aside")
+        return destination
     }
 
     /// Moves `windows/<name>` as itself to `set-aside/<UUID>-<UTC time>-<reason>[-N]`
-    /// (`SetAsideShelf` names it).
+    /// (`SetAsideShelf` names it). A directory takes the window's incognito key with it first
+    /// (`SessionKeyRecords.keep`): a kill before the rename leaves a record the next start
+    /// revokes (`revokeLeftoverRecords`), one after it the entry with its key. A key that
+    /// cannot be kept stops the move: the entry's sealed files would never be read again.
     private func move(_ name: String, window id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath {
+        let source = windows.appending(name)
+        if try NoFollow.kind(source) == .directory { try SessionKeyRecords.keep(root: root, window: id, directory: source) }
         try makeSetAsideDirectory(at: date)
         let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(id.uuidString, at: date, reason: reason))
-        try NoFollow.rename(windows.appending(name), to: destination, replacing: false)
+        try NoFollow.rename(source, to: destination, replacing: false)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
         return destination
+    }
+
+    /// At start, once unfinished adoptions went back: a key record on a window's own directory
+    /// is what a kill left (a set-aside before its rename, an adoption ended before its record
+    /// was revoked), the window's own key holding all its files. Revoked, so no second copy of
+    /// a key outlives the window's.
+    func revokeLeftoverRecords(_ ids: [UUID]) {
+        for id in ids {
+            do {
+                try SessionKeyRecords.revoke(root: root, directory: windowDirectory(id))
+            } catch {
+                logger.warning("cannot revoke a leftover key record of window \(id)", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     // MARK: adopting and discarding set-aside entries (`ctl adopt`, `ctl discard`)
@@ -285,15 +309,34 @@ struct SupervisorFiles {
     /// Ends the adoption of entry `id` as `target`. `returning`: the session goes back to
     /// `set-aside/<id>` as it is now (when `windows/<target>` is there and that name free);
     /// else it stays a window. Either way the marker goes last, each step synced.
+    /// A session sent back takes the adopting window's key into its record first (the restore
+    /// may have written it again under that key), and the window's own copy is revoked last.
     func endAdoption(_ id: String, as target: UUID, returning: Bool) throws {
         let entry = setAside.appending(id)
-        if returning, try NoFollow.kind(windowDirectory(target)) != nil, try NoFollow.kind(entry) == nil {
+        var returned = false
+        if returning, try NoFollow.kind(windowDirectory(target)) == .directory, try NoFollow.kind(entry) == nil {
+            try SessionKeyRecords.keep(root: root, window: target, directory: windowDirectory(target))
             try NoFollow.rename(windowDirectory(target), to: entry, replacing: false)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(windows)
+            returned = true
         }
         try NoFollow.remove(setAside.appending(SetAsideShelf.adoptionMarker(id: id, target: target)))
         try Self.syncDirectory(setAside)
+        if returned { revokeWindowKey(target, after: "its adoption was undone") }
+    }
+
+    /// Revokes window `id`'s own key, a copy of which went into a session's record (`what`
+    /// happened). A failure is logged: the copy left is revoked by the window's next restore
+    /// that finds no sealed file. A refused keyring sealed nothing.
+    private func revokeWindowKey(_ id: UUID, after what: String) {
+        do {
+            try ClosedWindowKey.revoke(root: root, window: id)
+        } catch .unavailable {
+            return
+        } catch {
+            logger.warning("cannot revoke the key of window \(id) after \(what)", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Adoptions a supervisor before did not finish (killed, or stopped before the window had
@@ -353,11 +396,25 @@ struct SupervisorFiles {
 
     /// Takes `entry` out of `set-aside/` durably, in one rename to its discarding name: from
     /// then on it is gone, whatever happens to the removal of its bytes (`removeDiscarded`).
+    /// Its key record is revoked after the rename (`revokeRecords`, again at the next start).
     func discard(_ entry: SetAsideEntry) throws -> FilePath {
         let away = try Self.unusedName(under: setAside, SetAsideShelf.discardingName(entry.id))
         try NoFollow.rename(entry.path, to: away, replacing: false)
         try Self.syncDirectory(setAside)
+        revokeRecords(of: [away])
         return away
+    }
+
+    /// Revokes the key records of discarded directories (a file or symlink has none), before
+    /// their bytes are removed: the identity naming a record is gone with the directory.
+    func revokeRecords(of paths: [FilePath]) {
+        for path in paths where (try? NoFollow.kind(path)) == .directory {
+            do {
+                try SessionKeyRecords.revoke(root: root, directory: path)
+            } catch {
+                logger.warning("cannot revoke the key record of a discarded session", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
     }
 
     /// Takes closed window `id`'s directory out of `windows/` durably, in one rename to

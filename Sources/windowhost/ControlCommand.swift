@@ -466,8 +466,10 @@ extension ControlCommand {
                 --as-new-window) under a new one, through the normal restore with every check. The entry leaves \
                 set-aside/ only once the window has restored and saved. A session that still does not start goes back \
                 to its entry (65), and no other window is touched. 65: no such entry, or it holds no session; 75: the \
-                entry is being adopted, no window slot is free, or the supervisor is stopping. Incognito tabs do not \
-                come back: the window's key went when it restarted empty (docs/recovery.md).
+                entry is being adopted, no window slot is free, or the supervisor is stopping. Incognito tabs come back \
+                too: their key went with the entry, and the restore seals them again under the window's own key, \
+                durably, before it is ready; the entry's key is revoked once the adoption ends, and kept with the \
+                entry when it is undone (docs/recovery.md, docs/keyring.md).
                 """)
         @OptionGroup var control: ControlOptions
         @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
@@ -482,7 +484,7 @@ extension ControlCommand {
     struct Discard: ControlVerb {
         static let configuration = CommandConfiguration(
             abstract: "Delete one set-aside entry durably, and say what it held. The only way anything under set-aside/ is removed.",
-            discussion: "65: no such entry; 75: it is being adopted.")
+            discussion: "Its incognito key (the record that went with it) is revoked: a copy of its files opens nothing. 65: no such entry; 75: it is being adopted.")
         @OptionGroup var control: ControlOptions
         @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
         func request() -> ControlRequest { .discard(entry: id) }

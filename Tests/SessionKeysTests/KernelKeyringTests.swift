@@ -1,6 +1,7 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import HostLimits
 import SessionKeys
 import SystemPackage
 import Testing
@@ -147,5 +148,58 @@ import Testing
         #expect(outcome.errors == Array(repeating: .unavailable(Errno(rawValue: errnoValue)), count: 4))
         // The test thread has no filter: nothing was made under the name.
         #expect(try KernelKeyring().find(name) == nil)
+    }
+}
+
+/// A session directory's key record in the real keyring: stored, read back, changed in place,
+/// bounded, revoked; a key of another shape under its name is refused.
+@Suite(.serialized) struct SessionKeyRecordTests {
+    static func name() -> SessionKeyName {
+        SessionKeyName(rootDevice: 1, rootInode: UInt64.random(in: 1...UInt64.max), directoryDevice: 1, directoryInode: UInt64.random(in: 1...UInt64.max))
+    }
+
+    static func entry() -> SessionKeyRecord.Entry {
+        SessionKeyRecord.Entry(window: UUID(), key: (0..<KernelKeyring.keyBytes).map { _ in UInt8.random(in: 0...255) })
+    }
+
+    @Test func aRecordIsStoredChangedInPlaceAndRevoked() throws {
+        let keyring = KernelKeyring()
+        let name = Self.name()
+        defer { try? keyring.revoke(name) }
+        #expect(try keyring.record(name) == nil)
+        let first = SessionKeyRecord([Self.entry()])
+        try keyring.store(first, as: name)
+        #expect(try keyring.record(name) == first)
+        let second = try first.adding(Self.entry())
+        #expect(try second.adding(second.entries[1]) == second, "a key held already is not added twice")
+        try keyring.store(second, as: name)
+        #expect(try keyring.record(name) == second)
+        try keyring.revoke(name)
+        #expect(try keyring.record(name) == nil)
+    }
+
+    @Test func aRecordHoldsAtMostItsBound() throws {
+        var record = SessionKeyRecord([Self.entry()])
+        for _ in 1..<Limits.maxKeysPerSessionRecord { record = try record.adding(Self.entry()) }
+        #expect(record.entries.count == Limits.maxKeysPerSessionRecord)
+        #expect(throws: KeyringError.recordFull) { try record.adding(Self.entry()) }
+        let keyring = KernelKeyring()
+        let name = Self.name()
+        defer { try? keyring.revoke(name) }
+        try keyring.store(record, as: name)
+        #expect(try keyring.record(name) == record)
+    }
+
+    @Test func aKeyOfAnotherShapeUnderARecordsNameIsNoRecord() throws {
+        let keyring = KernelKeyring()
+        let name = Self.name()
+        defer { try? keyring.revoke(name) }
+        // A window key's 32 bytes under the record's name, put there with raw add_key.
+        let foreign = [UInt8](repeating: 0xAB, count: KernelKeyring.keyBytes)
+        let serial = foreign.withUnsafeBytes { wh_key_add_staged(name.description, $0.baseAddress, $0.count) }
+        try #require(serial > 0)
+        #expect(wh_key_set_owner_only(serial) == 0)
+        #expect(wh_key_publish(serial) == 0)
+        #expect(throws: KeyringError.notARecord(payloadBytes: KernelKeyring.keyBytes)) { try keyring.record(name) }
     }
 }

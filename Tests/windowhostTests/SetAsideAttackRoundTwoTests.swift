@@ -333,10 +333,11 @@ import Testing
         #expect(Life.urls(host, window) == urls)
     }
 
-    /// An entry holding incognito tabs: the key went with the empty restart, so adopting it
-    /// brings the regular tabs back and no incognito tab, and the window reopens the same
-    /// at the next start (the sealed files discarded once, never read, never failing a restore).
-    @Test func anEntryWithIncognitoTabsAdoptsItsRegularTabsOnly() throws {
+    /// An entry holding incognito tabs: its key went with the entry (a record named by the
+    /// session directory), so `inspect` reads them as it reads a live window's (the same user,
+    /// the same boot), adopting it brings back the regular tabs and the incognito one, and the
+    /// window reopens the same at the next start with a tab opened since.
+    @Test func anEntryWithIncognitoTabsAdoptsThemAll() throws {
         let root = temporaryRoot("attack2-incognito")
         defer { removeHostFiles(root) }
         var host = try HostProcess(root: root, scenes: 1)
@@ -351,22 +352,24 @@ import Testing
         let id = try #require(try Life.entries(host).first?["id"]?.string)
         #expect(host.terminate() == 0)
         let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id], seconds: 10)
-        #expect(!inspected.output.contains("secret.example"), "an incognito URL read: \(inspected.output)")
+        #expect(inspected.output.contains("secret.example"), "the entry's key reads it: \(inspected.output)")
 
         host = try HostProcess(root: root, scenes: 1)
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output)")
         let back = try #require(try Self.reply(adopted.output)["window"]?.string)
         #expect(Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"])
-        #expect(host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array?.isEmpty ?? true)
+        func incognitoURLs() -> [String] {
+            (host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
+        }
+        #expect(incognitoURLs() == ["https://secret.example/"], "\(host.log.suffix(2000))")
         #expect(host.open(back, "https://new-secret.example/", incognito: true) != nil, "incognito works in the adopted window")
         #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
         #expect(host.terminate() == 0)
         host = try HostProcess(root: root, scenes: 2)
         defer { _ = host.terminate() }
         #expect(Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"], "\(host.log.suffix(2000))")
-        let incognito = (host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
-        #expect(incognito == ["https://new-secret.example/"], "\(incognito)")
+        #expect(incognitoURLs() == ["https://secret.example/", "https://new-secret.example/"], "\(incognitoURLs())")
     }
 
     /// `/api/status` is what `ctl status --json` prints with set-aside entries listed (a

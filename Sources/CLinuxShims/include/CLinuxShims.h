@@ -161,6 +161,10 @@ wh_key_serial wh_key_search_user(const char *description);
 /// `keyctl(KEYCTL_READ)`: copies up to `capacity` bytes of the key's payload to `buffer`.
 /// The payload's whole length (which may exceed `capacity`), or -1 with errno.
 long wh_key_read(wh_key_serial key, void *buffer, size_t capacity);
+/// `keyctl(KEYCTL_UPDATE)`: replaces the key's payload with `length` bytes of `payload` at
+/// once (a reader sees the old bytes or the new, never a mix); its permissions stay. 0, or -1
+/// with errno.
+int wh_key_update(wh_key_serial key, const void *payload, size_t length);
 /// `keyctl(KEYCTL_REVOKE)`: every process's next use of the key fails (EKEYREVOKED) and the
 /// kernel frees its payload. 0, or -1 with errno.
 int wh_key_revoke(wh_key_serial key);
