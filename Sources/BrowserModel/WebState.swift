@@ -95,15 +95,9 @@ public protocol StoredTabs: AnyObject {
     func metadata(at index: Int) -> WebStateMetadata
     /// Reads the history of the tab stored at `index`.
     func history(at index: Int) throws -> NavigationHistory
-    /// The UTF-8 bytes of the title and URL of the tab stored at `index`.
+    /// The UTF-8 bytes of the title and URL of the tab stored at `index`, without making
+    /// them: what a restored tab counts toward its window's bound (`WebState.textBytes`).
     func textBytes(at index: Int) -> Int
-}
-
-extension StoredTabs {
-    public func textBytes(at index: Int) -> Int {
-        let metadata = metadata(at: index)
-        return metadata.activePageTitle.utf8.count + metadata.activePageURL.utf8.count
-    }
 }
 
 /// A tab. It is either *realized* (its navigation history in memory) or *unrealized* (a place
