@@ -81,6 +81,22 @@ public enum Limits {
     /// shown and points to `windowhost inspect`.
     public static let maxWindowTextBytes = 16 << 20
 
+    // MARK: control plane
+
+    /// The longest control request (one JSON line) the supervisor reads: the capacity of a
+    /// window's command ring (`SlotLayout.commandRingCapacity`, 64 KiB), which carries every
+    /// command to its worker as one message. Growing it grows each of the 64 slots' shared
+    /// memory; a longer request is refused (64, like any malformed request) before it takes a seq.
+    public static let maxControlRequestBytes = 64 << 10
+
+    /// The longest URL `ctl open`, `navigate` and `replace` take, in UTF-8 bytes: a request's
+    /// bound less 512 bytes for its other fields (verb, window UUID, flags, numbers: under 200
+    /// as JSON) and the command's framing in the ring (under 64). Smaller than `maxURLBytes`,
+    /// which a tab holds (a session written by other means may carry longer ones); a longer URL
+    /// is refused (65) before it takes a seq, by `ctl` itself and by the supervisor. A URL whose
+    /// characters JSON escapes can still make the request too long: that is refused (64).
+    public static let maxControlURLBytes = maxControlRequestBytes - 512
+
     /// What one tab adds to a dump besides its URL and title, at most: as protobuf, its other
     /// fields with their tags and lengths (77 bytes at most); as JSON, its keys, numbers and
     /// punctuation (under 200 bytes). A bound for both.
@@ -98,22 +114,6 @@ public enum Limits {
     /// also covers the largest `status` (64 windows, 1,024 set-aside entries of paths under
     /// 4 KiB, the windows' order). The supervisor never sends a longer one.
     public static let maxControlReplyBytes = 6 * maxWindowTextBytes + 2 * maxTabsPerBrowser * maxDumpBytesPerTab + (8 << 20)
-
-    // MARK: control plane
-
-    /// The longest control request (one JSON line) the supervisor reads: the capacity of a
-    /// window's command ring (`SlotLayout.commandRingCapacity`, 64 KiB), which carries every
-    /// command to its worker as one message. Growing it grows each of the 64 slots' shared
-    /// memory; a longer request is refused (64, like any malformed request) before it takes a seq.
-    public static let maxControlRequestBytes = 64 << 10
-
-    /// The longest URL `ctl open`, `navigate` and `replace` take, in UTF-8 bytes: a request's
-    /// bound less 512 bytes for its other fields (verb, window UUID, flags, numbers: under 200
-    /// as JSON) and the command's framing in the ring (under 64). Smaller than `maxURLBytes`,
-    /// which a tab holds (a session written by other means may carry longer ones); a longer URL
-    /// is refused (65) before it takes a seq, by `ctl` itself and by the supervisor. A URL whose
-    /// characters JSON escapes can still make the request too long: that is refused (64).
-    public static let maxControlURLBytes = maxControlRequestBytes - 512
 
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
     /// only a run of failed compactions (or one save of a huge window) gets near it; an append
