@@ -89,6 +89,9 @@ public final class SceneWindow {
                 try checkDumpable()
                 reply.dump = dump()
                 return reply
+            case .probe:
+                reply.dump = dump(withText: false)
+                return reply
             case .save:
                 try store.save()
                 reply.done = done()
@@ -283,15 +286,17 @@ public final class SceneWindow {
     }
 
     /// Both Browsers' tabs from metadata (nothing is realized), the seqs and the digest of the
-    /// window as it is now.
-    public func dump() -> WindowDump {
+    /// window as it is now; `withText` false leaves every URL and title empty (`probe`).
+    public func dump(withText: Bool = true) -> WindowDump {
         func browser(_ list: WebStateList) -> BrowserDump {
             var dump = BrowserDump()
             dump.tabs = list.webStates.enumerated().map { index, webState in
                 var tab = TabDump()
                 tab.id = webState.id.rawValue
-                tab.url = webState.url
-                tab.title = webState.title
+                if withText {
+                    tab.url = webState.url
+                    tab.title = webState.title
+                }
                 tab.realized = webState.isRealized
                 tab.lastActiveTimeUs = webState.lastActiveTime.microsecondsSinceEpoch
                 tab.pinned = list.isPinned(at: index)

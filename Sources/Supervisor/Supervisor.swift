@@ -205,7 +205,8 @@ public final class Supervisor {
                 case .scene(let change): .scene(change)
                 case .shutdownDisconnect: .scene(.disconnect)
                 case .save, .adoptionSave: .save
-                case .dump, .floorProbe: .dump
+                case .dump: .dump
+                case .floorProbe: .probe
                 }
             }
 

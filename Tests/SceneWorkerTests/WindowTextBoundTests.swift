@@ -135,6 +135,12 @@ extension WorkerReply {
         let dump = restored.handle(WindowCommand.dump.message(request: 3))
         #expect(dump.failure.kind == .badData)
         #expect(dump.failure.message.contains("Limits.maxWindowTextBytes") && dump.failure.message.contains("windowhost inspect"), "\(dump.failure.message)")
+        // The supervisor's floor probe (seqs and tab ids) is still answered: such a window
+        // whose `handed-out` entry is gone, or adopted back, still starts.
+        let probe = restored.handle(WindowCommand.probe.message(request: 5))
+        #expect(probe.isDump && probe.dump.regular.tabs.count + probe.dump.incognito.tabs.count == 9)
+        #expect((probe.dump.regular.tabs + probe.dump.incognito.tabs).allSatisfy { $0.url.isEmpty && $0.id > 0 })
+        #expect(probe.dump.appliedSeq == restored.store.appliedSeq)
         #expect(open(restored, "x").failure.message.contains("Limits.maxWindowTextBytes"))
         let last = try #require(restored.store.regular.webStateList.webStates.last?.id.rawValue)
         #expect(send(restored, .close(tab: last)).applied)

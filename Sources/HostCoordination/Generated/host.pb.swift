@@ -401,10 +401,14 @@ public nonisolated struct SaveNow: Sendable {
   public init() {}
 }
 
+/// `without_text`: the seqs and tab ids only, no URL or title (the supervisor's floor probe),
+/// which a window past `Limits.maxWindowTextBytes` answers too.
 public nonisolated struct Dump: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var withoutText: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1300,18 +1304,29 @@ nonisolated extension SaveNow: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension Dump: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Dump"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}without_text\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    // Load everything into unknown fields
-    while try decoder.nextFieldNumber() != nil {}
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.withoutText) }()
+      default: break
+      }
+    }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.withoutText != false {
+      try visitor.visitSingularBoolField(value: self.withoutText, fieldNumber: 1)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Dump, rhs: Dump) -> Bool {
+    if lhs.withoutText != rhs.withoutText {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
