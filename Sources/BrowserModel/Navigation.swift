@@ -65,7 +65,7 @@ extension NavigationItem {
     }
 
     /// What the entry counts against `Limits.maxHistoryTextBytes`.
-    var textBytes: Int { url.utf8.count + title.utf8.count }
+    public var textBytes: Int { url.utf8.count + title.utf8.count }
 }
 
 /// A tab's navigation history: its items and which one is current. Bounded as a browser bounds

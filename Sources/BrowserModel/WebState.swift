@@ -95,6 +95,9 @@ public protocol StoredTabs: AnyObject {
     func metadata(at index: Int) -> WebStateMetadata
     /// Reads the history of the tab stored at `index`.
     func history(at index: Int) throws -> NavigationHistory
+    /// The UTF-8 bytes of the title and URL of the tab stored at `index`, without making
+    /// them: what a restored tab counts toward its window's bound (`WebState.textBytes`).
+    func textBytes(at index: Int) -> Int
 }
 
 /// A tab. It is either *realized* (its navigation history in memory) or *unrealized* (a place
@@ -111,7 +114,14 @@ public final class WebState {
     public let creationTime: Timestamp
     public private(set) var lastActiveTime: Timestamp
     public private(set) var isDestroyed = false
-    private var content: Content
+    private var content: Content {
+        didSet { contentChanged() }
+    }
+    /// The UTF-8 bytes of the URL and title the tab shows (`url`, `title`): what it counts in
+    /// its list's `textBytes`, kept as its content changes.
+    public private(set) var textBytes: Int
+    /// The list holding the tab, told when `textBytes` changes (`WebStateList` sets it).
+    weak var list: WebStateList?
     private var observers = ObserverList()
     private var helpers: [ObjectIdentifier: any TabHelper] = [:]
 
@@ -121,6 +131,7 @@ public final class WebState {
         self.creationTime = creationTime
         self.lastActiveTime = creationTime
         self.content = .realized(history)
+        self.textBytes = Self.textBytes(of: .realized(history))
     }
 
     /// An unrealized tab, as restore makes them: the tab stored at `index` of `stored`, read
@@ -130,6 +141,25 @@ public final class WebState {
         self.creationTime = creationTime
         self.lastActiveTime = lastActiveTime
         self.content = .unrealized(stored, index: index)
+        self.textBytes = stored.textBytes(at: index)
+    }
+
+    private static func textBytes(of content: Content) -> Int {
+        switch content {
+        case .unrealized(let stored, let index): stored.textBytes(at: index)
+        case .realized(let history): history.currentItem.map { $0.url.utf8.count + $0.title.utf8.count } ?? 0
+        }
+    }
+
+    /// Counts the text the tab shows now, and tells its list by how much it changed. Every
+    /// change of `content` comes here, so the count is never stale (realizing a tab whose stored
+    /// metadata disagrees with its history changes what it shows, too).
+    private func contentChanged() {
+        let now = Self.textBytes(of: content)
+        guard now != textBytes else { return }
+        let before = textBytes
+        textBytes = now
+        list?.tabTextChanged(from: before, to: now)
     }
 
     public var isRealized: Bool {

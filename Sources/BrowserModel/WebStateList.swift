@@ -118,6 +118,10 @@ public final class WebStateList {
     /// Tabs at indices below this are pinned.
     public private(set) var pinnedCount = 0
     public private(set) var isBatchInProgress = false
+    /// The UTF-8 bytes of the URLs and titles its tabs show (each tab's `textBytes`): kept as
+    /// tabs come, go and navigate, so a window's bound (`Limits.maxWindowTextBytes`) is
+    /// checked without walking its tabs.
+    public private(set) var textBytes = 0
     public weak var delegate: (any WebStateListDelegate)?
     private var observers: [WeakBox<AnyObject>] = []
 
@@ -170,6 +174,7 @@ public final class WebStateList {
         let before = statusBefore()
         delegate?.willAddWebState(webState, to: self)
         entries.insert(Entry(webState: webState, opener: params.opener), at: index)
+        hold(webState)
         if params.pinned { pinnedCount += 1 }
         if let active = activeIndex, active >= index { activeIndex = active + 1 }
         if params.activate { activeIndex = index }
@@ -217,6 +222,8 @@ public final class WebStateList {
         clearOpeners(referencing: old.id)
         delegate?.willAddWebState(webState, to: self)
         entries[index] = Entry(webState: webState, opener: entries[index].opener)
+        release(old)
+        hold(webState)
         delegate?.didRemoveWebState(old, from: self)
         finish(.replaced(old: old, new: webState, index: index), before)
         return old
@@ -287,6 +294,7 @@ public final class WebStateList {
         performBatch { list in
             for tab in tabs { list.delegate?.willAddWebState(tab.webState, to: list) }
             list.entries = tabs.map { Entry(webState: $0.webState, opener: $0.opener) }
+            for tab in tabs { list.hold(tab.webState) }
             list.pinnedCount = pinnedCount
             list.activeIndex = activeIndex
             assert(list.invariantViolations().isEmpty, "restore broke invariants: \(list.invariantViolations())")
@@ -330,6 +338,10 @@ public final class WebStateList {
         if pinnedCount < 0 || pinnedCount > count {
             violations.append("pinned count \(pinnedCount) outside 0...\(count)")
         }
+        let counted = entries.reduce(0) { $0 + $1.webState.textBytes }
+        if counted != textBytes {
+            violations.append("text bytes \(textBytes), while its tabs show \(counted)")
+        }
         var seen = Set<WebStateID>()
         let present = Set(entries.map(\.webState.id))
         for (index, entry) in entries.enumerated() {
@@ -362,6 +374,7 @@ public final class WebStateList {
         let removed = entries[index]
         let newActiveID = activeIndex == index ? successorForActive(removing: index) : activeWebState?.id
         entries.remove(at: index)
+        release(removed.webState)
         if index < pinnedCount { pinnedCount -= 1 }
         clearOpeners(referencing: removed.webState.id)
         activeIndex = newActiveID.flatMap { self.index(of: $0) }
@@ -383,6 +396,27 @@ public final class WebStateList {
         if index + 1 < count { return entries[index + 1].webState.id }
         if index > 0 { return entries[index - 1].webState.id }
         return nil
+    }
+
+    /// A tab joined the list: its text counts here, and it tells the list when that changes.
+    private func hold(_ webState: WebState) {
+        assert(webState.list == nil, "tab \(webState.id) is in another list")
+        webState.list = self
+        textBytes += webState.textBytes
+    }
+
+    /// A tab left the list.
+    private func release(_ webState: WebState) {
+        assert(webState.list === self, "tab \(webState.id) is not this list's")
+        webState.list = nil
+        textBytes -= webState.textBytes
+        assert(textBytes >= 0, "a list's text never counts below zero")
+    }
+
+    /// A tab of the list shows other text now (a navigation, a step, realizing it).
+    func tabTextChanged(from before: Int, to now: Int) {
+        textBytes += now - before
+        assert(textBytes >= 0, "a list's text never counts below zero")
     }
 
     private func clearOpeners(referencing id: WebStateID) {

@@ -54,6 +54,9 @@ public enum WindowCommand: Equatable, Sendable {
     case save
     /// Both Browsers' tabs, the seqs and the digest.
     case dump
+    /// A dump without URLs or titles: the seqs and tab ids the supervisor's floor probe reads,
+    /// which a window past `Limits.maxWindowTextBytes` (whose dump is refused) answers too.
+    case probe
 }
 
 /// A ring message that is no `WindowCommand`: answered as bad data, never applied.
@@ -121,6 +124,10 @@ extension WindowCommand {
             message.save = SaveNow()
         case .dump:
             message.dump = Dump()
+        case .probe:
+            var dump = Dump()
+            dump.withoutText = true
+            message.dump = dump
         }
         return message
     }
@@ -153,7 +160,7 @@ extension WindowCommand {
             case .UNRECOGNIZED(let kind): throw UndecodableCommand(description: "a scene event of unknown kind \(kind)")
             }
         case .save: self = .save
-        case .dump: self = .dump
+        case .dump(let dump): self = dump.withoutText ? .probe : .dump
         case .none: throw UndecodableCommand(description: "a command with no action")
         }
     }

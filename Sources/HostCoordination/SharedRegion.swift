@@ -30,7 +30,8 @@ public final class SlotMemory: @unchecked Sendable {
     /// Bumped on any change of layout: a worker of another version refuses to attach.
     /// 2: one memfd per slot (1 was one region holding every slot).
     /// 4: the stats hold the first memory-only seq.
-    public static let layoutVersion: UInt32 = 4
+    /// 5: a reply longer than a reply-ring message comes in parts (`ReplyParts`).
+    public static let layoutVersion: UInt32 = 5
     public static let headerSize = 4096
     /// Everything in the memfd: the header, then the slot.
     public static let size = headerSize + WindowSlot.size

@@ -68,6 +68,19 @@ public enum Limits {
     /// counts items on the wire before decoding, and replaying an insert past it is damage.
     public static let maxTabsPerBrowser = 16_384
 
+    /// The URL and title bytes one window may show: its tabs' current entries, in both its
+    /// Browsers (what a dump carries besides numbers). 16 MiB holds 16,384 tabs of 1 KiB each
+    /// (a full Browser of long URLs), or 258 tabs of the longest URL `ctl` takes; past a few
+    /// thousand tabs of everyday URLs (under 200 bytes with their titles) no window comes near
+    /// it. Without it a window could hold 2 GiB of URLs through `ctl` alone (16,384 tabs of
+    /// `maxControlURLBytes` in each Browser), which no reply could carry back: a dump at it is
+    /// at most `maxWorkerReplyBytes` from the worker and `maxControlReplyBytes` as JSON, both
+    /// bounded. A command that would take a window past it (`open`, `navigate`, `replace`,
+    /// `back`/`forward` to a longer entry) is refused (65) before it takes a seq; a window
+    /// restored past it (a crafted file) keeps every tab, and its dump says why it cannot be
+    /// shown and points to `windowhost inspect`.
+    public static let maxWindowTextBytes = 16 << 20
+
     // MARK: control plane
 
     /// The longest control request (one JSON line) the supervisor reads: the capacity of a
@@ -83,6 +96,24 @@ public enum Limits {
     /// is refused (65) before it takes a seq, by `ctl` itself and by the supervisor. A URL whose
     /// characters JSON escapes can still make the request too long: that is refused (64).
     public static let maxControlURLBytes = maxControlRequestBytes - 512
+
+    /// What one tab adds to a dump besides its URL and title, at most: as protobuf, its other
+    /// fields with their tags and lengths (77 bytes at most); as JSON, its keys, numbers and
+    /// punctuation (under 200 bytes). A bound for both.
+    public static let maxDumpBytesPerTab = 256
+
+    /// The longest reply a worker sends: the dump of a window at `maxWindowTextBytes` with both
+    /// Browsers full, plus 64 KiB for the enclosing messages. Larger than the reply ring, so it
+    /// travels in parts; the supervisor refuses a reply declared longer (the worker misbehaves)
+    /// and holds at most this much per window while assembling one.
+    public static let maxWorkerReplyBytes = maxWindowTextBytes + 2 * maxTabsPerBrowser * maxDumpBytesPerTab + (64 << 10)
+
+    /// The longest reply line the control socket carries, and `ctl` reads: the JSON of the
+    /// largest dump, whose text grows at most six times (a control character, which a title
+    /// may hold, is `\u001f`), each tab's keys and numbers, plus 8 MiB for everything else, which
+    /// also covers the largest `status` (64 windows, 1,024 set-aside entries of paths under
+    /// 4 KiB, the windows' order). The supervisor never sends a longer one.
+    public static let maxControlReplyBytes = 6 * maxWindowTextBytes + 2 * maxTabsPerBrowser * maxDumpBytesPerTab + (8 << 20)
 
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
     /// only a run of failed compactions (or one save of a huge window) gets near it; an append

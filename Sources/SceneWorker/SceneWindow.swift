@@ -86,7 +86,11 @@ public final class SceneWindow {
             switch try WindowCommand(message) {
             case .dump:
                 // Answered from metadata: showing the window displays nothing new.
+                try checkDumpable()
                 reply.dump = dump()
+                return reply
+            case .probe:
+                reply.dump = dump(withText: false)
                 return reply
             case .save:
                 try store.save()
@@ -141,6 +145,34 @@ public final class SceneWindow {
         init(_ message: String) { self.message = message }
     }
 
+    /// The UTF-8 bytes of the URLs and titles the window shows, in both Browsers: what
+    /// `Limits.maxWindowTextBytes` bounds, counted by the lists as their tabs change.
+    public var textBytes: Int { lists.reduce(0) { $0 + $1.textBytes } }
+
+    /// Refuses, before anything changes, a command that makes a tab showing `before` bytes of
+    /// URL and title (0 for a new tab) show `after` and takes the window past
+    /// `Limits.maxWindowTextBytes`. A window already past it (restored from a file written
+    /// elsewhere) may still shrink.
+    private func checkWindowText(replacing before: Int, with after: Int) throws(Refusal) {
+        guard after > before else { return }
+        let total = textBytes - before + after
+        guard total > Limits.maxWindowTextBytes else { return }
+        throw Refusal(
+            "the window would show \(total) bytes of URLs and titles, past the \(Limits.maxWindowTextBytes) a window holds "
+                + "(Limits.maxWindowTextBytes): refused, nothing was done; close tabs or use shorter URLs")
+    }
+
+    /// A window past `Limits.maxWindowTextBytes` (only one restored from a file written elsewhere
+    /// gets there) keeps every tab, but its dump would be past every reply's bound: refused.
+    private func checkDumpable() throws(Refusal) {
+        let total = textBytes
+        guard total > Limits.maxWindowTextBytes else { return }
+        throw Refusal(
+            "the window shows \(total) bytes of URLs and titles, past the \(Limits.maxWindowTextBytes) a dump carries "
+                + "(Limits.maxWindowTextBytes); every tab is kept: read them from disk with `windowhost inspect ROOT --window \(store.windowID)`, "
+                + "or close tabs until the window fits")
+    }
+
     private func apply(_ command: TabCommand) throws -> Int64? {
         switch command {
         case .open(let url, let incognito, let index, let openerID, let background):
@@ -158,12 +190,16 @@ public final class SceneWindow {
             if let index = params.index, index < 0 || index > list.count {
                 throw Refusal("index \(index) outside 0...\(list.count)")
             }
+            try checkWindowText(replacing: 0, with: url.utf8.count)
             let tab = try newTab(url: url, profile: browser.profile)
             try list.insert(tab, params)
             return tab.id.rawValue
         case .navigate(let tab, let url):
             let (list, index) = try locate(tab)
-            try list.webState(at: index).commitNavigation(to: try NavigationItem.checked(url: url, timestamp: now()))
+            let webState = try list.webState(at: index)
+            let item = try NavigationItem.checked(url: url, timestamp: now())
+            try checkWindowText(replacing: webState.textBytes, with: item.textBytes)
+            try webState.commitNavigation(to: item)
         case .close(let tab):
             let (list, index) = try locate(tab)
             try list.close(at: index)
@@ -181,6 +217,7 @@ public final class SceneWindow {
         case .replace(let tab, let url):
             let (list, index) = try locate(tab)
             let profile = list === store.incognito.webStateList ? store.incognito.profile : store.regular.profile
+            try checkWindowText(replacing: try list.webState(at: index).textBytes, with: url.utf8.count)
             let replacement = try newTab(url: url, profile: profile)
             try list.replace(at: index, with: replacement).destroy()
             return replacement.id.rawValue
@@ -203,6 +240,7 @@ public final class SceneWindow {
         guard let current = history.currentIndex else { return }
         let target = current + direction.offset
         guard history.items.indices.contains(target) else { return }
+        try checkWindowText(replacing: webState.textBytes, with: history.items[target].textBytes)
         try webState.goToItem(at: target)
         assert(webState.loadedHistory?.currentIndex == target, "a history step landed elsewhere")
     }
@@ -248,15 +286,17 @@ public final class SceneWindow {
     }
 
     /// Both Browsers' tabs from metadata (nothing is realized), the seqs and the digest of the
-    /// window as it is now.
-    public func dump() -> WindowDump {
+    /// window as it is now; `withText` false leaves every URL and title empty (`probe`).
+    public func dump(withText: Bool = true) -> WindowDump {
         func browser(_ list: WebStateList) -> BrowserDump {
             var dump = BrowserDump()
             dump.tabs = list.webStates.enumerated().map { index, webState in
                 var tab = TabDump()
                 tab.id = webState.id.rawValue
-                tab.url = webState.url
-                tab.title = webState.title
+                if withText {
+                    tab.url = webState.url
+                    tab.title = webState.title
+                }
                 tab.realized = webState.isRealized
                 tab.lastActiveTimeUs = webState.lastActiveTime.microsecondsSinceEpoch
                 tab.pinned = list.isPinned(at: index)

@@ -3,6 +3,7 @@ import CLinuxShims
 import Foundation
 import Glibc
 import HostCoordination
+import HostLimits
 import IOUring
 import Logging
 import SessionStore
@@ -305,22 +306,40 @@ public final class WorkerLoop {
         slot.publish(stats)
     }
 
-    /// Sends a reply, waiting for room if the supervisor is behind.
+    /// Sends a reply, in parts when it is longer than one ring message (`ReplyParts`), waiting
+    /// for room while the supervisor is behind. One past `Limits.maxWorkerReplyBytes`, which the
+    /// window's bounds keep any reply within, is answered as a failure saying so.
     private func send(_ reply: WorkerReply) {
-        var reply = reply
-        var bytes = (try? reply.serializedBytes() as [UInt8]) ?? []
+        let ring = slot.replyRing
+        var messages = ReplyParts.messages(reply, maximumMessage: ring.maximumMessage)
+        if messages == nil {
+            var failure = CommandFailure()
+            failure.kind = .badData
+            failure.message = "the reply is longer than the \(Limits.maxWorkerReplyBytes) bytes a worker sends (Limits.maxWorkerReplyBytes)"
+            var refused = WorkerReply()
+            refused.request = reply.request
+            refused.failure = failure
+            messages = ReplyParts.messages(refused, maximumMessage: ring.maximumMessage)
+        }
+        for message in messages ?? [] {
+            send(message: message, on: ring)
+        }
+    }
+
+    /// One message, once the ring has room. The wait is on the supervisor, not this worker: the
+    /// heartbeat goes on (a dump of a big window is read a part per turn of its loop), and a
+    /// supervisor gone ends the worker.
+    private func send(message: [UInt8], on ring: MessageRing) {
         while true {
             do {
-                try slot.replyRing.send(bytes)
+                try ring.send(message)
                 break
             } catch .tooLarge(let size) {
-                var failure = CommandFailure()
-                failure.kind = .badData
-                failure.message = "reply of \(size) bytes is larger than the reply ring (\(slot.replyRing.maximumMessage))"
-                reply.failure = failure
-                bytes = (try? reply.serializedBytes() as [UInt8]) ?? []
+                preconditionFailure("a ring message of \(size) bytes: `ReplyParts` splits every reply to fit")
             } catch {
                 supervisor.ring()
+                guard getppid() == identity.supervisorPID else { exit(WorkerExit.orphaned.status) }
+                slot.heartbeat = monotonicNanoseconds()
                 usleep(200)
             }
         }

@@ -186,6 +186,12 @@ struct FixedIndex {
         }
     }
 
+    /// The title's and URL's lengths: bytes `read` found to be UTF-8, so what the strings
+    /// `metadata` makes count.
+    func textBytes(at item: Int) -> Int {
+        Int(load(Field.titleLength, of: item, as: UInt32.self)) + Int(load(Field.urlLength, of: item, as: UInt32.self))
+    }
+
     func item(at item: Int) -> SnapshotItem {
         let opener = Int(load(Field.openerIndex, of: item, as: Int32.self))
         let history = historyRange(at: item)

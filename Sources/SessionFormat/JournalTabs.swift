@@ -35,6 +35,10 @@ public final class JournalTabs: StoredTabs {
 
     public func metadata(at index: Int) -> WebStateMetadata { entries[index].metadata }
 
+    public func textBytes(at index: Int) -> Int {
+        entries[index].metadata.activePageTitle.utf8.count + entries[index].metadata.activePageURL.utf8.count
+    }
+
     /// Decodes the kept bytes; they were checked when kept, so this fails only on a bug.
     public func history(at index: Int) throws -> NavigationHistory {
         let entry = entries[index]

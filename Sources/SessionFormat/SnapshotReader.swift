@@ -93,6 +93,14 @@ public final class SnapshotReader {
         }
     }
 
+    /// The UTF-8 bytes of the tab's title and URL; in format 2 read without making them.
+    public func textBytes(at index: Int) -> Int {
+        switch self.index {
+        case .decoded(let items): items[index].metadata.activePageTitle.utf8.count + items[index].metadata.activePageURL.utf8.count
+        case .fixed(let fixed): fixed.textBytes(at: index)
+        }
+    }
+
     /// Everything the snapshot says of the tab at `index` (inspection, tests).
     public func item(at index: Int) -> SnapshotItem {
         switch self.index {
@@ -233,6 +241,8 @@ final class RestoredSnapshot: StoredTabs {
     }
 
     func metadata(at index: Int) -> WebStateMetadata { reader.metadata(at: index) }
+
+    func textBytes(at index: Int) -> Int { reader.textBytes(at: index) }
 
     func history(at index: Int) throws -> NavigationHistory {
         do throws(SessionFormatError) {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HostCoordination
+import HostLimits
 import IOUring
 import SystemPackage
 
@@ -9,13 +10,10 @@ public enum ControlClient {
     /// What `ctl` waits by default for connecting, sending and the reply together.
     public static let defaultTimeoutSeconds = 30
 
-    /// The longest reply line `exchange` reads, with a margin over the largest the supervisor
-    /// sends: a `dump` of two full Browsers. It reaches the supervisor as one reply-ring message
-    /// (at most 1 MiB, `SlotLayout.replyRingCapacity`); as JSON its text grows at most 6 times
-    /// (a control character is `\u001f`), 6 MiB, and each of at most 2 × `Limits.maxTabsPerBrowser`
-    /// tabs adds its keys and numbers (under 128 bytes), 4 MiB. A longer reply is no supervisor's:
-    /// it is refused (`.replyTooLong`) instead of read into memory without end.
-    public static let maxReplyBytes = 16 << 20
+    /// The longest reply line `exchange` reads: the longest the supervisor sends, the dump of a
+    /// window at its bound (`Limits.maxControlReplyBytes` derives it). A longer reply is no
+    /// supervisor's: it is refused (`.replyTooLong`) instead of read into memory without end.
+    public static let maxReplyBytes = Limits.maxControlReplyBytes
 
     /// `exchange`, with the client's own failure as the reply `ctl` prints (`ControlClientError.reply`).
     public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {

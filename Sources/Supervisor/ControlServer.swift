@@ -420,10 +420,17 @@ final class ControlServer {
         Glibc.close(client.fd)
     }
 
+    /// The reply as the line a client reads. Every reply the supervisor builds is within
+    /// `Limits.maxControlReplyBytes`, which clients read whole (`ControlClient.maxReplyBytes`); one
+    /// past it would be a bug, answered as one (70) rather than as a line no client reads.
     static func encode(_ reply: ControlReply) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var bytes = Array((try? encoder.encode(reply)) ?? Data(#"{"code":70,"error":"unencodable reply"}"#.utf8))
+        if bytes.count >= Limits.maxControlReplyBytes {
+            assertionFailure("a reply of \(bytes.count) bytes, past Limits.maxControlReplyBytes")
+            bytes = Array(#"{"code":70,"error":"the reply is longer than Limits.maxControlReplyBytes: a supervisor bug"}"#.utf8)
+        }
         bytes.append(UInt8(ascii: "\n"))
         return bytes
     }

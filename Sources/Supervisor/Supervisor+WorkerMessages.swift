@@ -229,10 +229,12 @@ extension Supervisor {
     }
 
     /// Handles the replies in the window's ring, within `budget`: true when it ran out (the
-    /// ring may hold more). A reply that does not decode, or answers a request this worker was
-    /// not sent or has answered (`pending` holds every request sent to the worker now serving
-    /// and not yet answered: its ring starts empty, and its predecessor's are answered at its
-    /// death), is a protocol violation.
+    /// ring may hold more). A reply too long for one message comes in parts, assembled across
+    /// turns (`ReplyAssembly`, each part counted against the budget). A message that does not
+    /// decode, parts out of order, or a reply to a request this worker was not sent or has
+    /// answered (`pending` holds every request sent to the worker now serving and not yet
+    /// answered: its ring starts empty, and its predecessor's are answered at its death), is a
+    /// protocol violation.
     func drainReplies(_ window: inout Window, budget: ReplyBudget) -> Bool {
         let ring = region.slot(window.slot).replyRing
         var (replies, bytesRead) = (0, 0)
@@ -248,8 +250,16 @@ extension Supervisor {
             }
             replies += 1
             bytesRead += bytes.count
-            guard let reply = try? WorkerReply(serializedBytes: bytes) else {
+            guard let message = try? WorkerReply(serializedBytes: bytes) else {
                 misbehaved(&window, "a reply of \(bytes.count) bytes that does not decode")
+                return false
+            }
+            let reply: WorkerReply
+            do {
+                guard let whole = try window.assembly.take(message, pending: window.pending[message.request] != nil) else { continue }
+                reply = whole
+            } catch {
+                misbehaved(&window, "\(error)")
                 return false
             }
             guard let pending = window.pending.removeValue(forKey: reply.request) else {
@@ -339,6 +349,10 @@ extension Supervisor {
             if let client = pending.client { answer(client, .ok(result)) }
         case .none:
             if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
+        case .part:
+            // `ReplyAssembly` hands on whole replies only.
+            assertionFailure("a part reached handleReply")
+            if let client = pending.client { answer(client, .failure(.software, "a reply part out of its assembly")) }
         }
     }
 

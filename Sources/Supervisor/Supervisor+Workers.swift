@@ -156,6 +156,8 @@ extension Supervisor {
         killStrays(cameFrom: window.id, waitingUpTo: Self.strayExitWaitNanoseconds)
         // Everything it answered before it died, but no more than its ring holds at once.
         _ = drainReplies(&window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
+        // A reply it left in parts is never completed: its request is answered below.
+        window.assembly = ReplyAssembly()
         let now = monotonicNanoseconds()
         for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }

@@ -142,6 +142,8 @@ public final class Supervisor {
         var lastStats = WorkerStats()
         /// Requests sent to the worker and not yet answered.
         var pending: [UInt64: Pending] = [:]
+        /// The worker's reply coming in parts, if one is (`drainReplies`); dropped with the worker.
+        var assembly = ReplyAssembly()
         var readyWaiters: [ReadyWaiter] = []
         var exitWaiters: [ClientID] = []
         var durableWaiters: [DurableWaiter] = []
@@ -203,7 +205,8 @@ public final class Supervisor {
                 case .scene(let change): .scene(change)
                 case .shutdownDisconnect: .scene(.disconnect)
                 case .save, .adoptionSave: .save
-                case .dump, .floorProbe: .dump
+                case .dump: .dump
+                case .floorProbe: .probe
                 }
             }
 

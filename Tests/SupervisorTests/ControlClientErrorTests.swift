@@ -93,7 +93,7 @@ import Testing
     }
 
     /// A fake server that streams a reply line that never ends (until the client hangs up, or
-    /// 64 MiB, so that a client without the bound still ends): the client stops at
+    /// 64 KiB past the bound, so that a client without the bound still ends): the client stops at
     /// `maxReplyBytes` with a typed error well within its timeout, instead of holding all it is
     /// sent until the timeout passes.
     @Test(.timeLimit(.minutes(10))) func aReplyThatNeverEndsIsRefusedAtTheBound() throws {
@@ -107,7 +107,7 @@ import Testing
             let client = Self.acceptReadingRequest(fd)
             let endless = [UInt8](repeating: UInt8(ascii: "x"), count: 64 << 10)
             var sent = 0
-            while client >= 0, sent < 64 << 20 {
+            while client >= 0, sent < ControlClient.maxReplyBytes + endless.count {
                 let count = endless.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 guard count > 0 else { break }
                 sent += count

@@ -11,6 +11,11 @@
 /// Messages of the shared-memory rings between the supervisor and a scene worker. Each ring
 /// message is one of these, length-prefixed. Field numbers are never reused.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import SwiftProtobuf
 
 // If the compiler emits an error on this type, it is because this file
@@ -396,10 +401,14 @@ public nonisolated struct SaveNow: Sendable {
   public init() {}
 }
 
+/// `without_text`: the seqs and tab ids only, no URL or title (the supervisor's floor probe),
+/// which a window past `Limits.maxWindowTextBytes` answers too.
 public nonisolated struct Dump: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var withoutText: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -440,14 +449,43 @@ public nonisolated struct WorkerReply: Sendable {
     set {outcome = .dump(newValue)}
   }
 
+  public var part: ReplyPart {
+    get {
+      if case .part(let v)? = outcome {return v}
+      return ReplyPart()
+    }
+    set {outcome = .part(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Outcome: Equatable, Sendable {
     case done(CommandDone)
     case failure(CommandFailure)
     case dump(WindowDump)
+    case part(ReplyPart)
 
   }
+
+  public init() {}
+}
+
+/// One piece of a reply too long for one ring message (a dump of a big window): the reply,
+/// serialized, is sent as consecutive parts of the same request, whose chunks concatenate to it.
+public nonisolated struct ReplyPart: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The serialized reply's length, the same in every part.
+  public var totalBytes: UInt64 = 0
+
+  /// Where `chunk` starts in it: the bytes the parts before carried.
+  public var offset: UInt64 = 0
+
+  public var chunk: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 }
@@ -1266,18 +1304,29 @@ nonisolated extension SaveNow: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension Dump: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Dump"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}without_text\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    // Load everything into unknown fields
-    while try decoder.nextFieldNumber() != nil {}
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.withoutText) }()
+      default: break
+      }
+    }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.withoutText != false {
+      try visitor.visitSingularBoolField(value: self.withoutText, fieldNumber: 1)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Dump, rhs: Dump) -> Bool {
+    if lhs.withoutText != rhs.withoutText {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1285,7 +1334,7 @@ nonisolated extension Dump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpleme
 
 nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WorkerReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{2}\u{9}done\0\u{1}failure\0\u{1}dump\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{2}\u{9}done\0\u{1}failure\0\u{1}dump\0\u{1}part\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1333,6 +1382,19 @@ nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._Message
           self.outcome = .dump(v)
         }
       }()
+      case 13: try {
+        var v: ReplyPart?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .part(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .part(v)
+        }
+      }()
       default: break
       }
     }
@@ -1359,6 +1421,10 @@ nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._Message
       guard case .dump(let v)? = self.outcome else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
     }()
+    case .part?: try {
+      guard case .part(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1367,6 +1433,46 @@ nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._Message
   public static func ==(lhs: WorkerReply, rhs: WorkerReply) -> Bool {
     if lhs.request != rhs.request {return false}
     if lhs.outcome != rhs.outcome {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension ReplyPart: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReplyPart"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}total_bytes\0\u{1}offset\0\u{1}chunk\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.totalBytes) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.chunk) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.totalBytes != 0 {
+      try visitor.visitSingularUInt64Field(value: self.totalBytes, fieldNumber: 1)
+    }
+    if self.offset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.offset, fieldNumber: 2)
+    }
+    if !self.chunk.isEmpty {
+      try visitor.visitSingularBytesField(value: self.chunk, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: ReplyPart, rhs: ReplyPart) -> Bool {
+    if lhs.totalBytes != rhs.totalBytes {return false}
+    if lhs.offset != rhs.offset {return false}
+    if lhs.chunk != rhs.chunk {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
