@@ -73,6 +73,8 @@ public struct ReplyAssembly: Sendable {
             return message
         }
         var current = try start(assembling, message.request, part, pending: pending)
+        // Held by `current` alone while it grows: appended in place, not copied at each part.
+        assembling = nil
         guard part.offset == UInt64(current.bytes.count) else {
             throw Violation(description: "a part of request \(current.request) at offset \(part.offset), where \(current.bytes.count) bytes have come")
         }

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import Glibc
+import HostLimits
 import SessionKeys
 import SystemPackage
 
@@ -131,6 +132,17 @@ public enum SessionKeyRecords {
             throw KernelIncognitoKeys.translate(error)
         }
         return true
+    }
+
+    /// Whether `directory`'s record can take one more key (`Limits.maxKeysPerSessionRecord`):
+    /// an adoption of the session is begun only then, so the adopting window's key has a place
+    /// to go back to if it is undone. A refused keyring has nothing to keep.
+    public static func hasRoom(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> Bool {
+        do {
+            return try KernelIncognitoKeys.recordedKeys(root: root, directory: directory).count < Limits.maxKeysPerSessionRecord
+        } catch .unavailable {
+            return true
+        }
     }
 
     /// Revokes the record of `directory` (none is fine): the session's keys die with it.

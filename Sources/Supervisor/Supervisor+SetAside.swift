@@ -194,6 +194,20 @@ extension Supervisor {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else {
             return answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
         }
+        // An adoption undone sends the adopting window's key back with the session: begun only
+        // when its record has room for it, or the undo could not send the session back.
+        do {
+            guard try SessionKeyRecords.hasRoom(root: files.root, directory: shelved.entry.path) else {
+                return answer(
+                    client,
+                    .failure(
+                        .badData,
+                        "entry \(id) was adopted and undone until its key record is full (\(Limits.maxKeysPerSessionRecord) keys): "
+                            + "it cannot be adopted again; `windowhost inspect` reads it"))
+            }
+        } catch {
+            return answer(client, .failure(.temporary, "cannot read the key record of entry \(id): \(error); it stays set aside"))
+        }
         // Its own UUID only when nothing else has it: an open or reserved window, or a session
         // on disk (a closed window), which adopting over would lose.
         let returning = asNewWindow || files.hasSession(own) ? nil : registry.reserve(returning: own)

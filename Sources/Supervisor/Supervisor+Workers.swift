@@ -132,7 +132,12 @@ extension Supervisor {
         let beforeReady = window.readyAt == nil
         switch end {
         case .exited(let status):
-            let shortage = RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady)
+            // An adoption whose storage does not answer is judged as a failed restore: after the
+            // failed-start limit it is undone and its client answered, not left adopting for as
+            // long as the storage is away.
+            let adoptionMeetsNoStorage = window.adoption != nil && status == WorkerExit.restoreStorageUnavailable.status
+            let shortage =
+                RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady) && !adoptionMeetsNoStorage
             if beforeReady, status == WorkerExit.restoreFailed.status {
                 windows[slot]?.restoreFailedOnStorage = "its worker's restore failed on a storage error (exit \(status); the log says which)"
             } else if beforeReady, status == WorkerExit.restoreStorageUnavailable.status {

@@ -337,11 +337,12 @@ public final class Supervisor {
         configuration.observation?.attach(region, startedAt: startedAt)
         // Adoptions a supervisor before left unfinished go back to their entries first, so no
         // half-adopted session is taken for a window.
-        for (id, target) in try files.recoverAdoptions() {
+        let adoptions = try files.recoverAdoptions()
+        for (id, target) in adoptions.returned {
             logger.warning("an adoption left unfinished: the session is set aside again", metadata: ["entry": "\(id)", "window": "\(target)"])
         }
         let scan = try files.windowsOnDisk(at: Date())
-        files.revokeLeftoverRecords(scan.windows)
+        files.revokeLeftoverRecords(scan.windows, sparing: adoptions.unfinished)
         var details: [String: String] = [:]
         for entry in scan.setAside {
             if let name = entry.path?.lastComponent?.string { details[name] = entry.detail }

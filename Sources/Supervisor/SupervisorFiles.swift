@@ -259,8 +259,8 @@ struct SupervisorFiles {
     /// is what a kill left (a set-aside before its rename, an adoption ended before its record
     /// was revoked), the window's own key holding all its files. Revoked, so no second copy of
     /// a key outlives the window's.
-    func revokeLeftoverRecords(_ ids: [UUID]) {
-        for id in ids {
+    func revokeLeftoverRecords(_ ids: [UUID], sparing unfinished: Set<UUID>) {
+        for id in ids where !unfinished.contains(id) {
             do {
                 try SessionKeyRecords.revoke(root: root, directory: windowDirectory(id))
             } catch {
@@ -345,8 +345,10 @@ struct SupervisorFiles {
     /// `windows/<target>` (`SetAsideShelf.markerContent`): a planted or stale one moves nothing
     /// and, as a file, is removed; anything else under a marker's name is left alone (never
     /// listed, never followed). Each marker's failure is logged and the start goes on. The
-    /// sessions sent back.
-    func recoverAdoptions() throws(SupervisorError) -> [(id: String, target: UUID)] {
+    /// sessions sent back, and the windows whose adoption could not be ended: their sessions
+    /// stay at `windows/<target>` with their markers, and their records, which may hold the
+    /// only keys of their sealed files, are never taken for leftovers (`revokeLeftoverRecords`).
+    func recoverAdoptions() throws(SupervisorError) -> (returned: [(id: String, target: UUID)], unfinished: Set<UUID>) {
         let names: [(name: String, kind: EntryKind)]
         do {
             names = try NoFollow.entryNames(setAside) ?? []
@@ -354,6 +356,7 @@ struct SupervisorFiles {
             throw .setup("list \(setAside)", error)
         }
         var returned: [(id: String, target: UUID)] = []
+        var unfinished: Set<UUID> = []
         for (name, kind) in names {
             guard let (id, target) = SetAsideShelf.adoption(marker: name) else { continue }
             guard kind == .file else {
@@ -362,16 +365,24 @@ struct SupervisorFiles {
             }
             do {
                 let marked = try Self.readMarker(setAside.appending(name))
-                let moved = try? Self.identity(ofDirectory: windowDirectory(target))
+                // Only a directory that is not there is no session moved; one that cannot be
+                // looked at now keeps its marker for the next start.
+                let moved: (device: UInt64, inode: UInt64)?
+                do {
+                    moved = try Self.identity(ofDirectory: windowDirectory(target))
+                } catch let error as Errno where error == .noSuchFileOrDirectory {
+                    moved = nil
+                }
                 let ours = marked.map { marked in moved.map { $0 == marked } ?? false } ?? false
                 try endAdoption(id, as: target, returning: ours)
                 if ours { returned.append((id, target)) }
                 if !ours { logger.warning("an adoption marker names no directory it moved: removed, nothing moved", metadata: ["marker": "\(name)"]) }
             } catch {
+                unfinished.insert(target)
                 logger.error("cannot end an adoption left unfinished; the session stays where it is", metadata: ["marker": "\(name)", "error": "\(error)"])
             }
         }
-        return returned
+        return (returned, unfinished)
     }
 
     /// A directory's `(st_dev, st_ino)`, opened as itself (never through a symlink).

@@ -34,7 +34,10 @@ import Testing
             #expect(errno.isStorageUnavailable && !errno.isResourceShortage, "\(errno)")
             #expect(IOEngineError("read", path: "/x", errno: errno).isStorageUnavailable, "\(errno)")
         }
-        let entries: [Errno] = [.permissionDenied, .noSuchFileOrDirectory, .isDirectory, .notDirectory, .tooManySymbolicLinkLevels, .fileTooLarge, .invalidArgument]
+        let entries: [Errno] = [
+            .permissionDenied, .noSuchFileOrDirectory, .isDirectory, .notDirectory, .tooManySymbolicLinkLevels, .fileTooLarge, .invalidArgument,
+            .noSuchAddressOrDevice, .operationNotSupportedByDevice,
+        ]
         for errno in entries + [.tooManyOpenFiles, .noMemory] {
             #expect(!errno.isStorageUnavailable, "\(errno)")
         }

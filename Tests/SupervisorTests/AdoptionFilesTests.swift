@@ -46,7 +46,7 @@ import Testing
         #expect(shelf.names(shelf.files.windows) == [target.uuidString])
         #expect(shelf.names(shelf.files.setAside) == [SetAsideShelf.adoptionMarker(id: shelf.entry.id, target: target)])
         // What a supervisor killed here leaves; the next one starts with this.
-        let ended = try shelf.files.recoverAdoptions()
+        let ended = try shelf.files.recoverAdoptions().returned
         #expect(ended.map(\.id) == [shelf.entry.id] && ended.map(\.target) == [target])
         #expect(shelf.names(shelf.files.setAside) == [shelf.entry.id], "back under its own id, the marker gone")
         #expect(shelf.names(shelf.files.windows).isEmpty)
@@ -61,7 +61,7 @@ import Testing
         let marker = shelf.files.setAside.appending(SetAsideShelf.adoptionMarker(id: shelf.entry.id, target: target))
         let identity = try SupervisorFiles.identity(ofDirectory: shelf.entry.path)
         try Data(SetAsideShelf.markerContent(device: identity.device, inode: identity.inode)).write(to: URL(fileURLWithPath: marker.string))
-        #expect(try shelf.files.recoverAdoptions().isEmpty, "nothing to send back")
+        #expect(try shelf.files.recoverAdoptions().returned.isEmpty, "nothing to send back")
         #expect(shelf.names(shelf.files.setAside) == [shelf.entry.id])
         #expect(shelf.names(shelf.files.windows).isEmpty)
     }
@@ -74,7 +74,7 @@ import Testing
         try shelf.files.endAdoption(shelf.entry.id, as: target, returning: false)
         #expect(shelf.names(shelf.files.setAside).isEmpty)
         #expect(shelf.names(shelf.files.windows) == [target.uuidString])
-        #expect(try shelf.files.recoverAdoptions().isEmpty)
+        #expect(try shelf.files.recoverAdoptions().returned.isEmpty)
     }
 
     /// Plain rename(2) silently replaces an empty directory: an adoption never replaces

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import HostCoordination
+import HostLimits
 import SessionKeys
 import SessionStore
 import Supervisor
@@ -110,6 +111,28 @@ import TestSupport
         let discarded = try host.ctlBounded(["discard", id])
         #expect(discarded.status == 0, "\(discarded.output)")
         #expect(try KernelKeyring().record(record) == nil, "revoked with the entry")
+    }
+
+    /// An entry whose record is full (adopted and undone until it holds
+    /// `Limits.maxKeysPerSessionRecord` keys: here filled by hand) is refused adoption with 65
+    /// before anything moves: an undo could not send the adopting window's key back with it.
+    /// The entry stays, its record whole.
+    @Test(.timeLimit(.minutes(3))) func anEntryWhoseKeyRecordIsFullIsRefusedAdoptionAndKeepsItsKeys() throws {
+        let root = temporaryRoot("full-record")
+        defer { removeHostFiles(root) }
+        let (host, window, id) = try Self.setAside(root, Self.secrets())
+        defer { _ = host.terminate() }
+        let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
+        var filled = try #require(try KernelKeyring().record(record))
+        while filled.entries.count < Limits.maxKeysPerSessionRecord {
+            filled = try filled.adding(SessionKeyRecord.Entry(window: UUID(), key: (0..<KernelKeyring.keyBytes).map { _ in UInt8.random(in: 0...255) }))
+        }
+        try KernelKeyring().store(filled, as: record)
+        #expect(host.call(.scene(.disconnect), window: window).code == .ok)
+        let refused = try host.ctlBounded(["adopt", id, "--as-new-window"], seconds: 30)
+        #expect(refused.status == 65 && refused.output.contains("key record is full"), "\(refused.output)")
+        #expect(try Life.entries(host).map { $0["id"]?.string } == [id], "the entry stays")
+        #expect(try KernelKeyring().record(record) == filled, "its keys whole")
     }
 
     /// An adoption that still crash-loops (the fault set for the entry's UUID) is abandoned:

@@ -76,18 +76,19 @@ extension Errno {
     }
 
     /// Whether the file system under a path failed as a whole, which says nothing of the files
-    /// on it: the device erred or left (EIO, ENODEV, ENXIO, ENOMEDIUM), a network or FUSE file
+    /// on it: the device erred or left (EIO, ENOMEDIUM), a network or FUSE file
     /// system lost its server or daemon (ENOTCONN, ESTALE, ETIMEDOUT, EHOSTDOWN, EHOSTUNREACH,
     /// ENETDOWN, ENETUNREACH, ECONNRESET, ECONNABORTED, ECONNREFUSED, ENOLINK, EREMOTEIO,
     /// ESHUTDOWN), it went read-only or full (EROFS, ENOSPC, EDQUOT), or it needs a repair
     /// (EUCLEAN). A restore that meets one is retried once the storage may answer; the session
     /// is never set aside for it (moving it aside would meet the same file system, or succeed
-    /// the moment the storage came back and start a whole window empty).
+    /// the moment the storage came back and start a whole window empty). ENXIO and ENODEV are
+    /// not: they name the entry itself (a FIFO with no reader, a device node with no driver).
     public var isStorageUnavailable: Bool { Self.storageUnavailable.contains(self) }
 
     private static let storageUnavailable: Set<Errno> = Set(
         ([
-            Glibc.EIO, Glibc.ENODEV, Glibc.ENXIO, Glibc.ENOTCONN, Glibc.ESTALE, Glibc.ETIMEDOUT, Glibc.EHOSTDOWN,
+            Glibc.EIO, Glibc.ENOTCONN, Glibc.ESTALE, Glibc.ETIMEDOUT, Glibc.EHOSTDOWN,
             Glibc.EHOSTUNREACH, Glibc.ENETDOWN, Glibc.ENETUNREACH, Glibc.ECONNRESET, Glibc.ECONNABORTED, Glibc.ECONNREFUSED,
             Glibc.ENOLINK, Glibc.ESHUTDOWN, Glibc.EROFS, Glibc.ENOSPC, Glibc.EDQUOT,
             // ENOMEDIUM, EREMOTEIO, EUCLEAN (asm-generic/errno.h: one numbering on every
