@@ -16,6 +16,12 @@ import Testing
     /// Far above how long an answer takes: a request that waits for it has hung.
     static let generousTimeout = "120"
 
+    /// The restores a host's log says failed (`restored` is a success).
+    static func failedRestores(in log: String) -> Int { log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+
+    /// The log lines where the supervisor set, or decided to set, a session aside.
+    static func setAsideLines(in log: String) -> [Substring] { log.split(separator: "\n").filter { $0.contains("set aside") } }
+
     /// The storage dies under a serving window: `wait-durable`, `save --wait` and `disconnect`
     /// answer 74, the window goes on serving, and saves once the storage is back.
     @Test(.timeLimit(.minutes(20)), arguments: storageErrnos)
@@ -62,13 +68,13 @@ import Testing
         }
 
         let limit = RestartPolicy().failedStartLimit
-        let failedRestores = { dead.host.log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+        let failedRestores = { Self.failedRestores(in: dead.host.log) }
         #expect(waitFor({ failedRestores() > limit + 1 }, seconds: 60), "more failed restores than a crash loop takes: \(failedRestores())")
         dead.revive()
         #expect(waitFor({ (try? dead.host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the storage answers")
         #expect(SetAsideProcessTests.urls(dead.host, window) == ["https://before.example/"], "the window came back whole")
         #expect(SetAsideProcessTests.setAsideNames(dead.root) == [], "nothing was set aside")
-        let setAside = dead.host.log.split(separator: "\n").filter { $0.contains("set aside") }
+        let setAside = Self.setAsideLines(in: dead.host.log)
         #expect(setAside.isEmpty, "\(setAside)")
         #expect(dead.host.terminate() == 0)
     }
@@ -97,7 +103,7 @@ import Testing
             let run = try host.ctl(verb + ["--window", window, "--timeout", timeout])
             #expect(run.status == 74, "\(verb): \(run.output)")
         }
-        let failedRestores = { host.log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+        let failedRestores = { DeadFileSystemProcessTests.failedRestores(in: host.log) }
         #expect(waitFor({ failedRestores() > RestartPolicy().failedStartLimit + 1 }, seconds: 60), "\(failedRestores()) failed restores")
 
         try fuse.mountAgain()
@@ -106,7 +112,7 @@ import Testing
         #expect(SetAsideProcessTests.setAsideNames(fuse.root) == [], "nothing was set aside")
         // Nor tried: a set-aside that met the dead mount failed, but one made the moment the
         // file system came back would have restarted the window empty.
-        let setAside = host.log.split(separator: "\n").filter { $0.contains("set aside") }
+        let setAside = DeadFileSystemProcessTests.setAsideLines(in: host.log)
         #expect(setAside.isEmpty, "\(setAside)")
         #expect(host.terminate() == 0)
     }

@@ -45,6 +45,19 @@ import TestSupport
         return (host, window, try #require(try Life.entries(host).first?["id"]?.string))
     }
 
+    /// `ctl --json adopt ENTRY`, which must succeed: the window the entry became.
+    static func adopt(_ host: HostProcess, _ entry: String, asNewWindow: Bool) throws -> String {
+        let adopted = try host.ctlBounded(["--json", "adopt", entry] + (asNewWindow ? ["--as-new-window"] : []), seconds: 30)
+        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
+        return try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+    }
+
+    /// Revokes `window`'s key: a test leaves no key in the uid's keyring.
+    static func revokeKey(of window: String, in root: URL) {
+        guard let id = UUID(uuidString: window), let name = try? WindowKeyName(root: root.path, window: id) else { return }
+        try? KernelKeyring().revoke(name)
+    }
+
     static func recordName(_ directory: URL, root: URL) throws -> SessionKeyName {
         try SessionKeyName(root: root.path, directory: directory.path)
     }
@@ -89,7 +102,7 @@ import TestSupport
         host = try HostProcess(root: root, scenes: 2)
         #expect(Self.incognitoURLs(host, back) == secrets + ["https://after-adoption.example/"], "\(host.log.suffix(2000))")
         #expect(!host.log.contains("can never be read"), "\(host.log.suffix(2000))")
-        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+        Self.revokeKey(of: back, in: root)
     }
 
     @Test(.timeLimit(.minutes(3))) func anAdoptionUnderItsOwnUUIDBringsBackEveryIncognitoTab() throws {
@@ -154,12 +167,10 @@ import TestSupport
 
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
-        let adopted = try host.ctlBounded(["--json", "adopt", id, "--as-new-window"], seconds: 30)
-        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try Self.adopt(host, id, asNewWindow: true)
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
         #expect(try KernelKeyring().record(record) == nil)
-        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+        Self.revokeKey(of: back, in: root)
     }
 
     /// The supervisor SIGKILLed while an entry with incognito tabs is adopted (its restore may
@@ -186,11 +197,9 @@ import TestSupport
         #expect(Life.setAsideNames(root) == [id], "\(Life.setAsideNames(root))")
         let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
         #expect(try KernelKeyring().record(record)?.entries.count == 2, "the key the session was written under went back with it")
-        let adopted = try host.ctlBounded(["--json", "adopt", id, "--as-new-window"], seconds: 30)
-        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try Self.adopt(host, id, asNewWindow: true)
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
-        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+        Self.revokeKey(of: back, in: root)
     }
 
     /// The supervisor's set-aside killed after the key record is made and before the rename:
@@ -202,7 +211,7 @@ import TestSupport
         let secrets = Self.secrets()
         let window = try Self.browse(root, secrets)
         let id = try #require(UUID(uuidString: window))
-        defer { try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: id)) }
+        defer { Self.revokeKey(of: window, in: root) }
         let directory = root.appendingPathComponent("windows/\(window)")
         #expect(try SessionKeyRecords.keep(root: FilePath(root.path), window: id, directory: FilePath(directory.path)))
         let record = try Self.recordName(directory, root: root)
@@ -223,7 +232,7 @@ import TestSupport
         let secrets = Self.secrets()
         let window = try Self.browse(root, secrets)
         let id = try #require(UUID(uuidString: window))
-        defer { try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: id)) }
+        defer { Self.revokeKey(of: window, in: root) }
         let directory = root.appendingPathComponent("windows/\(window)")
         #expect(try SessionKeyRecords.keep(root: FilePath(root.path), window: id, directory: FilePath(directory.path)))
         let entry = "\(window)-\(SetAsideAttackTests.stamp)-crash-loop"
@@ -234,11 +243,9 @@ import TestSupport
         defer { _ = host.terminate() }
         let listed = try #require(try Life.entries(host).first)
         #expect(listed["incognito_tabs"]?.int == 2, "\(listed)")
-        let adopted = try host.ctlBounded(["--json", "adopt", entry, "--as-new-window"], seconds: 30)
-        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try Self.adopt(host, entry, asNewWindow: true)
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
-        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+        Self.revokeKey(of: back, in: root)
     }
 
     /// The set-aside at start: a second spelling of a window's directory (a copy, lowercase)
@@ -249,8 +256,8 @@ import TestSupport
         defer { removeHostFiles(root) }
         let secrets = Self.secrets()
         let window = try Self.browse(root, secrets)
-        let id = try #require(UUID(uuidString: window))
-        defer { try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: id)) }
+        _ = try #require(UUID(uuidString: window))
+        defer { Self.revokeKey(of: window, in: root) }
         let windows = root.appendingPathComponent("windows")
         try FileManager.default.copyItem(at: windows.appendingPathComponent(window), to: windows.appendingPathComponent(window.lowercased()))
 
@@ -260,12 +267,10 @@ import TestSupport
         #expect(listed["reason"]?.string == "bad_entry" && listed["incognito_tabs"]?.int == 2, "\(listed)")
         #expect(Self.incognitoURLs(host, window) == secrets, "the window keeps its own")
         let entry = try #require(listed["id"]?.string)
-        let adopted = try host.ctlBounded(["--json", "adopt", entry], seconds: 30)
-        try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try Self.adopt(host, entry, asNewWindow: false)
         #expect(back != window)
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
         #expect(Self.incognitoURLs(host, window) == secrets)
-        try? KernelKeyring().revoke(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: back))))
+        Self.revokeKey(of: back, in: root)
     }
 }
