@@ -6,15 +6,19 @@
 # Fuzz/Sources/FuzzInputs), a hang past -timeout, an allocation above -malloc_limit_mb (the
 # format's record limit plus slack, asked of the targets themselves) or RSS above -rss_limit_mb
 # fails the run, which names the input. Prints per target: runs, coverage (cov/ft), new corpus
-# units, time. Usage: scripts/fuzz.sh [SECONDS]
+# units, time. Usage: scripts/fuzz.sh [--debug] [SECONDS]. --debug builds the targets unoptimized:
+# the build takes about 3 min instead of 5 on 2 cores and each input runs slower, which suits a
+# brief run (scripts/test.sh), where the build is most of the time; long runs keep the default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_swift
 ensure_packages /usr/include/liburing.h:liburing-dev
 
+configuration=release
+if [ "${1:-}" = --debug ]; then configuration=debug; shift; fi
 seconds=${1:-300}
-[[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || { echo "usage: scripts/fuzz.sh [SECONDS]" >&2; exit 64; }
+[ $# -le 1 ] && [[ $seconds =~ ^[0-9]+$ ]] && [ "$seconds" -gt 0 ] || { echo "usage: scripts/fuzz.sh [--debug] [SECONDS]" >&2; exit 64; }
 
 # libFuzzer ships with the Swift toolchain's clang runtime; a distribution's clang would not match.
 toolchain=$(dirname "$(dirname "$(readlink -f "$(command -v swift)")")")
@@ -23,13 +27,13 @@ if ! compgen -G "$toolchain/lib/clang/*/lib/linux/libclang_rt.fuzzer-$(uname -m)
   exit 69
 fi
 
-scratch=Fuzz/.build-fuzz
+scratch=Fuzz/.build-fuzz-$configuration
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 started=$(date +%s)
 # lld: each target's main replaces libFuzzer's (gold refuses the two). -enable-testing: FuzzInputs
 # reaches internal declarations of Supervisor (SupervisorFiles) through @testable import.
-if ! swift build --package-path Fuzz --scratch-path "$scratch" -c release \
+if ! swift build --package-path Fuzz --scratch-path "$scratch" -c "$configuration" \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld -Xswiftc -enable-testing >"$log" 2>&1; then
   cat "$log" >&2
   echo "error: the fuzzers did not build" >&2
@@ -40,7 +44,7 @@ if grep -E "^$PWD/(Sources|Fuzz/Sources)/.*warning:" "$log" >&2; then
   exit 1
 fi
 echo "fuzzers built in $(($(date +%s) - started)) s"
-bin=$(swift build --package-path Fuzz --scratch-path "$scratch" -c release --show-bin-path \
+bin=$(swift build --package-path Fuzz --scratch-path "$scratch" -c "$configuration" --show-bin-path \
   -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld -Xswiftc -enable-testing)
 
 targets=()

@@ -385,8 +385,9 @@ public final class WebStateList {
 
     /// Which tab becomes active when the active tab at `index` goes, as Chrome's order
     /// controller picks it: a tab it opened (the nearest after it, then before it), else its
-    /// opener, else its right neighbour, else its left one.
-    private func successorForActive(removing index: Int) -> WebStateID? {
+    /// opener, else its right neighbour, else its left one. `index` is in the list.
+    public func successorForActive(removing index: Int) -> WebStateID? {
+        precondition(entries.indices.contains(index), "tab index \(index) outside 0..<\(count)")
         let removedID = entries[index].webState.id
         let children = entries.indices.filter { entries[$0].opener?.openerID == removedID }
         if let child = children.first(where: { $0 > index }) ?? children.last {

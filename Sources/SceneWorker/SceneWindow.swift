@@ -202,7 +202,14 @@ public final class SceneWindow {
             try webState.commitNavigation(to: item)
         case .close(let tab):
             let (list, index) = try locate(tab)
+            // The tab that takes the active one's place is activated first, as `.activate` does,
+            // so its journal record carries the stamp; the close then leaves it active.
+            if list.activeIndex == index, let successor = list.successorForActive(removing: index), let next = list.index(of: successor) {
+                try list.webState(at: next).wasActivated(at: now())
+                try list.activate(at: next)
+            }
             try list.close(at: index)
+            assert(list.activeWebState?.id.rawValue != tab, "the closed tab is not active")
         case .activate(let tab):
             let (list, index) = try locate(tab)
             // Stamped first: the activation's journal record carries the tab's new time.

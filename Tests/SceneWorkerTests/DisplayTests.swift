@@ -87,6 +87,28 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         #expect(try Self.tab(again, ids[0]).lastActiveTime == first.lastActiveTime, "the activation's time was journaled")
     }
 
+    /// Closing the active tab activates its successor (here its left neighbour): that is an
+    /// activation, stamped and journaled like one; closing another tab stamps nothing.
+    @Test func closingTheActiveTabStampsTheTabThatTakesItsPlace() throws {
+        let engine = FaultEngine(directories: [root])
+        let clock = SteppingClock()
+        let ids = try Self.browsed(engine, clock: clock)
+        let window = try startedWindow(engine, clock: clock)
+        let left = try Self.tab(window, ids[1])
+        let before = left.lastActiveTime
+        _ = send(window, .tab(.close(tab: ids[0])))
+        #expect(left.lastActiveTime == before, "closing a tab that is not active activates nothing")
+        _ = send(window, .tab(.close(tab: ids[2])))
+        #expect(window.store.regular.webStateList.activeWebState === left)
+        #expect(left.lastActiveTime > before, "the tab that took the closed one's place was stamped")
+        #expect(Self.realized(window).contains(ids[1]), "and displayed")
+        try window.store.waitUntilDurable(window.store.appliedSeq)
+
+        let again = try startedWindow(engine, clock: clock)
+        #expect(again.store.regular.webStateList.webStates.map(\.id.rawValue) == [ids[1]])
+        #expect(try Self.tab(again, ids[1]).lastActiveTime == left.lastActiveTime, "the stamp was journaled")
+    }
+
     @Test func aBackgroundWindowRealizesNothingUntilItComesForward() throws {
         let engine = FaultEngine(directories: [root])
         let clock = SteppingClock()

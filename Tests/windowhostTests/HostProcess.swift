@@ -164,12 +164,16 @@ struct HostFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Polls `condition` every millisecond for at most `seconds`.
+/// Polls `condition` for at most `seconds`: after 1 ms, then at intervals doubling to 20 ms.
+/// Many conditions ask the supervisor for its status or read a whole log, and the suite runs
+/// its tests side by side on few cores: a wait must not spend one.
 func waitFor(_ condition: () -> Bool, seconds: Double) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
+    var interval: UInt32 = 1_000
     while Date() < deadline {
         if condition() { return true }
-        usleep(1_000)
+        usleep(interval)
+        interval = min(interval * 2, 20_000)
     }
     return condition()
 }
