@@ -238,6 +238,20 @@ public final class WebStateList {
         finish(.activation, before)
     }
 
+    /// The active tab was shown again at `time` (its scene came to the foreground): stamped, and
+    /// observers told as an activation that keeps the active tab, so a journal records the time
+    /// (Chrome's `WasShown`). Returns whether the stamp moved: a time not after the tab's own
+    /// changes nothing and tells no one.
+    @discardableResult
+    public func activeWasShown(at time: Timestamp) -> Bool {
+        guard let active = activeWebState, time > active.lastActiveTime else { return false }
+        let before = statusBefore()
+        active.wasActivated(at: time)
+        assert(active.lastActiveTime == time, "a later stamp is the tab's time")
+        finish(.activation, before)
+        return true
+    }
+
     /// Pins or unpins the tab at `index`. Pinning moves it to the end of the pinned tabs,
     /// unpinning to the start of the others; returns its new index.
     @discardableResult

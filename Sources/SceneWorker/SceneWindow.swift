@@ -123,9 +123,11 @@ public final class SceneWindow {
         return reply
     }
 
-    /// A scene coming to the foreground displays its active tabs again: each is stamped
-    /// active now (kept in memory and in the next snapshot: a scene change takes no seq, so it
-    /// makes no journal record). Going to the background saves at once.
+    /// A scene coming to the foreground displays its active tabs again: each is stamped active
+    /// now, a change like any command's, so it takes the next seq and its journal record makes
+    /// the time durable (the supervisor counts a foreground in flight as one seq it may hand
+    /// out). A window at the highest seq takes no change: it comes to the foreground unstamped.
+    /// Going to the background saves at once.
     private func changeScene(_ change: SceneChange) throws(StoreError) {
         switch change {
         case .background:
@@ -133,8 +135,12 @@ public final class SceneWindow {
             try store.background()
         case .foreground:
             isForeground = true
+            let seq = nextSeqBase
+            guard seq < Limits.maxCommandSeq else { return }
             let time = now()
-            for list in lists { list.activeWebState?.wasActivated(at: time) }
+            store.apply(seq: seq + 1) {
+                for list in lists { list.activeWasShown(at: time) }
+            }
         case .disconnect:
             break
         }

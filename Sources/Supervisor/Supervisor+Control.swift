@@ -128,27 +128,7 @@ extension Supervisor {
                 return
             }
         }
-        if case .tab(let command) = request {
-            // The worker numbers the commands that change the window, above its floor; each tab
-            // command in flight may take one. Both seqs are at most `Limits.maxCommandSeq`, so the
-            // sum cannot overflow.
-            let inFlight = window.pending.values.compactMap { if case .tab(let command) = $0.kind { command } else { nil } }
-            guard max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count) < Limits.maxCommandSeq else {
-                answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
-                return
-            }
-            // The seq (and tab id) this command may take, recorded before it can be shown: the
-            // highest the worker can reach with every tab command in flight applied (below
-            // `Limits.maxCommandSeq`, checked above).
-            let newTabs = inFlight.filter(\.createsTab).count + (command.createsTab ? 1 : 0)
-            let needed = HandedOutCeiling(
-                seq: max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count) + 1,
-                tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
-            if let failure = recordHandedOut(window, covering: needed) {
-                answer(client, .failure(.ioError, "cannot record the seqs window \(id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
-                return
-            }
-        }
+        guard reserveSeq(for: kind, window, client) else { return }
         guard send(kind, to: slot, client: client) else {
             answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
             return
@@ -156,6 +136,29 @@ extension Supervisor {
         if kind == .scene(.disconnect) {
             carryOut(step(slot, .disconnectRequested), slot, description: "disconnected")
         }
+    }
+
+    /// Records, before `kind` is sent, the seq (and tab id) it may take, so no reply shows one
+    /// above what `handed-out` holds: the highest the worker can reach with every change in
+    /// flight applied. A tab command past `Limits.maxCommandSeq` is refused; a foreground there
+    /// goes unstamped and needs nothing. False when `client` was answered with a refusal. Both
+    /// seqs are at most `Limits.maxCommandSeq`, so the sum cannot overflow.
+    private func reserveSeq(for kind: Pending.Kind, _ window: Window, _ client: ClientID) -> Bool {
+        guard kind.mayTakeSeq else { return true }
+        let inFlight = window.pending.values.filter(\.kind.mayTakeSeq)
+        let base = max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count)
+        guard base < Limits.maxCommandSeq else {
+            guard case .tab = kind else { return true }
+            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(window.id)))
+            return false
+        }
+        let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
+        let needed = HandedOutCeiling(seq: base + 1, tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
+        if let failure = recordHandedOut(window, covering: needed) {
+            answer(client, .failure(.ioError, "cannot record the seqs window \(window.id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
+            return false
+        }
+        return true
     }
 
     /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.

@@ -211,6 +211,17 @@ public final class Supervisor {
             }
 
             var isDisconnect: Bool { self == .scene(.disconnect) || self == .shutdownDisconnect }
+
+            /// Whether the worker may number it with the window's next seq: a tab command, or a
+            /// foreground, which stamps the active tabs (`SceneWindow`).
+            var mayTakeSeq: Bool {
+                switch self {
+                case .tab, .scene(.foreground): true
+                default: false
+                }
+            }
+
+            var createsTab: Bool { if case .tab(let command) = self { command.createsTab } else { false } }
         }
     }
 

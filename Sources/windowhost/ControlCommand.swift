@@ -195,7 +195,7 @@ extension ControlCommand {
 
     struct Foreground: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "The scene comes to the foreground: its active tabs are displayed (realized) and stamped last active.")
+            abstract: "The scene comes to the foreground: its active tabs are displayed (realized) and stamped last active, durably (it takes a seq).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.foreground)) }

@@ -129,4 +129,29 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         _ = send(window, .tab(.activate(tab: ids[0])))
         #expect(Self.realized(window) == [ids[1]], "realized stays realized; the new active tab is not displayed")
     }
+
+    /// A scene coming forward stamps its active tabs as a change: it takes the next seq, the
+    /// stamp is journaled with it, and a restart restores the time. A Browser with no tab
+    /// makes no record, and a window with no tab at all changes nothing.
+    @Test func comingForwardTakesASeqAndJournalsTheStamp() throws {
+        let engine = FaultEngine(directories: [root])
+        let clock = SteppingClock()
+        let ids = try Self.browsed(engine, clock: clock)
+        let window = try startedWindow(engine, foreground: false, clock: clock)
+        let before = window.store.appliedSeq
+        let reply = send(window, .scene(.foreground))
+        #expect(reply.done.appliedSeq == before + 1 && window.store.appliedSeq == before + 1, "the stamp took the next seq")
+        let stamped = try Self.tab(window, ids[2]).lastActiveTime
+        try window.store.waitUntilDurable(window.store.appliedSeq)
+        #expect(window.store.durableSeq == before + 1)
+
+        let again = try startedWindow(engine, foreground: false, clock: clock)
+        #expect(again.store.appliedSeq == before + 1)
+        #expect(try Self.tab(again, ids[2]).lastActiveTime == stamped, "the stamp was journaled")
+        #expect(Self.realized(again).isEmpty, "replaying the stamp displays nothing")
+
+        _ = send(again, .tab(.closeAll(incognito: false)))
+        let empty = again.store.appliedSeq
+        #expect(send(again, .scene(.foreground)).done.appliedSeq == empty, "nothing to stamp: no seq")
+    }
 }

@@ -124,7 +124,9 @@ import Testing
         #expect(activated.regular.tabs.filter(\.realized).isEmpty, "a background scene's active tab stays unrealized")
         #expect((activated.regular.tabs[2].lastActiveTimeUs ?? 0) > (before.regular.tabs[1].lastActiveTimeUs ?? 0), "activation stamps the time")
 
-        #expect(host.call(.scene(.foreground), window: window).code == .ok)
+        let forward = host.call(.scene(.foreground), window: window)
+        #expect(forward.code == .ok, "\(forward)")
+        #expect(try forward.decode(CommandReply.self).seq == activated.appliedSeq + 1, "the stamp takes the next seq")
         let shown = try host.call(.dump, window: window).decode(DumpReply.self)
         #expect(shown.regular.tabs.filter(\.realized).map(\.id) == [third], "\(shown.regular.tabs)")
         #expect((shown.regular.tabs[2].lastActiveTimeUs ?? 0) > (activated.regular.tabs[2].lastActiveTimeUs ?? 0), "coming forward stamps the active tab")
@@ -132,6 +134,13 @@ import Testing
         _ = host.windows()
         let again = try host.call(.dump, window: window).decode(DumpReply.self)
         #expect(again.regular.tabs.map(\.realized) == shown.regular.tabs.map(\.realized))
+        // Durable through wait-durable, so a SIGKILL keeps it.
+        let durable = try host.ctl(["wait-durable", "--window", window])
+        #expect(durable.status == 0, "\(durable.output)")
+        let killedAgain = try host.ctl(["kill", "--window", window])
+        #expect(killedAgain.status == 0, "\(killedAgain.output)")
+        let restored = try host.call(.dump, window: window).decode(DumpReply.self)
+        #expect(restored.appliedSeq == shown.appliedSeq && restored.regular.tabs[2].lastActiveTimeUs == shown.regular.tabs[2].lastActiveTimeUs, "the foreground's stamp was journaled")
         #expect(host.terminate() == 0)
     }
 }
