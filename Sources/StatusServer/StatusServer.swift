@@ -128,7 +128,7 @@ public enum StatusServer {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("/api/status") { _, _ in
-            guard let status = observation.status(), let line = try? JSONValue(encoding: status).line else {
+            guard let status = observation.status(), let line = try? JSONValue(reply: status).line else {
                 return Response(status: .serviceUnavailable, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"error\":\"no status published yet\"}\n")))
             }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: line + "\n")))
@@ -164,7 +164,8 @@ public enum StatusServer {
     /// each interval a `tick` with the points since the last sent and the status, and `events`
     /// when something happened.
     static func stream(to writer: inout any ResponseBodyWriter, observation: HostObservation, feed: LiveFeed) async throws {
-        let encoder = JSONEncoder()
+        // The status inside is a typed reply: the same keys as `/api/status`.
+        let encoder = ReplyCoding.encoder()
         func message(_ name: String, _ value: some Encodable) throws -> ByteBuffer {
             ByteBuffer(string: "event: \(name)\ndata: \(String(decoding: try encoder.encode(value), as: UTF8.self))\n\n")
         }

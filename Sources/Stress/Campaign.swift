@@ -687,7 +687,7 @@ public final class Campaign {
         let fraction = options.kills.map { Double(report.kills) / Double(max($0, 1)) } ?? options.duration.map { elapsed / max($0, 0.001) }
         let target = options.kills.map { "/\($0)" } ?? ""
         // Asked only when a line is due: a control call of its own.
-        let p99 = final ? nil : (try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Microseconds
+        let p99 = final ? nil : (try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Us
         let detail = String(format: "%.0f commands/s  ", Double(report.commands) / elapsed) + (p99.map { "save p99 \($0) µs  " } ?? "")
             + "recoveries \(report.recoveries)  lost \(report.lost)  torn \(report.torn)"
         progress.show(fraction: fraction, count: "kills \(report.kills)\(target)", detail: detail)

@@ -5,6 +5,24 @@ import HostLimits
 // The typed answers of the control socket, one per reply shape. They travel as the `result`
 // of a `ControlReply` in the snake_case JSON scripts read (`ctl … --json`): the supervisor
 // builds them, clients decode them (`ControlReply.decode`); no one digs in a `JSONValue`.
+// Their keys are their properties' names in snake_case, by the library's key strategies
+// (`ReplyCoding`), so a property is named as its key reads (`p99Us` for `p99_us`).
+
+/// The one coding of typed replies: `JSONEncoder`'s and `JSONDecoder`'s snake_case strategies
+/// (a dictionary's own keys, window UUIDs say, are left as they are).
+public enum ReplyCoding {
+    public static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        return encoder
+    }
+
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return decoder
+    }
+}
 
 /// `connect`: the new window and its first worker.
 public struct ConnectReply: Codable, Equatable, Sendable {
@@ -31,13 +49,6 @@ public struct DurableReply: Codable, Equatable, Sendable {
     /// With exit 71 (`ControlCode.memoryOnly`): the first command covered whose effect is only
     /// in an incognito Browser kept in memory only; `durable_seq` is then the regular Browser's.
     public var memoryOnlySince: UInt64?
-
-    enum CodingKeys: String, CodingKey {
-        case window
-        case durableSeq = "durable_seq"
-        case lostSeqs = "lost_seqs"
-        case memoryOnlySince = "memory_only_since"
-    }
 }
 
 /// Seqs `first…last`, as JSON `[first, last]`.
@@ -68,20 +79,12 @@ public struct SeqRange: Codable, Equatable, Sendable {
 /// `restart_expected: false`.
 public struct KillReply: Codable, Equatable, Sendable {
     public var window: String
-    public var killedPID: Int32
+    public var killedPid: Int32
     public var whileSaving: Bool
     public var pid: Int32?
-    public var recoveryMilliseconds: Double?
+    public var recoveryMs: Double?
     public var signal: String?
     public var restartExpected: Bool?
-
-    enum CodingKeys: String, CodingKey {
-        case window, pid, signal
-        case killedPID = "killed_pid"
-        case whileSaving = "while_saving"
-        case recoveryMilliseconds = "recovery_ms"
-        case restartExpected = "restart_expected"
-    }
 }
 
 /// `shutdown`.
@@ -99,12 +102,6 @@ public struct DumpReply: Codable, Equatable, Sendable {
     public var regular: BrowserContents
     public var incognito: BrowserContents
 
-    enum CodingKeys: String, CodingKey {
-        case window, digest, regular, incognito
-        case appliedSeq = "applied_seq"
-        case durableSeq = "durable_seq"
-    }
-
     public init(window: String, appliedSeq: UInt64, durableSeq: UInt64, digest: String, regular: BrowserContents, incognito: BrowserContents) {
         (self.window, self.appliedSeq, self.durableSeq, self.digest) = (window, appliedSeq, durableSeq, digest)
         (self.regular, self.incognito) = (regular, incognito)
@@ -114,11 +111,6 @@ public struct DumpReply: Codable, Equatable, Sendable {
         /// Null when the Browser has no active tab.
         @ExplicitNull public var activeIndex: Int32?
         public var tabs: [Tab]
-
-        enum CodingKeys: String, CodingKey {
-            case tabs
-            case activeIndex = "active_index"
-        }
 
         public init(activeIndex: Int32?, tabs: [Tab]) { (self.activeIndex, self.tabs) = (activeIndex, tabs) }
     }
@@ -139,13 +131,6 @@ public struct DumpReply: Codable, Equatable, Sendable {
         /// from a supervisor before it was shown.
         public var lastActiveTimeUs: Int64?
 
-        enum CodingKeys: String, CodingKey {
-            case id, url, title, realized, pinned, opener
-            case historyIndex = "history_index"
-            case historyCount = "history_count"
-            case lastActiveTimeUs = "last_active_time_us"
-        }
-
         public init(
             id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32? = nil,
             lastActiveTimeUs: Int64?
@@ -158,7 +143,7 @@ public struct DumpReply: Codable, Equatable, Sendable {
 
 /// `status`: the supervisor, each window, the sessions set aside, the windows' order.
 public struct StatusReply: Codable, Equatable, Sendable {
-    public var supervisorPID: Int32
+    public var supervisorPid: Int32
     public var root: String
     public var socket: String
     public var windows: [WindowStatus]
@@ -170,22 +155,13 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var closedWindows: Int
     public var keepClosed: Int
     public var closedWindowsEvicted: UInt64
-
-    enum CodingKeys: String, CodingKey {
-        case root, socket, windows, order
-        case closedWindows = "closed_windows"
-        case keepClosed = "keep_closed"
-        case closedWindowsEvicted = "closed_windows_evicted"
-        case supervisorPID = "supervisor_pid"
-        case setAside = "set_aside"
-    }
 }
 
 extension StatusReply {
     /// The closed windows' fields read as 0 when absent: a reply of a supervisor before them.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        supervisorPID = try container.decode(Int32.self, forKey: .supervisorPID)
+        supervisorPid = try container.decode(Int32.self, forKey: .supervisorPid)
         root = try container.decode(String.self, forKey: .root)
         socket = try container.decode(String.self, forKey: .socket)
         windows = try container.decode([WindowStatus].self, forKey: .windows)
@@ -200,10 +176,6 @@ extension StatusReply {
 /// `set-aside`: every entry of `ROOT/set-aside/`, sorted by id.
 public struct SetAsideReply: Codable, Equatable, Sendable {
     public var setAside: [SetAsideStatus]
-
-    enum CodingKeys: String, CodingKey {
-        case setAside = "set_aside"
-    }
 }
 
 /// One entry of `ROOT/set-aside/`. What it holds (`browsers` to `damaged`) is read by
@@ -236,14 +208,6 @@ public struct SetAsideStatus: Codable, Equatable, Sendable {
     @ExplicitNull public var durableSeq: UInt64?
     /// Whether any of its files failed their checks (`inspect --set-aside ID` names them).
     @ExplicitNull public var damaged: Bool?
-
-    enum CodingKeys: String, CodingKey {
-        case id, uuid, reason, at, detail, path, kind, state, summary, browsers, tabs, damaged
-        case adoptingAs = "adopting_as"
-        case regularTabs = "regular_tabs"
-        case incognitoTabs = "incognito_tabs"
-        case durableSeq = "durable_seq"
-    }
 }
 
 /// `adopt`: the entry is a window again, restored and saved durably; it has left `set-aside/`.
@@ -256,14 +220,6 @@ public struct AdoptReply: Codable, Equatable, Sendable {
     public var regularTabs: UInt64
     public var incognitoTabs: UInt64
     public var durableSeq: UInt64
-
-    enum CodingKeys: String, CodingKey {
-        case entry, window, pid
-        case asNewWindow = "as_new_window"
-        case regularTabs = "regular_tabs"
-        case incognitoTabs = "incognito_tabs"
-        case durableSeq = "durable_seq"
-    }
 }
 
 /// `close-window`: the window deleted for good.
@@ -297,27 +253,12 @@ public struct WindowStatus: Codable, Equatable, Sendable {
     @ExplicitNull public var failing: FailingSaves?
     public var restarts: Int
     public var savingSeq: UInt64
-    public var heartbeatAgeMilliseconds: Double?
-    public var lastRecoveryMilliseconds: Double?
+    public var heartbeatAgeMs: Double?
+    public var lastRecoveryMs: Double?
     public var lostSeqs: [SeqRange]
     /// `sealed` (on disk, encrypted with the window's key) or `memory_only` (the keyring was
     /// refused: nothing of the incognito session is saved).
     public var incognitoStorage: String?
-
-    enum CodingKeys: String, CodingKey {
-        case uuid, state, slot, pid, generation, tabs, digest, saves, failing, restarts
-        case regularTabs = "regular_tabs"
-        case incognitoTabs = "incognito_tabs"
-        case appliedSeq = "applied_seq"
-        case durableSeq = "durable_seq"
-        case saveFailures = "save_failures"
-        case compactionFailures = "compaction_failures"
-        case savingSeq = "saving_seq"
-        case heartbeatAgeMilliseconds = "heartbeat_age_ms"
-        case lastRecoveryMilliseconds = "last_recovery_ms"
-        case lostSeqs = "lost_seqs"
-        case incognitoStorage = "incognito_storage"
-    }
 }
 
 /// While a window's saves fail: the error and the Browsers failing (`regular`, `incognito`).
@@ -330,12 +271,7 @@ public struct FailingSaves: Codable, Equatable, Sendable {
 public struct StatsReply: Codable, Equatable, Sendable {
     public var windows: [WindowStats]
     public var total: TotalStats
-    public var uptimeSeconds: Double
-
-    enum CodingKeys: String, CodingKey {
-        case windows, total
-        case uptimeSeconds = "uptime_s"
-    }
+    public var uptimeS: Double
 
     public struct WindowStats: Codable, Equatable, Sendable {
         public var uuid: String
@@ -343,15 +279,12 @@ public struct StatsReply: Codable, Equatable, Sendable {
         @ExplicitNull public var failing: FailingSaves?
         /// Whether the window's journal writes go direct (`O_DIRECT`); false where they are
         /// buffered (tmpfs), null before a journal is open.
-        @ExplicitNull public var directIO: Bool?
+        @ExplicitNull public var directIo: Bool?
 
-        enum CodingKeys: String, CodingKey {
-            case uuid, failing
-            case directIO = "direct_io"
-        }
+        enum CodingKeys: String, CodingKey { case uuid, failing, directIo }
 
-        init(uuid: String, saves: SaveSummary, failing: FailingSaves?, directIO: Bool?) {
-            (self.uuid, self.saves, self.failing, self.directIO) = (uuid, saves, failing, directIO)
+        init(uuid: String, saves: SaveSummary, failing: FailingSaves?, directIo: Bool?) {
+            (self.uuid, self.saves, self.failing, self.directIo) = (uuid, saves, failing, directIo)
         }
 
         // The summary's keys sit beside the window's, as one flat object.
@@ -359,7 +292,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             uuid = try container.decode(String.self, forKey: .uuid)
             _failing = try container.decode(ExplicitNull<FailingSaves>.self, forKey: .failing)
-            _directIO = try container.decodeIfPresent(ExplicitNull<Bool>.self, forKey: .directIO) ?? ExplicitNull(wrappedValue: nil)
+            _directIo = try container.decodeIfPresent(ExplicitNull<Bool>.self, forKey: .directIo) ?? ExplicitNull(wrappedValue: nil)
             saves = try SaveSummary(from: decoder)
         }
 
@@ -367,7 +300,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(uuid, forKey: .uuid)
             try container.encode(_failing, forKey: .failing)
-            try container.encode(_directIO, forKey: .directIO)
+            try container.encode(_directIo, forKey: .directIo)
             try saves.encode(to: encoder)
         }
     }
@@ -395,27 +328,15 @@ public struct StatsReply: Codable, Equatable, Sendable {
 
     /// Saves, their rate, their latency (request → durable) in µs, and failures.
     public struct SaveSummary: Codable, Equatable, Sendable {
-        public var count: UInt64
-        public var perSecond: Double
-        public var p50Microseconds: UInt64
-        public var p90Microseconds: UInt64
-        public var p99Microseconds: UInt64
-        public var p999Microseconds: UInt64
-        public var maxMicroseconds: UInt64
-        public var failures: UInt64
+        public var saves: UInt64
+        public var savesPerS: Double
+        public var p50Us: UInt64
+        public var p90Us: UInt64
+        public var p99Us: UInt64
+        public var p999Us: UInt64
+        public var maxUs: UInt64
+        public var saveFailures: UInt64
         public var compactionFailures: UInt64
-
-        enum CodingKeys: String, CodingKey {
-            case count = "saves"
-            case perSecond = "saves_per_s"
-            case p50Microseconds = "p50_us"
-            case p90Microseconds = "p90_us"
-            case p99Microseconds = "p99_us"
-            case p999Microseconds = "p999_us"
-            case maxMicroseconds = "max_us"
-            case failures = "save_failures"
-            case compactionFailures = "compaction_failures"
-        }
     }
 }
 
@@ -443,7 +364,7 @@ extension ControlReply {
     /// not encode (a non-finite number) is a failure with 70, said as such.
     public static func ok(_ result: some Encodable) -> ControlReply {
         do {
-            return .ok(try JSONValue(encoding: result))
+            return .ok(try JSONValue(reply: result))
         } catch {
             return .failure(.software, "unencodable reply: \(error)")
         }
@@ -456,7 +377,7 @@ extension ControlReply {
         guard code == .ok else { throw ControlFailure(code: code, message: error ?? "failed") }
         guard let result else { throw ControlFailure(code: .software, message: "a reply without a result") }
         do {
-            return try JSONDecoder().decode(Reply.self, from: JSONEncoder().encode(result))
+            return try ReplyCoding.decoder().decode(Reply.self, from: JSONEncoder().encode(result))
         } catch {
             throw ControlFailure(code: .software, message: "a reply that does not read as \(Reply.self): \(error)")
         }
@@ -474,9 +395,9 @@ public struct ControlFailure: Error, Equatable, CustomStringConvertible {
 }
 
 extension JSONValue {
-    /// `value` as the JSON tree it encodes to.
-    public init(encoding value: some Encodable) throws {
-        self = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(value))
+    /// The typed reply `reply` as the JSON tree it travels as (`ReplyCoding`).
+    public init(reply: some Encodable) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: ReplyCoding.encoder().encode(reply))
     }
 }
 

@@ -233,13 +233,13 @@ extension Supervisor {
         guard !SignalName.ignoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
             answer(client, .ok(KillReply(
-                window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
+                window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
             return
         }
         _ = step(&window, .killRequested)
         if !request.wait {
             windows[slot] = window
-            answer(client, .ok(KillReply(window: window.id.uuidString, killedPID: window.pid, whileSaving: whileSaving)))
+            answer(client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
             let wait = Self.killWaitNanoseconds + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)

@@ -27,13 +27,13 @@ extension Supervisor {
                 saves: exactInJSON(view.savesCompleted), saveFailures: exactInJSON(view.saveFailures),
                 compactionFailures: exactInJSON(view.compactionFailures), failing: failing(stats), restarts: window.history.restarts,
                 savingSeq: exactInJSON(view.savingSeq),
-                heartbeatAgeMilliseconds: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
-                lastRecoveryMilliseconds: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
+                heartbeatAgeMs: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
+                lastRecoveryMs: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
                 lostSeqs: window.lostSeqs.ranges.map(SeqRange.init),
                 incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly ? "memory_only" : "sealed")
         }
         return StatusReply(
-            supervisorPID: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
+            supervisorPid: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
             setAside: setAsideList(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
             keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
     }
@@ -47,11 +47,11 @@ extension Supervisor {
             -> StatsReply.SaveSummary
         {
             StatsReply.SaveSummary(
-                count: exactInJSON(saves), perSecond: seconds > 0 ? Double(saves) / seconds : 0,
-                p50Microseconds: histogram.valueAtPercentile(50), p90Microseconds: histogram.valueAtPercentile(90),
-                p99Microseconds: histogram.valueAtPercentile(99), p999Microseconds: histogram.valueAtPercentile(99.9),
-                maxMicroseconds: histogram.totalCount > 0 ? histogram.maxRecorded : 0,
-                failures: exactInJSON(failures.saves), compactionFailures: exactInJSON(failures.compactions))
+                saves: exactInJSON(saves), savesPerS: seconds > 0 ? Double(saves) / seconds : 0,
+                p50Us: histogram.valueAtPercentile(50), p90Us: histogram.valueAtPercentile(90),
+                p99Us: histogram.valueAtPercentile(99), p999Us: histogram.valueAtPercentile(99.9),
+                maxUs: histogram.totalCount > 0 ? histogram.maxRecorded : 0,
+                saveFailures: exactInJSON(failures.saves), compactionFailures: exactInJSON(failures.compactions))
         }
         let list: [StatsReply.WindowStats] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
@@ -68,13 +68,13 @@ extension Supervisor {
             let writes = JournalWrites(rawValue: stats.journalWrites) ?? .unknown
             return StatsReply.WindowStats(
                 uuid: window.id.uuidString, saves: summary(histogram, saves: saves, failures: failures, seconds: Double(now - window.reservedAt) / 1e9),
-                failing: failing(stats), directIO: writes == .unknown ? nil : writes == .direct)
+                failing: failing(stats), directIo: writes == .unknown ? nil : writes == .direct)
         }
         let uptime = Double(now - startedAt) / 1e9
         let histogram = withHistogram ? (try? JSONEncoder().encode(total))?.base64EncodedString() : nil
         return StatsReply(
             windows: list, total: StatsReply.TotalStats(saves: summary(total, saves: totalSaves, failures: totalFailures, seconds: uptime), histogram: histogram),
-            uptimeSeconds: uptime)
+            uptimeS: uptime)
     }
 
     /// While a window's saves fail: the error and the Browsers failing; nil otherwise.

@@ -189,8 +189,8 @@ extension Supervisor {
                 answer(client, .ok(ConnectReply(window: window.id.uuidString, pid: window.pid)))
             case .restart(let client, let oldPID, let whileSaving, _, _):
                 answer(client, .ok(KillReply(
-                    window: window.id.uuidString, killedPID: oldPID, whileSaving: whileSaving, pid: window.pid,
-                    recoveryMilliseconds: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
+                    window: window.id.uuidString, killedPid: oldPID, whileSaving: whileSaving, pid: window.pid,
+                    recoveryMs: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
             }
         }
     }

@@ -363,10 +363,10 @@ extension ControlCommand {
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let kill = try reply.decode(KillReply.self)
             if kill.restartExpected == false {
-                return "signalled \(kill.killedPID) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
+                return "signalled \(kill.killedPid) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
             }
-            guard let pid = kill.pid else { return "signalled \(kill.killedPID)" }
-            return "killed \(kill.killedPID), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMilliseconds ?? 0)) ms"
+            guard let pid = kill.pid else { return "signalled \(kill.killedPid)" }
+            return "killed \(kill.killedPid), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMs ?? 0)) ms"
         }
     }
 
@@ -414,14 +414,14 @@ extension ControlCommand {
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let stats = try reply.decode(StatsReply.self)
             func row(_ name: String, _ saves: StatsReply.SaveSummary, directIO: String) -> String {
-                let counts = [saves.p50Microseconds, saves.p90Microseconds, saves.p99Microseconds, saves.p999Microseconds, saves.maxMicroseconds, saves.failures, saves.compactionFailures]
-                let columns = ["\(saves.count)".leftPadded(10), String(format: "%10.1f", saves.perSecond)] + counts.map { "\($0)".leftPadded(10) }
+                let counts = [saves.p50Us, saves.p90Us, saves.p99Us, saves.p999Us, saves.maxUs, saves.saveFailures, saves.compactionFailures]
+                let columns = ["\(saves.saves)".leftPadded(10), String(format: "%10.1f", saves.savesPerS)] + counts.map { "\($0)".leftPadded(10) }
                 return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined() + directIO.leftPadded(11)
             }
             var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
                 + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()
                 + "direct_io".leftPadded(11)]
-            for window in stats.windows { lines.append(row(window.uuid, window.saves, directIO: window.directIO.map { $0 ? "yes" : "no" } ?? "-")) }
+            for window in stats.windows { lines.append(row(window.uuid, window.saves, directIO: window.directIo.map { $0 ? "yes" : "no" } ?? "-")) }
             lines.append(row("total", stats.total.saves, directIO: ""))
             return lines.joined(separator: "\n")
         }

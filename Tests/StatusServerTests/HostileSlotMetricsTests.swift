@@ -28,7 +28,7 @@ import Testing
             """
         }
         let json = #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["# + windows.joined(separator: ",") + "]}"
-        exporter.hostObservation.publish(try JSONDecoder().decode(StatusReply.self, from: Data(json.utf8)))
+        exporter.hostObservation.publish(try ReplyCoding.decoder().decode(StatusReply.self, from: Data(json.utf8)))
         return (region, exporter)
     }
 

@@ -32,7 +32,7 @@ import Testing
                 """
         }
         let json = #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["# + windows.joined(separator: ",") + "]}"
-        return try JSONDecoder().decode(StatusReply.self, from: Data(json.utf8))
+        return try ReplyCoding.decoder().decode(StatusReply.self, from: Data(json.utf8))
     }
 
     func scrape(_ exporter: MetricsExporter) throws -> PrometheusScrape { PrometheusScrape(text: exporter.render()) }

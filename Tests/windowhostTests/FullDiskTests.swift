@@ -41,10 +41,10 @@ import Testing
         // Backoff retries run meanwhile (100, 200, 400 ms…): counted, logged once.
         usleep(1_200_000)
         let stats = try host.ctlBounded(["--json", "stats"])
-        let failures = try #require(statsLine(stats.output)).total.saves.failures
+        let failures = try #require(statsLine(stats.output)).total.saves.saveFailures
         #expect(failures >= 4, "every failed attempt is counted: \(stats.output)")
         // tmpfs: the journals are written through the page cache, said once and in the stats.
-        #expect(try #require(statsLine(stats.output)?.windows.first).directIO == false, "\(stats.output)")
+        #expect(try #require(statsLine(stats.output)?.windows.first).directIo == false, "\(stats.output)")
         #expect(host.log.components(separatedBy: "windowhost: journal writes buffered: the file system is in memory (tmpfs)").count - 1 == 1, "\(host.log)")
         #expect(host.windows()[window]?.failing?.browsers == ["incognito"])
         #expect(host.log.components(separatedBy: "saves are failing").count - 1 == 1, "one line per episode: \(host.log)")
@@ -81,7 +81,7 @@ import Testing
         let wait = try host.ctlBounded(["wait-durable", "--window", window])
         #expect(wait.status == 74 && wait.seconds < 2, "wait-durable: \(wait.output) in \(wait.seconds) s")
         let stats = try host.ctlBounded(["--json", "stats"])
-        #expect(try #require(statsLine(stats.output)?.windows.first).saves.failures >= 2, "explicit saves count: \(stats.output)")
+        #expect(try #require(statsLine(stats.output)?.windows.first).saves.saveFailures >= 2, "explicit saves count: \(stats.output)")
         disk.free()
         #expect(try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
         #expect(host.terminate() == 0, "\(host.log)")
@@ -135,7 +135,7 @@ import Testing
 
 /// `ctl --json stats` as it printed it.
 private func statsLine(_ text: String) -> StatsReply? {
-    try? JSONDecoder().decode(StatsReply.self, from: Data(text.utf8))
+    try? ReplyCoding.decoder().decode(StatsReply.self, from: Data(text.utf8))
 }
 
 /// A tmpfs of a few megabytes mounted on a fresh directory: the root goes in a private

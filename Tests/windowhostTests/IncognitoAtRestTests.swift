@@ -141,7 +141,7 @@ import TestSupport
         let saved = try host.ctl(["save", "--wait", "--window", window])
         #expect(saved.status == 71, "\(saved)")
         let json = try host.ctl(["--json", "wait-durable", "--window", window])
-        let reply = try JSONDecoder().decode(DurableReply.self, from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
+        let reply = try ReplyCoding.decoder().decode(DurableReply.self, from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
         #expect(json.status == 71 && reply.memoryOnlySince == regularSeq + 1 && reply.durableSeq == regularSeq + 1, "\(json)")
         // A wait for the regular command before it is still answered durable.
         #expect(try host.ctl(["wait-durable", "--window", window, "--seq", "\(regularSeq)"]).status == 0)

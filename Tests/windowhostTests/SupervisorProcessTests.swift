@@ -177,7 +177,7 @@ import Testing
         let pid = host.windows()[window]?.pid
         // SIGSTOP: alive to the pidfd, silent to the watchdog.
         let stopped = host.call(.kill(signal: SIGSTOP, wait: true, aim: false), window: window)
-        #expect((try? stopped.decode(KillReply.self))?.killedPID == pid)
+        #expect((try? stopped.decode(KillReply.self))?.killedPid == pid)
         #expect(host.log.contains("worker hung"))
         let status = try #require(host.windows()[window])
         #expect(status.pid != pid && status.tabs == 1)

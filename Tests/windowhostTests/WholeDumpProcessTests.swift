@@ -34,7 +34,7 @@ import Testing
         let json = try host.ctl(["--json", "dump", "--window", window])
         #expect(json.status == 0, "\(json.output.prefix(500))")
         let line = json.output.split(separator: "\n").last.map(String.init) ?? ""
-        let dump = try JSONDecoder().decode(DumpReply.self, from: Data(line.utf8))
+        let dump = try ReplyCoding.decoder().decode(DumpReply.self, from: Data(line.utf8))
         #expect(dump.regular.tabs.map(\.url) == opened.filter { !$0.incognito }.map(\.url))
         #expect(dump.incognito.tabs.map(\.url) == opened.filter(\.incognito).map(\.url))
         #expect(dump.appliedSeq == 30 && dump.durableSeq == 30)
@@ -77,7 +77,7 @@ import Testing
         let seconds = Date().timeIntervalSince(started)
         #expect(json.status == 0, "\(json.output.prefix(500))")
         let line = json.output.split(separator: "\n").last.map(String.init) ?? ""
-        let dump = try JSONDecoder().decode(DumpReply.self, from: Data(line.utf8))
+        let dump = try ReplyCoding.decoder().decode(DumpReply.self, from: Data(line.utf8))
         let shown = dump.regular.tabs + dump.incognito.tabs
         #expect(shown.reduce(0) { $0 + $1.url.utf8.count + $1.title.utf8.count } == Limits.maxWindowTextBytes)
         #expect(Set(shown.map(\.url)) == Set(urls), "every URL whole")
