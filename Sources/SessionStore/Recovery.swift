@@ -75,8 +75,10 @@ struct LoadedSession {
         // Saves are pipelined, at most `Limits.maxSavesInFlight` in flight: of the last that
         // many before the lagging ones, the earliest that names the other Browser past its
         // seq is missing there, and it goes with every save after it (they follow it).
+        // Only from files read to their end: where the other's were set aside (damage, or a key
+        // that does not open them), its seq says nothing of the saves it lacks.
         let end = commits.count - count
-        if other.holdsSession,
+        if other.holdsSession, other.damaged.isEmpty,
             let first = commits.indices[max(0, end - Limits.maxSavesInFlight)..<end].first(where: {
                 commits[$0].browsers & otherBit != 0 && commits[$0].seq > otherSeq
             })

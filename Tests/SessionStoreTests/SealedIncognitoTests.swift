@@ -92,6 +92,33 @@ import Testing
         }
     }
 
+    /// A key under the window's name that does not open its files (one made after the root was
+    /// mounted again, under its new device number): the sealed files are set aside as damage,
+    /// and a save that named both Browsers stays in the regular one. It was left out before,
+    /// as if a kill had cut it from incognito, and the regular tab was lost.
+    @Test func aKeyThatDoesNotOpenTheSessionLeavesTheRegularSavesStanding() throws {
+        try withTemporaryDirectory { root in
+            let id = UUID()
+            defer { try? keys(root, id).revoke() }
+            let store = window(root, id)
+            _ = try store.recover()
+            let incognito = store.incognito
+            try store.apply(seq: 1) {
+                try store.regular.webStateList.insert(tab(store.regular.profile, Self.regularURL))
+                try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[0]))
+            }
+            try store.waitUntilDurable(1)
+            let regular = try TabListContents(store.regular.webStateList, realizing: true)
+            try keys(root, id).revoke()
+            _ = try keys(root, id).key()
+            let again = window(root, id)
+            let recovery = try again.recover()
+            #expect(!recovery.incognito.damaged.isEmpty, "the files the key does not open are damage: \(recovery.incognito)")
+            #expect(recovery.seq == 1 && recovery.regular.damaged.isEmpty)
+            #expect(try TabListContents(again.regular.webStateList, realizing: true) == regular, "the acknowledged regular tab")
+        }
+    }
+
     @Test func closingTheLastIncognitoTabDeletesTheFilesAndRevokesTheKey() throws {
         try withTemporaryDirectory { root in
             let id = UUID()
