@@ -94,8 +94,8 @@ import Testing
 
     /// A key under the window's name that does not open its files (one made after the root was
     /// mounted again, under its new device number): the sealed files are set aside as damage,
-    /// and a save that named both Browsers stays in the regular one. It was left out before,
-    /// as if a kill had cut it from incognito, and the regular tab was lost.
+    /// and a save that named both Browsers stays in the regular one (no kill cut it from
+    /// incognito: its files just do not say).
     @Test func aKeyThatDoesNotOpenTheSessionLeavesTheRegularSavesStanding() throws {
         try withTemporaryDirectory { root in
             let id = UUID()
