@@ -169,7 +169,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "BrowserModel", "IOUring", "SessionStore",
+                "BrowserModel", "IOUring", "SessionStore", "SessionKeys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/TestSupport"

@@ -186,6 +186,15 @@ int wh_key_unlink_from_thread(wh_key_serial key) {
     return (int)syscall(SYS_keyctl, KEYCTL_UNLINK, key, KEY_SPEC_THREAD_KEYRING);
 }
 
+long wh_key_list_user(wh_key_serial *serials, size_t capacity) {
+    long bytes = syscall(SYS_keyctl, KEYCTL_READ, KEY_SPEC_USER_KEYRING, serials, capacity * sizeof(wh_key_serial));
+    return bytes < 0 ? bytes : bytes / (long)sizeof(wh_key_serial);
+}
+
+long wh_key_describe(wh_key_serial key, char *buffer, size_t capacity) {
+    return syscall(SYS_keyctl, KEYCTL_DESCRIBE, key, buffer, capacity);
+}
+
 int wh_pidfd_reap(int pidfd, int *code, int *signaled) {
     siginfo_t info;
     memset(&info, 0, sizeof info);

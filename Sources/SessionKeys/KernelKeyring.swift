@@ -112,6 +112,10 @@ public struct KernelKeyring: Sendable {
 
     private func revoke(description: String) throws(KeyringError) {
         guard let serial = try search(description) else { return }
+        try revoke(serial: serial)
+    }
+
+    private func revoke(serial: wh_key_serial) throws(KeyringError) {
         if wh_key_revoke(serial) != 0 {
             // Revoked by another process since the search: gone already, still to unlink.
             let errno = Errno(rawValue: Glibc.errno)
@@ -121,6 +125,71 @@ public struct KernelKeyring: Sendable {
         if wh_key_unlink_from_user(serial) != 0 {
             let errno = Errno(rawValue: Glibc.errno)
             if errno != .noSuchFileOrDirectory, !Self.isGone(errno) { throw KeyringError(call: .unlink, errno: errno) }
+        }
+    }
+
+    /// Revokes and unlinks every key and record of the root with device `rootDevice` and inode
+    /// `rootInode` (`WindowKeyName.rootPrefix`): for a root being deleted, whose keys would
+    /// otherwise stay in the user keyring until reboot, and name a new root that gets the same
+    /// device and inode. Returns how many went.
+    @discardableResult
+    public func revokeEveryKey(rootDevice: UInt64, rootInode: UInt64) throws(KeyringError) -> Int {
+        let prefix = WindowKeyName.rootPrefix(rootDevice: rootDevice, rootInode: rootInode)
+        var revoked = 0
+        for serial in try userKeys() {
+            guard let description = try userKeyDescription(serial), description.hasPrefix(prefix) else { continue }
+            try revoke(serial: serial)
+            revoked += 1
+        }
+        return revoked
+    }
+
+    /// `revokeEveryKey` of the root at `root` as it is now (`lstat`: a symlink is never
+    /// followed); none when nothing is there.
+    @discardableResult
+    public func revokeEveryKey(ofRootAt root: String) throws(KeyringError) -> Int {
+        var status = stat()
+        guard lstat(root, &status) == 0 else { return 0 }
+        return try revokeEveryKey(rootDevice: UInt64(status.st_dev), rootInode: UInt64(status.st_ino))
+    }
+
+    /// The serials of the keys the user keyring holds now.
+    private func userKeys() throws(KeyringError) -> [wh_key_serial] {
+        var capacity = 64
+        while true {
+            var count = 0
+            let serials = [wh_key_serial](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+                count = wh_key_list_user(buffer.baseAddress, buffer.count)
+                initialized = (0...capacity).contains(count) ? count : 0
+            }
+            if count < 0 { throw KeyringError(call: .list, errno: Errno(rawValue: Glibc.errno)) }
+            if count <= capacity { return serials }
+            // Keys came meanwhile: read again with room for them.
+            capacity = count
+        }
+    }
+
+    /// The description of `serial` when it is a `user` key, nil for another type or a key gone
+    /// since the listing (or not ours to describe).
+    private func userKeyDescription(_ serial: wh_key_serial) throws(KeyringError) -> String? {
+        var capacity = 256
+        while true {
+            var length = 0
+            let bytes = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+                length = buffer.baseAddress.map { wh_key_describe(serial, $0, buffer.count) } ?? -1
+                initialized = (1...capacity).contains(length) ? length - 1 : 0
+            }
+            if length < 0 {
+                let errno = Errno(rawValue: Glibc.errno)
+                if Self.isGone(errno) || errno == .permissionDenied { return nil }
+                throw KeyringError(call: .list, errno: errno)
+            }
+            if length <= capacity {
+                // `type;uid;gid;perm;description`: the description is the rest after the fourth `;`.
+                let fields = String(decoding: bytes, as: UTF8.self).split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+                return fields.count == 5 && fields[0] == "user" ? String(fields[4]) : nil
+            }
+            capacity = length
         }
     }
 

@@ -19,6 +19,8 @@ public enum KeyringCall: String, Sendable {
     case unlink = "keyctl(KEYCTL_UNLINK)"
     /// `keyctl(KEYCTL_UPDATE)` of a session directory's key record.
     case update = "keyctl(KEYCTL_UPDATE)"
+    /// `keyctl(KEYCTL_READ)` of the user keyring itself: the keys it holds.
+    case list = "keyctl(KEYCTL_READ) of the user keyring"
 }
 
 /// Why a window's key could not be found, made or revoked. No case carries key bytes.

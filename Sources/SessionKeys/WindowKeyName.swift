@@ -34,7 +34,10 @@ public struct WindowKeyName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The key's description in the keyring (it names the key, never holds its bytes).
-    public var description: String { "\(Self.prefix)\(rootDevice):\(rootInode):\(window.uuidString)" }
+    public var description: String { "\(Self.rootPrefix(rootDevice: rootDevice, rootInode: rootInode))\(window.uuidString)" }
+
+    /// What the description of every key and record of one root starts with.
+    public static func rootPrefix(rootDevice: UInt64, rootInode: UInt64) -> String { "\(prefix)\(rootDevice):\(rootInode):" }
 }
 
 /// The name of the key record that goes with one session directory (a window's directory, or
@@ -67,7 +70,7 @@ public struct SessionKeyName: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(WindowKeyName.prefix)\(rootDevice):\(rootInode):session:\(directoryDevice):\(directoryInode)"
+        "\(WindowKeyName.rootPrefix(rootDevice: rootDevice, rootInode: rootInode))session:\(directoryDevice):\(directoryInode)"
     }
 }
 

@@ -36,7 +36,12 @@ struct DemoCommand: ParsableCommand {
 
     func run() throws {
         let rootPath = try root.map { try PrivateFiles.checkedRootOrExit(FilePath($0)) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
-        defer { if root == nil { try? FileManager.default.removeItem(atPath: rootPath.string) } }
+        defer {
+            if root == nil {
+                PrivateFiles.forgetTemporaryRootKeys(rootPath)
+                try? FileManager.default.removeItem(atPath: rootPath.string)
+            }
+        }
         let engine = try io.makeEngine()
         let window = UUID()
         print("windowhost demo (seed \(seed), engine \(engine.name), save delay \(saveDelay) ms): window \(window.uuidString) under \(rootPath)")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import IOUring
+import SessionKeys
 import SystemPackage
 
 /// Files and directories the host creates are private to its user: directories 0700, files 0600.
@@ -18,6 +19,14 @@ enum PrivateFiles {
     }
 
     /// Creates `path` and its missing parents, each 0700 whatever the umask.
+    /// Revokes the keys of a root this program made for one run, before it is deleted: they
+    /// are named by the root's device and inode, so they would outlive its files in the user
+    /// keyring and name the next root given the same inode. Best effort: the run's outcome is
+    /// what it reports.
+    static func forgetTemporaryRootKeys(_ root: FilePath) {
+        _ = try? KernelKeyring().revokeEveryKey(ofRootAt: root.string)
+    }
+
     static func makeDirectories(_ path: FilePath) throws {
         var current = path.root.map { FilePath(root: $0) } ?? FilePath()
         for component in path.components {

@@ -111,6 +111,8 @@ struct StressCampaignCommand: ParsableCommand {
         if hostile {
             mounted = try HostileFilesystem.prepare(rootPath)
         }
+        // Before the unmount: the keys are named by the root as the campaign saw it.
+        defer { if temporary { PrivateFiles.forgetTemporaryRootKeys(rootPath) } }
         var options = CampaignOptions(
             root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())

@@ -8,13 +8,15 @@ import Testing
 
 /// The control server without a supervisor or a worker: real sockets in this process, the
 /// clock passed in, so eviction, timeouts and slow readers are seen turn by turn.
-@Suite struct ControlServerTests {
+@Suite final class ControlServerTests {
     let directory: String
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("control-server-\(UUID().uuidString.prefix(8))").path
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-control-server-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     var path: FilePath { FilePath(directory + "/ctl.sock") }
 

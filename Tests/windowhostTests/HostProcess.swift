@@ -213,7 +213,8 @@ func boundSocket(_ path: String, listening backlog: Int32? = nil) throws -> Int3
 }
 
 func removeHostFiles(_ root: URL) {
-    for url in [root, root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
+    removeTestRoot(root.path)
+    for url in [root.appendingPathExtension("stdout"), root.appendingPathExtension("stderr")] {
         try? FileManager.default.removeItem(at: url)
     }
 }

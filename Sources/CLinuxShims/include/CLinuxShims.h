@@ -173,6 +173,13 @@ int wh_key_revoke(wh_key_serial key);
 int wh_key_unlink_from_user(wh_key_serial key);
 /// Unlinks the key from the calling thread's keyring (`KEYCTL_UNLINK`). 0, or -1 with errno.
 int wh_key_unlink_from_thread(wh_key_serial key);
+/// The serials of the keys linked in the user keyring (`KEYCTL_READ` of
+/// `KEY_SPEC_USER_KEYRING`), up to `capacity` of them into `serials`. How many it holds (which
+/// may exceed `capacity`), or -1 with errno.
+long wh_key_list_user(wh_key_serial *serials, size_t capacity);
+/// `keyctl(KEYCTL_DESCRIBE)`: `type;uid;gid;perm;description` with its NUL, up to `capacity`
+/// bytes into `buffer`. The whole length (which may exceed `capacity`), or -1 with errno.
+long wh_key_describe(wh_key_serial key, char *buffer, size_t capacity);
 
 /// Makes `add_key` and `keyctl` fail with `errno_value` for the calling thread (and threads it
 /// creates later) through a seccomp filter, as a sandbox that refuses the keyring does. Sets the
