@@ -248,7 +248,7 @@ extension ControlCommand {
 
     struct Activate: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Make a tab the active one, stamping its last-active time (realized if its scene is in the foreground).")
+            abstract: "Make a tab the active one, stamping its last-active time (realized if its scene is in the foreground); activating the active tab changes nothing.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
