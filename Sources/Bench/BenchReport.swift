@@ -116,8 +116,8 @@ public struct BenchReport: Codable, Sendable {
             target("uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
             target("uring large saves/s, 1 window, over rewrite", "≥ 1.5", savesRatio(.large, 1, .rewrite), { $0 >= 1.5 }),
             target("uring large saves/s at 8 windows over rewrite", "≥ 1.5", savesRatio(.large, 8, .rewrite), { $0 >= 1.5 }),
-            target("CPU per small save, 1 window, whole machine: uring over floor", "≤ 1.25", machineCPURatio(over: .floor), { $0 <= 1.25 }),
-            target("CPU per small save, 1 window, whole machine: uring over sync", "≤ 0.7", machineCPURatio(over: .sync), { $0 <= 0.7 }),
+            target("CPU per small save, 1 window, saving process + kernel threads: uring over floor", "≤ 1.25", cpuRatio(over: .floor), { $0 <= 1.25 }),
+            target("CPU per small save, 1 window, saving process + kernel threads: uring over sync", "≤ 0.7", cpuRatio(over: .sync), { $0 <= 0.7 }),
         ]
         for windows in Set(openLoop.map(\.windows)).sorted() {
             targets.append(
@@ -138,9 +138,11 @@ public struct BenchReport: Codable, Sendable {
         return targets
     }
 
-    /// uring's whole-machine CPU per small save at 1 window over `other`'s.
-    private func machineCPURatio(over other: Contender) -> Double? {
-        guard let uring = row(.uring, .small, 1)?.machineCPU, let them = row(other, .small, 1)?.machineCPU, them.total > 0 else { return nil }
+    /// uring's CPU per small save at 1 window, its process's and the kernel threads', over
+    /// `other`'s: the flush a kworker completes counts, a shared machine's other work does not.
+    private func cpuRatio(over other: Contender) -> Double? {
+        guard let uring = row(.uring, .small, 1)?.withKernelThreads, let them = row(other, .small, 1)?.withKernelThreads, them.total > 0
+        else { return nil }
         return uring.total / them.total
     }
 
@@ -257,16 +259,18 @@ public struct BenchReport: Codable, Sendable {
     private var cpuLines: [String] {
         guard results.contains(where: { $0.cpu != nil }) else { return [] }
         var lines = [
-            "", "CPU per save, µs: the saving processes' user + system inside their saves; the whole machine's at 1 window "
-                + "(every CPU: kernel threads such as the flush's kworker, and anything else running)",
+            "", "CPU per save, µs: the saving processes' user + system inside their saves; at 1 window, that plus every "
+                + "kernel thread's (such as the flush's kworker), and the whole machine's (/proc/stat: anything else running too)",
             pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("user", 8) + padLeft("system", 8) + padLeft("total", 8)
-                + padLeft("machine user", 14) + padLeft("system", 8) + padLeft("total", 8),
+                + padLeft("+kthreads", 11) + padLeft("machine user", 14) + padLeft("system", 8) + padLeft("total", 8),
         ]
         for row in results {
             func cells(_ cpu: CPUPerSave?, _ widths: [Int]) -> String {
                 zip([cpu?.user, cpu?.system, cpu?.total], widths).map { value, width in padLeft(value.map { format($0, 1) } ?? "-", width) }.joined()
             }
-            lines.append(pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8) + cells(row.cpu, [8, 8, 8]) + cells(row.machineCPU, [14, 8, 8]))
+            lines.append(
+                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8) + cells(row.cpu, [8, 8, 8])
+                    + padLeft(row.withKernelThreads.map { format($0.total, 1) } ?? "-", 11) + cells(row.machineCPU, [14, 8, 8]))
         }
         return lines
     }

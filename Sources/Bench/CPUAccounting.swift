@@ -74,6 +74,50 @@ public struct MachineTicks: Sendable, Equatable {
     static var ticksPerSecond: Int { sysconf(Int32(_SC_CLK_TCK)) }
 }
 
+/// Kernel threads' time on a CPU (`/proc/<pid>/schedstat`, exact, in ns), by pid: the
+/// kworkers that complete a direct write's flush, the block layer's and the file system's
+/// threads. Unlike `/proc/stat`, it leaves out whatever else user space runs meanwhile.
+enum KernelThreads {
+    /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags.
+    static let flag: UInt64 = 0x0020_0000
+
+    /// Every kernel thread's runtime now, by pid.
+    static func runtimes() -> [Int32: UInt64] {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [:] }
+        var runtimes: [Int32: UInt64] = [:]
+        for entry in entries {
+            guard let pid = Int32(entry), let stat = FileManager.default.contents(atPath: "/proc/\(entry)/stat"),
+                isKernelThread(stat: String(decoding: stat.prefix(1024), as: UTF8.self)) == true,
+                let schedstat = FileManager.default.contents(atPath: "/proc/\(entry)/schedstat"),
+                let runtime = runtime(schedstat: String(decoding: schedstat.prefix(256), as: UTF8.self))
+            else { continue }
+            runtimes[pid] = runtime
+        }
+        return runtimes
+    }
+
+    /// Whether a `/proc/<pid>/stat` line is a kernel thread's (flags, the 9th field, counted
+    /// after the name in parentheses, which may hold spaces); nil when it is not such a line.
+    static func isKernelThread(stat text: String) -> Bool? {
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 6, let flags = UInt64(fields[6]) else { return nil }
+        return flags & flag != 0
+    }
+
+    /// The first field of `/proc/<pid>/schedstat`: ns on a CPU.
+    static func runtime(schedstat text: String) -> UInt64? { text.split(separator: " ").first.flatMap { UInt64($0) } }
+
+    /// Microseconds run between two readings: a thread that appeared counts from zero, one that
+    /// went back (a pid reused) from its new start; one that ended takes its time with it.
+    static func microseconds(from start: [Int32: UInt64], to end: [Int32: UInt64]) -> UInt64 {
+        end.reduce(0) { total, entry in
+            let before = start[entry.key] ?? 0
+            return total + (entry.value >= before ? entry.value - before : entry.value) / 1000
+        }
+    }
+}
+
 /// CPU per save, in microseconds, user and system apart.
 public struct CPUPerSave: Codable, Sendable, Equatable {
     public var user: Double
@@ -93,9 +137,17 @@ public struct CPUPerSave: Codable, Sendable, Equatable {
     }
 }
 
-/// What a saving window's CPU came to: its own time inside the saves, and the machine's over
-/// the same stretch.
+/// What a saving window's CPU came to: its own time inside the saves, and the machine's and
+/// the kernel threads' over the same stretch.
 struct CPUMeter {
+    struct Reading {
+        var saving: CPUTime
+        var machine: CPUTime?
+        /// Microseconds.
+        var kernelThreads: UInt64
+    }
+
+    private let kernelStart = KernelThreads.runtimes()
     private let processStart = CPUTime.ofThisProcess()
     private let machineStart = MachineTicks.now()
     private var saving = CPUTime.zero
@@ -104,13 +156,17 @@ struct CPUMeter {
     mutating func saveBegins() { saveStart = CPUTime.ofThisProcess() }
     mutating func saveEnds() { saving = saving + (CPUTime.ofThisProcess() - saveStart) }
 
-    /// The process's time inside the saves, and the machine's busy time since the meter was
-    /// made less what this process spent outside the saves (preparing changes, timing them):
-    /// nil for the machine where `/proc/stat` cannot be read.
-    func finish() -> (saving: CPUTime, machine: CPUTime?) {
+    /// The process's time inside the saves; the machine's busy time since the meter was made
+    /// less what this process spent outside the saves (preparing changes, timing them), nil
+    /// where `/proc/stat` cannot be read; the kernel threads' time.
+    func finish() -> Reading {
         let process = CPUTime.ofThisProcess() - processStart
-        guard let machineStart, let machineEnd = MachineTicks.now() else { return (saving, nil) }
-        return (saving, Self.machine(machineEnd.since(machineStart, ticksPerSecond: MachineTicks.ticksPerSecond), process: process, saving: saving))
+        let machineEnd = MachineTicks.now()
+        let kernelThreads = KernelThreads.microseconds(from: kernelStart, to: KernelThreads.runtimes())
+        let machine = machineStart.flatMap { start in
+            machineEnd.map { Self.machine($0.since(start, ticksPerSecond: MachineTicks.ticksPerSecond), process: process, saving: saving) }
+        }
+        return Reading(saving: saving, machine: machine, kernelThreads: kernelThreads)
     }
 
     /// The machine's busy time less the part of `process` that was not saving.

@@ -22,6 +22,9 @@ public struct WorkerResult: Codable, Sendable {
     /// its saves; nil when not measured (open loop, no `/proc/stat`). Only a lone window's is
     /// its own: with several, each one's overlaps the others'.
     public var machineCPU: CPUTime?
+    /// Kernel threads' time while this window saved, in µs (closed loop only; a lone window's
+    /// is its own, as for `machineCPU`).
+    public var kernelThreadsCPU: UInt64 = 0
     /// The store's durable writes (saves completed) within the seconds: open loop only.
     public var writes: UInt64 = 0
 
@@ -33,6 +36,7 @@ public struct WorkerResult: Codable, Sendable {
         let isEmpty = saves == 0 && seconds == 0
         machineCPU = isEmpty ? other.machineCPU : machineCPU.flatMap { mine in other.machineCPU.map { mine + $0 } }
         cpu = cpu + other.cpu
+        kernelThreadsCPU += other.kernelThreadsCPU
         writes += other.writes
         saves += other.saves
         bytes += other.bytes
@@ -73,7 +77,8 @@ public struct WorkerResult: Codable, Sendable {
         // cost, not the contender's.
         result.seconds = Double(busy) / 1e9
         result.bytes = workload.bytesWritten - bytesBefore
-        (result.cpu, result.machineCPU) = meter.finish()
+        let reading = meter.finish()
+        (result.cpu, result.machineCPU, result.kernelThreadsCPU) = (reading.saving, reading.machine, reading.kernelThreads)
         return result
     }
 }
@@ -99,13 +104,19 @@ public struct SaveResult: Codable, Sendable, Equatable {
     public var savesOverRewrite: Double?
     /// The saving processes' CPU per save, inside the saves.
     public var cpu: CPUPerSave?
-    /// The whole machine's CPU per save, kernel threads included: at 1 window only.
+    /// The whole machine's CPU per save, kernel threads and anything else running included:
+    /// at 1 window only.
     public var machineCPU: CPUPerSave?
+    /// The saving process's CPU per save plus the kernel threads' (all system time): what a
+    /// save costs, its flush's kworker included, without the rest of a shared machine. At 1
+    /// window only.
+    public var withKernelThreads: CPUPerSave?
 
     enum CodingKeys: String, CodingKey {
         case engine, windows, size, saves, curve
         case cpu = "cpu_per_save"
         case machineCPU = "machine_cpu_per_save"
+        case withKernelThreads = "with_kernel_threads_cpu_per_save"
         case p99OverFloor = "p99_x_floor"
         case savesOverRewrite = "saves_x_rewrite"
         case savesPerSecond = "saves_per_s"
@@ -132,7 +143,9 @@ public struct SaveResult: Codable, Sendable, Equatable {
         max = latency.totalCount > 0 ? latency.maxRecorded : 0
         curve = PercentilePoint.curve(of: latency)
         cpu = CPUPerSave(workers.reduce(CPUTime.zero) { $0 + $1.cpu }, saves: saves)
-        machineCPU = windows == 1 && workers.count == 1 ? workers[0].machineCPU.flatMap { CPUPerSave($0, saves: saves) } : nil
+        let lone = windows == 1 && workers.count == 1 ? workers.first : nil
+        machineCPU = lone?.machineCPU.flatMap { CPUPerSave($0, saves: saves) }
+        withKernelThreads = lone.flatMap { CPUPerSave($0.cpu + CPUTime(user: 0, system: $0.kernelThreadsCPU), saves: saves) }
     }
 }
 

@@ -29,6 +29,7 @@ import Testing
             let cpu = result["cpu_per_save"] as? [String: Double]
             #expect((cpu?["user_us"] ?? 0) + (cpu?["system_us"] ?? 0) > 0, "\(result)")
             #expect((result["machine_cpu_per_save"] is [String: Double]) == (result["windows"] as? Int == 1), "\(result)")
+            #expect((result["with_kernel_threads_cpu_per_save"] is [String: Double]) == (result["windows"] as? Int == 1), "\(result)")
             #expect((result["p50_us"] as? Int ?? 0) > 0 && (result["max_us"] as? Int ?? 0) >= (result["p99_us"] as? Int ?? .max))
         }
         let floor = try #require(object["floor"] as? [String: Any])
