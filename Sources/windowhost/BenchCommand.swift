@@ -33,7 +33,7 @@ struct BenchCommand: ParsableCommand {
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window.")
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window; fio 2 s per case.")
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
