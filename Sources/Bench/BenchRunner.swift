@@ -59,9 +59,7 @@ public enum BenchRunner {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
-        let fio = FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { index, what in
-            progress(1 + index, plan.stepCount, what)
-        }
+        let fio = FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { progress(1 + $0, plan.stepCount, $1) }
         var results: [SaveResult] = []
         var done = plan.fioCases.count
         // Window counts outermost, then rounds, contenders innermost: the disk of a shared

@@ -183,7 +183,11 @@ public enum FioBench {
         if status & 0x7F != 0 { throw .killed(signal: status & 0x7F) }
         let code = (status >> 8) & 0xFF
         guard code == 0 else { throw .exited(status: code, message: firstLine(of: errors)) }
-        guard let data = try? Data(contentsOf: URL(fileURLWithPath: output.string)) else { throw .malformed("no output") }
+        // One byte past what `parse` takes is enough for it to refuse the output.
+        guard let handle = FileHandle(forReadingAtPath: output.string), let data = try? handle.read(upToCount: maxOutputBytes + 1) else {
+            throw .malformed("no output")
+        }
+        try? handle.close()
         return data
     }
 

@@ -106,7 +106,7 @@ private func spin(microseconds: UInt64) {
             func save() throws { spin(microseconds: 2000) }
         }
         let result = WorkerResult.measure(Burner(), seconds: 0.3)
-        #expect(result.saves >= 5)
+        #expect(result.saves >= 1, "at least one save, however busy the machine")
         let perSave = try #require(CPUPerSave(result.cpu, saves: result.saves))
         // The process's time counts every thread: tests running beside this one on the other
         // core may add up to a core's worth, never the 20 ms each preparation burns.
