@@ -120,7 +120,8 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostCoordination", "Supervisor", "Stress", "CLinuxShims",
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "Supervisor", "Stress",
+                "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -203,7 +204,9 @@ let package = Package(
         .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor"]),
         .testTarget(
             name: "BenchTests",
-            dependencies: ["Bench", "SessionStore", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Bench", "SessionStore", "HostLimits", .product(name: "SystemPackage", package: "swift-system")],
+            // fio's JSON output captured on this machine, read from its path (#filePath).
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "HostCoordinationTests",

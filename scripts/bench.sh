@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full benchmark against a release build: floor, uring, sync and rewrite side by side with
 # 1, 2, 4, 8 and 16 windows saving at once, small and large saves; restore of a 10,000-tab
-# window; round trips through shared memory, a socket and ctl. Prints the table and writes
+# window; round trips through shared memory, a socket and ctl; fio as the outside referee (Debian's
+# fio, installed when missing). Prints the table and writes
 # bench-results/bench-UTC.json and .html. Then the package-benchmark suites, checked against
 # the static thresholds in Benchmarks/Thresholds (exit non-zero on a regression), unless
 # SKIP_PACKAGE_BENCHMARKS=1. Files go to BENCH_DIR (default: the state directory's parent):
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_swift
-ensure_packages /usr/include/liburing.h:liburing-dev
+ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/fio:fio
 
 swift build -c release --product windowhost >&2
 mkdir -p bench-results

@@ -7,9 +7,10 @@ ensure_swift
 # gdb: HostileWorkerTests makes a worker fork through it, as a compromised one would.
 # chromium and promtool (prometheus): HTTPStatusProcessTests loads the dashboard in a real
 # browser and checks /metrics with Prometheus's own parser. bindfs: DeadFileSystemProcessTests
-# puts a root on a real FUSE file system and kills its daemon.
+# puts a root on a real FUSE file system and kills its daemon. fio: FioRunTests runs the bench's
+# outside referee for real.
 ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/gdb:gdb /usr/bin/python3:python3 \
-  /usr/bin/chromium:chromium /usr/bin/promtool:prometheus /usr/bin/bindfs:bindfs
+  /usr/bin/chromium:chromium /usr/bin/promtool:prometheus /usr/bin/bindfs:bindfs /usr/bin/fio:fio
 
 # Our own code builds without a warning (dependencies' warnings are theirs). A warning is only
 # printed when its file compiles, which on a clean clone is every file.

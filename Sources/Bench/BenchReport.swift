@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 
 /// Everything one `windowhost bench` run measured, on one disk, side by side.
 public struct BenchReport: Codable, Sendable {
@@ -18,6 +19,8 @@ public struct BenchReport: Codable, Sendable {
         public var measured: Double?
         public var goal: String
         public var met: Bool?
+        /// Why it was not measured, or missed without a figure (fio missing or failed).
+        public var note: String?
     }
 
     public var date: String
@@ -33,10 +36,15 @@ public struct BenchReport: Codable, Sendable {
     /// Points of the open-loop curves, per engine and window count, rates ascending.
     public var openLoop: [OpenLoopResult]
     public var firstSave: FirstSaveResult?
+    /// The outside referee's cases, in `FioBench.cases`' order (empty when fio did not run).
+    public var fio: [FioResult]
+    /// Why fio did not run at all (not on PATH, no place for its files); nil when it ran.
+    public var fioProblem: String?
     public var targets: [Target] = []
 
     enum CodingKeys: String, CodingKey {
-        case date, machine, directory, floor, results, restore, coordination, targets, device
+        case date, machine, directory, floor, results, restore, coordination, targets, device, fio
+        case fioProblem = "fio_problem"
         case secondsPerCase = "seconds_per_case"
         case openLoop = "open_loop"
         case firstSave = "first_save"
@@ -45,7 +53,7 @@ public struct BenchReport: Codable, Sendable {
     public init(
         date: String, machine: String, directory: String, secondsPerCase: Double, results: [SaveResult],
         restore: RestoreResult?, coordination: CoordinationResult?, device: DeviceResult? = nil, openLoop: [OpenLoopResult] = [],
-        firstSave: FirstSaveResult? = nil
+        firstSave: FirstSaveResult? = nil, fio: [FioResult] = [], fioProblem: String? = nil
     ) {
         self.date = date
         self.machine = machine
@@ -56,6 +64,8 @@ public struct BenchReport: Codable, Sendable {
         self.device = device
         self.openLoop = openLoop
         self.firstSave = firstSave
+        self.fio = fio
+        self.fioProblem = fioProblem
         self.results = results.map { row in
             var row = row
             if let floor = Self.row(in: results, .floor, row.size, row.windows), floor.p99 > 0 {
@@ -106,6 +116,8 @@ public struct BenchReport: Codable, Sendable {
             target("uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
             target("uring large saves/s, 1 window, over rewrite", "≥ 1.5", savesRatio(.large, 1, .rewrite), { $0 >= 1.5 }),
             target("uring large saves/s at 8 windows over rewrite", "≥ 1.5", savesRatio(.large, 8, .rewrite), { $0 >= 1.5 }),
+            target("CPU per small save, 1 window, saving process + kernel threads: uring over floor", "≤ 1.25", cpuRatio(over: .floor), { $0 <= 1.25 }),
+            target("CPU per small save, 1 window, saving process + kernel threads: uring over sync", "≤ 0.7", cpuRatio(over: .sync), { $0 <= 0.7 }),
         ]
         for windows in Set(openLoop.map(\.windows)).sorted() {
             targets.append(
@@ -114,6 +126,7 @@ public struct BenchReport: Codable, Sendable {
                     "≤ 0.8", openLoopRatio(windows: windows), { $0 <= 0.8 }))
         }
         targets += [
+            saturationTarget(),
             target("first save of a fresh window over a steady small save, uring p50", "≤ 2", firstSaveRatio(.uring, firstSave?.uring.p50), { $0 <= 2 }),
             target("first save of a fresh window over a steady small save, sync p50", "≤ 2", firstSaveRatio(.sync, firstSave?.sync.p50), { $0 <= 2 }),
             target("restore, warm: eager time over unrealized time", "≥ 10", restore?.speedup, { $0 >= 10 }),
@@ -123,6 +136,39 @@ public struct BenchReport: Codable, Sendable {
                 coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 }),
         ]
         return targets
+    }
+
+    /// uring's CPU per small save at 1 window, its process's and the kernel threads', over
+    /// `other`'s: the flush a kworker completes counts, a shared machine's other work does not.
+    private func cpuRatio(over other: Contender) -> Double? {
+        guard let uring = row(.uring, .small, 1)?.withKernelThreads, let them = row(other, .small, 1)?.withKernelThreads, them.total > 0
+        else { return nil }
+        return uring.total / them.total
+    }
+
+    /// uring's durable writes/s at the highest rate the open loop offered one window, over fio
+    /// io_uring's with 1 job at the store's depth: missed without fio's figure, not measured
+    /// when uring was not saturated there (it kept up, with under 2 commands a write).
+    func saturationTarget() -> Target {
+        let depth = Limits.maxSavesInFlight
+        let name = "open loop, 1 window, at saturation: uring durable writes/s over fio io_uring's at depth \(depth)"
+        let goal = "≥ 0.5"
+        let referee = fio.first { $0.engine == "io_uring" && $0.jobs == 1 && $0.depth == depth }
+        guard let refereeRate = referee?.writesPerSecond, refereeRate > 0 else {
+            let why = fioProblem ?? referee?.failure ?? "fio did not run io_uring at depth \(depth)"
+            return Target(name: name, measured: nil, goal: goal, met: false, note: why)
+        }
+        let points = openLoop.filter { $0.engine == Contender.uring.rawValue && $0.windows == 1 }
+        guard let top = points.max(by: { $0.offeredPerSecond < $1.offeredPerSecond }) else {
+            return Target(name: name, measured: nil, goal: goal, met: nil, note: "no open-loop point of uring at 1 window")
+        }
+        guard top.writesPerSecond > 0, !top.keptUp || top.achievedPerSecond >= 2 * top.writesPerSecond else {
+            return Target(
+                name: name, measured: nil, goal: goal, met: nil,
+                note: "uring not saturated at \(format(top.offeredPerSecond, 0)) commands/s (\(format(top.writesPerSecond, 0)) writes/s)")
+        }
+        let ratio = top.writesPerSecond / refereeRate
+        return Target(name: name, measured: ratio, goal: goal, met: ratio >= 0.5)
     }
 
     /// uring's p99 over sync's at the highest offered rate where both made ≥ 95 % of the
@@ -164,16 +210,18 @@ public struct BenchReport: Codable, Sendable {
                 "floor and device writes: \(device.method); device alone, p50: a one-block direct write \(device.writeP50) µs, "
                     + "a flush of an unchanged file \(device.flushP50) µs")
         }
+        lines += cpuLines + fioLines
         if !openLoop.isEmpty {
             lines.append("")
             lines.append("open loop (small commands at a fixed rate per window, arrival → durable)")
             lines.append(
-                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12) + padLeft("p50 µs", 9)
-                    + padLeft("p99 µs", 9))
+                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12) + padLeft("writes/s", 10)
+                    + padLeft("p50 µs", 9) + padLeft("p99 µs", 9))
             for point in openLoop {
                 lines.append(
                     pad(point.engine, 8) + padLeft("\(point.windows)", 8) + padLeft(format(point.offeredPerSecond, 0), 11)
-                        + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12) + padLeft("\(point.p50)", 9)
+                        + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12)
+                        + padLeft(format(point.writesPerSecond, 0), 10) + padLeft("\(point.p50)", 9)
                         + padLeft("\(point.p99)", 9))
             }
             lines.append("(* under 95 % of the offered rate made durable: not kept up)")
@@ -201,10 +249,53 @@ public struct BenchReport: Codable, Sendable {
         lines.append("")
         lines.append("targets")
         for target in targets {
-            let verdict = target.met.map { $0 ? "met" : "MISSED" } ?? "not measured"
+            let verdict = (target.met.map { $0 ? "met" : "MISSED" } ?? "not measured") + (target.note.map { " (\($0))" } ?? "")
             lines.append("  \(target.name): \(target.measured.map { format($0, 2) } ?? "-") (goal \(target.goal)): \(verdict)")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// Each row's CPU per save: the saving processes', and the whole machine's at 1 window.
+    private var cpuLines: [String] {
+        guard results.contains(where: { $0.cpu != nil }) else { return [] }
+        var lines = [
+            "", "CPU per save, µs: the saving processes' user + system inside their saves; at 1 window, that plus every "
+                + "kernel thread's (such as the flush's kworker), and the whole machine's (/proc/stat: anything else running too)",
+            pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("user", 8) + padLeft("system", 8) + padLeft("total", 8)
+                + padLeft("+kthreads", 11) + padLeft("machine user", 14) + padLeft("system", 8) + padLeft("total", 8),
+        ]
+        for row in results {
+            func cells(_ cpu: CPUPerSave?, _ widths: [Int]) -> String {
+                zip([cpu?.user, cpu?.system, cpu?.total], widths).map { value, width in padLeft(value.map { format($0, 1) } ?? "-", width) }.joined()
+            }
+            lines.append(
+                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8) + cells(row.cpu, [8, 8, 8])
+                    + padLeft(row.withKernelThreads.map { format($0.total, 1) } ?? "-", 11) + cells(row.machineCPU, [14, 8, 8]))
+        }
+        return lines
+    }
+
+    /// fio's cases beside the floor's small saves at as many windows as fio had jobs.
+    private var fioLines: [String] {
+        if let fioProblem { return ["", "fio, the outside referee: not run: \(fioProblem)"] }
+        guard !fio.isEmpty else { return [] }
+        var lines = [
+            "",
+            "fio, the outside referee: sequential \(fio.compactMap(\.block).first.map { "\($0) B" } ?? "block") writes, O_DIRECT, each "
+                + "O_DSYNC, into pre-written files, a file per job; latency submission → completion",
+            pad("engine", 10) + padLeft("jobs", 6) + padLeft("depth", 7) + padLeft("writes/s", 10) + padLeft("p50 µs", 9) + padLeft("p99 µs", 9)
+                + padLeft("floor saves/s", 15),
+        ]
+        for row in fio {
+            let start = pad(row.engine, 10) + padLeft("\(row.jobs)", 6) + padLeft("\(row.depth)", 7)
+            guard let writes = row.writesPerSecond, let p50 = row.p50, let p99 = row.p99 else {
+                lines.append(start + "  failed: \(row.failure ?? "no figures")")
+                continue
+            }
+            let floor = self.row(.floor, .small, row.jobs).map { format($0.savesPerSecond, 0) } ?? "-"
+            lines.append(start + padLeft(format(writes, 0), 10) + padLeft("\(p50)", 9) + padLeft("\(p99)", 9) + padLeft(floor, 15))
+        }
+        return lines
     }
 
     public func json() throws -> Data {

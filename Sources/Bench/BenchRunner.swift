@@ -25,21 +25,25 @@ public struct BenchPlan: Sendable {
     public var firstSaves = 20
     /// Timed writes, and timed flushes, of the device measurement.
     public var deviceIterations: Int
+    /// The outside referee's cases (when fio is on PATH), each run this long.
+    public var fioCases = FioBench.cases
+    public var fioSeconds: Double
 
     public static let full = BenchPlan(
         windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500,
-        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000], openLoopSeconds: 2, deviceIterations: 1000)
+        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000], openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
     /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
     /// open-loop sweep.
     public static let quick = BenchPlan(
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
-        openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500)
+        openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
 
     public var caseCount: Int { windows.count * sizes.reduce(0) { count, size in count + contenders.filter(size.applies).count } }
 
-    /// The steps a run shows progress by: the device measurement, each round of each case,
-    /// each open-loop point (at most: the sweep may stop early), first saves, restore, round trips.
-    public var stepCount: Int { 1 + caseCount * rounds + openLoopSteps + 3 }
+    /// The steps a run shows progress by: the device measurement, each fio case, each round of
+    /// each case, each open-loop point (at most: the sweep may stop early), first saves,
+    /// restore, round trips.
+    public var stepCount: Int { 1 + fioCases.count + caseCount * rounds + openLoopSteps + 3 }
     var openLoopSteps: Int { openLoopWindows.count * openLoopRates.count * Self.openLoopContenders.count }
     /// The store engines the open loop compares, uring first.
     static let openLoopContenders: [Contender] = [.uring, .sync]
@@ -55,8 +59,9 @@ public enum BenchRunner {
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
+        let fio = FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { progress(1 + $0, plan.stepCount, $1) }
         var results: [SaveResult] = []
-        var done = 0
+        var done = plan.fioCases.count
         // Window counts outermost, then rounds, contenders innermost: the disk of a shared
         // machine drifts over minutes, so every contender gets a share of each stretch of it,
         // and the rows compared with each other ran seconds apart.
@@ -68,7 +73,7 @@ public enum BenchRunner {
                         done += 1
                         progress(
                             done, plan.stepCount,
-                            "case \(done)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
+                            "case \(done - plan.fioCases.count)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
                                 + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
                         let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
                         defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
@@ -93,10 +98,11 @@ public enum BenchRunner {
                 }
             }
         }
+        let beforeOpenLoop = 1 + plan.fioCases.count + plan.caseCount * plan.rounds
         let openLoop = try runOpenLoop(plan, executable: executable, directory: directory) { step, what in
-            progress(1 + plan.caseCount * plan.rounds + step, plan.stepCount, what)
+            progress(beforeOpenLoop + step, plan.stepCount, what)
         }
-        let afterOpenLoop = 1 + plan.caseCount * plan.rounds + plan.openLoopSteps
+        let afterOpenLoop = beforeOpenLoop + plan.openLoopSteps
         progress(afterOpenLoop, plan.stepCount, "first save of a fresh window, \(plan.firstSaves) of each engine")
         let firstSave = try FirstSaveBench.run(repeats: plan.firstSaves, directory: directory)
         settle()
@@ -114,7 +120,7 @@ public enum BenchRunner {
         return BenchReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
             secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination, device: device,
-            openLoop: openLoop, firstSave: firstSave)
+            openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem)
     }
 
     /// The open-loop sweep: for each window count, the rates in ascending order, both store

@@ -15,6 +15,8 @@ public protocol OpenLoopWindow: AnyObject {
     func advance() throws -> UInt64
     /// Returns at `deadline` (monotonic ns) or sooner, when a save in flight finishes.
     func wait(until deadline: UInt64) throws
+    /// Durable writes (saves completed) so far: at saturation one carries many commands.
+    var writesCompleted: UInt64 { get }
 }
 
 /// Commands arriving at a fixed rate, whatever the saves do: command i arrives at
@@ -26,7 +28,7 @@ public protocol OpenLoopWindow: AnyObject {
 public enum OpenLoop {
     /// Offers `perSecond` commands a second for `seconds` to `window`, seqs from `firstSeq`.
     /// `saves` in the result: the commands made durable within the `seconds` (the achieved
-    /// rate is saves over seconds); the latency histogram holds every command offered: one
+    /// rate is saves over seconds), `writes` the saves that made them so; the latency histogram holds every command offered: one
     /// still not durable `drainSeconds` after the end counts with its wait until then, a
     /// lower bound, rather than being left out.
     public static func measure(
@@ -42,6 +44,7 @@ public enum OpenLoop {
         func seq(_ index: Int) -> UInt64 { firstSeq + UInt64(index) }
         var applied = 0
         var durable = 0
+        let writesBefore = window.writesCompleted
         do {
             while durable < offered {
                 var now = monotonicNanoseconds()
@@ -52,6 +55,7 @@ public enum OpenLoop {
                 }
                 let durableSeq = try window.advance()
                 now = monotonicNanoseconds()
+                if now <= end { result.writes = window.writesCompleted - writesBefore }
                 while durable < applied, seq(durable) <= durableSeq {
                     _ = result.latency.record(max(1, (now - arrival(durable)) / 1000))
                     if now <= end { result.saves += 1 }
@@ -101,6 +105,8 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         return store.durableSeq
     }
 
+    var writesCompleted: UInt64 { store.savesCompleted }
+
     func wait(until deadline: UInt64) throws {
         let now = monotonicNanoseconds()
         guard deadline > now else { return }
@@ -132,6 +138,8 @@ public struct OpenLoopResult: Codable, Sendable, Equatable {
     public var offeredPerSecond: Double
     /// Commands made durable per second, per window (the mean over the windows).
     public var achievedPerSecond: Double
+    /// Durable writes (saves) per second, per window (the mean over the windows).
+    public var writesPerSecond: Double
     /// Arrival → durable, over every command of every window.
     public var p50: UInt64
     public var p99: UInt64
@@ -140,6 +148,7 @@ public struct OpenLoopResult: Codable, Sendable, Equatable {
         case engine, windows
         case offeredPerSecond = "offered_per_s"
         case achievedPerSecond = "achieved_per_s"
+        case writesPerSecond = "writes_per_s"
         case p50 = "p50_us"
         case p99 = "p99_us"
     }
@@ -150,6 +159,8 @@ public struct OpenLoopResult: Codable, Sendable, Equatable {
         self.windows = windows
         self.offeredPerSecond = offeredPerSecond
         achievedPerSecond = workers.isEmpty ? 0 : workers.savesPerSecond / Double(workers.count)
+        writesPerSecond =
+            workers.isEmpty ? 0 : workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.writes) / $1.seconds : 0) } / Double(workers.count)
         p50 = latency.valueAtPercentile(50)
         p99 = latency.valueAtPercentile(99)
     }

@@ -16,11 +16,28 @@ public struct WorkerResult: Codable, Sendable {
     public var seconds: Double = 0
     public var latency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     public var failure: String?
+    /// This process's CPU inside its saves (closed loop only).
+    public var cpu = CPUTime.zero
+    /// The whole machine's busy time while this window saved, less this process's time outside
+    /// its saves; nil when not measured (open loop, no `/proc/stat`). Only a lone window's is
+    /// its own: with several, each one's overlaps the others'.
+    public var machineCPU: CPUTime?
+    /// Kernel threads' time while this window saved, in µs (closed loop only; a lone window's
+    /// is its own, as for `machineCPU`).
+    public var kernelThreadsCPU: UInt64 = 0
+    /// The store's durable writes (saves completed) within the seconds: open loop only.
+    public var writes: UInt64 = 0
 
     public init() {}
 
     /// The same window's next round added to this one.
     public mutating func add(_ other: WorkerResult) {
+        // The first round's machine time as it is; after that a round without one leaves none.
+        let isEmpty = saves == 0 && seconds == 0
+        machineCPU = isEmpty ? other.machineCPU : machineCPU.flatMap { mine in other.machineCPU.map { mine + $0 } }
+        cpu = cpu + other.cpu
+        kernelThreadsCPU += other.kernelThreadsCPU
+        writes += other.writes
         saves += other.saves
         bytes += other.bytes
         seconds += other.seconds
@@ -37,10 +54,12 @@ public struct WorkerResult: Codable, Sendable {
         let end = start + UInt64(seconds * 1e9)
         var now = start
         var busy: UInt64 = 0
+        var meter = CPUMeter()
         while now < end {
             let saveStart: UInt64
             do {
                 try workload.prepare()
+                meter.saveBegins()
                 saveStart = monotonicNanoseconds()
                 try workload.save()
             } catch {
@@ -48,6 +67,7 @@ public struct WorkerResult: Codable, Sendable {
                 break
             }
             let done = monotonicNanoseconds()
+            meter.saveEnds()
             _ = result.latency.record(max(1, (done - saveStart) / 1000))
             busy += done - saveStart
             result.saves += 1
@@ -57,6 +77,8 @@ public struct WorkerResult: Codable, Sendable {
         // cost, not the contender's.
         result.seconds = Double(busy) / 1e9
         result.bytes = workload.bytesWritten - bytesBefore
+        let reading = meter.finish()
+        (result.cpu, result.machineCPU, result.kernelThreadsCPU) = (reading.saving, reading.machine, reading.kernelThreads)
         return result
     }
 }
@@ -80,9 +102,21 @@ public struct SaveResult: Codable, Sendable, Equatable {
     public var p99OverFloor: Double?
     /// This row's saves/s over the rewrite's at the same size and windows (set by the report).
     public var savesOverRewrite: Double?
+    /// The saving processes' CPU per save, inside the saves.
+    public var cpu: CPUPerSave?
+    /// The whole machine's CPU per save, kernel threads and anything else running included:
+    /// at 1 window only.
+    public var machineCPU: CPUPerSave?
+    /// The saving process's CPU per save plus the kernel threads' (all system time): what a
+    /// save costs, its flush's kworker included, without the rest of a shared machine. At 1
+    /// window only.
+    public var withKernelThreads: CPUPerSave?
 
     enum CodingKeys: String, CodingKey {
         case engine, windows, size, saves, curve
+        case cpu = "cpu_per_save"
+        case machineCPU = "machine_cpu_per_save"
+        case withKernelThreads = "with_kernel_threads_cpu_per_save"
         case p99OverFloor = "p99_x_floor"
         case savesOverRewrite = "saves_x_rewrite"
         case savesPerSecond = "saves_per_s"
@@ -108,6 +142,10 @@ public struct SaveResult: Codable, Sendable, Equatable {
         p999 = latency.valueAtPercentile(99.9)
         max = latency.totalCount > 0 ? latency.maxRecorded : 0
         curve = PercentilePoint.curve(of: latency)
+        cpu = CPUPerSave(workers.reduce(CPUTime.zero) { $0 + $1.cpu }, saves: saves)
+        let lone = windows == 1 && workers.count == 1 ? workers.first : nil
+        machineCPU = lone?.machineCPU.flatMap { CPUPerSave($0, saves: saves) }
+        withKernelThreads = lone.flatMap { CPUPerSave($0.cpu + CPUTime(user: 0, system: $0.kernelThreadsCPU), saves: saves) }
     }
 }
 

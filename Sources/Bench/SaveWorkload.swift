@@ -226,12 +226,18 @@ final class StoreWorkload: SaveWorkload {
     }
 }
 
+/// The mobile browsers' save: each change applied to a `Browser` like the store's (its
+/// list's delegate attaches the tab helpers, an observer of the list and of every tab hears
+/// each change and marks the session dirty, as Chrome's session agent does), then the whole
+/// session encoded and written atomically.
 final class RewriteWorkload: SaveWorkload {
     private let engine = SyncEngine()
     private let directory: FilePath
     private var change: PendingChange
+    /// The Browser's profile: the Browser holds it unowned.
     private let profile: Profile
-    private let list = WebStateList()
+    let browser: Browser
+    private let changes: SessionChangeObserver
     private var seq: UInt64 = 1
     private(set) var bytesWritten: UInt64 = 0
 
@@ -239,20 +245,23 @@ final class RewriteWorkload: SaveWorkload {
         self.directory = directory
         change = PendingChange(size: size)
         profile = Profile(stateDirectory: directory)
-        try fill(list, tabs: size.windowTabs, profile: profile, round: 0)
+        browser = profile.browserList.browser(for: UUID())
+        changes = SessionChangeObserver(list: browser.webStateList)
+        try fill(browser.webStateList, tabs: size.windowTabs, profile: browser.profile, round: 0)
         try write()
     }
 
-    func prepare() throws { change.prepare(profile: profile, round: seq + 1) }
+    func prepare() throws { change.prepare(profile: browser.profile, round: seq + 1) }
 
     func save() throws {
         seq += 1
-        try change.apply(to: list, round: seq)
+        try change.apply(to: browser.webStateList, round: seq)
         try write()
     }
 
     private func write() throws {
-        let bytes = try encodeSession(list, seq: seq)
+        guard changes.takeDirty() else { throw BenchError.worker("rewrite: a change the session's observer did not hear") }
+        let bytes = try encodeSession(browser.webStateList, seq: seq)
         let temporary = directory.appending("session.tmp")
         try? engine.removeFile(temporary)
         let file = try engine.open(temporary, .create)
@@ -262,4 +271,35 @@ final class RewriteWorkload: SaveWorkload {
         try engine.syncDirectory(directory)
         bytesWritten += UInt64(bytes.count)
     }
+}
+
+/// Watches a list and each of its tabs, and says whether anything changed since it was last
+/// asked: what tells a browser its session needs writing.
+final class SessionChangeObserver: WebStateListObserver, WebStateObserver {
+    private var dirty = false
+
+    init(list: WebStateList) {
+        list.addObserver(self)
+        for webState in list.webStates { webState.addObserver(self) }
+    }
+
+    /// Whether a change came since the last call.
+    func takeDirty() -> Bool {
+        defer { dirty = false }
+        return dirty
+    }
+
+    func webStateList(_ list: WebStateList, didChange change: WebStateListChange, status: WebStateListStatus) {
+        switch change {
+        case .inserted(let webState, _): webState.addObserver(self)
+        case .removed(let webState, _, _): webState.removeObserver(self)
+        case .replaced(let old, let new, _):
+            old.removeObserver(self)
+            new.addObserver(self)
+        case .moved, .pinnedStateChanged, .activation: break
+        }
+        dirty = true
+    }
+
+    func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) { dirty = true }
 }

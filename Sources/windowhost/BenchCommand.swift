@@ -11,15 +11,19 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract:
-            "Measure durable save throughput and latency side by side (floor, floor-buffered, uring, sync, rewrite), open-loop latency, first saves, restore and round trips.",
+            "Measure durable save throughput, latency and CPU side by side (floor, floor-buffered, uring, sync, rewrite, and fio as a referee), open-loop latency, first saves, restore and round trips.",
         discussion: """
             For each window count, N worker processes save at once, each with one save outstanding, \
             in rounds interleaved with the other contenders': \
             small saves (a navigation in a 20-tab window) and large ones (a 500-tab window's full \
             state). floor is one aligned O_DIRECT pwritev2(RWF_DSYNC) per save (a small save: one \
             block) into a pre-written file, floor-buffered the same through the page cache; \
-            rewrite rewrites the whole session atomically per save, as the mobile browsers do. \
-            The device's write and flush are timed apart. Then the open loop: small commands \
+            rewrite applies each change to a Browser like the store's and rewrites the whole session \
+            atomically per save, as the mobile browsers do. Each row has its CPU per save (the \
+            saving processes', and at 1 window the whole machine's from /proc/stat). \
+            The device's write and flush are timed apart. When fio is on PATH it runs as an \
+            outside referee with the floor's semantics (O_DIRECT blocks, each O_DSYNC; pvsync2 at \
+            depth 1, io_uring at depth 1 and at the store's depth; 1 and 8 jobs). Then the open loop: small commands \
             arriving at fixed rates per window (--rates) on uring and sync, at 1 and 4 windows, \
             latency from each command's arrival to durable, the sweep stopping past the rate the \
             sync engine no longer keeps up with; and the first save of fresh windows. Then a 10,000-tab \
@@ -29,7 +33,7 @@ struct BenchCommand: ParsableCommand {
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window.")
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window; fio 2 s per case.")
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
@@ -38,7 +42,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Tabs of the restored window.")
     var tabs: Int?
 
-    @Option(help: "Seconds each case saves for, and each open-loop rate runs for (default 3 and 2, quick 1).")
+    @Option(help: "Seconds each case saves for, each open-loop rate and each fio case runs for (default 3, 2 and 3; quick 1, 1 and 2).")
     var seconds: Double?
 
     @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,64000).")
@@ -78,6 +82,7 @@ struct BenchCommand: ParsableCommand {
             guard seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds must be within (0, 3600]") }
             plan.secondsPerCase = seconds
             plan.openLoopSeconds = seconds
+            plan.fioSeconds = seconds
         }
         if let rates {
             let values = rates.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }

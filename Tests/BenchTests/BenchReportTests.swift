@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 import Testing
 
 @testable import Bench
@@ -15,12 +16,42 @@ private func row(_ engine: Contender, _ size: SaveSize = .small, windows: Int = 
 
 private func report(
     _ results: [SaveResult], restore: RestoreResult? = nil, coordination: CoordinationResult? = nil, openLoop: [OpenLoopResult] = [],
-    firstSave: FirstSaveResult? = nil
+    firstSave: FirstSaveResult? = nil, fio: [FioResult] = [], fioProblem: String? = nil
 ) -> BenchReport {
     BenchReport(
         date: "2026-11-22T00:00:00Z", machine: "test", directory: "/nowhere", secondsPerCase: 1, results: results, restore: restore,
         coordination: coordination, device: DeviceResult(writeP50: 80, flushP50: 90, method: "O_DIRECT, 512 B blocks"), openLoop: openLoop,
-        firstSave: firstSave)
+        firstSave: firstSave, fio: fio, fioProblem: fioProblem)
+}
+
+/// A 1-window small-save row whose saves took `cpu` µs of the worker's CPU each (user and
+/// system halves), `kernel` µs of the kernel threads' and `machine` µs of the machine's.
+private func cpuRow(_ engine: Contender, cpu: UInt64, kernel: UInt64, machine: UInt64 = 5000) -> SaveResult {
+    var worker = WorkerResult()
+    for _ in 0..<100 { _ = worker.latency.record(300) }
+    worker.saves = 100
+    worker.seconds = 1
+    worker.cpu = CPUTime(user: 50 * cpu, system: 50 * cpu)
+    worker.kernelThreadsCPU = 100 * kernel
+    worker.machineCPU = CPUTime(user: 50 * machine, system: 50 * machine)
+    return SaveResult(engine: engine, windows: 1, size: .small, workers: [worker])
+}
+
+/// fio's figures for one case.
+private func fioRow(_ engine: String, jobs: Int = 1, depth: Int, writes: Double) -> FioResult {
+    FioResult(
+        FioCase(engine: engine, jobs: jobs, depth: depth), block: 512,
+        outcome: .success(FioMeasurement(writesPerSecond: writes, p50: 150, p99: 4000)))
+}
+
+/// A 1-window uring open-loop point: `achieved` commands and `writes` saves a second.
+private func saturationPoint(offered: Double, achieved: Double, writes: Double) -> OpenLoopResult {
+    var worker = WorkerResult()
+    for _ in 0..<100 { _ = worker.latency.record(900) }
+    worker.saves = UInt64(achieved)
+    worker.writes = UInt64(writes)
+    worker.seconds = 1
+    return OpenLoopResult(engine: .uring, windows: 1, offeredPerSecond: offered, workers: [worker])
 }
 
 /// An open-loop point of `windows` windows at `offered` commands/s each, `achieved` of them
@@ -152,7 +183,7 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
             #expect(page.components(separatedBy: "<title>\(engine.rawValue)</title>").count - 1 == 3, "\(engine)")
         }
         #expect(!page.contains("nan") && !page.contains("inf"))
-        #expect(!page.contains("open loop"), "no open-loop chart without a sweep")
+        #expect(!page.contains("open loop: p99 against offered rate") && !page.contains("<h2>Open loop"), "no open-loop chart without a sweep")
     }
 
     @Test func theHTMLPageDrawsTheOpenLoopCurvesP99AgainstOfferedRate() throws {
@@ -173,6 +204,98 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         #expect(svg.contains("16000") && svg.contains("commands offered per second"))
         #expect(svg.contains("stroke-dasharray"), "4 windows dashed")
         #expect(!page.contains("<script") && !page.contains("src=") && !page.contains("href="))
+    }
+}
+
+@Suite struct RefereeAndCPUTargetTests {
+    private let saturationName = "open loop, 1 window, at saturation: uring durable writes/s over fio io_uring's at depth \(Limits.maxSavesInFlight)"
+
+    private func target(_ built: BenchReport, _ name: String) throws -> BenchReport.Target {
+        try #require(built.targets.first { $0.name == name }, "\(name)")
+    }
+
+    /// The CPU targets compare the saving process's CPU per small save at 1 window plus the
+    /// kernel threads' (where a flush a kworker completes lands), not the whole machine's (a
+    /// shared machine's other work is in that).
+    @Test func cpuTargetsCompareTheProcessAndKernelThreadsCPUPerSmallSaveAtOneWindow() throws {
+        let floorName = "CPU per small save, 1 window, saving process + kernel threads: uring over floor"
+        let syncName = "CPU per small save, 1 window, saving process + kernel threads: uring over sync"
+        let built = report([
+            cpuRow(.floor, cpu: 60, kernel: 20), cpuRow(.uring, cpu: 60, kernel: 36, machine: 90_000), cpuRow(.sync, cpu: 110, kernel: 40),
+        ])
+        let overFloor = try target(built, floorName)
+        #expect(abs((overFloor.measured ?? 0) - 1.2) < 0.001 && overFloor.met == true, "96 over 80; the machine's 90,000 left out")
+        let overSync = try target(built, syncName)
+        #expect(abs((overSync.measured ?? 0) - 0.64) < 0.001 && overSync.met == true)
+        let heavier = report([cpuRow(.floor, cpu: 60, kernel: 20), cpuRow(.uring, cpu: 60, kernel: 60), cpuRow(.sync, cpu: 110, kernel: 40)])
+        #expect(try target(heavier, floorName).met == false, "1.5 is over 1.25")
+        #expect(try target(heavier, syncName).met == false, "0.8 is over 0.7")
+        // Without 1-window rows' figures: not measured.
+        let unmeasured = report([row(.floor, microseconds: 200, saves: 100), row(.uring, microseconds: 250, saves: 100)])
+        #expect(try target(unmeasured, floorName).met == nil)
+        let text = built.text
+        #expect(text.contains("CPU per save, µs") && text.contains("96.0") && text.contains("90000.0"))
+        let object = try #require(JSONSerialization.jsonObject(with: built.json()) as? [String: Any])
+        let rows = try #require(object["results"] as? [[String: Any]])
+        let uring = try #require(rows.first { $0["engine"] as? String == "uring" })
+        #expect((uring["cpu_per_save"] as? [String: Double]) == ["user_us": 30, "system_us": 30])
+        #expect((uring["with_kernel_threads_cpu_per_save"] as? [String: Double]) == ["user_us": 30, "system_us": 66])
+        #expect((uring["machine_cpu_per_save"] as? [String: Double]) == ["user_us": 45_000, "system_us": 45_000])
+    }
+
+    @Test func saturationIsUringsWritesAtTheTopRateOverFioIOUringAtTheStoresDepth() throws {
+        let fio = [
+            fioRow("pvsync2", depth: 1, writes: 5000), fioRow("io_uring", depth: 1, writes: 5500),
+            fioRow("io_uring", depth: Limits.maxSavesInFlight, writes: 10_000),
+        ]
+        let openLoop = [
+            saturationPoint(offered: 1000, achieved: 1000, writes: 1000),
+            // At the top rate 64 commands a write: saturated.
+            saturationPoint(offered: 64000, achieved: 64000, writes: 6000),
+        ]
+        let met = try target(report([row(.floor, microseconds: 200, saves: 5000)], openLoop: openLoop, fio: fio), saturationName)
+        #expect(abs((met.measured ?? 0) - 0.6) < 0.001 && met.met == true && met.note == nil)
+        let slow = [saturationPoint(offered: 64000, achieved: 30000, writes: 4000)]
+        #expect(try target(report([], openLoop: slow, fio: fio), saturationName).met == false, "0.4 is under 0.5")
+        // A window that kept up one write per command was not saturated: not measured.
+        let easy = try target(report([], openLoop: [saturationPoint(offered: 1000, achieved: 1000, writes: 990)], fio: fio), saturationName)
+        #expect(easy.met == nil && easy.measured == nil && easy.note?.contains("not saturated") == true)
+        #expect(try target(report([], fio: fio), saturationName).met == nil, "no open loop: not measured")
+    }
+
+    /// Without fio the referee's target is not met, and says why; so with fio's case failed.
+    @Test func withoutFioTheRefereesTargetIsMissedAndTheReportSaysWhy() throws {
+        let openLoop = [saturationPoint(offered: 64000, achieved: 64000, writes: 6000)]
+        let missing = report([row(.floor, microseconds: 200, saves: 5000)], openLoop: openLoop, fioProblem: "\(FioError.notOnPath)")
+        let target = try target(missing, saturationName)
+        #expect(target.met == false && target.measured == nil && target.note?.contains("not on PATH") == true)
+        #expect(missing.text.contains("fio, the outside referee: not run: fio is not on PATH"))
+        #expect(missing.text.contains("\(saturationName): - (goal ≥ 0.5): MISSED (fio is not on PATH"))
+        let object = try #require(JSONSerialization.jsonObject(with: missing.json()) as? [String: Any])
+        #expect((object["fio_problem"] as? String)?.contains("not on PATH") == true && (object["fio"] as? [Any])?.isEmpty == true)
+
+        let failed = FioResult(
+            FioCase(engine: "io_uring", jobs: 1, depth: Limits.maxSavesInFlight), block: 512, outcome: .failure(.timedOut(seconds: 26)))
+        let broken = report([], openLoop: openLoop, fio: [fioRow("pvsync2", depth: 1, writes: 5000), failed])
+        #expect(try self.target(broken, saturationName).met == false)
+        #expect(try self.target(broken, saturationName).note?.contains("did not finish") == true)
+        #expect(broken.text.contains("failed: fio did not finish within 26 s"))
+    }
+
+    @Test func fioRowsSitBesideTheFloorInTheTextAndTheJSON() throws {
+        let built = report(
+            [row(.floor, microseconds: 200, saves: 5409), row(.floor, windows: 8, microseconds: 400, saves: 31075)],
+            fio: [fioRow("pvsync2", depth: 1, writes: 5123), fioRow("io_uring", jobs: 8, depth: 4, writes: 28_000)])
+        let lines = built.text.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("pvsync2") && $0.contains("5123") && $0.hasSuffix("5409") })
+        #expect(lines.contains { $0.hasPrefix("io_uring") && $0.contains("28000") && $0.hasSuffix("31075") })
+        #expect(built.text.contains("512 B writes, O_DIRECT, each O_DSYNC"))
+        let object = try #require(JSONSerialization.jsonObject(with: built.json()) as? [String: Any])
+        let fio = try #require(object["fio"] as? [[String: Any]])
+        #expect(fio.count == 2)
+        #expect(fio[1]["engine"] as? String == "io_uring" && fio[1]["jobs"] as? Int == 8 && fio[1]["depth"] as? Int == 4)
+        #expect(fio[1]["writes_per_s"] as? Double == 28_000 && fio[1]["p50_us"] as? Int == 150 && fio[1]["p99_us"] as? Int == 4000)
+        #expect(built.html.contains("fio, the outside referee"))
     }
 }
 

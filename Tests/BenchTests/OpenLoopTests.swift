@@ -11,6 +11,9 @@ private final class StallingWindow: OpenLoopWindow {
     let stallMilliseconds: UInt32
     let savesFinish: Bool
     var appliedSeq: UInt64 = 0
+    /// One write per advance that made new commands durable, however many it carried.
+    private(set) var writesCompleted: UInt64 = 0
+    private var durableSeq: UInt64 = 0
     private var stalled = false
 
     init(stallMilliseconds: UInt32, savesFinish: Bool = true) {
@@ -29,6 +32,8 @@ private final class StallingWindow: OpenLoopWindow {
             stalled = true
             usleep(stallMilliseconds * 1000)
         }
+        if appliedSeq > durableSeq { writesCompleted += 1 }
+        durableSeq = appliedSeq
         return appliedSeq
     }
 
@@ -55,6 +60,10 @@ private final class StallingWindow: OpenLoopWindow {
         #expect(result.latency.maxRecorded >= 35_000)
         #expect(result.saves >= 290 && result.saves <= 300, "durable within the 0.3 s: \(result.saves)")
         #expect(result.seconds == 0.3)
+        // The ~40 commands that arrived during the stall became durable in one write.
+        #expect(result.writes > 0 && result.writes <= window.writesCompleted && result.writes < result.saves - 30, "\(result.writes) writes")
+        let point = OpenLoopResult(engine: .uring, windows: 1, offeredPerSecond: 1000, workers: [result])
+        #expect(abs(point.writesPerSecond - Double(result.writes) / 0.3) < 0.001)
     }
 
     /// A store that never makes a command durable achieves nothing, and its commands still

@@ -49,6 +49,40 @@ private func temporaryDirectory() -> FilePath {
         #expect(reader.lastCommandSeq == 2)
     }
 
+    /// The rewrite pays the model work a browser pays: its tabs live in a Browser whose list
+    /// attaches tab helpers, and an observer of the list and of every tab hears each change.
+    @Test(arguments: [SaveSize.small, .large])
+    func theRewriteAppliesEachChangeToABrowserWithHelpersAndObservers(size: SaveSize) throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        let workload = try #require(try Workloads.make(.rewrite, size: size, directory: directory) as? RewriteWorkload)
+        let before = workload.browser.webStateList.webStates.map(\.id)
+        try workload.prepare()
+        try workload.save()
+        let list = workload.browser.webStateList
+        #expect(list.count == size.windowTabs)
+        #expect(list.webStates.allSatisfy { $0.helper(FindTabHelper.self) != nil }, "every tab has its helper, new ones included")
+        #expect((list.webStates.map(\.id) == before) == (size == .small), "a large save replaced every tab")
+        #expect(try list.activeWebState?.navigationHistory().currentItem?.url.hasSuffix("/articles/2") == true)
+    }
+
+    @Test func theSessionObserverHearsTheListAndEveryTabItHolds() throws {
+        let profile = Profile(stateDirectory: "/")
+        let browser = profile.browserList.browser(for: UUID())
+        let list = browser.webStateList
+        let observer = SessionChangeObserver(list: list)
+        #expect(!observer.takeDirty())
+        let tab = WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 0), history: NavigationHistory())
+        _ = try list.insert(tab, InsertionParams(activate: true))
+        #expect(observer.takeDirty() && !observer.takeDirty(), "heard once, then clean")
+        try tab.commitNavigation(to: page(1, round: 1))
+        #expect(observer.takeDirty(), "a tab inserted after the observer came is observed")
+        list.closeAll()
+        #expect(observer.takeDirty())
+        _ = try? tab.commitNavigation(to: page(1, round: 2))
+        #expect(!observer.takeDirty(), "a closed tab is no longer the session's")
+    }
+
     @Test func theFloorWritesOneAlignedDirectBlockPerSmallSaveIntoAPreWrittenFile() throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory.string) }

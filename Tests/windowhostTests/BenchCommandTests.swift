@@ -1,4 +1,5 @@
 import Foundation
+import HostLimits
 import Testing
 
 @Suite struct BenchCommandTests {
@@ -24,6 +25,11 @@ import Testing
         #expect(Set(results.compactMap { $0["engine"] as? String }) == ["floor", "floor-buffered", "uring", "sync", "rewrite"])
         for result in results {
             #expect((result["saves_per_s"] as? Double ?? 0) > 0, "\(result)")
+            // CPU per save for every row; the whole machine's at 1 window only.
+            let cpu = result["cpu_per_save"] as? [String: Double]
+            #expect((cpu?["user_us"] ?? 0) + (cpu?["system_us"] ?? 0) > 0, "\(result)")
+            #expect((result["machine_cpu_per_save"] is [String: Double]) == (result["windows"] as? Int == 1), "\(result)")
+            #expect((result["with_kernel_threads_cpu_per_save"] is [String: Double]) == (result["windows"] as? Int == 1), "\(result)")
             #expect((result["p50_us"] as? Int ?? 0) > 0 && (result["max_us"] as? Int ?? 0) >= (result["p99_us"] as? Int ?? .max))
         }
         let floor = try #require(object["floor"] as? [String: Any])
@@ -53,6 +59,16 @@ import Testing
         #expect((firstSave["uring"]?["p50_us"] as? Int ?? 0) > 0 && (firstSave["sync"]?["p50_us"] as? Int ?? 0) > 0)
         let targets = try #require(object["targets"] as? [[String: Any]])
         #expect(targets.contains { ($0["name"] as? String)?.hasPrefix("open loop, 4 windows") == true })
+        // fio, the referee: every case ran (scripts/test.sh installs it), beside the floor.
+        #expect(object["fio_problem"] == nil, "\(object["fio_problem"] ?? "")")
+        let fio = try #require(object["fio"] as? [[String: Any]])
+        #expect(fio.map { "\($0["engine"] ?? "") \($0["jobs"] ?? "") \($0["depth"] ?? "")" } == [
+            "pvsync2 1 1", "io_uring 1 1", "io_uring 1 \(Limits.maxSavesInFlight)", "pvsync2 8 1", "io_uring 8 1",
+            "io_uring 8 \(Limits.maxSavesInFlight)",
+        ])
+        for row in fio { #expect((row["writes_per_s"] as? Double ?? 0) > 0 && row["failure"] == nil, "\(row)") }
+        #expect(output.contains("fio, the outside referee") && output.contains("CPU per save"))
+        #expect(targets.contains { ($0["name"] as? String)?.hasPrefix("CPU per small save, 1 window") == true && $0["met"] is Bool })
 
         let page = try String(contentsOf: html, encoding: .utf8)
         #expect(page.contains("<svg") && page.contains("<title>rewrite</title>"))
