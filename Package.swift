@@ -51,6 +51,7 @@ let package = Package(
             name: "IOUring",
             dependencies: [
                 "CLinuxShims",
+                "HostLimits",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

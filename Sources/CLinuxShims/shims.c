@@ -34,16 +34,50 @@ struct wh_ring {
     struct io_uring ring;
 };
 
-int wh_ring_create(unsigned entries, wh_ring **out) {
+// The setup flags each feature asks for. TASKRUN_FLAG comes with COOP_TASKRUN: it marks the
+// ring when task work waits, so a peek enters the kernel to run it instead of missing it.
+static unsigned setup_flags(unsigned features) {
+    unsigned flags = 0;
+    if (features & WH_RING_COOPERATIVE) flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    if (features & WH_RING_SINGLE_ISSUER) flags |= IORING_SETUP_SINGLE_ISSUER;
+    return flags;
+}
+
+int wh_ring_create(unsigned entries, unsigned features, wh_ring **out, unsigned *granted) {
     wh_ring *ring = calloc(1, sizeof(*ring));
     if (ring == NULL) return -ENOMEM;
-    int result = io_uring_queue_init(entries, &ring->ring, 0);
+    // A kernel that does not know a flag says EINVAL: drop the newest (SINGLE_ISSUER, 6.0)
+    // first, then COOP_TASKRUN (5.19), then set up plain.
+    unsigned wanted = features & (WH_RING_COOPERATIVE | WH_RING_SINGLE_ISSUER);
+    int result = io_uring_queue_init(entries, &ring->ring, setup_flags(wanted));
+    if (result == -EINVAL && (wanted & WH_RING_SINGLE_ISSUER)) {
+        wanted &= ~(unsigned)WH_RING_SINGLE_ISSUER;
+        result = io_uring_queue_init(entries, &ring->ring, setup_flags(wanted));
+    }
+    if (result == -EINVAL && (wanted & WH_RING_COOPERATIVE)) {
+        wanted = 0;
+        result = io_uring_queue_init(entries, &ring->ring, 0);
+    }
     if (result < 0) {
         free(ring);
         return result;
     }
     *out = ring;
+    *granted = wanted;
     return 0;
+}
+
+int wh_ring_register_buffers(wh_ring *ring, void *base, size_t buffer_bytes, unsigned count) {
+    if (count == 0) return -EINVAL;
+    struct iovec *vectors = calloc(count, sizeof(*vectors));
+    if (vectors == NULL) return -ENOMEM;
+    for (unsigned i = 0; i < count; i++) {
+        vectors[i].iov_base = (char *)base + (size_t)i * buffer_bytes;
+        vectors[i].iov_len = buffer_bytes;
+    }
+    int result = io_uring_register_buffers(&ring->ring, vectors, count);
+    free(vectors);
+    return result;
 }
 
 void wh_ring_destroy(wh_ring *ring) {
@@ -54,18 +88,22 @@ void wh_ring_destroy(wh_ring *ring) {
 int wh_ring_supports(wh_ring *ring, wh_ring_op op) {
     struct io_uring_probe *probe = io_uring_get_probe_ring(&ring->ring);
     if (probe == NULL) return -ENOMEM;
-    int opcode = op == WH_OP_WRITE ? IORING_OP_WRITE : IORING_OP_FSYNC;
+    int opcode = op == WH_OP_WRITE ? IORING_OP_WRITE : op == WH_OP_WRITE_FIXED ? IORING_OP_WRITE_FIXED : IORING_OP_FSYNC;
     int supported = io_uring_opcode_supported(probe, opcode);
     io_uring_free_probe(probe);
     return supported ? 1 : 0;
 }
 
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
-                       uint64_t user_data, int dsync) {
+                       uint64_t user_data, int dsync, int buffer_index) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&ring->ring);
     if (sqe == NULL) return -EBUSY;
-    io_uring_prep_write(sqe, fd, buf, nbytes, offset);
-    // IORING_OP_WRITE honours per-write RWF_ flags (kernel 5.6+): one flush, no fsync entry.
+    if (buffer_index >= 0) {
+        io_uring_prep_write_fixed(sqe, fd, buf, nbytes, offset, buffer_index);
+    } else {
+        io_uring_prep_write(sqe, fd, buf, nbytes, offset);
+    }
+    // IORING_OP_WRITE(_FIXED) honours per-write RWF_ flags (kernel 5.6+): one flush, no fsync entry.
     if (dsync) sqe->rw_flags = RWF_DSYNC;
     io_uring_sqe_set_data64(sqe, user_data);
     return 0;
@@ -93,11 +131,6 @@ int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result) {
     return 0;
 }
 
-int wh_ring_wait(wh_ring *ring) {
-    struct io_uring_cqe *cqe = NULL;
-    return io_uring_wait_cqe(&ring->ring, &cqe);
-}
-
 ssize_t wh_pwrite_dsync(int fd, const void *buf, size_t count, off_t offset) {
     struct iovec vector = {.iov_base = (void *)buf, .iov_len = count};
     return pwritev2(fd, &vector, 1, offset, RWF_DSYNC);
@@ -115,8 +148,9 @@ int wh_set_child_subreaper(int on) { return prctl(PR_SET_CHILD_SUBREAPER, (unsig
 #endif
 
 // A seccomp filter on the calling thread that makes syscalls `first` and `second` (the same
-// number twice for one) fail with `errno_value`, everything else allowed.
-static int deny_in_this_thread(int first, int second, int errno_value) {
+// number twice for one) fail with `errno_value` when their second argument, masked with
+// `mask`, is `value` (a mask of 0 matches every call); everything else allowed.
+static int deny_in_this_thread(int first, int second, uint32_t mask, uint32_t value, int errno_value) {
 #ifdef WH_AUDIT_ARCH
     struct sock_filter filter[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -124,7 +158,11 @@ static int deny_in_this_thread(int first, int second, int errno_value) {
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)first, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)second, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)second, 0, 4),
+        // The low 32 bits of the second argument (little-endian: where `args[1]` starts).
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, mask),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, value & mask, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)errno_value & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -135,6 +173,8 @@ static int deny_in_this_thread(int first, int second, int errno_value) {
 #else
     (void)first;
     (void)second;
+    (void)mask;
+    (void)value;
     (void)errno_value;
     errno = ENOTSUP;
     return -1;
@@ -142,11 +182,16 @@ static int deny_in_this_thread(int first, int second, int errno_value) {
 }
 
 int wh_deny_io_uring_in_this_thread(int errno_value) {
-    return deny_in_this_thread(__NR_io_uring_setup, __NR_io_uring_setup, errno_value);
+    return deny_in_this_thread(__NR_io_uring_setup, __NR_io_uring_setup, 0, 0, errno_value);
+}
+
+int wh_deny_io_uring_buffer_registration_in_this_thread(int errno_value) {
+    // io_uring_register(fd, IORING_REGISTER_BUFFERS, ...) only: the opcode probe passes.
+    return deny_in_this_thread(__NR_io_uring_register, __NR_io_uring_register, ~0U, IORING_REGISTER_BUFFERS, errno_value);
 }
 
 int wh_deny_keyring_in_this_thread(int errno_value) {
-    return deny_in_this_thread(__NR_add_key, __NR_keyctl, errno_value);
+    return deny_in_this_thread(__NR_add_key, __NR_keyctl, 0, 0, errno_value);
 }
 
 // glibc has no wrappers for add_key(2) and keyctl(2) (libkeyutils does; one library less).

@@ -30,6 +30,19 @@ public enum Limits {
     /// most the last this many that name it: the bound is part of the format.
     public static let maxSavesInFlight = 4
 
+    // MARK: the ring
+
+    /// Buffers one ring registers with the kernel (`UringEngine`'s pool): one per save a
+    /// window can have in flight, in each of its two Browsers. A write finding none free is
+    /// copied instead, as it is where registration is refused.
+    public static let ringRegisteredBuffers = 2 * maxSavesInFlight
+
+    /// The size of each registered buffer: a small save (a block or two) fits, a large one
+    /// (tens of KB) is copied. The kernel counts registered memory against `RLIMIT_MEMLOCK`
+    /// per user (for a process without `CAP_IPC_LOCK`), over every window's ring: 64 KiB a
+    /// window keeps 64 windows within a default limit of 8 MiB.
+    public static let ringRegisteredBufferBytes = 8 << 10
+
     // MARK: session files
 
     /// The longest payload one framed record may carry. The reader allocates at most this much

@@ -10,8 +10,6 @@ public enum IOUringError: Error, Equatable, Sendable, CustomStringConvertible {
     case setupFailed(Errno)
     /// `io_uring_enter` failed with an error that retrying cannot cure.
     case submitFailed(Errno)
-    /// Waiting for a completion failed.
-    case waitFailed(Errno)
     /// The kernel's probe says it does not implement an operation this code needs.
     case operationUnsupported(String)
 
@@ -34,7 +32,6 @@ public enum IOUringError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unavailable(let errno): "io_uring unavailable: \(errno) (kernel or sandbox refuses it)"
         case .setupFailed(let errno): "io_uring setup failed: \(errno)"
         case .submitFailed(let errno): "io_uring submit failed: \(errno)"
-        case .waitFailed(let errno): "io_uring wait failed: \(errno)"
         case .operationUnsupported(let name): "io_uring: the kernel does not support \(name)"
         }
     }

@@ -491,8 +491,14 @@ public final class WindowStore {
         if groups.isEmpty { for store in stores { store.startSpareIfIdle() } }
         // Whatever the turn queued goes to the kernel now, in one submit: a write queued and
         // not submitted (a compaction's directory sync, queued as its files land) completes
-        // nothing, and the worker slept on a silent ring until its heartbeat.
-        try io { try engine.flush() }
+        // nothing, and the worker slept on a silent ring until its heartbeat. A waiting turn
+        // that found nothing in flight and started a save waits here, in the submit's own
+        // system call, instead of in the next turn's reap.
+        if block, completions.isEmpty, !groups.isEmpty {
+            try io { try engine.flushAndWait() }
+        } else {
+            try io { try engine.flush() }
+        }
     }
 
     /// Every write of the compaction's group has landed, and a compaction sharing the save with

@@ -30,7 +30,8 @@ struct IOOptions: ParsableArguments {
             } else if let fallback {
                 FileHandle.standardError.write(Data("windowhost: I/O engine sync (io_uring refused: \(fallback))\n".utf8))
             } else {
-                FileHandle.standardError.write(Data("windowhost: I/O engine \(engine.name)\n".utf8))
+                let without = engine.refusals.isEmpty ? "" : " (the kernel refused, and it runs without: \(engine.refusals.joined(separator: "; ")))"
+                FileHandle.standardError.write(Data("windowhost: I/O engine \(engine.name)\(without)\n".utf8))
             }
             return engine
         } catch {

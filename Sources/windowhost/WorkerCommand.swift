@@ -57,12 +57,16 @@ struct WorkerProcessCommand: ParsableCommand {
         Logs.bootstrap()
         let logger = Logger(label: "windowhost.worker")
         do {
+            // The supervisor said which engine runs; what this worker's kernel refused of it
+            // (registered buffers past the user's locked-memory limit) is the worker's to say.
+            let engine = try io.makeEngine(quietly: true)
+            for refusal in engine.refusals { logger.notice("io_uring without \(refusal)") }
             let memory = try SlotMemory(attaching: WorkerLaunch.Descriptor.slotMemory.fileDescriptor)
             let loop = try WorkerLoop(
                 identity: WorkerIdentity(slot: launch.slot, generation: launch.generation, windowID: launch.window, supervisorPID: launch.supervisorPID),
                 memory: memory, commands: Doorbell(descriptor: WorkerLaunch.Descriptor.commands.fileDescriptor),
                 supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor), root: launch.root,
-                engine: try io.makeEngine(quietly: true),
+                engine: engine,
                 options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
                 saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, foreground: !launch.inBackground, logger: logger)
             throw ExitCode(loop.run().status)

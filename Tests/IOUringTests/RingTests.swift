@@ -32,7 +32,7 @@ private func withRingAndFile(entries: UInt32 = 8, _ body: (Ring, FileDescriptor)
 /// Waits until `count` completions have arrived.
 private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
     var completions = ring.completions()
-    while completions.count < count { completions += try ring.waitCompletions() }
+    while completions.count < count { completions += try ring.submitAndWait() }
     return completions.sorted { $0.userData < $1.userData }
 }
 

@@ -12,33 +12,55 @@ import Testing
     @Test(arguments: ["uring", "sync", "fault"])
     func browsingSavedOnEachEngineRestoresExactly(engineName: String) throws {
         try withTemporaryDirectory { directory in
-            func engine() throws -> any IOEngine {
+            let sharedFault = FaultEngine(directories: [directory])
+            let recovery = try browseThenRestore(in: directory, seed: 7, commands: 300) {
                 switch engineName {
                 case "uring": try UringEngine()
                 case "sync": SyncEngine()
                 default: sharedFault
                 }
             }
-            let sharedFault = FaultEngine(directories: [directory])
-            let options = StoreOptions(compactAfterRecords: 40, compactAfterBytes: 16 << 10)
-            let first = WindowStore(root: directory, windowID: windowID, engine: try engine(), options: options, saveDelayMilliseconds: 0)
-            _ = try first.recover()
-            var browsing = WindowBrowsing(seed: 7)
-            for seq in 1...300 as ClosedRange<UInt64> {
-                try browsing.step(first, seq: seq)
-                _ = try first.poll()
-            }
-            try first.waitUntilDurable(300)
-            #expect(first.durableSeq == first.appliedSeq)
-            let expected = try WindowContents(first)
-
-            let second = WindowStore(root: directory, windowID: windowID, engine: try engine(), options: options)
-            let recovery = try second.recover()
-            #expect(recovery.regular.damaged.isEmpty && recovery.incognito.damaged.isEmpty)
             #expect(recovery.regular.generation > 1, "300 commands with a 40-record threshold compact")
-            #expect(try WindowContents(second) == expected)
         }
     }
+}
+
+@Suite struct RingFallbackStoreTests {
+    /// A window saved on a ring without each of the features a kernel may refuse (the setup
+    /// flags, the registered buffers, all of them) restores to the same window.
+    @Test(arguments: [RingFeatures.all, .setup, [.cooperativeTaskRun], [.registeredBuffers], []])
+    func browsingSavedOnEachFallbackRestoresExactly(features: RingFeatures) throws {
+        try withTemporaryDirectory { directory in
+            _ = try browseThenRestore(in: directory, seed: 11, commands: 200) {
+                let engine = try UringEngine(features: features)
+                #expect(engine.features == features)
+                return engine
+            }
+        }
+    }
+}
+
+/// Seeded browsing of `commands` commands saved durably through one store on `engine()`, then
+/// recovered by a second: expects no damage and the same window, and returns the recovery.
+private func browseThenRestore(
+    in directory: FilePath, seed: UInt64, commands: UInt64, engine: () throws -> any IOEngine
+) throws -> WindowRecovery {
+    let options = StoreOptions(compactAfterRecords: 40, compactAfterBytes: 16 << 10)
+    let first = WindowStore(root: directory, windowID: windowID, engine: try engine(), options: options, saveDelayMilliseconds: 0)
+    _ = try first.recover()
+    var browsing = WindowBrowsing(seed: seed)
+    for seq in 1...commands {
+        try browsing.step(first, seq: seq)
+        _ = try first.poll()
+    }
+    try first.waitUntilDurable(commands)
+    #expect(first.durableSeq == first.appliedSeq)
+    let expected = try WindowContents(first)
+    let second = WindowStore(root: directory, windowID: windowID, engine: try engine(), options: options)
+    let recovery = try second.recover()
+    #expect(recovery.regular.damaged.isEmpty && recovery.incognito.damaged.isEmpty)
+    #expect(try WindowContents(second) == expected)
+    return recovery
 }
 
 @Suite struct SavePolicyTests {

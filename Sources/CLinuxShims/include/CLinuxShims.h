@@ -14,25 +14,36 @@
 typedef struct wh_ring wh_ring;
 
 /// Operations the probe can be asked about.
-typedef enum { WH_OP_WRITE = 0, WH_OP_FSYNC = 1 } wh_ring_op;
+typedef enum { WH_OP_WRITE = 0, WH_OP_FSYNC = 1, WH_OP_WRITE_FIXED = 2 } wh_ring_op;
 
-/// A ring with `entries` submission slots in `*out`; 0, or -errno from io_uring_setup.
-int wh_ring_create(unsigned entries, wh_ring **out);
+/// What a ring may be set up with (a bit each). `WH_RING_COOPERATIVE`: IORING_SETUP_COOP_TASKRUN
+/// with IORING_SETUP_TASKRUN_FLAG (a completion does not interrupt the task; its task work runs
+/// at the task's next system call, a poll(2) included). `WH_RING_SINGLE_ISSUER`:
+/// IORING_SETUP_SINGLE_ISSUER (only the creating thread submits).
+typedef enum { WH_RING_COOPERATIVE = 1, WH_RING_SINGLE_ISSUER = 2 } wh_ring_feature;
+
+/// A ring with `entries` submission slots in `*out`, set up with the `features` asked for
+/// that the kernel takes: one it refuses (EINVAL, an older kernel) is dropped and the ring set
+/// up without it; `*granted` says which it has. 0, or -errno from io_uring_setup.
+int wh_ring_create(unsigned entries, unsigned features, wh_ring **out, unsigned *granted);
 void wh_ring_destroy(wh_ring *ring);
+/// Registers `count` buffers of `buffer_bytes` each, back to back from `base`, as the ring's
+/// fixed buffers 0..count-1 (the kernel pins them once, not per write). 0, or -errno (ENOMEM
+/// past RLIMIT_MEMLOCK without CAP_IPC_LOCK, EPERM or ENOSYS where a sandbox refuses).
+int wh_ring_register_buffers(wh_ring *ring, void *base, size_t buffer_bytes, unsigned count);
 /// 1 when the kernel implements `op`, 0 when not, -errno when the probe failed.
 int wh_ring_supports(wh_ring *ring, wh_ring_op op);
-/// Queues a write; `dsync` adds RWF_DSYNC (the write completes once durable). 0, or -EBUSY when
-/// the submission queue is full.
+/// Queues a write; `dsync` adds RWF_DSYNC (the write completes once durable). With
+/// `buffer_index` 0 or more, `buf` lies inside that registered buffer (IORING_OP_WRITE_FIXED);
+/// -1 for any other memory. 0, or -EBUSY when the submission queue is full.
 int wh_ring_prep_write(wh_ring *ring, int fd, const void *buf, unsigned nbytes, uint64_t offset,
-                       uint64_t user_data, int dsync);
+                       uint64_t user_data, int dsync, int buffer_index);
 /// Queues an fsync (`datasync`: fdatasync). 0, or -EBUSY when the submission queue is full.
 int wh_ring_prep_fsync(wh_ring *ring, int fd, int datasync, uint64_t user_data);
 /// Submits what is queued and waits for `wait_nr` completions: entries taken, or -errno.
 int wh_ring_submit_and_wait(wh_ring *ring, unsigned wait_nr);
 /// Takes one ready completion: 0 and its fields, or -EAGAIN when none is ready.
 int wh_ring_pop(wh_ring *ring, uint64_t *user_data, int32_t *result);
-/// Blocks until a completion is ready, without taking it: 0, or -errno.
-int wh_ring_wait(wh_ring *ring);
 
 // MARK: blocking I/O
 
@@ -133,6 +144,11 @@ int wh_ring_fd(wh_ring *ring);
 /// no_new_privs flag, which a seccomp filter requires. For tests of the blocking fallback: run
 /// it on a thread of your own. 0, or -1 with errno.
 int wh_deny_io_uring_in_this_thread(int errno_value);
+/// Makes io_uring_register(IORING_REGISTER_BUFFERS) fail with `errno_value` for the calling
+/// thread, its other operations (the opcode probe) allowed: as the kernel refuses buffers past
+/// RLIMIT_MEMLOCK (ENOMEM). For tests of the copying fallback, on a thread of your own. 0, or
+/// -1 with errno.
+int wh_deny_io_uring_buffer_registration_in_this_thread(int errno_value);
 
 // MARK: kernel keyring
 

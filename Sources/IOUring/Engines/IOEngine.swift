@@ -112,6 +112,9 @@ public protocol IOEngine: AnyObject {
     func submit(_ chain: [IOOperation]) -> IOTicket
     /// Starts everything queued.
     func flush() throws(IOEngineError)
+    /// `flush`, then blocks until a chain in flight has a completion for `reap` (on a ring, in
+    /// the submit's own `io_uring_enter`): for a caller that would wait in its next `reap`.
+    func flushAndWait() throws(IOEngineError)
     /// Chains that finished. With `waiting`, blocks until at least one has when any is in flight.
     func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion]
     /// Completions a blocking call (`perform`) reaped for other chains: the next `reap` returns
@@ -124,6 +127,9 @@ public protocol IOEngine: AnyObject {
     /// A descriptor that polls readable when a completion is ready, for engines whose writes
     /// complete asynchronously; nil when they complete during `flush`.
     var completionDescriptor: Int32? { get }
+    /// What the kernel refused of what the engine asked for, each with its reason: the engine
+    /// works without it. Empty for the blocking engines.
+    var refusals: [String] { get }
 
     /// A regular file (never through a symlink; see `OpenMode` and `NoFollow.open`).
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile
@@ -172,6 +178,9 @@ public protocol IOEngine: AnyObject {
 
 extension IOEngine {
     public var completionDescriptor: Int32? { nil }
+    public var refusals: [String] { [] }
+    /// Engines whose writes complete during `flush` have nothing more to wait for.
+    public func flushAndWait() throws(IOEngineError) { try flush() }
 
     /// `listDirectory`'s names as strings.
     public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {

@@ -24,6 +24,12 @@ public enum OpenMode: Sendable, Equatable {
     case create
 }
 
+/// Which file an entry or an open descriptor is: (st_dev, st_ino).
+public struct FileIdentity: Sendable, Hashable {
+    public let device: UInt64
+    public let inode: UInt64
+}
+
 /// File-system calls that never follow a symlink. Each path is walked one component at a time
 /// from `/` (or the working directory for a relative path), every directory opened with
 /// `openat(O_PATH|O_DIRECTORY|O_NOFOLLOW)`, and the last component is acted on relative to its
@@ -220,11 +226,21 @@ public enum NoFollow {
     /// False when nothing has the name, a symlink is on the way, or another file has it.
     /// (`inKernel`: whether `openat2` resolves the path, as it does wherever it works.)
     public static func isAt(_ descriptor: FileDescriptor, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks) throws(Errno) -> Bool {
+        try isAt(identity(of: descriptor), path, inKernel: inKernel)
+    }
+
+    /// An open file's (st_dev, st_ino): what it is wherever it moves, for as long as it is open.
+    public static func identity(of descriptor: FileDescriptor) throws(Errno) -> FileIdentity {
         var open = stat()
         guard fstat(descriptor.rawValue, &open) == 0 else { throw Errno(rawValue: errno) }
+        return FileIdentity(device: UInt64(open.st_dev), inode: UInt64(open.st_ino))
+    }
+
+    /// `isAt` for an open file whose identity is known.
+    public static func isAt(_ identity: FileIdentity, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks) throws(Errno) -> Bool {
         do {
             let named = try entryStatus(path, inKernel: inKernel)
-            return named.st_dev == open.st_dev && named.st_ino == open.st_ino
+            return UInt64(named.st_dev) == identity.device && UInt64(named.st_ino) == identity.inode
         } catch where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels {
             return false
         }
@@ -408,6 +424,9 @@ public enum NoFollow {
 struct RealFiles {
     private var paths: [Int32: String] = [:]
     private var directories: Set<Int32> = []
+    /// Open files' identities, learned at their first `isAt`: a descriptor's never changes, so
+    /// a durable write's check costs the path's lookup alone.
+    private var identities: [Int32: FileIdentity] = [:]
     /// Files written with `O_DIRECT`, and the alignment their writes respect.
     private var directAlignments: [Int32: DirectIO.Alignment] = [:]
 
@@ -463,6 +482,7 @@ struct RealFiles {
         paths[file.rawValue] = nil
         directories.remove(file.rawValue)
         directAlignments[file.rawValue] = nil
+        identities[file.rawValue] = nil
         try? descriptor(file).close()
     }
 
@@ -517,8 +537,15 @@ struct RealFiles {
         try call("remove tree", path) { () throws(Errno) in try NoFollow.removeTree(path) }
     }
 
-    func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool {
-        try call("fstatat", path) { () throws(Errno) in try NoFollow.isAt(descriptor(file), path) }
+    mutating func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool {
+        let identity: FileIdentity
+        if let known = identities[file.rawValue] {
+            identity = known
+        } else {
+            identity = try call("fstat", path) { () throws(Errno) in try NoFollow.identity(of: descriptor(file)) }
+            identities[file.rawValue] = identity
+        }
+        return try call("fstatat", path) { () throws(Errno) in try NoFollow.isAt(identity, path) }
     }
 
     func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
