@@ -36,7 +36,7 @@ private struct ReferenceRun {
     @Test func twoHundredKillsLoseNothingAcknowledged() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-kill-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let acknowledgements = root.appendingPathComponent("acks")
         let seed: UInt64 = 42
         var reference = try ReferenceRun(seed: seed)

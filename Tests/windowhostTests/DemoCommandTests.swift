@@ -16,7 +16,7 @@ private func mode(_ path: String) throws -> Int {
     @Test(arguments: ["022", "777"])
     func demoRestoresTheWindowSurvivesADamagedSnapshotAndWritesPrivateFiles(umask: String) throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-test-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let (status, output) = try runWindowhost(
             ["demo", "--root", root.path, "--seed", "7", "--commands", "150", "--save-delay", "100"],
             prefix: ["sh", "-c", "umask \(umask) && exec \"$@\"", "sh"])
@@ -67,7 +67,7 @@ private func mode(_ path: String) throws -> Int {
 @Suite struct InspectCommandTests {
     @Test func inspectShowsTheSavedWindowAndNamesCorruptionWithExitCodes() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-inspect-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         #expect(try run(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"]).status == 0)
 
         let clean = try run(["inspect", root.path, "--json"])

@@ -235,7 +235,7 @@ import Testing
     /// naming the tab and the byte offset, where a plain `inspect` (metadata only) gives 0.
     @Test func inspectDeepChecksEveryHistoryAndNamesTheTabAndOffset() throws {
         let root = temporaryRoot("deep")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"]).status == 0)
         let directory = root.path + "/windows/5A7E100F-0000-4000-8000-000000000001/regular"
         let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())

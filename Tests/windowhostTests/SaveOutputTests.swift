@@ -6,7 +6,7 @@ import Testing
 @Suite struct SaveOutputTests {
     @Test func saveAndSaveWaitPrintWhatTheyCover() throws {
         let root = temporaryRoot("save-output")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         defer { _ = host.terminate() }
         let window = try #require(host.windowIDs().first)

@@ -81,7 +81,7 @@ import TestSupport
     @Test func aHostileCampaignRefusesARootItCannotFillSafely() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-hostile-busy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         _ = FileManager.default.createFile(atPath: root.appendingPathComponent("kept").path, contents: Data("mine".utf8))
         let refused = try runWindowhost(["stress", "--hostile", "--kills", "1", "--root", root.path])
         #expect(refused.status == 64, "\(refused.output)")

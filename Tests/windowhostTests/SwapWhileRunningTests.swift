@@ -13,7 +13,7 @@ import Testing
         let root = temporaryRoot("swap")
         let elsewhere = root.path + "-elsewhere"
         defer {
-            try? FileManager.default.removeItem(at: root)
+            removeHostFiles(root)
             try? FileManager.default.removeItem(atPath: elsewhere)
         }
         var host = try HostProcess(root: root, scenes: 1)

@@ -11,7 +11,7 @@ import Testing
         let root = temporaryRoot("unstartable")
         let canary = temporaryRoot("unstartable-canary")
         defer {
-            try? FileManager.default.removeItem(at: root)
+            removeHostFiles(root)
             try? FileManager.default.removeItem(at: canary)
         }
         try FileManager.default.createDirectory(at: canary, withIntermediateDirectories: false)

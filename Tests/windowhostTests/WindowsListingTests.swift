@@ -11,7 +11,7 @@ import Testing
 @Suite struct WindowsListingTests {
     @Test(.timeLimit(.minutes(10))) func aFailingListingStopsRunInsteadOfStartingEmpty() throws {
         let root = temporaryRoot("listing")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         let windows = root.appendingPathComponent("windows")
         let ids = [UUID(), UUID()].map(\.uuidString).sorted().reversed()
         for id in ids { try FileManager.default.createDirectory(at: windows.appendingPathComponent(id), withIntermediateDirectories: true) }

@@ -16,7 +16,7 @@ import Testing
 @Suite struct WorkerShortageProcessTests {
     @Test(.timeLimit(.minutes(10))) func aWorkerShortOfDescriptorsWhileRestoringExitsTempfailAndTouchesNothing() throws {
         let root = temporaryRoot("worker-emfile")
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer { removeHostFiles(root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try #require(chmod(root.path, 0o700) == 0)
         let window = UUID()
