@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SessionKeys
 import Supervisor
 import Testing
 
@@ -185,6 +186,8 @@ struct Tmpfs {
     func free() { unlink(filler.path) }
 
     func unmount() {
+        // Before the unmount: the root's keys are named by the mount's device.
+        _ = try? KernelKeyring().revokeEveryKey(ofRootAt: root.path)
         _ = try? runProcess(URL(fileURLWithPath: "/bin/umount"), ["-l", mountPoint.path])
         try? FileManager.default.removeItem(at: logs)
     }
