@@ -111,7 +111,7 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         let now = monotonicNanoseconds()
         guard deadline > now else { return }
         var timeout = timespec(tv_sec: Int((deadline - now) / 1_000_000_000), tv_nsec: Int((deadline - now) % 1_000_000_000))
-        guard let descriptor = store.engine.completionDescriptor, store.savingSeq != nil else {
+        guard let descriptor = store.engine.completionDescriptor, store.writesInFlight else {
             var remaining = timespec()
             while nanosleep(&timeout, &remaining) < 0, errno == EINTR { timeout = remaining }
             return

@@ -354,7 +354,7 @@ public final class WorkerLoop {
         // Completions a blocking call took and gave back wake no descriptor: reaped at once.
         if window.store.engine.hasCompletionsToReap { return }
         var descriptors = [pollfd(fd: commands.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
-        if window.store.savingSeq != nil {
+        if window.store.writesInFlight {
             // Blocking engines complete during flush; only a ring has writes to wait for.
             guard let ring = window.store.engine.completionDescriptor else { return }
             descriptors.append(pollfd(fd: ring, events: Int16(POLLIN), revents: 0))

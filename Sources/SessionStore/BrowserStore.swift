@@ -54,6 +54,13 @@ public final class BrowserStore {
 
     /// The generation appends go to, 0 before the first save.
     var generation: UInt64 = 0
+    /// The newest generation whose snapshot is proven (written, in place, read back): where
+    /// the chain to `generation` starts. Below `generation` while a compaction's snapshot is
+    /// written in the background, or after one failed (that generation has a journal only).
+    var snapshotGeneration: UInt64 = 0
+    /// A compaction's snapshot being written, put in place and read back while saves append to
+    /// its generation's journal (`BackgroundSnapshot.swift`).
+    var backgroundSnapshot: BackgroundSnapshot?
     /// The highest generation any file of this directory carries: the next one is above it.
     var highestGeneration: UInt64 = 0
     var journal: EngineFile?
@@ -119,10 +126,10 @@ public final class BrowserStore {
     /// with their header only and grow with each append (whose flush then carries the size
     /// change too), for the store's life. Else on a disk smaller than two preallocations (a
     /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
-    private(set) var journalsGrowByAppend = false
+    var journalsGrowByAppend = false
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
-    private var unreportedCompactionFailure: StoreError?
+    var unreportedCompactionFailure: StoreError?
 
     /// The last compaction failure not yet reported, once.
     func takeCompactionFailure() -> StoreError? {
@@ -167,7 +174,10 @@ public final class BrowserStore {
 
     /// A compaction's progress: the old journal gets the records not yet durable (so the
     /// generation before keeps the whole history), the new snapshot and journal are written and
-    /// synced, then the snapshot is renamed into place and the directory synced.
+    /// synced, then the snapshot is renamed into place and the directory synced. In the
+    /// background (`inBackground`), appends move to the new journal as soon as it and the old
+    /// journal's last save are durable, its directory entry included; the snapshot goes on
+    /// alone (`BackgroundSnapshot`).
     private struct Compaction {
         let generation: UInt64
         let seq: UInt64
@@ -186,7 +196,12 @@ public final class BrowserStore {
         /// B1, `FromMemorySaveTests`.)
         let twin: NewGeneration?
         var append: (ticket: IOTicket, bytes: Int)?
+        /// The newest snapshot's write and sync, while in flight.
+        var snapshotWrite: IOTicket?
         var files: Set<IOTicket>
+        /// The directory synced after the new journal in a background compaction, open until
+        /// that chain completes: the journal's name is durable before any save in it is.
+        var journalDirectory: EngineFile?
         var directorySync: (ticket: IOTicket, directory: EngineFile)?
         var renamed = false
         var failure: StoreError?
@@ -197,7 +212,12 @@ public final class BrowserStore {
         /// The save names the other Browser too: the snapshot, which cannot be taken back, is
         /// renamed into place only once the partner's write is durable (`renameAfterPartners`).
         let awaitsPartners: Bool
-        var written: Bool { append == nil && files.isEmpty && directorySync == nil }
+        /// The save's records ride on the old journal and no twin is written: the snapshot
+        /// holds nothing the generation before lacks, so saves need not wait for it.
+        let inBackground: Bool
+        /// Every write the save waits for is done: all of them, or in the background all but
+        /// the snapshot's.
+        var written: Bool { append == nil && files.isEmpty && directorySync == nil && (snapshotWrite == nil || inBackground) }
         /// The generations written, oldest first: the twin, then the newest.
         var newGenerations: [NewGeneration] {
             (twin.map { [$0] } ?? []) + [NewGeneration(generation: generation, snapshotFile: snapshotFile, journalFile: journalFile)]
@@ -400,7 +420,9 @@ public final class BrowserStore {
 
     /// Whether the journal has passed a threshold and the next save should compact.
     var shouldCompact: Bool {
-        journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords + compactionDeferral.records
+        // One snapshot at a time: the next compaction waits for the one in the background.
+        guard backgroundSnapshot == nil else { return false }
+        return journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords + compactionDeferral.records
             || nextAppendOffset + staged.reduce(0) { $0 + Framing.recordHeaderSize + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
@@ -477,6 +499,7 @@ public final class BrowserStore {
         journalEnd = JournalFile.header(blockSize: journalBlock).count
         journalRecords = 0
         generation = newGeneration
+        snapshotGeneration = newGeneration
         generationSealed = sealing != nil
         highestGeneration = newGeneration
     }
@@ -534,6 +557,8 @@ public final class BrowserStore {
     }
 
     private func startCompaction(seq: UInt64, browsers: UInt8) throws(StoreError) {
+        // A rebase while a snapshot is in the background: the new generations supersede it.
+        dropBackgroundSnapshot()
         try eraseLeftOutSaves()
         // The records ride on the old journal, so the generation before reaches the snapshot,
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
@@ -608,10 +633,13 @@ public final class BrowserStore {
         }
         let newJournalBlock = writeDirect(journalFile)
         let journalBytes = usesSpare ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil) : preallocatedJournal(blockSize: newJournalBlock)
-        var files: Set<IOTicket> = [
-            engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)]),
-            engine.submit([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]),
-        ]
+        // Saves move to the new journal before its snapshot is in place: its name is made
+        // durable with it. A directory that does not open leaves the compaction in the save.
+        let journalDirectory = append != nil && twin == nil ? try? engine.openDirectory(directory) : nil
+        let snapshotWrite = engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)])
+        let journalChain: [IOOperation] =
+            [.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)] + (journalDirectory.map { [.sync($0)] } ?? [])
+        var files: Set<IOTicket> = [engine.submit(journalChain)]
         bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
         if let twin {
             // Its journal stays empty: nothing is ever appended to a generation below the newest.
@@ -624,8 +652,8 @@ public final class BrowserStore {
         state = .compacting(
             Compaction(
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, journalBlock: newJournalBlock, twin: twin,
-                append: append, files: files, acknowledgeAtEnd: append == nil, unframedChanges: unframedChanges,
-                awaitsPartners: browsers != kind.commitBit))
+                append: append, snapshotWrite: snapshotWrite, files: files, journalDirectory: journalDirectory, acknowledgeAtEnd: append == nil,
+                unframedChanges: unframedChanges, awaitsPartners: browsers != kind.commitBit, inBackground: journalDirectory != nil))
     }
 
     /// The list as a snapshot of `generation`. In the clear, one encoding serves every
@@ -715,7 +743,7 @@ public final class BrowserStore {
     /// Nil when `file` is the entry at `path` (walked from `/`, no symlink followed); else the
     /// failure a save reports: the first of the window directory, the session directory and
     /// the file that is not what it should be, and what is there.
-    private func misplacement(of file: EngineFile, at path: FilePath) -> IOEngineError? {
+    func misplacement(of file: EngineFile, at path: FilePath) -> IOEngineError? {
         if (try? engine.isAt(file, path)) == true { return nil }
         let expected: [(FilePath, EntryKind)] = [(directory.removingLastComponent(), .directory), (directory, .directory), (path, .file)]
         for (place, kind) in expected {
@@ -785,18 +813,23 @@ public final class BrowserStore {
 
     /// Whether `ticket` names a chain of this store's write in flight, or of its spare journal's.
     func owns(_ ticket: IOTicket) -> Bool {
-        if spare.ticket == ticket { return true }
+        if spare.ticket == ticket || backgroundSnapshot?.ticket == ticket { return true }
         return switch state {
         case .idle: false
         case .appending(let appends): appends.contains { $0.ticket == ticket }
         case .compacting(let compaction):
-            compaction.append?.ticket == ticket || compaction.files.contains(ticket) || compaction.directorySync?.ticket == ticket
+            compaction.append?.ticket == ticket || compaction.snapshotWrite == ticket || compaction.files.contains(ticket)
+                || compaction.directorySync?.ticket == ticket
         }
     }
 
     /// Takes a finished chain of this store's (see `owns`); says what it meant for the saves.
     func complete(_ completion: IOCompletion) throws(StoreError) -> SaveProgress? {
         if spare.ticket == completion.ticket { return completeSpare(completion.result) }
+        if backgroundSnapshot?.ticket == completion.ticket {
+            completeBackgroundSnapshot(completion.result)
+            return nil
+        }
         switch state {
         case .idle:
             return nil
@@ -813,8 +846,15 @@ public final class BrowserStore {
                 compaction.append = nil
                 progress = finishAppend(completion.result, seq: compaction.seq, bytes: append.bytes)
                 if case .failed(let error) = progress { compaction.failure = error }
+            } else if compaction.snapshotWrite == completion.ticket {
+                compaction.snapshotWrite = nil
+                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? .io(error) }
             } else {
                 compaction.files.remove(completion.ticket)
+                if compaction.files.isEmpty, let directory = compaction.journalDirectory {
+                    engine.close(directory)
+                    compaction.journalDirectory = nil
+                }
                 if let sync = compaction.directorySync, sync.ticket == completion.ticket {
                     engine.close(sync.directory)
                     compaction.directorySync = nil
@@ -847,6 +887,10 @@ public final class BrowserStore {
                 state = .compacting(compaction)
                 return progress
             }
+            if compaction.inBackground {
+                moveAppends(to: compaction)
+                return progress
+            }
             return rename(compaction) ?? progress
         }
     }
@@ -860,7 +904,27 @@ public final class BrowserStore {
     /// unless that failed.
     func renameAfterPartners() -> SaveProgress? {
         guard awaitsPartners, case .compacting(let compaction) = state else { return nil }
+        if compaction.inBackground {
+            moveAppends(to: compaction)
+            return nil
+        }
         return rename(compaction)
+    }
+
+    /// A background compaction's save is whole (its append to the old journal durable in every
+    /// Browser it names) and the new journal is durable under its name: appends move to the new
+    /// generation now, and its snapshot goes on alone (`BackgroundSnapshot`). Until that is
+    /// proven, the chain runs from `snapshotGeneration` through the old journal into the new.
+    private func moveAppends(to compaction: Compaction) {
+        assert(compaction.inBackground && compaction.written && compaction.failure == nil, "only a whole save's compaction moves appends")
+        assert(compaction.generation > generation && backgroundSnapshot == nil && !needsRebase, "appends move up one generation at a time")
+        assert(compaction.journalDirectory == nil, "the new journal's name is durable")
+        appendTo(compaction.journalFile, block: compaction.journalBlock, generation: compaction.generation)
+        // Whole: nothing takes it back now.
+        unconfirmed = nil
+        writing.removeAll()
+        state = .idle
+        startBackgroundSnapshot(generation: compaction.generation, seq: compaction.seq, file: compaction.snapshotFile, writing: compaction.snapshotWrite)
     }
 
     /// The other Browser's part of the save failed: the save is not whole, so the snapshot
@@ -898,7 +962,7 @@ public final class BrowserStore {
 
     /// The seq of the save whose write `ticket` names (see `owns`); nil for the spare journal's.
     func saveSeq(of ticket: IOTicket) -> UInt64? {
-        if spare.ticket == ticket { return nil }
+        if spare.ticket == ticket || backgroundSnapshot?.ticket == ticket { return nil }
         return switch state {
         case .idle: nil
         case .appending(let appends): appends.first { $0.ticket == ticket }?.seq
@@ -1001,6 +1065,7 @@ public final class BrowserStore {
     /// and unsaved records wait for the next save. After a rename whose directory sync failed
     /// it is unknown which snapshot survives a power cut: the next save writes a new one.
     private func abandon(_ compaction: Compaction, renamed: Bool) {
+        if let directory = compaction.journalDirectory { engine.close(directory) }
         for written in compaction.newGenerations {
             engine.close(written.snapshotFile)
             engine.close(written.journalFile)
@@ -1020,7 +1085,7 @@ public final class BrowserStore {
         state = .idle
     }
 
-    private func deferCompaction() {
+    func deferCompaction() {
         compactionDeferral.records += max(1, options.compactAfterRecords / 4)
         compactionDeferral.bytes += max(1, options.compactAfterBytes / 4)
     }
@@ -1052,28 +1117,44 @@ public final class BrowserStore {
             }
         }
         guard let reader else { preconditionFailure("a compaction writes at least one generation") }
-        let fallback = compaction.twin?.generation ?? generation
-        if let journal { engine.close(journal) }
+        let fallback = compaction.twin?.generation ?? snapshotGeneration
         engine.close(compaction.snapshotFile)
         if let twin = compaction.twin {
             engine.close(twin.snapshotFile)
             engine.close(twin.journalFile)
         }
-        journal = compaction.journalFile
-        journalBlock = compaction.journalBlock
-        journalEnd = JournalFile.header(blockSize: journalBlock).count
-        retractedEnd = 0
-        journalRecords = 0
-        generation = compaction.generation
-        generationSealed = sealing != nil
-        highestGeneration = compaction.generation
+        appendTo(compaction.journalFile, block: compaction.journalBlock, generation: compaction.generation)
         needsRebase = false
         unframedChanges -= compaction.unframedChanges
         // An append riding on it went to the old journal: the save is whole once renamed.
         unconfirmed = nil
-        compactionDeferral = (0, 0)
         writing.removeAll()
         state = .idle
+        snapshotProven(reader, generation: compaction.generation, fallback: fallback)
+        return nil
+    }
+
+    /// Appends go from now on to `file`, the new and empty journal of `generation`.
+    private func appendTo(_ file: EngineFile, block: Int, generation newGeneration: UInt64) {
+        assert(newGeneration > generation && newGeneration >= highestGeneration, "appends move to the newest generation")
+        if let journal { engine.close(journal) }
+        journal = file
+        journalBlock = block
+        journalEnd = JournalFile.header(blockSize: journalBlock).count
+        retractedEnd = 0
+        journalRecords = 0
+        generation = newGeneration
+        generationSealed = sealing != nil
+        highestGeneration = newGeneration
+    }
+
+    /// The snapshot of `generation` is in place and read back: the chain starts there, its
+    /// unrealized tabs' histories are read from it, and every generation older than `fallback`
+    /// (the one a damaged newest snapshot falls back to) goes.
+    func snapshotProven(_ reader: SnapshotReader, generation proven: UInt64, fallback: UInt64) {
+        assert(proven > snapshotGeneration && proven <= generation && fallback <= proven, "a proven snapshot moves the chain's start up")
+        snapshotGeneration = proven
+        compactionDeferral = (0, 0)
         historySources.removeAll(keepingCapacity: true)
         // By the snapshot's own order: the list may have changed while the compaction was in
         // flight, so its indices no longer name the snapshot's frames.
@@ -1081,7 +1162,7 @@ public final class BrowserStore {
         for index in 0..<reader.count where unrealized.contains(reader.id(at: index)) {
             historySources[reader.id(at: index)] = (reader, index)
         }
-        guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return nil }
+        guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return }
         let listing = StoreListing(entries: entries)
         for old in listing.snapshots where old < fallback && !keptInPlace.contains(StoreLayout.snapshotName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
@@ -1089,12 +1170,11 @@ public final class BrowserStore {
         for old in listing.journals where old < fallback && !keptInPlace.contains(StoreLayout.journalName(old)) {
             try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
         }
-        return nil
     }
 
     /// A snapshot just written, read back whole: every metadata record, its seq, every history
     /// frame.
-    private func readBack(_ path: FilePath, seq: UInt64, generation: UInt64) throws(StoreError) -> SnapshotReader {
+    func readBack(_ path: FilePath, seq: UInt64, generation: UInt64) throws(StoreError) -> SnapshotReader {
         let bytes = try io { try EngineBytes(engine, path: path) }
         do throws(SessionFormatError) {
             let reader = try SnapshotReader(bytes, seal: seal(.snapshot, generation))
@@ -1118,6 +1198,7 @@ public final class BrowserStore {
     func destroy() throws(StoreError) {
         precondition(isIdle, "no write in flight while deleting")
         dropSpare()
+        dropBackgroundSnapshot()
         if let journal { engine.close(journal) }
         journal = nil
         if try io({ try engine.kind(directory) }) == .directory {
@@ -1142,6 +1223,7 @@ public final class BrowserStore {
     /// The session is deleted: the store holds none, as before its first save.
     private func forgetSession() {
         generation = 0
+        snapshotGeneration = 0
         journalEnd = 0
         retractedEnd = 0
         journalRecords = 0

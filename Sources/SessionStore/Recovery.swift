@@ -157,11 +157,11 @@ extension BrowserStore {
                 loaded.needsRebase = true
             }
         }
-        // A journal whose snapshot never existed was made by a compaction that stopped before
-        // its rename: nothing was ever appended to it (appends move there only after the
-        // rename is durable), so it goes. A journal whose snapshot was set aside as damaged
-        // stays: its saves follow the journal before it, and without it an older snapshot
-        // would restore without them.
+        // A journal whose snapshot was set aside as damaged stays: its saves follow the journal
+        // before it, and without it an older snapshot would restore without them. So does one
+        // whose snapshot never existed and that holds saves: appends move to a compaction's new
+        // journal before its snapshot is in place (`BackgroundSnapshot`). One holding none was
+        // made by a compaction that stopped before that: it goes.
         let listedSnapshots = Set(listing.snapshots)
         // A listing that fails is thrown, not taken for an empty `damaged/`: the journal of a
         // snapshot set aside there would go as an orphan.
@@ -174,10 +174,12 @@ extension BrowserStore {
         let snapshotExisted = { (generation: UInt64) in
             listedSnapshots.contains(generation) || setAsideSnapshots.contains(generation)
         }
-        if !readOnly {
-            for orphan in listing.journals where orphan > loaded.generation && !snapshotExisted(orphan) {
-                try? engine.removeFile(directory.appending(StoreLayout.journalName(orphan)))
-            }
+        var unused: Set<UInt64> = []
+        for orphan in listing.journals where orphan > loaded.generation && orphan < below && !snapshotExisted(orphan) {
+            let path = directory.appending(StoreLayout.journalName(orphan))
+            guard try holdsNoSave(path, orphan) else { continue }
+            unused.insert(orphan)
+            if !readOnly { try? engine.removeFile(path) }
         }
         if loaded.reader == nil, snapshotExisted(1), listing.journals.contains(1) {
             // The only snapshot damaged: a young window, or an incognito session created again.
@@ -192,7 +194,9 @@ extension BrowserStore {
         // compaction took the number above. (Walked one number at a time, the chain stopped
         // at that gap, and a fallback past a damaged newest snapshot dropped its journal's
         // acknowledged saves: windowhost stress, seed 1 with --io uring.)
-        let chain = [loaded.generation] + listedSnapshots.union(setAsideSnapshots).filter { $0 > loaded.generation && $0 < below }.sorted()
+        let chain =
+            [loaded.generation]
+            + listedSnapshots.union(setAsideSnapshots).union(listing.journals).subtracting(unused).filter { $0 > loaded.generation && $0 < below }.sorted()
         for (position, generation) in chain.enumerated() {
             guard listing.journals.contains(generation) else { break }
             let path = directory.appending(StoreLayout.journalName(generation))
@@ -241,11 +245,29 @@ extension BrowserStore {
                 }
             }
         }
-        if loaded.journals.first?.generation != loaded.generation { loaded.needsRebase = true }
+        // Only the newest snapshot's own journal is continued: a chain through newer journals
+        // (past a damaged snapshot, or one a kill left in the background) is written again.
+        if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 { loaded.needsRebase = true }
         if excluded.isEmpty, !loaded.needsRebase, listedSnapshots.contains(where: { $0 < loaded.generation }) {
             try checkFallback(&loaded)
         }
         return loaded
+    }
+
+    /// Whether the journal at `path` holds no save: nothing past its header (zeros, or an empty
+    /// file; its header too may not have landed). A file that does not open is no answer: the
+    /// chain's walk sets it aside.
+    private func holdsNoSave(_ path: FilePath, _ generation: UInt64) throws(StoreError) -> Bool {
+        guard let source = try? EngineBytes(engine, path: path) else { return false }
+        return try readingTail(source) { () throws(SessionFormatError) in
+            if try JournalFile.lastNonZeroEnd(source, from: 0) == 0 { return true }
+            for seal in openingSeals(.journal, generation) {
+                guard let scan = try? JournalFile.scan(source, seal: seal) else { continue }
+                guard scan.commits.isEmpty else { return false }
+                return try JournalFile.lastNonZeroEnd(source, from: scan.headerEnd) <= scan.headerEnd
+            }
+            return false
+        }
     }
 
     /// The snapshot of `generation`, opened with the first of `openingSeals` that opens it. One
@@ -367,6 +389,7 @@ extension BrowserStore {
             damaged += degradedTabs.map { DamagedFile(path: snapshot.string, setAsideAt: nil, error: $0.reason) }
         }
         generation = loaded.generation
+        snapshotGeneration = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
         restoredInTheClear = loaded.reader.map { !$0.isSealed } == true || loaded.journals.contains { !$0.scan.sealed }

@@ -116,6 +116,9 @@ public final class WindowStore {
     public var savingSeq: UInt64? { groups.last?.seq }
     /// Whether the save in flight writes a new snapshot.
     var compactionInFlight: Bool { stores.contains(where: \.isCompacting) }
+    /// Whether a write is in flight: a save's, or a snapshot's in the background. The loop
+    /// waits on the engine's completions while one is.
+    public var writesInFlight: Bool { !groups.isEmpty || stores.contains(where: \.hasBackgroundWork) }
 
     /// A Browser's run of failed saves, from its first failure to its next durable save.
     private struct FailureEpisode {
@@ -315,8 +318,9 @@ public final class WindowStore {
             try forgetUnusedSession()
             return
         }
-        guard hasUnsavedChanges || !groups.isEmpty else { return }
-        try waitUntilDurable(appliedSeq)
+        if hasUnsavedChanges || !groups.isEmpty { try waitUntilDurable(appliedSeq) }
+        // A snapshot left in the background would make the next start rewrite the session.
+        while stores.contains(where: \.hasBackgroundWork) { try turn(waiting: true) }
     }
 
     /// A window that never took a command (seq 0) leaves nothing behind: the session `recover`
@@ -466,7 +470,7 @@ public final class WindowStore {
     /// outbox. Blocks only with `waiting` and a write in flight.
     public func turn(waiting block: Bool = false) throws(StoreError) {
         if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
-        let completions = try io { try engine.reap(waiting: block && !groups.isEmpty) }
+        let completions = try io { try engine.reap(waiting: block && writesInFlight) }
         for completion in completions {
             guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
             let seq = stores[index].saveSeq(of: completion.ticket)
@@ -482,7 +486,7 @@ public final class WindowStore {
         }
         try finishLandedGroups()
         // Else a durable wait would turn for ever: nothing left would ever complete it.
-        assert(groups.isEmpty || engine.inFlight > 0, "a save in flight has a write in the engine")
+        assert(!writesInFlight || engine.inFlight > 0, "a write in flight is in the engine")
         let newest = groups.last?.seq ?? durableSeq
         if waiting.last.map({ $0.seq > newest }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
@@ -595,7 +599,7 @@ public final class WindowStore {
     private func closeCompactionEpisodes() {
         for index in compactionEpisodes.indices {
             guard let generation = compactionEpisodes[index] else { continue }
-            if !stores[index].isOnDisk || stores[index].generation > generation, !stores[index].compactionDeferred {
+            if !stores[index].isOnDisk || stores[index].snapshotGeneration > generation, !stores[index].compactionDeferred {
                 compactionEpisodes[index] = nil
                 if stores[index].isOnDisk { report(.compactionRecovered(stores[index].kind)) }
             }
@@ -612,7 +616,7 @@ public final class WindowStore {
     }
 
     private func noteCompactionFailure(_ index: Int, _ error: StoreError) {
-        if compactionEpisodes[index] == nil { compactionEpisodes[index] = stores[index].generation }
+        if compactionEpisodes[index] == nil { compactionEpisodes[index] = stores[index].snapshotGeneration }
         report(.compactionFailed(error))
     }
 
@@ -622,7 +626,7 @@ public final class WindowStore {
         repeat {
             try turn(waiting: true)
             if failureCount > failuresBefore, let lastFailure { throw lastFailure }
-        } while !groups.isEmpty
+        } while writesInFlight
     }
 
     /// Starts a group if there is room: at most `savesInFlightBound` in flight, none of them

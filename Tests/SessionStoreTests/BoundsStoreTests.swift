@@ -230,7 +230,8 @@ import Testing
                     items: [NavigationItem(url: "https://\(seq).example/", timestamp: .zero)], currentIndex: 0)))
                 try store.regular.webStateList.insert(tab, InsertionParams(activate: true))
             }
-            repeat { events += try store.poll(waiting: true) } while store.savingSeq != nil
+            // The snapshot too, which is read back in the background: before any later save.
+            repeat { events += try store.poll(waiting: true) } while store.writesInFlight
         }
         while engine.contents(of: directory.appending(StoreLayout.snapshotName(2))) == nil { try command() }
         let before = Set((try engine.directoryEntries(directory)) ?? [])

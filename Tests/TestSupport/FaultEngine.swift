@@ -416,6 +416,17 @@ public final class FaultEngine: BlockingChainEngine {
             .compactMap { entry in FilePath.Component(entry.name).map { ($0, entry.kind) } }
     }
 
+    /// The path each queued chain's first operation works on, oldest first: what a test's
+    /// `completionOrder` picks by.
+    public var queuedPaths: [String?] {
+        chains.queuedChains.map { chain in
+            switch chain.first {
+            case .write(let file, _, _, _)?, .sync(let file)?: handles[file.rawValue]?.path
+            case nil: nil
+            }
+        }
+    }
+
     /// What a reader sees in `path` now, or nil: for tests that damage files on the simulated disk.
     public func contents(of path: FilePath) -> [UInt8]? {
         guard case .file(let inode)? = visible[path.string] else { return nil }
