@@ -133,11 +133,7 @@ struct StressCampaignCommand: ParsableCommand {
             throw ExitCode(.unavailable)
         }
         print(Self.summary(report))
-        if let json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            try ReportFile.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
-        }
+        if let json { try ReportFile.write(try report.json(), to: FilePath(json)) }
         if let html { try ReportFile.write(Array(report.html.utf8), to: FilePath(html)) }
         if !report.passed { throw ExitCode(.checkFailed) }
     }
