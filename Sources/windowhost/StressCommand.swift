@@ -63,10 +63,10 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "The workers' save delay in ms (0: every change saved at once).")
     var saveDelay: UInt64 = 0
 
-    @Option(help: "Write the report as JSON to this file.")
+    @Option(help: "Write the report as JSON to this file: every event, one a line.")
     var json: String?
 
-    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts.")
+    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts, summaries of the recoveries and hostile events.")
     var html: String?
 
     @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
