@@ -186,7 +186,7 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "windowhost", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file

@@ -38,6 +38,12 @@ public struct BenchPlan: Sendable {
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
         openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
 
+    /// The most windows a case saves with: one a slot of the shared region.
+    public static let maxWindows = 64
+    /// The most rates an open-loop sweep offers: with each window count (1 to `maxWindows`,
+    /// each once) they bound the points of the bench page and its JSON.
+    public static let maxOpenLoopRates = 16
+
     public var caseCount: Int { windows.count * sizes.reduce(0) { count, size in count + contenders.filter(size.applies).count } }
 
     /// The steps a run shows progress by: the device measurement, each fio case, each round of

@@ -1,9 +1,24 @@
+import Supervisor
+
 /// `GET /`: the live dashboard, one self-contained page (inline style and script, no fetch but
 /// this server's own `/api/status` and `/api/live`), readable with 16 windows.
 ///
 /// Every string from the host goes into the page as text (`textContent`), never as markup: a
 /// set-aside reason can hold a file name anyone could choose.
+///
+/// No list on the page grows with the host's age: each is cut to one of the limits below.
 enum DashboardPage {
+    /// Events the page keeps for its chart's marks: as many as the host holds.
+    static let eventsKept = HostObservation.eventCapacity
+    /// Lines of the event log shown, newest first.
+    static let eventLinesShown = 200
+    /// Latency points the page keeps: as many as the live feed's history.
+    static let pointsKept = LiveFeed.historyCapacity
+    /// The newest points drawn as dots on the p99 line.
+    static let pointsDotted = 120
+    /// Set-aside entries shown as rows; `ctl set-aside` lists them all.
+    static let setAsideRowsShown = 64
+
     static let html = #"""
     <!doctype html>
     <html lang="en">
@@ -118,7 +133,7 @@ enum DashboardPage {
     function renderStatus(status) {
       if (!status) return;
       const open = new Set(status.windows.map(w => w.uuid));
-      for (const [uuid, node] of known) if (!open.has(uuid)) { node.remove(); known.delete(uuid); }
+      for (const [uuid, node] of known) if (!open.has(uuid)) { node.remove(); known.delete(uuid); restartsSeen.delete(uuid); }
       for (const w of status.windows) card(w);
       const tabs = status.windows.reduce((n, w) => n + w.tabs, 0);
       document.getElementById("summary").textContent =
@@ -131,7 +146,7 @@ enum DashboardPage {
         const head = el("tr");
         for (const name of ["id", "window", "reason", "set aside at", "browsers", "tabs", "durable seq", "state"]) head.appendChild(el("th", "", name));
         table.appendChild(head);
-        for (const s of status.set_aside) {
+        for (const s of status.set_aside.slice(0, \#(setAsideRowsShown))) {
           const row = el("tr", "entry");
           row.id = "aside-" + s.id;
           const held = s.summary === "read" ? [(s.browsers || []).join("+"), s.regular_tabs + "+" + s.incognito_tabs, String(s.durable_seq)]
@@ -141,6 +156,8 @@ enum DashboardPage {
           table.appendChild(row);
         }
         aside.appendChild(table);
+        const more = status.set_aside.length - \#(setAsideRowsShown);
+        if (more > 0) aside.appendChild(el("div", "dim more", "… and " + more + " more: windowhost ctl set-aside lists them all"));
       }
     }
 
@@ -151,8 +168,8 @@ enum DashboardPage {
         const what = e.kind === "recovered" ? "recovered in " + e.recovery_ms.toFixed(1) + " ms" : "worker " + (e.kind === "kill" ? "killed" : e.kind === "watchdog" ? "killed by the watchdog" : "crashed");
         log.prepend(el("div", e.kind, e.seconds.toFixed(1) + " s  " + e.window + "  " + what));
       }
-      while (events.length > 512) events.shift();
-      while (log.childElementCount > 200) log.lastChild.remove();
+      while (events.length > \#(eventsKept)) events.shift();
+      while (log.childElementCount > \#(eventLinesShown)) log.lastChild.remove();
     }
 
     function drawChart() {
@@ -197,7 +214,7 @@ enum DashboardPage {
         poly.setAttribute("points", shown.map(p => x(p.seconds).toFixed(1) + "," + y(p[key]).toFixed(1)).join(" "));
         svg.appendChild(poly);
       }
-      for (const p of shown.slice(-120)) {
+      for (const p of shown.slice(-\#(pointsDotted))) {
         const c = document.createElementNS(svgNS, "circle");
         c.setAttribute("class", "point"); c.setAttribute("cx", x(p.seconds)); c.setAttribute("cy", y(p.p99_ms)); c.setAttribute("r", "2");
         c.setAttribute("fill", "#bc8cff");
@@ -210,7 +227,7 @@ enum DashboardPage {
 
     function addPoints(list) {
       for (const p of list) points.push(p);
-      while (points.length > 600) points.shift();
+      while (points.length > \#(pointsKept)) points.shift();
     }
 
     fetch("/api/status").then(r => r.ok ? r.json() : null).then(renderStatus).catch(() => {});

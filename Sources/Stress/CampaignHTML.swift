@@ -1,8 +1,10 @@
 import Foundation
 
 /// `stress --html`: one self-contained page (inline SVG, no scripts, no fetches) of a campaign:
-/// its timeline, recovery-time and save-latency distributions, and the oracle's verdicts with
-/// the line that reproduces each failure.
+/// its timeline, recovery-time and save-latency distributions, the oracle's verdicts with the
+/// line that reproduces each failure, and summaries of its recoveries and hostile events. The
+/// page's size grows with the failures, never with the events: the timeline is binned and long
+/// lists are summarized; the JSON (`--json`) keeps every event.
 extension CampaignReport {
     public var html: String {
         let escape = ReportPage.escape
@@ -22,12 +24,7 @@ extension CampaignReport {
         body += "max \(ReportPage.fixed(recovery_ms.max, 1)) ms. Save latency: p50 \(ReportPage.fixed(save_latency_us.p50, 0)) µs, "
         body += "p99 \(ReportPage.fixed(save_latency_us.p99, 0)) µs, p99.9 \(ReportPage.fixed(save_latency_us.p999 ?? 0, 0)) µs, "
         body += "max \(ReportPage.fixed(save_latency_us.max, 0)) µs.</p>\n"
-        body += verdictSection()
-        if !hostile_log.isEmpty {
-            body += "<h2>Hostile events</h2>\n<p>\(hostile_events) events: \(disk_fills) disk fills, \(planted_entries) entries planted; "
-            body += "\(refused_while_full) saves refused (74) while the disk was full.</p>\n"
-            body += "<pre>\(escape(hostile_log.joined(separator: "\n")))</pre>\n"
-        }
+        body += verdictSection() + recoverySection() + hostileSection()
         return ReportPage.page(title: "windowhost stress, seed \(seed)", body: body)
     }
 
@@ -62,99 +59,66 @@ extension CampaignReport {
     /// supervisor is gone can fail every command after, thousands of lines alike.
     static let failuresListed = 200
 
-    /// Every event at its second since the start: one lane (and shape) per kind; a recovery
-    /// the oracle failed is red.
-    private func timelineChart() -> String {
-        let width = 940.0
-        let height = 230.0
-        let left = 110.0
-        let right = 16.0
-        let top = 50.0
-        let bottom = 48.0
-        let span = Swift.max(duration_s, timeline.map(\.at).max() ?? 0, 1)
-        func x(_ seconds: Double) -> Double { left + seconds / span * (width - left - right) }
-        let lanes = CampaignEvent.Kind.allCases
-        let laneHeight = (height - top - bottom) / Double(lanes.count)
-        func y(_ kind: CampaignEvent.Kind) -> Double { top + (Double(lanes.firstIndex(of: kind) ?? 0) + 0.5) * laneHeight }
-        var svg = ReportPage.svgStart(width: width, height: height, title: "kills, damage and recoveries over the campaign")
-        for kind in lanes {
-            svg += "<line x1=\"\(left)\" y1=\"\(y(kind))\" x2=\"\(width - right)\" y2=\"\(y(kind))\" stroke=\"#eee\"/>"
-            svg += "<text x=\"\(left - 6)\" y=\"\(y(kind) + 4)\" text-anchor=\"end\" font-size=\"11\">\(Self.laneName(kind))</text>\n"
+    /// Entries shown at each end of a long list on the page (recoveries, hostile events).
+    static let listEnds = 10
+    /// The slowest recoveries shown.
+    static let slowestListed = 10
+
+    /// The first and last `listEnds` of `list`, and how many between them are left off.
+    static func ends<T>(_ list: [T]) -> (first: ArraySlice<T>, skipped: Int, last: ArraySlice<T>) {
+        guard list.count > 2 * listEnds else { return (list[...], 0, []) }
+        return (list.prefix(listEnds), list.count - 2 * listEnds, list.suffix(listEnds))
+    }
+
+    /// The oracle's verdicts counted, the slowest recoveries, and the first and last checked.
+    private func recoverySection() -> String {
+        let checked = timeline.filter { $0.kind == .recovery }
+        let timed = timeline.filter { $0.recovery_ms != nil }
+        guard !checked.isEmpty || !timed.isEmpty else { return "" }
+        let verdicts = CampaignEvent.Verdict.allCases.map { verdict in "\(checked.filter { $0.verdict == verdict }.count) \(verdict.rawValue)" }
+        var section = "<h2 id=recoveries>Recoveries</h2>\n<p>\(checked.count) checked by the oracle: \(verdicts.joined(separator: ", ")); "
+        section += "\(timed.count) kills timed to their recovery. The JSON (<code>--json</code>) has every one in <code>timeline</code>.</p>\n"
+        if !timed.isEmpty {
+            let slowest = timed.sorted { ($0.recovery_ms ?? 0) > ($1.recovery_ms ?? 0) }.prefix(Self.slowestListed)
+            section += "<h3>The \(slowest.count) slowest</h3>\n" + Self.eventTable(slowest.map { $0 })
         }
-        let step = Self.tickStep(span)
-        var tick = 0.0
-        while tick <= span + step / 1000 {
-            svg += "<text x=\"\(ReportPage.fixed(x(tick), 1))\" y=\"\(height - bottom + 16)\" text-anchor=\"middle\" font-size=\"11\">\(ReportPage.fixed(tick, step < 1 ? 1 : 0))</text>\n"
-            tick += step
+        if !checked.isEmpty {
+            let (first, skipped, last) = Self.ends(checked)
+            section += "<h3>The first and last checked</h3>\n" + Self.eventTable(first.map { $0 } + (skipped > 0 ? [nil] : []) + last.map { $0 }, skipped: skipped)
         }
-        svg += ReportPage.axisLabels(
-            xLabel: "seconds since the start", yLabel: "", width: width, height: height, left: left, right: right, top: top, bottom: bottom)
-        for event in timeline {
-            var title = "\(Self.laneName(event.kind)) at \(ReportPage.fixed(event.at, 2)) s"
-            if let window = event.window { title += ", window \(window)" }
-            if let recovery = event.recovery_ms { title += ", recovered in \(ReportPage.fixed(recovery, 1)) ms" }
-            if let verdict = event.verdict { title += ": \(verdict.rawValue)" }
+        return section
+    }
+
+    /// A table of events, a nil one standing for the `skipped` left off.
+    private static func eventTable(_ events: [CampaignEvent?], skipped: Int = 0) -> String {
+        var table = "<table>\n<tr><th>s</th><th>event</th><th>window</th><th>recovery ms</th><th>verdict</th></tr>\n"
+        for event in events {
+            guard let event else {
+                table += "<tr><td colspan=5>… \(skipped) more …</td></tr>\n"
+                continue
+            }
             let failed = event.verdict.map { $0 != .intact } ?? false
-            svg += Self.mark(event.kind, x: x(event.at), y: y(event.kind), failed: failed, attributes: "class=\"mark \(event.kind.rawValue)\(failed ? " failed" : "")\"")
-            svg += "<title>\(ReportPage.escape(title))</title></\(Self.shape(event.kind))>\n"
+            table += "<tr\(failed ? " class=failed" : "")><td>\(ReportPage.fixed(event.at, 2))</td><td>\(laneName(event.kind))</td>"
+            table += "<td><code>\(ReportPage.escape(event.window ?? "-"))</code></td><td>\(event.recovery_ms.map { ReportPage.fixed($0, 1) } ?? "")</td>"
+            table += "<td>\(event.verdict?.rawValue ?? "")</td></tr>\n"
         }
-        // The legend, between the title and the plot: each kind's shape and colour, and a failed recovery's.
-        var legendX = left
-        let legendY = top - 10
-        for (kind, failed) in lanes.map({ ($0, false) }) + [(.recovery, true)] {
-            svg += Self.mark(kind, x: legendX + 6, y: legendY - 4, failed: failed, attributes: "class=\"legend\"") + "</\(Self.shape(kind))>"
-            let name = failed ? "recovery the oracle failed" : Self.laneName(kind)
-            svg += "<text x=\"\(legendX + 16)\" y=\"\(legendY)\" font-size=\"11\">\(name)</text>\n"
-            legendX += 40 + Double(name.count) * 6
-        }
-        return svg + "</svg>\n"
+        return table + "</table>\n"
     }
 
-    private static func laneName(_ kind: CampaignEvent.Kind) -> String {
-        switch kind {
-        case .workerKill: "worker kill"
-        case .supervisorKill: "supervisor kill"
-        case .damage: "damage"
-        case .recovery: "recovery"
+    /// The hostile events counted by kind, and the first and last of them.
+    private func hostileSection() -> String {
+        guard !hostile_log.isEmpty else { return "" }
+        var section = "<h2 id=hostile>Hostile events</h2>\n<p>\(hostile_events) events: \(disk_fills) disk fills, \(planted_entries) entries planted; "
+        section += "\(refused_while_full) saves refused (74) while the disk was full. The JSON (<code>--json</code>) has every one in <code>hostile_log</code>.</p>\n"
+        var byKind: [HostileEvent.Kind?: Int] = [:]
+        for line in hostile_log { byKind[HostileEvent.Kind(logLine: line), default: 0] += 1 }
+        section += "<table>\n"
+        for kind in HostileEvent.Kind.allCases.map(Optional.some) + [nil] {
+            guard let count = byKind[kind] else { continue }
+            section += "<tr><th>\(kind?.rawValue ?? "other")</th><td>\(count)</td></tr>\n"
         }
-    }
-
-    /// The SVG element of `kind`'s marks.
-    private static func shape(_ kind: CampaignEvent.Kind) -> String {
-        switch kind {
-        case .workerKill: "circle"
-        case .supervisorKill: "rect"
-        case .damage, .recovery: "polygon"
-        }
-    }
-
-    /// The opening tag of a mark at (x, y), left open for a `<title>`: a red circle for a
-    /// worker kill, a purple square for the supervisor's, an orange triangle for damage, a
-    /// green diamond for a recovery (red when failed).
-    private static func mark(_ kind: CampaignEvent.Kind, x: Double, y: Double, failed: Bool, attributes: String) -> String {
-        let (cx, cy) = (ReportPage.fixed(x, 1), ReportPage.fixed(y, 1))
-        func points(_ offsets: [(Double, Double)]) -> String {
-            offsets.map { "\(ReportPage.fixed(x + $0.0, 1)),\(ReportPage.fixed(y + $0.1, 1))" }.joined(separator: " ")
-        }
-        switch kind {
-        case .workerKill:
-            return "<circle \(attributes) cx=\"\(cx)\" cy=\"\(cy)\" r=\"3.5\" fill=\"#d62728\" fill-opacity=\"0.7\">"
-        case .supervisorKill:
-            return "<rect \(attributes) x=\(q(x - 5)) y=\(q(y - 5)) width=\"10\" height=\"10\" fill=\"#9467bd\">"
-        case .damage:
-            return "<polygon \(attributes) points=\"\(points([(0, -5), (5, 4), (-5, 4)]))\" fill=\"#ff7f0e\">"
-        case .recovery:
-            return "<polygon \(attributes) points=\"\(points([(0, -5), (4, 0), (0, 5), (-4, 0)]))\" fill=\"\(failed ? "#b00" : "#2ca02c")\" fill-opacity=\"\(failed ? 1 : 0.6)\">"
-        }
-    }
-
-    /// A coordinate as a quoted attribute value.
-    private static func q(_ value: Double) -> String { "\"\(ReportPage.fixed(value, 1))\"" }
-
-    /// Seconds between the x axis's ticks: 1, 2 or 5 × a power of ten, about eight ticks.
-    static func tickStep(_ span: Double) -> Double {
-        let rough = span / 8
-        let power = pow(10, floor(log10(rough)))
-        return [1.0, 2, 5, 10].first { $0 * power >= rough }.map { $0 * power } ?? power * 10
+        let (first, skipped, last) = Self.ends(hostile_log)
+        let lines = first + (skipped > 0 ? ["… \(skipped) more …"] : []) + last
+        return section + "</table>\n<pre>\(ReportPage.escape(lines.joined(separator: "\n")))</pre>\n"
     }
 }

@@ -18,14 +18,42 @@ public enum HostileEvent: Sendable, CustomStringConvertible {
     /// A file of mode 000 (only when not root: root reads it anyway).
     case unreadableFile(path: String)
 
+    /// What an event did, without its paths: the words its description (and its line in the
+    /// report's `hostile_log`) starts with.
+    public enum Kind: String, CaseIterable, Sendable {
+        case filledDisk = "filled the disk"
+        case freedDisk = "freed the disk"
+        case symlink = "planted a symlink"
+        case fifo = "planted a FIFO"
+        case directory = "planted a directory"
+        case unreadableFile = "planted an unreadable file"
+
+        /// The kind of a `hostile_log` line, "step N: what"; nil for a line no event wrote.
+        public init?(logLine: String) {
+            guard let colon = logLine.firstRange(of: ": ") else { return nil }
+            let what = logLine[colon.upperBound...]
+            guard let kind = Self.allCases.first(where: { what.hasPrefix($0.rawValue) }) else { return nil }
+            self = kind
+        }
+    }
+
+    public var kind: Kind {
+        switch self {
+        case .filledDisk: .filledDisk
+        case .freedDisk: .freedDisk
+        case .symlink: .symlink
+        case .fifo: .fifo
+        case .directory: .directory
+        case .unreadableFile: .unreadableFile
+        }
+    }
+
     public var description: String {
         switch self {
-        case .filledDisk(let bytes): "filled the disk (\(bytes) bytes)"
-        case .freedDisk: "freed the disk"
-        case .symlink(let path, let target): "planted a symlink \(path) -> \(target)"
-        case .fifo(let path): "planted a FIFO at \(path)"
-        case .directory(let path): "planted a directory at \(path)"
-        case .unreadableFile(let path): "planted an unreadable file at \(path)"
+        case .filledDisk(let bytes): "\(kind.rawValue) (\(bytes) bytes)"
+        case .freedDisk: kind.rawValue
+        case .symlink(let path, let target): "\(kind.rawValue) \(path) -> \(target)"
+        case .fifo(let path), .directory(let path), .unreadableFile(let path): "\(kind.rawValue) at \(path)"
         }
     }
 }

@@ -67,10 +67,12 @@ struct BenchCommand: ParsableCommand {
         var plan = quick ? BenchPlan.quick : BenchPlan.full
         if let windows {
             let counts = windows.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...64).contains($0) } ?? false }) else {
-                throw ValidationError("--windows takes counts within 1...64, comma-separated, e.g. 1,2,4,8,16")
+            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...BenchPlan.maxWindows).contains($0) } ?? false }) else {
+                throw ValidationError("--windows takes counts within 1...\(BenchPlan.maxWindows), comma-separated, e.g. 1,2,4,8,16")
             }
-            plan.windows = counts.compactMap { $0 }
+            // Each count once, in the order given: the page and the JSON have a point per count.
+            var seen = Set<Int>()
+            plan.windows = counts.compactMap { $0 }.filter { seen.insert($0).inserted }
         }
         if let tabs {
             guard (1...Limits.maxTabsPerBrowser).contains(tabs) else {
@@ -89,7 +91,11 @@ struct BenchCommand: ParsableCommand {
             guard !values.isEmpty, values.allSatisfy({ $0.map { $0 >= 1 && $0 <= 1_000_000 } ?? false }) else {
                 throw ValidationError("--rates takes commands per second within 1...1000000, comma-separated, e.g. 1000,4000")
             }
-            plan.openLoopRates = values.compactMap { $0 }.sorted()
+            let distinct = Set(values.compactMap { $0 }).sorted()
+            guard distinct.count <= BenchPlan.maxOpenLoopRates else {
+                throw ValidationError("--rates takes at most \(BenchPlan.maxOpenLoopRates) rates")
+            }
+            plan.openLoopRates = distinct
         }
         if let rounds {
             guard (1...100).contains(rounds) else { throw ValidationError("--rounds must be within 1...100") }

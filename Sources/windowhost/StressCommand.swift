@@ -63,10 +63,10 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "The workers' save delay in ms (0: every change saved at once).")
     var saveDelay: UInt64 = 0
 
-    @Option(help: "Write the report as JSON to this file.")
+    @Option(help: "Write the report as JSON to this file: every event, one a line.")
     var json: String?
 
-    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts.")
+    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts, summaries of the recoveries and hostile events.")
     var html: String?
 
     @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
@@ -133,11 +133,7 @@ struct StressCampaignCommand: ParsableCommand {
             throw ExitCode(.unavailable)
         }
         print(Self.summary(report))
-        if let json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            try ReportFile.write(Array(try encoder.encode(report)) + [UInt8(ascii: "\n")], to: FilePath(json))
-        }
+        if let json { try ReportFile.write(try report.json(), to: FilePath(json)) }
         if let html { try ReportFile.write(Array(report.html.utf8), to: FilePath(html)) }
         if !report.passed { throw ExitCode(.checkFailed) }
     }

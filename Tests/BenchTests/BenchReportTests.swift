@@ -328,3 +328,21 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         #expect(failed.saves == 3 && failed.failure == "disk gone")
     }
 }
+
+/// The bench page has a point per window count, engine and rate, and the command bounds them:
+/// a run at every bound still writes a page under 1 MB.
+@Suite struct BenchPageBoundsTests {
+    @Test func aPageAtEveryBoundStaysUnderAMegabyte() {
+        let counts = Array(1...BenchPlan.maxWindows)
+        let results = SaveSize.allCases.flatMap { size in
+            Contender.allCases.filter(size.applies).flatMap { engine in counts.map { row(engine, size, windows: $0, microseconds: 300, saves: 100) } }
+        }
+        let rates = (1...BenchPlan.maxOpenLoopRates).map { Double($0 * 1000) }
+        let openLoop = [1, BenchPlan.maxWindows].flatMap { windows in
+            BenchPlan.openLoopContenders.flatMap { engine in rates.map { point(engine, windows: windows, offered: $0, achieved: UInt64($0), microseconds: 500) } }
+        }
+        let page = report(results, openLoop: openLoop).html
+        #expect(page.utf8.count < 1 << 20, "\(page.utf8.count) bytes")
+        #expect(page.components(separatedBy: "<svg").count - 1 == 3 * SaveSize.allCases.count + 1, "a latency chart at the fewest and at the most windows, not at each")
+    }
+}

@@ -36,16 +36,99 @@ import Testing
 
     private func occurrences(of needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
 
-    @Test func theTimelineHasOneMarkPerEventOfEachKind() {
+    /// The `data-counts` of the timeline's lane of `kind`, summed.
+    private func binned(_ kind: CampaignEvent.Kind, in html: String) -> Int {
+        html.components(separatedBy: "class=\"bin \(kind.rawValue)\" data-counts=\"").dropFirst()
+            .flatMap { $0.prefix { $0 != "\"" }.split(separator: " ").compactMap { Int($0) } }.reduce(0, +)
+    }
+
+    @Test func theTimelineCountsEveryEventInItsLaneAndMarksEachFailedRecovery() {
         let report = fabricatedReport()
         let html = report.html
         for kind in CampaignEvent.Kind.allCases {
-            let events = report.timeline.filter { $0.kind == kind }.count
-            #expect(occurrences(of: "class=\"mark \(kind.rawValue)", in: html) == events, "\(kind)")
+            #expect(binned(kind, in: html) == report.timeline.filter { $0.kind == kind }.count, "\(kind)")
         }
         #expect(occurrences(of: "class=\"mark recovery failed\"", in: html) == 1, "the torn recovery is marked failed, the others not")
         // A legend entry for each kind, and for a failed recovery.
         #expect(occurrences(of: "class=\"legend\"", in: html) == CampaignEvent.Kind.allCases.count + 1)
+    }
+
+    /// Every event falls in one of a fixed number of slices, the end in the last.
+    @Test func eventsFallInAFixedNumberOfSlices() {
+        let slices = CampaignReport.timelineBuckets
+        #expect(CampaignReport.bucket(of: 0, span: 100) == 0)
+        #expect(CampaignReport.bucket(of: 100, span: 100) == slices - 1)
+        #expect(CampaignReport.bucket(of: 50, span: 100) == slices / 2)
+        #expect(CampaignReport.bucket(of: .nan, span: 100) == 0 && CampaignReport.bucket(of: 1e12, span: 100) == slices - 1)
+    }
+
+    /// A campaign of `kills` kills (one in 25 of the supervisor) over `kills / 5` seconds, each followed by a recovery,
+    /// a hostile event for every kill and a half, and the same three failed recoveries (with their
+    /// failures) whatever its length.
+    private func longReport(kills: Int) -> CampaignReport {
+        var report = fabricatedReport()
+        report.duration_s = Double(kills) / 5
+        report.timeline = []
+        for index in 0..<kills {
+            let at = Double(index) / 5
+            let window = "window-\(index % 8)"
+            if index % 12 == 0 { report.timeline.append(CampaignEvent(kind: .damage, at: at, window: window)) }
+            let supervisor = index % 25 == 0
+            report.timeline.append(
+                CampaignEvent(kind: supervisor ? .supervisorKill : .workerKill, at: at, window: supervisor ? nil : window, recovery_ms: 20 + Double(index % 97)))
+            let failed = [kills / 4, kills / 2, 3 * kills / 4].contains(index)
+            report.timeline.append(CampaignEvent(kind: .recovery, at: at + 0.05, window: window, verdict: failed ? .lost : .intact))
+        }
+        report.failures = ["lost", "went back", "torn"].map { "window W: \($0) (seed 9, step 1); reproduce: \(report.reproduce)" }
+        report.hostile_log = (0..<(kills * 3 / 2)).map { "step \($0 * 7): planted a symlink windows/W/regular/snap-\($0) -> /tmp/canary" }
+        report.hostile_events = report.hostile_log.count
+        return report
+    }
+
+    /// The page's size follows the failures, not the events: under 1 MB for 1,000 kills and for
+    /// 10,000, the longer at most 10 % bigger, and each failure and failed recovery still on it.
+    @Test func thePageStaysSmallAtAnyLength() {
+        let short = longReport(kills: 1_000).html
+        let long = longReport(kills: 10_000)
+        let page = long.html
+        #expect(short.utf8.count < 1 << 20 && page.utf8.count < 1 << 20, "\(short.utf8.count), \(page.utf8.count) bytes")
+        #expect(Double(page.utf8.count) <= 1.1 * Double(short.utf8.count), "\(short.utf8.count) → \(page.utf8.count) bytes")
+        #expect(occurrences(of: "class=\"mark recovery failed\"", in: page) == 3)
+        #expect(occurrences(of: "<li class=failed>", in: page) == 3 && occurrences(of: "<br>reproduce: <code>\(long.reproduce)</code>", in: page) == 3)
+        for kind in CampaignEvent.Kind.allCases { #expect(binned(kind, in: page) == long.timeline.filter { $0.kind == kind }.count, "\(kind)") }
+        #expect(occurrences(of: "class=\"bin ", in: page) == CampaignEvent.Kind.allCases.count, "one outline per lane")
+        // The long lists summed up: counts by kind, the ends, the slowest.
+        #expect(page.contains("<tr><th>planted a symlink</th><td>15000</td></tr>"))
+        #expect(page.contains("… \(15_000 - 2 * CampaignReport.listEnds) more …") && page.contains("snap-14999 -&gt;") && !page.contains("snap-5000 "))
+        #expect(page.contains("10000 checked by the oracle: 9997 intact, 3 lost"))
+        #expect(page.contains("<h3>The \(CampaignReport.slowestListed) slowest</h3>") && page.contains("<td>116.0</td>"))
+        #expect(page.contains("… \(10_000 - 2 * CampaignReport.listEnds) more …"))
+    }
+
+    /// The JSON keeps every event, one a line, and reads back whole; a report written
+    /// pretty-printed, as before, reads the same.
+    @Test func theJSONKeepsEveryEventOneALine() throws {
+        let report = longReport(kills: 10_000)
+        let bytes = try report.json()
+        let decoded = try JSONDecoder().decode(CampaignReport.self, from: Data(bytes))
+        #expect(decoded.timeline == report.timeline && decoded.hostile_log == report.hostile_log && decoded.failures == report.failures)
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("    {\"at\":") }.count == report.timeline.count, "one line per event")
+        #expect(lines.filter { $0.hasPrefix("    \"step ") }.count == report.hostile_log.count, "one line per hostile event")
+        #expect(lines.contains("  \"seed\":9,") && lines.first == "{" && lines.last == "}")
+        #expect((try JSONSerialization.jsonObject(with: Data(bytes))) is [String: Any])
+        let pretty = JSONEncoder()
+        pretty.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let old = try pretty.encode(report)
+        #expect(bytes.count < old.count, "\(bytes.count) bytes against \(old.count) pretty-printed")
+        #expect(try JSONDecoder().decode(CampaignReport.self, from: old).timeline.count == report.timeline.count)
+    }
+
+    /// Strings with brackets, commas and escaped quotes stay whole; empty lists stay `[]`.
+    @Test func theJSONLayoutBreaksOnlyBetweenTopLevelEntries() {
+        let compact = #"{"a":[],"b":["x,]\"[","y"],"c":{"d":[1,2]},"e":[{"f":[3]}]}"#
+        let expected = "{\n  \"a\":[],\n  \"b\":[\n    \"x,]\\\"[\",\n    \"y\"\n  ],\n  \"c\":{\"d\":[1,2]},\n  \"e\":[\n    {\"f\":[3]}\n  ]\n}"
+        #expect(String(decoding: ReportJSON.lines(Array(compact.utf8)), as: UTF8.self) == expected)
     }
 
     @Test func everyStringIsEscapedAndNothingIsFetched() {

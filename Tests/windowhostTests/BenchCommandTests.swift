@@ -1,4 +1,5 @@
 import Foundation
+import Bench
 import HostLimits
 import Testing
 
@@ -78,7 +79,10 @@ import Testing
     }
 
     @Test func badArgumentsExitWithUsage() throws {
-        for arguments in [["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"], ["--rounds", "0"], ["--rates", "0"], ["--rates", "100,x"]] {
+        for arguments in [
+            ["--windows", "0"], ["--windows", "1,x"], ["--seconds", "0"], ["--tabs", "-3"], ["--rounds", "0"], ["--rates", "0"], ["--rates", "100,x"],
+            ["--rates", (1...(BenchPlan.maxOpenLoopRates + 1)).map { "\($0 * 100)" }.joined(separator: ",")],
+        ] {
             #expect(try runWindowhost(["bench"] + arguments).status == 64, "\(arguments)")
         }
     }
