@@ -119,12 +119,7 @@ public struct BenchReport: Codable, Sendable {
             target("CPU per small save, 1 window, saving process + kernel threads: uring over floor", "≤ 1.25", cpuRatio(over: .floor), { $0 <= 1.25 }),
             target("CPU per small save, 1 window, saving process + kernel threads: uring over sync", "≤ 0.7", cpuRatio(over: .sync), { $0 <= 0.7 }),
         ]
-        for windows in Set(openLoop.map(\.windows)).sorted() {
-            targets.append(
-                target(
-                    "open loop, \(windows) window\(windows == 1 ? "" : "s"): uring p99 over sync p99 at the highest rate both keep up with",
-                    "≤ 0.8", openLoopRatio(windows: windows), { $0 <= 0.8 }))
-        }
+        targets += openLoopTargets()
         targets += [
             saturationTarget(),
             target("first save of a fresh window over a steady small save, uring p50", "≤ 2", firstSaveRatio(.uring, firstSave?.uring.p50), { $0 <= 2 }),
@@ -169,20 +164,6 @@ public struct BenchReport: Codable, Sendable {
         }
         let ratio = top.writesPerSecond / refereeRate
         return Target(name: name, measured: ratio, goal: goal, met: ratio >= 0.5)
-    }
-
-    /// uring's p99 over sync's at the highest offered rate where both made ≥ 95 % of the
-    /// commands durable, at `windows` windows; nil when there is no such rate.
-    func openLoopRatio(windows: Int) -> Double? {
-        let points = openLoop.filter { $0.windows == windows }
-        let sustained = Set(points.map(\.offeredPerSecond)).filter { rate in
-            [Contender.uring, .sync].allSatisfy { engine in points.contains { $0.engine == engine.rawValue && $0.offeredPerSecond == rate && $0.keptUp } }
-        }
-        guard let rate = sustained.max(),
-            let uring = points.first(where: { $0.engine == Contender.uring.rawValue && $0.offeredPerSecond == rate }),
-            let sync = points.first(where: { $0.engine == Contender.sync.rawValue && $0.offeredPerSecond == rate }), sync.p99 > 0
-        else { return nil }
-        return Double(uring.p99) / Double(sync.p99)
     }
 
     // MARK: text

@@ -31,12 +31,12 @@ public struct BenchPlan: Sendable {
 
     public static let full = BenchPlan(
         windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500,
-        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000], openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
+        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
     /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
     /// open-loop sweep.
     public static let quick = BenchPlan(
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
-        openLoopRates: [1000, 8000, 64000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
+        openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
 
     /// The most windows a case saves with: one a slot of the shared region.
     public static let maxWindows = 64

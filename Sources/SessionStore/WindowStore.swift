@@ -164,7 +164,7 @@ public final class WindowStore {
     private var groups: [SaveGroup] = []
     private let savesInFlightBound: Int
     /// Save requests not yet durable: their sequence numbers and when they were made.
-    private var waiting: [(seq: UInt64, at: UInt64)] = []
+    private var waiting = SaveRequests()
     /// The outbox: every event, whatever path made it (a turn of the loop, or a save, wait or
     /// teardown inside a command), until `takeEvents` hands it out. One consumer drains it (the
     /// worker loop, after each command and each turn), so nothing is dropped or rebuilt from
@@ -372,7 +372,7 @@ public final class WindowStore {
         if retryingNow { retryNow() }
         // Nothing unsaved: no request, or it would wait for (and time) a later change's save.
         guard appliedSeq > durableSeq else { return }
-        waiting.append((appliedSeq, clock()))
+        waiting.append(seq: appliedSeq, at: clock())
     }
 
     private func retryNow() {
@@ -729,11 +729,10 @@ public final class WindowStore {
         durableSeq = seq
         savesCompleted += 1
         let now = clock()
-        while let first = waiting.first, first.seq <= seq {
-            let microseconds = (now > first.at ? now - first.at : 0) / 1000
+        waiting.removeThrough(seq) { at in
+            let microseconds = (now > at ? now - at : 0) / 1000
             saveLatency.record(microseconds)
             onSaveLatency?(microseconds)
-            waiting.removeFirst()
         }
         report(.durable(seq))
     }

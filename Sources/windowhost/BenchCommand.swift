@@ -33,7 +33,7 @@ struct BenchCommand: ParsableCommand {
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000 and 64000 commands/s per window; fio 2 s per case.")
+    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000, 64000, 128000, 256000 and 512000 commands/s per window; fio 2 s per case.")
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
@@ -45,7 +45,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Seconds each case saves for, each open-loop rate and each fio case runs for (default 3, 2 and 3; quick 1, 1 and 2).")
     var seconds: Double?
 
-    @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,64000).")
+    @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,512000).")
     var rates: String?
 
     @Option(help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")

@@ -46,6 +46,8 @@ import Testing
             try list.insert(tabB)
         }
         for index in [1, 0, 1, 0] { try command { try list.activate(at: index) } }
+        // The newest snapshot is proven in the background.
+        try store.settle()
         #expect(try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count == 2)
         if navigatingA { try command { try tabA.commitNavigation(to: page("https://a.example/fourth", 5)) } }
         try command {

@@ -1,3 +1,4 @@
+import HostLimits
 import SystemPackage
 
 /// io_uring behind the engine protocol. Everything queued between two `flush` calls goes to
@@ -50,7 +51,7 @@ public final class UringEngine: RealFileEngine {
 
     /// Sets up a ring with `features` (every one by default; tests ask for fewer), doing
     /// without those the kernel refuses, and checks that it implements what the store needs.
-    public init(entries: UInt32 = 256, features: RingFeatures = .all) throws(IOUringError) {
+    public init(entries: UInt32 = Limits.ringEntries, features: RingFeatures = .all) throws(IOUringError) {
         ring = try Ring(entries: entries, features: features)
         try ring.require([.write, .fsync])
         var refusals: [String] = []
