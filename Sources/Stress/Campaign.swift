@@ -635,14 +635,7 @@ public final class Campaign {
         let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: dump.appliedSeq)
         mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
         if case .intact = verdict {} else {
-            let shown = OracleWindow(dump: dump)
-            let model = before.current
-            let detail = "came back at seq \(dump.appliedSeq) with \(shown.regular.tabs.map(\.id))+\(shown.incognito.tabs.map(\.id)) "
-                + "active \(shown.regular.activeID.map(String.init) ?? "-")/\(shown.incognito.activeID.map(String.init) ?? "-"); the model at seq \(before.lastSeq) "
-                + "(acknowledged \(before.acknowledged)) has \(model.regular.tabs.map(\.id))+\(model.incognito.tabs.map(\.id)) "
-                + "active \(model.regular.activeID.map(String.init) ?? "-")/\(model.incognito.activeID.map(String.init) ?? "-")"
-                + differingPages(shown, model)
-            FileHandle.standardError.write(Data("windowhost stress: window \(id) \(detail)\n".utf8))
+            FileHandle.standardError.write(Data("windowhost stress: window \(id) \(explain(dump, against: before))\n".utf8))
         }
         switch verdict {
         case .intact(let recovered):
@@ -660,6 +653,20 @@ public final class Campaign {
             report.failures.append(
                 reproduce("window \(id): came back at seq \(seq), below the \(before.acknowledged) acknowledged, so a seq would name two commands"))
         }
+    }
+
+    /// A window the oracle could not explain, against the model where it claims to be (the last
+    /// state at or below its seq) and where the model ends: every field that differs.
+    private func explain(_ dump: DumpReply, against history: WindowHistory) -> String {
+        let claimed = history.states.last { $0.seq <= dump.appliedSeq } ?? history.states[0]
+        func against(_ state: (seq: UInt64, window: OracleWindow)) -> String {
+            let found = state.window.differences(from: dump)
+            return "the model at seq \(state.seq): " + (found.isEmpty ? "the same, but for histories or digest" : found.joined(separator: "; "))
+        }
+        var detail = "came back at seq \(dump.appliedSeq) (acknowledged \(history.acknowledged), \(history.states.count) states since the last recovery, "
+            + "from seq \(history.states[0].seq)); against \(against(claimed))"
+        if claimed.seq != history.lastSeq { detail += "; against \(against(history.states[history.states.count - 1]))" }
+        return detail
     }
 
     private func mergeSaveLatency() {
@@ -693,14 +700,6 @@ public final class Campaign {
         progress.show(fraction: fraction, count: "kills \(report.kills)\(target)", detail: detail)
         self.progress = progress
     }
-}
-
-/// "; tab T shows URL, the model URL'" for each tab both have with a different page.
-private func differingPages(_ shown: OracleWindow, _ model: OracleWindow) -> String {
-    shown.urls.keys.sorted().compactMap { id in
-        guard let url = shown.urls[id], let expected = model.urls[id], url != expected else { return nil }
-        return "; tab \(id) shows \(url), the model \(expected)"
-    }.joined()
 }
 
 extension CampaignEvent.Verdict {

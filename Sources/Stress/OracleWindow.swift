@@ -231,3 +231,39 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension OracleWindow {
+    /// What `dump` shows that this model does not, field by field (tabs, active, pinned,
+    /// openers, pages, histories): what a failure's line names, so a torn window can be
+    /// explained without its files, which a campaign's tmpfs takes with it.
+    public func differences(from dump: DumpReply) -> [String] {
+        differences(regular, dump.regular, "regular") + differences(incognito, dump.incognito, "incognito")
+    }
+
+    private func differences(_ list: ReferenceList, _ shown: DumpReply.BrowserContents, _ name: String) -> [String] {
+        var found: [String] = []
+        let shownIDs = shown.tabs.map(\.id)
+        if shownIDs != list.tabs.map(\.id) { found.append("\(name) tabs \(shownIDs), the model \(list.tabs.map(\.id))") }
+        let shownActive = shown.activeIndex.flatMap { shown.tabs.indices.contains(Int($0)) ? shown.tabs[Int($0)].id : nil }
+        if shownActive != list.activeID {
+            found.append("\(name) active \(shownActive.map(String.init) ?? "-"), the model \(list.activeID.map(String.init) ?? "-")")
+        }
+        let shownPinned = shown.tabs.filter(\.pinned).count
+        if shownPinned != list.pinnedCount { found.append("\(name) pinned \(shownPinned), the model \(list.pinnedCount)") }
+        for tab in shown.tabs {
+            guard let modelTab = list.tabs.first(where: { $0.id == tab.id }) else { continue }
+            if tab.opener != modelTab.openerID {
+                found.append("tab \(tab.id) opener \(tab.opener.map(String.init) ?? "-"), the model \(modelTab.openerID.map(String.init) ?? "-")")
+            }
+            guard let page = pages[tab.id] else { continue }
+            if tab.url != page.url { found.append("tab \(tab.id) shows \(tab.url), the model \(page.url)") }
+            if page.complete, let count = tab.historyCount, Int(count) != page.urls.count {
+                found.append("tab \(tab.id) history of \(count), the model \(page.urls.count)")
+            }
+            if page.complete, let index = tab.historyIndex, Int(index) != page.current {
+                found.append("tab \(tab.id) at entry \(index), the model \(page.current)")
+            }
+        }
+        return found
+    }
+}

@@ -163,6 +163,22 @@ import Testing
         }
     }
 
+    @Test func aWindowTheOracleCannotExplainIsDescribedFieldByField() {
+        var window = OracleWindow()
+        for id in 1...3 as ClosedRange<Int64> {
+            _ = window.apply(.open(url: "https://\(id).example/", incognito: false, index: nil, opener: id == 3 ? 1 : nil, background: false), tab: id)
+        }
+        #expect(window.differences(from: dump(of: window)).isEmpty)
+        var shown = dump(of: window)
+        shown.regular.activeIndex = 0
+        shown.regular.tabs[2].opener = nil
+        shown.regular.tabs[1].url = "https://other.example/"
+        #expect(
+            window.differences(from: shown) == [
+                "regular active 1, the model 3", "tab 2 shows https://other.example/, the model https://2.example/", "tab 3 opener -, the model 1",
+            ])
+    }
+
     private func dump(of window: OracleWindow) -> DumpReply {
         func browser(_ list: ReferenceList) -> DumpReply.BrowserContents {
             DumpReply.BrowserContents(
