@@ -187,7 +187,7 @@ let package = Package(
             name: "windowhostTests",
             dependencies: [
                 "windowhost", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
+                "HostLimits", "Stress", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
             // system under a host (compiled by the test that uses it), run from their paths.
@@ -202,10 +202,10 @@ let package = Package(
             name: "StatusServerTests",
             dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
         ),
-        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor"]),
+        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
         .testTarget(
             name: "BenchTests",
-            dependencies: ["Bench", "SessionStore", "HostLimits", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["Bench", "SessionStore", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
             // fio's JSON output captured on this machine, read from its path (#filePath).
             exclude: ["Fixtures"]
         ),
@@ -222,7 +222,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostCoordination", "HostLimits", "IOUring", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Supervisor", "HostCoordination", "HostLimits", "IOUring", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "SessionFormatTests",

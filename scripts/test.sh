@@ -25,7 +25,20 @@ if grep -E "^$PWD/(Sources|Tests)/.*warning:" "$log" >&2; then
   echo "error: the build printed warnings in Sources/ or Tests/" >&2
   exit 1
 fi
+# A run ends as it started: nothing named windowhost-* left in the temporary directory and no
+# windowhost: key left in the user keyring (revoked keys linger until the kernel collects them).
+leftovers() {
+  ls -1d "${TMPDIR:-/tmp}"/windowhost-* 2>/dev/null || true
+  awk '$2 !~ /[RD]/ && $9 ~ /^windowhost:/ { print "key " $9 }' /proc/keys 2>/dev/null || true
+}
+before=$(leftovers | sort)
 swift test --skip-build
+left=$(comm -13 <(echo "$before") <(leftovers | sort))
+if [ -n "$left" ]; then
+  echo "$left" >&2
+  echo "error: the tests left the files or keys above behind" >&2
+  exit 1
+fi
 
 # The fuzzers, briefly: every target on its committed corpus, then 48 s of fuzzing in all (the
 # build of the sanitized fuzz package comes first, unoptimized since it is most of this step's

@@ -57,15 +57,16 @@ public struct BenchPlan: Sendable {
 
 public enum BenchRunner {
     /// Runs `plan` with files under `directory` (created, emptied after each case), telling
-    /// `progress` how many of the plan's steps are done, of how many, and what runs now.
+    /// `progress` how many of the plan's steps are done, of how many, and what runs now; a
+    /// `progress` that throws stops the run there.
     public static func run(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ total: Int, _ step: String) -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ total: Int, _ step: String) throws -> Void
     ) throws -> BenchReport {
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
+        try progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
-        let fio = FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { progress(1 + $0, plan.stepCount, $1) }
+        let fio = try FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { try progress(1 + $0, plan.stepCount, $1) }
         var results: [SaveResult] = []
         var done = plan.fioCases.count
         // Window counts outermost, then rounds, contenders innermost: the disk of a shared
@@ -77,7 +78,7 @@ public enum BenchRunner {
                 for size in plan.sizes {
                     for contender in plan.contenders where size.applies(to: contender) {
                         done += 1
-                        progress(
+                        try progress(
                             done, plan.stepCount,
                             "case \(done - plan.fioCases.count)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
                                 + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
@@ -106,18 +107,18 @@ public enum BenchRunner {
         }
         let beforeOpenLoop = 1 + plan.fioCases.count + plan.caseCount * plan.rounds
         let openLoop = try runOpenLoop(plan, executable: executable, directory: directory) { step, what in
-            progress(beforeOpenLoop + step, plan.stepCount, what)
+            try progress(beforeOpenLoop + step, plan.stepCount, what)
         }
         let afterOpenLoop = beforeOpenLoop + plan.openLoopSteps
-        progress(afterOpenLoop, plan.stepCount, "first save of a fresh window, \(plan.firstSaves) of each engine")
+        try progress(afterOpenLoop, plan.stepCount, "first save of a fresh window, \(plan.firstSaves) of each engine")
         let firstSave = try FirstSaveBench.run(repeats: plan.firstSaves, directory: directory)
         settle()
-        progress(afterOpenLoop + 1, plan.stepCount, "restore of \(plan.restoreTabs) tabs")
+        try progress(afterOpenLoop + 1, plan.stepCount, "restore of \(plan.restoreTabs) tabs")
         let restoreDirectory = directory.appending("restore")
         defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
         let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
         settle()
-        progress(afterOpenLoop + 2, plan.stepCount, "round trips: shared memory, socket, ctl")
+        try progress(afterOpenLoop + 2, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         // The supervisor's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
@@ -135,7 +136,7 @@ public enum BenchRunner {
     /// `progress` is told each point's place in the full sweep (a sweep stopped early skips
     /// the rest of its window count's places) and what it measures.
     static func runOpenLoop(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ step: Int, _ what: String) -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ step: Int, _ what: String) throws -> Void
     ) throws -> [OpenLoopResult] {
         var points: [OpenLoopResult] = []
         for (windowIndex, windows) in plan.openLoopWindows.enumerated() {
@@ -143,7 +144,7 @@ public enum BenchRunner {
             for (rateIndex, rate) in plan.openLoopRates.enumerated() {
                 var syncKeptUp = true
                 for (contenderIndex, contender) in BenchPlan.openLoopContenders.enumerated() {
-                    progress(
+                    try progress(
                         (windowIndex * plan.openLoopRates.count + rateIndex) * BenchPlan.openLoopContenders.count + contenderIndex,
                         "open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each")
                     let caseDirectory = directory.appending("open-\(contender.rawValue)-\(windows)")

@@ -89,10 +89,11 @@ public enum FioBench {
     }
 
     /// Runs `cases` for `seconds` each in a private directory made under `directory` (removed
-    /// afterwards), telling `progress` which case starts. Every failure is a result, never a throw.
+    /// afterwards), telling `progress` which case starts. Every failure is a result: only
+    /// `progress` throws, to stop the run.
     public static func run(
-        _ cases: [FioCase], seconds: Double, directory: FilePath, progress: (_ index: Int, _ what: String) -> Void
-    ) -> (results: [FioResult], problem: String?) {
+        _ cases: [FioCase], seconds: Double, directory: FilePath, progress: (_ index: Int, _ what: String) throws -> Void
+    ) rethrows -> (results: [FioResult], problem: String?) {
         guard let executable = locate() else { return ([], "\(FioError.notOnPath)") }
         let scratch: FilePath
         do { scratch = try makePrivateDirectory(under: directory) } catch { return ([], "\(error)") }
@@ -101,8 +102,8 @@ public enum FioBench {
         do { block = try prepareFiles(in: scratch, jobs: cases.map(\.jobs).max() ?? 1) } catch {
             return (cases.map { FioResult($0, block: nil, outcome: .failure(error)) }, nil)
         }
-        let results = cases.enumerated().map { index, fioCase in
-            progress(index, "fio \(fioCase.engine), \(fioCase.jobs) job\(fioCase.jobs == 1 ? "" : "s"), depth \(fioCase.depth)")
+        let results = try cases.enumerated().map { index, fioCase in
+            try progress(index, "fio \(fioCase.engine), \(fioCase.jobs) job\(fioCase.jobs == 1 ? "" : "s"), depth \(fioCase.depth)")
             let arguments = [executable] + Self.arguments(fioCase, directory: scratch, block: block, seconds: seconds)
             // Layout is done already; fio starts in well under a second, unless the disk stalls.
             let outcome = Result { () throws(FioError) in

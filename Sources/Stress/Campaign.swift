@@ -4,13 +4,7 @@ import Glibc
 import Histogram
 import IOUring
 import Supervisor
-import Synchronization
 import SystemPackage
-
-/// Set by SIGINT or SIGTERM once `Campaign.stopOnSignals` ran: the campaign stops at its next
-/// step and cleans up (shuts the supervisor down; a hostile one frees the disk, and `stress`
-/// unmounts its tmpfs).
-private let stopRequested = Atomic<Bool>(false)
 
 public struct CampaignOptions: Sendable {
     public var root: FilePath
@@ -33,6 +27,9 @@ public struct CampaignOptions: Sendable {
     public var compactAfterRecords = 48
     /// Where the campaign shows its progress (kills done, elapsed, ETA); nil: nowhere.
     public var progress: ProgressMeter?
+    /// Asked at every step: true stops the campaign there, and it cleans up (shuts the
+    /// supervisor down; a hostile one frees the disk). `stress` answers it from its signals.
+    public var stopRequested: @Sendable () -> Bool = { false }
     /// `--hostile`: the world around the store turns hostile now and then; nil: never.
     public var hostile: HostileOptions?
     /// How long any reply may take before the campaign calls it a hang.
@@ -176,11 +173,6 @@ public final class Campaign {
     /// Longer than any restart: a window answering "retry" this long is stuck.
     private static let stuckAfterSeconds = 30.0
 
-    /// SIGINT and SIGTERM stop the campaign cleanly instead of killing the process.
-    public static func stopOnSignals() {
-        for signalNumber in [SIGINT, SIGTERM] { signal(signalNumber) { _ in stopRequested.store(true, ordering: .relaxed) } }
-    }
-
     public init(options: CampaignOptions) {
         self.options = options
         random = SeededGenerator(seed: options.seed)
@@ -256,7 +248,7 @@ public final class Campaign {
 
     private var finished: Bool {
         if aborted { return true }
-        if stopRequested.load(ordering: .relaxed) {
+        if options.stopRequested() {
             abort("stopped by a signal before the end")
             return true
         }
@@ -370,12 +362,18 @@ public final class Campaign {
         }
     }
 
+    /// The planted symlinks a canary failure names (the newest, the likeliest to have been
+    /// followed): the JSON's `hostile_log` has them all.
+    static let symlinksNamedInAFailure = 5
+
     /// The canary outside the root is as it was made: no symlink was followed.
     private func checkCanary() {
         guard let hostile, !canaryReported, let damage = hostile.planter.canary.damage() else { return }
         canaryReported = true
         let symlinks = report.hostile_log.filter { $0.contains("symlink") }
-        report.failures.append(reproduce("a symlink was followed out of the root: \(damage); planted so far: \(symlinks.joined(separator: ", "))"))
+        let latest = symlinks.suffix(Self.symlinksNamedInAFailure).joined(separator: ", ")
+        report.failures.append(
+            reproduce("a symlink was followed out of the root: \(damage); \(symlinks.count) planted so far, the latest: \(latest)"))
     }
 
     // MARK: commands

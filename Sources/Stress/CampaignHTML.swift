@@ -46,7 +46,7 @@ extension CampaignReport {
         let suffix = "; reproduce: \(reproduce)"
         for failure in failures.prefix(Self.failuresListed) {
             let what = failure.hasSuffix(suffix) ? String(failure.dropLast(suffix.count)) : failure
-            section += "<li class=failed>\(ReportPage.escape(what))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
+            section += "<li class=failed>\(ReportPage.escape(Self.shortened(what)))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
         }
         section += "</ol>\n"
         if failures.count > Self.failuresListed {
@@ -58,6 +58,16 @@ extension CampaignReport {
     /// Failures listed on the page: the first ones say what went wrong; a campaign whose
     /// supervisor is gone can fail every command after, thousands of lines alike.
     static let failuresListed = 200
+    /// Characters of one failure shown on the page or in the summary: whatever a failure's
+    /// text names, the page stays bounded by the failures listed.
+    static let failureCharactersShown = 2_000
+
+    /// `failure` as a page or summary shows it: cut at `failureCharactersShown`, saying how
+    /// much the JSON has beyond.
+    public static func shortened(_ failure: String) -> String {
+        guard failure.count > failureCharactersShown else { return failure }
+        return "\(failure.prefix(failureCharactersShown))… (\(failure.count - failureCharactersShown) more characters in the JSON)"
+    }
 
     /// Entries shown at each end of a long list on the page (recoveries, hostile events).
     static let listEnds = 10

@@ -108,6 +108,7 @@ struct BenchCommand: ParsableCommand {
 
     func run() throws {
         let plan = try plan()
+        StopSignals.install()
         let directory: FilePath
         if let dir {
             directory = FilePath(dir).appending("windowhost-bench-\(getpid())")
@@ -126,8 +127,12 @@ struct BenchCommand: ParsableCommand {
         do {
             // Every step shown: each takes a second or more, and the line names it.
             report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) { done, total, step in
+                try StopSignals.stopIfAsked("bench")
                 progress.show(fraction: Double(done) / Double(total), count: "step \(done + 1)/\(total)", detail: step)
             }
+        } catch let stopped as ExitCode {
+            progress.finish()
+            throw stopped
         } catch {
             progress.finish()
             FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))

@@ -35,6 +35,7 @@ struct DemoCommand: ParsableCommand {
     }
 
     func run() throws {
+        StopSignals.install()
         let rootPath = try root.map { try PrivateFiles.checkedRootOrExit(FilePath($0)) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
         defer {
             if root == nil {
@@ -66,6 +67,7 @@ struct DemoCommand: ParsableCommand {
             if seq <= 5 { print("  #\(seq) \(browser.kind): \(did)") }
             saves += try store.poll().map { describe($0, since: start) }
             usleep(5_000)
+            try StopSignals.stopIfAsked("demo")
         }
         print("  …")
         for line in saves { print(line) }

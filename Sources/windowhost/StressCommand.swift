@@ -94,6 +94,7 @@ struct StressCampaignCommand: ParsableCommand {
     }
 
     func run() throws {
+        StopSignals.install()
         let engine = powerCut ? IOEngineChoice.powercut.rawValue : try io.makeEngine().name
         let seed = seed ?? UInt64.random(in: 1...UInt64(UInt32.max))
         let temporary = root == nil
@@ -111,11 +112,13 @@ struct StressCampaignCommand: ParsableCommand {
         if hostile {
             mounted = try HostileFilesystem.prepare(rootPath)
         }
-        // Before the unmount: the keys are named by the root as the campaign saw it.
-        defer { if temporary { PrivateFiles.forgetTemporaryRootKeys(rootPath) } }
+        // Before the unmount: the keys are named by the root as the campaign saw it. A hostile
+        // campaign's root is its own tmpfs, gone with the unmount, so its keys go too.
+        defer { if temporary || mounted?.mountPoint != nil { PrivateFiles.forgetTemporaryRootKeys(rootPath) } }
         var options = CampaignOptions(
             root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())
+        options.stopRequested = { StopSignals.receivedSignal != nil }
         options.progress = ProgressMeter(name: "windowhost stress", terminal: isatty(STDERR_FILENO) == 1)
         options.corruptionOneIn = damageOneIn
         if hostile {
@@ -125,7 +128,6 @@ struct StressCampaignCommand: ParsableCommand {
         defer { if hostile { try? FileManager.default.removeItem(atPath: rootPath.string + ".hostile-canary") } }
         print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)\(mounted.map { " (\($0))" } ?? "")")
         let report: CampaignReport
-        Campaign.stopOnSignals()
         do {
             report = try Campaign(options: options).run()
         } catch {
@@ -154,7 +156,7 @@ struct StressCampaignCommand: ParsableCommand {
                 "hostile: \(report.hostile_events) events (\(report.disk_fills) disk fills, \(report.planted_entries) entries planted), "
                     + "\(report.refused_while_full) saves refused (74) while the disk was full")
         }
-        lines += report.failures.prefix(20).map { "FAILED: \($0)" }
+        lines += report.failures.prefix(20).map { "FAILED: \(CampaignReport.shortened($0))" }
         lines.append(report.passed ? "nothing acknowledged was lost" : "FAILED")
         return lines.joined(separator: "\n")
     }

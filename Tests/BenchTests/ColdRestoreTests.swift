@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SystemPackage
+import TestSupport
 import Testing
 
 @testable import Bench
@@ -27,7 +28,7 @@ import Testing
 
     @Test func droppingThePageCacheLeavesNoPageOfTheSessionResident() throws {
         let directory = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-cold-\(UUID().uuidString.prefix(8))").path)
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let nested = directory.appending("windows/one")
         try FileManager.default.createDirectory(atPath: nested.string, withIntermediateDirectories: true)
         var paths: [String] = []

@@ -1,6 +1,7 @@
 import Foundation
 import HostLimits
 import SystemPackage
+import TestSupport
 import Testing
 
 @testable import Bench
@@ -113,7 +114,7 @@ private func parseError(_ data: Data) -> FioError? {
         let directory = FilePath(
             FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fio-\(UUID().uuidString.prefix(8))").path)
         try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         var started: [Int] = []
         let (results, problem) = FioBench.run(FioBench.cases, seconds: 0.25, directory: directory) { index, _ in started.append(index) }
         #expect(problem == nil, "\(problem ?? "")")
@@ -143,7 +144,7 @@ private func parseError(_ data: Data) -> FioError? {
         let directory = FilePath(
             FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fio-\(UUID().uuidString.prefix(8))").path)
         try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         func outcome(_ arguments: [String], timeout: Double = 10) -> FioError? {
             do {
                 _ = try FioBench.runChild(arguments, in: directory, timeout: timeout)

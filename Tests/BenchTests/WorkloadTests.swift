@@ -4,6 +4,7 @@ import IOUring
 import SessionFormat
 import SessionStore
 import SystemPackage
+import TestSupport
 import Testing
 
 @testable import Bench
@@ -17,7 +18,7 @@ private func temporaryDirectory() -> FilePath {
     @Test(arguments: [Contender.uring, .sync], SaveSize.allCases)
     func storeSavesRestoreFromDisk(contender: Contender, size: SaveSize) throws {
         let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let workload = try Workloads.make(contender, size: size, directory: directory)
         let before = workload.bytesWritten
         for _ in 0..<3 {
@@ -39,7 +40,7 @@ private func temporaryDirectory() -> FilePath {
     @Test(arguments: SaveSize.allCases)
     func theRewriteLeavesOneWholeSessionFile(size: SaveSize) throws {
         let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let workload = try Workloads.make(.rewrite, size: size, directory: directory)
         try workload.prepare()
         try workload.save()
@@ -54,7 +55,7 @@ private func temporaryDirectory() -> FilePath {
     @Test(arguments: [SaveSize.small, .large])
     func theRewriteAppliesEachChangeToABrowserWithHelpersAndObservers(size: SaveSize) throws {
         let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let workload = try #require(try Workloads.make(.rewrite, size: size, directory: directory) as? RewriteWorkload)
         let before = workload.browser.webStateList.webStates.map(\.id)
         try workload.prepare()
@@ -85,7 +86,7 @@ private func temporaryDirectory() -> FilePath {
 
     @Test func theFloorWritesOneAlignedDirectBlockPerSmallSaveIntoAPreWrittenFile() throws {
         let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let workload = try #require(try Workloads.make(.floor, size: .small, directory: directory) as? FloorWorkload)
         let before = try #require(FileManager.default.contents(atPath: directory.appending("floor").string))
         #expect(before.count == 4 << 20 && before.allSatisfy { $0 == 0 }, "written whole before the first timed save")
@@ -107,7 +108,7 @@ private func temporaryDirectory() -> FilePath {
 
     @Test func theBufferedFloorAppendsItsRecordDurablyIntoAPreallocatedFile() throws {
         let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let workload = try Workloads.make(.floorBuffered, size: .small, directory: directory)
         for _ in 0..<3 { try workload.save() }
         #expect(workload.bytesWritten == 768)

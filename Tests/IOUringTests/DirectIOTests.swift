@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import IOUring
 import SystemPackage
+import TestSupport
 import Testing
 
 @Suite struct DirectIOTests {
@@ -11,7 +12,7 @@ import Testing
     @Test func aDiskReportsItsAlignmentAndTakesAlignedDirectWrites() throws {
         let directory = FilePath(NSTemporaryDirectory()).appending("directio-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try #require(mkdir(directory.string, 0o700) == 0)
-        defer { _ = try? FileManager.default.removeItem(atPath: directory.string) }
+        defer { removeTestRoot(directory.string) }
         let path = directory.appending("file")
         let fd = try FileDescriptor.open(path, .readWrite, options: [.create], permissions: [.ownerReadWrite])
         defer { try? fd.close() }

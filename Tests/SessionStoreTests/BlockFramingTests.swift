@@ -133,7 +133,7 @@ import Testing
     @Test func onTmpfsJournalsAreBufferedWithTheSameFraming() throws {
         let root = FilePath("/dev/shm/windowhost-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(atPath: root.string, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        defer { removeTestRoot(root.string) }
         #expect(DirectIO.isInMemory(root))
         let store = WindowStore(root: root, windowID: windowID, engine: try UringEngine(), saveDelayMilliseconds: 0)
         _ = try store.recover()

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import Stress
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `stress --html`'s page, its file, and the progress line of `stress` and `bench`.
@@ -162,10 +163,22 @@ import Testing
         #expect(html.contains("<li class=failed>command 0 refused<br>") && html.contains("… and 50 more"))
     }
 
+    /// A failure's text may name what grew with the campaign (every symlink planted, say): the
+    /// page shows the start of each, and its size stays bounded by the failures listed.
+    @Test func aLongFailureIsCutOnThePage() {
+        var report = fabricatedReport()
+        let long = "a symlink was followed out of the root: " + String(repeating: "step 1: planted a symlink at windows.order.tmp, ", count: 20_000)
+        report.failures = Array(repeating: long + "; reproduce: \(report.reproduce)", count: CampaignReport.failuresListed)
+        let html = report.html
+        #expect(html.utf8.count < 1_000_000, "\(html.utf8.count) bytes")
+        #expect(occurrences(of: "more characters in the JSON", in: html) == CampaignReport.failuresListed)
+        #expect(CampaignReport.shortened("short") == "short")
+    }
+
     @Test func aReportIsWrittenPrivateAndAtomicallyAndNeverThroughASymlink() throws {
         let base = FilePath(FileManager.default.temporaryDirectory.path).appending("windowhost-report-\(UUID().uuidString)")
         try FileManager.default.createDirectory(atPath: base.string, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base.string) }
+        defer { removeTestRoot(base.string) }
         let path = base.appending("report.html")
         _ = FileManager.default.createFile(atPath: path.string, contents: Data("old, longer than the new".utf8), attributes: [.posixPermissions: 0o644])
         try ReportFile.write(Array("new".utf8), to: path)

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import Stress
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The pieces of `stress --hostile` that judge and act, shown able to see what they must see.
@@ -11,7 +12,7 @@ import Testing
     @Test func theCanarySeesEveryWayASymlinkCanBeFollowed() throws {
         let base = FilePath(FileManager.default.temporaryDirectory.path).appending("windowhost-canary-\(UUID().uuidString)")
         try FileManager.default.createDirectory(atPath: base.string, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: base.string) }
+        defer { removeTestRoot(base.string) }
         // Each through a symlink to the canary, as a host that follows one would do it.
         let changes: [(String, (FilePath) throws -> Void)] = [
             ("truncated", { link in _ = FileManager.default.createFile(atPath: link.appending("canary").string, contents: Data()) }),
@@ -34,7 +35,7 @@ import Testing
         try #require(geteuid() == 0, "mounting a tmpfs needs root: run the tests as root")
         let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fill-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: mountPoint) }
+        defer { removeTestRoot(mountPoint) }
         let mounted = mount("tmpfs", mountPoint, "tmpfs", 0, "size=2m,mode=0700")
         try #require(mounted == 0, "mount tmpfs on \(mountPoint): \(Errno(rawValue: errno))")
         defer { umount2(mountPoint, Int32(MNT_DETACH)) }

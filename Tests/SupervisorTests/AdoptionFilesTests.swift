@@ -4,6 +4,7 @@ import IOUring
 import SessionStore
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The moves behind `ctl adopt` and `ctl discard`, on a real disk: each step leaves either the
@@ -35,7 +36,7 @@ import Testing
         }
 
         func names(_ directory: FilePath) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? [] }
-        func remove() { try? FileManager.default.removeItem(atPath: base.string) }
+        func remove() { removeTestRoot(base.string) }
     }
 
     @Test func aKillAfterTheMoveSendsTheSessionBackToItsEntryAtTheNextStart() throws {

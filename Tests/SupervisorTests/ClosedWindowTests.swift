@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Windows closed for good: the registry retires them for ever, and the files take a window
@@ -71,7 +72,7 @@ import Testing
         var template = Array("/tmp/windowhost-closed-XXXXXX".utf8CString)
         try #require(mkdtemp(&template) != nil)
         let base = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-        defer { try? FileManager.default.removeItem(atPath: base.string) }
+        defer { removeTestRoot(base.string) }
         try body(base)
     }
 

@@ -4,6 +4,7 @@ import HostLimits
 import IOUring
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The control server without a supervisor or a worker: real sockets in this process, the
@@ -16,7 +17,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
+    deinit { removeTestRoot(directory) }
 
     var path: FilePath { FilePath(directory + "/ctl.sock") }
 

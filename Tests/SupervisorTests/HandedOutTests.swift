@@ -3,6 +3,7 @@ import Glibc
 import HostLimits
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `ROOT/handed-out`, the per-window ceilings of seqs and tab ids: its one parse refuses every
@@ -90,7 +91,7 @@ import Testing
         var template = Array("/tmp/windowhost-handedout-XXXXXX".utf8CString)
         try #require(mkdtemp(&template) != nil)
         let root = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        defer { removeTestRoot(root.string) }
         let files = SupervisorFiles(root: root)
         guard case .missing = try files.handedOutRecord(at: Date()) else { Issue.record("no file: missing"); return }
 
@@ -143,7 +144,7 @@ import Testing
         var template = Array("/tmp/windowhost-handedout-full-XXXXXX".utf8CString)
         try #require(mkdtemp(&template) != nil)
         let root = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        defer { removeTestRoot(root.string) }
         let mount = Process()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
         mount.arguments = ["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", root.string]

@@ -4,6 +4,7 @@ import IOUring
 import SessionStore
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// Planted bookkeeping under `set-aside/` as the supervisor's start meets it
@@ -29,7 +30,7 @@ import Testing
 
         func names(_ directory: FilePath) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? [] }
         var journal: Data? { FileManager.default.contents(atPath: files.windowDirectory(window).appending("regular/journal-1").string) }
-        func remove() { try? FileManager.default.removeItem(atPath: base.string) }
+        func remove() { removeTestRoot(base.string) }
     }
 
     /// A directory named like a marker of no window: unlinking it failed (EISDIR), and before the fix the

@@ -3,6 +3,7 @@ import Glibc
 import SessionStore
 @testable import Supervisor
 import SystemPackage
+import TestSupport
 import Testing
 
 /// `ROOT/set-aside/` is only where whole windows go: something else under its name makes way.
@@ -14,7 +15,7 @@ import Testing
         var template = Array("/tmp/windowhost-setaside-XXXXXX".utf8CString)
         try #require(mkdtemp(&template) != nil)
         let base = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
-        defer { try? FileManager.default.removeItem(atPath: base.string) }
+        defer { removeTestRoot(base.string) }
         let root = base.appending("root")
         let canary = base.appending("canary")
         let files = SupervisorFiles(root: root)

@@ -1,6 +1,7 @@
 import Foundation
 import Bench
 import HostLimits
+import TestSupport
 import Testing
 
 @Suite struct BenchCommandTests {
@@ -9,7 +10,7 @@ import Testing
     @Test func aShortRunMeasuresEveryContenderAndWritesJSONAndHTML() throws {
         let directory = temporaryRoot("bench")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        defer { removeTestRoot(directory.path) }
         let json = directory.appendingPathComponent("bench.json")
         let html = directory.appendingPathComponent("bench.html")
         let (status, output) = try runWindowhost([

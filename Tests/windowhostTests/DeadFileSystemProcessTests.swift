@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Supervisor
+import TestSupport
 import Testing
 
 /// The file system under the root stops answering (a FUSE file system whose daemon died answers
@@ -166,7 +167,7 @@ private final class FUSERoot {
     func remove() {
         if let daemon, daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
         _ = try? runProcess(URL(fileURLWithPath: "/usr/bin/umount"), ["-l", mountPoint.path])
-        try? FileManager.default.removeItem(at: base)
+        removeTestRoot(base.path)
     }
 }
 

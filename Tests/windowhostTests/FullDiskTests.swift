@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import SessionKeys
 import Supervisor
+import TestSupport
 import Testing
 
 /// A real full disk: a small tmpfs mounted for the test (as root), filled with a file until
@@ -155,7 +156,7 @@ struct Tmpfs {
         try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
         let (status, output) = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint.path])
         guard status == 0 else {
-            try? FileManager.default.removeItem(at: base)
+            removeTestRoot(base.path)
             throw HostFailure("cannot mount a tmpfs (this test needs root to fill a real disk; uid \(getuid())): \(output)")
         }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])

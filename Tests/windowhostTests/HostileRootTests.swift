@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SystemPackage
+import TestSupport
 import Testing
 
 /// A hostile or careless world around the root, met by the built `windowhost` as a user runs
@@ -11,7 +12,7 @@ import Testing
     /// its group can write, and one another user owns; it creates a missing root 0700.
     @Test func runRefusesARootOthersCanWriteOrOwn() throws {
         let base = try scratchDirectory("refuse")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let root = base + "/root"
         try #require(mkdir(root, 0o700) == 0 && chmod(root, 0o770) == 0)
         let groupWritable = try runWindowhostBounded(["run", "--root", root, "--scenes", "0"])
@@ -42,7 +43,7 @@ import Testing
     /// restarts, twice, without being set aside.
     @Test func closingTheLastIncognitoTabNeverFollowsAPlantedSymlink() throws {
         let base = try scratchDirectory("incognito")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let canary = try makeCanary(base)
         let root = URL(fileURLWithPath: base + "/root")
         var host = try HostProcess(root: root, scenes: 1)
@@ -79,7 +80,7 @@ import Testing
     /// removed as itself; the file it pointed at is never truncated or written.
     @Test func aPlantedOrderTemporaryIsNeverWrittenThrough() throws {
         let base = try scratchDirectory("order-tmp")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let canary = try makeCanary(base)
         let root = URL(fileURLWithPath: base + "/root")
         try #require(mkdir(root.path, 0o700) == 0)
@@ -97,7 +98,7 @@ import Testing
     /// itself, never followed: no session lands outside the root.
     @Test func aSymlinkedWindowDirectoryIsSetAsideNotFollowed() throws {
         let base = try scratchDirectory("window-link")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let canary = try makeCanary(base)
         let root = URL(fileURLWithPath: base + "/root")
         try #require(mkdir(root.path, 0o700) == 0 && mkdir(root.path + "/windows", 0o700) == 0)
@@ -179,7 +180,7 @@ import Testing
     /// symlink for a window directory) and exits 65.
     @Test func inspectWorksOnAReadOnlyMountShowsEveryOtherWindowAndExits65() throws {
         let mount = try scratchDirectory("inspect-ro")
-        defer { try? FileManager.default.removeItem(atPath: mount) }
+        defer { removeTestRoot(mount) }
         guard Glibc.mount("tmpfs", mount, "tmpfs", 0, "size=8m") == 0 else {
             Issue.record("mounting a tmpfs on \(mount) was refused: \(Errno(rawValue: errno)); this test needs root")
             return
@@ -214,7 +215,7 @@ import Testing
     /// and the other window is still shown: exit 65.
     @Test func inspectAsAnotherUserNamesTheFileItCannotOpen() throws {
         let base = try scratchDirectory("inspect-nobody")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         try #require(chmod(base, 0o755) == 0)
         let root = base + "/root"
         let (sound, damaged) = try twoSavedWindows(root)
@@ -308,7 +309,7 @@ extension HostileRootTests {
     @Test(arguments: ["symlink", "fifo", "file"])
     func aWindowsEntryThatIsNoDirectoryIsRefusedByRunAndReportedByInspect(kind: String) throws {
         let base = try scratchDirectory("layout-\(kind)")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let canary = try makeCanary(base)
         let root = base + "/root"
         let windows = root + "/windows"
@@ -347,7 +348,7 @@ extension HostileRootTests {
     /// Too many levels of symbolic links".
     @Test func aSymlinkedLockIsRefusedByRunAndReportedByInspect() throws {
         let base = try scratchDirectory("layout-lock")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         let canary = try makeCanary(base)
         let root = base + "/root"
         let lock = root + "/supervisor.lock"
@@ -367,7 +368,7 @@ extension HostileRootTests {
     /// missing root stays 66.
     @Test func inspectSaysAFIFORootIsNotADirectory() throws {
         let base = try scratchDirectory("layout-fifo-root")
-        defer { try? FileManager.default.removeItem(atPath: base) }
+        defer { removeTestRoot(base) }
         try #require(mkfifo(base + "/root", 0o600) == 0)
         let fifo = try runWindowhost(["inspect", base + "/root"])
         #expect(fifo.status == 65, "\(fifo.output)")

@@ -16,7 +16,7 @@ import Testing
     @Test(arguments: [nil, 1] as [Int?]) func inspectReportsATabIDInBothBrowsersAndExits65(compactAfterRecords: Int?) throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inspect-dup-\(getpid())-\(compactAfterRecords ?? 0)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        defer { removeTestRoot(directory.path) }
         let root = FilePath(directory.path)
         try writeWindowWithATabIDInBothBrowsers(root, windowID: windowID, compactAfterRecords: compactAfterRecords)
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Stress
 import Supervisor
 import Testing
 import TestSupport
@@ -49,5 +50,75 @@ import TestSupport
         let after = try Self.leftovers(in: temporary)
         #expect(after.files.isEmpty, "files left: \(after.files)")
         #expect(Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
+    }
+
+    /// Ctrl-C, `kill` and a closed terminal (SIGINT, SIGTERM, SIGHUP) stop `demo`, `stress` and
+    /// `bench` at their next step: each removes its temporary root and revokes its keys. `demo`
+    /// and `bench` exit with the signal's status (128 + its number); a campaign stopped before
+    /// its end fails (1).
+    @Test(.timeLimit(.minutes(3)), arguments: zip(["demo", "demo", "stress", "stress", "bench", "bench"], [SIGINT, SIGHUP, SIGHUP, SIGTERM, SIGTERM, SIGINT]))
+    func aCommandStoppedByASignalLeavesNoFileAndNoKey(command: String, signal: Int32) throws {
+        let tmpfs = try Tmpfs(megabytes: 64)
+        defer { tmpfs.unmount() }
+        let temporary = tmpfs.mountPoint
+        try FileManager.default.removeItem(at: tmpfs.root)
+        let before = try Self.leftovers(in: temporary)
+        let arguments: [String: [String]] = [
+            "demo": ["demo", "--seed", "3", "--commands", "100000", "--save-delay", "0"],
+            "stress": ["stress", "--kills", "1000", "--scenes", "2", "--seed", "5"],
+            "bench": ["bench", "--quick", "--dir", temporary.path],
+        ]
+        let process = Process()
+        process.executableURL = windowhostBinary
+        process.arguments = arguments[command]
+        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary.path]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        // Under way: its temporary directory made, and a window's files in it (the bench's
+        // first step writes files of its own).
+        let started = waitFor({ Self.deepestPath(in: temporary).count >= (command == "bench" ? 2 : 3) }, seconds: 60)
+        usleep(300_000)
+        Glibc.kill(process.processIdentifier, signal)
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(started, "\(command) never started: \(text)")
+        #expect(process.terminationReason == .exit, "\(command) died of SIG\(SignalName.name(signal)) instead of stopping: \(text)")
+        #expect(process.terminationStatus == (command == "stress" ? 1 : 128 + signal), "\(text)")
+        #expect(text.contains(command == "stress" ? "stopped by a signal" : "stopped by SIG\(SignalName.name(signal))"), "\(text)")
+        let after = try Self.leftovers(in: temporary)
+        #expect(after.files.isEmpty, "files left: \(after.files)")
+        #expect(Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
+    }
+
+    /// `stress --hostile --root R` mounts a tmpfs of its own on R, which goes at the end: the
+    /// keys of its windows, named by that tmpfs, go with it.
+    @Test(.timeLimit(.minutes(5))) func aHostileCampaignOnARootGivenLeavesNoKey() throws {
+        let base = temporaryRoot("hostile-keys")
+        defer { removeTestRoot(base.path) }
+        let report = base.appendingPathComponent("report.json")
+        let campaign = try runWindowhost([
+            "stress", "--hostile", "--root", base.appendingPathComponent("host").path, "--kills", "4", "--scenes", "2", "--seed", "5", "--json", report.path,
+        ])
+        #expect(campaign.status == 0, "\(campaign.output)")
+        let windows = Set(try JSONDecoder().decode(CampaignReport.self, from: Data(contentsOf: report)).timeline.compactMap(\.window))
+        #expect(!windows.isEmpty)
+        let keys = (procText("/proc/keys") ?? "").split(separator: "\n").filter { line in
+            let flags = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? ""
+            return !flags.contains("R") && !flags.contains("D") && windows.contains { line.contains($0) }
+        }
+        #expect(keys.isEmpty, "keys of the campaign's windows left: \(keys)")
+    }
+
+    /// The longest chain of directories under `directory`, as path components.
+    private static func deepestPath(in directory: URL) -> [String] {
+        let walker = FileManager.default.enumerator(atPath: directory.path)
+        var deepest: [String] = []
+        while let name = walker?.nextObject() as? String {
+            let components = name.split(separator: "/").map(String.init)
+            if components.count > deepest.count { deepest = components }
+        }
+        return deepest
     }
 }

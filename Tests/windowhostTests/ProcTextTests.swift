@@ -32,7 +32,7 @@ import TestSupport
     @Test func aMappedFileNamedInBytesThatAreNotUTF8LeavesMapsReadable() throws {
         let directory = temporaryRoot("proc-text")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        defer { removeTestRoot(directory.path) }
         let name = Array(directory.path.utf8) + Array("/mapped-".utf8) + [0xFF, 0xFE, 0]
         let fd = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) } }
         try #require(fd >= 0, "open: \(errno)")
