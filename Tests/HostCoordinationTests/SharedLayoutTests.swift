@@ -79,6 +79,18 @@ import Testing
         #expect(text.contains("### Slot (one per window; \(grouped(slotSize)) bytes after the header"))
     }
 
+    /// The layout version the doc names is the one a worker checks, and its descriptor table
+    /// lists the descriptors a worker is spawned with, and no other.
+    @Test func theDocumentedVersionAndDescriptorsAreTheCode() throws {
+        let text = try String(contentsOf: Self.document, encoding: .utf8)
+        #expect(text.contains("## Layout (version \(SlotMemory.layoutVersion))"))
+        #expect(text.contains("| \(SlotMemory.HeaderOffset.version) | 4 | layout version (\(SlotMemory.layoutVersion)) |"))
+        let lines = text.split(separator: "\n").map(String.init)
+        let start = try #require(lines.firstIndex(of: "| descriptor | what |"))
+        let listed = lines[(start + 2)...].prefix { $0.hasPrefix("|") }.map { Int32($0.split(separator: "|").first?.trimmingCharacters(in: .whitespaces) ?? "") }
+        #expect(listed == WorkerLaunch.Descriptor.allCases.map(\.rawValue))
+    }
+
     struct Row: Equatable, CustomStringConvertible {
         let offset: Int
         let size: Int
