@@ -38,9 +38,7 @@ public struct BenchPlan: Sendable {
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
         openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
 
-    /// The most windows a case saves with: one a slot of the shared region.
-    public static let maxWindows = 64
-    /// The most rates an open-loop sweep offers: with each window count (1 to `maxWindows`,
+    /// The most rates an open-loop sweep offers: with each window count (1 to `Limits.maxOpenWindows`,
     /// each once) they bound the points of the bench page and its JSON.
     public static let maxOpenLoopRates = 16
 

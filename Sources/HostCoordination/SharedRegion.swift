@@ -1,6 +1,7 @@
 import Atomics
 import CLinuxShims
 import Glibc
+import HostLimits
 import SystemPackage
 
 /// Why a slot's memory could not be created or attached.
@@ -141,13 +142,12 @@ public final class SlotMemory: @unchecked Sendable {
 /// The supervisor's slots: one `SlotMemory` each, created up front (`run --capacity`). Only the
 /// supervisor holds them all; `descriptor(ofSlot:)` is what one worker inherits.
 public final class SharedRegion: @unchecked Sendable {
-    public static let maximumSlots = 64
 
     private let slots: [SlotMemory]
 
     /// `slotCount` new, free slots (supervisor).
     public init(slotCount: Int, supervisorPID: Int32) throws(RegionError) {
-        precondition((1...Self.maximumSlots).contains(slotCount), "slot count within 1...\(Self.maximumSlots)")
+        precondition((1...Limits.maxOpenWindows).contains(slotCount), "slot count within 1...\(Limits.maxOpenWindows)")
         var slots: [SlotMemory] = []
         for index in 0..<slotCount { slots.append(try SlotMemory(index: index, supervisorPID: supervisorPID)) }
         self.slots = slots

@@ -158,6 +158,11 @@ public enum Limits {
     /// since. A record that is full takes no more: that adoption fails and the entry stays.
     public static let maxKeysPerSessionRecord = 8
 
+    /// The most windows open at once: `run --capacity`, the shared region's slots, a
+    /// campaign's `--scenes`, a bench case's `--windows`. Each window is a worker process and a
+    /// slot of about 1.1 MB of shared memory (mostly untouched reply ring).
+    public static let maxOpenWindows = 64
+
     /// The most closed windows `run --keep-closed` may keep on disk (whose order fits in
     /// `maxWindowsOrderBytes` many times over).
     public static let maxKeptClosedWindows = 4096

@@ -27,7 +27,7 @@ public final class SupervisorProcess {
         executable: String, root: FilePath, arguments: [String], environment: [String: String], replyTimeoutSeconds: Int = 60
     ) throws {
         self.replyTimeoutSeconds = replyTimeoutSeconds
-        socket = root.appending("ctl.sock")
+        socket = SupervisorConfiguration.Defaults.socket(root: root)
         stdout = URL(fileURLWithPath: root.string + ".stress-stdout")
         let log = URL(fileURLWithPath: root.string + ".stress-log")
         let privateFile: [FileAttributeKey: Any] = [.posixPermissions: 0o600]

@@ -10,6 +10,22 @@ import SessionStore
 import SystemPackage
 
 public struct SupervisorConfiguration: Sendable {
+    /// What `run` takes when not told otherwise: the one statement of each default.
+    public enum Defaults {
+        public static let scenes = 1
+        /// Chrome's delay from a change to its save.
+        public static let saveDelayMilliseconds: UInt64 = 2500
+        public static let watchdogMilliseconds: UInt64 = 3000
+        public static let capacity = 16
+        /// Room for one waiting `ctl` (a `kill --wait`, a `wait-durable`) per window at the
+        /// largest capacity, while an idle client costs only a descriptor until it is evicted.
+        public static let maxClients = Limits.maxOpenWindows
+        public static let clientTimeoutMilliseconds: UInt64 = 10_000
+
+        /// The control socket of the supervisor on `root` when `run --socket` is not given.
+        public static func socket(root: FilePath) -> FilePath { root.appending("ctl.sock") }
+    }
+
     public var root: FilePath
     public var scenes: Int
     public var socketPath: FilePath
@@ -19,12 +35,12 @@ public struct SupervisorConfiguration: Sendable {
     /// The `windowhost` binary workers are spawned from.
     public var executable: String
     /// A worker whose heartbeat is older than this is hung: killed and restarted.
-    public var watchdogMilliseconds: UInt64 = 3000
+    public var watchdogMilliseconds = Defaults.watchdogMilliseconds
     /// A worker that has not restored its window by then is killed (a failed start).
     public var startTimeoutMilliseconds: UInt64 = 60_000
     public var restartPolicy = RestartPolicy()
     /// Windows that may be open at once (slots in the region).
-    public var capacity = 16
+    public var capacity = Defaults.capacity
     /// Closed windows kept on disk (nil: `capacity`); past it the least recently closed is
     /// deleted for good.
     public var keepClosed: Int?
@@ -33,10 +49,10 @@ public struct SupervisorConfiguration: Sendable {
     public var compactAfterRecords: Int?
     /// Control connections at once (`ControlServer`): at the cap, the longest-idle one is
     /// dropped for a new one.
-    public var maxClients = 64
+    public var maxClients = Defaults.maxClients
     /// A control client that sends no complete request, or does not read its reply, for this
     /// long is dropped.
-    public var clientTimeoutMilliseconds: UInt64 = 10_000
+    public var clientTimeoutMilliseconds = Defaults.clientTimeoutMilliseconds
     /// Where the loop publishes its status, events and metrics for other threads (`run
     /// --http`); nil: nowhere.
     public var observation: HostObservation?

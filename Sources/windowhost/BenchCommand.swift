@@ -67,8 +67,8 @@ struct BenchCommand: ParsableCommand {
         var plan = quick ? BenchPlan.quick : BenchPlan.full
         if let windows {
             let counts = windows.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...BenchPlan.maxWindows).contains($0) } ?? false }) else {
-                throw ValidationError("--windows takes counts within 1...\(BenchPlan.maxWindows), comma-separated, e.g. 1,2,4,8,16")
+            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...Limits.maxOpenWindows).contains($0) } ?? false }) else {
+                throw ValidationError("--windows takes counts within 1...\(Limits.maxOpenWindows), comma-separated, e.g. 1,2,4,8,16")
             }
             // Each count once, in the order given: the page and the JSON have a point per count.
             var seen = Set<Int>()

@@ -73,7 +73,8 @@ struct ControlOptions: ParsableArguments {
     }
 
     var socketPath: FilePath {
-        FilePath(socket ?? ProcessInfo.processInfo.environment["WINDOWHOST_SOCKET"] ?? DefaultPaths.socket(root: DefaultPaths.root))
+        (socket ?? ProcessInfo.processInfo.environment["WINDOWHOST_SOCKET"]).map { FilePath($0) }
+            ?? SupervisorConfiguration.Defaults.socket(root: FilePath(DefaultPaths.root))
     }
 }
 

@@ -4,6 +4,7 @@ import Glibc
 import HostLimits
 import IOUring
 import Logging
+import SessionStore
 import StatusServer
 import Supervisor
 import SystemPackage
@@ -17,7 +18,6 @@ enum DefaultPaths {
         return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/windowhost"
     }
 
-    static func socket(root: String) -> String { root + "/ctl.sock" }
 }
 
 /// Logs go to stderr, one line each; `WINDOWHOST_LOG_LEVEL` (trace … critical) sets how much.
@@ -73,33 +73,31 @@ struct RunCommand: ParsableCommand {
     var root: String?
 
     @Option(help: "Scenes to connect at start.")
-    var scenes = 1
+    var scenes = SupervisorConfiguration.Defaults.scenes
 
     @Option(help: "The control socket (default: ROOT/ctl.sock).")
     var socket: String?
 
-    @Option(help: "Milliseconds from a change to its delayed save (Chrome: 2500); 0 saves every change at once.")
-    var saveDelay: UInt64 = 2500
+    @Option(help: "Milliseconds from a change to its delayed save (Chrome's); 0 saves every change at once.")
+    var saveDelay = SupervisorConfiguration.Defaults.saveDelayMilliseconds
 
     @Option(help: "Kill and restart a worker whose heartbeat is older than this many milliseconds.")
-    var watchdog: UInt64 = 3000
+    var watchdog = SupervisorConfiguration.Defaults.watchdogMilliseconds
 
     @Option(help: "Windows that may be open at once.")
-    var capacity = 16
+    var capacity = SupervisorConfiguration.Defaults.capacity
 
     @Option(help: "Windows closed by this supervisor kept on disk (default: --capacity); past it the least recently closed is deleted for good.")
     var keepClosed: Int?
 
-    @Option(help: "Compact a window's journal past this many records (default 4096); small values exercise compaction.")
+    @Option(help: "Compact a window's journal past this many records (default \(StoreOptions().compactAfterRecords)); small values exercise compaction.")
     var compactAfter: Int?
 
-    /// 64: room for one waiting `ctl` (a `kill --wait`, a `wait-durable`) per window at the
-    /// largest --capacity, while an idle client costs only a descriptor until it is evicted.
     @Option(help: "Control connections at once (room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped.")
-    var maxClients = 64
+    var maxClients = SupervisorConfiguration.Defaults.maxClients
 
     @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
-    var clientTimeout: UInt64 = 10
+    var clientTimeout = SupervisorConfiguration.Defaults.clientTimeoutMilliseconds / 1000
 
     @Option(help: "Serve /metrics, /api/status and the live dashboard at HOST:PORT (a bare PORT: 127.0.0.1; port 0 picks one).")
     var http: String?
@@ -107,7 +105,7 @@ struct RunCommand: ParsableCommand {
     @OptionGroup var io: IOOptions
 
     func validate() throws {
-        guard (1...64).contains(capacity) else { throw ValidationError("--capacity must be within 1...64") }
+        guard (1...Limits.maxOpenWindows).contains(capacity) else { throw ValidationError("--capacity must be within 1...\(Limits.maxOpenWindows)") }
         guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
         if let keepClosed, !(0...Limits.maxKeptClosedWindows).contains(keepClosed) {
             throw ValidationError("--keep-closed must be within 0...\(Limits.maxKeptClosedWindows) (Limits.maxKeptClosedWindows)")
@@ -128,7 +126,7 @@ struct RunCommand: ParsableCommand {
         // Decided once here, so every worker runs the same engine and the reason is said once.
         let engineName = try io.makeEngine().name
         var configuration = SupervisorConfiguration(
-            root: root, scenes: scenes, socketPath: FilePath(socket ?? DefaultPaths.socket(root: root.string)),
+            root: root, scenes: scenes, socketPath: socket.map { FilePath($0) } ?? SupervisorConfiguration.Defaults.socket(root: root),
             saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity

@@ -2,6 +2,7 @@ import ArgumentParser
 import CLinuxShims
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 import Stress
 import SystemPackage
@@ -83,7 +84,7 @@ struct StressCampaignCommand: ParsableCommand {
     func validate() throws {
         guard !powerCut || io.choice == nil else { throw ValidationError("--power-cut chooses the engine: leave out --io") }
         guard kills == nil || duration == nil else { throw ValidationError("give --kills or --duration, not both") }
-        guard (1...64).contains(scenes) else { throw ValidationError("--scenes must be within 1...64") }
+        guard (1...Limits.maxOpenWindows).contains(scenes) else { throw ValidationError("--scenes must be within 1...\(Limits.maxOpenWindows)") }
         guard killRate > 0, killRate <= 1000 else { throw ValidationError("--kill-rate must be within (0, 1000]") }
         if let kills, kills < 1 { throw ValidationError("--kills must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }

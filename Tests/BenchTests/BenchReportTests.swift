@@ -343,12 +343,12 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
 /// a run at every bound still writes a page under 1 MB.
 @Suite struct BenchPageBoundsTests {
     @Test func aPageAtEveryBoundStaysUnderAMegabyte() {
-        let counts = Array(1...BenchPlan.maxWindows)
+        let counts = Array(1...Limits.maxOpenWindows)
         let results = SaveSize.allCases.flatMap { size in
             Contender.allCases.filter(size.applies).flatMap { engine in counts.map { row(engine, size, windows: $0, microseconds: 300, saves: 100) } }
         }
         let rates = (1...BenchPlan.maxOpenLoopRates).map { Double($0 * 1000) }
-        let openLoop = [1, BenchPlan.maxWindows].flatMap { windows in
+        let openLoop = [1, Limits.maxOpenWindows].flatMap { windows in
             BenchPlan.openLoopContenders.flatMap { engine in rates.map { point(engine, windows: windows, offered: $0, achieved: UInt64($0), microseconds: 500) } }
         }
         let page = report(results, openLoop: openLoop).html
