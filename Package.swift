@@ -103,7 +103,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "BrowserModel", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionStore",
+                "BrowserModel", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionFormat", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -113,7 +113,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                "BrowserModel", "CLinuxShims", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

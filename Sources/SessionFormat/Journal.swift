@@ -317,6 +317,11 @@ public struct JournalCommit: Sendable, Equatable {
 extension BrowserKind {
     /// This kind's bit in `JournalCommit.browsers`.
     public var commitBit: UInt8 { self == .regular ? 1 : 2 }
+
+    /// The kinds whose commit bits `bits` sets, regular first; bits no kind has are ignored.
+    public static func having(commitBits bits: UInt64) -> [BrowserKind] {
+        allCases.filter { bits & UInt64($0.commitBit) != 0 }
+    }
 }
 
 /// A journal file: a header, then saves appended in order, each its records and a commit.

@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
@@ -6,6 +7,7 @@ import HostLimits
 import Histogram
 import IOUring
 import Logging
+import SessionFormat
 import SessionStore
 import SystemPackage
 
@@ -80,7 +82,7 @@ extension Supervisor {
     /// While a window's saves fail: the error and the Browsers failing; nil otherwise.
     func failing(_ stats: WorkerStats) -> FailingSaves? {
         guard stats.failingErrno != 0 else { return nil }
-        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
+        let browsers = BrowserKind.having(commitBits: stats.failingBrowsers).map(\.rawValue)
         return FailingSaves(error: Self.describeErrno(stats.failingErrno), browsers: browsers)
     }
 

@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
@@ -6,6 +7,7 @@ import HostLimits
 import Histogram
 import IOUring
 import Logging
+import SessionFormat
 import SessionStore
 import SystemPackage
 
@@ -62,7 +64,7 @@ extension Supervisor {
     func saveFailureMessage(_ window: Window) -> String {
         let stats = window.lastStats
         let error = Self.describeErrno(stats.failingErrno)
-        let browsers = [(1, "regular"), (2, "incognito")].filter { stats.failingBrowsers & $0.0 != 0 }.map(\.1)
+        let browsers = BrowserKind.having(commitBits: stats.failingBrowsers).map(\.rawValue)
         return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
             + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
     }
