@@ -47,6 +47,13 @@ public struct WorkerStats: Equatable, Sendable {
     /// 0 when none. A durable answer covering it is not one (`ControlCode.memoryOnly`).
     public var memoryOnlySince: UInt64 = 0
 
+    /// The fields in the order of their words in the slot (`SlotLayout.stats`): the one
+    /// statement of it, which `publish` writes and `readStats` reads.
+    static let words: [WritableKeyPath<WorkerStats, UInt64> & Sendable] = [
+        \.appliedSeq, \.durableSeq, \.digest, \.regularTabs, \.incognitoTabs, \.failingErrno, \.failingBrowsers, \.journalWrites,
+        \.incognitoStorage, \.memoryOnlySince,
+    ]
+
     public init() {}
 }
 
@@ -185,12 +192,8 @@ public struct WindowSlot: @unchecked Sendable {
         let start = version.load(ordering: .relaxed)
         version.store(start &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
-        let values = [
-            stats.appliedSeq, stats.durableSeq, stats.digest, stats.regularTabs, stats.incognitoTabs, stats.failingErrno,
-            stats.failingBrowsers, stats.journalWrites, stats.incognitoStorage, stats.memoryOnlySince,
-        ]
-        assert(values.count == SlotLayout.stats.wordCount, "one word per field")
-        for (index, value) in values.enumerated() { word64(SlotLayout.stats, index).store(value, ordering: .relaxed) }
+        assert(WorkerStats.words.count == SlotLayout.stats.wordCount, "one word per field")
+        for (index, field) in WorkerStats.words.enumerated() { word64(SlotLayout.stats, index).store(stats[keyPath: field], ordering: .relaxed) }
         version.store(start &+ 2, ordering: .releasing)
     }
 
@@ -201,20 +204,10 @@ public struct WindowSlot: @unchecked Sendable {
         for _ in 0..<attempts {
             let before = version.load(ordering: .acquiring)
             guard before & 1 == 0 else { continue }
-            let values = (0..<SlotLayout.stats.wordCount).map { word64(SlotLayout.stats, $0).load(ordering: .relaxed) }
+            var stats = WorkerStats()
+            for (index, field) in WorkerStats.words.enumerated() { stats[keyPath: field] = word64(SlotLayout.stats, index).load(ordering: .relaxed) }
             atomicMemoryFence(ordering: .acquiring)
             guard version.load(ordering: .relaxed) == before else { continue }
-            var stats = WorkerStats()
-            stats.appliedSeq = values[0]
-            stats.durableSeq = values[1]
-            stats.digest = values[2]
-            stats.regularTabs = values[3]
-            stats.incognitoTabs = values[4]
-            stats.failingErrno = values[5]
-            stats.failingBrowsers = values[6]
-            stats.journalWrites = values[7]
-            stats.incognitoStorage = values[8]
-            stats.memoryOnlySince = values[9]
             return stats
         }
         return nil

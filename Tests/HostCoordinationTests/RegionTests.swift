@@ -55,11 +55,8 @@ import Testing
         let region = try SharedRegion(slotCount: 2, supervisorPID: getpid())
         let slot = region.slot(1)
         var stats = WorkerStats()
-        stats.appliedSeq = 9
-        stats.durableSeq = 7
-        stats.digest = 0xDEAD_BEEF
-        stats.regularTabs = 3
-        stats.incognitoTabs = 1
+        // Every field a value of its own: a word read into another field shows.
+        for (index, field) in WorkerStats.words.enumerated() { stats[keyPath: field] = 0xA000 + UInt64(index) }
         slot.publish(stats)
         #expect(slot.readStats() == stats)
         // A worker killed between the two halves of an update leaves the version odd.

@@ -31,6 +31,7 @@ import Testing
         #expect(Set(SlotLayout.fields.map(\.name)).count == SlotLayout.fields.count)
         // The stats are what `WorkerStats` holds, one word each.
         #expect(SlotLayout.stats.wordCount == Mirror(reflecting: WorkerStats()).children.count)
+        #expect(WorkerStats.words.count == SlotLayout.stats.wordCount && Set(WorkerStats.words.map { $0 as AnyKeyPath }).count == WorkerStats.words.count)
     }
 
     @Test func theSlotHeaderFitsBeforeASlotThatStartsOnAPage() {
