@@ -1,3 +1,5 @@
+import HostLimits
+
 /// One field of a shared-memory layout: where it starts, how many bytes it spans, and the width
 /// of the atomic words it is read and written as. Every access is aligned to that width, or the
 /// atomics would tear (`SharedLayoutTests` checks each field's offset against it).
@@ -52,8 +54,9 @@ enum SlotLayout {
     static let latency = SharedField("save latency", at: 320, UInt64.self, count: LatencyBuckets.count)
 
     /// The command ring starts on a page boundary past every field (16 KiB in), the reply ring
-    /// right after it; their pages exist only once a message reaches them.
-    static let commandRingCapacity = 64 << 10
+    /// right after it; their pages exist only once a message reaches them. The command ring
+    /// holds the longest control request as one message: its capacity is that bound.
+    static let commandRingCapacity = Limits.maxControlRequestBytes
     static let replyRingCapacity = 1 << 20
     static let commandRing = SharedField(
         "command ring", at: 16 << 10, bytes: RingLayout.headerSize + commandRingCapacity, wordSize: RingLayout.head.wordSize)
