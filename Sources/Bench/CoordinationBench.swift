@@ -55,7 +55,7 @@ public enum CoordinationBench {
         }
         let inherit = [region.descriptor(ofSlot: 0).rawValue, toEcho.descriptor.rawValue, toUs.descriptor.rawValue, pair[1]]
         let pid: pid_t
-        switch spawnProcess([executable, "bench-echo"], inheriting: inherit) {
+        switch spawnProcess([executable, "bench-echo"], inheriting: inherit, ownProcessGroup: true) {
         case .success(let spawned): pid = spawned
         case .failure(let errno):
             close(pair[1])
@@ -126,8 +126,7 @@ public enum CoordinationBench {
         try slot.commandRing.send(message)
         bell.ring()
         while true {
-            var fd = pollfd(fd: reply.descriptor.rawValue, events: Int16(POLLIN), revents: 0)
-            guard poll(&fd, 1, 10_000) > 0 else { throw BenchError.worker("the echo process did not answer on the ring") }
+            guard isReadable(reply.descriptor.rawValue) else { throw BenchError.worker("the echo process did not answer on the ring") }
             reply.clear()
             if let answer = try slot.replyRing.receive() {
                 guard answer.count == message.count else { throw BenchError.worker("the ring echoed \(answer.count) bytes") }
@@ -136,10 +135,23 @@ public enum CoordinationBench {
         }
     }
 
+    /// Whether `descriptor` becomes readable within 10 s; a signal's interruption (one that
+    /// asks the bench to stop, which it does after this step) waits on.
+    private static func isReadable(_ descriptor: Int32) -> Bool {
+        let deadline = monotonicNanoseconds() + 10_000_000_000
+        while true {
+            var fd = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let left = Int32(clamping: (deadline - min(deadline, monotonicNanoseconds())) / 1_000_000)
+            let ready = poll(&fd, 1, left)
+            if ready > 0 { return true }
+            if ready < 0, errno == EINTR, left > 0 { continue }
+            return false
+        }
+    }
+
     private static func socketRoundTrip(_ message: [UInt8], socket: Int32) throws {
         try writeFrame(message, to: socket)
-        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        guard poll(&fd, 1, 10_000) > 0, let answer = try readFrame(socket) else {
+        guard isReadable(socket), let answer = try readFrame(socket) else {
             throw BenchError.worker("the echo process did not answer on the socket")
         }
         guard answer.count == message.count else { throw BenchError.worker("the socket echoed \(answer.count) bytes") }

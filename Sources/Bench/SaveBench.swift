@@ -197,7 +197,7 @@ public enum SaveBench {
                 "--directory", directory.appending("window-\(index)").string, "--seconds", "\(seconds)",
                 "--result", result.string,
             ] + (perSecond.map { ["--rate", "\($0)"] } ?? [])
-            switch spawnProcess(arguments, inheriting: [ready.write, go.read]) {
+            switch spawnProcess(arguments, inheriting: [ready.write, go.read], ownProcessGroup: true) {
             case .success(let pid): pids.append(pid)
             case .failure(let errno):
                 release(pids)

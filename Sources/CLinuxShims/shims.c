@@ -251,7 +251,7 @@ int wh_pidfd_reap(int pidfd, int *code, int *signaled) {
 }
 
 int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
-             pid_t *pid) {
+             int own_process_group, pid_t *pid) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     int result = posix_spawn_file_actions_init(&actions);
@@ -280,7 +280,9 @@ int wh_spawn(const char *path, char *const argv[], char *const envp[], const int
     sigaddset(&all_defaults, SIGPIPE);
     if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
     if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &all_defaults);
-    if (result == 0) result = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (own_process_group ? POSIX_SPAWN_SETPGROUP : 0);
+    if (result == 0 && own_process_group) result = posix_spawnattr_setpgroup(&attributes, 0);
+    if (result == 0) result = posix_spawnattr_setflags(&attributes, flags);
     if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
     for (int i = 0; i < inherit_count && i < 16; i++) {
         if (lifted[i] >= 0) close(lifted[i]);
@@ -305,6 +307,7 @@ int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const
         if (prctl(PR_SET_PDEATHSIG, (unsigned long)SIGKILL, 0, 0, 0) != 0) _exit(127);
         // The parent may have died before the setting: then nobody is left to kill us.
         if (getppid() != parent) _exit(127);
+        if (setpgid(0, 0) != 0) _exit(127);
         if (dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) _exit(127);
         // A child that kept the parent's descriptors (close_range missing: ENOSYS before Linux
         // 5.9) would hold other processes' pipes open: it exits instead, like every step here.

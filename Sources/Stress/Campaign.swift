@@ -633,7 +633,7 @@ public final class Campaign {
         let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: dump.appliedSeq)
         mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
         if case .intact = verdict {} else {
-            FileHandle.standardError.write(Data("windowhost stress: window \(id) \(explain(dump, against: before))\n".utf8))
+            StandardStreams.error("windowhost stress: window \(id) \(explain(dump, against: before))\n")
         }
         switch verdict {
         case .intact(let recovered):

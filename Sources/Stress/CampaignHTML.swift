@@ -43,10 +43,8 @@ extension CampaignReport {
         section += "</table>\n"
         guard !failures.isEmpty else { return section + "<p>No failures.</p>\n" }
         section += "<h3 class=failed>\(failures.count) failure\(failures.count == 1 ? "" : "s")</h3>\n<ol>\n"
-        let suffix = "; reproduce: \(reproduce)"
         for failure in failures.prefix(Self.failuresListed) {
-            let what = failure.hasSuffix(suffix) ? String(failure.dropLast(suffix.count)) : failure
-            section += "<li class=failed>\(ReportPage.escape(Self.shortened(what)))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
+            section += "<li class=failed>\(ReportPage.escape(shown(failure)))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
         }
         section += "</ol>\n"
         if failures.count > Self.failuresListed {
@@ -58,15 +56,21 @@ extension CampaignReport {
     /// Failures listed on the page: the first ones say what went wrong; a campaign whose
     /// supervisor is gone can fail every command after, thousands of lines alike.
     static let failuresListed = 200
-    /// Characters of one failure shown on the page or in the summary: whatever a failure's
-    /// text names, the page stays bounded by the failures listed.
-    static let failureCharactersShown = 2_000
+    /// UTF-8 bytes of one failure shown on the page or in the summary, its reproducing line
+    /// aside: whatever a failure's text names, the page stays bounded by the failures listed.
+    static let failureBytesShown = 2_000
 
-    /// `failure` as a page or summary shows it: cut at `failureCharactersShown`, saying how
-    /// much the JSON has beyond.
-    public static func shortened(_ failure: String) -> String {
-        guard failure.count > failureCharactersShown else { return failure }
-        return "\(failure.prefix(failureCharactersShown))… (\(failure.count - failureCharactersShown) more characters in the JSON)"
+    /// What `failure` says, as a page or summary shows it, without its reproducing line (shown
+    /// on its own): cut at `failureBytesShown` (on a character's boundary), saying how much the
+    /// JSON has beyond.
+    public func shown(_ failure: String) -> String {
+        let suffix = "; reproduce: \(reproduce)"
+        let what = failure.hasSuffix(suffix) ? String(failure.dropLast(suffix.count)) : failure
+        guard what.utf8.count > Self.failureBytesShown else { return what }
+        var end = what.utf8.index(what.startIndex, offsetBy: Self.failureBytesShown)
+        while end > what.startIndex, end.samePosition(in: what.unicodeScalars) == nil { end = what.utf8.index(before: end) }
+        let kept = what[..<end]
+        return "\(kept)… (\(what.utf8.count - kept.utf8.count) more bytes in the JSON)"
     }
 
     /// Entries shown at each end of a long list on the page (recoveries, hostile events).

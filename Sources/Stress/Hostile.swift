@@ -86,7 +86,9 @@ struct Canary {
             guard Array(data) == contents else { return "\(path) was rewritten (\(data.count) bytes)" }
         }
         let entries = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? [])
-        guard entries == ["canary", "nested"] else { return "\(directory) holds \(entries.sorted())" }
+        guard entries == ["canary", "nested"] else {
+            return "\(directory) holds \(entries.count) entries, \(entries.sorted().prefix(10))\(entries.count > 10 ? " and more" : "")"
+        }
         return nil
     }
 }

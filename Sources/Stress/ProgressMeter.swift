@@ -42,12 +42,12 @@ public struct ProgressMeter: Sendable {
         lastShown = now
         let line = Self.line(
             terminal: terminal, name: name, elapsed: now.timeIntervalSince(started), fraction: fraction, count: count, detail: detail, columns: columns)
-        FileHandle.standardError.write(Data(line.utf8))
+        StandardStreams.error(line)
     }
 
     /// Ends the bar's line on a terminal, so what follows starts on a line of its own.
     public func finish() {
-        if terminal, lastShown != nil { FileHandle.standardError.write(Data("\n".utf8)) }
+        if terminal, lastShown != nil { StandardStreams.error("\n") }
     }
 
     /// One progress line. Terminal: `\r`, erase to the end of the line, the bar and the rest,

@@ -120,7 +120,7 @@ struct BenchCommand: ParsableCommand {
         try PrivateFiles.makeDirectories(directory)
         defer { try? FileManager.default.removeItem(atPath: directory.string) }
         if BenchRunner.isInMemory(directory) {
-            FileHandle.standardError.write(Data("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n".utf8))
+            StandardStreams.error("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n")
         }
         var progress = ProgressMeter(name: "windowhost bench", terminal: isatty(STDERR_FILENO) == 1)
         let report: BenchReport
@@ -135,9 +135,11 @@ struct BenchCommand: ParsableCommand {
             throw stopped
         } catch {
             progress.finish()
-            FileHandle.standardError.write(Data("windowhost bench: \(error)\n".utf8))
+            StandardStreams.error("windowhost bench: \(error)\n")
             throw ExitCode(.unavailable)
         }
+        // A signal during the last step stops here, before anything is printed or written.
+        try StopSignals.stopIfAsked("bench")
         progress.show(fraction: 1, count: "steps \(plan.stepCount)/\(plan.stepCount)", detail: "done")
         progress.finish()
         print(report.text)

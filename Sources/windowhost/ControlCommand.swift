@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HostCoordination
 import HostLimits
+import Stress
 import Supervisor
 import SystemPackage
 
@@ -108,7 +109,7 @@ extension ControlVerb {
             request = try self.request()
             if let refusal = Self.refusal(of: request) { throw refusal }
         } catch {
-            FileHandle.standardError.write(Data("windowhost ctl: \(error.message)\n".utf8))
+            StandardStreams.error("windowhost ctl: \(error.message)\n")
             throw ExitCode(error.code)
         }
         let reply = ControlClient.call(request, socket: control.socketPath, timeout: control.timeout)
@@ -120,7 +121,7 @@ extension ControlVerb {
         } catch {
             // A failure with a result (`wait-durable`'s memory-only outcome) prints it with --json.
             if control.json, let line = reply.result?.line { print(line) }
-            FileHandle.standardError.write(Data("windowhost ctl: \(error.message)\n".utf8))
+            StandardStreams.error("windowhost ctl: \(error.message)\n")
             throw ExitCode(error.code)
         }
         if !output.isEmpty { print(output) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import IOUring
+import Stress
 
 extension IOEngineChoice: ExpressibleByArgument {}
 
@@ -28,14 +29,14 @@ struct IOOptions: ParsableArguments {
             if quietly {
                 return engine
             } else if let fallback {
-                FileHandle.standardError.write(Data("windowhost: I/O engine sync (io_uring refused: \(fallback))\n".utf8))
+                StandardStreams.error("windowhost: I/O engine sync (io_uring refused: \(fallback))\n")
             } else {
                 let without = engine.refusals.isEmpty ? "" : " (the kernel refused, and it runs without: \(engine.refusals.joined(separator: "; ")))"
-                FileHandle.standardError.write(Data("windowhost: I/O engine \(engine.name)\(without)\n".utf8))
+                StandardStreams.error("windowhost: I/O engine \(engine.name)\(without)\n")
             }
             return engine
         } catch {
-            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            StandardStreams.error("windowhost: \(error)\n")
             // A ring short of locked memory or descriptors may be had later (75: retry; a
             // worker's start is then retried, never counted against its window); io_uring
             // refused or unknown is 69.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import SessionStore
+import Stress
 import SystemPackage
 
 /// `windowhost inspect ROOT [--window UUID] [--json]`: what is on disk, read only.
@@ -47,11 +48,11 @@ struct InspectCommand: ParsableCommand {
         // The root the user names is followed once (`stat`), as `run` does.
         var status = stat()
         guard stat(root, &status) == 0 else {
-            FileHandle.standardError.write(Data("windowhost inspect: \(root) does not exist\n".utf8))
+            StandardStreams.error("windowhost inspect: \(root) does not exist\n")
             throw ExitCode(.noInput)
         }
         guard status.st_mode & S_IFMT == S_IFDIR else {
-            FileHandle.standardError.write(Data("windowhost inspect: \(root) is not a directory\n".utf8))
+            StandardStreams.error("windowhost inspect: \(root) is not a directory\n")
             throw ExitCode(.badData)
         }
         let windows: [WindowInspection]
@@ -64,7 +65,7 @@ struct InspectCommand: ParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            FileHandle.standardError.write(Data("windowhost inspect: \(error)\n".utf8))
+            StandardStreams.error("windowhost inspect: \(error)\n")
             throw ExitCode(.ioError)
         }
         if json {
@@ -88,7 +89,7 @@ struct InspectCommand: ParsableCommand {
     /// One set-aside entry, read only, as a window is shown; 65 when there is none.
     private func inspect(setAside id: String, root resolved: FilePath) throws {
         guard let entry = try SetAsideShelf.entry(root: resolved, id: id) else {
-            FileHandle.standardError.write(Data("windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n".utf8))
+            StandardStreams.error("windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n")
             throw ExitCode(.badData)
         }
         let window = SessionInspector.inspect(setAside: entry, root: resolved, deep: deep)

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import IOUring
 import SessionKeys
+import Stress
 import SystemPackage
 
 /// Files and directories the host creates are private to its user: directories 0700, files 0600.
@@ -24,7 +25,10 @@ enum PrivateFiles {
     /// keyring and name the next root given the same inode. Best effort: the run's outcome is
     /// what it reports.
     static func forgetTemporaryRootKeys(_ root: FilePath) {
-        _ = try? KernelKeyring().revokeEveryKey(ofRootAt: root.string)
+        // Resolved as `run` resolves the root it is given (`checkedRoot`): a symlink named as
+        // the root is not the directory whose device and inode name the keys.
+        let resolved = (try? resolvedPath(root)) ?? root
+        _ = try? KernelKeyring().revokeEveryKey(ofRootAt: resolved.string)
     }
 
     static func makeDirectories(_ path: FilePath) throws {
@@ -88,7 +92,7 @@ enum PrivateFiles {
         do {
             return try checkedRoot(path)
         } catch {
-            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            StandardStreams.error("windowhost: \(error)\n")
             throw error.exitCode
         }
     }

@@ -6,6 +6,7 @@ import IOUring
 import Logging
 import SessionStore
 import StatusServer
+import Stress
 import Supervisor
 import SystemPackage
 
@@ -141,14 +142,14 @@ struct RunCommand: ParsableCommand {
         do {
             supervisor = try Supervisor(configuration: configuration, logger: Logger(label: "windowhost.supervisor"))
         } catch SupervisorError.alreadyRunning(let root) {
-            FileHandle.standardError.write(Data("windowhost: another supervisor runs on \(root)\n".utf8))
+            StandardStreams.error("windowhost: another supervisor runs on \(root)\n")
             throw ExitCode(.temporary)
         } catch SupervisorError.misplacedEntries(let entries) {
             // Same class as a root another user owns: the user must change the root first.
-            for entry in entries { FileHandle.standardError.write(Data("windowhost: \(entry)\n".utf8)) }
+            for entry in entries { StandardStreams.error("windowhost: \(entry)\n") }
             throw ExitCode(.permission)
         } catch SupervisorError.socket(let error) {
-            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            StandardStreams.error("windowhost: \(error)\n")
             switch error {
             case .notASocket: throw ExitCode(.cantCreate)
             case .inUse: throw ExitCode(.temporary)
@@ -156,7 +157,7 @@ struct RunCommand: ParsableCommand {
             case .failed: throw ExitCode(.ioError)
             }
         } catch {
-            FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+            StandardStreams.error("windowhost: \(error)\n")
             // No supervisor runs, but none can start while the leftovers hold the lock: try again.
             if case SupervisorError.lockHeldByLeftovers = error { throw ExitCode(.temporary) }
             throw ExitCode(.ioError)
@@ -167,12 +168,12 @@ struct RunCommand: ParsableCommand {
                 served = try StatusServer.start(
                     try HTTPAddress(parsing: http), exporter: exporter, capacity: capacity, logger: Logger(label: "windowhost.http"))
             } catch {
-                FileHandle.standardError.write(Data("windowhost: \(error)\n".utf8))
+                StandardStreams.error("windowhost: \(error)\n")
                 throw ExitCode(.unavailable)
             }
         }
         let status = supervisor.run { socket in
-            FileHandle.standardOutput.write(Data(("ready \(socket)\n" + (served.map { "http http://\($0)\n" } ?? "")).utf8))
+            StandardStreams.output("ready \(socket)\n" + (served.map { "http http://\($0)\n" } ?? ""))
         }
         throw ExitCode(status)
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import BrowserModel
 import Foundation
 import SessionStore
+import Stress
 import SystemPackage
 
 /// A window that applies seeded commands and saves each durably, forever, printing
@@ -52,6 +53,6 @@ struct SaveLoopCommand: ParsableCommand {
 
     /// One unbuffered write per line: a SIGKILL right after loses no acknowledgement printed.
     private func emit(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStreams.output(line + "\n")
     }
 }

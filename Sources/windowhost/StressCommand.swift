@@ -132,7 +132,7 @@ struct StressCampaignCommand: ParsableCommand {
         do {
             report = try Campaign(options: options).run()
         } catch {
-            FileHandle.standardError.write(Data("windowhost stress: \(error)\n".utf8))
+            StandardStreams.error("windowhost stress: \(error)\n")
             throw ExitCode(.unavailable)
         }
         print(Self.summary(report))
@@ -157,7 +157,7 @@ struct StressCampaignCommand: ParsableCommand {
                 "hostile: \(report.hostile_events) events (\(report.disk_fills) disk fills, \(report.planted_entries) entries planted), "
                     + "\(report.refused_while_full) saves refused (74) while the disk was full")
         }
-        lines += report.failures.prefix(20).map { "FAILED: \(CampaignReport.shortened($0))" }
+        lines += report.failures.prefix(20).map { "FAILED: \(report.shown($0)); reproduce: \(report.reproduce)" }
         lines.append(report.passed ? "nothing acknowledged was lost" : "FAILED")
         return lines.joined(separator: "\n")
     }
@@ -194,13 +194,13 @@ struct HostileFilesystem: CustomStringConvertible {
         // SIGKILL and cannot unmount it (other processes never see it mounted).
         guard wh_private_mount_namespace() == 0 else {
             let error = Errno(rawValue: errno)
-            FileHandle.standardError.write(Data("windowhost stress: --hostile could not make a private mount namespace: \(error)\n".utf8))
+            StandardStreams.error("windowhost stress: --hostile could not make a private mount namespace: \(error)\n")
             throw ExitCode(.unavailable)
         }
         let size = "size=\(StressCampaignCommand.hostileTmpfsMiB)m,mode=0700"
         guard mount("tmpfs", root.string, "tmpfs", UInt(MS_NOSUID | MS_NODEV), size) == 0 else {
             let error = Errno(rawValue: errno)
-            FileHandle.standardError.write(Data("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n".utf8))
+            StandardStreams.error("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n")
             throw ExitCode(.unavailable)
         }
         return HostileFilesystem(mountPoint: root, description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import HostCoordination
+import Stress
 import Supervisor
 
 @main
@@ -41,7 +42,7 @@ struct Windowhost: ParsableCommand {
             CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:)) } ?? []
         }
         if let invalid = InvalidUTF8Argument.first(in: arguments) {
-            FileHandle.standardError.write(Data("windowhost: \(invalid)\n".utf8))
+            StandardStreams.error("windowhost: \(invalid)\n")
             Glibc.exit(ControlCode.badData.rawValue)
         }
         main(nil)

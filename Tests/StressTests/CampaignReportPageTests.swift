@@ -171,8 +171,12 @@ import Testing
         report.failures = Array(repeating: long + "; reproduce: \(report.reproduce)", count: CampaignReport.failuresListed)
         let html = report.html
         #expect(html.utf8.count < 1_000_000, "\(html.utf8.count) bytes")
-        #expect(occurrences(of: "more characters in the JSON", in: html) == CampaignReport.failuresListed)
-        #expect(CampaignReport.shortened("short") == "short")
+        #expect(occurrences(of: "more bytes in the JSON", in: html) == CampaignReport.failuresListed)
+        #expect(report.shown("short; reproduce: \(report.reproduce)") == "short")
+        // Combining marks make one character of many bytes: the cut counts bytes.
+        let marks = String(repeating: "e\u{301}\u{301}\u{301}\u{301}", count: 5_000)
+        let cut = report.shown(marks)
+        #expect(cut.utf8.count < CampaignReport.failureBytesShown + 100 && cut.hasSuffix("more bytes in the JSON)"), "\(cut.utf8.count)")
     }
 
     @Test func aReportIsWrittenPrivateAndAtomicallyAndNeverThroughASymlink() throws {

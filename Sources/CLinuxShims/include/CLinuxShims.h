@@ -95,16 +95,20 @@ int wh_set_child_subreaper(int on);
 int wh_pidfd_reap(int pidfd, int *code, int *signaled);
 /// Spawns `path` with `argv` and `envp` (NULL-terminated) via posix_spawn (vfork-style, safe in
 /// a threaded process), with `inherit[i]` placed at descriptor 3 + i, every other descriptor
-/// above 2 closed, and the signal mask and dispositions reset. 0 and `*pid`, or an errno value.
+/// above 2 closed, and the signal mask and dispositions reset; with `own_process_group`, in a
+/// process group of its own, out of reach of the terminal's Ctrl-C to its parent's group.
+/// 0 and `*pid`, or an errno value.
 int wh_spawn(const char *path, char *const argv[], char *const envp[], const int *inherit, int inherit_count,
-             pid_t *pid);
+             int own_process_group, pid_t *pid);
 /// `renameat2` with `RENAME_NOREPLACE`: the rename fails with `EEXIST` rather than replace
 /// whatever has the new name (plain `rename` silently replaces an empty directory). 0, or -1
 /// with errno set.
 int wh_renameat_noreplace(int old_dirfd, const char *old_name, int new_dirfd, const char *new_name);
 /// Like `wh_spawn` with `stdout_fd` and `stderr_fd` as the child's descriptors 1 and 2 and no
 /// other inherited, and the child killed (SIGKILL, `PR_SET_PDEATHSIG`, set before its exec)
-/// when the calling *thread* ends: a child that must not outlive whoever started it. Uses
+/// when the calling *thread* ends: a child that must not outlive whoever started it, and that
+/// only it signals (a process group of its own: the terminal's Ctrl-C reaches the parent,
+/// which stops it in order). Uses
 /// fork, the child calling only async-signal-safe functions before execve. 0 and `*pid`, or an
 /// errno value (the child's exec failing shows as its exit status 127).
 int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int stdout_fd, int stderr_fd,
