@@ -54,7 +54,9 @@ final class WorkerProcess {
             return given
         }
         let pid: pid_t
-        switch spawnProcess(launch.arguments(executable: executable), inheriting: inherit) {
+        // A group of its own: a terminal's Ctrl-C to `run` is the supervisor's to take (every
+        // window saves, then exits), not a worker's to die of before it saves.
+        switch spawnProcess(launch.arguments(executable: executable), inheriting: inherit, ownProcessGroup: true) {
         case .success(let spawned):
             pid = spawned
         case .failure(let error):
