@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Glibc
 import Histogram
+import HostLimits
 import IOUring
 import SessionStore
 import SystemPackage
@@ -49,9 +50,14 @@ public enum OpenLoop {
             while durable < offered {
                 var now = monotonicNanoseconds()
                 if now >= drainEnd { break }
-                while applied < offered, arrival(applied) <= now {
+                // A backlog is applied a turn's worth at a time, as a worker takes its ring:
+                // applying all of it first would leave the saves in flight unreaped and the
+                // next one unstarted for as long as that takes.
+                var turnApplied = 0
+                while applied < offered, arrival(applied) <= now, turnApplied < Limits.maxCommandsPerTurn {
                     try window.apply(seq: seq(applied))
                     applied += 1
+                    turnApplied += 1
                 }
                 let durableSeq = try window.advance()
                 now = monotonicNanoseconds()
@@ -61,7 +67,8 @@ public enum OpenLoop {
                     if now <= end { result.saves += 1 }
                     durable += 1
                 }
-                if durable < offered { try window.wait(until: applied < offered ? arrival(applied) : drainEnd) }
+                let backlog = applied < offered && arrival(applied) <= now
+                if durable < offered, !backlog { try window.wait(until: applied < offered ? arrival(applied) : drainEnd) }
             }
         } catch {
             result.failure = "\(error)"

@@ -34,6 +34,11 @@ public enum Limits {
     /// written at a lower bound has fewer saves past a hole than the new one allows.
     public static let maxSavesInFlight = 16
 
+    /// The most commands a worker applies from its ring before it turns its save loop (reaps
+    /// what completed, starts a save): a backlog applied whole first left the saves in flight
+    /// unreaped and the next unstarted for as long as applying it took.
+    public static let maxCommandsPerTurn = 32
+
     // MARK: the ring
 
     /// Buffers one ring registers with the kernel (`UringEngine`'s pool): one per save the

@@ -121,19 +121,27 @@ public final class WorkerLoop {
         while true {
             guard getppid() == identity.supervisorPID else { return .orphaned }
             commands.clear()
-            if drainCommands() { return .disconnected }
+            let drained = drainCommands()
+            if drained == .disconnected { return .disconnected }
             turnSaveLoop()
             slot.heartbeat = monotonicNanoseconds()
-            wait()
+            // Commands left in the ring (a turn's worth taken) go on at once: the doorbell
+            // that rang for them was cleared.
+            if drained == .empty { wait() }
         }
     }
 
-    /// Applies every command in the ring; true once a disconnect has been answered.
-    private func drainCommands() -> Bool {
-        while true {
+    /// How a turn's draining of the command ring ended.
+    private enum Drained { case empty, turnFull, disconnected }
+
+    /// Applies the commands in the ring, at most `Limits.maxCommandsPerTurn`: the save loop
+    /// turns between (a backlog applied whole first left completed saves unreaped and the next
+    /// save unstarted for as long as it took).
+    private func drainCommands() -> Drained {
+        for _ in 0..<Limits.maxCommandsPerTurn {
             let bytes: [UInt8]
             do {
-                guard let next = try slot.commandRing.receive() else { return false }
+                guard let next = try slot.commandRing.receive() else { return .empty }
                 bytes = next
             } catch {
                 logger.critical("command ring corrupt", metadata: ["error": "\(error)"])
@@ -164,7 +172,7 @@ public final class WorkerLoop {
                     reply.failure = failure
                 }
                 send(reply)
-                if case .success = teardown { return true }
+                if case .success = teardown { return .disconnected }
                 continue
             }
             let reply = window.handle(command)
@@ -175,6 +183,7 @@ public final class WorkerLoop {
             publishTabsAndApplied()
             send(reply)
         }
+        return .turnFull
     }
 
     /// One turn of the store's loop: the timer, a due retry, completions, a new save if one

@@ -19,11 +19,15 @@ public struct StoreOptions: Sendable {
     /// How many saves may be in flight at once (pipelined: the next is submitted before the one
     /// before completes), 1 through `Limits.maxSavesInFlight`; acknowledged in seq order.
     public var savesInFlight: Int
+    /// When the next save starts while saves are in flight (`GroupCommit`); nil: at every
+    /// turn that finds room, whatever it carries (what tests that build depth by hand use).
+    public var groupCommit: GroupCommit?
 
     public init(
         compactAfterRecords: Int = 4096, compactAfterBytes: Int = 1 << 20, journalPreallocation: Int? = nil,
-        savesInFlight: Int = Limits.maxSavesInFlight
+        savesInFlight: Int = Limits.maxSavesInFlight, groupCommit: GroupCommit? = GroupCommit()
     ) {
+        self.groupCommit = groupCommit
         self.compactAfterRecords = compactAfterRecords
         self.compactAfterBytes = compactAfterBytes
         self.journalPreallocation =

@@ -74,8 +74,9 @@ public struct WindowRecovery: Sendable, Equatable {
 /// recovery keeps a group only if every Browser in it has it.
 ///
 /// Groups are pipelined: while up to `StoreOptions.savesInFlight` are in flight, commands go
-/// on being applied and the next group is submitted at once, each append on the blocks after
-/// the one before. They are acknowledged in seq order: a group is durable once it and every
+/// on being applied, and the next group is submitted when `GroupCommit` says waiting for the
+/// one in flight costs more than another write (a batch waiting, or a flush's time waited),
+/// each append on the blocks after the one before. They are acknowledged in seq order: a group is durable once it and every
 /// group before it landed whole. When one fails, every group after it (they follow it in the
 /// journals) is taken back with it once none is running. A group that makes files (a first
 /// save, a compaction) blocks on the engine, so it waits until none is in flight and runs alone.
@@ -159,10 +160,21 @@ public final class WindowStore {
         /// Whether a participant writes a new snapshot: such a group is the only one in flight.
         let compacts: Bool
         var failures: [Int: StoreError]
+        /// When it started (monotonic ns), and whether no other save was in flight then: such
+        /// a save's time to durable is what a flush takes (`GroupCommit.observe`).
+        let startedAt: UInt64
+        let alone: Bool
     }
     /// The saves in flight, oldest first; at most `savesInFlightBound`.
     private var groups: [SaveGroup] = []
     private let savesInFlightBound: Int
+    /// When the next save starts while saves are in flight; nil: at once (`StoreOptions.groupCommit`).
+    public private(set) var groupCommit: GroupCommit?
+    /// When the oldest command no save carries yet asked for its save (monotonic ns).
+    private var unsavedSince: UInt64?
+    /// An explicit request (`save`, a durable wait, background, teardown) starts its save at
+    /// the next turn with room, whatever group commit would wait for.
+    private var startNow = false
     /// Save requests not yet durable: their sequence numbers and when they were made.
     private var waiting = SaveRequests()
     /// The outbox: every event, whatever path made it (a turn of the loop, or a save, wait or
@@ -207,6 +219,7 @@ public final class WindowStore {
                 profile: browser.profile, engine: engine, options: options)
         }
         savesInFlightBound = options.savesInFlight
+        groupCommit = options.groupCommit
     }
 
     public func browser(_ kind: BrowserKind) -> Browser { kind == .regular ? regular : incognito }
@@ -361,6 +374,8 @@ public final class WindowStore {
             } else if groups.isEmpty {
                 retryNow()
             }
+            // Someone waits for it: the next save goes now, not when group commit would send it.
+            if appliedSeq > groups.last?.seq ?? durableSeq { startNow = true }
             try turn(waiting: true)
             if failureCount > failuresBefore, let lastFailure { throw lastFailure }
         }
@@ -372,7 +387,23 @@ public final class WindowStore {
         if retryingNow { retryNow() }
         // Nothing unsaved: no request, or it would wait for (and time) a later change's save.
         guard appliedSeq > durableSeq else { return }
-        waiting.append(seq: appliedSeq, at: clock())
+        let now = clock()
+        waiting.append(seq: appliedSeq, at: now)
+        guard appliedSeq > groups.last?.seq ?? durableSeq else { return }
+        if unsavedSince == nil { unsavedSince = now }
+        if retryingNow { startNow = true }
+    }
+
+    /// Whether a save starts in this turn for the commands no save carries: at once with
+    /// nothing in flight or no group commit, else when `GroupCommit` says waiting costs more.
+    private var groupCommitStarts: Bool {
+        guard let groupCommit, !groups.isEmpty, !startNow else { return true }
+        let newest = groups.last?.seq ?? durableSeq
+        let since = unsavedSince ?? clock()
+        let now = clock()
+        return groupCommit.shouldStart(
+            inFlight: groups.count, waitingCommands: Int(clamping: appliedSeq > newest ? appliedSeq - newest : 0),
+            oldestWaitNanoseconds: now > since ? now - since : 0)
     }
 
     private func retryNow() {
@@ -488,7 +519,7 @@ public final class WindowStore {
         // Else a durable wait would turn for ever: nothing left would ever complete it.
         assert(!writesInFlight || engine.inFlight > 0, "a write in flight is in the engine")
         let newest = groups.last?.seq ?? durableSeq
-        if waiting.last.map({ $0.seq > newest }) ?? false || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
+        if (waiting.last.map({ $0.seq > newest }) ?? false) && groupCommitStarts || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
             try startGroup()
         }
         // Between saves only: a spare journal never shares a save's flush.
@@ -533,6 +564,10 @@ public final class WindowStore {
                 return
             }
             groups.removeFirst()
+            if group.alone, groupCommit != nil {
+                let now = clock()
+                groupCommit?.observe(saveNanoseconds: now > group.startedAt ? now - group.startedAt : UInt64(0))
+            }
             try finishGroup(group)
         }
     }
@@ -702,11 +737,15 @@ public final class WindowStore {
         }
         let compacts = participants.contains { stores[$0].isCompacting }
         assert(!compacts || groups.isEmpty, "a compacting group runs alone")
+        // A save beside a snapshot written in the background shares its flushes: not a flush alone.
+        let alone = groups.isEmpty && !compacts && !stores.contains(where: \.hasBackgroundWork)
         groups.append(
             SaveGroup(
                 seq: appliedSeq, participants: participants,
                 excluded: stores.indices.filter { !participants.contains($0) && stores[$0].hasRecordsToSubmit },
-                compacts: compacts, failures: failures))
+                compacts: compacts, failures: failures, startedAt: now, alone: alone))
+        unsavedSince = nil
+        startNow = false
         assert(groups.count <= savesInFlightBound)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostLimits
 import IOUring
 import Testing
 
@@ -43,7 +44,49 @@ private final class StallingWindow: OpenLoopWindow {
     }
 }
 
+/// A window whose saves finish at once, counting the commands applied between two advances
+/// (a turn of the store), after a first advance that stalls.
+private final class CountingWindow: OpenLoopWindow {
+    private(set) var writesCompleted: UInt64 = 0
+    private(set) var mostAppliedPerTurn = 0
+    private var appliedSinceAdvance = 0
+    private var appliedSeq: UInt64 = 0
+    private var stalled = false
+
+    func apply(seq: UInt64) throws {
+        appliedSeq = seq
+        appliedSinceAdvance += 1
+    }
+
+    func advance() throws -> UInt64 {
+        mostAppliedPerTurn = max(mostAppliedPerTurn, appliedSinceAdvance)
+        appliedSinceAdvance = 0
+        if !stalled, appliedSeq > 0 {
+            stalled = true
+            usleep(50_000)
+        }
+        writesCompleted += 1
+        return appliedSeq
+    }
+
+    func wait(until deadline: UInt64) throws {
+        let now = monotonicNanoseconds()
+        if deadline > now { usleep(UInt32(min((deadline - now) / 1000, 1_000_000))) }
+    }
+}
+
 @Suite struct OpenLoopTests {
+    /// A backlog (the ~500 commands that arrived during a 50 ms stall at 10,000/s) is applied
+    /// a turn's worth at a time, the store turned between, as a worker takes its ring: applied
+    /// whole first, it left the saves in flight unreaped and the next unstarted meanwhile.
+    @Test func aBacklogIsAppliedATurnsWorthAtATime() {
+        let window = CountingWindow()
+        let result = OpenLoop.measure(window, perSecond: 10_000, seconds: 0.2, firstSeq: 2)
+        #expect(result.failure == nil && result.latency.totalCount == 2_000)
+        #expect(window.mostAppliedPerTurn == Limits.maxCommandsPerTurn, "at most a turn's worth, and the backlog filled one")
+        #expect(window.writesCompleted >= 500 / UInt64(Limits.maxCommandsPerTurn), "the backlog took a turn per \(Limits.maxCommandsPerTurn)")
+    }
+
     /// Commands that arrived while the first save blocked the loop were applied only after it:
     /// their latency from arrival holds that wait (measured from when they were applied, each
     /// would be near zero). And every command offered is counted: the arrivals do not slow

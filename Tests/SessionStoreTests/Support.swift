@@ -51,7 +51,7 @@ struct WindowBrowsing {
 
 /// The window a power cut now leaves on `disk` (cut in place: pass a copy to go on with the
 /// original), recovered: what a test compares with what was acknowledged.
-func contentsAfterPowerCut(_ disk: FaultEngine, options: StoreOptions = StoreOptions()) throws -> WindowContents {
+func contentsAfterPowerCut(_ disk: FaultEngine, options: StoreOptions = pipelinedAtOnce) throws -> WindowContents {
     disk.powerCut()
     return try WindowContents(try simulatedWindow(disk, options: options).0)
 }
@@ -62,9 +62,13 @@ final class ManualClock {
     func advance(milliseconds: UInt64) { now += milliseconds * 1_000_000 }
 }
 
+/// Options that start a save at every turn with room (no `GroupCommit`): what the tests that
+/// hold writes in flight (`FaultEngine.completionOrder`) and build depth by hand rely on.
+let pipelinedAtOnce = StoreOptions(groupCommit: nil)
+
 /// A window on the simulated disk, recovered and ready.
 func simulatedWindow(
-    _ engine: FaultEngine, options: StoreOptions = StoreOptions(), delay: UInt64 = 0, clock: ManualClock? = nil
+    _ engine: FaultEngine, options: StoreOptions = pipelinedAtOnce, delay: UInt64 = 0, clock: ManualClock? = nil
 ) throws -> (WindowStore, WindowRecovery) {
     let store = WindowStore(
         root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: delay,
