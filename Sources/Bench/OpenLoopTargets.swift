@@ -57,10 +57,14 @@ extension BenchReport {
     }
 
     /// The highest rate uring kept up with at 1 window over the highest sync kept up with; nil
-    /// when sync kept up with none. The sweep stops past sync's last: a uring that kept up
-    /// there measured at least that ratio (rates double).
+    /// when sync kept up with none. An engine keeps up to a rate only if it kept up with every
+    /// rate below it too: one that fell behind at 1,000/s does not reach 8,000/s because it
+    /// kept up there. The sweep stops past sync's last: a uring that kept up there measured at
+    /// least that ratio (rates double).
     func openLoopReach() -> Double? {
-        func highest(_ engine: Contender) -> Double? { points(engine, 1).filter(\.keptUp).map(\.offeredPerSecond).max() }
+        func highest(_ engine: Contender) -> Double? {
+            points(engine, 1).sorted { $0.offeredPerSecond < $1.offeredPerSecond }.prefix(while: \.keptUp).last?.offeredPerSecond
+        }
         guard let sync = highest(.sync), sync > 0 else { return nil }
         return (highest(.uring) ?? 0) / sync
     }

@@ -128,6 +128,11 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         // Sync keeps up to 4000/s (9000 of 16000 is behind), uring to 16000/s.
         let reach = try #require(targets["open loop, 1 window: highest rate uring keeps up with over the highest sync keeps up with"])
         #expect(abs((reach.measured ?? 0) - 4) < 0.01 && reach.met == true)
+        // An engine that fell behind at a lower rate does not reach a higher one it kept up with.
+        var behindFirst = built
+        behindFirst.openLoop[0] = point(.uring, offered: 1000, achieved: 120, microseconds: 300)
+        #expect(behindFirst.openLoopReach() == 0)
+        #expect(built.openLoopReach() == 4)
         #expect(abs((measured("first save of a fresh window over a steady small save, uring p50") ?? 0) - 500.0 / 270) < 0.01)
         #expect(targets["first save of a fresh window over a steady small save, sync p50"]?.met == false, "900 over 300 is 3")
         for target in built.targets where target.name.hasPrefix("open loop") || target.name.hasPrefix("first save") {
