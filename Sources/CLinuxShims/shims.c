@@ -278,6 +278,7 @@ int wh_spawn(const char *path, char *const argv[], char *const envp[], const int
     sigaddset(&all_defaults, SIGTERM);
     sigaddset(&all_defaults, SIGINT);
     sigaddset(&all_defaults, SIGPIPE);
+    sigaddset(&all_defaults, SIGHUP);
     if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
     if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &all_defaults);
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (own_process_group ? POSIX_SPAWN_SETPGROUP : 0);
@@ -333,11 +334,18 @@ int wh_private_mount_namespace(void) {
     return mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
 }
 
+static void add_unless_ignored(sigset_t *set, int number) {
+    struct sigaction current;
+    if (sigaction(number, NULL, &current) == 0 && current.sa_handler == SIG_IGN) return;
+    sigaddset(set, number);
+}
+
 int wh_termination_signalfd(void) {
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
+    add_unless_ignored(&set, SIGTERM);
+    add_unless_ignored(&set, SIGINT);
+    add_unless_ignored(&set, SIGHUP);
     sigaddset(&set, SIGPIPE);
     if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) return -1;
     sigdelset(&set, SIGPIPE);

@@ -102,7 +102,7 @@ public enum StatusServer {
         }
         Task.detached {
             do {
-                // No signal handlers: the supervisor takes SIGTERM and SIGINT (signalfd).
+                // No signal handlers: the supervisor takes SIGTERM, SIGINT and SIGHUP (signalfd).
                 try await app.runService(gracefulShutdownSignals: [])
                 if !bound.settle(.failure(.cannotBind(address.description, "the server stopped"))) { logger.error("the HTTP server stopped") }
             } catch {

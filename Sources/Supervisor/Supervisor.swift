@@ -576,7 +576,7 @@ public final class Supervisor {
     /// Seconds since this supervisor started, as events carry them.
     func secondsSinceStart(_ now: UInt64) -> Double { Double(now &- startedAt) / 1e9 }
 
-    /// SIGTERM or SIGINT: every window saves, and the supervisor stops.
+    /// SIGTERM, SIGINT or SIGHUP: every window saves, and the supervisor stops.
     func handleSignal() {
         let signal = wh_signalfd_read(signals)
         guard signal > 0 else { return }

@@ -163,6 +163,7 @@ struct BenchWorkerCommand: ParsableCommand {
     @Option(help: "Open loop: small commands offered at this rate per second.") var rate: Double?
 
     func run() throws {
+        TerminalStops.ignore()
         try SaveBench.work(
             contender: contender, size: size, directory: FilePath(directory), seconds: seconds, result: FilePath(result), perSecond: rate)
     }
@@ -173,7 +174,10 @@ struct BenchEchoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-echo", abstract: "The echo end of windowhost bench's round trips.", shouldDisplay: false)
 
-    func run() throws { try CoordinationBench.echo() }
+    func run() throws {
+        TerminalStops.ignore()
+        try CoordinationBench.echo()
+    }
 }
 
 extension Contender: ExpressibleByArgument {}

@@ -39,7 +39,8 @@ struct RunCommand: ParsableCommand {
         abstract: "Run the supervisor in the foreground: one worker process per scene.",
         discussion: """
             Prints exactly one line, `ready SOCKET`, on stdout once the initial scenes are restored \
-            and take commands; logs go to stderr. SIGTERM or SIGINT: every window saves, then \
+            and take commands; logs go to stderr. SIGTERM, SIGINT or SIGHUP (one it was started ignoring, as under nohup, \
+            stays ignored): every window saves, then \
             everything exits 0; if some window could not save (a full or failing disk), the log \
             names it and the exit status is 75. Drive it with `windowhost ctl`. A root another user \
             owns or can write, or whose windows/, windows.order or supervisor.lock is not what the \

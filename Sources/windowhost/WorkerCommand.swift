@@ -48,6 +48,7 @@ struct WorkerProcessCommand: ParsableCommand {
     }
 
     func run() throws {
+        TerminalStops.ignore()
         let launch = launch
         // The supervisor dying kills the worker; checked against the pid it was given after
         // setting, since the parent may have died before.

@@ -72,10 +72,11 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
-    /// Ctrl-C at the terminal signals `run`'s whole process group: the supervisor takes it
-    /// (every window saves, then everything exits 0), and its workers, in groups of their own,
-    /// do not die of it first. A change waiting on a long save delay is on disk after.
-    @Test func ctrlCToTheGroupSavesEveryWindowBeforeTheExit() throws {
+    /// Ctrl-C at the terminal (and `kill` of the group, and the terminal closing) signals
+    /// `run`'s whole process group: the supervisor takes it (every window saves, then
+    /// everything exits 0), and its workers, in groups of their own, do not die of it first. A
+    /// change waiting on a long save delay is on disk after.
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP]) func ctrlCToTheGroupSavesEveryWindowBeforeTheExit(signal: Int32) throws {
         let root = temporaryRoot("supervisor-ctrl-c")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 2, saveDelay: 600_000)
@@ -84,7 +85,7 @@ import Testing
         for window in windows { #expect(host.open(window, "https://unsaved.example/") != nil) }
         let workers = host.windows().values.map(\.pid)
         #expect(workers.allSatisfy { getpgid($0) != host.process.processIdentifier }, "a worker in run's group")
-        Glibc.kill(-host.process.processIdentifier, SIGINT)
+        Glibc.kill(-host.process.processIdentifier, signal)
         host.process.waitUntilExit()
         #expect(host.process.terminationStatus == 0, "\((try? String(contentsOf: host.stderr, encoding: .utf8)) ?? "")")
 

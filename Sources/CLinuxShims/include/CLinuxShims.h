@@ -118,10 +118,11 @@ int wh_spawn_dying_with_parent(const char *path, char *const argv[], char *const
 /// private): a mount made in it ends when its last process does, however that process ends.
 /// 0, or -1 with errno.
 int wh_private_mount_namespace(void);
-/// Blocks SIGTERM, SIGINT and SIGPIPE in the calling thread (call before any other thread
-/// starts, so every thread inherits the mask) and returns a signalfd that reads SIGTERM and
-/// SIGINT; SIGPIPE stays blocked (a peer that hangs up is an error value, not a death). -1 with
-/// errno.
+/// Blocks SIGTERM, SIGINT, SIGHUP and SIGPIPE in the calling thread (call before any other
+/// thread starts, so every thread inherits the mask) and returns a signalfd that reads SIGTERM,
+/// SIGINT and SIGHUP, each unless the process was started ignoring it (`nohup`, a background
+/// job's SIGINT): that one stays ignored. SIGPIPE stays blocked (a peer that hangs up is an
+/// error value, not a death). -1 with errno.
 int wh_termination_signalfd(void);
 /// Reads one signal from a signalfd: its number, or -1 with errno (EAGAIN when none).
 int wh_signalfd_read(int fd);
