@@ -82,7 +82,10 @@ public enum RestoreBench {
         }
     }
 
-    private static func save(_ window: UUID, tabs: Int, directory: FilePath) throws {
+    /// Saves window `window` of `tabs` tabs under `directory` as `run` restores it: compacted,
+    /// then lived in (a few activations past a second compaction). The in-process benchmarks
+    /// (Benchmarks/) restore the same shape.
+    public static func save(_ window: UUID, tabs: Int, directory: FilePath) throws {
         // A threshold below the tab count: the first save writes a snapshot, as a window this
         // large would have on disk.
         let store = WindowStore(

@@ -120,16 +120,16 @@ public final class Profile {
         listsOfFamily(outside: list).contains { $0.index(of: id) != nil }
     }
 
-    /// The first of `ids` that a tab list of this profile family other than `list` holds, if
-    /// any: `holdsWebState` for a whole restore, in one pass over the other lists' tabs (one
-    /// call per tab would cost the other lists' length for each).
-    public func firstWebStateHeld(among ids: some Sequence<WebStateID>, outside list: WebStateList) -> WebStateID? {
-        var held = Set<WebStateID>()
+    /// The first tab (in the other lists' order) that a tab list of this profile family other
+    /// than `list` holds with one of `ids`, if any: `holdsWebState` for a whole restore, in one
+    /// pass over the other lists' tabs against the restore's own identifiers (nothing is built
+    /// for the other lists, and the restored tabs are not looked at again).
+    public func firstWebStateHeld(among ids: UniqueWebStateIDs, outside list: WebStateList) -> WebStateID? {
+        guard !ids.isEmpty else { return nil }
         for other in listsOfFamily(outside: list) {
-            for webState in other.webStates { held.insert(webState.id) }
+            if let held = other.webStates.first(where: { ids.contains($0.id) }) { return held.id }
         }
-        guard !held.isEmpty else { return nil }
-        return ids.first { held.contains($0) }
+        return nil
     }
 
     private func listsOfFamily(outside list: WebStateList) -> [WebStateList] {

@@ -16,6 +16,40 @@ public struct WebStateID: Hashable, Comparable, Sendable, CustomStringConvertibl
     public var description: String { "\(rawValue)" }
 }
 
+/// The identifiers of the tabs a list is restored with, each checked to appear once: what the
+/// restore checks its openers and the profile's other lists against. Built without hashing
+/// (sorted: a list's identifiers are mostly in the order they were handed out, so sorting
+/// them costs about one pass) and searched by bisection.
+public struct UniqueWebStateIDs: Sendable {
+    private let sorted: [WebStateID]
+
+    /// An identifier that appears more than once (the lowest such).
+    public struct Duplicate: Error, Equatable, Sendable {
+        public let id: WebStateID
+    }
+
+    public init(_ ids: [WebStateID]) throws(Duplicate) {
+        let sorted = ids.sorted()
+        for index in sorted.indices.dropFirst() where sorted[index] == sorted[index - 1] {
+            throw Duplicate(id: sorted[index])
+        }
+        self.sorted = sorted
+    }
+
+    public var count: Int { sorted.count }
+    public var isEmpty: Bool { sorted.isEmpty }
+
+    public func contains(_ id: WebStateID) -> Bool {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = low + (high - low) / 2
+            if sorted[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low < sorted.count && sorted[low] == id
+    }
+}
+
 /// Hands out `WebStateID`s in increasing order; after a restore it is told the identifiers it
 /// must never hand out again.
 public struct WebStateIDGenerator: Sendable {
@@ -123,7 +157,7 @@ public final class WebState {
     /// The list holding the tab, told when `textBytes` changes (`WebStateList` sets it).
     weak var list: WebStateList?
     private var observers = ObserverList()
-    private var helpers: [ObjectIdentifier: any TabHelper] = [:]
+    private var helpers = HelperList()
 
     /// A realized tab, as a new tab or a prerendered page is.
     public init(id: WebStateID, creationTime: Timestamp, history: NavigationHistory = NavigationHistory()) {
@@ -233,7 +267,7 @@ public final class WebState {
             throw .historyUnavailable(id, reason: "\(error)")
         }
         content = .realized(history)
-        for helper in helpers.values { helper.webStateRealized(self) }
+        helpers.forEach { $0.webStateRealized(self) }
         forEachObserver { $0.webStateRealized(self) }
     }
 
@@ -250,7 +284,7 @@ public final class WebState {
     public func commitNavigation(to item: NavigationItem) throws(WebStateError) -> Int {
         try check(item)
         let index = try mutateHistory { $0.commit(item) }
-        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: true) }
+        didCommitNavigation(at: index, newItem: true)
         return index
     }
 
@@ -260,7 +294,7 @@ public final class WebState {
         try check(item)
         let result = try mutateHistory { history in (history.commit(item, at: index), history.items.count) }
         guard let committed = result.0 else { throw .navigationIndexOutOfRange(id, index: index, count: result.1) }
-        forEachObserver { $0.webState(self, didCommitNavigationAt: committed, newItem: true) }
+        didCommitNavigation(at: committed, newItem: true)
     }
 
     private func check(_ item: NavigationItem) throws(WebStateError) {
@@ -275,7 +309,14 @@ public final class WebState {
     public func goToItem(at index: Int) throws(WebStateError) {
         let count = try mutateHistory { history in history.goToItem(at: index) ? nil : history.items.count }
         if let count { throw .navigationIndexOutOfRange(id, index: index, count: count) }
-        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: false) }
+        didCommitNavigation(at: index, newItem: false)
+    }
+
+    /// Tells the tab's observers, then its list's (which hear of every tab's navigations
+    /// without a registration per tab: a journal recorder).
+    private func didCommitNavigation(at index: Int, newItem: Bool) {
+        forEachObserver { $0.webState(self, didCommitNavigationAt: index, newItem: newItem) }
+        list?.tabDidCommitNavigation(self, at: index, newItem: newItem)
     }
 
     /// Realizes, then changes the history in place. The history is taken out of `content`
@@ -314,19 +355,18 @@ public final class WebState {
 
     /// Attaches `helper`, replacing one of the same type.
     public func attach<Helper: TabHelper>(_ helper: Helper) {
-        helpers[ObjectIdentifier(Helper.self)]?.shutdown()
-        helpers[ObjectIdentifier(Helper.self)] = helper
+        helpers.put(helper, as: ObjectIdentifier(Helper.self))?.shutdown()
     }
 
     public func helper<Helper: TabHelper>(_ type: Helper.Type) -> Helper? {
-        helpers[ObjectIdentifier(type)] as? Helper
+        helpers.helper(as: ObjectIdentifier(type)) as? Helper
     }
 
     /// Shuts every helper down and forgets it.
     public func detachHelpers() {
-        let detached = helpers.values
-        helpers.removeAll()
-        for helper in detached { helper.shutdown() }
+        let detached = helpers
+        helpers = HelperList()
+        detached.forEach { $0.shutdown() }
     }
 
     /// Closes the tab for good: helpers shut down, observers told, nothing works afterwards.
@@ -336,6 +376,42 @@ public final class WebState {
         isDestroyed = true
         forEachObserver { $0.webStateDestroyed(self) }
         observers = ObserverList()
+    }
+}
+
+/// A tab's helpers, one per type, in the order they came: the first one inline, so a restored
+/// tab with its one helper (`FindTabHelper`) allocates no table for it.
+private struct HelperList {
+    private typealias Slot = (type: ObjectIdentifier, helper: any TabHelper)
+    private var first: Slot?
+    private var rest: [Slot] = []
+
+    /// Puts `helper` in as the helper of `type`; returns the one it replaced.
+    mutating func put(_ helper: any TabHelper, as type: ObjectIdentifier) -> (any TabHelper)? {
+        if let slot = first, slot.type == type {
+            first = (type, helper)
+            return slot.helper
+        }
+        if let index = rest.firstIndex(where: { $0.type == type }) {
+            defer { rest[index] = (type, helper) }
+            return rest[index].helper
+        }
+        if first == nil {
+            first = (type, helper)
+        } else {
+            rest.append((type, helper))
+        }
+        return nil
+    }
+
+    func helper(as type: ObjectIdentifier) -> (any TabHelper)? {
+        if let first, first.type == type { return first.helper }
+        return rest.first { $0.type == type }?.helper
+    }
+
+    func forEach(_ body: (any TabHelper) -> Void) {
+        if let first { body(first.helper) }
+        for slot in rest { body(slot.helper) }
     }
 }
 

@@ -60,16 +60,21 @@ public struct WebStateListStatus {
     public var activeChanged: Bool { previousActive !== active }
 }
 
-/// Told of every change to a list, after it happened, with indices before and after.
+/// Told of every change to a list, after it happened, with indices before and after; and of
+/// every navigation its tabs commit while they are in it, after their own observers (one
+/// registration watches a whole window's navigations: none per restored tab).
 public protocol WebStateListObserver: AnyObject {
     func webStateList(_ list: WebStateList, didChange change: WebStateListChange, status: WebStateListStatus)
     func webStateListWillBeginBatch(_ list: WebStateList)
     func webStateListDidEndBatch(_ list: WebStateList)
+    /// `index` is the entry's index once the history's bounds have dropped what they drop.
+    func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
 }
 
 extension WebStateListObserver {
     public func webStateListWillBeginBatch(_ list: WebStateList) {}
     public func webStateListDidEndBatch(_ list: WebStateList) {}
+    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {}
 }
 
 /// Called before a tab joins a list and after it left one (the seed's WebStateListDelegate):
@@ -286,7 +291,12 @@ public final class WebStateList {
 
     /// Fills an empty list with restored tabs in one batch, openers and all (they may point
     /// forward, so they cannot go through `insert`). Checks everything before changing anything.
-    public func restore(_ tabs: [RestoredTab], activeIndex: Int?, pinnedCount: Int) throws(WebStateListError) {
+    /// `identifiers`: the tabs' identifiers, already checked unique by the caller (a snapshot's
+    /// reader checks them while reading its index): taken as they are, so no tab is hashed
+    /// again. Nil: the list builds the set, refusing a duplicate.
+    public func restore(
+        _ tabs: [RestoredTab], identifiers: UniqueWebStateIDs? = nil, activeIndex: Int?, pinnedCount: Int
+    ) throws(WebStateListError) {
         guard isEmpty else { throw .listNotEmpty }
         guard tabs.count <= Limits.maxTabsPerBrowser else { throw .full(limit: Limits.maxTabsPerBrowser) }
         if let activeIndex, !tabs.indices.contains(activeIndex) {
@@ -295,18 +305,28 @@ public final class WebStateList {
         guard pinnedCount >= 0, pinnedCount <= tabs.count else {
             throw .pinnedCountOutOfRange(pinnedCount, count: tabs.count)
         }
-        var identifiers = Set<WebStateID>(minimumCapacity: tabs.count)
-        for tab in tabs {
-            guard !tab.webState.isDestroyed else { throw .webStateDestroyed(tab.webState.id) }
-            guard identifiers.insert(tab.webState.id).inserted else { throw .duplicateWebState(tab.webState.id) }
+        for tab in tabs where tab.webState.isDestroyed { throw .webStateDestroyed(tab.webState.id) }
+        let checked: UniqueWebStateIDs
+        if let identifiers {
+            checked = identifiers
+        } else {
+            do throws(UniqueWebStateIDs.Duplicate) {
+                checked = try UniqueWebStateIDs(tabs.map(\.webState.id))
+            } catch {
+                throw .duplicateWebState(error.id)
+            }
         }
+        precondition(checked.count == tabs.count, "a restore's identifier set holds its tabs' identifiers, each once")
+        assert(tabs.allSatisfy { checked.contains($0.webState.id) }, "a restore's identifier set is its tabs'")
         for tab in tabs {
-            if let opener = tab.opener, opener.openerID == tab.webState.id || !identifiers.contains(opener.openerID) {
+            if let opener = tab.opener, opener.openerID == tab.webState.id || !checked.contains(opener.openerID) {
                 throw .openerNotInList(opener.openerID)
             }
         }
         performBatch { list in
-            for tab in tabs { list.delegate?.willAddWebState(tab.webState, to: list) }
+            // Loaded once: the delegate is held weakly.
+            let delegate = list.delegate
+            for tab in tabs { delegate?.willAddWebState(tab.webState, to: list) }
             list.entries = tabs.map { Entry(webState: $0.webState, opener: $0.opener) }
             for tab in tabs { list.hold(tab.webState) }
             list.pinnedCount = pinnedCount
@@ -426,6 +446,13 @@ public final class WebStateList {
         webState.list = nil
         textBytes -= webState.textBytes
         assert(textBytes >= 0, "a list's text never counts below zero")
+    }
+
+    /// A tab of the list committed a navigation (`WebState` tells its list, as it tells its
+    /// own observers).
+    func tabDidCommitNavigation(_ webState: WebState, at index: Int, newItem: Bool) {
+        assert(webState.list === self, "only a tab in the list tells it")
+        forEachObserver { $0.webStateList(self, webState: webState, didCommitNavigationAt: index, newItem: newItem) }
     }
 
     /// A tab of the list shows other text now (a navigation, a step, realizing it).

@@ -14,7 +14,11 @@ struct FixedIndex {
 
     /// Reads the index record at `first` and the string records after it; checks that the
     /// history section ends the file, and every entry (`firstProblem`).
-    static func read(_ source: some ByteSource, at first: Int, seal: RecordSeal?) throws(SessionFormatError) -> FixedIndex {
+    /// Returns the tabs' identifiers too, as the check collected them: a restore takes them
+    /// (`WebStateList.restore`) instead of hashing every tab again.
+    static func read(
+        _ source: some ByteSource, at first: Int, seal: RecordSeal?
+    ) throws(SessionFormatError) -> (index: FixedIndex, identifiers: UniqueWebStateIDs) {
         func invalid(_ reason: SessionFormatError.InvalidState) -> SessionFormatError { .invalidState(offset: first, reason: reason) }
         let (index, indexEnd) = try Framing.readRecord(source, at: first, expecting: .listIndex, seal: seal)
         guard index.count >= SnapshotIndex.headerSize else {
@@ -62,18 +66,26 @@ struct FixedIndex {
             index: index, strings: strings, count: count,
             list: SnapshotReader.ListFields(
                 activeIndex: activeIndex == -1 ? nil : activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq, sectionStart: end))
-        if let problem = fixed.firstProblem(sectionLength: sectionLength) { throw invalid(problem) }
-        return fixed
+        var ids: [WebStateID] = []
+        ids.reserveCapacity(count)
+        if let problem = fixed.firstProblem(sectionLength: sectionLength, ids: &ids) { throw invalid(problem) }
+        // Unique after every other field is checked: a file with a duplicate and another
+        // problem is refused for the other one.
+        do throws(UniqueWebStateIDs.Duplicate) {
+            return (fixed, try UniqueWebStateIDs(ids))
+        } catch {
+            throw invalid(.duplicateIdentifier(error.id.rawValue))
+        }
     }
 
-    /// The first entry field that is out of range, in one pass: identifiers valid and unique,
+    /// The first entry field that is out of range, in one pass: identifiers valid,
     /// openers inside the list, counts not negative, title and URL within `Limits` and UTF-8,
     /// no undefined bits. Each tab's strings and history frame start where the previous tab's
     /// end, and the last tab's end their area and the section, as the encoder lays them out:
     /// no two tabs share bytes, so a small file cannot name the same 2 MiB URL or 64 MiB frame
-    /// for every tab and become gigabytes when its tabs are written again.
-    private func firstProblem(sectionLength: UInt64) -> SessionFormatError.InvalidState? {
-        var seen = Set<Int64>(minimumCapacity: count)
+    /// for every tab and become gigabytes when its tabs are written again. Each valid
+    /// identifier goes into `ids`, in the list's order; the caller checks them unique.
+    private func firstProblem(sectionLength: UInt64, ids: inout [WebStateID]) -> SessionFormatError.InvalidState? {
         let area = UInt64(strings.count)
         var stringsEnd: UInt64 = 0
         var historiesEnd: UInt64 = 0
@@ -85,8 +97,8 @@ struct FixedIndex {
                         Value(littleEndian: entries.loadUnaligned(fromByteOffset: base + field, as: Value.self))
                     }
                     let id = load(Field.id, as: Int64.self)
-                    guard WebStateID(rawValue: id) != nil else { return .invalidIdentifier(id) }
-                    guard seen.insert(id).inserted else { return .duplicateIdentifier(id) }
+                    guard let webStateID = WebStateID(rawValue: id) else { return .invalidIdentifier(id) }
+                    ids.append(webStateID)
                     let opener = Int(load(Field.openerIndex, as: Int32.self))
                     guard opener == -1 || (opener >= 0 && opener < count && opener != item) else {
                         return .openerOutOfRange(item: item, opener: opener, count: count)

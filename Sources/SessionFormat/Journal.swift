@@ -43,19 +43,18 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Watches one list and its tabs, and turns every mutation and committed navigation into a
-/// journal record carrying `commandSeq`, the command being applied.
-public final class JournalRecorder: WebStateListObserver, WebStateObserver {
-    /// Observers are held weakly on both sides, so neither outlives the other by accident.
-    private weak var list: WebStateList?
+/// Watches one list, and turns every mutation and every navigation its tabs commit (the list
+/// passes those on: no registration per tab, so attaching a recorder to a restored window of
+/// any size costs the same) into a journal record carrying `commandSeq`, the command being
+/// applied.
+public final class JournalRecorder: WebStateListObserver {
     /// The sequence number of the command being applied; set before applying it.
     public var commandSeq: UInt64 = 0
     private var pending: [JournalRecord] = []
 
     public init(list: WebStateList) {
-        self.list = list
+        // Held weakly by the list: the store keeps the recorder.
         list.addObserver(self)
-        for webState in list.webStates { webState.addObserver(self) }
     }
 
     /// The records made since the last call, oldest first.
@@ -70,7 +69,6 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
         record.activeIdentifier = status.active?.id.rawValue ?? 0
         switch change {
         case .inserted(let webState, let index):
-            webState.addObserver(self)
             var insert = Windowhost_Session_InsertMutation()
             insert.index = Int32(index)
             insert.pinned = list.isPinned(at: index)
@@ -82,14 +80,11 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
             move.toIndex = Int32(to)
             record.move = move
         case .removed(let webState, _, let closing):
-            webState.removeObserver(self)
             var remove = Windowhost_Session_RemoveMutation()
             remove.identifier = webState.id.rawValue
             remove.closing = closing
             record.remove = remove
         case .replaced(let old, let new, let index):
-            old.removeObserver(self)
-            new.addObserver(self)
             var replace = Windowhost_Session_ReplaceMutation()
             replace.replacedIdentifier = old.id.rawValue
             replace.webState = WebStateStorage(new, opener: try? list.opener(at: index))
@@ -108,10 +103,10 @@ public final class JournalRecorder: WebStateListObserver, WebStateObserver {
         pending.append(JournalRecord(record))
     }
 
-    public func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {
+    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {
         var record = MutationStorage()
         record.seq = commandSeq
-        record.activeIdentifier = list?.activeWebState?.id.rawValue ?? 0
+        record.activeIdentifier = list.activeWebState?.id.rawValue ?? 0
         var navigation = Windowhost_Session_NavigationMutation()
         navigation.identifier = webState.id.rawValue
         if let history = webState.loadedHistory {

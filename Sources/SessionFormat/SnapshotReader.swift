@@ -28,6 +28,9 @@ public final class SnapshotReader {
     private let seal: RecordSeal?
     /// Whether the file's records are sealed (its header says so).
     public var isSealed: Bool { seal != nil }
+    /// The tabs' identifiers as reading a format-2 index collected them, checked unique: kept
+    /// for the first restore, which takes them (nil after, and for format 1).
+    private var identifiers: UniqueWebStateIDs?
 
     private enum Index {
         /// Format 1: the protobuf list metadata, decoded whole.
@@ -53,8 +56,9 @@ public final class SnapshotReader {
             index = .decoded(metadata.items)
             list = metadata.list
         } else {
-            let fixed = try FixedIndex.read(source, at: first, seal: self.seal)
+            let (fixed, identifiers) = try FixedIndex.read(source, at: first, seal: self.seal)
             index = .fixed(fixed)
+            self.identifiers = identifiers
             list = fixed.list
         }
         activeIndex = list.activeIndex
@@ -196,9 +200,10 @@ public final class SnapshotReader {
         into list: WebStateList, profile: Profile, historyFallback: ((WebStateID) throws -> NavigationHistory?)? = nil,
         degraded: DegradedHistories? = nil
     ) throws(SessionFormatError) {
+        let identifiers = try takeIdentifiers()
         // Ids are unique across the window: one the other Browser holds is damage here, as it
         // is in a journal record (`JournalReplayer`).
-        if let held = profile.firstWebStateHeld(among: (0..<count).lazy.map(id(at:)), outside: list) {
+        if let held = profile.firstWebStateHeld(among: identifiers, outside: list) {
             throw .invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(held.rawValue))
         }
         let stored = RestoredSnapshot(reader: self, historyFallback: historyFallback, degraded: degraded)
@@ -212,10 +217,29 @@ public final class SnapshotReader {
             tabs.append(RestoredTab(webState: webState, opener: opener(at: index)))
         }
         do {
-            try list.restore(tabs, activeIndex: activeIndex, pinnedCount: pinnedCount)
+            try list.restore(tabs, identifiers: identifiers, activeIndex: activeIndex, pinnedCount: pinnedCount)
         } catch {
             // The reader's checks have already ruled out everything restore() checks.
             throw .invalidState(offset: Framing.fileHeaderSize, reason: .replayMismatch("\(error)"))
+        }
+    }
+
+    /// Where in this snapshot a tab restored from it is stored (`WebState.storedContent`);
+    /// nil for a tab stored anywhere else.
+    public func storedIndex(of stored: (tabs: any StoredTabs, index: Int)) -> Int? {
+        guard let restored = stored.tabs as? RestoredSnapshot, restored.reader === self else { return nil }
+        return stored.index
+    }
+
+    /// The identifiers checked unique when the index was read, taken once: a second restore of
+    /// the same reader (a replay after a failed one), or a format-1 file, sorts them again.
+    private func takeIdentifiers() throws(SessionFormatError) -> UniqueWebStateIDs {
+        defer { identifiers = nil }
+        if let identifiers { return identifiers }
+        do throws(UniqueWebStateIDs.Duplicate) {
+            return try UniqueWebStateIDs((0..<count).map(id(at:)))
+        } catch {
+            throw .invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(error.id.rawValue))
         }
     }
 
@@ -230,7 +254,7 @@ public final class SnapshotReader {
 /// The tabs one restore made from a snapshot (`StoredTabs`): their metadata from the reader,
 /// and their histories too, falling back as the restore was told.
 final class RestoredSnapshot: StoredTabs {
-    private let reader: SnapshotReader
+    let reader: SnapshotReader
     private let historyFallback: ((WebStateID) throws -> NavigationHistory?)?
     private let degraded: DegradedHistories?
 

@@ -107,7 +107,7 @@ public final class BrowserStore {
     /// generation from memory, and the files in the clear go with the compaction.
     var generationSealed = false
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
-    var historySources: [WebStateID: (reader: SnapshotReader, index: Int)] = [:]
+    var historySources = HistorySources()
     /// Records made since the last write was submitted, encoded once when collected, framed
     /// when a write takes them: a sealed record is bound to the offset it lands on.
     var staged: [[UInt8]] = []
@@ -802,7 +802,7 @@ public final class BrowserStore {
         if let (tabs, index) = webState.storedContent, let journalTabs = tabs as? JournalTabs {
             return journalTabs.historyPayload(at: index)
         }
-        guard let source = historySources[webState.id] else {
+        guard let source = historySources.source(of: webState) else {
             throw .readFailed(offset: 0, reason: "no stored history for unrealized tab \(webState.id)")
         }
         do {
@@ -1164,7 +1164,7 @@ public final class BrowserStore {
         // flight, so its indices no longer name the snapshot's frames.
         let unrealized = Set(list.webStates.lazy.filter { !$0.isRealized }.map(\.id))
         for index in 0..<reader.count where unrealized.contains(reader.id(at: index)) {
-            historySources[reader.id(at: index)] = (reader, index)
+            historySources.prove(reader.id(at: index), at: index, in: reader)
         }
         guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return }
         let listing = StoreListing(entries: entries)

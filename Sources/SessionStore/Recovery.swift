@@ -487,8 +487,7 @@ extension BrowserStore {
                         try self?.history(of: id, excluding: excluded, asIn: reader)
                     },
                     degraded: degraded)
-                historySources.reserveCapacity(reader.count)
-                for index in 0..<reader.count { historySources[reader.id(at: index)] = (reader, index) }
+                historySources.restored = reader
             } catch {
                 outcome.failure = ReplayFailure(path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
                 return outcome

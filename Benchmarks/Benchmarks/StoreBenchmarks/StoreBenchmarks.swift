@@ -96,6 +96,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    restoreBenchmarks()
+
     for name in ["uring", "sync"] {
         // 16 navigations, each a save request, pending when the write starts: one write for all.
         Benchmark("\(name)-group-commit-16-saves", configuration: .init(scalingFactor: .one)) {
@@ -113,6 +115,40 @@ let benchmarks: @Sendable () -> Void = {
                 try store.waitUntilDurable(seq)
             }
             benchmark.stopMeasurement()
+        }
+    }
+}
+
+/// Tabs of the window the restore benchmarks restore, as `windowhost bench` does.
+private let restoreTabs = 10_000
+
+/// A window's restore through the store, as a worker restores it (`RestoreBench`'s window:
+/// compacted, lived in), the active tab realized: every tab comes back unrealized with its
+/// helper attached, and the journal recorder watches the list. The budget is in mallocs per
+/// restored tab: the tab and its `FindTabHelper`, nothing else (no helper table, no observer
+/// registration, no identifier hashed into a set or a table). The threshold is absolute, half
+/// a malloc per tab over `Thresholds/StoreBenchmarks.store-restore-10000-tabs-unrealized.p90.json`:
+/// one more allocation per tab anywhere on the path fails `benchmark thresholds check`.
+private func restoreBenchmarks() {
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal], timeUnits: .microseconds, maxDuration: .seconds(4), maxIterations: 200,
+        thresholds: [
+            .wallClock: BenchmarkThresholds(relative: [.p90: 150]),
+            .mallocCountTotal: BenchmarkThresholds(absolute: [.p90: restoreTabs / 2]),
+        ])
+    Benchmark("store-restore-10000-tabs-unrealized", configuration: configuration) { benchmark in
+        let directory = freshDirectory("restore")
+        defer { removeDirectory(directory) }
+        let window = UUID()
+        try RestoreBench.save(window, tabs: restoreTabs, directory: directory)
+        for _ in benchmark.scaledIterations {
+            benchmark.startMeasurement()
+            let store = WindowStore(root: directory, windowID: window, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            _ = try store.recover()
+            try store.regular.webStateList.activeWebState?.forceRealized()
+            benchmark.stopMeasurement()
+            precondition(store.regular.webStateList.count == restoreTabs, "the whole window restored")
+            blackHole(store)
         }
     }
 }
