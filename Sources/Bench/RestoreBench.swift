@@ -112,7 +112,7 @@ public enum RestoreBench {
         // Lived in: a few activations, past a second compaction, so the journals hold what a
         // window's hold between compactions. Right after the one save that made every tab, the
         // fallback generation's journal is that save (every tab's insert and history), which
-        // each restore scans (`checkFallback`) on both sides of the comparison.
+        // the window reads after it is ready (`WindowStore.checkFallbacks`), past what is timed.
         let livedIn = WindowStore(
             root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
         _ = try livedIn.recover()

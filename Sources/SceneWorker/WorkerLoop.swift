@@ -78,17 +78,7 @@ public final class WorkerLoop {
         do {
             let recovery = try store.recover()
             restored = recovery.seq
-            for damaged in recovery.regular.damaged + recovery.incognito.damaged {
-                // What happened to it: moved into damaged/, renamed in place, or left where it is.
-                let outcome =
-                    switch (damaged.setAsideAt, damaged.setAsideFailure) {
-                    case (_?, nil): "set aside a damaged file"
-                    case (_?, _?): "could not move a damaged file to damaged/; renamed it in place"
-                    case (nil, _?): "could not set aside a damaged file; left it in place"
-                    case (nil, nil): "found a damaged file; left it in place"
-                    }
-                logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
-            }
+            for damaged in recovery.regular.damaged + recovery.incognito.damaged { log(damaged) }
             logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_above": "\(window.nextSeqBase)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
         } catch {
             if case .io(let failure) = error, failure.isResourceShortage {
@@ -238,6 +228,8 @@ public final class WorkerLoop {
                 failingChanged = true
             case .incognitoKeyNotRevoked(let reason):
                 logger.error("the deleted incognito session's key could not be revoked", metadata: ["reason": "\(reason)"])
+            case .damagedFallback(_, let damaged):
+                log(damaged)
             case .degradedTab(let browser, let tab, let reason):
                 logger.error(
                     "a tab's history read nowhere: it keeps its current page only",
@@ -249,6 +241,19 @@ public final class WorkerLoop {
             publishTabsAndApplied()
             supervisor.ring()
         }
+    }
+
+    /// Says what happened to a damaged file: moved into damaged/, renamed in place, or left
+    /// where it is.
+    private func log(_ damaged: DamagedFile) {
+        let outcome =
+            switch (damaged.setAsideAt, damaged.setAsideFailure) {
+            case (_?, nil): "set aside a damaged file"
+            case (_?, _?): "could not move a damaged file to damaged/; renamed it in place"
+            case (nil, _?): "could not set aside a damaged file; left it in place"
+            case (nil, nil): "found a damaged file; left it in place"
+            }
+        logger.warning("\(outcome)", metadata: ["file": "\(damaged)"])
     }
 
     /// Publishes whether journal writes go direct, and says once on stderr when they are

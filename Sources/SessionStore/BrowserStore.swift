@@ -255,6 +255,9 @@ public final class BrowserStore {
     var leftOutSaves: [(path: FilePath, range: Range<Int>)] = []
     /// What `restore` read, until `repair(windowSeq:)` repairs its directory.
     var restoredSession: (loaded: LoadedSession, seq: UInt64)?
+    /// The generation restored from, while the one a damage to it would fall back to is still
+    /// unread (`checkPendingFallback`): no save starts before it is read.
+    var uncheckedFallback: (generation: UInt64, newestSeq: UInt64)?
 
     init(
         kind: BrowserKind, window: UUID, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
@@ -294,8 +297,7 @@ public final class BrowserStore {
                 // sealed or not. Never written as a record: the next save writes a snapshot of
                 // the list instead, which refuses (and reports) what does not fit.
                 assertionFailure("a record of \(payload.count) bytes does not fit a frame")
-                needsRebase = true
-                unframedChanges += 1
+                rewriteFromMemoryUnasked()
                 continue
             }
             staged.append(payload)
@@ -346,6 +348,12 @@ public final class BrowserStore {
         }
         engine.close(journal)
         self.journal = nil
+        rewriteFromMemoryUnasked()
+    }
+
+    /// The files must be written again from memory, and the window does it at its next turn
+    /// though no command asked for a save.
+    func rewriteFromMemoryUnasked() {
         needsRebase = true
         unframedChanges += 1
     }
@@ -1233,6 +1241,7 @@ public final class BrowserStore {
         journalRecords = 0
         needsRebase = false
         unframedChanges = 0
+        uncheckedFallback = nil
         historySources.removeAll()
         staged.removeAll()
     }

@@ -36,6 +36,9 @@ struct LoadedSession {
     /// Damage found in the fallback only (`checkFallback`): set aside, reported, and no reason to
     /// doubt the newest chain, which restores as it is.
     var fallbackDamaged: [DamagedFile] = []
+    /// The fallback is left for after the restore (`load(checkingFallback: false)`): the
+    /// store reads it before its first save (`BrowserStore.checkPendingFallback`).
+    var fallbackUnchecked = false
     var tornTailAt: Int?
     var needsRebase = false
 
@@ -118,7 +121,9 @@ extension BrowserStore {
     /// aside), then the journals that follow it, each cut at its last commit. Removes what a
     /// crashed compaction left. Changes nothing else. `below`: the chain stops before that
     /// generation (a fallback's check needs it only as far as the newest snapshot).
-    func load(excluding excluded: Set<UInt64> = [], below: UInt64 = .max) throws(StoreError) -> LoadedSession {
+    /// `checkingFallback`: whether the generation a damaged newest snapshot would fall back to
+    /// is read now (`checkFallback`), or left to the store's first save (a window restoring).
+    func load(excluding excluded: Set<UInt64> = [], below: UInt64 = .max, checkingFallback: Bool = true) throws(StoreError) -> LoadedSession {
         var loaded = LoadedSession()
         switch try io({ try engine.kind(directory) }) {
         case nil:
@@ -249,7 +254,7 @@ extension BrowserStore {
         // (past a damaged snapshot, or one a kill left in the background) is written again.
         if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 { loaded.needsRebase = true }
         if excluded.isEmpty, !loaded.needsRebase, listedSnapshots.contains(where: { $0 < loaded.generation }) {
-            try checkFallback(&loaded)
+            if checkingFallback { try checkFallback(&loaded) } else { loaded.fallbackUnchecked = true }
         }
         return loaded
     }
@@ -317,13 +322,34 @@ extension BrowserStore {
     /// A fallback that reads whole but does not reach the newest snapshot (one written from
     /// memory, its follow-up cut short by a kill) is written again the same way.
     private func checkFallback(_ loaded: inout LoadedSession) throws(StoreError) {
-        guard let newest = loaded.reader else { return }
-        // Snapshot N+1 is snapshot N plus journal N: the newest journal, read already, is not read again.
-        let fallback = try load(excluding: [loaded.generation], below: loaded.generation)
-        let reaches = fallback.reader != nil && fallback.damaged.isEmpty && fallback.seq >= newest.lastCommandSeq
-        guard !reaches else { return }
-        loaded.fallbackDamaged = fallback.damaged
+        guard let newest = loaded.reader, let damage = try fallbackDamage(below: loaded.generation, newestSeq: newest.lastCommandSeq) else { return }
+        loaded.fallbackDamaged = damage
         loaded.needsRebase = true
+    }
+
+    /// Nil when the generations below `newest` read whole and reach `newestSeq`; else the
+    /// damage found there (set aside), empty when they only stop short.
+    private func fallbackDamage(below newest: UInt64, newestSeq: UInt64) throws(StoreError) -> [DamagedFile]? {
+        // Snapshot N+1 is snapshot N plus journal N: the newest journal, read already, is not read again.
+        let fallback = try load(excluding: [newest], below: newest)
+        let reaches = fallback.reader != nil && fallback.damaged.isEmpty && fallback.seq >= newestSeq
+        return reaches ? nil : fallback.damaged
+    }
+
+    /// `checkFallback` for a store that restored without it (`LoadedSession.fallbackUnchecked`),
+    /// run by the window once it serves and before this store's first save starts: no save is
+    /// acknowledged resting on a fallback not known to reach the newest snapshot. One that does
+    /// not is written again from memory at the next turn, unasked, as the restore's repair
+    /// would have written it. Returns the damage it set aside. A read that fails (the process
+    /// short of descriptors) leaves the check pending.
+    func checkPendingFallback() throws(StoreError) -> [DamagedFile] {
+        guard let unchecked = uncheckedFallback else { return [] }
+        precondition(isIdle && snapshotGeneration == unchecked.generation, "the fallback is read before the restored generation's first save")
+        let damage = try fallbackDamage(below: unchecked.generation, newestSeq: unchecked.newestSeq)
+        uncheckedFallback = nil
+        guard let damage else { return [] }
+        rewriteFromMemoryUnasked()
+        return damage
     }
 
     /// Restores `loaded` into the (empty) list, leaving out its last `dropped` saves
@@ -392,6 +418,9 @@ extension BrowserStore {
         snapshotGeneration = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
+        // A restore written again from memory (`repair`) has a fallback that reaches it.
+        uncheckedFallback =
+            loaded.fallbackUnchecked && !loaded.needsRebase ? loaded.reader.map { (loaded.generation, $0.lastCommandSeq) } : nil
         restoredInTheClear = loaded.reader.map { !$0.isSealed } == true || loaded.journals.contains { !$0.scan.sealed }
         // Continuing the journal zeroes its left-out saves (`repair`); a new snapshot must
         // erase them first, wherever they are.

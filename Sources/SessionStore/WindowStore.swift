@@ -36,6 +36,10 @@ public enum SaveEvent: Equatable, Sendable {
     /// generation before both damaged): it keeps the page its metadata names, and the next
     /// snapshot holds that one page. `reason`: why its own copy did not read.
     case degradedTab(BrowserKind, WebStateID, reason: SessionFormatError)
+    /// The generation the restored one would fall back to, read after the window got ready
+    /// (`BrowserStore.checkPendingFallback`), held this damaged file: set aside as a restore
+    /// sets one aside, and the Browser's files are written again from memory.
+    case damagedFallback(BrowserKind, DamagedFile)
 }
 
 extension SaveEvent {
@@ -232,7 +236,9 @@ public final class WindowStore {
     public func recover() throws(StoreError) -> WindowRecovery {
         precondition(!recovered, "recover once, before any command")
         try takeIncognitoKey(creating: false)
-        let loaded = try stores.map { store throws(StoreError) in try store.load() }
+        // The fallback generations are read after the window is ready, before its first save
+        // (`checkFallbacks`): a restore waits only for what it restores.
+        let loaded = try stores.map { store throws(StoreError) in try store.load(checkingFallback: false) }
         // Each Browser's left-out saves lower the seq its session reaches, which may leave out
         // more of the other's: until neither changes (each count only grows, bounded by the
         // saves there are).
@@ -501,6 +507,7 @@ public final class WindowStore {
     /// outbox. Blocks only with `waiting` and a write in flight.
     public func turn(waiting block: Bool = false) throws(StoreError) {
         if policy.takeDue(at: clock()) { requestSave(retryingNow: false) }
+        checkFallbacks()
         let completions = try io { try engine.reap(waiting: block && writesInFlight) }
         for completion in completions {
             guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
@@ -533,6 +540,22 @@ public final class WindowStore {
             try io { try engine.flushAndWait() }
         } else {
             try io { try engine.flush() }
+        }
+    }
+
+    /// Reads the fallback generation of each Browser that restored without reading it, at the
+    /// window's first turn: after `recover` said the window is ready, before any save of that
+    /// Browser starts (`startGroup` leaves it out until then). A check that fails is retried
+    /// after a backoff, as a failed save is.
+    private func checkFallbacks() {
+        let now = clock()
+        for (index, store) in stores.enumerated() where store.uncheckedFallback != nil && (episodes[index].map { $0.retryAt <= now } ?? true) {
+            do {
+                for damaged in try store.checkPendingFallback() { report(.damagedFallback(store.kind, damaged)) }
+                assert(store.uncheckedFallback == nil, "a check that returns is done")
+            } catch {
+                noteFailure(index, error, now: now)
+            }
         }
     }
 
@@ -699,7 +722,8 @@ public final class WindowStore {
             candidates.insert(0, at: 0)
         }
         var participants: [Int] = []
-        for index in candidates {
+        // A Browser whose fallback is unread saves nothing yet: it is lagging, as a failing one is.
+        for index in candidates where stores[index].uncheckedFallback == nil {
             do {
                 try stores[index].createIfNeeded(emptyThrough: durableSeq)
                 // Before any write is queued: making a directory syncs its parent with a blocking

@@ -131,6 +131,7 @@ struct DemoCommand: ParsableCommand {
         case .incognitoInMemoryOnly(let reason): "  +\(at) ms: incognito kept in memory only: \(reason)"
         case .incognitoKeyNotRevoked(let reason): "  +\(at) ms: the incognito key was not revoked: \(reason)"
         case .degradedTab(let browser, let tab, let reason): "  +\(at) ms: \(browser.rawValue) tab \(tab) kept its current page only: \(reason)"
+        case .damagedFallback(let browser, let damaged): "  +\(at) ms: \(browser.rawValue) fallback generation held a damaged file: \(damaged)"
         }
     }
 

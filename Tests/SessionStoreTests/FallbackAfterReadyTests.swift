@@ -1,0 +1,106 @@
+import BrowserModel
+import IOUring
+import SessionFormat
+@testable import SessionStore
+import SystemPackage
+import TestSupport
+import Testing
+
+/// The generation a damaged newest snapshot would fall back to is read once the window is
+/// ready, before its first save (docs/recovery.md, "The fallback is read after ready").
+@Suite struct FallbackAfterReadyTests {
+    static let options = RepairFromMemoryTests.options
+    static let directory = LeftOutSaveTests.regularDirectory
+
+    /// Two generations, the newest journal holding three saves; with `damagingFallback`, a save
+    /// in the middle of the older journal no longer reads (the newest chain still reads whole).
+    static func twoGenerations(damagingFallback: Bool) throws -> (engine: FaultEngine, seq: UInt64, fallbackJournal: FilePath) {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        var seq: UInt64 = 0
+        let (store, _) = try simulatedWindow(engine, options: options)
+        for page in 1...3 { try RepairFromMemoryTests.command(store, &seq, "https://before.example/\(page)") }
+        seq += 1
+        try store.apply(seq: seq) { try LeftOutSaveTests.open("https://before.example/compacted", in: store.regular) }
+        try store.stores[0].startSave(seq: seq, browsers: BrowserKind.regular.commitBit, compact: true)
+        try store.settle()
+        for page in 1...3 { try RepairFromMemoryTests.command(store, &seq, "https://journal.example/\(page)") }
+        let journals = try #require(try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
+        try #require(journals.count == 2)
+        let fallbackJournal = directory.appending(journals[0])
+        if damagingFallback {
+            var bytes = try #require(engine.contents(of: fallbackJournal))
+            let commits = try JournalFile.scan(InMemoryBytes(bytes)).commits
+            try #require(commits.count == 4)
+            bytes[commits[1].end + Framing.recordHeaderSize + 1] ^= 0x40
+            engine.overwrite(fallbackJournal, with: bytes)
+        }
+        engine.processKilled()
+        return (engine, seq, fallbackJournal)
+    }
+
+    static func isDamagedFallback(_ event: SaveEvent, _ path: FilePath) -> Bool {
+        if case .damagedFallback(.regular, let damaged) = event { damaged.path == path.string } else { false }
+    }
+
+    @Test func theRestoreLeavesTheFallbackUnreadAndTheFirstTurnSetsItsDamageAsideAndRewrites() throws {
+        let (engine, seq, fallbackJournal) = try Self.twoGenerations(damagingFallback: true)
+        let damagedBefore = engine.contents(of: fallbackJournal)
+        let (store, recovery) = try simulatedWindow(engine, options: Self.options)
+        #expect(recovery.seq == seq)
+        #expect(recovery.regular.damaged.isEmpty, "the restore read only the newest chain: \(recovery.regular)")
+        #expect(engine.contents(of: fallbackJournal) == damagedBefore, "the damaged fallback is untouched until the first turn")
+        #expect(store.stores[0].uncheckedFallback != nil)
+        let newestBefore = try #require(try LeftOutSaveTests.snapshots(engine).last)
+
+        // No command: the turn reads the fallback, sets its damage aside and writes the session
+        // again from memory, unasked.
+        try store.turn()
+        #expect(store.takeEvents().contains { Self.isDamagedFallback($0, fallbackJournal) })
+        #expect(engine.contents(of: fallbackJournal) == nil, "moved into damaged/")
+        try store.settle()
+        #expect(try #require(try LeftOutSaveTests.snapshots(engine).last) > newestBefore, "a new generation from memory")
+        let live = try WindowContents(store)
+
+        // The second fault, the newest snapshot damaged, finds a fallback that reaches it.
+        try LeftOutSaveTests.damageNewestSnapshot(engine)
+        engine.processKilled()
+        let (restored, again) = try simulatedWindow(engine, options: Self.options)
+        #expect(again.seq == seq)
+        #expect(try WindowContents(restored) == live)
+    }
+
+    @Test func aFallbackThatReadsWholeChangesNothing() throws {
+        let (engine, seq, _) = try Self.twoGenerations(damagingFallback: false)
+        let (store, recovery) = try simulatedWindow(engine, options: Self.options)
+        let snapshots = try LeftOutSaveTests.snapshots(engine)
+        try store.turn()
+        #expect(store.stores[0].uncheckedFallback == nil)
+        #expect(!store.takeEvents().contains { if case .damagedFallback = $0 { true } else { false } })
+        try store.settle()
+        #expect(try LeftOutSaveTests.snapshots(engine) == snapshots, "no rewrite")
+        #expect(recovery.seq == seq && store.durableSeq == seq)
+    }
+
+    /// Commands apply and show while the fallback is unread, and none is made durable before it
+    /// reads: a read short of descriptors fails the save, appends nothing, and the retry saves.
+    @Test func noSaveStartsBeforeTheFallbackReads() throws {
+        let (engine, seq, _) = try Self.twoGenerations(damagingFallback: false)
+        let (store, _) = try simulatedWindow(engine, options: Self.options)
+        let olderSnapshot = Self.directory.appending(StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        let newestJournal = try RepairFromMemoryTests.newestJournal(engine)
+        let journalBefore = engine.contents(of: newestJournal)
+        engine.failingOpens[olderSnapshot.string] = .tooManyOpenFiles
+
+        try store.apply(seq: seq + 1) { try LeftOutSaveTests.open("https://after.example/ready", in: store.regular) }
+        #expect(store.regular.webStateList.webStates.contains { $0.url == "https://after.example/ready" }, "applied and shown")
+        #expect(throws: StoreError.self) { try store.waitUntilDurable(seq + 1) }
+        #expect(store.durableSeq == seq)
+        #expect(engine.contents(of: newestJournal) == journalBefore, "nothing appended before the fallback read")
+        #expect(store.stores[0].uncheckedFallback != nil, "still to be read")
+
+        engine.failingOpens = [:]
+        try store.waitUntilDurable(seq + 1)
+        #expect(store.durableSeq == seq + 1)
+        #expect(store.stores[0].uncheckedFallback == nil)
+    }
+}
