@@ -16,6 +16,8 @@ public struct BenchPlan: Sendable {
     public var restoreRepeats: Int
     public var roundTrips: Int
     public var ctlCalls: Int
+    /// Kills of each host-restore window (`HostRestoreBench.cases`).
+    public var hostRestoreKills: Int
     /// Window counts of the open loop, each window offered every rate of `openLoopRates` (per
     /// window, ascending) for `openLoopSeconds`, until the sync engine no longer keeps up.
     public var openLoopWindows: [Int] = [1, 4]
@@ -30,12 +32,12 @@ public struct BenchPlan: Sendable {
     public var fioSeconds: Double
 
     public static let full = BenchPlan(
-        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500,
+        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500, hostRestoreKills: 50,
         openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
     /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
     /// open-loop sweep.
     public static let quick = BenchPlan(
-        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200,
+        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200, hostRestoreKills: 15,
         openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
 
     /// The most rates an open-loop sweep offers: with each window count (1 to `Limits.maxOpenWindows`,
@@ -46,8 +48,8 @@ public struct BenchPlan: Sendable {
 
     /// The steps a run shows progress by: the device measurement, each fio case, each round of
     /// each case, each open-loop point (at most: the sweep may stop early), first saves,
-    /// restore, round trips.
-    public var stepCount: Int { 1 + fioCases.count + caseCount * rounds + openLoopSteps + 3 }
+    /// restore, host restores, round trips.
+    public var stepCount: Int { 1 + fioCases.count + caseCount * rounds + openLoopSteps + 4 }
     var openLoopSteps: Int { openLoopWindows.count * openLoopRates.count * Self.openLoopContenders.count }
     /// The store engines the open loop compares, uring first.
     static let openLoopContenders: [Contender] = [.uring, .sync]
@@ -116,7 +118,13 @@ public enum BenchRunner {
         defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
         let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
         settle()
-        try progress(afterOpenLoop + 2, plan.stepCount, "round trips: shared memory, socket, ctl")
+        try progress(afterOpenLoop + 2, plan.stepCount, "host restores: ctl kill until ready, \(plan.hostRestoreKills) kills a window")
+        let hostDirectory = directory.appending("host-restore")
+        // Each host's root and its logs beside it are all inside.
+        defer { try? FileManager.default.removeItem(atPath: hostDirectory.string) }
+        let hostRestore = try HostRestoreBench.run(executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory)
+        settle()
+        try progress(afterOpenLoop + 3, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         // The supervisor's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
@@ -125,7 +133,7 @@ public enum BenchRunner {
         return BenchReport(
             date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
             secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination, device: device,
-            openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem)
+            openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem, hostRestore: hostRestore)
     }
 
     /// The open-loop sweep: for each window count, the rates in ascending order, both store

@@ -88,9 +88,36 @@ public enum RestoreBench {
     public static func save(_ window: UUID, tabs: Int, directory: FilePath) throws {
         // A threshold below the tab count: the first save writes a snapshot, as a window this
         // large would have on disk.
-        let store = WindowStore(
-            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: tabs / 2),
-            saveDelayMilliseconds: 0)
+        try saveInOneCommand(window, tabs: tabs, directory: directory, options: StoreOptions(compactAfterRecords: tabs / 2))
+        // Lived in: a few activations, past a second compaction, so the journals hold what a
+        // window's hold between compactions. Right after the one save that made every tab, the
+        // fallback generation's journal is that save (every tab's insert and history), which
+        // the window reads after it is ready (`WindowStore.checkFallbacks`), past what is timed.
+        let livedIn = WindowStore(
+            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
+        _ = try livedIn.recover()
+        for seq in UInt64(2)...7 {
+            try livedIn.apply(seq: seq) { try livedIn.regular.webStateList.activate(at: Int(seq) % tabs) }
+            try livedIn.waitUntilDurable(seq)
+        }
+        try livedIn.apply(seq: 8) { try livedIn.regular.webStateList.activate(at: tabs / 2) }
+        try livedIn.waitUntilDurable(8)
+        try livedIn.teardown()
+    }
+
+    /// Saves window `window` of `tabs` tabs under `directory` held in its first generation's
+    /// journal only: a window that never compacted (`run` compacts at a save, and a window only
+    /// restored and killed makes none).
+    public static func saveInJournalOnly(_ window: UUID, tabs: Int, directory: FilePath) throws {
+        let bytes = 1 << 30
+        try saveInOneCommand(
+            window, tabs: tabs, directory: directory,
+            options: StoreOptions(compactAfterRecords: bytes, compactAfterBytes: bytes, journalPreallocation: 64 << 20))
+    }
+
+    /// One command opening `tabs` tabs of five pages each, the middle one active, made durable.
+    private static func saveInOneCommand(_ window: UUID, tabs: Int, directory: FilePath, options: StoreOptions) throws {
+        let store = WindowStore(root: directory, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let browser = store.regular
         try store.apply(seq: 1) {
@@ -109,20 +136,6 @@ public enum RestoreBench {
         }
         try store.waitUntilDurable(1)
         try store.teardown()
-        // Lived in: a few activations, past a second compaction, so the journals hold what a
-        // window's hold between compactions. Right after the one save that made every tab, the
-        // fallback generation's journal is that save (every tab's insert and history), which
-        // the window reads after it is ready (`WindowStore.checkFallbacks`), past what is timed.
-        let livedIn = WindowStore(
-            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
-        _ = try livedIn.recover()
-        for seq in UInt64(2)...7 {
-            try livedIn.apply(seq: seq) { try livedIn.regular.webStateList.activate(at: Int(seq) % tabs) }
-            try livedIn.waitUntilDurable(seq)
-        }
-        try livedIn.apply(seq: 8) { try livedIn.regular.webStateList.activate(at: tabs / 2) }
-        try livedIn.waitUntilDurable(8)
-        try livedIn.teardown()
     }
 
     /// Milliseconds from opening the store to the active tab's history in hand (and, eager,

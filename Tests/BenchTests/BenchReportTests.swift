@@ -361,3 +361,43 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         #expect(page.components(separatedBy: "<svg").count - 1 == 3 * SaveSize.allCases.count + 1, "a latency chart at the fewest and at the most windows, not at each")
     }
 }
+
+/// The host-restore targets: p50 by window size from rows that kept a spare worker only, and
+/// the anonymous memory 10,000 restored tabs cost over an empty window's worker.
+@Suite struct HostRestoreTargetTests {
+    private func row(_ tabs: Int, _ shape: HostRestoreShape, spare: Bool, p50: Double, anonymous: Int, empty: Int = 8 << 10) -> HostRestoreResult {
+        HostRestoreResult(
+            tabs: tabs, shape: shape, spare: spare, kills: 10, p50Milliseconds: p50, p99Milliseconds: p50 * 2, pssKiB: anonymous,
+            anonymousKiB: anonymous, emptyPssKiB: empty, emptyAnonymousKiB: empty)
+    }
+
+    private func targets(_ rows: [HostRestoreResult]) -> [String: BenchReport.Target] {
+        let built = BenchReport(
+            date: "2026-11-29T00:00:00Z", machine: "test", directory: "/nowhere", secondsPerCase: 1, results: [], restore: nil,
+            coordination: nil, hostRestore: rows)
+        return Dictionary(uniqueKeysWithValues: built.hostRestoreTargets().map { ($0.name, $0) })
+    }
+
+    @Test func withoutASpareThePThresholdsAreMissedUnmeasuredAndTheMemoryIsMeasured() throws {
+        let found = targets([row(20, .journal, spare: false, p50: 2, anonymous: 9 << 10), row(10_000, .compacted, spare: false, p50: 20, anonymous: 20 << 10)])
+        let small = try #require(found["host restore, spare on, 20 tabs: p50 ms"])
+        #expect(small.measured == nil && small.met == false && small.note == "no host restore kept a spare worker")
+        let memory = try #require(found["host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB"])
+        #expect(memory.measured == 12 && memory.met == false)
+    }
+
+    @Test func theWorstShapeDecidesALargeWindowsTarget() throws {
+        let found = targets([
+            row(20, .journal, spare: true, p50: 4, anonymous: 9 << 10), row(10_000, .journal, spare: true, p50: 31, anonymous: 12 << 10),
+            row(10_000, .compacted, spare: true, p50: 12, anonymous: 10 << 10), row(10_000, .compacted, spare: false, p50: 90, anonymous: 10 << 10),
+        ])
+        #expect(found["host restore, spare on, 20 tabs: p50 ms"]?.met == true)
+        let large = try #require(found["host restore, spare on, 10,000 tabs (either shape): p50 ms"])
+        #expect(large.measured == 31 && large.met == false, "the journal's 31 ms, not the spare-less 90 ms")
+        #expect(found["host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB"]?.met == true)
+    }
+
+    @Test func noHostRestoreMeasuresNothing() throws {
+        for target in targets([]).values { #expect(target.measured == nil && target.met == false, "\(target)") }
+    }
+}
