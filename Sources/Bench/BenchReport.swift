@@ -250,20 +250,7 @@ public struct BenchReport: Codable, Sendable {
                     + "\(format(restore.coldUnrealizedMilliseconds, 1)) ms, eager \(format(restore.coldEagerMilliseconds, 1)) ms "
                     + "(\(format(restore.coldSpeedup, 1))×)")
         }
-        if !hostRestore.isEmpty {
-            lines.append("")
-            lines.append("host restore (ctl kill until the replacement is ready; memory of the last replacement and of an empty window's worker)")
-            lines.append(
-                pad("tabs", 8) + pad("shape", 11) + pad("spare", 7) + padLeft("kills", 7) + padLeft("p50 ms", 9) + padLeft("p99 ms", 9)
-                    + padLeft("PSS MiB", 9) + padLeft("anon MiB", 10) + padLeft("empty PSS", 11) + padLeft("empty anon", 12))
-            for row in hostRestore {
-                lines.append(
-                    pad("\(row.tabs)", 8) + pad(row.shape.rawValue, 11) + pad(row.spare ? "on" : "off", 7) + padLeft("\(row.kills)", 7)
-                        + padLeft(format(row.p50Milliseconds, 1), 9) + padLeft(format(row.p99Milliseconds, 1), 9)
-                        + padLeft(format(Double(row.pssKiB) / 1024, 1), 9) + padLeft(format(Double(row.anonymousKiB) / 1024, 1), 10)
-                        + padLeft(format(Double(row.emptyPssKiB) / 1024, 1), 11) + padLeft(format(Double(row.emptyAnonymousKiB) / 1024, 1), 12))
-            }
-        }
+        lines += hostRestoreLines
         if let coordination {
             lines.append("")
             lines.append(
@@ -279,6 +266,25 @@ public struct BenchReport: Codable, Sendable {
             lines.append("  \(target.name): \(target.measured.map { format($0, 2) } ?? "-") (goal \(target.goal)): \(verdict)")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The host restores, a row per window shape (none when they did not run).
+    private var hostRestoreLines: [String] {
+        guard !hostRestore.isEmpty else { return [] }
+        var lines: [String] = []
+        lines.append("")
+        lines.append("host restore (ctl kill until the replacement is ready; memory of the last replacement and of an empty window's worker)")
+        lines.append(
+            pad("tabs", 8) + pad("shape", 11) + pad("spare", 7) + padLeft("kills", 7) + padLeft("p50 ms", 9) + padLeft("p99 ms", 9)
+                + padLeft("PSS MiB", 9) + padLeft("anon MiB", 10) + padLeft("empty PSS", 11) + padLeft("empty anon", 12))
+        for row in hostRestore {
+            lines.append(
+                pad("\(row.tabs)", 8) + pad(row.shape.rawValue, 11) + pad(row.spare ? "on" : "off", 7) + padLeft("\(row.kills)", 7)
+                    + padLeft(format(row.p50Milliseconds, 1), 9) + padLeft(format(row.p99Milliseconds, 1), 9)
+                    + padLeft(format(Double(row.pssKiB) / 1024, 1), 9) + padLeft(format(Double(row.anonymousKiB) / 1024, 1), 10)
+                    + padLeft(format(Double(row.emptyPssKiB) / 1024, 1), 11) + padLeft(format(Double(row.emptyAnonymousKiB) / 1024, 1), 12))
+        }
+        return lines
     }
 
     /// Each row's CPU per save: the saving processes', and the whole machine's at 1 window.

@@ -67,44 +67,7 @@ public enum BenchRunner {
         try progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
         let fio = try FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { try progress(1 + $0, plan.stepCount, $1) }
-        var results: [SaveResult] = []
-        var done = plan.fioCases.count
-        // Window counts outermost, then rounds, contenders innermost: the disk of a shared
-        // machine drifts over minutes, so every contender gets a share of each stretch of it,
-        // and the rows compared with each other ran seconds apart.
-        for windows in plan.windows {
-            var workers: [String: [WorkerResult]] = [:]
-            for round in 1...plan.rounds {
-                for size in plan.sizes {
-                    for contender in plan.contenders where size.applies(to: contender) {
-                        done += 1
-                        try progress(
-                            done, plan.stepCount,
-                            "case \(done - plan.fioCases.count)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
-                                + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
-                        let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
-                        defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
-                        try FileManager.default.createDirectory(
-                            atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                        let measured = try SaveBench.run(
-                            executable: executable, contender: contender, size: size, windows: windows,
-                            seconds: plan.secondsPerCase / Double(plan.rounds), directory: caseDirectory)
-                        let key = "\(contender.rawValue) \(size.rawValue)"
-                        workers[key] = zip(workers[key] ?? measured.map { _ in WorkerResult() }, measured).map { total, round in
-                            var total = total
-                            total.add(round)
-                            return total
-                        }
-                    }
-                }
-            }
-            for size in plan.sizes {
-                for contender in plan.contenders where size.applies(to: contender) {
-                    results.append(
-                        SaveResult(engine: contender, windows: windows, size: size, workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
-                }
-            }
-        }
+        let results = try runSaveCases(plan, executable: executable, directory: directory) { try progress(plan.fioCases.count + $0, plan.stepCount, $1) }
         let beforeOpenLoop = 1 + plan.fioCases.count + plan.caseCount * plan.rounds
         let openLoop = try runOpenLoop(plan, executable: executable, directory: directory) { step, what in
             try progress(beforeOpenLoop + step, plan.stepCount, what)
@@ -134,6 +97,52 @@ public enum BenchRunner {
             date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
             secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination, device: device,
             openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem, hostRestore: hostRestore)
+    }
+
+    /// Every closed-loop save case, `plan.rounds` rounds each; `progress` is told how many
+    /// rounds of cases are done and what runs now.
+    static func runSaveCases(
+        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ step: String) throws -> Void
+    ) throws -> [SaveResult] {
+        var results: [SaveResult] = []
+        var done = 0
+        // Window counts outermost, then rounds, contenders innermost: the disk of a shared
+        // machine drifts over minutes, so every contender gets a share of each stretch of it,
+        // and the rows compared with each other ran seconds apart.
+        for windows in plan.windows {
+            var workers: [String: [WorkerResult]] = [:]
+            for round in 1...plan.rounds {
+                for size in plan.sizes {
+                    for contender in plan.contenders where size.applies(to: contender) {
+                        done += 1
+                        try progress(
+                            done,
+                            "case \(done)/\(plan.caseCount * plan.rounds): \(contender.rawValue) \(size.rawValue) saves, "
+                                + "\(windows) window\(windows == 1 ? "" : "s"), round \(round) of \(plan.rounds)")
+                        let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
+                        defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
+                        try FileManager.default.createDirectory(
+                            atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                        let measured = try SaveBench.run(
+                            executable: executable, contender: contender, size: size, windows: windows,
+                            seconds: plan.secondsPerCase / Double(plan.rounds), directory: caseDirectory)
+                        let key = "\(contender.rawValue) \(size.rawValue)"
+                        workers[key] = zip(workers[key] ?? measured.map { _ in WorkerResult() }, measured).map { total, round in
+                            var total = total
+                            total.add(round)
+                            return total
+                        }
+                    }
+                }
+            }
+            for size in plan.sizes {
+                for contender in plan.contenders where size.applies(to: contender) {
+                    results.append(
+                        SaveResult(engine: contender, windows: windows, size: size, workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
+                }
+            }
+        }
+        return results
     }
 
     /// The open-loop sweep: for each window count, the rates in ascending order, both store

@@ -148,6 +148,25 @@ extension BrowserStore {
             for name in listing.temporaries { try? clear(directory.appending(name), into: directory) }
         }
         loaded.highestGeneration = max(listing.snapshots.first ?? 0, listing.journals.max() ?? 0)
+        try openNewestSnapshot(listing, excluding: excluded, into: &loaded)
+        guard let chain = try chain(listing, entries: entries, below: below, into: &loaded) else { return loaded }
+        for (position, generation) in chain.enumerated() {
+            guard listing.journals.contains(generation) else { break }
+            let followed = position + 1 < chain.count && listing.journals.contains(chain[position + 1])
+            guard try loadJournal(generation, followed: followed, into: &loaded) else { break }
+        }
+        // Only the newest snapshot's own journal is continued: a chain through newer journals
+        // (past a damaged snapshot, or one a kill left in the background) is written again.
+        if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 { loaded.needsRebase = true }
+        if excluded.isEmpty, !loaded.needsRebase, listing.snapshots.contains(where: { $0 < loaded.generation }) {
+            if checkingFallback { try checkFallback(&loaded) } else { loaded.fallbackUnchecked = true }
+        }
+        return loaded
+    }
+
+    /// The newest snapshot not `excluded` that opens and passes its checks; each newer one that
+    /// does not is set aside.
+    private func openNewestSnapshot(_ listing: StoreListing, excluding excluded: Set<UInt64>, into loaded: inout LoadedSession) throws(StoreError) {
         for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
@@ -162,6 +181,12 @@ extension BrowserStore {
                 loaded.needsRebase = true
             }
         }
+    }
+
+    /// The generations whose journals follow the snapshot `loaded` opened, in order, below
+    /// `below`; nil when there is no chain (no snapshot, and no first generation to stand in).
+    /// Removes the orphan journals a stopped compaction left.
+    private func chain(_ listing: StoreListing, entries: [String], below: UInt64, into loaded: inout LoadedSession) throws(StoreError) -> [UInt64]? {
         // A journal whose snapshot was set aside as damaged stays: its saves follow the journal
         // before it, and without it an older snapshot would restore without them. So does one
         // whose snapshot never existed and that holds saves: appends move to a compaction's new
@@ -192,71 +217,66 @@ extension BrowserStore {
             loaded.emptyFirstGeneration = true
             loaded.needsRebase = true
         }
-        guard loaded.generation > 0 else { return loaded }
+        guard loaded.generation > 0 else { return nil }
         // The chain goes through every newer generation whose snapshot was ever there (set aside
         // as damaged since). A number no snapshot ever took is passed over: a compaction that
         // stopped before its rename left only a journal, which went as an orphan, and the next
         // compaction took the number above. (Walked one number at a time, the chain stopped
         // at that gap, and a fallback past a damaged newest snapshot dropped its journal's
         // acknowledged saves: windowhost stress, seed 1 with --io uring.)
-        let chain =
-            [loaded.generation]
+        return [loaded.generation]
             + listedSnapshots.union(setAsideSnapshots).union(listing.journals).subtracting(unused).filter { $0 > loaded.generation && $0 < below }.sorted()
-        for (position, generation) in chain.enumerated() {
-            guard listing.journals.contains(generation) else { break }
-            let path = directory.appending(StoreLayout.journalName(generation))
-            guard let source = try openListed(path, into: &loaded) else { break }
-            let scan: JournalFile.Scan
-            do throws(SessionFormatError) {
-                scan = try scanJournal(source, generation, into: &loaded)
-                guard scan.sealed || !refusesClearFiles else { throw .clearAmongSealed }
-            } catch {
+    }
+
+    /// Reads the journal of `generation` into `loaded`, cut at its last commit; whether the
+    /// chain goes on past it. `followed`: a newer journal is next in the chain.
+    private func loadJournal(_ generation: UInt64, followed: Bool, into loaded: inout LoadedSession) throws(StoreError) -> Bool {
+        let path = directory.appending(StoreLayout.journalName(generation))
+        guard let source = try openListed(path, into: &loaded) else { return false }
+        let scan: JournalFile.Scan
+        do throws(SessionFormatError) {
+            scan = try scanJournal(source, generation, into: &loaded)
+            guard scan.sealed || !refusesClearFiles else { throw .clearAmongSealed }
+        } catch {
+            loaded.damaged.append(contentsOf: setAside(path, error))
+            loaded.needsRebase = true
+            return false
+        }
+        // Every number is checked before anything is applied: a seq out of range or going
+        // back is damage in the middle, the saves before it kept.
+        let seqs = scan.checkSeqs(snapshotSeq: loaded.reader?.lastCommandSeq ?? 0, previousCommit: loaded.lastCommit?.seq)
+        if let error = seqs.error {
+            loaded.journals.append(
+                LoadedJournal(
+                    generation: generation, path: path, scan: scan, commitsUsed: seqs.validCommits,
+                    garbageEnd: scan.commits.last?.end ?? scan.headerEnd))
+            loaded.damaged.append(contentsOf: setAside(path, error))
+            loaded.needsRebase = true
+            return false
+        }
+        let tail = scan.commits.last?.end ?? scan.headerEnd
+        let journal = LoadedJournal(
+            generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
+            garbageEnd: try readingTail(source) { () throws(SessionFormatError) in try JournalFile.lastNonZeroEnd(source, from: tail) })
+        loaded.journals.append(journal)
+        if journal.garbageEnd > tail {
+            if let error = scan.stoppedBy,
+                try readingTail(source, { () throws(SessionFormatError) in try JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }),
+                try !isPipelinedHole(in: source, from: scan.validLength, to: journal.garbageEnd)
+            {
+                // Valid records after a bad one: damage in the middle, not a torn last write.
                 loaded.damaged.append(contentsOf: setAside(path, error))
                 loaded.needsRebase = true
-                break
+                return false
             }
-            // Every number is checked before anything is applied: a seq out of range or going
-            // back is damage in the middle, the saves before it kept.
-            let seqs = scan.checkSeqs(snapshotSeq: loaded.reader?.lastCommandSeq ?? 0, previousCommit: loaded.lastCommit?.seq)
-            if let error = seqs.error {
-                loaded.journals.append(
-                    LoadedJournal(
-                        generation: generation, path: path, scan: scan, commitsUsed: seqs.validCommits,
-                        garbageEnd: scan.commits.last?.end ?? scan.headerEnd))
-                loaded.damaged.append(contentsOf: setAside(path, error))
+            loaded.tornTailAt = tail
+            // A torn journal with a newer one after it: the newer one cannot follow it.
+            if followed {
                 loaded.needsRebase = true
-                break
-            }
-            let tail = scan.commits.last?.end ?? scan.headerEnd
-            let journal = LoadedJournal(
-                generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
-                garbageEnd: try readingTail(source) { () throws(SessionFormatError) in try JournalFile.lastNonZeroEnd(source, from: tail) })
-            loaded.journals.append(journal)
-            if journal.garbageEnd > tail {
-                if let error = scan.stoppedBy,
-                    try readingTail(source, { () throws(SessionFormatError) in try JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }),
-                    try !isPipelinedHole(in: source, from: scan.validLength, to: journal.garbageEnd)
-                {
-                    // Valid records after a bad one: damage in the middle, not a torn last write.
-                    loaded.damaged.append(contentsOf: setAside(path, error))
-                    loaded.needsRebase = true
-                    break
-                }
-                loaded.tornTailAt = tail
-                // A torn journal with a newer one after it: the newer one cannot follow it.
-                if position + 1 < chain.count, listing.journals.contains(chain[position + 1]) {
-                    loaded.needsRebase = true
-                    break
-                }
+                return false
             }
         }
-        // Only the newest snapshot's own journal is continued: a chain through newer journals
-        // (past a damaged snapshot, or one a kill left in the background) is written again.
-        if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 { loaded.needsRebase = true }
-        if excluded.isEmpty, !loaded.needsRebase, listedSnapshots.contains(where: { $0 < loaded.generation }) {
-            if checkingFallback { try checkFallback(&loaded) } else { loaded.fallbackUnchecked = true }
-        }
-        return loaded
+        return true
     }
 
     /// Whether the journal at `path` holds no save: nothing past its header (zeros, or an empty

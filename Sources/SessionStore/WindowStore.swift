@@ -695,32 +695,8 @@ public final class WindowStore {
         else { return }
         let now = clock()
         candidatesChosenAt = now
-        // A failing Browser waits for its backoff; the others do not wait for it.
-        var candidates = stores.indices.filter { index in
-            stores[index].hasRecordsToSubmit && (episodes[index].map { $0.retryAt <= now } ?? true)
-        }
-        // A save that empties the incognito Browser is followed by deleting its session: the
-        // regular journal then takes a commit too (records or not), so the window's seq
-        // outlives the incognito directory.
-        let closesIncognito = candidates.contains(1) && stores[1].list.isEmpty
-        if closesIncognito, !candidates.contains(0) { candidates.insert(0, at: 0) }
-        // Making files (a first save, a compaction, deleting a closed incognito session) blocks
-        // on the engine, whose `perform` would reap and drop the completions of the saves in
-        // flight: such a group waits until none is, and then runs alone.
-        if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) { return }
-        if candidates.contains(1) {
-            do {
-                try takeIncognitoKey(creating: true)
-            } catch {
-                candidates.removeAll { $0 == 1 }
-                noteFailure(1, error, now: now)
-            }
-            if incognitoInMemoryOnly { candidates.removeAll { $0 == 1 } }
-        }
-        // Memory-only changes take a seq: the regular journal commits through it, records or not.
-        if memoryOnlyUncommitted != nil, !candidates.contains(0), episodes[0].map({ $0.retryAt <= now }) ?? true {
-            candidates.insert(0, at: 0)
-        }
+        guard let chosen = saveCandidates(now: now) else { return }
+        let (candidates, closesIncognito) = chosen
         var participants: [Int] = []
         // A Browser whose fallback is unread saves nothing yet: it is lagging, as a failing one is.
         for index in candidates where stores[index].uncheckedFallback == nil {
@@ -771,6 +747,38 @@ public final class WindowStore {
         unsavedSince = nil
         startNow = false
         assert(groups.count <= savesInFlightBound)
+    }
+
+    /// The Browsers the next save may take, and whether it closes the incognito session; nil
+    /// when it must wait for the saves in flight (it makes files).
+    private func saveCandidates(now: UInt64) -> (candidates: [Int], closesIncognito: Bool)? {
+        // A failing Browser waits for its backoff; the others do not wait for it.
+        var candidates = stores.indices.filter { index in
+            stores[index].hasRecordsToSubmit && (episodes[index].map { $0.retryAt <= now } ?? true)
+        }
+        // A save that empties the incognito Browser is followed by deleting its session: the
+        // regular journal then takes a commit too (records or not), so the window's seq
+        // outlives the incognito directory.
+        let closesIncognito = candidates.contains(1) && stores[1].list.isEmpty
+        if closesIncognito, !candidates.contains(0) { candidates.insert(0, at: 0) }
+        // Making files (a first save, a compaction, deleting a closed incognito session) blocks
+        // on the engine, whose `perform` would reap and drop the completions of the saves in
+        // flight: such a group waits until none is, and then runs alone.
+        if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) { return nil }
+        if candidates.contains(1) {
+            do {
+                try takeIncognitoKey(creating: true)
+            } catch {
+                candidates.removeAll { $0 == 1 }
+                noteFailure(1, error, now: now)
+            }
+            if incognitoInMemoryOnly { candidates.removeAll { $0 == 1 } }
+        }
+        // Memory-only changes take a seq: the regular journal commits through it, records or not.
+        if memoryOnlyUncommitted != nil, !candidates.contains(0), episodes[0].map({ $0.retryAt <= now }) ?? true {
+            candidates.insert(0, at: 0)
+        }
+        return (candidates, closesIncognito)
     }
 
     /// Puts an event in the outbox. A caller that never drains it (a save loop, a benchmark, a
