@@ -438,6 +438,19 @@ public final class BrowserStore {
             || nextAppendOffset + staged.reduce(0) { $0 + Framing.recordHeaderSize + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
     }
 
+    /// Every entry on the way to the session directory is made durable, not only those
+    /// `placeDirectory` made now: a parent's sync that failed, or a kill between a mkdir and
+    /// that sync, left an entry a power cut undoes under every save acknowledged since (hostile
+    /// round: the whole window lost). Once per session made.
+    private func syncEveryParentUpToTheRoot() throws(StoreError) {
+        var parent = directory.removingLastComponent()
+        while parent.starts(with: profile.stateDirectory) {
+            try io { try engine.syncDirectory(parent) }
+            if parent == profile.stateDirectory { break }
+            parent = parent.removingLastComponent()
+        }
+    }
+
     /// Before the first save: a generation holding an empty snapshot and an empty journal,
     /// durable, so every save after it, the first included, is an append that commits with the
     /// window's other Browser. The snapshot says the list was empty through `seq` (the window's
@@ -487,16 +500,7 @@ public final class BrowserStore {
                 try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
             }
             try io { try engine.syncDirectory(directory) }
-            // Every entry on the way to it is made durable too, not only those `placeDirectory`
-            // made now: a parent's sync that failed, or a kill between a mkdir and that sync,
-            // left an entry a power cut undoes under every save acknowledged since (hostile
-            // round: the whole window lost). Once per session made.
-            var parent = directory.removingLastComponent()
-            while parent.starts(with: profile.stateDirectory) {
-                try io { try engine.syncDirectory(parent) }
-                if parent == profile.stateDirectory { break }
-                parent = parent.removingLastComponent()
-            }
+            try syncEveryParentUpToTheRoot()
         } catch {
             for file in opened { engine.close(file) }
             if error.errno == .noSpace, !journalsGrowByAppend {
@@ -583,58 +587,9 @@ public final class BrowserStore {
         }
         let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)
         try placeDirectory()
-        var created: [EngineFile] = []
-        func create(_ name: String) throws(StoreError) -> EngineFile {
-            let file = try createFresh(name)
-            created.append(file)
-            return file
-        }
-        let twin: NewGeneration?
-        let newGeneration: UInt64
-        let snapshotFile: EngineFile
-        let journalFile: EngineFile
-        // A spare written ahead is already zeros to the preallocation: only its header goes now.
-        var usesSpare = false
-        do throws(StoreError) {
-            if fromMemory {
-                let generation = try nextGeneration()
-                // Marked taken, so the newest is numbered above it (a failed attempt's
-                // numbers are skipped, not reused).
-                highestGeneration = generation
-                twin = NewGeneration(
-                    generation: generation,
-                    snapshotFile: try create(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix),
-                    journalFile: try create(StoreLayout.journalName(generation)))
-            } else {
-                twin = nil
-            }
-            newGeneration = try nextGeneration()
-            snapshotFile = try create(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
-            if let spareFile = takeSpare(as: StoreLayout.journalName(newGeneration)) {
-                created.append(spareFile)
-                journalFile = spareFile
-                usesSpare = true
-            } else {
-                journalFile = try create(StoreLayout.journalName(newGeneration))
-            }
-        } catch {
-            for file in created { engine.close(file) }
-            throw error
-        }
-        // Encoded once per generation written: a sealed snapshot is bound to its generation.
-        var snapshots: [UInt64: [UInt8]] = [:]
-        do throws(StoreError) {
-            for written in [twin?.generation, newGeneration].compactMap({ $0 }) {
-                snapshots[written] = try snapshot(through: seq, generation: written, shared: snapshots.values.first)
-            }
-        } catch {
-            for file in created { engine.close(file) }
-            for written in [twin?.generation, newGeneration].compactMap({ $0 }) {
-                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
-                try? engine.removeFile(directory.appending(StoreLayout.journalName(written)))
-            }
-            throw error
-        }
+        let made = try createCompactionFiles(fromMemory: fromMemory)
+        let (twin, newGeneration, snapshotFile, journalFile) = (made.twin, made.generation, made.snapshotFile, made.journalFile)
+        let snapshots = try encodeSnapshots(through: seq, of: made)
         let snapshot = snapshots[newGeneration] ?? []
         writing = staged
         staged.removeAll()
@@ -644,7 +599,7 @@ public final class BrowserStore {
             bytesSubmitted += UInt64(appendBytes.count)
         }
         let newJournalBlock = writeDirect(journalFile)
-        let journalBytes = usesSpare ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil) : preallocatedJournal(blockSize: newJournalBlock)
+        let journalBytes = made.usesSpare ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil) : preallocatedJournal(blockSize: newJournalBlock)
         // Saves move to the new journal before its snapshot is in place: its name is made
         // durable with it. A directory that does not open leaves the compaction in the save.
         let journalDirectory = append != nil && twin == nil ? try? engine.openDirectory(directory) : nil
@@ -666,6 +621,78 @@ public final class BrowserStore {
                 generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, journalBlock: newJournalBlock, twin: twin,
                 append: append, snapshotWrite: snapshotWrite, files: files, journalDirectory: journalDirectory, acknowledgeAtEnd: append == nil,
                 unframedChanges: unframedChanges, awaitsPartners: browsers != kind.commitBit, inBackground: journalDirectory != nil))
+    }
+
+    /// What a compaction writes into: its new generation's files, and its twin's when it
+    /// writes from memory.
+    private struct CompactionFiles {
+        let twin: NewGeneration?
+        let generation: UInt64
+        let snapshotFile: EngineFile
+        let journalFile: EngineFile
+        /// The journal is the spare written ahead: zeros to the preallocation already.
+        let usesSpare: Bool
+        /// Every file opened, to close if the compaction stops before its writes.
+        let created: [EngineFile]
+    }
+
+    /// Creates a compaction's files fresh (the journal from the spare when one waits), the twin
+    /// generation's first when `fromMemory`; closes what it opened if one fails.
+    private func createCompactionFiles(fromMemory: Bool) throws(StoreError) -> CompactionFiles {
+        var created: [EngineFile] = []
+        func create(_ name: String) throws(StoreError) -> EngineFile {
+            let file = try createFresh(name)
+            created.append(file)
+            return file
+        }
+        do throws(StoreError) {
+            var twin: NewGeneration?
+            if fromMemory {
+                let generation = try nextGeneration()
+                // Marked taken, so the newest is numbered above it (a failed attempt's
+                // numbers are skipped, not reused).
+                highestGeneration = generation
+                twin = NewGeneration(
+                    generation: generation,
+                    snapshotFile: try create(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix),
+                    journalFile: try create(StoreLayout.journalName(generation)))
+            }
+            let newGeneration = try nextGeneration()
+            let snapshotFile = try create(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
+            let spare = takeSpare(as: StoreLayout.journalName(newGeneration))
+            let journalFile: EngineFile
+            if let spare {
+                created.append(spare)
+                journalFile = spare
+            } else {
+                journalFile = try create(StoreLayout.journalName(newGeneration))
+            }
+            return CompactionFiles(
+                twin: twin, generation: newGeneration, snapshotFile: snapshotFile, journalFile: journalFile, usesSpare: spare != nil, created: created)
+        } catch {
+            for file in created { engine.close(file) }
+            throw error
+        }
+    }
+
+    /// The snapshot of each generation `made` writes, encoded once per generation (a sealed
+    /// snapshot is bound to its generation); on failure the files are closed and removed.
+    private func encodeSnapshots(through seq: UInt64, of made: CompactionFiles) throws(StoreError) -> [UInt64: [UInt8]] {
+        var snapshots: [UInt64: [UInt8]] = [:]
+        let generations = [made.twin?.generation, made.generation].compactMap { $0 }
+        do throws(StoreError) {
+            for written in generations {
+                snapshots[written] = try snapshot(through: seq, generation: written, shared: snapshots.values.first)
+            }
+        } catch {
+            for file in made.created { engine.close(file) }
+            for written in generations {
+                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
+                try? engine.removeFile(directory.appending(StoreLayout.journalName(written)))
+            }
+            throw error
+        }
+        return snapshots
     }
 
     /// The list as a snapshot of `generation`. In the clear, one encoding serves every

@@ -383,26 +383,7 @@ extension BrowserStore {
         var damaged = loaded.damaged + loaded.fallbackDamaged
         var outcome = try replay(&loaded, leavingOut: dropped)
         if let failure = outcome.failure, loaded.generation > 0 {
-            // A journal that does not fit its snapshot: the snapshot may be the damaged one (a
-            // history that no longer reads). If the generation before replays cleanly, it was.
-            list.closeAll()
-            historySources.removeAll()
-            var fallback = try load(excluding: [loaded.generation])
-            if fallback.reader != nil {
-                let retry = try replay(&fallback, leavingOut: dropped)
-                // Only a fallback that reaches as far: one whose chain stops short would drop
-                // acknowledged saves without a word.
-                if retry.failure == nil, fallback.seq >= loaded.seq {
-                    damaged = fallback.damaged
-                    damaged.append(contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
-                    fallback.needsRebase = true
-                    loaded = fallback
-                    outcome = retry
-                } else {
-                    list.closeAll()
-                    historySources.removeAll()
-                }
-            }
+            try replayFallback(after: failure, &loaded, &outcome, &damaged, leavingOut: dropped)
         }
         if let failure = outcome.failure {
             damaged.append(contentsOf: setAside(failure.path, failure.error))
@@ -454,6 +435,33 @@ extension BrowserStore {
             kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
             replayedRecords: outcome.replayed, droppedIncompleteSave: outcome.dropped, seq: outcome.seq,
             degradedTabs: degradedTabs.map(\.id))
+    }
+
+    /// A journal that does not fit its snapshot: the snapshot may be the damaged one (a history
+    /// that no longer reads). If the generation before replays cleanly and reaches as far, it
+    /// was: the list, `loaded`, `outcome` and `damaged` become the fallback's, and the newest
+    /// snapshot is set aside. Else the list is left empty for the caller's own replay.
+    private func replayFallback(
+        after failure: ReplayFailure, _ loaded: inout LoadedSession, _ outcome: inout ReplayOutcome, _ damaged: inout [DamagedFile],
+        leavingOut dropped: Int
+    ) throws(StoreError) {
+        list.closeAll()
+        historySources.removeAll()
+        var fallback = try load(excluding: [loaded.generation])
+        guard fallback.reader != nil else { return }
+        let retry = try replay(&fallback, leavingOut: dropped)
+        // Only a fallback that reaches as far: one whose chain stops short would drop
+        // acknowledged saves without a word.
+        guard retry.failure == nil, fallback.seq >= loaded.seq else {
+            list.closeAll()
+            historySources.removeAll()
+            return
+        }
+        damaged = fallback.damaged
+        damaged.append(contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
+        fallback.needsRebase = true
+        loaded = fallback
+        outcome = retry
     }
 
     /// Repairs the directory `restore` read: a torn tail is zeroed, and after a fallback or
