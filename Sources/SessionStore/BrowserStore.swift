@@ -1193,6 +1193,9 @@ public final class BrowserStore {
     func snapshotProven(_ reader: SnapshotReader, generation proven: UInt64, fallback: UInt64) {
         assert(proven > snapshotGeneration && proven <= generation && fallback <= proven, "a proven snapshot moves the chain's start up")
         snapshotGeneration = proven
+        // The chain starts past the restored generation now, its fallback one read whole: the
+        // restore's own repair (a session in the clear sealed, say) got here before any save.
+        uncheckedFallback = nil
         compactionDeferral = (0, 0)
         historySources.removeAll(keepingCapacity: true)
         // By the snapshot's own order: the list may have changed while the compaction was in
