@@ -26,6 +26,7 @@ public struct LatencyBuckets: @unchecked Sendable {
         let magnitude = 63 - value.leadingZeroBitCount
         let shift = magnitude - 5
         let top = Int(value >> UInt64(shift)) - perOctave
+        assert(magnitude >= 6 && (0..<perOctave).contains(top), "a value past the exact buckets lands in its octave")
         return min(exact + (magnitude - 6) * perOctave + top, count - 2)
     }
 
@@ -35,6 +36,7 @@ public struct LatencyBuckets: @unchecked Sendable {
         let octave = (index - exact) / perOctave
         let top = UInt64((index - exact) % perOctave + perOctave)
         let shift = UInt64(octave + 1)
+        assert(index < count && octave < octaves, "a bucket of the table")
         return (top << shift) + (1 << shift) / 2
     }
 
@@ -66,6 +68,7 @@ public struct LatencyBuckets: @unchecked Sendable {
             room -= count
             _ = histogram.record(index == top ? maximum : Self.representative(of: index), count: count)
         }
+        assert(histogram.totalCount <= Limits.maxLatencySamples, "a histogram holds at most the samples limit")
         return histogram
     }
 

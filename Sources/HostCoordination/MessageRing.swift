@@ -53,6 +53,7 @@ public struct MessageRing: @unchecked Sendable {
         // the capacity is a ring to wait on (the receiving side reports the corruption).
         let used = Int(clamping: start &- head.load(ordering: .acquiring))
         guard capacity - used >= RingLayout.lengthSize + message.count else { throw .full }
+        assert(RingLayout.lengthSize + message.count <= capacity, "a message sent fits the ring whole")
         withUnsafeBytes(of: UInt32(message.count).littleEndian) { copyIn($0, at: start) }
         message.withUnsafeBytes { copyIn($0, at: start &+ UInt64(RingLayout.lengthSize)) }
         tail.store(start &+ UInt64(RingLayout.lengthSize + message.count), ordering: .releasing)
@@ -76,6 +77,7 @@ public struct MessageRing: @unchecked Sendable {
         guard available <= capacity, count <= available - RingLayout.lengthSize else {
             throw CorruptRing(length: count, available: available)
         }
+        assert(RingLayout.lengthSize + count <= capacity, "a message taken lies in the ring whole")
         var message = [UInt8](repeating: 0, count: count)
         message.withUnsafeMutableBytes { copyOut($0, at: start &+ UInt64(RingLayout.lengthSize)) }
         head.store(start &+ UInt64(RingLayout.lengthSize + count), ordering: .releasing)
@@ -84,16 +86,20 @@ public struct MessageRing: @unchecked Sendable {
 
     private func copyIn(_ bytes: UnsafeRawBufferPointer, at position: UInt64) {
         guard !bytes.isEmpty else { return }
+        assert(bytes.count <= capacity, "a copy never laps the ring")
         let offset = Int(position % UInt64(capacity))
         let first = min(bytes.count, capacity - offset)
+        assert(first > 0 && bytes.count - first <= offset, "the wrapped part ends before the first part starts")
         (data + offset).copyMemory(from: bytes.baseAddress!, byteCount: first)
         if first < bytes.count { data.copyMemory(from: bytes.baseAddress! + first, byteCount: bytes.count - first) }
     }
 
     private func copyOut(_ bytes: UnsafeMutableRawBufferPointer, at position: UInt64) {
         guard !bytes.isEmpty else { return }
+        assert(bytes.count <= capacity, "a copy never laps the ring")
         let offset = Int(position % UInt64(capacity))
         let first = min(bytes.count, capacity - offset)
+        assert(first > 0 && bytes.count - first <= offset, "the wrapped part ends before the first part starts")
         bytes.baseAddress!.copyMemory(from: data + offset, byteCount: first)
         if first < bytes.count { (bytes.baseAddress! + first).copyMemory(from: data, byteCount: bytes.count - first) }
     }

@@ -82,6 +82,7 @@ public struct ReplyAssembly: Sendable {
             throw Violation(description: "a part of \(part.chunk.count) bytes at \(part.offset) of a reply declared \(current.total) bytes")
         }
         current.bytes += part.chunk
+        assert(current.bytes.count <= current.total && current.total <= Limits.maxWorkerReplyBytes, "a reply in parts never grows past its declared size")
         guard current.bytes.count == current.total else {
             assembling = current
             return nil

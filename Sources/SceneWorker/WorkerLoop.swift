@@ -297,12 +297,14 @@ public final class WorkerLoop {
             stats.digest = window.digest
         }
         digestsInFlight = digestsInFlight.filter { $0.key > seq }
+        precondition(seq >= stats.durableSeq && seq <= store.appliedSeq, "the durable seq published only rises, and never past what was applied")
         stats.durableSeq = seq
         publishTabsAndApplied()
         supervisor.ring()
     }
 
     private func publish() {
+        assert(window.store.durableSeq >= stats.durableSeq, "the durable seq published only rises")
         stats.durableSeq = window.store.durableSeq
         stats.digest = window.digest
         publishTabsAndApplied()
@@ -310,6 +312,7 @@ public final class WorkerLoop {
 
     private func publishTabsAndApplied() {
         let store = window.store
+        precondition(store.appliedSeq >= stats.appliedSeq && stats.durableSeq <= store.appliedSeq, "the applied seq published only rises, and durable stays at or below it")
         stats.appliedSeq = store.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)

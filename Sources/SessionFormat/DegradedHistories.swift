@@ -38,6 +38,7 @@ public final class DegradedHistories {
         }
         let page = NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime)
         tabs[id] = Tab(id: id, reason: reason, base: Int64(metadata.navigationItemCount) - 1)
+        assert(tabs[id]?.base ?? -1 >= 0, "a degraded tab's entry numbers start at its current item")
         // One item and index 0 always fit.
         return NavigationHistory(items: [page], currentIndex: 0) ?? NavigationHistory()
     }

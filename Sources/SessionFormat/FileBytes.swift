@@ -39,8 +39,10 @@ public final class FileBytes: ByteSource {
             }
             // The file shrank under us: what is missing is missing.
             guard read > 0 else { throw .truncated(offset: offset + done, needed: count - done, available: 0) }
+            assert(read <= count - done, "a read fills at most what is left")
             done += read
         }
+        assert(done == count, "exactly the bytes asked for")
         return bytes
     }
 }

@@ -176,6 +176,7 @@ struct FixedIndex {
     func opener(at item: Int) -> WebStateOpener? {
         let opener = Int(load(Field.openerIndex, of: item, as: Int32.self))
         guard opener >= 0 else { return nil }
+        assert(opener < count, "read refused an opener outside the list")
         return WebStateOpener(openerID: id(at: opener), navigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)))
     }
 
@@ -189,6 +190,7 @@ struct FixedIndex {
         let start = Int(load(Field.stringOffset, of: item, as: UInt64.self))
         let titleEnd = start + Int(load(Field.titleLength, of: item, as: UInt32.self))
         let urlEnd = titleEnd + Int(load(Field.urlLength, of: item, as: UInt32.self))
+        assert(start <= titleEnd && titleEnd <= urlEnd && urlEnd <= strings.count, "read checked every tab's strings lie in the string area")
         return strings.withUnsafeBytes { text in
             WebStateMetadata(
                 creationTime: creationTime(at: item), lastActiveTime: lastActiveTime(at: item),

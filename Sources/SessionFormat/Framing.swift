@@ -30,6 +30,7 @@ public struct InMemoryBytes: ByteSource, Sendable {
 
     public func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
         try checkRange(offset: offset, count: count, start: base)
+        assert(offset - base >= 0 && offset - base + count <= bytes.count, "a checked range lies in the bytes")
         return Array(bytes[offset - base..<offset - base + count])
     }
 }
@@ -102,6 +103,7 @@ public enum Framing {
         header.appendLittleEndian(UInt16(fileHeaderSize))
         header.appendLittleEndian(sealed ? sealedFlag : 0)
         header.appendLittleEndian(CRC32C.checksum(header))
+        assert(header.count == fileHeaderSize, "a file header is its fixed size")
         return header
     }
 
@@ -140,6 +142,7 @@ public enum Framing {
             throw .recordTooLarge(offset: offset, length: stored.count)
         }
         appendFrame(kind, payload: stored, to: &bytes)
+        assert(bytes.count == offset - start + frameSize(payload: payload.count, kind: kind, sealed: seal != nil), "a frame is as long as frameSize says")
     }
 
     /// The size of the frame `appendRecord` makes of a payload of `count` bytes.
@@ -163,6 +166,7 @@ public enum Framing {
         header.appendLittleEndian(UInt32(payload.count))
         let crc = CRC32C.checksum(payload, continuing: CRC32C.checksum(header))
         header.appendLittleEndian(crc)
+        assert(header.count == recordHeaderSize, "a record header is its fixed size")
         bytes += header
         bytes += payload
     }

@@ -294,6 +294,7 @@ public struct JournalCommit: Sendable, Equatable {
         payload.append(browsers)
         var frame: [UInt8] = []
         Framing.appendFrame(.commit, payload: payload, to: &frame)
+        assert(frame.count == Self.frameSize, "a commit's frame has one length")
         return frame
     }
 
@@ -337,6 +338,7 @@ public enum JournalFile {
             offset += frame.count
             frames.append(frame)
         }
+        assert(frames.count == payloads.count && offset >= start, "one frame a payload, laid end to end")
         return frames
     }
 
@@ -357,7 +359,9 @@ public enum JournalFile {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(frames.reduce(blockSize + JournalCommit.frameSize) { $0 + $1.count })
         for frame in frames { bytes += frame }
-        return padded(bytes, blockSize: blockSize, before: commit.frame, reaching: minimum)
+        let save = padded(bytes, blockSize: blockSize, before: commit.frame, reaching: minimum)
+        assert(save.count >= minimum && save.suffix(JournalCommit.frameSize) == ArraySlice(commit.frame), "a save ends with its commit")
+        return save
     }
 
     /// `bytes`, then padding, then `last`, ending on a multiple of `blockSize` (a power of two)
@@ -431,6 +435,7 @@ public enum JournalFile {
         while offset < source.size {
             do throws(SessionFormatError) {
                 let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit, .padding], seal: seal)
+                assert(end >= offset + Framing.recordHeaderSize && end <= source.size, "a record read moves the scan forward, inside the file")
                 if kind == .padding {
                     guard payload.allSatisfy({ $0 == 0 }) else {
                         throw SessionFormatError.malformedPayload(offset: offset, reason: "a padding record holds zeros only")
@@ -443,6 +448,7 @@ public enum JournalFile {
                     recordOffsets.append(offset)
                 }
                 offset = end
+                assert(records.count == recordOffsets.count && (commits.last?.recordCount ?? 0) <= records.count, "each record has its offset, each commit counts records read")
             } catch {
                 return Scan(
                     records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd,
@@ -575,6 +581,7 @@ extension JournalFile.Scan {
         var recordIndex = 0
         for (index, found) in commits.enumerated() {
             let offset = found.end - JournalCommit.frameSize
+            assert(found.recordCount <= records.count && found.recordCount >= recordIndex, "commits count the records in order")
             func refuse(_ reason: SessionFormatError.InvalidState, at offset: Int = offset) -> (Int, SessionFormatError?) {
                 (index, .invalidState(offset: offset, reason: reason))
             }

@@ -30,6 +30,7 @@ public final class JournalTabs: StoredTabs {
         }
         entries.append(entry)
         positions[id] = entries.count - 1
+        assert(positions.count == entries.count, "one entry a tab")
         return entries.count - 1
     }
 

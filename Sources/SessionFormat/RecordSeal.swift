@@ -74,7 +74,9 @@ public struct RecordSeal: Sendable {
     func seal(_ payload: [UInt8], kind: RecordKind, at offset: Int) throws(SessionFormatError) -> [UInt8] {
         do {
             let box = try AES.GCM.seal(payload, using: key, nonce: AES.GCM.Nonce(), authenticating: authenticated(kind, at: offset))
-            return Array(box.nonce) + Array(box.ciphertext) + Array(box.tag)
+            let sealed = Array(box.nonce) + Array(box.ciphertext) + Array(box.tag)
+            assert(sealed.count == payload.count + Self.overhead, "sealing adds its fixed overhead")
+            return sealed
         } catch {
             throw .unopenable(offset: offset, reason: "sealing failed: \(error)")
         }

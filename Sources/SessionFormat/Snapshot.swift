@@ -52,6 +52,7 @@ public enum SnapshotEncoder {
             strings[strings.count - 1] += url
             // The list's invariants put every opener inside it.
             let opener = (try? list.opener(at: position)) ?? nil
+            assert(opener.map { positions[$0.openerID] != nil } ?? true, "an opener is a tab of the list")
             SnapshotIndex.appendEntry(
                 to: &index,
                 SnapshotIndex.Entry(
@@ -66,6 +67,9 @@ public enum SnapshotEncoder {
             sectionLength += frameLength
             histories.append(history)
         }
+        assert(histories.count == webStates.count && index.count == SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize,
+            "one index entry and one history per tab")
+        assert(UInt64(strings.reduce(0) { $0 + $1.count }) == stringOffset, "the string area is every tab's title and URL")
         SnapshotIndex.finishHeader(&index, stringRecords: strings.count, stringAreaLength: stringOffset, historySectionLength: UInt64(sectionLength))
         var bytes = Framing.fileHeader(.snapshot, sealed: sealed)
         try Framing.appendRecord(.listIndex, payload: index, to: &bytes, seal: seal)
@@ -144,6 +148,7 @@ enum SnapshotIndex {
     /// The header with the fields known before the tabs are; `finishHeader` sets the rest.
     /// Fields go where `Header` says, the one statement of the layout the reader also reads by.
     static func header(count: Int, activeIndex: Int?, pinnedCount: Int, lastCommandSeq: UInt64) -> [UInt8] {
+        assert(pinnedCount <= count && (activeIndex.map { (0..<count).contains($0) } ?? true), "the pinned tabs and the active one are in the list")
         var bytes = [UInt8](repeating: 0, count: headerSize)
         // A list never holds more than `Limits.maxTabsPerBrowser` tabs.
         bytes.storeLittleEndian(UInt32(count), at: Header.count)
@@ -154,6 +159,7 @@ enum SnapshotIndex {
     }
 
     static func finishHeader(_ bytes: inout [UInt8], stringRecords: Int, stringAreaLength: UInt64, historySectionLength: UInt64) {
+        assert(bytes.count >= headerSize && stringRecords >= 1, "a header written, and at least one string record (maybe empty)")
         bytes.storeLittleEndian(UInt32(stringRecords), at: Header.stringRecords)
         bytes.storeLittleEndian(stringAreaLength, at: Header.stringAreaLength)
         bytes.storeLittleEndian(historySectionLength, at: Header.historySectionLength)
@@ -162,6 +168,7 @@ enum SnapshotIndex {
     /// Appends `entry`, each field where `Field` says (reserved bytes stay 0).
     static func appendEntry(to bytes: inout [UInt8], _ entry: Entry) {
         let start = bytes.count
+        assert(start >= headerSize && (start - headerSize) % entrySize == 0, "entries follow the header back to back")
         bytes += repeatElement(0, count: entrySize)
         bytes.storeLittleEndian(entry.id.rawValue, at: start + Field.id)
         bytes.storeLittleEndian(entry.creationTime.microsecondsSinceEpoch, at: start + Field.creationTime)
@@ -175,6 +182,7 @@ enum SnapshotIndex {
         bytes.storeLittleEndian(entry.openerIndex, at: start + Field.openerIndex)
         bytes.storeLittleEndian(entry.openerNavigationIndex, at: start + Field.openerNavigationIndex)
         bytes.storeLittleEndian(entry.realizedAtSave ? realizedFlag : 0, at: start + Field.flags)
+        assert(bytes.count == start + entrySize, "an entry is its fixed size")
     }
 }
 

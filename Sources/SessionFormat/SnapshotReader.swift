@@ -176,8 +176,10 @@ public final class SnapshotReader {
             throw .invalidState(offset: sectionStart, reason: .navigationIndexOutOfRange(index, count: count))
         }
         let range = historyRange(at: index)
+        assert(range.offset >= 0 && range.length >= 0, "the index's history ranges were checked when it was read")
         let offset = sectionStart + range.offset
         let frame = try source.read(offset: offset, count: range.length)
+        assert(frame.count == range.length, "a read returns exactly the bytes asked for")
         let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation, seal: seal)
         guard end == offset + frame.count else {
             throw .invalidState(
@@ -216,8 +218,10 @@ public final class SnapshotReader {
             let webState = WebState(id: id, creationTime: times.creation, lastActiveTime: times.lastActive, storedIn: stored, at: index)
             tabs.append(RestoredTab(webState: webState, opener: opener(at: index)))
         }
+        assert(tabs.count == count && identifiers.count == count, "one restored tab and one identifier a stored tab")
         do {
             try list.restore(tabs, identifiers: identifiers, activeIndex: activeIndex, pinnedCount: pinnedCount)
+            assert(list.count == count, "the list holds every stored tab")
         } catch {
             // The reader's checks have already ruled out everything restore() checks.
             throw .invalidState(offset: Framing.fileHeaderSize, reason: .replayMismatch("\(error)"))

@@ -83,6 +83,7 @@ extension BrowserStore {
 
     /// Renames the written snapshot into place and starts the directory's sync.
     private func putInPlace(generation: UInt64, seq: UInt64, file: EngineFile) {
+        assert(backgroundSnapshot == nil && generation <= self.generation, "the snapshot in place is of a generation appends reached")
         do throws(IOEngineError) {
             try engine.rename(temporaryPath(generation), to: directory.appending(StoreLayout.snapshotName(generation)))
         } catch {
@@ -105,6 +106,7 @@ extension BrowserStore {
     /// The snapshot is durably in place: read back whole, and checked to be the file written,
     /// before the chain starts there and the generations before the old start go.
     private func prove(_ snapshot: BackgroundSnapshot) {
+        assert(backgroundSnapshot == nil && snapshot.generation > snapshotGeneration, "a background snapshot proves a newer start of the chain")
         defer { engine.close(snapshot.file) }
         let path = directory.appending(StoreLayout.snapshotName(snapshot.generation))
         let reader: SnapshotReader

@@ -510,6 +510,7 @@ public final class BrowserStore {
             throw error
         }
         for file in opened where file != newJournal?.file { engine.close(file) }
+        precondition(newJournal != nil && newGeneration > (twinGeneration ?? 0), "a session is made above its twin, with a journal to append to")
         journal = newJournal?.file
         journalBlock = newJournal?.block ?? Self.minimumBlock
         journalEnd = JournalFile.header(blockSize: journalBlock).count
@@ -518,6 +519,7 @@ public final class BrowserStore {
         snapshotGeneration = newGeneration
         generationSealed = sealing != nil
         highestGeneration = newGeneration
+        assert(journalEnd % journalBlock == 0 && isIdle, "a new journal's first save starts on a block, nothing in flight")
     }
 
     /// A new journal's bytes: its header block, then zeros to the preallocation (a whole
@@ -559,6 +561,7 @@ public final class BrowserStore {
         }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         let offset = nextAppendOffset
+        assert(offset >= journalEnd && offset % journalBlock == 0, "an append starts on a block at or past the journal's end")
         let bytes = JournalFile.save(
             try framed(staged, from: offset, generation: generation), commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
             reaching: retractedEnd - offset)
@@ -766,6 +769,7 @@ public final class BrowserStore {
     /// only what a failed attempt left, or a planted entry: `createFresh` removes either as
     /// itself.)
     private func nextGeneration() throws(StoreError) -> UInt64 {
+        assert(highestGeneration >= generation && generation >= snapshotGeneration, "generations are numbered up from the chain's start")
         while true {
             let (candidate, overflow) = highestGeneration.addingReportingOverflow(1)
             guard !overflow else {
@@ -985,6 +989,7 @@ public final class BrowserStore {
                 return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
             }
         }
+        assert(compaction.written && compaction.failure == nil && !compaction.renamed, "a compaction renames once, whole and unfailed")
         compaction.renamed = true
         do {
             let directoryFile = try engine.openDirectory(directory)
@@ -1041,6 +1046,8 @@ public final class BrowserStore {
         appends.removeFirst()
         journalEnd = first.offset + first.bytes
         journalRecords += first.records.count
+        assert(journalEnd % journalBlock == 0 && journalEnd <= Limits.maxJournalBytes, "a confirmed save ends on a block, inside the journal's limit")
+        assert(appends.first.map { $0.offset == journalEnd && $0.seq > seq } ?? true, "the next append follows the one confirmed")
         state = appends.isEmpty ? .idle : .appending(appends)
     }
 
@@ -1055,6 +1062,7 @@ public final class BrowserStore {
             precondition(appends.allSatisfy { $0.result != nil }, "every append finished before any is taken back")
             staged = appends.flatMap(\.records) + staged
             if let last = appends.last { retractedEnd = max(retractedEnd, last.offset + last.bytes) }
+            assert(appends.first.map { $0.offset == journalEnd } ?? true, "appends taken back start at the journal's end")
             state = .idle
             if appends.contains(where: \.landedMisplaced), let journal {
                 engine.close(journal)
@@ -1087,6 +1095,7 @@ public final class BrowserStore {
                 needsRebase = true
                 return .failed(.io(misplaced))
             }
+            assert(unconfirmed == nil, "one save at a time rides on a compaction")
             journalEnd += bytes
             journalRecords += writing.count
             unconfirmed = (writing, bytes)
@@ -1112,6 +1121,7 @@ public final class BrowserStore {
         if renamed {
             needsRebase = true
             highestGeneration = compaction.generation
+            assert(highestGeneration > generation, "a renamed generation is numbered past the one appends go to")
         } else {
             for written in compaction.newGenerations {
                 try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
@@ -1185,6 +1195,7 @@ public final class BrowserStore {
         generation = newGeneration
         generationSealed = sealing != nil
         highestGeneration = newGeneration
+        assert(journalEnd % journalBlock == 0, "the new journal's first append starts on a block")
     }
 
     /// The snapshot of `generation` is in place and read back: the chain starts there, its

@@ -35,11 +35,13 @@ public struct GroupCommit: Sendable, Equatable {
     public mutating func observe(saveNanoseconds nanoseconds: UInt64) {
         let sample = min(nanoseconds, Self.maximumWaitNanoseconds)
         flushNanoseconds = flushNanoseconds - flushNanoseconds / 8 + sample / 8
+        assert(flushNanoseconds <= max(Self.initialFlushNanoseconds, Self.maximumWaitNanoseconds), "the average stays within its samples' bound")
     }
 
     /// Whether a save starts now, with `inFlight` saves in flight, `waitingCommands` commands
     /// applied that no save carries, the oldest of them waiting for `oldestWaitNanoseconds`.
     public func shouldStart(inFlight: Int, waitingCommands: Int, oldestWaitNanoseconds: UInt64) -> Bool {
+        assert(inFlight >= 0 && waitingCommands >= 0, "counts, not differences")
         guard waitingCommands > 0 else { return false }
         if inFlight == 0 || waitingCommands >= Self.batchCommands { return true }
         return oldestWaitNanoseconds >= min(flushNanoseconds, Self.maximumWaitNanoseconds)

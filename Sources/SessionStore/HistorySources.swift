@@ -12,6 +12,7 @@ struct HistorySources {
 
     /// Tab `id`'s frame is at `index` of `reader`, a compaction's proven snapshot.
     mutating func prove(_ id: WebStateID, at index: Int, in reader: SnapshotReader) {
+        assert(index >= 0 && index < reader.count && reader.id(at: index) == id, "a tab's frame is its own")
         proven[id] = (reader, index)
     }
 

@@ -91,6 +91,7 @@ struct LoadedSession {
             // a lagging incognito save, then one naming both that only incognito made).
             leaveOutTrailingLagging()
         }
+        assert(count >= 0 && count <= commits.count, "only saves there are are left out")
         return count
     }
 
@@ -415,6 +416,7 @@ extension BrowserStore {
             let snapshot = directory.appending(StoreLayout.snapshotName(loaded.generation))
             damaged += degradedTabs.map { DamagedFile(path: snapshot.string, setAsideAt: nil, error: $0.reason) }
         }
+        precondition(loaded.generation <= loaded.highestGeneration && isIdle, "a restore takes a generation the directory holds, nothing in flight")
         generation = loaded.generation
         snapshotGeneration = loaded.generation
         highestGeneration = loaded.highestGeneration

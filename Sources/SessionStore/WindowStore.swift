@@ -252,6 +252,7 @@ public final class WindowStore {
                         otherBit: stores[1 - index].kind.commitBit))
             }
             if next == leftOut { break }
+            assert(zip(next, leftOut).allSatisfy { $0 >= $1 }, "each count only grows, so the loop ends")
             leftOut = next
         }
         var reports: [RecoveryReport] = []
@@ -260,6 +261,7 @@ public final class WindowStore {
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
+        assert(reports.allSatisfy { $0.seq <= appliedSeq } && groups.isEmpty, "the window comes back at its newest Browser's seq, nothing in flight")
         // An incognito session in the clear (written before sealing) is sealed now, by the
         // repair's write from memory, not left readable until its next change.
         if stores[1].isOnDisk, stores[1].restoredInTheClear { try? takeIncognitoKey(creating: true) }
@@ -385,6 +387,7 @@ public final class WindowStore {
             try turn(waiting: true)
             if failureCount > failuresBefore, let lastFailure { throw lastFailure }
         }
+        assert(durableSeq >= min(seq, appliedSeq), "a durable wait returns once its commands are durable")
     }
 
     /// Makes a save request covering every command applied; `retryingNow` also ends the
@@ -536,6 +539,7 @@ public final class WindowStore {
         // nothing, and the worker slept on a silent ring until its heartbeat. A waiting turn
         // that found nothing in flight and started a save waits here, in the submit's own
         // system call, instead of in the next turn's reap.
+        assert(groups.count <= savesInFlightBound && zip(groups, groups.dropFirst()).allSatisfy { $0.seq < $1.seq }, "groups in flight stay within the bound, in seq order")
         if block, completions.isEmpty, !groups.isEmpty {
             try io { try engine.flushAndWait() }
         } else {
@@ -597,6 +601,8 @@ public final class WindowStore {
 
     /// Every write of the group, and of every group before it, landed: durable.
     private func finishGroup(_ group: SaveGroup) throws(StoreError) {
+        assert(group.failures.isEmpty && !group.participants.isEmpty, "a group finishes whole, with a Browser in it")
+        assert(groups.allSatisfy { $0.seq > group.seq }, "groups finish in seq order")
         for index in group.participants { stores[index].confirmSave(group.seq) }
         // A Browser that did not save is checked too: its own directory swapped since its last
         // save (moved out of the root, a symlink in its place) is noticed by nothing else, and
@@ -623,6 +629,7 @@ public final class WindowStore {
             // A Browser left out with nothing unsaved had everything durable already: its
             // saves before are whole, since groups finish in seq order.
             browserDurableSeqs[index] = max(browserDurableSeqs[index], group.seq)
+            assert(browserDurableSeqs[index] <= appliedSeq, "a Browser is durable only through commands applied")
             if group.participants.contains(index), let episode = episodes[index] {
                 episodes[index] = nil
                 report(.recovered(stores[index].kind, failedAttempts: episode.attempts))
@@ -739,6 +746,7 @@ public final class WindowStore {
         assert(!compacts || groups.isEmpty, "a compacting group runs alone")
         // A save beside a snapshot written in the background shares its flushes: not a flush alone.
         let alone = groups.isEmpty && !compacts && !stores.contains(where: \.hasBackgroundWork)
+        assert(groups.last.map { $0.seq < appliedSeq } ?? true, "each group covers commands the one before did not")
         groups.append(
             SaveGroup(
                 seq: appliedSeq, participants: participants,
@@ -797,6 +805,7 @@ public final class WindowStore {
 
     private func markDurable(_ seq: UInt64) {
         guard seq > durableSeq else { return }
+        precondition(seq <= appliedSeq, "nothing is durable past what was applied")
         durableSeq = seq
         savesCompleted += 1
         let now = clock()
@@ -813,7 +822,9 @@ public final class WindowStore {
     private func deleteIncognitoIfEmpty() throws(StoreError) {
         let store = stores[1]
         guard store.awaitsDeletion, groups.isEmpty else { return }
+        assert(store.list.isEmpty && !store.hasUnsavedRecords, "only a durable, empty incognito session is deleted")
         try store.destroy()
+        assert(!store.isOnDisk && store.uncheckedFallback == nil, "a deleted session leaves nothing to append to or check")
         // Crypto-shredding: a copy of the files (a backup) is unreadable from now on. The next
         // incognito session gets a new key.
         store.sealing = nil
