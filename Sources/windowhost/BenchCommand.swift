@@ -27,8 +27,10 @@ struct BenchCommand: ParsableCommand {
             arriving at fixed rates per window (--rates) on uring and sync, at 1 and 4 windows, \
             latency from each command's arrival to durable, the sweep stopping past the rate the \
             sync engine no longer keeps up with; and the first save of fresh windows. Then a 10,000-tab \
-            window's restore, unrealized against eager, and a command's round trip through the \
-            shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets \
+            window's restore, unrealized against eager; host restores (a real run's window of 20 \
+            tabs, and of 10,000 held in its journal or compacted, killed with ctl kill until its \
+            replacement is ready, and that worker's memory against an empty window's); and a \
+            command's round trip through the shared-memory ring, a Unix socket and a ctl call. Exit 0 when it ran (missed targets \
             are reported, not failed), 1 with --check-targets when one was missed, 69 when a \
             contender could not run.
             """)
