@@ -147,11 +147,16 @@ let package = Package(
             name: "SessionKeys",
             dependencies: ["CLinuxShims", "HostLimits", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .executableTarget(
-            name: "windowhost",
+        // The command line as a library: the shipped `windowhost` runs it as it is; the test build
+        // (`windowhost-faults`) runs it with faults installed and `save-loop` added.
+        .target(
+            name: "WindowhostCLI",
             dependencies: [
                 "BrowserModel",
+                "CLinuxShims",
+                "HostLimits",
                 "SessionFormat",
+                "SessionKeys",
                 "IOUring",
                 "SessionStore",
                 "HostCoordination",
@@ -165,6 +170,19 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
+        ),
+        .executableTarget(name: "windowhost", dependencies: ["WindowhostCLI"]),
+        // The command line with the fault switches tests set (saves acknowledged before the sync,
+        // a worker that aborts while restoring) and `save-loop`, which crash tests kill. Built for
+        // the tests from Tests/; no product ships it.
+        .executableTarget(
+            name: "windowhost-faults",
+            dependencies: [
+                "WindowhostCLI", "BrowserModel", "IOUring", "SessionStore", "Stress",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/WindowhostFaults"
         ),
         // What test targets share: the simulated disk (FaultEngine) and fixtures more than one
         // target builds. Only test targets depend on it; no product ships it.
@@ -186,7 +204,7 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 "HostLimits", "Stress", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file

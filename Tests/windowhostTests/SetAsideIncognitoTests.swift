@@ -40,7 +40,7 @@ import TestSupport
     /// (still running, the fault still set), the window and the entry's id.
     static func setAside(_ root: URL, _ secrets: [String]) throws -> (host: HostProcess, window: String, id: String) {
         let window = try browse(root, secrets)
-        let host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        let host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         return (host, window, try #require(try Life.entries(host).first?["id"]?.string))
     }

@@ -9,9 +9,7 @@ import SystemPackage
 /// In power-cut mode (`powercut`, for `stress --power-cut`) a write not made durable stays in
 /// this process's memory until a sync of its file, so killing the process loses exactly what
 /// a power cut would lose of file data (directory entries are not modelled: creations and
-/// renames reach the kernel at once). With `acknowledgeBeforeSync`, a deliberate bug for
-/// tests, durable writes are held the same way yet complete at once: saves are acknowledged
-/// before they are durable.
+/// renames reach the kernel at once).
 public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     public let name: String
     var files = RealFiles()
@@ -19,23 +17,17 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     /// Power-cut mode: the writes each file (by path: any descriptor's sync flushes them, as
     /// the page cache is the file's) holds until its next sync.
     private var unsynced: [String: [(offset: Int, bytes: [UInt8])]]?
-    private let acknowledgeBeforeSync: Bool
 
-    public init() {
-        name = "sync"
-        acknowledgeBeforeSync = false
-    }
-
-    public init(powerCutAcknowledgingBeforeSync acknowledgeBeforeSync: Bool) {
-        name = "powercut"
-        unsynced = [:]
-        self.acknowledgeBeforeSync = acknowledgeBeforeSync
+    /// `powerCut`: the power-cut mode, where killing the process loses what a power cut would.
+    public init(powerCut: Bool = false) {
+        name = powerCut ? "powercut" : "sync"
+        unsynced = powerCut ? [:] : nil
     }
 
     package func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
-            if unsynced != nil, !durable || acknowledgeBeforeSync {
+            if unsynced != nil, !durable {
                 unsynced?[files.path(of: file), default: []].append((offset, bytes))
                 return
             }
