@@ -194,18 +194,21 @@ let package = Package(
             ],
             path: "Tests/TestSupport"
         ),
+        // What only tests ask of the kernel (seccomp filters refusing io_uring or the keyring as a
+        // sandbox would, a plain memfd, pidfd_getfd): kept out of the shipped shim.
+        .target(name: "CTestShims", path: "Tests/CTestShims"),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         .testTarget(
             name: "SessionKeysTests",
-            dependencies: ["SessionKeys", "CLinuxShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["SessionKeys", "CLinuxShims", "CTestShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(
             name: "windowhostTests",
             dependencies: [
                 "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", "Stress", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
+                "HostLimits", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
             // system under a host (compiled by the test that uses it), run from their paths.
@@ -213,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", "CLinuxShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["IOUring", "CLinuxShims", "CTestShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
@@ -230,7 +233,7 @@ let package = Package(
         .testTarget(
             name: "HostCoordinationTests",
             dependencies: [
-                "HostCoordination", "CLinuxShims", .product(name: "Atomics", package: "swift-atomics"),
+                "HostCoordination", "CLinuxShims", "CTestShims", .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -258,7 +261,7 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "TestSupport",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

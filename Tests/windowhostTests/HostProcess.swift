@@ -1,5 +1,6 @@
 import BrowserModel
 import CLinuxShims
+import CTestShims
 import Foundation
 import Glibc
 import HostCoordination
