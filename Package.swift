@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "SessionStore", targets: ["SessionStore"]),
         .library(name: "HostCoordination", targets: ["HostCoordination"]),
         .library(name: "SceneWorker", targets: ["SceneWorker"]),
+        .library(name: "HostControl", targets: ["HostControl"]),
         .library(name: "Supervisor", targets: ["Supervisor"]),
         .library(name: "Stress", targets: ["Stress"]),
         .library(name: "Bench", targets: ["Bench"]),
@@ -100,10 +101,21 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // What the supervisor and its clients (ctl, stress, bench, the status server) share: the
+        // control protocol, its client and replies, and what the supervisor publishes for
+        // observers (`HostObservation`).
+        .target(
+            name: "HostControl",
+            dependencies: [
+                "BrowserModel", "HostCoordination", "HostLimits", "IOUring", "SessionStore",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .target(
             name: "Supervisor",
             dependencies: [
-                "BrowserModel", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionFormat", "SessionStore",
+                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionFormat", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -113,7 +125,8 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "CLinuxShims", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                // Supervisor for `SupervisorConfiguration.Defaults.socket` alone (SupervisorProcess).
+                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -121,7 +134,8 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "Supervisor", "Stress",
+                // Supervisor for `spawnProcess` alone.
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination", "HostLimits", "Stress", "Supervisor",
                 "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -132,7 +146,7 @@ let package = Package(
         .target(
             name: "StatusServer",
             dependencies: [
-                "Supervisor", "HostCoordination", "HostLimits",
+                "HostControl", "HostCoordination", "HostLimits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -154,6 +168,7 @@ let package = Package(
             dependencies: [
                 "BrowserModel",
                 "CLinuxShims",
+                "HostControl",
                 "HostLimits",
                 "SessionFormat",
                 "SessionKeys",
@@ -207,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "HostControl", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
                 "HostLimits", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
@@ -221,9 +236,10 @@ let package = Package(
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
             name: "StatusServerTests",
-            dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
+            dependencies: ["StatusServer", "HostControl", "Supervisor", "HostCoordination", "TestSupport"]
         ),
-        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
+        .testTarget(
+            name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
         .testTarget(
             name: "BenchTests",
             dependencies: ["Bench", "SessionStore", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
@@ -243,7 +259,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostCoordination", "HostLimits", "IOUring", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "SessionFormatTests",
@@ -254,7 +270,7 @@ let package = Package(
         .testTarget(
             name: "FuzzCorpusTests",
             dependencies: [
-                "HostLimits", "SessionFormat", "BrowserModel", "Supervisor",
+                "HostLimits", "SessionFormat", "BrowserModel", "HostControl", "Supervisor",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

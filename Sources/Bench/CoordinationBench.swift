@@ -1,8 +1,9 @@
 import BrowserModel
 import Foundation
 import Glibc
-import HostCoordination
 import Histogram
+import HostControl
+import HostCoordination
 import IOUring
 import SessionStore
 import Stress

@@ -2,8 +2,8 @@ import BrowserModel
 import Foundation
 import Glibc
 import Histogram
+import HostControl
 import IOUring
-import Supervisor
 import SystemPackage
 
 public struct CampaignOptions: Sendable {

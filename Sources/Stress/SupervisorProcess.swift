@@ -1,6 +1,7 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import HostControl
 import Supervisor
 import SystemPackage
 

@@ -2,9 +2,10 @@ import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
+import Histogram
+import HostControl
 import HostCoordination
 import HostLimits
-import Histogram
 import IOUring
 import Logging
 import SessionFormat

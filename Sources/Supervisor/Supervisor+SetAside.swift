@@ -2,6 +2,7 @@ import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import HostLimits
 import IOUring

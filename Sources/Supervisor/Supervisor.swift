@@ -1,9 +1,10 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import Histogram
+import HostControl
 import HostCoordination
 import HostLimits
-import Histogram
 import IOUring
 import Logging
 import SessionStore

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@testable import HostControl
 import HostLimits
 import IOUring
 @testable import Supervisor

@@ -3,6 +3,7 @@ import CLinuxShims
 import CTestShims
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import Supervisor
 import SystemPackage

@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import HostLimits
 import SessionKeys
 import SessionStore
 import Supervisor
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// Issue 28, item 7: a set-aside session's incognito key goes with the entry (a key record
 /// named by the session directory's identity), so an adoption, under the entry's UUID or a new

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import Glibc
+import HostControl
 import Supervisor
 import SystemPackage
 import Testing
