@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "HostLimits", targets: ["HostLimits"]),
         .library(name: "BrowserModel", targets: ["BrowserModel"]),
         .library(name: "SessionFormat", targets: ["SessionFormat"]),
+        .library(name: "Platform", targets: ["Platform"]),
         .library(name: "IOUring", targets: ["IOUring"]),
         .library(name: "SessionStore", targets: ["SessionStore"]),
         .library(name: "HostCoordination", targets: ["HostCoordination"]),
@@ -48,11 +49,19 @@ let package = Package(
             name: "CLinuxShims",
             linkerSettings: [.linkedLibrary("uring")]
         ),
+        // What every process of the host asks of Linux the same way: the one monotonic clock,
+        // `NoFollow` (paths walked without following a symlink), `spawnProcess` (posix_spawn with
+        // descriptors placed) and the one retry-on-interrupt loop.
+        .target(
+            name: "Platform",
+            dependencies: ["CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .target(
             name: "IOUring",
             dependencies: [
                 "CLinuxShims",
                 "HostLimits",
+                "Platform",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -77,7 +86,7 @@ let package = Package(
             dependencies: [
                 "BrowserModel", "HostLimits",
                 "SessionFormat", "SessionKeys",
-                "IOUring",
+                "IOUring", "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -96,7 +105,7 @@ let package = Package(
         .target(
             name: "SceneWorker",
             dependencies: [
-                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims",
+                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims", "Platform",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -107,7 +116,7 @@ let package = Package(
         .target(
             name: "HostControl",
             dependencies: [
-                "BrowserModel", "HostCoordination", "HostLimits", "IOUring", "SessionStore",
+                "BrowserModel", "HostCoordination", "HostLimits", "IOUring", "Platform", "SessionStore",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -115,7 +124,7 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionFormat", "SessionStore",
+                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "Platform", "SessionFormat", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -126,7 +135,7 @@ let package = Package(
             name: "Stress",
             dependencies: [
                 // Supervisor for `SupervisorConfiguration.Defaults.socket` alone (SupervisorProcess).
-                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring", "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -134,8 +143,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                // Supervisor for `spawnProcess` alone.
-                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination", "HostLimits", "Stress", "Supervisor",
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination", "HostLimits", "Platform", "Stress",
                 "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -170,6 +178,7 @@ let package = Package(
                 "CLinuxShims",
                 "HostControl",
                 "HostLimits",
+                "Platform",
                 "SessionFormat",
                 "SessionKeys",
                 "IOUring",
@@ -193,7 +202,7 @@ let package = Package(
         .executableTarget(
             name: "windowhost-faults",
             dependencies: [
-                "WindowhostCLI", "BrowserModel", "IOUring", "SessionStore", "Stress",
+                "WindowhostCLI", "BrowserModel", "IOUring", "Platform", "SessionStore", "Stress",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
@@ -204,7 +213,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "BrowserModel", "IOUring", "SessionStore", "SessionKeys",
+                "BrowserModel", "IOUring", "Platform", "SessionStore", "SessionKeys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/TestSupport"
@@ -223,7 +232,7 @@ let package = Package(
             name: "windowhostTests",
             dependencies: [
                 "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "HostControl", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
+                "HostLimits", "Platform", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
             // system under a host (compiled by the test that uses it), run from their paths.
@@ -231,7 +240,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", "CLinuxShims", "CTestShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["IOUring", "CLinuxShims", "CTestShims", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
@@ -242,7 +251,7 @@ let package = Package(
             name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
         .testTarget(
             name: "BenchTests",
-            dependencies: ["Bench", "SessionStore", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["Bench", "SessionStore", "HostLimits", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
             // fio's JSON output captured on this machine, read from its path (#filePath).
             exclude: ["Fixtures"]
         ),
@@ -259,7 +268,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "SessionFormatTests",
@@ -277,7 +286,7 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims", "TestSupport",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

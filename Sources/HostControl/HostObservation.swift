@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import HostCoordination
 import IOUring
+import Platform
 import Synchronization
 
 /// Why a worker was started again: the `reason` label of `windowhost_worker_restarts_total`.

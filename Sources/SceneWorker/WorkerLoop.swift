@@ -6,6 +6,7 @@ import HostCoordination
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 

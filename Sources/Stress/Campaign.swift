@@ -4,6 +4,7 @@ import Glibc
 import Histogram
 import HostControl
 import IOUring
+import Platform
 import SystemPackage
 
 public struct CampaignOptions: Sendable {

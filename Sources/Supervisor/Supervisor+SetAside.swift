@@ -7,6 +7,7 @@ import HostCoordination
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 

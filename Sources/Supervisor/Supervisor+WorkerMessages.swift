@@ -8,6 +8,7 @@ import HostCoordination
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SessionFormat
 import SessionStore
 import SystemPackage

@@ -3,6 +3,7 @@ import CTestShims
 import Glibc
 @testable import IOUring
 import HostLimits
+import Platform
 import SystemPackage
 import TestSupport
 import Testing

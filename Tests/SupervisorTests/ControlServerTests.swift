@@ -3,6 +3,7 @@ import Glibc
 @testable import HostControl
 import HostLimits
 import IOUring
+import Platform
 @testable import Supervisor
 import SystemPackage
 import TestSupport

@@ -1,4 +1,5 @@
 import IOUring
+import Platform
 import SystemPackage
 
 /// The power-cut engine with a deliberate bug: a durable write is submitted as a plain one, so

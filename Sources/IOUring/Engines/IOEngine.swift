@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 import SystemPackage
 
 /// A file opened through an engine. For the real engines it wraps the descriptor; for the

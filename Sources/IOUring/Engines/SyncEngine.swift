@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import Platform
 import SystemPackage
 
 /// Blocking I/O behind the engine protocol, for kernels or sandboxes without io_uring: a
@@ -37,8 +38,7 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
                 try write(file, held.bytes, offset: held.offset, durable: false)
             }
             let directory = files.isDirectory(file)
-            while (directory ? fsync(file.rawValue) : fdatasync(file.rawValue)) != 0 {
-                if errno == EINTR { continue }
+            guard retryingOnInterrupt({ directory ? fsync(file.rawValue) : fdatasync(file.rawValue) }) == 0 else {
                 throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
         }
@@ -50,15 +50,16 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
         let aligned = files.directAlignment(of: file) == nil ? nil : try files.writeBuffer(bytes, for: file)
         var done = 0
         while done < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                let start = (aligned.map { UnsafeRawPointer($0.base) } ?? buffer.baseAddress!) + done
-                let remaining = buffer.count - done
-                return durable
-                    ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
-                    : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+            let written = retryingOnInterrupt {
+                bytes.withUnsafeBytes { buffer in
+                    let start = (aligned.map { UnsafeRawPointer($0.base) } ?? buffer.baseAddress!) + done
+                    let remaining = buffer.count - done
+                    return durable
+                        ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
+                        : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+                }
             }
             if written < 0 {
-                if errno == EINTR { continue }
                 throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
             // A short write is resumed for the remainder, as the ring engine does.
