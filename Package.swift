@@ -18,10 +18,12 @@ let package = Package(
         .library(name: "HostLimits", targets: ["HostLimits"]),
         .library(name: "BrowserModel", targets: ["BrowserModel"]),
         .library(name: "SessionFormat", targets: ["SessionFormat"]),
+        .library(name: "Platform", targets: ["Platform"]),
         .library(name: "IOUring", targets: ["IOUring"]),
         .library(name: "SessionStore", targets: ["SessionStore"]),
         .library(name: "HostCoordination", targets: ["HostCoordination"]),
         .library(name: "SceneWorker", targets: ["SceneWorker"]),
+        .library(name: "HostControl", targets: ["HostControl"]),
         .library(name: "Supervisor", targets: ["Supervisor"]),
         .library(name: "Stress", targets: ["Stress"]),
         .library(name: "Bench", targets: ["Bench"]),
@@ -47,11 +49,19 @@ let package = Package(
             name: "CLinuxShims",
             linkerSettings: [.linkedLibrary("uring")]
         ),
+        // What every process of the host asks of Linux the same way: the one monotonic clock,
+        // `NoFollow` (paths walked without following a symlink), `spawnProcess` (posix_spawn with
+        // descriptors placed) and the one retry-on-interrupt loop.
+        .target(
+            name: "Platform",
+            dependencies: ["CLinuxShims", .product(name: "SystemPackage", package: "swift-system")]
+        ),
         .target(
             name: "IOUring",
             dependencies: [
                 "CLinuxShims",
                 "HostLimits",
+                "Platform",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -76,7 +86,7 @@ let package = Package(
             dependencies: [
                 "BrowserModel", "HostLimits",
                 "SessionFormat", "SessionKeys",
-                "IOUring",
+                "IOUring", "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -95,15 +105,26 @@ let package = Package(
         .target(
             name: "SceneWorker",
             dependencies: [
-                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims",
+                "BrowserModel", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "CLinuxShims", "Platform",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // What the supervisor and its clients (ctl, stress, bench, the status server) share: the
+        // control protocol, its client and replies, and what the supervisor publishes for
+        // observers (`HostObservation`).
+        .target(
+            name: "HostControl",
+            dependencies: [
+                "BrowserModel", "HostCoordination", "HostLimits", "IOUring", "Platform", "SessionStore",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .target(
             name: "Supervisor",
             dependencies: [
-                "BrowserModel", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "SessionFormat", "SessionStore",
+                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "Platform", "SessionFormat", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -113,7 +134,8 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                "BrowserModel", "CLinuxShims", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                // Supervisor for `SupervisorConfiguration.Defaults.socket` alone (SupervisorProcess).
+                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring", "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -121,7 +143,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostCoordination", "HostLimits", "Supervisor", "Stress",
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination", "HostLimits", "Platform", "Stress",
                 "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -132,7 +154,7 @@ let package = Package(
         .target(
             name: "StatusServer",
             dependencies: [
-                "Supervisor", "HostCoordination", "HostLimits",
+                "HostControl", "HostCoordination", "HostLimits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -147,11 +169,18 @@ let package = Package(
             name: "SessionKeys",
             dependencies: ["CLinuxShims", "HostLimits", .product(name: "SystemPackage", package: "swift-system")]
         ),
-        .executableTarget(
-            name: "windowhost",
+        // The command line as a library: the shipped `windowhost` runs it as it is; the test build
+        // (`windowhost-faults`) runs it with faults installed and `save-loop` added.
+        .target(
+            name: "WindowhostCLI",
             dependencies: [
                 "BrowserModel",
+                "CLinuxShims",
+                "HostControl",
+                "HostLimits",
+                "Platform",
                 "SessionFormat",
+                "SessionKeys",
                 "IOUring",
                 "SessionStore",
                 "HostCoordination",
@@ -166,28 +195,44 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        .executableTarget(name: "windowhost", dependencies: ["WindowhostCLI"]),
+        // The command line with the fault switches tests set (saves acknowledged before the sync,
+        // a worker that aborts while restoring) and `save-loop`, which crash tests kill. Built for
+        // the tests from Tests/; no product ships it.
+        .executableTarget(
+            name: "windowhost-faults",
+            dependencies: [
+                "WindowhostCLI", "BrowserModel", "IOUring", "Platform", "SessionStore", "Stress",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            path: "Tests/WindowhostFaults"
+        ),
         // What test targets share: the simulated disk (FaultEngine) and fixtures more than one
         // target builds. Only test targets depend on it; no product ships it.
         .target(
             name: "TestSupport",
             dependencies: [
-                "BrowserModel", "IOUring", "SessionStore", "SessionKeys",
+                "BrowserModel", "IOUring", "Platform", "SessionStore", "SessionKeys",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/TestSupport"
         ),
+        // What only tests ask of the kernel (seccomp filters refusing io_uring or the keyring as a
+        // sandbox would, a plain memfd, pidfd_getfd): kept out of the shipped shim.
+        .target(name: "CTestShims", path: "Tests/CTestShims"),
         .testTarget(name: "CLinuxShimsTests", dependencies: ["CLinuxShims"]),
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         .testTarget(
             name: "SessionKeysTests",
-            dependencies: ["SessionKeys", "CLinuxShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["SessionKeys", "CLinuxShims", "CTestShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "Bench", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", "Stress", "TestSupport", .product(name: "SystemPackage", package: "swift-system"),
+                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "HostControl", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "HostLimits", "Platform", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
             // system under a host (compiled by the test that uses it), run from their paths.
@@ -195,24 +240,25 @@ let package = Package(
         ),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", "CLinuxShims", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["IOUring", "CLinuxShims", "CTestShims", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
             name: "StatusServerTests",
-            dependencies: ["StatusServer", "Supervisor", "HostCoordination", "TestSupport"]
+            dependencies: ["StatusServer", "HostControl", "Supervisor", "HostCoordination", "TestSupport"]
         ),
-        .testTarget(name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
+        .testTarget(
+            name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
         .testTarget(
             name: "BenchTests",
-            dependencies: ["Bench", "SessionStore", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: ["Bench", "SessionStore", "HostLimits", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
             // fio's JSON output captured on this machine, read from its path (#filePath).
             exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "HostCoordinationTests",
             dependencies: [
-                "HostCoordination", "CLinuxShims", .product(name: "Atomics", package: "swift-atomics"),
+                "HostCoordination", "CLinuxShims", "CTestShims", .product(name: "Atomics", package: "swift-atomics"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -222,7 +268,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostCoordination", "HostLimits", "IOUring", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: ["Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
         ),
         .testTarget(
             name: "SessionFormatTests",
@@ -233,14 +279,14 @@ let package = Package(
         .testTarget(
             name: "FuzzCorpusTests",
             dependencies: [
-                "HostLimits", "SessionFormat", "BrowserModel", "Supervisor",
+                "HostLimits", "SessionFormat", "BrowserModel", "HostControl", "Supervisor",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "TestSupport",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

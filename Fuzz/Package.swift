@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "HostLimits", package: "windowhost"),
                 .product(name: "SessionFormat", package: "windowhost"),
                 .product(name: "BrowserModel", package: "windowhost"),
+                .product(name: "HostControl", package: "windowhost"),
                 .product(name: "Supervisor", package: "windowhost"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]

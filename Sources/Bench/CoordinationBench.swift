@@ -1,12 +1,13 @@
 import BrowserModel
 import Foundation
 import Glibc
-import HostCoordination
 import Histogram
+import HostControl
+import HostCoordination
 import IOUring
+import Platform
 import SessionStore
 import Stress
-import Supervisor
 import SystemPackage
 
 /// Round trips of one command: through a shared-memory ring with eventfd doorbells (how the
@@ -65,7 +66,7 @@ public enum CoordinationBench {
         defer {
             shutdown(pair[0], Int32(SHUT_RDWR))
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            _ = retryingOnInterrupt { waitpid(pid, &status, 0) }
         }
         let slot = region.slot(0)
         var shm = nanosecondHistogram()

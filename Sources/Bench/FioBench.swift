@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HostLimits
 import IOUring
+import Platform
 import SystemPackage
 
 /// One fio case: an I/O engine, jobs writing at once (each its own file, like a window), and
@@ -176,7 +177,7 @@ public enum FioBench {
             if reaped < 0, errno != EINTR { throw .setup("waitpid: \(Errno(rawValue: errno))") }
             if monotonicNanoseconds() >= deadline {
                 kill(pid, SIGKILL)
-                while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+                _ = retryingOnInterrupt { waitpid(pid, &status, 0) }
                 throw .timedOut(seconds: timeout)
             }
             usleep(20_000)

@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Histogram
 import IOUring
+import Platform
 import SessionStore
 import SystemPackage
 

@@ -2,6 +2,7 @@ import CLinuxShims
 import Glibc
 import Histogram
 import IOUring
+import Platform
 import SystemPackage
 
 /// The file the floor and the device measurements write into: written with zeros and synced

@@ -4,6 +4,7 @@ import Glibc
 import Histogram
 import HostLimits
 import IOUring
+import Platform
 import SessionStore
 import SystemPackage
 

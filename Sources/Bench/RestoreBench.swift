@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Glibc
 import IOUring
+import Platform
 import SessionStore
 import SystemPackage
 

@@ -3,9 +3,9 @@ import Foundation
 import Glibc
 import Histogram
 import IOUring
+import Platform
 import SessionStore
 import Stress
-import Supervisor
 import SystemPackage
 
 /// What one worker process measured: its saves, the bytes they wrote, and each save's latency
@@ -214,7 +214,7 @@ public enum SaveBench {
         var failures: [String] = []
         for pid in pids {
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            _ = retryingOnInterrupt { waitpid(pid, &status, 0) }
             if status != 0 { failures.append("worker \(pid) exited with status \(status)") }
         }
         var workers: [WorkerResult] = []
@@ -283,7 +283,7 @@ public enum SaveBench {
         for pid in pids {
             kill(pid, SIGKILL)
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            _ = retryingOnInterrupt { waitpid(pid, &status, 0) }
         }
     }
 }

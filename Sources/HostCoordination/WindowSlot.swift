@@ -103,7 +103,7 @@ public struct WindowSlot: @unchecked Sendable {
     }
 
     /// The `index`th 64-bit word of `field`.
-    private func word64(_ field: SharedField, _ index: Int = 0) -> UnsafeAtomic<UInt64> {
+    func word64(_ field: SharedField, _ index: Int = 0) -> UnsafeAtomic<UInt64> {
         assert(field.wordSize == MemoryLayout<UInt64>.size && (0..<field.wordCount).contains(index), "\(field.name) word \(index)")
         return word64(at: field.offset + index * field.wordSize)
     }
@@ -211,11 +211,6 @@ public struct WindowSlot: @unchecked Sendable {
             return stats
         }
         return nil
-    }
-
-    /// Leaves the stats version odd, as a worker killed mid-update does (tests).
-    public func abandonStatsUpdate() {
-        word64(SlotLayout.statsVersion).wrappingIncrement(ordering: .releasing)
     }
 
     // MARK: save counters and latency

@@ -6,6 +6,7 @@ import HostCoordination
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 
@@ -29,11 +30,6 @@ public struct WorkerIdentity: Sendable {
 public final class WorkerLoop {
     /// How often the loop turns at least: the heartbeat the watchdog reads.
     public static let heartbeatNanoseconds: UInt64 = 100_000_000
-    /// A test switch: a worker whose window is this UUID aborts after restoring something
-    /// and before saying it is ready, as a session that crashes every restore would. Once the
-    /// session is set aside, the window restores empty and starts.
-    public static let abortWhileRestoringVariable = "WINDOWHOST_FAULT_ABORT_RESTORE"
-
     private let identity: WorkerIdentity
     private let slot: WindowSlot
     private let window: SceneWindow
@@ -43,11 +39,14 @@ public final class WorkerLoop {
     /// Digests of the window at the seq each save in flight covers, published when durable.
     private var digestsInFlight: [UInt64: UInt64] = [:]
     private var lastSavingSeq: UInt64?
+    /// Runs with the window's id once something was restored, before the worker says it is
+    /// ready: a test build of the command aborts there, as a session that crashes every restore.
+    private let afterRestore: (UUID) -> Void
 
     public init(
         identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
         engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, foreground: Bool = true,
-        logger: Logger
+        logger: Logger, afterRestore: @escaping (UUID) -> Void = { _ in }
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
             throw WorkerFailure(
@@ -64,6 +63,7 @@ public final class WorkerLoop {
         self.commands = commands
         self.supervisor = supervisor
         self.logger = logger
+        self.afterRestore = afterRestore
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
         let store = WindowStore(
             root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
@@ -98,10 +98,7 @@ public final class WorkerLoop {
             logger.error("restore failed", metadata: ["error": "\(error)"])
             return .restoreFailed
         }
-        if restored > 0, ProcessInfo.processInfo.environment[Self.abortWhileRestoringVariable] == identity.windowID.uuidString {
-            logger.critical("aborting while restoring (\(Self.abortWhileRestoringVariable))")
-            abort()
-        }
+        if restored > 0 { afterRestore(identity.windowID) }
         // Restored tabs are all unrealized; a foreground scene now shows its active tabs.
         window.displayActiveTabs()
         publish()

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HostLimits
 import IOUring
+import Platform
 import SessionFormat
 import SystemPackage
 

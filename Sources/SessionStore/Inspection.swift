@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import HostLimits
 import IOUring
+import Platform
 import SessionFormat
 import SystemPackage
 

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HostLimits
 import IOUring
+import Platform
 import SystemPackage
 
 /// The fixed names the host owns directly under its root, and what each must be. One owner for

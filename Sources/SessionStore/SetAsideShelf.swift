@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import IOUring
+import Platform
 import SystemPackage
 
 /// Why something was moved to `ROOT/set-aside/`. The reason is part of the entry's name, so the

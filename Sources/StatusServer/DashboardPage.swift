@@ -1,4 +1,4 @@
-import Supervisor
+import HostControl
 
 /// `GET /`: the live dashboard, one self-contained page (inline style and script, no fetch but
 /// this server's own `/api/status` and `/api/live`), readable with 16 windows.

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
+import HostControl
 import NIOCore
-import Supervisor
 
 /// The supervisor's descriptors come before HTTP clients': a connection accepted when fewer
 /// than `DescriptorBudget.reserve` descriptors would be left free is closed at once. The

@@ -1,6 +1,6 @@
 import Foundation
+import HostControl
 import HostCoordination
-import Supervisor
 import Synchronization
 
 /// One point of the dashboard's latency chart: the saves every window made durable in one

@@ -1,8 +1,8 @@
 import Foundation
+import HostControl
 import HostCoordination
 import HostLimits
 import Prometheus
-import Supervisor
 import Synchronization
 
 /// `GET /metrics`: the Prometheus text format, rendered by swift-prometheus's registry.

@@ -1,6 +1,6 @@
 import Foundation
+import HostControl
 import HostCoordination
-import Supervisor
 
 extension SharedRegion {
     /// The slot of a window the published status names, if it still holds that window: the

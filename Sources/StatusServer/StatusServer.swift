@@ -1,7 +1,7 @@
 import Foundation
+import HostControl
 import Hummingbird
 import Logging
-import Supervisor
 import Synchronization
 
 /// Why `run --http` could not serve.

@@ -2,8 +2,9 @@ import BrowserModel
 import Foundation
 import Glibc
 import Histogram
+import HostControl
 import IOUring
-import Supervisor
+import Platform
 import SystemPackage
 
 public struct CampaignOptions: Sendable {

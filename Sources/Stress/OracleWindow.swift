@@ -1,8 +1,8 @@
 import BrowserModel
 import Foundation
+import HostControl
 import HostCoordination
 import HostLimits
-import Supervisor
 
 /// The oracle's model of one window, independent of the code under test: both Browsers as
 /// `ReferenceList`s and each tab's history of pages, fed the same commands the window was sent.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import IOUring
+import Platform
 import SystemPackage
 
 /// A report a command writes where its user asked (`stress` and `bench`, `--html` and

@@ -1,6 +1,8 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import HostControl
+import Platform
 import Supervisor
 import SystemPackage
 
@@ -58,7 +60,7 @@ public final class SupervisorProcess {
             let error = Errno(rawValue: errno)
             Glibc.kill(pid, SIGKILL)
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            _ = retryingOnInterrupt { waitpid(pid, &status, 0) }
             throw StressError.supervisor("pidfd_open: \(error)")
         }
         let deadline = Date().addingTimeInterval(60)

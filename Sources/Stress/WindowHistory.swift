@@ -1,4 +1,4 @@
-import Supervisor
+import HostControl
 
 /// What the oracle knows of one window: the model's state after every command sent since the
 /// last recovery, and how far the host acknowledged them as durable. After a recovery it

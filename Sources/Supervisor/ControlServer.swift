@@ -1,9 +1,11 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import HostControl
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SystemPackage
 
 /// Why the control socket could not be made at its path; `windowhost run` exits with the code

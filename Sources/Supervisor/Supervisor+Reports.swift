@@ -2,11 +2,13 @@ import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
+import Histogram
+import HostControl
 import HostCoordination
 import HostLimits
-import Histogram
 import IOUring
 import Logging
+import Platform
 import SessionFormat
 import SessionStore
 import SystemPackage

@@ -6,6 +6,7 @@ import HostLimits
 import Histogram
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 

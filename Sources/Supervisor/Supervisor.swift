@@ -1,11 +1,13 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import Histogram
+import HostControl
 import HostCoordination
 import HostLimits
-import Histogram
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 

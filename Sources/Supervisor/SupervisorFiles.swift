@@ -4,6 +4,7 @@ import Glibc
 import HostLimits
 import IOUring
 import Logging
+import Platform
 import SessionStore
 import SystemPackage
 

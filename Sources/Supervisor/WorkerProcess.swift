@@ -1,6 +1,7 @@
 import CLinuxShims
 import Glibc
 import HostCoordination
+import Platform
 import SystemPackage
 
 /// One worker process the supervisor started: its pid, the pidfd it is watched, signalled and
@@ -71,7 +72,7 @@ final class WorkerProcess {
             // Our own child, not yet reaped: the kill cannot fail, so the wait ends.
             let killed = Glibc.kill(pid, SIGKILL)
             assert(killed == 0, "kill \(pid): \(Errno(rawValue: errno))")
-            while waitpid(pid, nil, 0) < 0, errno == EINTR {}
+            _ = retryingOnInterrupt { waitpid(pid, nil, 0) }
             doorbell.close()
             throw SpawnFailure(call: "pidfd_open", errno: error)
         }

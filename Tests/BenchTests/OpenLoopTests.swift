@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HostLimits
 import IOUring
+import Platform
 import Testing
 
 @testable import Bench

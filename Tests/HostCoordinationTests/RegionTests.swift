@@ -1,4 +1,5 @@
 import CLinuxShims
+import CTestShims
 import Foundation
 import Glibc
 @testable import HostCoordination
@@ -191,5 +192,12 @@ import Testing
         let p50 = Double(histogram.valueAtPercentile(50))
         let p99 = Double(histogram.valueAtPercentile(99))
         #expect(abs(p50 - 5000) / 5000 < 0.04 && abs(p99 - 9900) / 9900 < 0.04, "p50 \(p50) p99 \(p99)")
+    }
+}
+
+extension WindowSlot {
+    /// Leaves the stats version odd, as a worker killed mid-update does.
+    fileprivate func abandonStatsUpdate() {
+        word64(SlotLayout.statsVersion).wrappingIncrement(ordering: .releasing)
     }
 }

@@ -1,4 +1,5 @@
 import CLinuxShims
+import CTestShims
 import Glibc
 import IOUring
 import SystemPackage

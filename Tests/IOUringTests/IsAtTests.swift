@@ -1,5 +1,6 @@
 import Glibc
 import IOUring
+import Platform
 import SystemPackage
 import TestSupport
 import Testing

@@ -1,7 +1,9 @@
 import CLinuxShims
+import CTestShims
 import Glibc
 @testable import IOUring
 import HostLimits
+import Platform
 import SystemPackage
 import TestSupport
 import Testing

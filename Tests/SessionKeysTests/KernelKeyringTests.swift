@@ -1,4 +1,5 @@
 import CLinuxShims
+import CTestShims
 import Foundation
 import Glibc
 import HostLimits

@@ -2,6 +2,7 @@ import BrowserModel
 import Foundation
 import Glibc
 import IOUring
+import Platform
 @testable import SessionStore
 import SessionFormat
 import SystemPackage

@@ -1,5 +1,6 @@
 import Foundation
 import IOUring
+import Platform
 @testable import SessionStore
 import SystemPackage
 import TestSupport

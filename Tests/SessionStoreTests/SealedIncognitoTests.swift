@@ -1,5 +1,6 @@
 import BrowserModel
 import CLinuxShims
+import CTestShims
 import Foundation
 import IOUring
 import SessionFormat

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import IOUring
+import Platform
 @testable import SessionStore
 import SystemPackage
 import TestSupport

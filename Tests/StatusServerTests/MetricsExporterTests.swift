@@ -1,4 +1,5 @@
 import Foundation
+@testable import HostControl
 @testable import HostCoordination
 @testable import StatusServer
 @testable import Supervisor

@@ -1,4 +1,5 @@
 import BrowserModel
+import HostControl
 import HostCoordination
 import HostLimits
 import Stress

@@ -1,3 +1,4 @@
+@testable import HostControl
 import HostCoordination
 @testable import Supervisor
 import Testing

@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
+@testable import HostControl
 import HostLimits
 import IOUring
+import Platform
 @testable import Supervisor
 import SystemPackage
 import TestSupport

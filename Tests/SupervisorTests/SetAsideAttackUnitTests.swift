@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import IOUring
+import Platform
 import SessionStore
 @testable import Supervisor
 import SystemPackage

@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 @testable import Supervisor
 import Testing
 

@@ -1,4 +1,5 @@
 import IOUring
+import Platform
 import SystemPackage
 
 /// A deterministic simulated disk behind the engine protocol, for crash-consistency tests. It

@@ -1,4 +1,5 @@
 import Foundation
+import HostControl
 import Supervisor
 import Testing
 

@@ -49,7 +49,7 @@ private struct ReferenceRun {
             _ = FileManager.default.createFile(atPath: acknowledgements.path, contents: nil)
             let output = try FileHandle(forWritingTo: acknowledgements)
             let child = Process()
-            child.executableURL = windowhostBinary
+            child.executableURL = windowhostFaultsBinary
             child.arguments = [
                 "save-loop", "--root", root.path, "--seed", "\(seed)", "--compact-after", "16",
                 "--io", kill % 2 == 0 ? "uring" : "sync",

@@ -61,6 +61,7 @@ private func mode(_ path: String) throws -> Int {
         #expect(try run(["demo", "--seed", "minus-one"]).status == 64)
         #expect(try run(["demo", "--io", "floppy"]).status == 64)
         #expect(try run(["no-such-verb"]).status == 64)
+        #expect(try run(["save-loop", "--root", "/nonexistent", "--until", "1"]).status == 64, "save-loop is the test build's alone")
     }
 }
 
@@ -68,7 +69,7 @@ private func mode(_ path: String) throws -> Int {
     @Test func inspectShowsTheSavedWindowAndNamesCorruptionWithExitCodes() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-inspect-\(UUID().uuidString)")
         defer { removeHostFiles(root) }
-        #expect(try run(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"]).status == 0)
+        #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"], binary: windowhostFaultsBinary).status == 0)
 
         let clean = try run(["inspect", root.path, "--json"])
         #expect(clean.status == 0, "\(clean.output)")

@@ -1,7 +1,9 @@
 import BrowserModel
 import CLinuxShims
+import CTestShims
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import Supervisor
 import SystemPackage
@@ -9,12 +11,17 @@ import TestSupport
 
 /// The built `windowhost` next to the test bundle.
 let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("windowhost")
+/// Its test build (Tests/WindowhostFaults): the same commands plus `save-loop`, and the fault
+/// switches (`WINDOWHOST_FAULT_*`) read from its environment. What a test that sets one runs.
+let windowhostFaultsBinary = windowhostBinary.deletingLastPathComponent().appendingPathComponent("windowhost-faults")
 
-/// Runs `windowhost ARGUMENTS` to the end: its status and stdout + stderr.
+/// Runs `windowhost ARGUMENTS` (`binary`: or its test build) to the end: its status and stdout + stderr.
 /// `prefix`: a command that runs it (`setpriv …`), found on PATH.
-func runWindowhost(_ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
-    if prefix.isEmpty { return try runProcess(windowhostBinary, arguments, environment: environment) }
-    return try runProcess(URL(fileURLWithPath: "/usr/bin/env"), prefix + [windowhostBinary.path] + arguments, environment: environment)
+func runWindowhost(
+    _ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil, binary: URL = windowhostBinary
+) throws -> (status: Int32, output: String) {
+    if prefix.isEmpty { return try runProcess(binary, arguments, environment: environment) }
+    return try runProcess(URL(fileURLWithPath: "/usr/bin/env"), prefix + [binary.path] + arguments, environment: environment)
 }
 
 /// Runs `executable ARGUMENTS` to the end: its status and stdout + stderr.
@@ -73,9 +80,10 @@ final class HostProcess {
 
     /// `logs`: where stdout and stderr go (default: beside the root), e.g. off a disk a test fills.
     /// `socket`: the control socket (default: `ctl.sock` in the root, `run`'s own default).
+    /// `binary`: `windowhostFaultsBinary` for a host whose `environment` sets a fault switch.
     init(
         root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:], logs: URL? = nil,
-        socket: URL? = nil
+        socket: URL? = nil, binary: URL = windowhostBinary
     ) throws {
         self.root = root
         self.socket = (socket ?? root.appendingPathComponent("ctl.sock")).path
@@ -84,7 +92,7 @@ final class HostProcess {
         stderr = logBase.appendingPathExtension("stderr")
         _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
-        process.executableURL = windowhostBinary
+        process.executableURL = binary
         process.arguments = ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"] + (socket.map { ["--socket", $0.path] } ?? []) + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: stdout)

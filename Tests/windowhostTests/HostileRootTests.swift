@@ -237,7 +237,7 @@ import Testing
     @Test func inspectDeepChecksEveryHistoryAndNamesTheTabAndOffset() throws {
         let root = temporaryRoot("deep")
         defer { removeHostFiles(root) }
-        #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"]).status == 0)
+        #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"], binary: windowhostFaultsBinary).status == 0)
         let directory = root.path + "/windows/5A7E100F-0000-4000-8000-000000000001/regular"
         let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
         let path = directory + "/" + snapshot

@@ -1,12 +1,14 @@
 import CLinuxShims
+import CTestShims
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import SessionKeys
 import Supervisor
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// Incognito at rest (issue 16), as a person's host lives it: while incognito tabs are open and
 /// durable no file under the root holds their URLs; the supervisor SIGKILLed, the next one

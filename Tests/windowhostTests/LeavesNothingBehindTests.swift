@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
+import HostControl
 import Stress
 import Supervisor
-import Testing
 import TestSupport
+import Testing
 
 /// A run ends as it started: what `windowhost demo` and `stress` make in their temporary roots,
 /// and what a process test makes through `HostProcess`, goes with them: no file under the

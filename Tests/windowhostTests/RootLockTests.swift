@@ -3,6 +3,7 @@ import CLinuxShims
 import Foundation
 import Glibc
 import HostCoordination
+import Platform
 import Supervisor
 import SystemPackage
 import Testing

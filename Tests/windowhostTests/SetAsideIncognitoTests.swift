@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import HostLimits
 import SessionKeys
 import SessionStore
 import Supervisor
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// Issue 28, item 7: a set-aside session's incognito key goes with the entry (a key record
 /// named by the session directory's identity), so an adoption, under the entry's UUID or a new
@@ -40,7 +41,7 @@ import TestSupport
     /// (still running, the fault still set), the window and the entry's id.
     static func setAside(_ root: URL, _ secrets: [String]) throws -> (host: HostProcess, window: String, id: String) {
         let window = try browse(root, secrets)
-        let host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        let host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         return (host, window, try #require(try Life.entries(host).first?["id"]?.string))
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostControl
 import HostCoordination
 import Supervisor
 import Testing
@@ -27,7 +28,7 @@ import Testing
             #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         }
         #expect(host.terminate() == 0)
-        host = try HostProcess(root: root, scenes: 2, environment: [fault: ids[index]].merging(extra) { $1 })
+        host = try HostProcess(root: root, scenes: 2, environment: [fault: ids[index]].merging(extra) { $1 }, binary: windowhostFaultsBinary)
         return (host, ids, urls)
     }
 
@@ -106,7 +107,7 @@ import Testing
         #expect(host.terminate() == 0)
 
         // Two more entries: the other window crash-loops, and a symlink named like a window.
-        host = try HostProcess(root: root, scenes: 3, environment: [Self.fault: ids[1]])
+        host = try HostProcess(root: root, scenes: 3, environment: [Self.fault: ids[1]], binary: windowhostFaultsBinary)
         let planted = UUID().uuidString
         #expect(host.terminate() == 0)
         try FileManager.default.createSymbolicLink(atPath: root.appendingPathComponent("windows/\(planted)").path, withDestinationPath: "/")
@@ -242,7 +243,7 @@ import Testing
         host.kill9()
         Glibc.kill(pid_t(worker), SIGKILL)
         try #require(waitFor({ !isRunning(pid_t(worker)) }, seconds: 20))
-        host = try HostProcess(root: root, scenes: 1, environment: [fault: window])
+        host = try HostProcess(root: root, scenes: 1, environment: [fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         let id = try #require(try entries(host).first?["id"]?.string)
         #expect(host.terminate() == 0)

@@ -32,7 +32,7 @@ import Testing
         environment["WINDOWHOST_FAULT_ACK_BEFORE_SYNC"] = "1"
         let (status, output) = try runWindowhost(
             ["stress", "--power-cut", "--kills", "40", "--kill-rate", "20", "--scenes", "3", "--seed", "5", "--damage-one-in", "0", "--html", page.path],
-            environment: environment)
+            environment: environment, binary: windowhostFaultsBinary)
         #expect(status == 1, "\(output)")
         let html = try String(contentsOf: page, encoding: .utf8)
         let repro = "windowhost stress --seed 5 --scenes 3 --kills 40 --kill-rate 20.0 --save-delay 0 --damage-one-in 0 --power-cut"

@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import Glibc
+import HostControl
 import Supervisor
 import SystemPackage
 import Testing
@@ -132,7 +133,7 @@ import Testing
         #expect(host.terminate() == 0)
 
         let poisoned = ids[0]
-        host = try HostProcess(root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned])
+        host = try HostProcess(root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned], binary: windowhostFaultsBinary)
         let status = try #require(host.call(.status).result)
         let aside = try #require(status["set_aside"]?.array?.first)
         #expect(aside["uuid"]?.string == poisoned)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostControl
 import Supervisor
 import SystemPackage
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HostControl
 import HostLimits
 import Supervisor
 import Testing

@@ -3,7 +3,7 @@ import HostCoordination
 import SystemPackage
 import Testing
 
-@testable import windowhost
+@testable import WindowhostCLI
 
 /// The launch contract is spelled once: what the supervisor puts on a worker's command line
 /// (`WorkerLaunch.arguments`) is what `windowhost worker` parses back, field for field. Before,

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HostCoordination
 import IOUring
+import Platform
 import SessionStore
 import Supervisor
 import SystemPackage

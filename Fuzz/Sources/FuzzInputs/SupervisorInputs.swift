@@ -4,6 +4,7 @@ import SystemPackage
 
 // `SupervisorFiles` (how windows.order is read) is internal:
 // testable import reaches them without widening the product's API for a test.
+@testable import HostControl
 @testable import Supervisor
 
 /// The supervisor's inputs: `windows.order` under its root, and the JSON lines on its control

@@ -81,9 +81,6 @@ int wh_open_path_resolving_no_symlinks(const char *path);
 int wh_pidfd_open(pid_t pid);
 /// Sends `sig` to the process behind `pidfd`: 0, or -1 with errno.
 int wh_pidfd_send_signal(int pidfd, int sig);
-/// `pidfd_getfd(pidfd, fd, 0)`: a copy of another process's descriptor `fd` (needs ptrace
-/// rights over it), or -1 with errno.
-int wh_pidfd_getfd(int pidfd, int fd);
 /// `prctl(PR_SET_PDEATHSIG, sig)`: 0, or -1 with errno.
 int wh_set_parent_death_signal(int sig);
 /// `prctl(PR_SET_CHILD_SUBREAPER, on)`: 0, or -1 with errno.
@@ -132,8 +129,6 @@ int wh_peer_uid(int fd, uid_t *uid);
 int wh_pipe_cloexec(int fds[2]);
 /// The `f_type` magic of the file system holding `path` (statfs(2)), or -1 with errno.
 int64_t wh_filesystem_type(const char *path);
-/// `memfd_create(name, MFD_CLOEXEC)`: a descriptor, or -1 with errno.
-int wh_memfd_create(const char *name);
 /// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)`: a descriptor, or -1 with errno.
 int wh_memfd_create_sealable(const char *name);
 /// Seals a sealable memfd's size for good (`F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`), so
@@ -143,17 +138,6 @@ int wh_memfd_seal_size(int fd);
 int wh_eventfd(void);
 /// The descriptor of a ring, which polls readable when a completion is ready.
 int wh_ring_fd(wh_ring *ring);
-
-/// Makes io_uring_setup fail with `errno_value` for the calling thread (and threads it creates
-/// later) through a seccomp filter, as a sandbox that refuses io_uring does. Sets the thread's
-/// no_new_privs flag, which a seccomp filter requires. For tests of the blocking fallback: run
-/// it on a thread of your own. 0, or -1 with errno.
-int wh_deny_io_uring_in_this_thread(int errno_value);
-/// Makes io_uring_register(IORING_REGISTER_BUFFERS) fail with `errno_value` for the calling
-/// thread, its other operations (the opcode probe) allowed: as the kernel refuses buffers past
-/// RLIMIT_MEMLOCK (ENOMEM). For tests of the copying fallback, on a thread of your own. 0, or
-/// -1 with errno.
-int wh_deny_io_uring_buffer_registration_in_this_thread(int errno_value);
 
 // MARK: kernel keyring
 
@@ -201,12 +185,6 @@ long wh_key_list_user(wh_key_serial *serials, size_t capacity);
 /// `keyctl(KEYCTL_DESCRIBE)`: `type;uid;gid;perm;description` with its NUL, up to `capacity`
 /// bytes into `buffer`. The whole length (which may exceed `capacity`), or -1 with errno.
 long wh_key_describe(wh_key_serial key, char *buffer, size_t capacity);
-
-/// Makes `add_key` and `keyctl` fail with `errno_value` for the calling thread (and threads it
-/// creates later) through a seccomp filter, as a sandbox that refuses the keyring does. Sets the
-/// thread's no_new_privs flag. For tests of the keyless fallback: run it on a thread of your
-/// own. 0, or -1 with errno.
-int wh_deny_keyring_in_this_thread(int errno_value);
 
 /// Whether this CPU has SSE4.2, whose `crc32` instruction computes CRC-32C.
 int wh_cpu_has_sse42(void);

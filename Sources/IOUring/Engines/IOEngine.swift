@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 import SystemPackage
 
 /// A file opened through an engine. For the real engines it wraps the descriptor; for the
@@ -254,13 +255,12 @@ public enum IOEngineChoice: String, Sendable, CaseIterable {
 
     /// The engine itself. `auto` tries io_uring and falls back to blocking I/O when the kernel
     /// or the sandbox refuses it; `fallbackReason` says why it fell back.
-    /// `acknowledgeBeforeSync`: the deliberate bug of the power-cut engine, for tests only.
-    public func makeEngine(acknowledgeBeforeSync: Bool = false) throws(IOEngineSelectionError) -> (engine: any IOEngine, fallbackReason: IOUringError?) {
+    public func makeEngine() throws(IOEngineSelectionError) -> (engine: any IOEngine, fallbackReason: IOUringError?) {
         switch self {
         case .sync:
             return (SyncEngine(), nil)
         case .powercut:
-            return (SyncEngine(powerCutAcknowledgingBeforeSync: acknowledgeBeforeSync), nil)
+            return (SyncEngine(powerCut: true), nil)
         case .uring:
             do {
                 return (try UringEngine(), nil)

@@ -1,5 +1,6 @@
 import CLinuxShims
 import Glibc
+import Platform
 import SystemPackage
 
 /// Blocking I/O behind the engine protocol, for kernels or sandboxes without io_uring: a
@@ -9,9 +10,7 @@ import SystemPackage
 /// In power-cut mode (`powercut`, for `stress --power-cut`) a write not made durable stays in
 /// this process's memory until a sync of its file, so killing the process loses exactly what
 /// a power cut would lose of file data (directory entries are not modelled: creations and
-/// renames reach the kernel at once). With `acknowledgeBeforeSync`, a deliberate bug for
-/// tests, durable writes are held the same way yet complete at once: saves are acknowledged
-/// before they are durable.
+/// renames reach the kernel at once).
 public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     public let name: String
     var files = RealFiles()
@@ -19,23 +18,17 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
     /// Power-cut mode: the writes each file (by path: any descriptor's sync flushes them, as
     /// the page cache is the file's) holds until its next sync.
     private var unsynced: [String: [(offset: Int, bytes: [UInt8])]]?
-    private let acknowledgeBeforeSync: Bool
 
-    public init() {
-        name = "sync"
-        acknowledgeBeforeSync = false
-    }
-
-    public init(powerCutAcknowledgingBeforeSync acknowledgeBeforeSync: Bool) {
-        name = "powercut"
-        unsynced = [:]
-        self.acknowledgeBeforeSync = acknowledgeBeforeSync
+    /// `powerCut`: the power-cut mode, where killing the process loses what a power cut would.
+    public init(powerCut: Bool = false) {
+        name = powerCut ? "powercut" : "sync"
+        unsynced = powerCut ? [:] : nil
     }
 
     package func perform(_ operation: IOOperation) throws(IOEngineError) {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
-            if unsynced != nil, !durable || acknowledgeBeforeSync {
+            if unsynced != nil, !durable {
                 unsynced?[files.path(of: file), default: []].append((offset, bytes))
                 return
             }
@@ -45,8 +38,7 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
                 try write(file, held.bytes, offset: held.offset, durable: false)
             }
             let directory = files.isDirectory(file)
-            while (directory ? fsync(file.rawValue) : fdatasync(file.rawValue)) != 0 {
-                if errno == EINTR { continue }
+            guard retryingOnInterrupt({ directory ? fsync(file.rawValue) : fdatasync(file.rawValue) }) == 0 else {
                 throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
         }
@@ -58,15 +50,16 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
         let aligned = files.directAlignment(of: file) == nil ? nil : try files.writeBuffer(bytes, for: file)
         var done = 0
         while done < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                let start = (aligned.map { UnsafeRawPointer($0.base) } ?? buffer.baseAddress!) + done
-                let remaining = buffer.count - done
-                return durable
-                    ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
-                    : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+            let written = retryingOnInterrupt {
+                bytes.withUnsafeBytes { buffer in
+                    let start = (aligned.map { UnsafeRawPointer($0.base) } ?? buffer.baseAddress!) + done
+                    let remaining = buffer.count - done
+                    return durable
+                        ? wh_pwrite_dsync(file.rawValue, start, remaining, off_t(offset + done))
+                        : pwrite(file.rawValue, start, remaining, off_t(offset + done))
+                }
             }
             if written < 0 {
-                if errno == EINTR { continue }
                 throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
             // A short write is resumed for the remainder, as the ring engine does.

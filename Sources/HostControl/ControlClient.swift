@@ -3,6 +3,7 @@ import Glibc
 import HostCoordination
 import HostLimits
 import IOUring
+import Platform
 import SystemPackage
 
 /// The client side of the control socket: one request, one reply, one connection.

@@ -4,11 +4,12 @@ import Foundation
 import SessionStore
 import Stress
 import SystemPackage
+import WindowhostCLI
 
 /// A window that applies seeded commands and saves each durably, forever, printing
 /// `applying SEQ` before each command and `durable SEQ` as its save is acknowledged: what crash tests kill with SIGKILL at random
 /// moments. On start it recovers and prints `recovered SEQ`, then goes on from there exactly as
-/// the uninterrupted run would (`RandomBrowsing.command`).
+/// the uninterrupted run would (`RandomBrowsing.command`). The test build's alone.
 struct SaveLoopCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "save-loop",

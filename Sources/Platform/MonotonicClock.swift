@@ -2,7 +2,7 @@ import Glibc
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of the host. Its readings cross processes (a
 /// worker's heartbeat in shared memory is read against the supervisor's), so every module reads
-/// it here; it lives in IOUring because every module that reads a clock already depends on it.
+/// it here.
 public func monotonicNanoseconds() -> UInt64 {
     var now = timespec()
     // Fails only for a bad clock id or pointer (EINVAL, EFAULT), neither possible here.

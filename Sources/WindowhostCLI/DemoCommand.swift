@@ -3,6 +3,7 @@ import BrowserModel
 import Foundation
 import Histogram
 import IOUring
+import Platform
 import SessionFormat
 import SessionStore
 import SystemPackage

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Glibc
 import IOUring
+import Platform
 import SessionKeys
 import Stress
 import SystemPackage

@@ -28,6 +28,11 @@ public enum ReplyCoding {
 public struct ConnectReply: Codable, Equatable, Sendable {
     public var window: String
     public var pid: Int32
+
+    package init(window: String, pid: Int32) {
+        self.window = window
+        self.pid = pid
+    }
 }
 
 /// A command a window's worker applied (`open`, `navigate`, … `save` without `--wait`,
@@ -38,6 +43,13 @@ public struct CommandReply: Codable, Equatable, Sendable {
     public var seq: UInt64
     public var tab: Int64?
     public var state: String?
+
+    package init(window: String, seq: UInt64, tab: Int64? = nil, state: String? = nil) {
+        self.window = window
+        self.seq = seq
+        self.tab = tab
+        self.state = state
+    }
 }
 
 /// A durable answer (`wait-durable`, `save --wait`): the seq durable, and the ranges below it
@@ -49,6 +61,13 @@ public struct DurableReply: Codable, Equatable, Sendable {
     /// With exit 71 (`ControlCode.memoryOnly`): the first command covered whose effect is only
     /// in an incognito Browser kept in memory only; `durable_seq` is then the regular Browser's.
     public var memoryOnlySince: UInt64?
+
+    package init(window: String, durableSeq: UInt64, lostSeqs: [SeqRange]? = nil, memoryOnlySince: UInt64? = nil) {
+        self.window = window
+        self.durableSeq = durableSeq
+        self.lostSeqs = lostSeqs
+        self.memoryOnlySince = memoryOnlySince
+    }
 }
 
 /// Seqs `first…last`, as JSON `[first, last]`.
@@ -85,11 +104,33 @@ public struct KillReply: Codable, Equatable, Sendable {
     public var recoveryMs: Double?
     public var signal: String?
     public var restartExpected: Bool?
+
+    package init(
+        window: String,
+        killedPid: Int32,
+        whileSaving: Bool,
+        pid: Int32? = nil,
+        recoveryMs: Double? = nil,
+        signal: String? = nil,
+        restartExpected: Bool? = nil
+    ) {
+        self.window = window
+        self.killedPid = killedPid
+        self.whileSaving = whileSaving
+        self.pid = pid
+        self.recoveryMs = recoveryMs
+        self.signal = signal
+        self.restartExpected = restartExpected
+    }
 }
 
 /// `shutdown`.
 public struct ShutdownReply: Codable, Equatable, Sendable {
     public var stopping: Bool
+
+    package init(stopping: Bool) {
+        self.stopping = stopping
+    }
 }
 
 /// `dump`: both Browsers as the worker holds them.
@@ -155,6 +196,28 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var closedWindows: Int
     public var keepClosed: Int
     public var closedWindowsEvicted: UInt64
+
+    package init(
+        supervisorPid: Int32,
+        root: String,
+        socket: String,
+        windows: [WindowStatus],
+        setAside: [SetAsideStatus],
+        order: [String],
+        closedWindows: Int,
+        keepClosed: Int,
+        closedWindowsEvicted: UInt64
+    ) {
+        self.supervisorPid = supervisorPid
+        self.root = root
+        self.socket = socket
+        self.windows = windows
+        self.setAside = setAside
+        self.order = order
+        self.closedWindows = closedWindows
+        self.keepClosed = keepClosed
+        self.closedWindowsEvicted = closedWindowsEvicted
+    }
 }
 
 extension StatusReply {
@@ -176,6 +239,10 @@ extension StatusReply {
 /// `set-aside`: every entry of `ROOT/set-aside/`, sorted by id.
 public struct SetAsideReply: Codable, Equatable, Sendable {
     public var setAside: [SetAsideStatus]
+
+    package init(setAside: [SetAsideStatus]) {
+        self.setAside = setAside
+    }
 }
 
 /// One entry of `ROOT/set-aside/`. What it holds (`browsers` to `damaged`) is read by
@@ -208,6 +275,42 @@ public struct SetAsideStatus: Codable, Equatable, Sendable {
     @ExplicitNull public var durableSeq: UInt64?
     /// Whether any of its files failed their checks (`inspect --set-aside ID` names them).
     @ExplicitNull public var damaged: Bool?
+
+    package init(
+        id: String,
+        uuid: String? = nil,
+        reason: String,
+        at: String? = nil,
+        detail: String? = nil,
+        path: String,
+        kind: String,
+        state: String,
+        adoptingAs: String? = nil,
+        summary: String,
+        browsers: [String]? = nil,
+        tabs: UInt64? = nil,
+        regularTabs: UInt64? = nil,
+        incognitoTabs: UInt64? = nil,
+        durableSeq: UInt64? = nil,
+        damaged: Bool? = nil
+    ) {
+        self.id = id
+        self.uuid = uuid
+        self.reason = reason
+        self.at = at
+        self.detail = detail
+        self.path = path
+        self.kind = kind
+        self.state = state
+        self.adoptingAs = adoptingAs
+        self.summary = summary
+        self.browsers = browsers
+        self.tabs = tabs
+        self.regularTabs = regularTabs
+        self.incognitoTabs = incognitoTabs
+        self.durableSeq = durableSeq
+        self.damaged = damaged
+    }
 }
 
 /// `adopt`: the entry is a window again, restored and saved durably; it has left `set-aside/`.
@@ -220,16 +323,34 @@ public struct AdoptReply: Codable, Equatable, Sendable {
     public var regularTabs: UInt64
     public var incognitoTabs: UInt64
     public var durableSeq: UInt64
+
+    package init(entry: String, window: String, pid: Int32, asNewWindow: Bool, regularTabs: UInt64, incognitoTabs: UInt64, durableSeq: UInt64) {
+        self.entry = entry
+        self.window = window
+        self.pid = pid
+        self.asNewWindow = asNewWindow
+        self.regularTabs = regularTabs
+        self.incognitoTabs = incognitoTabs
+        self.durableSeq = durableSeq
+    }
 }
 
 /// `close-window`: the window deleted for good.
 public struct CloseWindowReply: Codable, Equatable, Sendable {
     public var window: String
+
+    package init(window: String) {
+        self.window = window
+    }
 }
 
 /// `discard`: what was deleted, as the list showed it last.
 public struct DiscardReply: Codable, Equatable, Sendable {
     public var discarded: SetAsideStatus
+
+    package init(discarded: SetAsideStatus) {
+        self.discarded = discarded
+    }
 }
 
 /// One window in `status`. Counters a worker publishes in shared memory are `exactInJSON`.
@@ -259,12 +380,63 @@ public struct WindowStatus: Codable, Equatable, Sendable {
     /// `sealed` (on disk, encrypted with the window's key) or `memory_only` (the keyring was
     /// refused: nothing of the incognito session is saved).
     public var incognitoStorage: String?
+
+    package init(
+        uuid: String,
+        state: String,
+        slot: Int,
+        pid: Int32,
+        generation: UInt32,
+        tabs: UInt64,
+        regularTabs: UInt64,
+        incognitoTabs: UInt64,
+        appliedSeq: UInt64,
+        durableSeq: UInt64,
+        digest: String,
+        saves: UInt64,
+        saveFailures: UInt64,
+        compactionFailures: UInt64,
+        failing: FailingSaves? = nil,
+        restarts: Int,
+        savingSeq: UInt64,
+        heartbeatAgeMs: Double? = nil,
+        lastRecoveryMs: Double? = nil,
+        lostSeqs: [SeqRange],
+        incognitoStorage: String? = nil
+    ) {
+        self.uuid = uuid
+        self.state = state
+        self.slot = slot
+        self.pid = pid
+        self.generation = generation
+        self.tabs = tabs
+        self.regularTabs = regularTabs
+        self.incognitoTabs = incognitoTabs
+        self.appliedSeq = appliedSeq
+        self.durableSeq = durableSeq
+        self.digest = digest
+        self.saves = saves
+        self.saveFailures = saveFailures
+        self.compactionFailures = compactionFailures
+        self.failing = failing
+        self.restarts = restarts
+        self.savingSeq = savingSeq
+        self.heartbeatAgeMs = heartbeatAgeMs
+        self.lastRecoveryMs = lastRecoveryMs
+        self.lostSeqs = lostSeqs
+        self.incognitoStorage = incognitoStorage
+    }
 }
 
 /// While a window's saves fail: the error and the Browsers failing (`regular`, `incognito`).
 public struct FailingSaves: Codable, Equatable, Sendable {
     public var error: String
     public var browsers: [String]
+
+    package init(error: String, browsers: [String]) {
+        self.error = error
+        self.browsers = browsers
+    }
 }
 
 /// `stats`: save latency and rates per window and in total.
@@ -272,6 +444,12 @@ public struct StatsReply: Codable, Equatable, Sendable {
     public var windows: [WindowStats]
     public var total: TotalStats
     public var uptimeS: Double
+
+    package init(windows: [WindowStats], total: TotalStats, uptimeS: Double) {
+        self.windows = windows
+        self.total = total
+        self.uptimeS = uptimeS
+    }
 
     public struct WindowStats: Codable, Equatable, Sendable {
         public var uuid: String
@@ -283,7 +461,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
 
         enum CodingKeys: String, CodingKey { case uuid, failing, directIo }
 
-        init(uuid: String, saves: SaveSummary, failing: FailingSaves?, directIo: Bool?) {
+        package init(uuid: String, saves: SaveSummary, failing: FailingSaves?, directIo: Bool?) {
             (self.uuid, self.saves, self.failing, self.directIo) = (uuid, saves, failing, directIo)
         }
 
@@ -312,7 +490,7 @@ public struct StatsReply: Codable, Equatable, Sendable {
 
         enum CodingKeys: String, CodingKey { case histogram }
 
-        init(saves: SaveSummary, histogram: String?) { (self.saves, self.histogram) = (saves, histogram) }
+        package init(saves: SaveSummary, histogram: String?) { (self.saves, self.histogram) = (saves, histogram) }
 
         public init(from decoder: any Decoder) throws {
             histogram = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .histogram)
@@ -337,6 +515,28 @@ public struct StatsReply: Codable, Equatable, Sendable {
         public var maxUs: UInt64
         public var saveFailures: UInt64
         public var compactionFailures: UInt64
+
+        package init(
+            saves: UInt64,
+            savesPerS: Double,
+            p50Us: UInt64,
+            p90Us: UInt64,
+            p99Us: UInt64,
+            p999Us: UInt64,
+            maxUs: UInt64,
+            saveFailures: UInt64,
+            compactionFailures: UInt64
+        ) {
+            self.saves = saves
+            self.savesPerS = savesPerS
+            self.p50Us = p50Us
+            self.p90Us = p90Us
+            self.p99Us = p99Us
+            self.p999Us = p999Us
+            self.maxUs = maxUs
+            self.saveFailures = saveFailures
+            self.compactionFailures = compactionFailures
+        }
     }
 }
 
@@ -404,4 +604,4 @@ extension JSONValue {
 /// A counter a worker publishes in shared memory, as a reply carries it: at most 2⁵³ − 1
 /// (`Limits.maxCommandSeq`), the largest integer a JSON number holds exactly, so a damaged or
 /// hostile value cannot make a whole `status` or `stats` unreadable to a client that decodes it.
-func exactInJSON(_ counter: UInt64) -> UInt64 { min(counter, Limits.maxCommandSeq) }
+package func exactInJSON(_ counter: UInt64) -> UInt64 { min(counter, Limits.maxCommandSeq) }

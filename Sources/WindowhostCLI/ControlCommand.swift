@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HostControl
 import HostCoordination
 import HostLimits
 import Stress

@@ -6,16 +6,15 @@ import Stress
 extension IOEngineChoice: ExpressibleByArgument {}
 
 /// `--io auto|uring|sync`, else `WINDOWHOST_IO`, else auto: wherever the CLI writes sessions.
-struct IOOptions: ParsableArguments {
-    /// Set to 1, the `powercut` engine acknowledges before the sync: a deliberate bug the stress
-    /// oracle must catch.
-    static let acknowledgeBeforeSyncVariable = "WINDOWHOST_FAULT_ACK_BEFORE_SYNC"
+public struct IOOptions: ParsableArguments {
     @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring, sync, or powercut (blocking, unsynced writes held in memory: a kill is a power cut). Default: $WINDOWHOST_IO, else auto.")
     var choice: IOEngineChoice?
 
+    public init() {}
+
     /// The engine, and a line saying which one runs and why (stderr, so scripts can read
     /// stdout), unless `quietly` (workers: the supervisor has said it once).
-    func makeEngine(quietly: Bool = false) throws -> any IOEngine {
+    public func makeEngine(quietly: Bool = false) throws -> any IOEngine {
         let choice: IOEngineChoice
         do {
             choice = try self.choice ?? IOEngineChoice.fromEnvironment(ProcessInfo.processInfo.environment["WINDOWHOST_IO"])
@@ -23,9 +22,8 @@ struct IOOptions: ParsableArguments {
             throw ValidationError("\(error)")
         }
         do {
-            // Test-only: the power-cut engine acknowledges saves before they are durable.
-            let bug = ProcessInfo.processInfo.environment[Self.acknowledgeBeforeSyncVariable] == "1"
-            let (engine, fallback) = try choice.makeEngine(acknowledgeBeforeSync: bug)
+            let (made, fallback) = try choice.makeEngine()
+            let engine = CommandFaults.current.engine(made, choice)
             if quietly {
                 return engine
             } else if let fallback {

@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import HostCoordination
 import IOUring
+import Platform
 import Synchronization
 
 /// Why a worker was started again: the `reason` label of `windowhost_worker_restarts_total`.
@@ -30,6 +31,14 @@ public struct HostEvent: Sendable, Codable, Equatable {
     public let kind: Kind
     /// For `recovered`: from the death to the new worker's readiness.
     public let recoveryMilliseconds: Double?
+
+    package init(id: UInt64, seconds: Double, window: String, kind: Kind, recoveryMilliseconds: Double?) {
+        self.id = id
+        self.seconds = seconds
+        self.window = window
+        self.kind = kind
+        self.recoveryMilliseconds = recoveryMilliseconds
+    }
 
     enum CodingKeys: String, CodingKey {
         case id, seconds, window, kind
@@ -99,19 +108,19 @@ public final class HostObservation: Sendable {
 
     // MARK: the loop's side
 
-    func attach(_ region: SharedRegion, startedAt: UInt64) {
+    package func attach(_ region: SharedRegion, startedAt: UInt64) {
         state.withLock { state in
             state.region = region
             state.startedAt = startedAt
         }
     }
 
-    func publish(_ status: StatusReply) { state.withLock { $0.status = status } }
+    package func publish(_ status: StatusReply) { state.withLock { $0.status = status } }
 
-    func counted(_ verb: Verb) { commands[verb]?.increment() }
+    package func counted(_ verb: Verb) { commands[verb]?.increment() }
 
     /// A worker died and another is coming: counted, and marked.
-    func restarting(_ window: UUID, _ reason: RestartReason, at seconds: Double) {
+    package func restarting(_ window: UUID, _ reason: RestartReason, at seconds: Double) {
         restarts[reason]?.increment()
         let kind: HostEvent.Kind =
             switch reason {
@@ -122,7 +131,7 @@ public final class HostObservation: Sendable {
         append(window, kind, at: seconds, recovery: nil)
     }
 
-    func recovered(_ window: UUID, nanoseconds: UInt64, at seconds: Double) {
+    package func recovered(_ window: UUID, nanoseconds: UInt64, at seconds: Double) {
         recoveries.recordNanoseconds(Int64(clamping: nanoseconds))
         append(window, .recovered, at: seconds, recovery: Double(nanoseconds) / 1e6)
     }

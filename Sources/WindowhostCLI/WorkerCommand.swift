@@ -69,7 +69,8 @@ struct WorkerProcessCommand: ParsableCommand {
                 supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor), root: launch.root,
                 engine: engine,
                 options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
-                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, foreground: !launch.inBackground, logger: logger)
+                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, foreground: !launch.inBackground, logger: logger,
+                afterRestore: CommandFaults.current.restored)
             throw ExitCode(loop.run().status)
         } catch let error as RegionError {
             logger.critical("\(error)")

@@ -5,15 +5,24 @@ import HostCoordination
 import Stress
 import Supervisor
 
-@main
-struct Windowhost: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "windowhost",
-        abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
-        discussion: exitCodesParagraph(exitCodes),
-        version: "0.1.0",
-        subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, SaveLoopCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self]
-    )
+/// The command line, as a library: the shipped `windowhost` is `start(Windowhost.self)` alone; a
+/// test build (`windowhost-faults`, under Tests/) starts a root command of its own that adds
+/// commands to these and installs `CommandFaults`.
+public struct Windowhost: ParsableCommand {
+    public static let configuration: CommandConfiguration = Windowhost.configuration(adding: [])
+
+    /// This command's configuration with `extra` after its own subcommands.
+    public static func configuration(adding extra: [any ParsableCommand.Type]) -> CommandConfiguration {
+        CommandConfiguration(
+            commandName: "windowhost",
+            abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
+            discussion: exitCodesParagraph(exitCodes),
+            version: "0.1.0",
+            subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self] + extra
+        )
+    }
+
+    public init() {}
 
     /// What each exit of any command means, in the help: the whole table.
     static let exitCodes: KeyValuePairs<ControlCode, String> = [
@@ -34,10 +43,11 @@ struct Windowhost: ParsableCommand {
         .config: "a worker given shared memory of another window, generation or layout (a binary of another version)",
     ]
 
-    /// Refuses an argument that is not valid UTF-8 (exit 65) before anything parses it: Swift
-    /// reads `argv` into `String` by replacing bad bytes with U+FFFD, so a URL or title (or a
-    /// path) would be taken, stored and acknowledged as text the caller never gave.
-    static func main() {
+    /// Runs `root` on this process's arguments with `faults` installed (none in the shipped
+    /// command). Refuses an argument that is not valid UTF-8 (exit 65) before anything parses
+    /// it: Swift reads `argv` into `String` by replacing bad bytes with U+FFFD, so a URL or title
+    /// (or a path) would be taken, stored and acknowledged as text the caller never gave.
+    public static func start<Root: ParsableCommand>(_ root: Root.Type, faults: CommandFaults = .none) {
         let arguments = (0..<Int(CommandLine.argc)).map { index in
             CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:)) } ?? []
         }
@@ -45,7 +55,8 @@ struct Windowhost: ParsableCommand {
             StandardStreams.error("windowhost: \(invalid)\n")
             Glibc.exit(ControlCode.badData.rawValue)
         }
-        main(nil)
+        CommandFaults.install(faults)
+        root.main(nil)
     }
 }
 

@@ -156,7 +156,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// different requests (`{"window":A,…,"window":B}` acts on A where a script's parser sees
     /// B): the supervisor refuses it (64). Keys compare as Swift strings, which refuses a pair
     /// that differs only in Unicode normalization too.
-    static func repeatedKey(in line: [UInt8]) -> String? {
+    public static func repeatedKey(in line: [UInt8]) -> String? {
         guard let keys = topLevelKeys(in: line) else { return nil }
         var seen: Set<String> = []
         return keys.first { !seen.insert($0).inserted }
@@ -166,7 +166,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// an object this scan can read (the decoder then says what is wrong). Strings are skipped
     /// by their escapes and nesting is counted, not parsed; a key with an escape is read by
     /// JSONDecoder, so escapes (`"wind\u006fw"`) name the key they spell.
-    static func topLevelKeys(in line: [UInt8]) -> [String]? {
+    public static func topLevelKeys(in line: [UInt8]) -> [String]? {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         guard line.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "{") else { return nil }
         var keys: [String] = []
@@ -373,6 +373,12 @@ public struct ControlReply: Codable, Equatable, Sendable {
     public var code: ControlCode
     public var error: String?
     public var result: JSONValue?
+
+    package init(code: ControlCode, error: String? = nil, result: JSONValue? = nil) {
+        self.code = code
+        self.error = error
+        self.result = result
+    }
 
     public static func ok(_ result: JSONValue) -> ControlReply { ControlReply(code: .ok, error: nil, result: result) }
     public static func failure(_ code: ControlCode, _ message: String) -> ControlReply {

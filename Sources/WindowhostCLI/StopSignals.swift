@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Glibc
+import HostControl
 import Stress
 import Supervisor
 import Synchronization
