@@ -78,13 +78,13 @@ extension Supervisor {
             kill(slot, KillRequest(signal: signal, wait: wait, aim: aim), client)
             return
         case .waitDurable(let seq):
-            let target = seq ?? window.appliedSeq
-            if let lost = window.lostSeqs.range(holding: target) {
+            let target = seq ?? window.seqs.applied
+            if let lost = window.seqs.lost.range(holding: target) {
                 answer(client, .failure(.temporary, Self.lostMessage(lost)))
                 return
             }
-            if target > max(window.appliedSeq, window.highestRepliedSeq) {
-                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(max(window.appliedSeq, window.highestRepliedSeq))"))
+            if target > window.seqs.highest {
+                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(window.seqs.highest)"))
                 return
             }
             if window.lastStats.durableSeq >= target {
@@ -146,14 +146,14 @@ extension Supervisor {
     private func reserveSeq(for kind: Pending.Kind, _ window: Window, _ client: ClientID) -> Bool {
         guard kind.mayTakeSeq else { return true }
         let inFlight = window.pending.values.filter(\.kind.mayTakeSeq)
-        let base = max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count)
+        let base = max(window.seqs.applied, window.seqs.floor) + UInt64(inFlight.count)
         guard base < Limits.maxCommandSeq else {
             guard case .tab = kind else { return true }
             answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(window.id)))
             return false
         }
         let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
-        let needed = HandedOutCeiling(seq: base + 1, tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
+        let needed = HandedOutCeiling(seq: base + 1, tab: min(window.seqs.tab + Int64(newTabs), Limits.maxWebStateID))
         if let failure = recordHandedOut(window, covering: needed) {
             answer(client, .failure(.ioError, "cannot record the seqs window \(window.id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
             return false
@@ -163,7 +163,7 @@ extension Supervisor {
 
     /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.
     static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
-        let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
+        let lost = window.seqs.lost.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
         return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
     }
 
@@ -175,7 +175,7 @@ extension Supervisor {
         window.restoreFailedOnStorage.map { storage in
             .failure(
                 .ioError,
-                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.appliedSeq); it is restarted after a backoff")
+                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.seqs.applied); it is restarted after a backoff")
         }
     }
 

@@ -36,7 +36,7 @@ extension Supervisor {
         let current = handedOut[id] ?? .none
         let entry: HandedOutWindow
         do {
-            entry = HandedOutWindow(ceiling: try current.ceiling.covering(needed), lost: window.lostSeqs)
+            entry = HandedOutWindow(ceiling: try current.ceiling.covering(needed), lost: window.seqs.lost)
         } catch {
             return "\(error)"
         }
@@ -96,8 +96,7 @@ extension Supervisor {
     /// The highest seq and tab id anything showed of `window` (its floor covers what a
     /// supervisor before showed).
     static func shownCeiling(_ window: Window) -> HandedOutCeiling {
-        HandedOutCeiling(
-            seq: max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq), tab: window.highestTab)
+        window.seqs.ceiling(published: window.lastStats.appliedSeq)
     }
 
     /// At a stop, when no reply can come any more: each open window's ceiling comes down to
@@ -107,7 +106,7 @@ extension Supervisor {
     func lowerHandedOutToShown() {
         var record = handedOut
         for window in windows.values where record[window.id] != nil {
-            record[window.id] = HandedOutWindow(ceiling: Self.shownCeiling(window), lost: window.lostSeqs)
+            record[window.id] = HandedOutWindow(ceiling: Self.shownCeiling(window), lost: window.seqs.lost)
         }
         guard record != handedOut else { return }
         do {

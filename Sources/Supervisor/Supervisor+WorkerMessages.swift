@@ -32,9 +32,9 @@ extension Supervisor {
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(&window) }
             if drainReplies(&window, budget: .perTurn) { repliesLeft = true }
-            window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
+            window.seqs.apply(window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
-            assert(durable <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
+            assert(durable <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
             let failures = view.saveFailures
             let failing = failures > 0 && window.lastStats.failingErrno != 0
             var done: [DurableWaiter] = []
@@ -66,7 +66,7 @@ extension Supervisor {
         let error = Self.describeErrno(stats.failingErrno)
         let browsers = BrowserKind.having(commitBits: stats.failingBrowsers).map(\.rawValue)
         return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
-            + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
+            + "durable through \(stats.durableSeq) of \(window.seqs.applied); the window retries by itself"
     }
 
     /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
@@ -137,38 +137,36 @@ extension Supervisor {
         if let stats = view.readStats(), Self.violation(in: stats) == nil { Self.accept(stats, into: &window) }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
-        window.appliedSeq = window.lastStats.appliedSeq
-        assert(window.lastStats.durableSeq <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
+        window.seqs.restored(window.lastStats.appliedSeq)
+        assert(window.lastStats.durableSeq <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
         // What a window restores is durable: a lost range holding it is no range this host
         // recorded (lost seqs lie above what was restored when they were lost, and everything
         // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
         // acknowledged commands answer 75 (hostile round 5).
-        if window.appliedSeq > 0, let contradicted = window.lostSeqs.range(holding: window.appliedSeq) {
+        if window.seqs.applied > 0, let contradicted = window.seqs.lost.range(holding: window.seqs.applied) {
             if window.adoption != nil {
                 // A session adopted back under its UUID, which restarted empty after the set-aside
                 // and so named every seq it had shown lost, in one range with the seqs lost
                 // before: only the seq restored is durable for sure, and the others stay lost
                 // (saying a durable seq is lost is safe; the reverse never is).
-                window.lostSeqs.remove(seq: window.appliedSeq)
+                window.seqs.forgetLost(seq: window.seqs.applied)
             } else {
-                window.lostSeqs.remove(contradicted)
+                window.seqs.forgetLost(contradicted)
             }
             let believed = window.adoption != nil ? "only that seq is taken out (an adopted session)" : "not believed"
             logger.error(
                 "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: \(believed)",
-                metadata: ["window": "\(window.id)", "seq": "\(window.appliedSeq)"])
+                metadata: ["window": "\(window.id)", "seq": "\(window.seqs.applied)"])
         }
         // Seqs a client may have seen above what it restored named commands lost with the last
         // worker: waits for them end here (a wait asked while no worker ran still had the dead
         // one's seq, and waited for a save that never comes), and no durable answer covers them.
-        if window.seqFloor > window.appliedSeq {
-            let lost = (window.appliedSeq + 1)...window.seqFloor
-            window.lostSeqs.insert(lost)
+        if let lost = window.seqs.loseAboveRestored() {
             // Kept for the supervisors after this one (a failed write is logged; the next one,
             // at the window's next raise of its ceiling, carries them).
             _ = recordHandedOut(window)
-            let stale = window.durableWaiters.filter { $0.seq > window.appliedSeq }
-            window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
+            let stale = window.durableWaiters.filter { $0.seq > window.seqs.applied }
+            window.durableWaiters.removeAll { $0.seq > window.seqs.applied }
             for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
         }
         if let died = window.diedAt {
@@ -182,7 +180,7 @@ extension Supervisor {
             saveOrder()
             if initialScenesPending > 0 { initialScenesPending -= 1 }
         }
-        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.appliedSeq)"])
+        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.seqs.applied)"])
         let waiters = window.readyWaiters
         window.readyWaiters = []
         for waiter in waiters {
@@ -207,14 +205,12 @@ extension Supervisor {
             return
         }
         let jump = HandedOutCeiling.fallbackJump
-        window.seqFloor = min(max(window.seqFloor, dump.appliedSeq).saturatingAdd(jump), Limits.maxCommandSeq)
-        // Both at most 2^53 - 1: the sum cannot overflow.
-        window.highestTab = min(max(window.highestTab, tabs.max() ?? 0) + Int64(jump), Limits.maxWebStateID)
+        window.seqs.jumpFloors(restoredSeq: dump.appliedSeq, restoredTab: tabs.max() ?? 0, by: jump)
         window.floorProbe = nil
-        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqFloor, tab: window.highestTab))
+        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqs.floor, tab: window.seqs.tab))
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
-            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
+            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
         _ = step(&window, .killRequested)
         signalWorker(window, SIGKILL)
     }
@@ -316,11 +312,11 @@ extension Supervisor {
                 misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
                 return
             }
-            window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
+            window.seqs.apply(done.appliedSeq)
             // A new tab's id above what `handle` reserved (the worker restored tabs with higher
             // ids than any reply showed): recorded before the reply shows it, or not shown.
             if done.hasTab {
-                window.highestTab = max(window.highestTab, done.tab)
+                window.seqs.showTab(done.tab)
                 if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
                     if let client = pending.client {
                         answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
@@ -328,7 +324,7 @@ extension Supervisor {
                     return
                 }
             }
-            var result = CommandReply(window: window.id.uuidString, seq: window.shownSeq(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
+            var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
             switch pending.kind {
             case .scene(.background), .scene(.foreground):
                 _ = step(&window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
@@ -383,7 +379,7 @@ extension Supervisor {
         evictClosedWindows()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
-            ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))
+            ? .ok(CommandReply(window: window.id.uuidString, seq: window.seqs.highest))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
         for client in window.exitWaiters { answer(client, reply) }

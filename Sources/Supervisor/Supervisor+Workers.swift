@@ -27,9 +27,7 @@ extension Supervisor {
         // What a supervisor before may have handed out: its first worker numbers above it, and
         // `becameReady` names what it did not restore lost, beside what was lost before.
         if let record = handedOut[id] {
-            window.seqFloor = record.ceiling.seq
-            window.highestTab = record.ceiling.tab
-            window.lostSeqs = record.lost
+            window.seqs = SeqBook(handedOut: record)
         } else if handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false {
             // No ceilings to trust for seqs the window may have shown: a damaged `handed-out`,
             // or a session adopted back under its UUID whose record is gone (a root of a version
@@ -49,7 +47,7 @@ extension Supervisor {
         let view = region.slot(slot)
         // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
         // last words included, read when it died).
-        window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
+        window.seqs.raiseFloorForSpawn(published: window.lastStats.appliedSeq)
         window.generation += 1
         // A probe that died unanswered is asked of the next worker.
         if window.floorProbe == .asked { window.floorProbe = .needed }
@@ -61,11 +59,11 @@ extension Supervisor {
         view.windowID = window.id
         _ = step(&window, .spawnBegan)
         assert(window.worker == nil, "a window has one worker at a time")
-        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "applied < the next seq a worker may take: the new worker numbers above every seq applied")
+        assert(window.lastStats.durableSeq <= window.seqs.floor, "durable < the next seq a worker may take: the new worker numbers above every seq applied")
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords,
+            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab, compactAfterRecords: configuration.compactAfterRecords,
             inBackground: window.inBackground)
         let spawnStart = monotonicNanoseconds()
         let worker: WorkerProcess
@@ -188,10 +186,10 @@ extension Supervisor {
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
             Self.accept(stats, into: &window)
         }
-        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.seqs.applied,
             !keptUnsaved.contains(where: { $0.window == window.id })
         {
-            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
+            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.seqs.applied) applied and \(window.lastStats.durableSeq) durable")
         }
         let diedBeforeReady = window.readyAt == nil
         let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash

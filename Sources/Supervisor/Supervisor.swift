@@ -123,22 +123,8 @@ public final class Supervisor {
         var reservedAt: UInt64
         var diedAt: UInt64?
         var lastRecoveryNanoseconds: UInt64?
-        /// The window's seq as its worker holds it (replies, shared memory): what durable waits
-        /// wait for. A restarted worker's is the seq it restored.
-        var appliedSeq: UInt64 = 0
-        /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
-        var highestRepliedSeq: UInt64 = 0
-        /// The seq floor the worker now serving was given (`WorkerFloor`): it numbers changes
-        /// above it. Raised at each spawn to every seq a client may have seen; the first worker
-        /// a supervisor starts gets the window's `handed-out` ceiling, above every seq a dead
-        /// supervisor may have shown.
-        var seqFloor: UInt64 = 0
-        /// The highest tab id a reply carried (at first, the `handed-out` ceiling): a restarted
-        /// worker never hands out one up to it.
-        var highestTab: Int64 = 0
-        /// Seqs replied to and then lost with the worker that applied them (killed before they
-        /// were durable), oldest first: no durable answer covers them (`durableReply`).
-        var lostSeqs = LostSeqs()
+        /// Its seqs and tab ids: applied, shown, floor, lost (`SeqBook`, which checks them).
+        var seqs = SeqBook()
         /// Killed for breaking the protocol: nothing more it publishes is read.
         var killedForMisbehaving = false
         /// The last worker's restore failed on a storage error (`WorkerExit.restoreFailed`, or
@@ -180,14 +166,6 @@ public final class Supervisor {
         var history: RestartPolicy.History { lifecycle.history }
         var restartAt: UInt64? { lifecycle.restartAt }
 
-        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
-        /// commands. It is the worker's own but after a restart that lost replied commands (their
-        /// seqs are above what it restored), when a command that changes nothing shows the highest
-        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
-        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
-            highestRepliedSeq = max(highestRepliedSeq, applied)
-            return highestRepliedSeq
-        }
         var isReady: Bool { isLive && readyAt != nil && lifecycle.state == .ready }
     }
 
@@ -515,7 +493,7 @@ public final class Supervisor {
         guard let deadline = shutdownDeadline, monotonicNanoseconds() > deadline else { return }
         for window in windows.values where window.isLive {
             logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
-            if window.lastStats.durableSeq < window.appliedSeq {
+            if window.lastStats.durableSeq < window.seqs.applied {
                 noteKeptUnsaved(window.id, "its worker did not finish saving in time")
             }
             signalWorker(window, SIGKILL)
