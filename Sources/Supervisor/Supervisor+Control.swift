@@ -20,13 +20,12 @@ extension Supervisor {
     /// Puts what `kind` asks to the worker's ring, its reply awaited as `kind`. False when it
     /// cannot be sent now.
     func send(_ kind: Pending.Kind, to slot: Int, client: ClientID?) -> Bool {
-        guard var window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
+        guard let window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
         let request = takeRequestID()
         guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
             return false
         }
         window.pending[request] = Pending(client: client, kind: kind, failuresBefore: region.slot(slot).saveFailures)
-        windows[slot] = window
         doorbell.ring()
         return true
     }
@@ -207,7 +206,7 @@ extension Supervisor {
     }
 
     func kill(_ slot: Int, _ request: KillRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
-        guard var window = windows[slot], window.isLive else {
+        guard let window = windows[slot], window.isLive else {
             answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
             return
         }
@@ -236,15 +235,13 @@ extension Supervisor {
                 window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
             return
         }
-        _ = step(&window, .killRequested)
+        _ = step(window, .killRequested)
         if !request.wait {
-            windows[slot] = window
             answer(client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
             let wait = Self.killWaitNanoseconds + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
             window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNanoseconds() + wait))
-            windows[slot] = window
         }
     }
 

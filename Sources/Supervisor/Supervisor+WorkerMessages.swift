@@ -18,39 +18,24 @@ extension Supervisor {
     func serviceWorkers() {
         repliesLeft = false
         for slot in windows.keys.sorted() {
-            guard var window = windows[slot] else { continue }
+            guard let window = windows[slot] else { continue }
             let view = region.slot(slot)
             guard !window.killedForMisbehaving else { continue }
             if window.isLive, let stats = view.readStats() {
                 if let violation = Self.violation(in: stats) {
-                    misbehaved(&window, violation)
-                    windows[slot] = window
+                    misbehaved(window, violation)
                     continue
                 }
-                Self.accept(stats, into: &window)
+                window.accept(stats)
             }
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
-            if justReady, window.floorProbe == nil { becameReady(&window) }
-            if drainReplies(&window, budget: .perTurn) { repliesLeft = true }
+            if justReady, window.floorProbe == nil { becameReady(window) }
+            if drainReplies(window, budget: .perTurn) { repliesLeft = true }
             window.seqs.apply(window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
             assert(durable <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
             let failures = view.saveFailures
-            let failing = failures > 0 && window.lastStats.failingErrno != 0
-            var done: [DurableWaiter] = []
-            var failed: [DurableWaiter] = []
-            var waiting: [DurableWaiter] = []
-            for waiter in window.durableWaiters {
-                if waiter.seq <= durable {
-                    done.append(waiter)
-                } else if failing, failures > waiter.failuresBefore {
-                    failed.append(waiter)
-                } else {
-                    waiting.append(waiter)
-                }
-            }
-            window.durableWaiters = waiting
-            windows[slot] = window
+            let (done, failed) = window.takeDurableWaiters(durable: durable, saveFailures: failures, failing: failures > 0 && window.lastStats.failingErrno != 0)
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
@@ -73,16 +58,6 @@ extension Supervisor {
     /// the supervisor would act on.
     func checkedStats(_ view: WindowSlot) -> WorkerStats? {
         view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
-    }
-
-    /// Takes a worker's checked stats as the window's latest. The first memory-only seq is kept
-    /// across the window's workers: those changes are gone with the one that held them, and no
-    /// durable answer may cover them (`durableAnswer`), whichever read saw the word first.
-    static func accept(_ stats: WorkerStats, into window: inout Window) {
-        assert(violation(in: stats) == nil, "only checked stats are accepted")
-        window.lastStats = stats
-        guard stats.memoryOnlySince != 0 else { return }
-        window.memoryOnlySince = min(window.memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince)
     }
 
     /// What makes a dump impossible, if anything: numbers a client's tools compute with are
@@ -113,7 +88,7 @@ extension Supervisor {
     /// A worker broke the protocol: it is killed, and its death is handled as a crash (before
     /// ready, a failed start: repeated, the window is set aside). The supervisor trusts nothing
     /// of it meanwhile.
-    func misbehaved(_ window: inout Window, _ violation: String) {
+    func misbehaved(_ window: Window, _ violation: String) {
         guard window.isLive, !window.killedForMisbehaving else { return }
         logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
         window.killedForMisbehaving = true
@@ -124,7 +99,7 @@ extension Supervisor {
         keptUnsaved.append((window, reason))
     }
 
-    func becameReady(_ window: inout Window) {
+    func becameReady(_ window: Window) {
         let now = monotonicNanoseconds()
         let view = region.slot(window.slot)
         assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
@@ -133,8 +108,8 @@ extension Supervisor {
         // The watchdog's count starts now, from whatever the word holds (`runTimers`).
         window.heartbeatSeen = view.heartbeat
         window.heartbeatChangedAt = now
-        _ = step(&window, .becameReady)
-        if let stats = view.readStats(), Self.violation(in: stats) == nil { Self.accept(stats, into: &window) }
+        _ = step(window, .becameReady)
+        if let stats = view.readStats(), Self.violation(in: stats) == nil { window.accept(stats) }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
         window.seqs.restored(window.lastStats.appliedSeq)
@@ -165,9 +140,7 @@ extension Supervisor {
             // Kept for the supervisors after this one (a failed write is logged; the next one,
             // at the window's next raise of its ceiling, carries them).
             _ = recordHandedOut(window)
-            let stale = window.durableWaiters.filter { $0.seq > window.seqs.applied }
-            window.durableWaiters.removeAll { $0.seq > window.seqs.applied }
-            for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
+            for waiter in window.takeDurableWaiters(above: window.seqs.applied) { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
         }
         if let died = window.diedAt {
             window.lastRecoveryNanoseconds = now - died
@@ -198,10 +171,10 @@ extension Supervisor {
     /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
     /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
     /// by one numbering above them, whose `becameReady` names the jump lost.
-    func probeFloors(_ dump: WindowDump, _ window: inout Window) {
+    func probeFloors(_ dump: WindowDump, _ window: Window) {
         let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
         guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
-            misbehaved(&window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+            misbehaved(window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
             return
         }
         let jump = HandedOutCeiling.fallbackJump
@@ -211,7 +184,7 @@ extension Supervisor {
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
-        _ = step(&window, .killRequested)
+        _ = step(window, .killRequested)
         signalWorker(window, SIGKILL)
     }
 
@@ -233,7 +206,7 @@ extension Supervisor {
     /// answered (`pending` holds every request sent to the worker now serving and not yet
     /// answered: its ring starts empty, and its predecessor's are answered at its death), is a
     /// protocol violation.
-    func drainReplies(_ window: inout Window, budget: ReplyBudget) -> Bool {
+    func drainReplies(_ window: Window, budget: ReplyBudget) -> Bool {
         let ring = region.slot(window.slot).replyRing
         var (replies, bytesRead) = (0, 0)
         while replies < budget.replies, bytesRead < budget.bytes {
@@ -243,13 +216,13 @@ extension Supervisor {
                 bytes = next
             } catch {
                 // Killed once (not on every turn until it is reaped), its death handled as a crash.
-                misbehaved(&window, "reply ring corrupt: \(error)")
+                misbehaved(window, "reply ring corrupt: \(error)")
                 return false
             }
             replies += 1
             bytesRead += bytes.count
             guard let message = try? WorkerReply(serializedBytes: bytes) else {
-                misbehaved(&window, "a reply of \(bytes.count) bytes that does not decode")
+                misbehaved(window, "a reply of \(bytes.count) bytes that does not decode")
                 return false
             }
             let reply: WorkerReply
@@ -257,23 +230,23 @@ extension Supervisor {
                 guard let whole = try window.assembly.take(message, pending: window.pending[message.request] != nil) else { continue }
                 reply = whole
             } catch {
-                misbehaved(&window, "\(error)")
+                misbehaved(window, "\(error)")
                 return false
             }
             guard let pending = window.pending.removeValue(forKey: reply.request) else {
-                misbehaved(&window, "a reply to request \(reply.request), which it was not sent or has answered")
+                misbehaved(window, "a reply to request \(reply.request), which it was not sent or has answered")
                 return false
             }
-            handleReply(reply, pending, &window)
+            handleReply(reply, pending, window)
         }
         return true
     }
 
-    func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
+    func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: Window) {
         switch reply.outcome {
         case .failure(let failure) where pending.kind.isDisconnect:
             // The worker could not save and goes on serving: so does the window (killed if stopping).
-            let actions = step(&window, .disconnectFailed)
+            let actions = step(window, .disconnectFailed)
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
@@ -292,11 +265,11 @@ extension Supervisor {
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
         case .dump(let dump) where pending.kind == .floorProbe:
-            probeFloors(dump, &window)
+            probeFloors(dump, window)
         case .dump(let dump):
             if let violation = Self.violation(in: dump) {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, violation)
+                misbehaved(window, violation)
                 return
             }
             // A client gone costs no conversion (a dump may be thousands of tabs).
@@ -304,12 +277,12 @@ extension Supervisor {
         case .done(let done):
             guard Limits.isValidCommandSeq(done.appliedSeq) else {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
+                misbehaved(window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
                 return
             }
             if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+                misbehaved(window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
                 return
             }
             window.seqs.apply(done.appliedSeq)
@@ -327,7 +300,7 @@ extension Supervisor {
             var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
             switch pending.kind {
             case .scene(.background), .scene(.foreground):
-                _ = step(&window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
+                _ = step(window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
                 result.state = window.state.description
             case .scene(.disconnect):
                 // Answered when the worker has exited.

@@ -22,7 +22,7 @@ extension Supervisor {
 
     /// Takes `slot` for window `id`, reserved, and spawns its worker.
     func openWindow(_ id: UUID, slot: Int, waiter: ClientID? = nil, adoption: Adoption? = nil) {
-        var window = Window(id: id, slot: slot, lifecycle: WindowLifecycle(policy: configuration.restartPolicy), reservedAt: monotonicNanoseconds())
+        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds())
         window.adoption = adoption
         // What a supervisor before may have handed out: its first worker numbers above it, and
         // `becameReady` names what it did not restore lost, beside what was lost before.
@@ -43,23 +43,15 @@ extension Supervisor {
     }
 
     func spawn(_ slot: Int) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         let view = region.slot(slot)
         // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
         // last words included, read when it died).
-        window.seqs.raiseFloorForSpawn(published: window.lastStats.appliedSeq)
-        window.generation += 1
-        // A probe that died unanswered is asked of the next worker.
-        if window.floorProbe == .asked { window.floorProbe = .needed }
-        window.readyAt = nil
-        window.killedForMisbehaving = false
-        window.killedByWatchdog = false
+        window.prepareSpawn()
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
-        _ = step(&window, .spawnBegan)
-        assert(window.worker == nil, "a window has one worker at a time")
-        assert(window.lastStats.durableSeq <= window.seqs.floor, "durable < the next seq a worker may take: the new worker numbers above every seq applied")
+        _ = step(window, .spawnBegan)
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
@@ -73,15 +65,13 @@ extension Supervisor {
                 launch, executable: configuration.executable,
                 inheriting: [.slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock])
         } catch {
-            windows[slot] = window
             startFailed(slot, error.call, error.errno)
             return
         }
         window.worker = worker
-        _ = step(&window, .spawned)
+        _ = step(window, .spawned)
         window.spawnedAt = monotonicNanoseconds()
         view.pid = worker.pid
-        windows[slot] = window
         logger.info(
             "worker spawned",
             metadata: [
@@ -94,14 +84,14 @@ extension Supervisor {
     /// memory or processes (`RestartPolicy.isShortage`) the start is tried again after a
     /// backoff and counts nothing against the window; any other failure is a failed start.
     func startFailed(_ slot: Int, _ call: String, _ error: Errno) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         guard RestartPolicy.isShortage(error) else {
             logger.error("spawn failed", metadata: ["window": "\(window.id)", "call": "\(call)", "error": "\(error)"])
             workerDied(slot, description: "not spawned: \(call): \(error)", spawned: false)
             return
         }
         let now = monotonicNanoseconds()
-        _ = step(&window, .spawnFailed(shortage: true))
+        _ = step(window, .spawnFailed(shortage: true))
         let delay = (window.restartAt ?? now) &- now
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
@@ -109,7 +99,6 @@ extension Supervisor {
                 "window": "\(window.id)", "call": "\(call)", "error": "\(error)", "attempt": "\(window.history.shortages)",
                 "retry_ms": "\(delay / 1_000_000)",
             ])
-        windows[slot] = window
     }
 
     /// The worker's pidfd is readable: it has ended, and is reaped.
@@ -151,14 +140,15 @@ extension Supervisor {
     /// started again after the shortage backoff, and the death counts for nothing. Not
     /// `spawned`: the worker could not be started, for a reason that is no shortage.
     func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         window.worker?.close()
-        window.worker = nil
         // What the dead worker left behind goes first: nothing of it writes into its ring
-        // while it is read, or into the slot of the worker started next.
+        // while it is read, or into the slot of the worker started next. Its pid is still the
+        // window's while strays are looked for: no stray of it, even unreaped.
         killStrays(cameFrom: window.id, waitingUpTo: Self.strayExitWaitNanoseconds)
+        window.worker = nil
         // Everything it answered before it died, but no more than its ring holds at once.
-        _ = drainReplies(&window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
+        _ = drainReplies(window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
         // A reply it left in parts is never completed: its request is answered below.
         window.assembly = ReplyAssembly()
         let now = monotonicNanoseconds()
@@ -184,7 +174,7 @@ extension Supervisor {
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
-            Self.accept(stats, into: &window)
+            window.accept(stats)
         }
         if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.seqs.applied,
             !keptUnsaved.contains(where: { $0.window == window.id })
@@ -193,7 +183,7 @@ extension Supervisor {
         }
         let diedBeforeReady = window.readyAt == nil
         let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
-        let actions = step(&window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
+        let actions = step(window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
         switch window.lifecycle.state {
         case .restartPending(let at, let wait):
             window.diedAt = now
@@ -211,25 +201,22 @@ extension Supervisor {
             // Disconnecting, or stopping: no restart.
             break
         }
-        windows[slot] = window
         carryOut(actions, slot, description: description)
     }
 
     /// Feeds `window`'s lifecycle `event` and shows where it leads in the window's slot; the
-    /// caller carries out the actions returned (`carryOut`), after storing the window.
-    func step(_ window: inout Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
-        let actions = window.lifecycle.handle(event, now: now ?? monotonicNanoseconds())
+    /// caller carries out the actions returned (`carryOut`).
+    func step(_ window: Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
+        let actions = window.handle(event, now: now ?? monotonicNanoseconds())
         // A window gone frees its slot (`finishDisconnect`).
         if window.lifecycle.state != .gone { region.slot(window.slot).state = window.lifecycle.shown }
         return actions
     }
 
-    /// `step` for the window in `slot`, stored again before anything is carried out.
+    /// `step` for the window in `slot`.
     func step(_ slot: Int, _ event: WindowLifecycle.Event) -> [WindowLifecycle.Action] {
-        guard var window = windows[slot] else { return [] }
-        let actions = step(&window, event)
-        windows[slot] = window
-        return actions
+        guard let window = windows[slot] else { return [] }
+        return step(window, event)
     }
 
     /// Does what the window's lifecycle decided. `description`: how its worker went, for the
@@ -281,15 +268,8 @@ extension Supervisor {
     }
 
     func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
-        guard var window = windows[slot] else { return }
-        var connecting: [ClientID] = []
-        window.readyWaiters.removeAll { waiter in
-            guard case .connect(let client) = waiter else { return false }
-            connecting.append(client)
-            return true
-        }
-        windows[slot] = window
-        for client in connecting { answer(client, reply) }
+        guard let window = windows[slot] else { return }
+        for client in window.takeConnectWaiters() { answer(client, reply) }
     }
 
     /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
@@ -355,27 +335,20 @@ extension Supervisor {
     /// restart is coming. A worker that did die is waited for until it is ready again.
     func expireKillWaiters(_ now: UInt64) {
         for slot in windows.keys.sorted() {
-            guard var window = windows[slot], !window.readyWaiters.isEmpty else { continue }
-            var expired = false
-            let (id, pid, isLive) = (window.id, window.pid, window.isLive)
-            window.readyWaiters.removeAll { waiter in
-                guard case .restart(let client, let oldPID, _, let signal, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
-                else { return false }
+            guard let window = windows[slot], !window.readyWaiters.isEmpty else { continue }
+            let expired = window.takeExpiredKillWaiters(now: now)
+            for case .restart(let client, let oldPID, _, let signal, _) in expired {
                 answer(
                     client,
                     .failure(
                         .temporary,
-                        "the worker \(oldPID) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
+                        "the worker \(oldPID) of window \(window.id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
                     ))
-                expired = true
-                return true
             }
-            guard expired else { continue }
-            if !window.readyWaiters.contains(where: { if case .restart = $0 { true } else { false } }) {
+            if !expired.isEmpty, !window.waitsForRestart {
                 // The kill did not happen: a later death is the window's own again.
-                _ = step(&window, .killAbandoned)
+                _ = step(window, .killAbandoned)
             }
-            windows[slot] = window
         }
     }
 

@@ -1,0 +1,101 @@
+import Foundation
+import HostCoordination
+@testable import Supervisor
+import Testing
+
+/// One window's controller without processes: what it decides alone, as the supervisor drives
+/// it between spawns, stats, saves and kills.
+@Suite struct WindowControllerTests {
+    typealias Waiter = WindowController.DurableWaiter
+
+    func controller() -> WindowController {
+        WindowController(id: UUID(), slot: 3, policy: RestartPolicy(), reservedAt: 0)
+    }
+
+    func stats(applied: UInt64, durable: UInt64, memoryOnlySince: UInt64 = 0) -> WorkerStats {
+        var stats = WorkerStats()
+        stats.appliedSeq = applied
+        stats.durableSeq = durable
+        stats.memoryOnlySince = memoryOnlySince
+        return stats
+    }
+
+    /// Each spawn is a new generation numbering above every seq shown, the dead worker's last
+    /// published seq included, with the last worker's flags cleared; a probe asked of a worker
+    /// that died is asked again.
+    @Test func aSpawnStartsANewGenerationAboveEverySeqShown() {
+        let window = controller()
+        window.prepareSpawn()
+        #expect(window.generation == 1 && window.seqs.floor == 0)
+        window.seqs.apply(4)
+        #expect(window.seqs.show(4) == 4)
+        window.accept(stats(applied: 6, durable: 2))
+        window.readyAt = 10
+        window.killedForMisbehaving = true
+        window.killedByWatchdog = true
+        window.floorProbe = .asked
+        window.prepareSpawn()
+        #expect(window.generation == 2 && window.seqs.floor == 6, "status showed 6")
+        #expect(window.readyAt == nil && !window.killedForMisbehaving && !window.killedByWatchdog)
+        #expect(window.floorProbe == .needed)
+    }
+
+    /// The first memory-only seq any of the window's workers published is kept: a later worker's
+    /// higher one, or none, does not hide it.
+    @Test func theFirstMemoryOnlySeqIsKeptAcrossWorkers() {
+        let window = controller()
+        window.accept(stats(applied: 9, durable: 3, memoryOnlySince: 7))
+        window.accept(stats(applied: 12, durable: 12, memoryOnlySince: 0))
+        window.accept(stats(applied: 14, durable: 12, memoryOnlySince: 13))
+        #expect(window.memoryOnlySince == 7 && window.lastStats.appliedSeq == 14)
+    }
+
+    /// A look at the slot answers the waits its durable seq covers, fails those asked before a
+    /// save that failed, and keeps the rest.
+    @Test func durableWaitsEndByTheirSeqOrAFailureAfterThem() {
+        let window = controller()
+        window.durableWaiters = [
+            Waiter(seq: 5, client: 1, failuresBefore: 0), Waiter(seq: 9, client: 2, failuresBefore: 0),
+            Waiter(seq: 9, client: 3, failuresBefore: 2),
+        ]
+        let quiet = window.takeDurableWaiters(durable: 5, saveFailures: 2, failing: false)
+        #expect(quiet.done.map(\.client) == [1] && quiet.failed.isEmpty, "saves not failing now: a count is no failure")
+        let failing = window.takeDurableWaiters(durable: 5, saveFailures: 2, failing: true)
+        #expect(failing.done.isEmpty && failing.failed.map(\.client) == [2], "client 3 asked after the failures counted")
+        #expect(window.durableWaiters.map(\.client) == [3])
+        #expect(window.takeDurableWaiters(above: 8).map(\.client) == [3] && window.durableWaiters.isEmpty)
+    }
+
+    /// Connect waiters are answered apart from kills waiting for the restart, which stay.
+    @Test func connectWaitersAreTakenAndKillWaitersStay() {
+        let window = controller()
+        window.readyWaiters = [
+            .connect(1), .restart(2, oldPID: 40, whileSaving: false, signal: "KILL", deadline: 100), .connect(3),
+        ]
+        #expect(window.takeConnectWaiters() == [1, 3])
+        #expect(window.readyWaiters.count == 1 && window.waitsForRestart)
+    }
+
+    /// A kill's wait expires only once its deadline passed with the worker it signalled still
+    /// serving; none expires while no worker runs (the signalled one died: a restart comes).
+    @Test func aKillWaitExpiresOnlyPastItsDeadlineWithNoWorkerChange() {
+        let window = controller()
+        window.readyWaiters = [.restart(2, oldPID: 40, whileSaving: false, signal: "SEGV", deadline: 100)]
+        #expect(window.takeExpiredKillWaiters(now: 200).isEmpty, "no worker runs: its death was seen, a restart comes")
+        #expect(window.takeExpiredKillWaiters(now: 50).isEmpty)
+        #expect(window.waitsForRestart)
+    }
+
+    /// Ready only once the lifecycle says so and a worker serves.
+    @Test func readyIsTheLifecyclesReadyWithAWorker() {
+        let window = controller()
+        #expect(!window.isReady && !window.isLive && window.state == .reserved)
+        _ = window.handle(.spawnBegan, now: 0)
+        _ = window.handle(.spawned, now: 0)
+        window.readyAt = 1
+        #expect(!window.isReady, "starting, and no process behind it")
+        #expect(window.handle(.becameReady, now: 1) == [])
+        #expect(!window.isReady, "no worker process: not live")
+        #expect(window.state == .foreground)
+    }
+}
