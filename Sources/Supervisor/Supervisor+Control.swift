@@ -106,7 +106,7 @@ extension Supervisor {
             // Gone before it finished configuring (or while restarting): the worker is stopped
             // and a reservation that never configured is released.
             windows[slot]?.exitWaiters.append(client)
-            carryOut(step(slot, .disconnectRequested), slot, description: "stopped before it was ready")
+            dispatch(slot, .disconnectRequested, description: "stopped before it was ready")
             return
         case .tab(let command): kind = .tab(command)
         case .scene(let change): kind = .scene(change)
@@ -133,7 +133,7 @@ extension Supervisor {
             return
         }
         if kind == .scene(.disconnect) {
-            carryOut(step(slot, .disconnectRequested), slot, description: "disconnected")
+            dispatch(slot, .disconnectRequested, description: "disconnected")
         }
     }
 
@@ -235,7 +235,7 @@ extension Supervisor {
                 window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
             return
         }
-        _ = step(window, .killRequested)
+        dispatch(slot, .killRequested)
         if !request.wait {
             answer(client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
         } else {

@@ -108,7 +108,7 @@ extension Supervisor {
         // The watchdog's count starts now, from whatever the word holds (`runTimers`).
         window.heartbeatSeen = view.heartbeat
         window.heartbeatChangedAt = now
-        _ = step(window, .becameReady)
+        dispatch(window.slot, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.accept(stats) }
         // What it restored: below the seqs the last worker applied if it lost them (the floor
         // keeps them from being handed out again).
@@ -184,7 +184,7 @@ extension Supervisor {
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
-        _ = step(window, .killRequested)
+        dispatch(window.slot, .killRequested)
         signalWorker(window, SIGKILL)
     }
 
@@ -245,8 +245,6 @@ extension Supervisor {
     func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: Window) {
         switch reply.outcome {
         case .failure(let failure) where pending.kind.isDisconnect:
-            // The worker could not save and goes on serving: so does the window (killed if stopping).
-            let actions = step(window, .disconnectFailed)
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
@@ -254,7 +252,8 @@ extension Supervisor {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
             }
-            if actions.contains(.kill) { signalWorker(window, SIGKILL) }
+            // The worker could not save and goes on serving: so does the window (killed if stopping).
+            dispatch(window.slot, .disconnectFailed, description: "could not save for its disconnect")
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
@@ -300,7 +299,7 @@ extension Supervisor {
             var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
             switch pending.kind {
             case .scene(.background), .scene(.foreground):
-                _ = step(window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
+                dispatch(window.slot, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
                 result.state = window.state.description
             case .scene(.disconnect):
                 // Answered when the worker has exited.

@@ -51,7 +51,7 @@ extension Supervisor {
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
-        _ = step(window, .spawnBegan)
+        dispatch(slot, .spawnBegan)
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
@@ -69,7 +69,7 @@ extension Supervisor {
             return
         }
         window.worker = worker
-        _ = step(window, .spawned)
+        dispatch(slot, .spawned)
         window.spawnedAt = monotonicNanoseconds()
         view.pid = worker.pid
         logger.info(
@@ -91,7 +91,7 @@ extension Supervisor {
             return
         }
         let now = monotonicNanoseconds()
-        _ = step(window, .spawnFailed(shortage: true))
+        dispatch(slot, .spawnFailed(shortage: true))
         let delay = (window.restartAt ?? now) &- now
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
@@ -183,7 +183,15 @@ extension Supervisor {
         }
         let diedBeforeReady = window.readyAt == nil
         let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
-        let actions = step(window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
+        let event: WindowLifecycle.Event = spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false)
+        dispatch(slot, event, description: description, now: now) { actions in
+            self.noteDeath(window, actions, description: description, reason: reason, spawned: spawned, beforeReady: diedBeforeReady, now: now)
+        }
+    }
+
+    /// Says what a worker's death led to (`workerDied`), before it is carried out: when its
+    /// window restarts, or nothing when it goes or the supervisor stops.
+    private func noteDeath(_ window: Window, _ actions: [WindowLifecycle.Action], description: String, reason: RestartReason, spawned: Bool, beforeReady diedBeforeReady: Bool, now: UInt64) {
         switch window.lifecycle.state {
         case .restartPending(let at, let wait):
             window.diedAt = now
@@ -201,61 +209,67 @@ extension Supervisor {
             // Disconnecting, or stopping: no restart.
             break
         }
-        carryOut(actions, slot, description: description)
     }
 
-    /// Feeds `window`'s lifecycle `event` and shows where it leads in the window's slot; the
-    /// caller carries out the actions returned (`carryOut`).
-    func step(_ window: Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
-        let actions = window.handle(event, now: now ?? monotonicNanoseconds())
-        // A window gone frees its slot (`finishDisconnect`).
-        if window.lifecycle.state != .gone { region.slot(window.slot).state = window.lifecycle.shown }
-        return actions
-    }
-
-    /// `step` for the window in `slot`.
-    func step(_ slot: Int, _ event: WindowLifecycle.Event) -> [WindowLifecycle.Action] {
-        guard let window = windows[slot] else { return [] }
-        return step(window, event)
-    }
-
-    /// Does what the window's lifecycle decided. `description`: how its worker went, for the
-    /// messages that say so.
-    func carryOut(_ actions: [WindowLifecycle.Action], _ slot: Int, description: String) {
-        for action in actions {
+    /// Feeds the lifecycle of the window in `slot` `event`, shows where it leads in the window's
+    /// slot, and carries out every action it returns, then what those lead to (a set-aside's
+    /// outcome is an event of its own), until nothing is left: the one way a window's
+    /// lifecycle moves, as s6-supervise's loop dispatches. `description`: how its worker went,
+    /// for the messages that say so. `noting` sees the first event's actions before any is
+    /// carried out (a death's log line says what comes next).
+    func dispatch(
+        _ slot: Int, _ event: WindowLifecycle.Event, description: String = "", now: UInt64? = nil,
+        noting: ([WindowLifecycle.Action]) -> Void = { _ in }
+    ) {
+        var events = [event]
+        // Why the last set-aside failed, for the `reportCannotStart` its failure returns.
+        var cannotStart = ""
+        var first = true
+        while !events.isEmpty {
+            let event = events.removeFirst()
             guard let window = windows[slot] else { return }
-            switch action {
-            case .spawn:
-                spawn(slot)
-            case .setAside:
-                let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
-                if window.adoption != nil {
-                    // An adopted session that still does not start goes back to its entry, and
-                    // the window it was to be goes.
-                    abandonAdoption(slot, why: reason)
-                    carryOut(step(slot, .disconnectRequested), slot, description: description)
-                    continue
-                }
-                guard let failure = setAside(slot, reason: reason) else {
-                    carryOut(step(slot, .setAsideDone), slot, description: description)
-                    continue
-                }
-                for case .reportCannotStart(let retry) in step(slot, .setAsideFailed) {
+            let actions = window.handle(event, now: first ? now ?? monotonicNanoseconds() : monotonicNanoseconds())
+            // A window gone frees its slot (`finishDisconnect`).
+            if window.lifecycle.state != .gone { region.slot(slot).state = window.lifecycle.shown }
+            if first { noting(actions) }
+            first = false
+            for action in actions {
+                guard let window = windows[slot] else { return }
+                switch action {
+                case .spawn:
+                    spawn(slot)
+                case .setAside:
+                    let (next, why) = setAsideOrGiveUp(window, description: description)
+                    events.append(next)
+                    cannotStart = why
+                case .reportCannotStart(let retry):
                     // Whoever waits for it to connect is told why instead of waiting for good.
-                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(retry / 1_000_000_000) s"))
+                    assert(!cannotStart.isEmpty, "reportCannotStart follows only a failed set-aside")
+                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(cannotStart); retried every \(retry / 1_000_000_000) s"))
+                case .finishDisconnect(let clean):
+                    finishDisconnect(slot, cleanExit: clean, description: description)
+                case .kill:
+                    signalWorker(window, SIGKILL)
+                case .terminate:
+                    signalWorker(window, SIGTERM)
+                case .sendShutdownDisconnect:
+                    _ = send(.shutdownDisconnect, to: slot, client: nil)
                 }
-            case .reportCannotStart:
-                assertionFailure("reportCannotStart follows only setAsideFailed, carried out with it")
-            case .finishDisconnect(let clean):
-                finishDisconnect(slot, cleanExit: clean, description: description)
-            case .kill:
-                signalWorker(window, SIGKILL)
-            case .terminate:
-                signalWorker(window, SIGTERM)
-            case .sendShutdownDisconnect:
-                _ = send(.shutdownDisconnect, to: slot, client: nil)
             }
         }
+    }
+
+    /// The lifecycle's `setAside`, carried out: the event it leads to, and why the set-aside
+    /// failed if it did. An adopted session that still does not start goes back to its entry
+    /// instead, and the window it was to be goes.
+    private func setAsideOrGiveUp(_ window: Window, description: String) -> (WindowLifecycle.Event, String) {
+        let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
+        if window.adoption != nil {
+            abandonAdoption(window.slot, why: reason)
+            return (.disconnectRequested, "")
+        }
+        guard let failure = setAside(window.slot, reason: reason) else { return (.setAsideDone, "") }
+        return (.setAsideFailed, "\(reason); \(failure)")
     }
 
     /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
@@ -306,7 +320,7 @@ extension Supervisor {
             // Between events: a worker's death moves its window out of `.ready` (`workerDied`).
             assert(window.lifecycle.state != .ready || window.isLive, "a ready window has a live pidfd")
             if let at = window.restartAt, at <= now {
-                carryOut(step(slot, .restartTimerFired), slot, description: "restart")
+                dispatch(slot, .restartTimerFired, description: "restart")
                 continue
             }
             guard window.isLive, window.state != .disconnecting else { continue }
@@ -347,7 +361,7 @@ extension Supervisor {
             }
             if !expired.isEmpty, !window.waitsForRestart {
                 // The kill did not happen: a later death is the window's own again.
-                _ = step(window, .killAbandoned)
+                dispatch(slot, .killAbandoned)
             }
         }
     }
@@ -423,7 +437,7 @@ extension Supervisor {
                 windows[slot]?.closingForGood = nil
                 answer(client, .failure(.temporary, "shutting down before the close ended: the window stays, whole"))
             }
-            carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
+            dispatch(slot, .shutdownBegan, description: "shutdown")
         }
     }
 }

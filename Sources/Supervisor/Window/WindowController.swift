@@ -71,7 +71,13 @@ final class WindowController {
     var history: RestartPolicy.History { lifecycle.history }
     var restartAt: UInt64? { lifecycle.restartAt }
 
-    var isReady: Bool { isLive && readyAt != nil && lifecycle.state == .ready }
+    /// Serving: the lifecycle says ready (only `becameReady` leads there, and it stamps
+    /// `readyAt`; a failed disconnect leads back only from a worker that was ready) and its
+    /// worker is not yet seen dead.
+    var isReady: Bool {
+        assert(lifecycle.state != .ready || readyAt != nil, "a ready window has its readiness time")
+        return isLive && lifecycle.state == .ready
+    }
 
     init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64) {
         self.id = id
