@@ -39,7 +39,7 @@ extension Supervisor {
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
-            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
+            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { dispatch(slot, .probeAsked) }
             for waiter in done { answer(waiter.client, Self.durableAnswer(window, durable: durable, target: waiter.seq)) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
         }
@@ -91,8 +91,7 @@ extension Supervisor {
     func misbehaved(_ window: Window, _ violation: String) {
         guard window.isLive, !window.killedForMisbehaving else { return }
         logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
-        window.killedForMisbehaving = true
-        signalWorker(window, SIGKILL)
+        dispatch(window.slot, .misbehaved)
     }
 
     func noteKeptUnsaved(_ window: UUID, _ reason: String) {
@@ -179,13 +178,11 @@ extension Supervisor {
         }
         let jump = HandedOutCeiling.fallbackJump
         window.seqs.jumpFloors(restoredSeq: dump.appliedSeq, restoredTab: tabs.max() ?? 0, by: jump)
-        window.floorProbe = nil
         _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqs.floor, tab: window.seqs.tab))
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
-        dispatch(window.slot, .killRequested)
-        signalWorker(window, SIGKILL)
+        dispatch(window.slot, .floorsProbed)
     }
 
     /// What one window's replies may cost one turn of the loop: past either bound the rest

@@ -22,18 +22,16 @@ extension Supervisor {
 
     /// Takes `slot` for window `id`, reserved, and spawns its worker.
     func openWindow(_ id: UUID, slot: Int, waiter: ClientID? = nil, adoption: Adoption? = nil) {
-        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds())
-        window.adoption = adoption
         // What a supervisor before may have handed out: its first worker numbers above it, and
-        // `becameReady` names what it did not restore lost, beside what was lost before.
-        if let record = handedOut[id] {
-            window.seqs = SeqBook(handedOut: record)
-        } else if handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false {
-            // No ceilings to trust for seqs the window may have shown: a damaged `handed-out`,
-            // or a session adopted back under its UUID whose record is gone (a root of a version
-            // before). Its first worker only says what it restored (`probeFloors`).
-            window.floorProbe = .needed
-        }
+        // `becameReady` names what it did not restore lost, beside what was lost before. With
+        // no ceilings to trust for seqs the window may have shown (a damaged `handed-out`, or a
+        // session adopted back under its UUID whose record is gone: a root of a version
+        // before), its first worker only says what it restored (`probeFloors`).
+        let record = handedOut[id]
+        let probing = record == nil && (handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false)
+        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(), probingFloors: probing)
+        window.adoption = adoption
+        if let record { window.seqs = SeqBook(handedOut: record) }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
         region.slot(slot).resetWorkerFields(keepingCounters: false)
@@ -334,13 +332,11 @@ extension Supervisor {
                 } else if now > window.heartbeatChangedAt, now - window.heartbeatChangedAt > configuration.watchdogMilliseconds * 1_000_000 {
                     logger.error(
                         "worker hung: no heartbeat for \((now - window.heartbeatChangedAt) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
-                    windows[slot]?.killedByWatchdog = true
-                    signalWorker(window, SIGKILL)
+                    dispatch(slot, .watchdogFired)
                 }
             } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
-                windows[slot]?.killedByWatchdog = true
-                signalWorker(window, SIGKILL)
+                dispatch(slot, .watchdogFired)
             }
         }
     }

@@ -147,7 +147,7 @@ public final class Supervisor {
     /// a seq or tab id above its window's ceilings (`recordHandedOut`).
     var handedOut: [UUID: HandedOutWindow] = [:]
     /// `handed-out` did not read at the start: windows on disk with no entry take the fallback
-    /// floors (`Window.floorProbe`).
+    /// floors (`WindowLifecycle.FloorProbe`).
     var handedOutDamaged = false
     let control: ControlServer
     let signals: Int32

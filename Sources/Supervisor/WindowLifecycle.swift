@@ -27,6 +27,10 @@ import HostCoordination
 /// | ready, disconnecting   | disconnectFailed            | ready                         | kill while stopping     |
 /// | any but gone           | sceneChanged(scene)         | (same; a ready window shows it) |                       |
 /// | a live worker's state  | killRequested, killAbandoned | (same; the next death counts or not) |                  |
+/// | starting, ready        | watchdogFired               | (same; the death says so)     | kill                    |
+/// | a live worker's state  | misbehaved                  | (same; nothing more it publishes is read) | kill (once) |
+/// | starting (probe needed) | probeAsked                 | (same; probe asked)           |                         |
+/// | starting (probe asked) | floorsProbed                | (same; no probe; a requested kill) | kill               |
 /// | ready                  | shutdownBegan               | (same, stopping)              | sendShutdownDisconnect  |
 /// | starting, disconnecting(saving: false) | shutdownBegan | (same, stopping)           | terminate               |
 /// | restartPending, reserved, spawning | shutdownBegan   | stopped                       |                         |
@@ -94,8 +98,35 @@ struct WindowLifecycle: Sendable, Equatable {
         case killRequested
         /// A requested kill did not kill (the signal was caught or ignored).
         case killAbandoned
+        /// The supervisor's watchdog found the worker hung (no heartbeat) or not restored in time.
+        case watchdogFired
+        /// The worker broke the protocol: it is killed, its death a crash.
+        case misbehaved
+        /// The worker restored the window while its floors are to be probed: it was asked what
+        /// it restored (a dump), and is not ready.
+        case probeAsked
+        /// The probe answered and the window's floors were raised above it: its worker makes
+        /// way for one numbering above them (a requested kill).
+        case floorsProbed
         case shutdownBegan
     }
+
+    /// Why the live worker dies, as far as the supervisor did it: cleared when the next worker
+    /// is spawned (a requested kill, when the death is judged).
+    struct Kills: OptionSet, Sendable, Equatable {
+        let rawValue: UInt8
+        /// Killed on purpose (`ctl kill`, a floor probe): its death says nothing about the window.
+        static let requested = Kills(rawValue: 1 << 0)
+        /// Killed by the supervisor's watchdog: its restart says so.
+        static let watchdog = Kills(rawValue: 1 << 1)
+        /// Killed for breaking the protocol: nothing more it publishes is read.
+        static let misbehaved = Kills(rawValue: 1 << 2)
+    }
+
+    /// The window's `handed-out` entry went with a damaged file (or an adopted session's record
+    /// is gone): its first worker only says what it restored, then makes way for one numbering
+    /// `HandedOutCeiling.fallbackJump` above that.
+    enum FloorProbe: Sendable, Equatable { case needed, asked }
 
     enum Action: Sendable, Equatable {
         /// Spawn a worker now (`spawnBegan` follows).
@@ -121,14 +152,21 @@ struct WindowLifecycle: Sendable, Equatable {
     private(set) var scene: Scene = .foreground
     /// Set at `shutdownBegan`: no restart from then on.
     private(set) var stopping = false
-    /// The live worker was killed on purpose: its death is no failure.
-    private(set) var killRequested = false
+    /// Why the live worker is being killed, if the supervisor kills it.
+    private(set) var kills: Kills = []
+    /// The floor probe still to be asked, or asked and not answered; nil once answered (or when
+    /// none is needed).
+    private(set) var floorProbe: FloorProbe?
     /// The window's recent deaths, `RestartPolicy`'s to judge.
     private(set) var history = RestartPolicy.History()
 
-    init(policy: RestartPolicy) {
+    init(policy: RestartPolicy, probingFloors: Bool = false) {
         self.policy = policy
+        self.floorProbe = probingFloors ? .needed : nil
     }
+
+    /// The live worker was killed on purpose: its death is no failure.
+    var killRequested: Bool { kills.contains(.requested) }
 
     /// Whether a worker process exists (spawned and not yet seen dead).
     var hasWorker: Bool {
@@ -168,10 +206,10 @@ struct WindowLifecycle: Sendable, Equatable {
     }
 
     /// What the states do not say by themselves (at most one worker, and no restart waiting
-    /// while one lives, they do): a requested kill is of a live worker, and nothing is spawned
-    /// once stopping.
+    /// while one lives, they do): a requested kill is of a live worker, nothing is spawned
+    /// once stopping, and a window whose floors are probed is never ready.
     var invariantsHold: Bool {
-        !(killRequested && !hasWorker) && !(stopping && state == .spawning)
+        !(killRequested && !hasWorker) && !(stopping && state == .spawning) && !(floorProbe != nil && state == .ready)
     }
 
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
@@ -183,16 +221,31 @@ struct WindowLifecycle: Sendable, Equatable {
             self.scene = scene
             return []
         case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
-            killRequested = true
+            kills.insert(.requested)
             return []
         case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
-            killRequested = false
+            kills.remove(.requested)
             return []
+        case (.starting, .watchdogFired), (.ready, .watchdogFired):
+            kills.insert(.watchdog)
+            return [.kill]
+        case (.starting, .misbehaved), (.ready, .misbehaved), (.disconnecting, .misbehaved):
+            // Killed once, not at every look until it is reaped.
+            return kills.insert(.misbehaved).inserted ? [.kill] : []
+        case (.starting, .probeAsked) where floorProbe == .needed:
+            floorProbe = .asked
+            return []
+        case (.starting, .floorsProbed) where floorProbe == .asked:
+            floorProbe = nil
+            kills.insert(.requested)
+            return [.kill]
 
         case (.reserved, .spawnBegan), (.restartPending, .spawnBegan):
             guard !stopping else { return violation(event) }
             state = .spawning
-            killRequested = false
+            kills = []
+            // A probe that died unanswered is asked of the next worker.
+            if floorProbe == .asked { floorProbe = .needed }
             return []
         case (.spawning, .spawned):
             state = .starting
@@ -203,20 +256,20 @@ struct WindowLifecycle: Sendable, Equatable {
         case (.spawning, .spawnFailed(shortage: false)):
             return died(beforeReady: true, noFault: false, now: now)
 
-        case (.starting, .becameReady):
+        case (.starting, .becameReady) where floorProbe == nil:
             policy.started(&history)
             state = .ready
             return []
 
         case (.starting, .workerDied(_, let noFault)), (.ready, .workerDied(_, let noFault)):
             guard !stopping else {
-                killRequested = false
+                kills.remove(.requested)
                 state = .stopped(shown: shown)
                 return []
             }
             return died(beforeReady: state == .starting, noFault: noFault, now: now)
         case (.disconnecting(let saving), .workerDied(let cleanExit, _)):
-            killRequested = false
+            kills.remove(.requested)
             state = .gone
             // Killed before it was ready: nothing of it was unsaved.
             return [.finishDisconnect(clean: cleanExit || !saving)]
@@ -276,12 +329,12 @@ struct WindowLifecycle: Sendable, Equatable {
     /// The worker died, or could not be spawned, while not stopping: when it comes back.
     private mutating func died(beforeReady: Bool, noFault: Bool, now: UInt64) -> [Action] {
         if noFault && beforeReady {
-            killRequested = false
+            kills.remove(.requested)
             state = .restartPending(at: now &+ policy.retryAfterShortage(&history), .workerShortage)
             return []
         }
         let requested = killRequested
-        killRequested = false
+        kills.remove(.requested)
         switch policy.decide(&history, now: now, diedBeforeReady: beforeReady, requested: requested) {
         case .restartNow:
             state = .restartPending(at: now, .crash)

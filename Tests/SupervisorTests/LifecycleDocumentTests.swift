@@ -39,6 +39,10 @@ import Testing
         case .sceneChanged: "sceneChanged"
         case .killRequested: "killRequested"
         case .killAbandoned: "killAbandoned"
+        case .watchdogFired: "watchdogFired"
+        case .misbehaved: "misbehaved"
+        case .probeAsked: "probeAsked"
+        case .floorsProbed: "floorsProbed"
         case .shutdownBegan: "shutdownBegan"
         }
     }
@@ -49,7 +53,7 @@ import Testing
     static let events: [WindowLifecycle.Event] = [
         .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady, .workerDied(cleanExit: false, noFault: false), .setAsideDone,
         .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground), .killRequested,
-        .killAbandoned, .shutdownBegan,
+        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .shutdownBegan,
     ]
 
     /// The cells of the table whose header row is `header`, row by row.

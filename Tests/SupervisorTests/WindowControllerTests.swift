@@ -21,23 +21,42 @@ import Testing
     }
 
     /// Each spawn is a new generation numbering above every seq shown, the dead worker's last
-    /// published seq included, with the last worker's flags cleared; a probe asked of a worker
+    /// published seq included, with the last worker's kills cleared; a probe asked of a worker
     /// that died is asked again.
     @Test func aSpawnStartsANewGenerationAboveEverySeqShown() {
-        let window = controller()
+        let window = WindowController(id: UUID(), slot: 0, policy: RestartPolicy(), reservedAt: 0, probingFloors: true)
         window.prepareSpawn()
         #expect(window.generation == 1 && window.seqs.floor == 0)
+        #expect(window.handle(.spawnBegan, now: 0) == [] && window.handle(.spawned, now: 0) == [])
         window.seqs.apply(4)
         #expect(window.seqs.show(4) == 4)
         window.accept(stats(applied: 6, durable: 2))
-        window.readyAt = 10
-        window.killedForMisbehaving = true
-        window.killedByWatchdog = true
-        window.floorProbe = .asked
+        #expect(window.handle(.probeAsked, now: 0) == [] && window.floorProbe == .asked)
+        #expect(window.handle(.misbehaved, now: 0) == [.kill])
+        #expect(window.handle(.misbehaved, now: 0) == [], "killed once")
+        #expect(window.handle(.watchdogFired, now: 0) == [.kill])
+        #expect(window.killedForMisbehaving && window.killedByWatchdog)
+        _ = window.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
+        #expect(window.killedForMisbehaving, "nothing it left is read until the next worker")
         window.prepareSpawn()
         #expect(window.generation == 2 && window.seqs.floor == 6, "status showed 6")
-        #expect(window.readyAt == nil && !window.killedForMisbehaving && !window.killedByWatchdog)
-        #expect(window.floorProbe == .needed)
+        #expect(window.readyAt == nil)
+        _ = window.handle(.spawnBegan, now: 0)
+        #expect(!window.killedForMisbehaving && !window.killedByWatchdog)
+        #expect(window.floorProbe == .needed, "the probe is asked of the next worker")
+    }
+
+    /// A probe answered is a requested kill: the window's next worker starts at once and the
+    /// death counts for nothing; only that worker may become ready.
+    @Test func anAnsweredProbeMakesWayForTheNextWorker() {
+        let window = WindowController(id: UUID(), slot: 0, policy: RestartPolicy(), reservedAt: 0, probingFloors: true)
+        for event in [WindowLifecycle.Event.spawnBegan, .spawned, .probeAsked] { _ = window.handle(event, now: 0) }
+        #expect(window.handle(.floorsProbed, now: 0) == [.kill])
+        #expect(window.floorProbe == nil && window.lifecycle.killRequested)
+        #expect(window.handle(.workerDied(cleanExit: false, noFault: false), now: 5) == [.spawn])
+        #expect(window.lifecycle.state == .restartPending(at: 5, .crash) && window.lifecycle.history.failedStarts == 0, "no failed start counted")
+        for event in [WindowLifecycle.Event.spawnBegan, .spawned, .becameReady] { _ = window.handle(event, now: 5) }
+        #expect(window.lifecycle.state == .ready)
     }
 
     /// The first memory-only seq any of the window's workers published is kept: a later worker's

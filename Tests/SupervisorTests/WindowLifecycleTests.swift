@@ -243,7 +243,7 @@ import Testing
     /// one lives, and a gone window stays gone.
     @Test(arguments: 0..<40 as Range<UInt64>) func invariantsHoldOverRandomSequences(seed: UInt64) {
         var random = SplitMix(seed: seed)
-        var life = Life(policy: policy)
+        var life = Life(policy: policy, probingFloors: seed % 2 == 1)
         var now: UInt64 = 0
         var workers = 0
         var forced: [Life.Event] = [.spawnBegan]
@@ -284,9 +284,15 @@ import Testing
         switch life.state {
         case .reserved: choices = [.spawnBegan]
         case .spawning: choices = [.spawned, .spawnFailed(shortage: true), .spawnFailed(shortage: false)]
-        case .starting: choices = [.becameReady, died, .killRequested, .disconnectRequested, .shutdownBegan, scene]
-        case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene] + (life.stopping ? [.disconnectFailed] : [])
-        case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested] + (saving ? [.disconnectFailed] : [])
+        case .starting:
+            let probe: [Life.Event] = switch life.floorProbe {
+            case nil: [.becameReady]
+            case .needed: [.probeAsked]
+            case .asked: [.floorsProbed]
+            }
+            choices = probe + [died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved]
+        case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved] + (life.stopping ? [.disconnectFailed] : [])
+        case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested, .misbehaved] + (saving ? [.disconnectFailed] : [])
         case .restartPending: choices = life.stopping ? [.disconnectRequested, scene] : [.restartTimerFired, .restartTimerFired, .disconnectRequested, .shutdownBegan, scene]
         case .stopped: choices = [.disconnectRequested, scene, .shutdownBegan]
         case .gone: return nil

@@ -30,22 +30,14 @@ final class WindowController {
     var lastRecoveryNanoseconds: UInt64?
     /// Its seqs and tab ids: applied, shown, floor, lost (`SeqBook`, which checks them).
     var seqs = SeqBook()
-    /// Killed for breaking the protocol: nothing more it publishes is read.
-    var killedForMisbehaving = false
     /// The last worker's restore failed on a storage error (`WorkerExit.restoreFailed`, or
     /// `restoreStorageUnavailable` when the file system failed as a whole), until a worker restores: the file system refuses the window's session, so a request
     /// waiting on a save answers 74 at once, not 75 (a retry would meet the same storage).
     var restoreFailedOnStorage: String?
-    /// The supervisor's watchdog killed the worker now serving: its restart says so.
-    var killedByWatchdog = false
     /// The slot's heartbeat word as the supervisor last saw it, and when (its own clock) it
     /// saw that word change: the watchdog trusts no value a worker writes, only that it moves.
     var heartbeatSeen: UInt64 = 0
     var heartbeatChangedAt: UInt64 = 0
-    /// The window's `handed-out` entry went with a damaged file: its first worker only says
-    /// what it restored (a dump, `probeFloors`), then makes way for one numbering
-    /// `HandedOutCeiling.fallbackJump` above that.
-    var floorProbe: FloorProbe?
     var lastStats = WorkerStats()
     /// Requests sent to the worker and not yet answered.
     var pending: [UInt64: Pending] = [:]
@@ -63,6 +55,12 @@ final class WindowController {
     var closingForGood: ClientID?
 
     var isLive: Bool { worker != nil }
+    /// Killed for breaking the protocol: nothing more it publishes is read.
+    var killedForMisbehaving: Bool { lifecycle.kills.contains(.misbehaved) }
+    /// The supervisor's watchdog killed the worker now serving: its restart says so.
+    var killedByWatchdog: Bool { lifecycle.kills.contains(.watchdog) }
+    /// The floor probe its worker is to answer, if any (`WindowLifecycle.FloorProbe`).
+    var floorProbe: WindowLifecycle.FloorProbe? { lifecycle.floorProbe }
     /// The worker's pid, 0 while none serves.
     var pid: Int32 { worker?.pid ?? 0 }
     var state: SlotState { lifecycle.shown }
@@ -79,10 +77,10 @@ final class WindowController {
         return isLive && lifecycle.state == .ready
     }
 
-    init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64) {
+    init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false) {
         self.id = id
         self.slot = slot
-        self.lifecycle = WindowLifecycle(policy: policy)
+        self.lifecycle = WindowLifecycle(policy: policy, probingFloors: probingFloors)
         self.reservedAt = reservedAt
     }
 
@@ -102,16 +100,12 @@ final class WindowController {
     }
 
     /// Before a worker is spawned for the window: a new generation, numbering above every seq
-    /// a client may have seen, with nothing of the last worker's flags; a probe that died
-    /// unanswered is asked of the new one.
+    /// a client may have seen (the lifecycle's `spawnBegan` clears the last worker's kills).
     func prepareSpawn() {
         assert(worker == nil, "a window has one worker at a time")
         seqs.raiseFloorForSpawn(published: lastStats.appliedSeq)
         generation += 1
-        if floorProbe == .asked { floorProbe = .needed }
         readyAt = nil
-        killedForMisbehaving = false
-        killedByWatchdog = false
         assert(lastStats.durableSeq <= seqs.floor, "durable < the next seq a worker may take: the new worker numbers above every seq applied")
     }
 
@@ -169,8 +163,6 @@ final class WindowController {
     /// Whether a `kill` waits for the window's restart.
     var waitsForRestart: Bool { readyWaiters.contains { if case .restart = $0 { true } else { false } } }
 
-    enum FloorProbe { case needed, asked }
-
     struct Pending {
         let client: ClientID?
         let kind: Kind
@@ -187,7 +179,7 @@ final class WindowController {
             /// `wait`: a `save --wait`, answered once the save is durable.
             case save(wait: Bool)
             case dump
-            /// The dump of `Window.floorProbe`: never a client's.
+            /// The dump of the lifecycle's floor probe (`WindowLifecycle.FloorProbe`): never a client's.
             case floorProbe
             /// The save an adopted window makes once restored (`Supervisor.adoptionRestored`).
             case adoptionSave
