@@ -29,8 +29,7 @@ extension Supervisor {
         // before), its first worker only says what it restored (`probeFloors`).
         let record = handedOut[id]
         let probing = record == nil && (handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false)
-        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(), probingFloors: probing)
-        window.adoption = adoption
+        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(), probingFloors: probing, adoption: adoption)
         if let record { window.seqs = SeqBook(handedOut: record) }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
@@ -227,6 +226,7 @@ extension Supervisor {
             let event = events.removeFirst()
             guard let window = windows[slot] else { return }
             let actions = window.handle(event, now: first ? now ?? monotonicNanoseconds() : monotonicNanoseconds())
+            assert((window.adoption != nil) == window.lifecycle.adopting, "an adoption's data lives as long as the lifecycle adopts")
             // A window gone frees its slot (`finishDisconnect`).
             if window.lifecycle.state != .gone { region.slot(slot).state = window.lifecycle.shown }
             if first { noting(actions) }
@@ -237,9 +237,16 @@ extension Supervisor {
                 case .spawn:
                     spawn(slot)
                 case .setAside:
-                    let (next, why) = setAsideOrGiveUp(window, description: description)
-                    events.append(next)
-                    cannotStart = why
+                    let reason = setAsideReason(description)
+                    if let failure = setAside(slot, reason: reason) {
+                        events.append(.setAsideFailed)
+                        cannotStart = "\(reason); \(failure)"
+                    } else {
+                        events.append(.setAsideDone)
+                    }
+                case .abandonAdoption:
+                    abandonAdoption(slot, why: setAsideReason(description))
+                    events.append(.disconnectRequested)
                 case .reportCannotStart(let retry):
                     // Whoever waits for it to connect is told why instead of waiting for good.
                     assert(!cannotStart.isEmpty, "reportCannotStart follows only a failed set-aside")
@@ -257,17 +264,10 @@ extension Supervisor {
         }
     }
 
-    /// The lifecycle's `setAside`, carried out: the event it leads to, and why the set-aside
-    /// failed if it did. An adopted session that still does not start goes back to its entry
-    /// instead, and the window it was to be goes.
-    private func setAsideOrGiveUp(_ window: Window, description: String) -> (WindowLifecycle.Event, String) {
-        let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
-        if window.adoption != nil {
-            abandonAdoption(window.slot, why: reason)
-            return (.disconnectRequested, "")
-        }
-        guard let failure = setAside(window.slot, reason: reason) else { return (.setAsideDone, "") }
-        return (.setAsideFailed, "\(reason); \(failure)")
+    /// Why a window's session is set aside (or an adopted one given back): `description`, how
+    /// its last worker went.
+    private func setAsideReason(_ description: String) -> String {
+        "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
     }
 
     /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:

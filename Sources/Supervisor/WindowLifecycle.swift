@@ -15,7 +15,7 @@ import HostCoordination
 /// | starting               | workerDied(no fault)        | restartPending(shortage backoff, .workerShortage) | |
 /// | starting, ready        | workerDied                  | `RestartPolicy.decide`: restartPending(now, .crash) | spawn |
 /// |                        |                             | or restartPending(now + backoff, .crash) |              |
-/// |                        |                             | or restartPending(now + delay, .setAside) | setAside    |
+/// |                        |                             | or restartPending(now + delay, .setAside) | setAside, or abandonAdoption when adopting |
 /// | restartPending(.setAside) | setAsideDone             | (same)                        | spawn if due            |
 /// | restartPending(.setAside) | setAsideFailed           | restartPending(now + maximumBackoff) | reportCannotStart |
 /// | restartPending         | restartTimerFired (due)     | (same)                        | spawn                   |
@@ -27,6 +27,7 @@ import HostCoordination
 /// | ready, disconnecting   | disconnectFailed            | ready                         | kill while stopping     |
 /// | any but gone           | sceneChanged(scene)         | (same; a ready window shows it) |                       |
 /// | a live worker's state  | killRequested, killAbandoned | (same; the next death counts or not) |                  |
+/// | any                    | adoptionEnded               | (same; not adopting)          |                         |
 /// | starting, ready        | watchdogFired               | (same; the death says so)     | kill                    |
 /// | a live worker's state  | misbehaved                  | (same; nothing more it publishes is read) | kill (once) |
 /// | starting (probe needed) | probeAsked                 | (same; probe asked)           |                         |
@@ -108,6 +109,8 @@ struct WindowLifecycle: Sendable, Equatable {
         /// The probe answered and the window's floors were raised above it: its worker makes
         /// way for one numbering above them (a requested kill).
         case floorsProbed
+        /// The set-aside entry the window brought back was adopted for good or given back.
+        case adoptionEnded
         case shutdownBegan
     }
 
@@ -133,6 +136,9 @@ struct WindowLifecycle: Sendable, Equatable {
         case spawn
         /// Move the session to `set-aside/`; answer `setAsideDone` or `setAsideFailed`.
         case setAside
+        /// The adopted session does not start either: it goes back to its entry, and the window
+        /// it was to be goes (answer `adoptionEnded`, then `disconnectRequested`).
+        case abandonAdoption
         /// The session could not be set aside: tell whoever waits to connect, retried after
         /// `retryNanoseconds`.
         case reportCannotStart(retryNanoseconds: UInt64)
@@ -160,9 +166,14 @@ struct WindowLifecycle: Sendable, Equatable {
     /// The window's recent deaths, `RestartPolicy`'s to judge.
     private(set) var history = RestartPolicy.History()
 
-    init(policy: RestartPolicy, probingFloors: Bool = false) {
+    /// The window brings a set-aside entry back (`adopt`), until the adoption ends: a crash
+    /// loop then gives the session back instead of setting it aside again.
+    private(set) var adopting: Bool
+
+    init(policy: RestartPolicy, probingFloors: Bool = false, adopting: Bool = false) {
         self.policy = policy
         self.floorProbe = probingFloors ? .needed : nil
+        self.adopting = adopting
     }
 
     /// The live worker was killed on purpose: its death is no failure.
@@ -214,6 +225,10 @@ struct WindowLifecycle: Sendable, Equatable {
 
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
         switch (state, event) {
+        case (_, .adoptionEnded):
+            // Also once gone: an adoption ends with its window's disconnect (`finishDisconnect`).
+            adopting = false
+            return []
         case (.gone, _):
             return violation(event)
 
@@ -344,7 +359,7 @@ struct WindowLifecycle: Sendable, Equatable {
             return []
         case .setAside(let delay):
             state = .restartPending(at: now &+ delay, .setAside)
-            return [.setAside]
+            return [adopting ? .abandonAdoption : .setAside]
         }
     }
 

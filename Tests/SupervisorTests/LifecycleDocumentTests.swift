@@ -43,6 +43,7 @@ import Testing
         case .misbehaved: "misbehaved"
         case .probeAsked: "probeAsked"
         case .floorsProbed: "floorsProbed"
+        case .adoptionEnded: "adoptionEnded"
         case .shutdownBegan: "shutdownBegan"
         }
     }
@@ -53,7 +54,7 @@ import Testing
     static let events: [WindowLifecycle.Event] = [
         .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady, .workerDied(cleanExit: false, noFault: false), .setAsideDone,
         .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground), .killRequested,
-        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .shutdownBegan,
+        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .shutdownBegan,
     ]
 
     /// The cells of the table whose header row is `header`, row by row.

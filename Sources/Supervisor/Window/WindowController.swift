@@ -77,11 +77,18 @@ final class WindowController {
         return isLive && lifecycle.state == .ready
     }
 
-    init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false) {
+    init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false, adoption: Adoption? = nil) {
         self.id = id
         self.slot = slot
-        self.lifecycle = WindowLifecycle(policy: policy, probingFloors: probingFloors)
+        self.lifecycle = WindowLifecycle(policy: policy, probingFloors: probingFloors, adopting: adoption != nil)
         self.reservedAt = reservedAt
+        self.adoption = adoption
+    }
+
+    /// The adoption, taken out as it ends; the lifecycle's `adoptionEnded` follows.
+    func endAdoption() -> Adoption? {
+        defer { adoption = nil }
+        return adoption
     }
 
     /// Feeds the lifecycle `event`: the actions it returns are the caller's to carry out.
