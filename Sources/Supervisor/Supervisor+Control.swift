@@ -79,7 +79,7 @@ extension Supervisor {
         case .waitDurable(let seq):
             let target = seq ?? window.seqs.applied
             if let lost = window.seqs.lost.range(holding: target) {
-                answer(client, .failure(.temporary, Self.lostMessage(lost)))
+                answer(client, .failure(.temporary, Window.lostMessage(lost)))
                 return
             }
             if target > window.seqs.highest {
@@ -87,10 +87,10 @@ extension Supervisor {
                 return
             }
             if window.lastStats.durableSeq >= target {
-                answer(client, Self.durableAnswer(window, durable: window.lastStats.durableSeq, target: target))
+                answer(client, window.durableAnswer(durable: window.lastStats.durableSeq, target: target))
                 return
             }
-            if let refusal = Self.failedRestoreReply(window) {
+            if let refusal = window.failedRestoreReply {
                 answer(client, refusal)
                 return
             }
@@ -114,7 +114,7 @@ extension Supervisor {
         case .dump: kind = .dump
         }
         guard window.isReady else {
-            let refusal = kind.command == .save ? Self.failedRestoreReply(window) : nil
+            let refusal = kind.command == .save ? window.failedRestoreReply : nil
             answer(client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
@@ -148,7 +148,7 @@ extension Supervisor {
         let base = max(window.seqs.applied, window.seqs.floor) + UInt64(inFlight.count)
         guard base < Limits.maxCommandSeq else {
             guard case .tab = kind else { return true }
-            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(window.id)))
+            answer(client, .failure(.seqExhausted, Window.seqExhaustedMessage(window.id)))
             return false
         }
         let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
@@ -158,44 +158,6 @@ extension Supervisor {
             return false
         }
         return true
-    }
-
-    /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.
-    static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
-        let lost = window.seqs.lost.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
-        return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
-    }
-
-    /// What a request waiting on a save (or on the window's restart) is answered while the
-    /// window's restore fails on storage (`Window.restoreFailedOnStorage`): 74 now, since a retry
-    /// meets the same storage. Nil otherwise. The window is restarted after its backoff and
-    /// saves once the storage answers.
-    static func failedRestoreReply(_ window: Window) -> ControlReply? {
-        window.restoreFailedOnStorage.map { storage in
-            .failure(
-                .ioError,
-                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.seqs.applied); it is restarted after a backoff")
-        }
-    }
-
-    /// The answer to a durable wait for `target`, now durable through `durable`: exit 71 when a
-    /// command up to `target` has its effect only in an incognito Browser kept in memory only.
-    static func durableAnswer(_ window: Window, durable: UInt64, target: UInt64) -> ControlReply {
-        var reply = durableReply(window, durable: durable)
-        guard let since = window.memoryOnlySince, since <= target else { return .ok(reply) }
-        reply.memoryOnlySince = since
-        let memoryOnly = ControlReply.ok(reply)
-        guard memoryOnly.code == .ok else { return memoryOnly }
-        return ControlReply(
-            code: .memoryOnly,
-            error: "window \(window.id): commands from \(since) changed incognito tabs kept in memory only (the kernel keyring is refused), "
-                + "never durable: a kill loses them; the regular Browser is durable through \(durable)",
-            result: memoryOnly.result)
-    }
-
-    static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {
-        "commands \(lost.lowerBound)…\(lost.upperBound) were lost with the worker that applied them (killed before they were durable); "
-            + "`dump` shows what the window holds"
     }
 
     /// What a `kill` asks (`WindowRequest.kill`), kept while an aimed one waits.

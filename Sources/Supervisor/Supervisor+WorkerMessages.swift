@@ -40,18 +40,9 @@ extension Supervisor {
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
             if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { dispatch(slot, .probeAsked) }
-            for waiter in done { answer(waiter.client, Self.durableAnswer(window, durable: durable, target: waiter.seq)) }
-            for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
+            for waiter in done { answer(waiter.client, window.durableAnswer(durable: durable, target: waiter.seq)) }
+            for waiter in failed { answer(waiter.client, .failure(.ioError, window.saveFailureMessage)) }
         }
-    }
-
-    /// Why a durable wait failed: what shared memory says of the window's failing saves.
-    func saveFailureMessage(_ window: Window) -> String {
-        let stats = window.lastStats
-        let error = Self.describeErrno(stats.failingErrno)
-        let browsers = BrowserKind.having(commitBits: stats.failingBrowsers).map(\.rawValue)
-        return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
-            + "durable through \(stats.durableSeq) of \(window.seqs.applied); the window retries by itself"
     }
 
     /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
@@ -109,24 +100,8 @@ extension Supervisor {
         window.heartbeatChangedAt = now
         dispatch(window.slot, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.accept(stats) }
-        // What it restored: below the seqs the last worker applied if it lost them (the floor
-        // keeps them from being handed out again).
-        window.seqs.restored(window.lastStats.appliedSeq)
-        assert(window.lastStats.durableSeq <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
-        // What a window restores is durable: a lost range holding it is no range this host
-        // recorded (lost seqs lie above what was restored when they were lost, and everything
-        // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
-        // acknowledged commands answer 75 (hostile round 5).
-        if window.seqs.applied > 0, let contradicted = window.seqs.lost.range(holding: window.seqs.applied) {
-            if window.adoption != nil {
-                // A session adopted back under its UUID, which restarted empty after the set-aside
-                // and so named every seq it had shown lost, in one range with the seqs lost
-                // before: only the seq restored is durable for sure, and the others stay lost
-                // (saying a durable seq is lost is safe; the reverse never is).
-                window.seqs.forgetLost(seq: window.seqs.applied)
-            } else {
-                window.seqs.forgetLost(contradicted)
-            }
+        let (contradicted, lostAboveRestored) = window.restored()
+        if let contradicted {
             let believed = window.adoption != nil ? "only that seq is taken out (an adopted session)" : "not believed"
             logger.error(
                 "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: \(believed)",
@@ -135,11 +110,11 @@ extension Supervisor {
         // Seqs a client may have seen above what it restored named commands lost with the last
         // worker: waits for them end here (a wait asked while no worker ran still had the dead
         // one's seq, and waited for a save that never comes), and no durable answer covers them.
-        if let lost = window.seqs.loseAboveRestored() {
+        if let lost = lostAboveRestored {
             // Kept for the supervisors after this one (a failed write is logged; the next one,
             // at the window's next raise of its ceiling, carries them).
             _ = recordHandedOut(window)
-            for waiter in window.takeDurableWaiters(above: window.seqs.applied) { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
+            for waiter in window.takeDurableWaiters(above: window.seqs.applied) { answer(waiter.client, .failure(.temporary, Window.lostMessage(lost))) }
         }
         if let died = window.diedAt {
             window.lastRecoveryNanoseconds = now - died

@@ -153,7 +153,7 @@ extension Supervisor {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
-        let failedRestore = Self.failedRestoreReply(window)
+        let failedRestore = window.failedRestoreReply
         for waiter in window.durableWaiters {
             answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
@@ -268,15 +268,6 @@ extension Supervisor {
     /// its last worker went.
     private func setAsideReason(_ description: String) -> String {
         "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
-    }
-
-    /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
-    /// no seq is renumbered (nothing could prove a renumbered window loses nothing).
-    static func seqExhaustedMessage(_ window: UUID) -> String {
-        "window \(window) has reached the highest command seq (\(Limits.maxCommandSeq)), which no window reaches by use "
-            + "(its files were crafted or damaged): it takes no more tab commands, and retrying will not help. Its tabs "
-            + "still read (ctl dump) and save; to go on, open them in a new window (ctl connect, then ctl open for each "
-            + "URL ctl dump lists) and disconnect this one"
     }
 
     func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {

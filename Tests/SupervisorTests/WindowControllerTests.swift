@@ -117,4 +117,24 @@ import Testing
         #expect(!window.isReady, "no worker process: not live")
         #expect(window.state == .foreground)
     }
+
+    /// A restore names the seqs shown above it lost, and does not believe a lost range holding
+    /// the seq it restored (a crafted `handed-out`); durable answers then say which seqs below
+    /// them were lost, and one covering a memory-only change is 71.
+    @Test func aRestoreNamesTheLostSeqsAndDurableAnswersSayThem() {
+        var lost = LostSeqs()
+        lost.insert(3...4)
+        let window = controller()
+        window.seqs = SeqBook(handedOut: HandedOutWindow(ceiling: HandedOutCeiling(seq: 9, tab: 0), lost: lost))
+        window.accept(stats(applied: 4, durable: 4))
+        let (contradicted, named) = window.restored()
+        #expect(contradicted == 3...4 && named == 5...9)
+        #expect(window.seqs.lost.ranges == [5...9])
+        #expect(window.durableReply(durable: 4).lostSeqs == nil, "lost seqs above the durable one are not its")
+        #expect(window.durableReply(durable: 12).lostSeqs?.count == 1)
+        #expect(window.durableAnswer(durable: 4, target: 4).code == .ok)
+        window.accept(stats(applied: 6, durable: 6, memoryOnlySince: 6))
+        #expect(window.durableAnswer(durable: 6, target: 5).code == .ok, "the memory-only change is after the seq waited for")
+        #expect(window.durableAnswer(durable: 6, target: 6).code == .memoryOnly)
+    }
 }
