@@ -95,9 +95,7 @@ extension Supervisor {
         assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
         window.readyAt = now
         window.restoreFailedOnStorage = nil
-        // The watchdog's count starts now, from whatever the word holds (`runTimers`).
-        window.heartbeatSeen = view.heartbeat
-        window.heartbeatChangedAt = now
+        window.startWatching(heartbeat: view.heartbeat, now: now)
         dispatch(window.slot, .becameReady)
         if let stats = view.readStats(), Self.violation(in: stats) == nil { window.accept(stats) }
         let (contradicted, lostAboveRestored) = window.restored()

@@ -313,21 +313,18 @@ extension Supervisor {
                 continue
             }
             guard window.isLive, window.state != .disconnecting else { continue }
-            if window.isReady {
-                // Only whether the word moves counts, timed by the supervisor's clock: a value
-                // written once (0, or one in the future) and left there is no heartbeat.
-                let heartbeat = region.slot(slot).heartbeat
-                if heartbeat != window.heartbeatSeen {
-                    windows[slot]?.heartbeatSeen = heartbeat
-                    windows[slot]?.heartbeatChangedAt = now
-                } else if now > window.heartbeatChangedAt, now - window.heartbeatChangedAt > configuration.watchdogMilliseconds * 1_000_000 {
-                    logger.error(
-                        "worker hung: no heartbeat for \((now - window.heartbeatChangedAt) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
-                    dispatch(slot, .watchdogFired)
-                }
-            } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
+            let hang = window.watch(
+                heartbeat: region.slot(slot).heartbeat, now: now, watchdogNanoseconds: configuration.watchdogMilliseconds * 1_000_000,
+                startTimeoutNanoseconds: configuration.startTimeoutMilliseconds * 1_000_000)
+            switch hang {
+            case .silent(let quiet)?:
+                logger.error("worker hung: no heartbeat for \(quiet / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                dispatch(slot, .watchdogFired)
+            case .notRestored?:
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
                 dispatch(slot, .watchdogFired)
+            case nil:
+                break
             }
         }
     }

@@ -137,4 +137,23 @@ import Testing
         #expect(window.durableAnswer(durable: 6, target: 5).code == .ok, "the memory-only change is after the seq waited for")
         #expect(window.durableAnswer(durable: 6, target: 6).code == .memoryOnly)
     }
+
+    /// The watchdog counts from the last time the heartbeat word moved, by the supervisor's
+    /// clock: a word left at any value is no heartbeat; a worker starting is judged by the start
+    /// timeout instead.
+    @Test func theWatchdogCountsFromTheLastMoveOfTheHeartbeatWord() {
+        let window = controller()
+        window.spawnedAt = 100
+        for event in [WindowLifecycle.Event.spawnBegan, .spawned] { _ = window.handle(event, now: 100) }
+        #expect(window.watch(heartbeat: 0, now: 150, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil)
+        #expect(window.watch(heartbeat: 0, now: 161, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .notRestored)
+        window.readyAt = 161
+        _ = window.handle(.becameReady, now: 161)
+        window.startWatching(heartbeat: 7, now: 161)
+        #expect(window.watch(heartbeat: 7, now: 171, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil, "not past the watchdog")
+        #expect(window.watch(heartbeat: 7, now: 172, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .silent(nanoseconds: 11))
+        #expect(window.watch(heartbeat: 8, now: 180, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil, "it moved")
+        #expect(window.watch(heartbeat: 8, now: 190, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil)
+        #expect(window.watch(heartbeat: 8, now: 191, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .silent(nanoseconds: 11))
+    }
 }

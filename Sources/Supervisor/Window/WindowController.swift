@@ -167,6 +167,38 @@ final class WindowController {
         return expired
     }
 
+    /// Why the watchdog kills the live worker, if it does.
+    enum Hang: Equatable {
+        /// Ready, and its heartbeat word has not moved for this long.
+        case silent(nanoseconds: UInt64)
+        /// Starting, and not restored within the start timeout.
+        case notRestored
+    }
+
+    /// The watchdog's count starts at `now`, from whatever the heartbeat word holds.
+    func startWatching(heartbeat: UInt64, now: UInt64) {
+        heartbeatSeen = heartbeat
+        heartbeatChangedAt = now
+    }
+
+    /// The watchdog's look at the live worker (`runTimers`), its slot's heartbeat word `heartbeat`:
+    /// a ready one is hung once the word has not moved for `watchdogNanoseconds`, one starting
+    /// once it has not restored `startTimeoutNanoseconds` after its spawn. Only whether the word
+    /// moves counts, timed by the supervisor's clock: a value written once (0, or one in the
+    /// future) and left there is no heartbeat. Notes the word when it moved.
+    func watch(heartbeat: UInt64, now: UInt64, watchdogNanoseconds: UInt64, startTimeoutNanoseconds: UInt64) -> Hang? {
+        guard lifecycle.state == .ready else {
+            guard readyAt == nil, now - spawnedAt > startTimeoutNanoseconds else { return nil }
+            return .notRestored
+        }
+        guard heartbeat == heartbeatSeen else {
+            startWatching(heartbeat: heartbeat, now: now)
+            return nil
+        }
+        guard now > heartbeatChangedAt, now - heartbeatChangedAt > watchdogNanoseconds else { return nil }
+        return .silent(nanoseconds: now - heartbeatChangedAt)
+    }
+
     /// Whether a `kill` waits for the window's restart.
     var waitsForRestart: Bool { readyWaiters.contains { if case .restart = $0 { true } else { false } } }
 
