@@ -244,49 +244,7 @@ extension Supervisor {
             // A client gone costs no conversion (a dump may be thousands of tabs).
             if let client = pending.client, control.isConnected(client) { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
         case .done(let done):
-            guard Limits.isValidCommandSeq(done.appliedSeq) else {
-                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
-                return
-            }
-            if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
-                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
-                return
-            }
-            window.seqs.apply(done.appliedSeq)
-            // A new tab's id above what `handle` reserved (the worker restored tabs with higher
-            // ids than any reply showed): recorded before the reply shows it, or not shown.
-            if done.hasTab {
-                window.seqs.showTab(done.tab)
-                if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
-                    if let client = pending.client {
-                        answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
-                    }
-                    return
-                }
-            }
-            var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
-            switch pending.kind {
-            case .scene(.background), .scene(.foreground):
-                dispatch(window.slot, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
-                result.state = window.state.description
-            case .scene(.disconnect):
-                // Answered when the worker has exited.
-                window.pending[reply.request] = pending
-                return
-            case .adoptionSave:
-                window.adoption?.savedSeq = done.appliedSeq
-                return
-            case .save(wait: true):
-                if let client = pending.client {
-                    window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
-                }
-                return
-            default:
-                break
-            }
-            if let client = pending.client { answer(client, .ok(result)) }
+            handleDone(done, request: reply.request, pending, window)
         case .none:
             if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
         case .part:
@@ -294,6 +252,54 @@ extension Supervisor {
             assertionFailure("a part reached handleReply")
             if let client = pending.client { answer(client, .failure(.software, "a reply part out of its assembly")) }
         }
+    }
+
+    /// A command done: its seq (and tab id) checked, recorded and shown, and its client answered
+    /// as what it asked decides.
+    func handleDone(_ done: CommandDone, request: UInt64, _ pending: Pending, _ window: Window) {
+        guard Limits.isValidCommandSeq(done.appliedSeq) else {
+            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            misbehaved(window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
+            return
+        }
+        if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
+            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            misbehaved(window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+            return
+        }
+        window.seqs.apply(done.appliedSeq)
+        // A new tab's id above what `handle` reserved (the worker restored tabs with higher
+        // ids than any reply showed): recorded before the reply shows it, or not shown.
+        if done.hasTab {
+            window.seqs.showTab(done.tab)
+            if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
+                if let client = pending.client {
+                    answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
+                }
+                return
+            }
+        }
+        var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
+        switch pending.kind {
+        case .scene(.background), .scene(.foreground):
+            dispatch(window.slot, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
+            result.state = window.state.description
+        case .scene(.disconnect):
+            // Answered when the worker has exited.
+            window.pending[request] = pending
+            return
+        case .adoptionSave:
+            window.adoption?.savedSeq = done.appliedSeq
+            return
+        case .save(wait: true):
+            if let client = pending.client {
+                window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
+            }
+            return
+        default:
+            break
+        }
+        if let client = pending.client { answer(client, .ok(result)) }
     }
 
     func finishDisconnect(_ slot: Int, cleanExit: Bool, description: String) {

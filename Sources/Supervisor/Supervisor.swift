@@ -105,7 +105,8 @@ public enum SupervisorError: Error, CustomStringConvertible {
 /// restarts, timers), `Supervisor+WorkerMessages` (stats, readiness, replies),
 /// `Supervisor+Control` (requests), `Supervisor+RootFiles` (`windows.order`, `handed-out`) and
 /// `Supervisor+Reports` (`status`, `stats`, `dump`). The parts with no process behind them are
-/// types of their own: `WindowLifecycle`, `RestartPolicy`, `WorkerProcess`, `ControlServer`.
+/// types of their own: `WindowController` (one per window, with its `SeqBook`), `WindowLifecycle`,
+/// `RestartPolicy`, `WorkerProcess`, `ControlServer`.
 public final class Supervisor {
     typealias ClientID = ControlServer.ClientID
 

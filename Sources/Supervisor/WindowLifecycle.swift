@@ -224,36 +224,10 @@ struct WindowLifecycle: Sendable, Equatable {
     }
 
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
+        if let actions = carriedTransition(event) { return actions }
         switch (state, event) {
-        case (_, .adoptionEnded):
-            // Also once gone: an adoption ends with its window's disconnect (`finishDisconnect`).
-            adopting = false
-            return []
         case (.gone, _):
             return violation(event)
-
-        case (_, .sceneChanged(let scene)):
-            self.scene = scene
-            return []
-        case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
-            kills.insert(.requested)
-            return []
-        case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
-            kills.remove(.requested)
-            return []
-        case (.starting, .watchdogFired), (.ready, .watchdogFired):
-            kills.insert(.watchdog)
-            return [.kill]
-        case (.starting, .misbehaved), (.ready, .misbehaved), (.disconnecting, .misbehaved):
-            // Killed once, not at every look until it is reaped.
-            return kills.insert(.misbehaved).inserted ? [.kill] : []
-        case (.starting, .probeAsked) where floorProbe == .needed:
-            floorProbe = .asked
-            return []
-        case (.starting, .floorsProbed) where floorProbe == .asked:
-            floorProbe = nil
-            kills.insert(.requested)
-            return [.kill]
 
         case (.reserved, .spawnBegan), (.restartPending, .spawnBegan):
             guard !stopping else { return violation(event) }
@@ -338,6 +312,43 @@ struct WindowLifecycle: Sendable, Equatable {
 
         default:
             return violation(event)
+        }
+    }
+
+    /// The rows that leave the state as it is and change only what it carries: the scene, the
+    /// kills, the floor probe, the adoption. Nil for any other pair, the main table's to judge.
+    private mutating func carriedTransition(_ event: Event) -> [Action]? {
+        switch (state, event) {
+        case (_, .adoptionEnded):
+            // Also once gone: an adoption ends with its window's disconnect (`finishDisconnect`).
+            adopting = false
+            return []
+        case (.gone, _):
+            return nil
+        case (_, .sceneChanged(let scene)):
+            self.scene = scene
+            return []
+        case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
+            kills.insert(.requested)
+            return []
+        case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
+            kills.remove(.requested)
+            return []
+        case (.starting, .watchdogFired), (.ready, .watchdogFired):
+            kills.insert(.watchdog)
+            return [.kill]
+        case (.starting, .misbehaved), (.ready, .misbehaved), (.disconnecting, .misbehaved):
+            // Killed once, not at every look until it is reaped.
+            return kills.insert(.misbehaved).inserted ? [.kill] : []
+        case (.starting, .probeAsked) where floorProbe == .needed:
+            floorProbe = .asked
+            return []
+        case (.starting, .floorsProbed) where floorProbe == .asked:
+            floorProbe = nil
+            kills.insert(.requested)
+            return [.kill]
+        default:
+            return nil
         }
     }
 
