@@ -109,7 +109,7 @@ extension Supervisor {
             // It cannot be waited for, so it cannot be watched: it goes, and is started again
             // (as when its pidfd could not be had), not polled again and again.
             logger.error("waitid on the worker's pidfd: \(error); killed", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
-            signalWorker(window, SIGKILL)
+            dispatch(slot, .reapFailed)
             workerDied(slot, description: "could not be waited for (\(error))")
             return
         }

@@ -377,7 +377,7 @@ public final class Supervisor {
             if window.lastStats.durableSeq < window.seqs.applied {
                 noteKeptUnsaved(window.id, "its worker did not finish saving in time")
             }
-            signalWorker(window, SIGKILL)
+            dispatch(window.slot, .shutdownDeadlinePassed)
         }
         shutdownDeadline = .max
     }

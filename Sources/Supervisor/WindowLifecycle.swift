@@ -31,6 +31,8 @@ import HostCoordination
 /// | starting, ready        | watchdogFired               | (same; the death says so)     | kill                    |
 /// | a live worker's state  | misbehaved                  | (same; nothing more it publishes is read) | kill (once) |
 /// | starting (probe needed) | probeAsked                 | (same; probe asked)           |                         |
+/// | a live worker's state  | reapFailed                  | (same; its death follows)     | kill                    |
+/// | a live worker's state (stopping) | shutdownDeadlinePassed | (same)                 | kill                    |
 /// | starting (probe asked) | floorsProbed                | (same; no probe; a requested kill) | kill               |
 /// | ready                  | shutdownBegan               | (same, stopping)              | sendShutdownDisconnect  |
 /// | starting, disconnecting(saving: false) | shutdownBegan | (same, stopping)           | terminate               |
@@ -111,6 +113,11 @@ struct WindowLifecycle: Sendable, Equatable {
         case floorsProbed
         /// The set-aside entry the window brought back was adopted for good or given back.
         case adoptionEnded
+        /// The worker's pidfd cannot be waited on: it cannot be watched, so it goes (its death
+        /// is handled at once, as a crash).
+        case reapFailed
+        /// Stopping, and the shutdown's deadline passed with the worker still running.
+        case shutdownDeadlinePassed
         case shutdownBegan
     }
 
@@ -336,6 +343,10 @@ struct WindowLifecycle: Sendable, Equatable {
             return []
         case (.starting, .watchdogFired), (.ready, .watchdogFired):
             kills.insert(.watchdog)
+            return [.kill]
+        case (.starting, .reapFailed), (.ready, .reapFailed), (.disconnecting, .reapFailed):
+            return [.kill]
+        case (_, .shutdownDeadlinePassed) where stopping && hasWorker:
             return [.kill]
         case (.starting, .misbehaved), (.ready, .misbehaved), (.disconnecting, .misbehaved):
             // Killed once, not at every look until it is reaped.

@@ -44,6 +44,8 @@ import Testing
         case .probeAsked: "probeAsked"
         case .floorsProbed: "floorsProbed"
         case .adoptionEnded: "adoptionEnded"
+        case .reapFailed: "reapFailed"
+        case .shutdownDeadlinePassed: "shutdownDeadlinePassed"
         case .shutdownBegan: "shutdownBegan"
         }
     }
@@ -54,7 +56,7 @@ import Testing
     static let events: [WindowLifecycle.Event] = [
         .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady, .workerDied(cleanExit: false, noFault: false), .setAsideDone,
         .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground), .killRequested,
-        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .shutdownBegan,
+        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .reapFailed, .shutdownDeadlinePassed, .shutdownBegan,
     ]
 
     /// The cells of the table whose header row is `header`, row by row.

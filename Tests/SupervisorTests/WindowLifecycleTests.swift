@@ -314,7 +314,7 @@ import Testing
             case .needed: [.probeAsked]
             case .asked: [.floorsProbed]
             }
-            choices = probe + [died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved]
+            choices = probe + [died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved, .reapFailed]
         case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved] + (life.stopping ? [.disconnectFailed] : [])
         case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested, .misbehaved] + (saving ? [.disconnectFailed] : [])
         case .restartPending: choices = life.stopping ? [.disconnectRequested, scene] : [.restartTimerFired, .restartTimerFired, .disconnectRequested, .shutdownBegan, scene]
@@ -322,6 +322,7 @@ import Testing
         case .gone: return nil
         }
         if life.killRequested { choices.append(.killAbandoned) }
+        if life.hasWorker, life.stopping { choices.append(.shutdownDeadlinePassed) }
         if life.adopting, random.next() % 8 == 0 { choices.append(.adoptionEnded) }
         return choices[Int(random.next() % UInt64(choices.count))]
     }
