@@ -26,7 +26,7 @@ extension Supervisor {
                 return answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
             }
             windows[slot]?.closingForGood = client
-            carryOut(step(slot, .disconnectRequested), slot, description: "closed for good")
+            dispatch(slot, .disconnectRequested, description: "closed for good")
             return
         }
         guard registry.isClosed(id) else {

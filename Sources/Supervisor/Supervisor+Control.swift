@@ -22,13 +22,12 @@ extension Supervisor {
     /// Puts what `kind` asks to the worker's ring, its reply awaited as `kind`. False when it
     /// cannot be sent now.
     func send(_ kind: Pending.Kind, to slot: Int, client: ClientID?) -> Bool {
-        guard var window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
+        guard let window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
         let request = takeRequestID()
         guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
             return false
         }
         window.pending[request] = Pending(client: client, kind: kind, failuresBefore: region.slot(slot).saveFailures)
-        windows[slot] = window
         doorbell.ring()
         return true
     }
@@ -80,20 +79,20 @@ extension Supervisor {
             kill(slot, KillRequest(signal: signal, wait: wait, aim: aim), client)
             return
         case .waitDurable(let seq):
-            let target = seq ?? window.appliedSeq
-            if let lost = window.lostSeqs.range(holding: target) {
-                answer(client, .failure(.temporary, Self.lostMessage(lost)))
+            let target = seq ?? window.seqs.applied
+            if let lost = window.seqs.lost.range(holding: target) {
+                answer(client, .failure(.temporary, Window.lostMessage(lost)))
                 return
             }
-            if target > max(window.appliedSeq, window.highestRepliedSeq) {
-                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(max(window.appliedSeq, window.highestRepliedSeq))"))
+            if target > window.seqs.highest {
+                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(window.seqs.highest)"))
                 return
             }
             if window.lastStats.durableSeq >= target {
-                answer(client, Self.durableAnswer(window, durable: window.lastStats.durableSeq, target: target))
+                answer(client, window.durableAnswer(durable: window.lastStats.durableSeq, target: target))
                 return
             }
-            if let refusal = Self.failedRestoreReply(window) {
+            if let refusal = window.failedRestoreReply {
                 answer(client, refusal)
                 return
             }
@@ -109,7 +108,7 @@ extension Supervisor {
             // Gone before it finished configuring (or while restarting): the worker is stopped
             // and a reservation that never configured is released.
             windows[slot]?.exitWaiters.append(client)
-            carryOut(step(slot, .disconnectRequested), slot, description: "stopped before it was ready")
+            dispatch(slot, .disconnectRequested, description: "stopped before it was ready")
             return
         case .tab(let command): kind = .tab(command)
         case .scene(let change): kind = .scene(change)
@@ -117,7 +116,7 @@ extension Supervisor {
         case .dump: kind = .dump
         }
         guard window.isReady else {
-            let refusal = kind.command == .save ? Self.failedRestoreReply(window) : nil
+            let refusal = kind.command == .save ? window.failedRestoreReply : nil
             answer(client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
@@ -136,7 +135,7 @@ extension Supervisor {
             return
         }
         if kind == .scene(.disconnect) {
-            carryOut(step(slot, .disconnectRequested), slot, description: "disconnected")
+            dispatch(slot, .disconnectRequested, description: "disconnected")
         }
     }
 
@@ -148,57 +147,19 @@ extension Supervisor {
     private func reserveSeq(for kind: Pending.Kind, _ window: Window, _ client: ClientID) -> Bool {
         guard kind.mayTakeSeq else { return true }
         let inFlight = window.pending.values.filter(\.kind.mayTakeSeq)
-        let base = max(window.appliedSeq, window.seqFloor) + UInt64(inFlight.count)
+        let base = max(window.seqs.applied, window.seqs.floor) + UInt64(inFlight.count)
         guard base < Limits.maxCommandSeq else {
             guard case .tab = kind else { return true }
-            answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(window.id)))
+            answer(client, .failure(.seqExhausted, Window.seqExhaustedMessage(window.id)))
             return false
         }
         let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
-        let needed = HandedOutCeiling(seq: base + 1, tab: min(window.highestTab + Int64(newTabs), Limits.maxWebStateID))
+        let needed = HandedOutCeiling(seq: base + 1, tab: min(window.seqs.tab + Int64(newTabs), Limits.maxWebStateID))
         if let failure = recordHandedOut(window, covering: needed) {
             answer(client, .failure(.ioError, "cannot record the seqs window \(window.id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
             return false
         }
         return true
-    }
-
-    /// A durable answer: the seq, and the seqs below it lost with a worker, which it does not cover.
-    static func durableReply(_ window: Window, durable: UInt64) -> DurableReply {
-        let lost = window.lostSeqs.ranges.filter { $0.lowerBound <= durable }.map(SeqRange.init)
-        return DurableReply(window: window.id.uuidString, durableSeq: durable, lostSeqs: lost.isEmpty ? nil : lost)
-    }
-
-    /// What a request waiting on a save (or on the window's restart) is answered while the
-    /// window's restore fails on storage (`Window.restoreFailedOnStorage`): 74 now, since a retry
-    /// meets the same storage. Nil otherwise. The window is restarted after its backoff and
-    /// saves once the storage answers.
-    static func failedRestoreReply(_ window: Window) -> ControlReply? {
-        window.restoreFailedOnStorage.map { storage in
-            .failure(
-                .ioError,
-                "window \(window.id) cannot save: \(storage); durable through \(window.lastStats.durableSeq) of \(window.appliedSeq); it is restarted after a backoff")
-        }
-    }
-
-    /// The answer to a durable wait for `target`, now durable through `durable`: exit 71 when a
-    /// command up to `target` has its effect only in an incognito Browser kept in memory only.
-    static func durableAnswer(_ window: Window, durable: UInt64, target: UInt64) -> ControlReply {
-        var reply = durableReply(window, durable: durable)
-        guard let since = window.memoryOnlySince, since <= target else { return .ok(reply) }
-        reply.memoryOnlySince = since
-        let memoryOnly = ControlReply.ok(reply)
-        guard memoryOnly.code == .ok else { return memoryOnly }
-        return ControlReply(
-            code: .memoryOnly,
-            error: "window \(window.id): commands from \(since) changed incognito tabs kept in memory only (the kernel keyring is refused), "
-                + "never durable: a kill loses them; the regular Browser is durable through \(durable)",
-            result: memoryOnly.result)
-    }
-
-    static func lostMessage(_ lost: ClosedRange<UInt64>) -> String {
-        "commands \(lost.lowerBound)…\(lost.upperBound) were lost with the worker that applied them (killed before they were durable); "
-            + "`dump` shows what the window holds"
     }
 
     /// What a `kill` asks (`WindowRequest.kill`), kept while an aimed one waits.
@@ -209,7 +170,7 @@ extension Supervisor {
     }
 
     func kill(_ slot: Int, _ request: KillRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
-        guard var window = windows[slot], window.isLive else {
+        guard let window = windows[slot], window.isLive else {
             answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
             return
         }
@@ -238,15 +199,13 @@ extension Supervisor {
                 window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
             return
         }
-        _ = step(&window, .killRequested)
+        dispatch(slot, .killRequested)
         if !request.wait {
-            windows[slot] = window
             answer(client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
             let wait = Self.killWaitNanoseconds + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
             window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNanoseconds() + wait))
-            windows[slot] = window
         }
     }
 

@@ -33,7 +33,7 @@ extension Supervisor {
                 savingSeq: exactInJSON(view.savingSeq),
                 heartbeatAgeMs: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
                 lastRecoveryMs: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
-                lostSeqs: window.lostSeqs.ranges.map(SeqRange.init),
+                lostSeqs: window.seqs.lost.ranges.map(SeqRange.init),
                 incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly ? "memory_only" : "sealed")
         }
         return StatusReply(

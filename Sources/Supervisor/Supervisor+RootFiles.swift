@@ -37,7 +37,7 @@ extension Supervisor {
         let current = handedOut[id] ?? .none
         let entry: HandedOutWindow
         do {
-            entry = HandedOutWindow(ceiling: try current.ceiling.covering(needed), lost: window.lostSeqs)
+            entry = HandedOutWindow(ceiling: try current.ceiling.covering(needed), lost: window.seqs.lost)
         } catch {
             return "\(error)"
         }
@@ -87,18 +87,11 @@ extension Supervisor {
     func retryHandedOut() {
         for window in windows.values.sorted(by: { $0.slot < $1.slot }) {
             let failuresBefore = handedOutRetry?.failures ?? 0
-            _ = recordHandedOut(window, covering: Self.shownCeiling(window))
+            _ = recordHandedOut(window, covering: window.shownCeiling)
             // Failed again: the backoff is set.
             if let retry = handedOutRetry, retry.failures > failuresBefore { return }
         }
         handedOutRetry = nil
-    }
-
-    /// The highest seq and tab id anything showed of `window` (its floor covers what a
-    /// supervisor before showed).
-    static func shownCeiling(_ window: Window) -> HandedOutCeiling {
-        HandedOutCeiling(
-            seq: max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq), tab: window.highestTab)
     }
 
     /// At a stop, when no reply can come any more: each open window's ceiling comes down to
@@ -108,7 +101,7 @@ extension Supervisor {
     func lowerHandedOutToShown() {
         var record = handedOut
         for window in windows.values where record[window.id] != nil {
-            record[window.id] = HandedOutWindow(ceiling: Self.shownCeiling(window), lost: window.lostSeqs)
+            record[window.id] = HandedOutWindow(ceiling: window.shownCeiling, lost: window.seqs.lost)
         }
         guard record != handedOut else { return }
         do {

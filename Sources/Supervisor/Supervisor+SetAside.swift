@@ -247,8 +247,8 @@ extension Supervisor {
 
     /// The adopted window restored and saved durably: the entry leaves `set-aside/` for good.
     func completeAdoption(_ slot: Int) {
-        guard let window = windows[slot], let adoption = window.adoption else { return }
-        windows[slot]?.adoption = nil
+        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
+        dispatch(slot, .adoptionEnded)
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: false)
             // Decided: the window's restore wrote the session again under its own key, so the
@@ -273,8 +273,8 @@ extension Supervisor {
     /// its entry, as it is now (a restore's repairs included), and the window goes. `why` is
     /// said to the one who asked.
     func abandonAdoption(_ slot: Int, why: String) {
-        guard let window = windows[slot], let adoption = window.adoption else { return }
-        windows[slot]?.adoption = nil
+        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
+        dispatch(slot, .adoptionEnded)
         var said = "entry \(adoption.entry) was not adopted: \(why); it is set aside again, as it was"
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: true)

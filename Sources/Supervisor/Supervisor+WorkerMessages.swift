@@ -20,71 +20,37 @@ extension Supervisor {
     func serviceWorkers() {
         repliesLeft = false
         for slot in windows.keys.sorted() {
-            guard var window = windows[slot] else { continue }
+            guard let window = windows[slot] else { continue }
             let view = region.slot(slot)
             guard !window.killedForMisbehaving else { continue }
             if window.isLive, let stats = view.readStats() {
                 if let violation = Self.violation(in: stats) {
-                    misbehaved(&window, violation)
-                    windows[slot] = window
+                    misbehaved(window, violation)
                     continue
                 }
-                Self.accept(stats, into: &window)
+                window.accept(stats)
             }
             let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
-            if justReady, window.floorProbe == nil { becameReady(&window) }
-            if drainReplies(&window, budget: .perTurn) { repliesLeft = true }
-            window.appliedSeq = max(window.appliedSeq, window.lastStats.appliedSeq)
+            if justReady, window.floorProbe == nil { becameReady(window) }
+            if drainReplies(window, budget: .perTurn) { repliesLeft = true }
+            window.seqs.apply(window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
-            assert(durable <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
+            assert(durable <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
             let failures = view.saveFailures
-            let failing = failures > 0 && window.lastStats.failingErrno != 0
-            var done: [DurableWaiter] = []
-            var failed: [DurableWaiter] = []
-            var waiting: [DurableWaiter] = []
-            for waiter in window.durableWaiters {
-                if waiter.seq <= durable {
-                    done.append(waiter)
-                } else if failing, failures > waiter.failuresBefore {
-                    failed.append(waiter)
-                } else {
-                    waiting.append(waiter)
-                }
-            }
-            window.durableWaiters = waiting
-            windows[slot] = window
+            let (done, failed) = window.takeDurableWaiters(durable: durable, saveFailures: failures, failing: failures > 0 && window.lastStats.failingErrno != 0)
             // A restarted background scene is told again, so its saves follow case 1.
             if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
-            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { windows[slot]?.floorProbe = .asked }
-            for waiter in done { answer(waiter.client, Self.durableAnswer(window, durable: durable, target: waiter.seq)) }
-            for waiter in failed { answer(waiter.client, .failure(.ioError, saveFailureMessage(window))) }
+            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { dispatch(slot, .probeAsked) }
+            for waiter in done { answer(waiter.client, window.durableAnswer(durable: durable, target: waiter.seq)) }
+            for waiter in failed { answer(waiter.client, .failure(.ioError, window.saveFailureMessage)) }
         }
-    }
-
-    /// Why a durable wait failed: what shared memory says of the window's failing saves.
-    func saveFailureMessage(_ window: Window) -> String {
-        let stats = window.lastStats
-        let error = Self.describeErrno(stats.failingErrno)
-        let browsers = BrowserKind.having(commitBits: stats.failingBrowsers).map(\.rawValue)
-        return "a save of window \(window.id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
-            + "durable through \(stats.durableSeq) of \(window.appliedSeq); the window retries by itself"
     }
 
     /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
     /// the supervisor would act on.
     func checkedStats(_ view: WindowSlot) -> WorkerStats? {
         view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
-    }
-
-    /// Takes a worker's checked stats as the window's latest. The first memory-only seq is kept
-    /// across the window's workers: those changes are gone with the one that held them, and no
-    /// durable answer may cover them (`durableAnswer`), whichever read saw the word first.
-    static func accept(_ stats: WorkerStats, into window: inout Window) {
-        assert(violation(in: stats) == nil, "only checked stats are accepted")
-        window.lastStats = stats
-        guard stats.memoryOnlySince != 0 else { return }
-        window.memoryOnlySince = min(window.memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince)
     }
 
     /// What makes a dump impossible, if anything: numbers a client's tools compute with are
@@ -115,63 +81,40 @@ extension Supervisor {
     /// A worker broke the protocol: it is killed, and its death is handled as a crash (before
     /// ready, a failed start: repeated, the window is set aside). The supervisor trusts nothing
     /// of it meanwhile.
-    func misbehaved(_ window: inout Window, _ violation: String) {
+    func misbehaved(_ window: Window, _ violation: String) {
         guard window.isLive, !window.killedForMisbehaving else { return }
         logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
-        window.killedForMisbehaving = true
-        signalWorker(window, SIGKILL)
+        dispatch(window.slot, .misbehaved)
     }
 
     func noteKeptUnsaved(_ window: UUID, _ reason: String) {
         keptUnsaved.append((window, reason))
     }
 
-    func becameReady(_ window: inout Window) {
+    func becameReady(_ window: Window) {
         let now = monotonicNanoseconds()
         let view = region.slot(window.slot)
         assert(window.worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
         window.readyAt = now
         window.restoreFailedOnStorage = nil
-        // The watchdog's count starts now, from whatever the word holds (`runTimers`).
-        window.heartbeatSeen = view.heartbeat
-        window.heartbeatChangedAt = now
-        _ = step(&window, .becameReady)
-        if let stats = view.readStats(), Self.violation(in: stats) == nil { Self.accept(stats, into: &window) }
-        // What it restored: below the seqs the last worker applied if it lost them (the floor
-        // keeps them from being handed out again).
-        window.appliedSeq = window.lastStats.appliedSeq
-        assert(window.lastStats.durableSeq <= window.appliedSeq, "stats are accepted only with durable ≤ applied (`violation`)")
-        // What a window restores is durable: a lost range holding it is no range this host
-        // recorded (lost seqs lie above what was restored when they were lost, and everything
-        // saved since is above them), but a crafted or mixed-up `handed-out`; believed, it made
-        // acknowledged commands answer 75 (hostile round 5).
-        if window.appliedSeq > 0, let contradicted = window.lostSeqs.range(holding: window.appliedSeq) {
-            if window.adoption != nil {
-                // A session adopted back under its UUID, which restarted empty after the set-aside
-                // and so named every seq it had shown lost, in one range with the seqs lost
-                // before: only the seq restored is durable for sure, and the others stay lost
-                // (saying a durable seq is lost is safe; the reverse never is).
-                window.lostSeqs.remove(seq: window.appliedSeq)
-            } else {
-                window.lostSeqs.remove(contradicted)
-            }
+        window.startWatching(heartbeat: view.heartbeat, now: now)
+        dispatch(window.slot, .becameReady)
+        if let stats = view.readStats(), Self.violation(in: stats) == nil { window.accept(stats) }
+        let (contradicted, lostAboveRestored) = window.restored()
+        if let contradicted {
             let believed = window.adoption != nil ? "only that seq is taken out (an adopted session)" : "not believed"
             logger.error(
                 "lost seqs \(contradicted.lowerBound)…\(contradicted.upperBound) hold the seq the window restored: \(believed)",
-                metadata: ["window": "\(window.id)", "seq": "\(window.appliedSeq)"])
+                metadata: ["window": "\(window.id)", "seq": "\(window.seqs.applied)"])
         }
         // Seqs a client may have seen above what it restored named commands lost with the last
         // worker: waits for them end here (a wait asked while no worker ran still had the dead
         // one's seq, and waited for a save that never comes), and no durable answer covers them.
-        if window.seqFloor > window.appliedSeq {
-            let lost = (window.appliedSeq + 1)...window.seqFloor
-            window.lostSeqs.insert(lost)
+        if let lost = lostAboveRestored {
             // Kept for the supervisors after this one (a failed write is logged; the next one,
             // at the window's next raise of its ceiling, carries them).
             _ = recordHandedOut(window)
-            let stale = window.durableWaiters.filter { $0.seq > window.appliedSeq }
-            window.durableWaiters.removeAll { $0.seq > window.appliedSeq }
-            for waiter in stale { answer(waiter.client, .failure(.temporary, Self.lostMessage(lost))) }
+            for waiter in window.takeDurableWaiters(above: window.seqs.applied) { answer(waiter.client, .failure(.temporary, Window.lostMessage(lost))) }
         }
         if let died = window.diedAt {
             window.lastRecoveryNanoseconds = now - died
@@ -184,7 +127,7 @@ extension Supervisor {
             saveOrder()
             if initialScenesPending > 0 { initialScenesPending -= 1 }
         }
-        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.appliedSeq)"])
+        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.seqs.applied)"])
         let waiters = window.readyWaiters
         window.readyWaiters = []
         for waiter in waiters {
@@ -202,23 +145,19 @@ extension Supervisor {
     /// What the probing worker restored sets the window's floors a `fallbackJump` above it, kept
     /// in `handed-out`; the worker is then replaced (a requested kill: no failed start counted)
     /// by one numbering above them, whose `becameReady` names the jump lost.
-    func probeFloors(_ dump: WindowDump, _ window: inout Window) {
+    func probeFloors(_ dump: WindowDump, _ window: Window) {
         let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
         guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
-            misbehaved(&window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+            misbehaved(window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
             return
         }
         let jump = HandedOutCeiling.fallbackJump
-        window.seqFloor = min(max(window.seqFloor, dump.appliedSeq).saturatingAdd(jump), Limits.maxCommandSeq)
-        // Both at most 2^53 - 1: the sum cannot overflow.
-        window.highestTab = min(max(window.highestTab, tabs.max() ?? 0) + Int64(jump), Limits.maxWebStateID)
-        window.floorProbe = nil
-        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqFloor, tab: window.highestTab))
+        window.seqs.jumpFloors(restoredSeq: dump.appliedSeq, restoredTab: tabs.max() ?? 0, by: jump)
+        _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqs.floor, tab: window.seqs.tab))
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
-            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqFloor)", "tab_floor": "\(window.highestTab)"])
-        _ = step(&window, .killRequested)
-        signalWorker(window, SIGKILL)
+            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
+        dispatch(window.slot, .floorsProbed)
     }
 
     /// What one window's replies may cost one turn of the loop: past either bound the rest
@@ -239,7 +178,7 @@ extension Supervisor {
     /// answered (`pending` holds every request sent to the worker now serving and not yet
     /// answered: its ring starts empty, and its predecessor's are answered at its death), is a
     /// protocol violation.
-    func drainReplies(_ window: inout Window, budget: ReplyBudget) -> Bool {
+    func drainReplies(_ window: Window, budget: ReplyBudget) -> Bool {
         let ring = region.slot(window.slot).replyRing
         var (replies, bytesRead) = (0, 0)
         while replies < budget.replies, bytesRead < budget.bytes {
@@ -249,13 +188,13 @@ extension Supervisor {
                 bytes = next
             } catch {
                 // Killed once (not on every turn until it is reaped), its death handled as a crash.
-                misbehaved(&window, "reply ring corrupt: \(error)")
+                misbehaved(window, "reply ring corrupt: \(error)")
                 return false
             }
             replies += 1
             bytesRead += bytes.count
             guard let message = try? WorkerReply(serializedBytes: bytes) else {
-                misbehaved(&window, "a reply of \(bytes.count) bytes that does not decode")
+                misbehaved(window, "a reply of \(bytes.count) bytes that does not decode")
                 return false
             }
             let reply: WorkerReply
@@ -263,23 +202,21 @@ extension Supervisor {
                 guard let whole = try window.assembly.take(message, pending: window.pending[message.request] != nil) else { continue }
                 reply = whole
             } catch {
-                misbehaved(&window, "\(error)")
+                misbehaved(window, "\(error)")
                 return false
             }
             guard let pending = window.pending.removeValue(forKey: reply.request) else {
-                misbehaved(&window, "a reply to request \(reply.request), which it was not sent or has answered")
+                misbehaved(window, "a reply to request \(reply.request), which it was not sent or has answered")
                 return false
             }
-            handleReply(reply, pending, &window)
+            handleReply(reply, pending, window)
         }
         return true
     }
 
-    func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: inout Window) {
+    func handleReply(_ reply: WorkerReply, _ pending: Pending, _ window: Window) {
         switch reply.outcome {
         case .failure(let failure) where pending.kind.isDisconnect:
-            // The worker could not save and goes on serving: so does the window (killed if stopping).
-            let actions = step(&window, .disconnectFailed)
             logger.error(
                 "disconnect failed: the window goes on serving with its unsaved changes",
                 metadata: ["window": "\(window.id)", "error": "\(failure.message)"])
@@ -287,7 +224,8 @@ extension Supervisor {
                 // Stopping anyway: the worker goes, and the exit status says what was lost.
                 noteKeptUnsaved(window.id, failure.message)
             }
-            if actions.contains(.kill) { signalWorker(window, SIGKILL) }
+            // The worker could not save and goes on serving: so does the window (killed if stopping).
+            dispatch(window.slot, .disconnectFailed, description: "could not save for its disconnect")
             if let client = pending.client {
                 answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
             }
@@ -298,59 +236,17 @@ extension Supervisor {
         case .failure(let failure):
             if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
         case .dump(let dump) where pending.kind == .floorProbe:
-            probeFloors(dump, &window)
+            probeFloors(dump, window)
         case .dump(let dump):
             if let violation = Self.violation(in: dump) {
                 if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, violation)
+                misbehaved(window, violation)
                 return
             }
             // A client gone costs no conversion (a dump may be thousands of tabs).
             if let client = pending.client, control.isConnected(client) { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
         case .done(let done):
-            guard Limits.isValidCommandSeq(done.appliedSeq) else {
-                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
-                return
-            }
-            if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
-                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
-                misbehaved(&window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
-                return
-            }
-            window.appliedSeq = max(window.appliedSeq, done.appliedSeq)
-            // A new tab's id above what `handle` reserved (the worker restored tabs with higher
-            // ids than any reply showed): recorded before the reply shows it, or not shown.
-            if done.hasTab {
-                window.highestTab = max(window.highestTab, done.tab)
-                if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
-                    if let client = pending.client {
-                        answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
-                    }
-                    return
-                }
-            }
-            var result = CommandReply(window: window.id.uuidString, seq: window.shownSeq(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
-            switch pending.kind {
-            case .scene(.background), .scene(.foreground):
-                _ = step(&window, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
-                result.state = window.state.description
-            case .scene(.disconnect):
-                // Answered when the worker has exited.
-                window.pending[reply.request] = pending
-                return
-            case .adoptionSave:
-                window.adoption?.savedSeq = done.appliedSeq
-                return
-            case .save(wait: true):
-                if let client = pending.client {
-                    window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
-                }
-                return
-            default:
-                break
-            }
-            if let client = pending.client { answer(client, .ok(result)) }
+            handleDone(done, request: reply.request, pending, window)
         case .none:
             if let client = pending.client { answer(client, .failure(.software, "an empty reply from the worker")) }
         case .part:
@@ -358,6 +254,54 @@ extension Supervisor {
             assertionFailure("a part reached handleReply")
             if let client = pending.client { answer(client, .failure(.software, "a reply part out of its assembly")) }
         }
+    }
+
+    /// A command done: its seq (and tab id) checked, recorded and shown, and its client answered
+    /// as what it asked decides.
+    func handleDone(_ done: CommandDone, request: UInt64, _ pending: Pending, _ window: Window) {
+        guard Limits.isValidCommandSeq(done.appliedSeq) else {
+            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            misbehaved(window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
+            return
+        }
+        if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
+            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            misbehaved(window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
+            return
+        }
+        window.seqs.apply(done.appliedSeq)
+        // A new tab's id above what `handle` reserved (the worker restored tabs with higher
+        // ids than any reply showed): recorded before the reply shows it, or not shown.
+        if done.hasTab {
+            window.seqs.showTab(done.tab)
+            if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
+                if let client = pending.client {
+                    answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
+                }
+                return
+            }
+        }
+        var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
+        switch pending.kind {
+        case .scene(.background), .scene(.foreground):
+            dispatch(window.slot, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
+            result.state = window.state.description
+        case .scene(.disconnect):
+            // Answered when the worker has exited.
+            window.pending[request] = pending
+            return
+        case .adoptionSave:
+            window.adoption?.savedSeq = done.appliedSeq
+            return
+        case .save(wait: true):
+            if let client = pending.client {
+                window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
+            }
+            return
+        default:
+            break
+        }
+        if let client = pending.client { answer(client, .ok(result)) }
     }
 
     func finishDisconnect(_ slot: Int, cleanExit: Bool, description: String) {
@@ -385,7 +329,7 @@ extension Supervisor {
         evictClosedWindows()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
         let reply: ControlReply = cleanExit
-            ? .ok(CommandReply(window: window.id.uuidString, seq: max(window.appliedSeq, window.highestRepliedSeq)))
+            ? .ok(CommandReply(window: window.id.uuidString, seq: window.seqs.highest))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }
         for client in window.exitWaiters { answer(client, reply) }

@@ -24,20 +24,15 @@ extension Supervisor {
 
     /// Takes `slot` for window `id`, reserved, and spawns its worker.
     func openWindow(_ id: UUID, slot: Int, waiter: ClientID? = nil, adoption: Adoption? = nil) {
-        var window = Window(id: id, slot: slot, lifecycle: WindowLifecycle(policy: configuration.restartPolicy), reservedAt: monotonicNanoseconds())
-        window.adoption = adoption
         // What a supervisor before may have handed out: its first worker numbers above it, and
-        // `becameReady` names what it did not restore lost, beside what was lost before.
-        if let record = handedOut[id] {
-            window.seqFloor = record.ceiling.seq
-            window.highestTab = record.ceiling.tab
-            window.lostSeqs = record.lost
-        } else if handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false {
-            // No ceilings to trust for seqs the window may have shown: a damaged `handed-out`,
-            // or a session adopted back under its UUID whose record is gone (a root of a version
-            // before). Its first worker only says what it restored (`probeFloors`).
-            window.floorProbe = .needed
-        }
+        // `becameReady` names what it did not restore lost, beside what was lost before. With
+        // no ceilings to trust for seqs the window may have shown (a damaged `handed-out`, or a
+        // session adopted back under its UUID whose record is gone: a root of a version
+        // before), its first worker only says what it restored (`probeFloors`).
+        let record = handedOut[id]
+        let probing = record == nil && (handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false)
+        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(), probingFloors: probing, adoption: adoption)
+        if let record { window.seqs = SeqBook(handedOut: record) }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
         region.slot(slot).resetWorkerFields(keepingCounters: false)
@@ -47,27 +42,19 @@ extension Supervisor {
     }
 
     func spawn(_ slot: Int) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         let view = region.slot(slot)
         // Every seq a client may have seen: replied, or shown by `status` (the dead worker's
         // last words included, read when it died).
-        window.seqFloor = max(window.seqFloor, window.highestRepliedSeq, window.appliedSeq, window.lastStats.appliedSeq)
-        window.generation += 1
-        // A probe that died unanswered is asked of the next worker.
-        if window.floorProbe == .asked { window.floorProbe = .needed }
-        window.readyAt = nil
-        window.killedForMisbehaving = false
-        window.killedByWatchdog = false
+        window.prepareSpawn()
         view.resetWorkerFields(keepingCounters: true)
         view.generation = window.generation
         view.windowID = window.id
-        _ = step(&window, .spawnBegan)
-        assert(window.worker == nil, "a window has one worker at a time")
-        assert(window.appliedSeq <= window.seqFloor && window.lastStats.durableSeq <= window.seqFloor, "applied < the next seq a worker may take: the new worker numbers above every seq applied")
+        dispatch(slot, .spawnBegan)
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqFloor, tabFloor: window.highestTab, compactAfterRecords: configuration.compactAfterRecords,
+            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab, compactAfterRecords: configuration.compactAfterRecords,
             inBackground: window.inBackground)
         let spawnStart = monotonicNanoseconds()
         let worker: WorkerProcess
@@ -77,15 +64,13 @@ extension Supervisor {
                 launch, executable: configuration.executable,
                 inheriting: [.slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock])
         } catch {
-            windows[slot] = window
             startFailed(slot, error.call, error.errno)
             return
         }
         window.worker = worker
-        _ = step(&window, .spawned)
+        dispatch(slot, .spawned)
         window.spawnedAt = monotonicNanoseconds()
         view.pid = worker.pid
-        windows[slot] = window
         logger.info(
             "worker spawned",
             metadata: [
@@ -98,14 +83,14 @@ extension Supervisor {
     /// memory or processes (`RestartPolicy.isShortage`) the start is tried again after a
     /// backoff and counts nothing against the window; any other failure is a failed start.
     func startFailed(_ slot: Int, _ call: String, _ error: Errno) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         guard RestartPolicy.isShortage(error) else {
             logger.error("spawn failed", metadata: ["window": "\(window.id)", "call": "\(call)", "error": "\(error)"])
             workerDied(slot, description: "not spawned: \(call): \(error)", spawned: false)
             return
         }
         let now = monotonicNanoseconds()
-        _ = step(&window, .spawnFailed(shortage: true))
+        dispatch(slot, .spawnFailed(shortage: true))
         let delay = (window.restartAt ?? now) &- now
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
@@ -113,7 +98,6 @@ extension Supervisor {
                 "window": "\(window.id)", "call": "\(call)", "error": "\(error)", "attempt": "\(window.history.shortages)",
                 "retry_ms": "\(delay / 1_000_000)",
             ])
-        windows[slot] = window
     }
 
     /// The worker's pidfd is readable: it has ended, and is reaped.
@@ -127,7 +111,7 @@ extension Supervisor {
             // It cannot be waited for, so it cannot be watched: it goes, and is started again
             // (as when its pidfd could not be had), not polled again and again.
             logger.error("waitid on the worker's pidfd: \(error); killed", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
-            signalWorker(window, SIGKILL)
+            dispatch(slot, .reapFailed)
             workerDied(slot, description: "could not be waited for (\(error))")
             return
         }
@@ -155,14 +139,15 @@ extension Supervisor {
     /// started again after the shortage backoff, and the death counts for nothing. Not
     /// `spawned`: the worker could not be started, for a reason that is no shortage.
     func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
-        guard var window = windows[slot] else { return }
+        guard let window = windows[slot] else { return }
         window.worker?.close()
-        window.worker = nil
         // What the dead worker left behind goes first: nothing of it writes into its ring
-        // while it is read, or into the slot of the worker started next.
+        // while it is read, or into the slot of the worker started next. Its pid is still the
+        // window's while strays are looked for: no stray of it, even unreaped.
         killStrays(cameFrom: window.id, waitingUpTo: Self.strayExitWaitNanoseconds)
+        window.worker = nil
         // Everything it answered before it died, but no more than its ring holds at once.
-        _ = drainReplies(&window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
+        _ = drainReplies(window, budget: ReplyBudget(replies: .max, bytes: region.slot(slot).replyRing.capacity))
         // A reply it left in parts is never completed: its request is answered below.
         window.assembly = ReplyAssembly()
         let now = monotonicNanoseconds()
@@ -170,7 +155,7 @@ extension Supervisor {
             if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
-        let failedRestore = Self.failedRestoreReply(window)
+        let failedRestore = window.failedRestoreReply
         for waiter in window.durableWaiters {
             answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
@@ -188,16 +173,24 @@ extension Supervisor {
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
-            Self.accept(stats, into: &window)
+            window.accept(stats)
         }
-        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.appliedSeq,
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.seqs.applied,
             !keptUnsaved.contains(where: { $0.window == window.id })
         {
-            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.appliedSeq) applied and \(window.lastStats.durableSeq) durable")
+            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.seqs.applied) applied and \(window.lastStats.durableSeq) durable")
         }
         let diedBeforeReady = window.readyAt == nil
         let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
-        let actions = step(&window, spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false), now: now)
+        let event: WindowLifecycle.Event = spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false)
+        dispatch(slot, event, description: description, now: now) { actions in
+            self.noteDeath(window, actions, description: description, reason: reason, spawned: spawned, beforeReady: diedBeforeReady, now: now)
+        }
+    }
+
+    /// Says what a worker's death led to (`workerDied`), before it is carried out: when its
+    /// window restarts, or nothing when it goes or the supervisor stops.
+    private func noteDeath(_ window: Window, _ actions: [WindowLifecycle.Action], description: String, reason: RestartReason, spawned: Bool, beforeReady diedBeforeReady: Bool, now: UInt64) {
         switch window.lifecycle.state {
         case .restartPending(let at, let wait):
             window.diedAt = now
@@ -215,85 +208,73 @@ extension Supervisor {
             // Disconnecting, or stopping: no restart.
             break
         }
-        windows[slot] = window
-        carryOut(actions, slot, description: description)
     }
 
-    /// Feeds `window`'s lifecycle `event` and shows where it leads in the window's slot; the
-    /// caller carries out the actions returned (`carryOut`), after storing the window.
-    func step(_ window: inout Window, _ event: WindowLifecycle.Event, now: UInt64? = nil) -> [WindowLifecycle.Action] {
-        let actions = window.lifecycle.handle(event, now: now ?? monotonicNanoseconds())
-        // A window gone frees its slot (`finishDisconnect`).
-        if window.lifecycle.state != .gone { region.slot(window.slot).state = window.lifecycle.shown }
-        return actions
-    }
-
-    /// `step` for the window in `slot`, stored again before anything is carried out.
-    func step(_ slot: Int, _ event: WindowLifecycle.Event) -> [WindowLifecycle.Action] {
-        guard var window = windows[slot] else { return [] }
-        let actions = step(&window, event)
-        windows[slot] = window
-        return actions
-    }
-
-    /// Does what the window's lifecycle decided. `description`: how its worker went, for the
-    /// messages that say so.
-    func carryOut(_ actions: [WindowLifecycle.Action], _ slot: Int, description: String) {
-        for action in actions {
+    /// Feeds the lifecycle of the window in `slot` `event`, shows where it leads in the window's
+    /// slot, and carries out every action it returns, then what those lead to (a set-aside's
+    /// outcome is an event of its own), until nothing is left: the one way a window's
+    /// lifecycle moves, as s6-supervise's loop dispatches. `description`: how its worker went,
+    /// for the messages that say so. `noting` sees the first event's actions before any is
+    /// carried out (a death's log line says what comes next).
+    func dispatch(
+        _ slot: Int, _ event: WindowLifecycle.Event, description: String = "", now: UInt64? = nil,
+        noting: ([WindowLifecycle.Action]) -> Void = { _ in }
+    ) {
+        var events = [event]
+        // Why the last set-aside failed, for the `reportCannotStart` its failure returns.
+        var cannotStart = ""
+        var first = true
+        while !events.isEmpty {
+            let event = events.removeFirst()
             guard let window = windows[slot] else { return }
-            switch action {
-            case .spawn:
-                spawn(slot)
-            case .setAside:
-                let reason = "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
-                if window.adoption != nil {
-                    // An adopted session that still does not start goes back to its entry, and
-                    // the window it was to be goes.
-                    abandonAdoption(slot, why: reason)
-                    carryOut(step(slot, .disconnectRequested), slot, description: description)
-                    continue
-                }
-                guard let failure = setAside(slot, reason: reason) else {
-                    carryOut(step(slot, .setAsideDone), slot, description: description)
-                    continue
-                }
-                for case .reportCannotStart(let retry) in step(slot, .setAsideFailed) {
+            let actions = window.handle(event, now: first ? now ?? monotonicNanoseconds() : monotonicNanoseconds())
+            assert((window.adoption != nil) == window.lifecycle.adopting, "an adoption's data lives as long as the lifecycle adopts")
+            // A window gone frees its slot (`finishDisconnect`).
+            if window.lifecycle.state != .gone { region.slot(slot).state = window.lifecycle.shown }
+            if first { noting(actions) }
+            first = false
+            for action in actions {
+                guard let window = windows[slot] else { return }
+                switch action {
+                case .spawn:
+                    spawn(slot)
+                case .setAside:
+                    let reason = setAsideReason(description)
+                    if let failure = setAside(slot, reason: reason) {
+                        events.append(.setAsideFailed)
+                        cannotStart = "\(reason); \(failure)"
+                    } else {
+                        events.append(.setAsideDone)
+                    }
+                case .abandonAdoption:
+                    abandonAdoption(slot, why: setAsideReason(description))
+                    events.append(.disconnectRequested)
+                case .reportCannotStart(let retry):
                     // Whoever waits for it to connect is told why instead of waiting for good.
-                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(reason); \(failure); retried every \(retry / 1_000_000_000) s"))
+                    assert(!cannotStart.isEmpty, "reportCannotStart follows only a failed set-aside")
+                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(cannotStart); retried every \(retry / 1_000_000_000) s"))
+                case .finishDisconnect(let clean):
+                    finishDisconnect(slot, cleanExit: clean, description: description)
+                case .kill:
+                    signalWorker(window, SIGKILL)
+                case .terminate:
+                    signalWorker(window, SIGTERM)
+                case .sendShutdownDisconnect:
+                    _ = send(.shutdownDisconnect, to: slot, client: nil)
                 }
-            case .reportCannotStart:
-                assertionFailure("reportCannotStart follows only setAsideFailed, carried out with it")
-            case .finishDisconnect(let clean):
-                finishDisconnect(slot, cleanExit: clean, description: description)
-            case .kill:
-                signalWorker(window, SIGKILL)
-            case .terminate:
-                signalWorker(window, SIGTERM)
-            case .sendShutdownDisconnect:
-                _ = send(.shutdownDisconnect, to: slot, client: nil)
             }
         }
     }
 
-    /// Why a window at `Limits.maxCommandSeq` refuses a tab command, and what to do instead:
-    /// no seq is renumbered (nothing could prove a renumbered window loses nothing).
-    static func seqExhaustedMessage(_ window: UUID) -> String {
-        "window \(window) has reached the highest command seq (\(Limits.maxCommandSeq)), which no window reaches by use "
-            + "(its files were crafted or damaged): it takes no more tab commands, and retrying will not help. Its tabs "
-            + "still read (ctl dump) and save; to go on, open them in a new window (ctl connect, then ctl open for each "
-            + "URL ctl dump lists) and disconnect this one"
+    /// Why a window's session is set aside (or an adopted one given back): `description`, how
+    /// its last worker went.
+    private func setAsideReason(_ description: String) -> String {
+        "the worker died \(configuration.restartPolicy.failedStartLimit) times in a row while restoring (last: \(description))"
     }
 
     func answerConnectWaiters(_ slot: Int, _ reply: ControlReply) {
-        guard var window = windows[slot] else { return }
-        var connecting: [ClientID] = []
-        window.readyWaiters.removeAll { waiter in
-            guard case .connect(let client) = waiter else { return false }
-            connecting.append(client)
-            return true
-        }
-        windows[slot] = window
-        for client in connecting { answer(client, reply) }
+        guard let window = windows[slot] else { return }
+        for client in window.takeConnectWaiters() { answer(client, reply) }
     }
 
     /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
@@ -330,27 +311,22 @@ extension Supervisor {
             // Between events: a worker's death moves its window out of `.ready` (`workerDied`).
             assert(window.lifecycle.state != .ready || window.isLive, "a ready window has a live pidfd")
             if let at = window.restartAt, at <= now {
-                carryOut(step(slot, .restartTimerFired), slot, description: "restart")
+                dispatch(slot, .restartTimerFired, description: "restart")
                 continue
             }
             guard window.isLive, window.state != .disconnecting else { continue }
-            if window.isReady {
-                // Only whether the word moves counts, timed by the supervisor's clock: a value
-                // written once (0, or one in the future) and left there is no heartbeat.
-                let heartbeat = region.slot(slot).heartbeat
-                if heartbeat != window.heartbeatSeen {
-                    windows[slot]?.heartbeatSeen = heartbeat
-                    windows[slot]?.heartbeatChangedAt = now
-                } else if now > window.heartbeatChangedAt, now - window.heartbeatChangedAt > configuration.watchdogMilliseconds * 1_000_000 {
-                    logger.error(
-                        "worker hung: no heartbeat for \((now - window.heartbeatChangedAt) / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
-                    windows[slot]?.killedByWatchdog = true
-                    signalWorker(window, SIGKILL)
-                }
-            } else if window.readyAt == nil, now - window.spawnedAt > configuration.startTimeoutMilliseconds * 1_000_000 {
+            let hang = window.watch(
+                heartbeat: region.slot(slot).heartbeat, now: now, watchdogNanoseconds: configuration.watchdogMilliseconds * 1_000_000,
+                startTimeoutNanoseconds: configuration.startTimeoutMilliseconds * 1_000_000)
+            switch hang {
+            case .silent(let quiet)?:
+                logger.error("worker hung: no heartbeat for \(quiet / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                dispatch(slot, .watchdogFired)
+            case .notRestored?:
                 logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
-                windows[slot]?.killedByWatchdog = true
-                signalWorker(window, SIGKILL)
+                dispatch(slot, .watchdogFired)
+            case nil:
+                break
             }
         }
     }
@@ -359,27 +335,20 @@ extension Supervisor {
     /// restart is coming. A worker that did die is waited for until it is ready again.
     func expireKillWaiters(_ now: UInt64) {
         for slot in windows.keys.sorted() {
-            guard var window = windows[slot], !window.readyWaiters.isEmpty else { continue }
-            var expired = false
-            let (id, pid, isLive) = (window.id, window.pid, window.isLive)
-            window.readyWaiters.removeAll { waiter in
-                guard case .restart(let client, let oldPID, _, let signal, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
-                else { return false }
+            guard let window = windows[slot], !window.readyWaiters.isEmpty else { continue }
+            let expired = window.takeExpiredKillWaiters(now: now)
+            for case .restart(let client, let oldPID, _, let signal, _) in expired {
                 answer(
                     client,
                     .failure(
                         .temporary,
-                        "the worker \(oldPID) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
+                        "the worker \(oldPID) of window \(window.id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
                     ))
-                expired = true
-                return true
             }
-            guard expired else { continue }
-            if !window.readyWaiters.contains(where: { if case .restart = $0 { true } else { false } }) {
+            if !expired.isEmpty, !window.waitsForRestart {
                 // The kill did not happen: a later death is the window's own again.
-                _ = step(&window, .killAbandoned)
+                dispatch(slot, .killAbandoned)
             }
-            windows[slot] = window
         }
     }
 
@@ -454,7 +423,7 @@ extension Supervisor {
                 windows[slot]?.closingForGood = nil
                 answer(client, .failure(.temporary, "shutting down before the close ended: the window stays, whole"))
             }
-            carryOut(step(slot, .shutdownBegan), slot, description: "shutdown")
+            dispatch(slot, .shutdownBegan, description: "shutdown")
         }
     }
 }

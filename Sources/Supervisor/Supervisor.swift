@@ -107,156 +107,15 @@ public enum SupervisorError: Error, CustomStringConvertible {
 /// restarts, timers), `Supervisor+WorkerMessages` (stats, readiness, replies),
 /// `Supervisor+Control` (requests), `Supervisor+RootFiles` (`windows.order`, `handed-out`) and
 /// `Supervisor+Reports` (`status`, `stats`, `dump`). The parts with no process behind them are
-/// types of their own: `WindowLifecycle`, `RestartPolicy`, `WorkerProcess`, `ControlServer`.
+/// types of their own: `WindowController` (one per window, with its `SeqBook`), `WindowLifecycle`,
+/// `RestartPolicy`, `WorkerProcess`, `ControlServer`.
 public final class Supervisor {
     typealias ClientID = ControlServer.ClientID
 
-    struct Window {
-        let id: UUID
-        let slot: Int
-        /// Its state, restarts and deaths: the only place either changes (`step`).
-        var lifecycle: WindowLifecycle
-        var configured = false
-        /// The worker serving it, from its spawn until its death is handled (`workerDied`).
-        var worker: WorkerProcess?
-        var generation: UInt32 = 0
-        var spawnedAt: UInt64 = 0
-        var readyAt: UInt64?
-        var reservedAt: UInt64
-        var diedAt: UInt64?
-        var lastRecoveryNanoseconds: UInt64?
-        /// The window's seq as its worker holds it (replies, shared memory): what durable waits
-        /// wait for. A restarted worker's is the seq it restored.
-        var appliedSeq: UInt64 = 0
-        /// The highest seq a reply showed: no reply shows a lower one (`shownSeq`).
-        var highestRepliedSeq: UInt64 = 0
-        /// The seq floor the worker now serving was given (`WorkerFloor`): it numbers changes
-        /// above it. Raised at each spawn to every seq a client may have seen; the first worker
-        /// a supervisor starts gets the window's `handed-out` ceiling, above every seq a dead
-        /// supervisor may have shown.
-        var seqFloor: UInt64 = 0
-        /// The highest tab id a reply carried (at first, the `handed-out` ceiling): a restarted
-        /// worker never hands out one up to it.
-        var highestTab: Int64 = 0
-        /// Seqs replied to and then lost with the worker that applied them (killed before they
-        /// were durable), oldest first: no durable answer covers them (`durableReply`).
-        var lostSeqs = LostSeqs()
-        /// Killed for breaking the protocol: nothing more it publishes is read.
-        var killedForMisbehaving = false
-        /// The last worker's restore failed on a storage error (`WorkerExit.restoreFailed`, or
-        /// `restoreStorageUnavailable` when the file system failed as a whole), until a worker restores: the file system refuses the window's session, so a request
-        /// waiting on a save answers 74 at once, not 75 (a retry would meet the same storage).
-        var restoreFailedOnStorage: String?
-        /// The supervisor's watchdog killed the worker now serving: its restart says so.
-        var killedByWatchdog = false
-        /// The slot's heartbeat word as the supervisor last saw it, and when (its own clock) it
-        /// saw that word change: the watchdog trusts no value a worker writes, only that it moves.
-        var heartbeatSeen: UInt64 = 0
-        var heartbeatChangedAt: UInt64 = 0
-        /// The window's `handed-out` entry went with a damaged file: its first worker only says
-        /// what it restored (a dump, `probeFloors`), then makes way for one numbering
-        /// `HandedOutCeiling.fallbackJump` above that.
-        var floorProbe: FloorProbe?
-        var lastStats = WorkerStats()
-        /// Requests sent to the worker and not yet answered.
-        var pending: [UInt64: Pending] = [:]
-        /// The worker's reply coming in parts, if one is (`drainReplies`); dropped with the worker.
-        var assembly = ReplyAssembly()
-        var readyWaiters: [ReadyWaiter] = []
-        var exitWaiters: [ClientID] = []
-        var durableWaiters: [DurableWaiter] = []
-        /// The first command whose effect was only in a memory-only incognito Browser, from any
-        /// of the window's workers: durable answers covering it are exit 71.
-        var memoryOnlySince: UInt64?
-        /// The set-aside entry this window brings back, until it has restored and saved.
-        var adoption: Adoption?
-        /// The `close-window` client this window's disconnect answers, once it is deleted.
-        var closingForGood: ClientID?
-
-        var isLive: Bool { worker != nil }
-        /// The worker's pid, 0 while none serves.
-        var pid: Int32 { worker?.pid ?? 0 }
-        var state: SlotState { lifecycle.shown }
-        /// Whether the scene is in the background (kept across restarts).
-        var inBackground: Bool { lifecycle.scene == .background }
-        var history: RestartPolicy.History { lifecycle.history }
-        var restartAt: UInt64? { lifecycle.restartAt }
-
-        /// The seq a reply shows for a worker's `appliedSeq`: the window's place in its order of
-        /// commands. It is the worker's own but after a restart that lost replied commands (their
-        /// seqs are above what it restored), when a command that changes nothing shows the highest
-        /// seq shown before, so no reply shows a seq below one before. Updates the high mark.
-        mutating func shownSeq(_ applied: UInt64) -> UInt64 {
-            highestRepliedSeq = max(highestRepliedSeq, applied)
-            return highestRepliedSeq
-        }
-        var isReady: Bool { isLive && readyAt != nil && lifecycle.state == .ready }
-    }
-
-    enum FloorProbe { case needed, asked }
-
-    struct Pending {
-        let client: ClientID?
-        let kind: Kind
-        /// The slot's failed-save count when the request was sent: a `save --wait` fails on
-        /// a failure after it.
-        let failuresBefore: UInt64
-
-        /// What was asked, which decides how its reply is answered.
-        enum Kind: Equatable {
-            case tab(TabCommand)
-            case scene(SceneChange)
-            /// Shutdown's disconnect, no client's: its failure is noted as kept unsaved.
-            case shutdownDisconnect
-            /// `wait`: a `save --wait`, answered once the save is durable.
-            case save(wait: Bool)
-            case dump
-            /// The dump of `Window.floorProbe`: never a client's.
-            case floorProbe
-            /// The save an adopted window makes once restored (`Supervisor.adoptionRestored`).
-            case adoptionSave
-
-            /// What the worker's ring carries for it.
-            var command: WindowCommand {
-                switch self {
-                case .tab(let command): .tab(command)
-                case .scene(let change): .scene(change)
-                case .shutdownDisconnect: .scene(.disconnect)
-                case .save, .adoptionSave: .save
-                case .dump: .dump
-                case .floorProbe: .probe
-                }
-            }
-
-            var isDisconnect: Bool { self == .scene(.disconnect) || self == .shutdownDisconnect }
-
-            /// Whether the worker may number it with the window's next seq: a tab command, or a
-            /// foreground, which stamps the active tabs (`SceneWindow`).
-            var mayTakeSeq: Bool {
-                switch self {
-                case .tab, .scene(.foreground): true
-                default: false
-                }
-            }
-
-            var createsTab: Bool { if case .tab(let command) = self { command.createsTab } else { false } }
-        }
-    }
-
-    /// A client waiting until every command up to `seq` is durable. A save failing after it
-    /// asked (the slot's failure count passing `failuresBefore`) answers it with 74 at once.
-    struct DurableWaiter {
-        let seq: UInt64
-        let client: ClientID
-        let failuresBefore: UInt64
-    }
-
-    enum ReadyWaiter {
-        case connect(ClientID)
-        /// A `kill` waiting for the worker it signalled to be replaced; answered 75 at
-        /// `deadline` if that worker is still alive then (the signal was caught or ignored).
-        case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
-    }
+    typealias Window = WindowController
+    typealias Pending = WindowController.Pending
+    typealias DurableWaiter = WindowController.DurableWaiter
+    typealias ReadyWaiter = WindowController.ReadyWaiter
 
     let configuration: SupervisorConfiguration
     var logger: Logger
@@ -291,7 +150,7 @@ public final class Supervisor {
     /// a seq or tab id above its window's ceilings (`recordHandedOut`).
     var handedOut: [UUID: HandedOutWindow] = [:]
     /// `handed-out` did not read at the start: windows on disk with no entry take the fallback
-    /// floors (`Window.floorProbe`).
+    /// floors (`WindowLifecycle.FloorProbe`).
     var handedOutDamaged = false
     let control: ControlServer
     let signals: Int32
@@ -517,10 +376,10 @@ public final class Supervisor {
         guard let deadline = shutdownDeadline, monotonicNanoseconds() > deadline else { return }
         for window in windows.values where window.isLive {
             logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
-            if window.lastStats.durableSeq < window.appliedSeq {
+            if window.lastStats.durableSeq < window.seqs.applied {
                 noteKeptUnsaved(window.id, "its worker did not finish saving in time")
             }
-            signalWorker(window, SIGKILL)
+            dispatch(window.slot, .shutdownDeadlinePassed)
         }
         shutdownDeadline = .max
     }

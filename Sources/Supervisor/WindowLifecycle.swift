@@ -15,7 +15,7 @@ import HostCoordination
 /// | starting               | workerDied(no fault)        | restartPending(shortage backoff, .workerShortage) | |
 /// | starting, ready        | workerDied                  | `RestartPolicy.decide`: restartPending(now, .crash) | spawn |
 /// |                        |                             | or restartPending(now + backoff, .crash) |              |
-/// |                        |                             | or restartPending(now + delay, .setAside) | setAside    |
+/// |                        |                             | or restartPending(now + delay, .setAside) | setAside, or abandonAdoption when adopting |
 /// | restartPending(.setAside) | setAsideDone             | (same)                        | spawn if due            |
 /// | restartPending(.setAside) | setAsideFailed           | restartPending(now + maximumBackoff) | reportCannotStart |
 /// | restartPending         | restartTimerFired (due)     | (same)                        | spawn                   |
@@ -27,6 +27,13 @@ import HostCoordination
 /// | ready, disconnecting   | disconnectFailed            | ready                         | kill while stopping     |
 /// | any but gone           | sceneChanged(scene)         | (same; a ready window shows it) |                       |
 /// | a live worker's state  | killRequested, killAbandoned | (same; the next death counts or not) |                  |
+/// | any                    | adoptionEnded               | (same; not adopting)          |                         |
+/// | starting, ready        | watchdogFired               | (same; the death says so)     | kill                    |
+/// | a live worker's state  | misbehaved                  | (same; nothing more it publishes is read) | kill (once) |
+/// | starting (probe needed) | probeAsked                 | (same; probe asked)           |                         |
+/// | a live worker's state  | reapFailed                  | (same; its death follows)     | kill                    |
+/// | a live worker's state (stopping) | shutdownDeadlinePassed | (same)                 | kill                    |
+/// | starting (probe asked) | floorsProbed                | (same; no probe; a requested kill) | kill               |
 /// | ready                  | shutdownBegan               | (same, stopping)              | sendShutdownDisconnect  |
 /// | starting, disconnecting(saving: false) | shutdownBegan | (same, stopping)           | terminate               |
 /// | restartPending, reserved, spawning | shutdownBegan   | stopped                       |                         |
@@ -94,14 +101,51 @@ struct WindowLifecycle: Sendable, Equatable {
         case killRequested
         /// A requested kill did not kill (the signal was caught or ignored).
         case killAbandoned
+        /// The supervisor's watchdog found the worker hung (no heartbeat) or not restored in time.
+        case watchdogFired
+        /// The worker broke the protocol: it is killed, its death a crash.
+        case misbehaved
+        /// The worker restored the window while its floors are to be probed: it was asked what
+        /// it restored (a dump), and is not ready.
+        case probeAsked
+        /// The probe answered and the window's floors were raised above it: its worker makes
+        /// way for one numbering above them (a requested kill).
+        case floorsProbed
+        /// The set-aside entry the window brought back was adopted for good or given back.
+        case adoptionEnded
+        /// The worker's pidfd cannot be waited on: it cannot be watched, so it goes (its death
+        /// is handled at once, as a crash).
+        case reapFailed
+        /// Stopping, and the shutdown's deadline passed with the worker still running.
+        case shutdownDeadlinePassed
         case shutdownBegan
     }
+
+    /// Why the live worker dies, as far as the supervisor did it: cleared when the next worker
+    /// is spawned (a requested kill, when the death is judged).
+    struct Kills: OptionSet, Sendable, Equatable {
+        let rawValue: UInt8
+        /// Killed on purpose (`ctl kill`, a floor probe): its death says nothing about the window.
+        static let requested = Kills(rawValue: 1 << 0)
+        /// Killed by the supervisor's watchdog: its restart says so.
+        static let watchdog = Kills(rawValue: 1 << 1)
+        /// Killed for breaking the protocol: nothing more it publishes is read.
+        static let misbehaved = Kills(rawValue: 1 << 2)
+    }
+
+    /// The window's `handed-out` entry went with a damaged file (or an adopted session's record
+    /// is gone): its first worker only says what it restored, then makes way for one numbering
+    /// `HandedOutCeiling.fallbackJump` above that.
+    enum FloorProbe: Sendable, Equatable { case needed, asked }
 
     enum Action: Sendable, Equatable {
         /// Spawn a worker now (`spawnBegan` follows).
         case spawn
         /// Move the session to `set-aside/`; answer `setAsideDone` or `setAsideFailed`.
         case setAside
+        /// The adopted session does not start either: it goes back to its entry, and the window
+        /// it was to be goes (answer `adoptionEnded`, then `disconnectRequested`).
+        case abandonAdoption
         /// The session could not be set aside: tell whoever waits to connect, retried after
         /// `retryNanoseconds`.
         case reportCannotStart(retryNanoseconds: UInt64)
@@ -121,14 +165,26 @@ struct WindowLifecycle: Sendable, Equatable {
     private(set) var scene: Scene = .foreground
     /// Set at `shutdownBegan`: no restart from then on.
     private(set) var stopping = false
-    /// The live worker was killed on purpose: its death is no failure.
-    private(set) var killRequested = false
+    /// Why the live worker is being killed, if the supervisor kills it.
+    private(set) var kills: Kills = []
+    /// The floor probe still to be asked, or asked and not answered; nil once answered (or when
+    /// none is needed).
+    private(set) var floorProbe: FloorProbe?
     /// The window's recent deaths, `RestartPolicy`'s to judge.
     private(set) var history = RestartPolicy.History()
 
-    init(policy: RestartPolicy) {
+    /// The window brings a set-aside entry back (`adopt`), until the adoption ends: a crash
+    /// loop then gives the session back instead of setting it aside again.
+    private(set) var adopting: Bool
+
+    init(policy: RestartPolicy, probingFloors: Bool = false, adopting: Bool = false) {
         self.policy = policy
+        self.floorProbe = probingFloors ? .needed : nil
+        self.adopting = adopting
     }
+
+    /// The live worker was killed on purpose: its death is no failure.
+    var killRequested: Bool { kills.contains(.requested) }
 
     /// Whether a worker process exists (spawned and not yet seen dead).
     var hasWorker: Bool {
@@ -168,31 +224,24 @@ struct WindowLifecycle: Sendable, Equatable {
     }
 
     /// What the states do not say by themselves (at most one worker, and no restart waiting
-    /// while one lives, they do): a requested kill is of a live worker, and nothing is spawned
-    /// once stopping.
+    /// while one lives, they do): a requested kill is of a live worker, nothing is spawned
+    /// once stopping, and a window whose floors are probed is never ready.
     var invariantsHold: Bool {
-        !(killRequested && !hasWorker) && !(stopping && state == .spawning)
+        !(killRequested && !hasWorker) && !(stopping && state == .spawning) && !(floorProbe != nil && state == .ready)
     }
 
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
+        if let actions = carriedTransition(event) { return actions }
         switch (state, event) {
         case (.gone, _):
             return violation(event)
 
-        case (_, .sceneChanged(let scene)):
-            self.scene = scene
-            return []
-        case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
-            killRequested = true
-            return []
-        case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
-            killRequested = false
-            return []
-
         case (.reserved, .spawnBegan), (.restartPending, .spawnBegan):
             guard !stopping else { return violation(event) }
             state = .spawning
-            killRequested = false
+            kills = []
+            // A probe that died unanswered is asked of the next worker.
+            if floorProbe == .asked { floorProbe = .needed }
             return []
         case (.spawning, .spawned):
             state = .starting
@@ -203,20 +252,20 @@ struct WindowLifecycle: Sendable, Equatable {
         case (.spawning, .spawnFailed(shortage: false)):
             return died(beforeReady: true, noFault: false, now: now)
 
-        case (.starting, .becameReady):
+        case (.starting, .becameReady) where floorProbe == nil:
             policy.started(&history)
             state = .ready
             return []
 
         case (.starting, .workerDied(_, let noFault)), (.ready, .workerDied(_, let noFault)):
             guard !stopping else {
-                killRequested = false
+                kills.remove(.requested)
                 state = .stopped(shown: shown)
                 return []
             }
             return died(beforeReady: state == .starting, noFault: noFault, now: now)
         case (.disconnecting(let saving), .workerDied(let cleanExit, _)):
-            killRequested = false
+            kills.remove(.requested)
             state = .gone
             // Killed before it was ready: nothing of it was unsaved.
             return [.finishDisconnect(clean: cleanExit || !saving)]
@@ -273,15 +322,56 @@ struct WindowLifecycle: Sendable, Equatable {
         }
     }
 
+    /// The rows that leave the state as it is and change only what it carries: the scene, the
+    /// kills, the floor probe, the adoption. Nil for any other pair, the main table's to judge.
+    private mutating func carriedTransition(_ event: Event) -> [Action]? {
+        switch (state, event) {
+        case (_, .adoptionEnded):
+            // Also once gone: an adoption ends with its window's disconnect (`finishDisconnect`).
+            adopting = false
+            return []
+        case (.gone, _):
+            return nil
+        case (_, .sceneChanged(let scene)):
+            self.scene = scene
+            return []
+        case (.starting, .killRequested), (.ready, .killRequested), (.disconnecting, .killRequested):
+            kills.insert(.requested)
+            return []
+        case (.starting, .killAbandoned), (.ready, .killAbandoned), (.disconnecting, .killAbandoned):
+            kills.remove(.requested)
+            return []
+        case (.starting, .watchdogFired), (.ready, .watchdogFired):
+            kills.insert(.watchdog)
+            return [.kill]
+        case (.starting, .reapFailed), (.ready, .reapFailed), (.disconnecting, .reapFailed):
+            return [.kill]
+        case (_, .shutdownDeadlinePassed) where stopping && hasWorker:
+            return [.kill]
+        case (.starting, .misbehaved), (.ready, .misbehaved), (.disconnecting, .misbehaved):
+            // Killed once, not at every look until it is reaped.
+            return kills.insert(.misbehaved).inserted ? [.kill] : []
+        case (.starting, .probeAsked) where floorProbe == .needed:
+            floorProbe = .asked
+            return []
+        case (.starting, .floorsProbed) where floorProbe == .asked:
+            floorProbe = nil
+            kills.insert(.requested)
+            return [.kill]
+        default:
+            return nil
+        }
+    }
+
     /// The worker died, or could not be spawned, while not stopping: when it comes back.
     private mutating func died(beforeReady: Bool, noFault: Bool, now: UInt64) -> [Action] {
         if noFault && beforeReady {
-            killRequested = false
+            kills.remove(.requested)
             state = .restartPending(at: now &+ policy.retryAfterShortage(&history), .workerShortage)
             return []
         }
         let requested = killRequested
-        killRequested = false
+        kills.remove(.requested)
         switch policy.decide(&history, now: now, diedBeforeReady: beforeReady, requested: requested) {
         case .restartNow:
             state = .restartPending(at: now, .crash)
@@ -291,7 +381,7 @@ struct WindowLifecycle: Sendable, Equatable {
             return []
         case .setAside(let delay):
             state = .restartPending(at: now &+ delay, .setAside)
-            return [.setAside]
+            return [adopting ? .abandonAdoption : .setAside]
         }
     }
 

@@ -39,6 +39,13 @@ import Testing
         case .sceneChanged: "sceneChanged"
         case .killRequested: "killRequested"
         case .killAbandoned: "killAbandoned"
+        case .watchdogFired: "watchdogFired"
+        case .misbehaved: "misbehaved"
+        case .probeAsked: "probeAsked"
+        case .floorsProbed: "floorsProbed"
+        case .adoptionEnded: "adoptionEnded"
+        case .reapFailed: "reapFailed"
+        case .shutdownDeadlinePassed: "shutdownDeadlinePassed"
         case .shutdownBegan: "shutdownBegan"
         }
     }
@@ -49,7 +56,7 @@ import Testing
     static let events: [WindowLifecycle.Event] = [
         .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady, .workerDied(cleanExit: false, noFault: false), .setAsideDone,
         .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground), .killRequested,
-        .killAbandoned, .shutdownBegan,
+        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .reapFailed, .shutdownDeadlinePassed, .shutdownBegan,
     ]
 
     /// The cells of the table whose header row is `header`, row by row.

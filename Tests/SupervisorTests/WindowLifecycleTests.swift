@@ -77,6 +77,25 @@ import Testing
         #expect(life.handle(.restartTimerFired, now: second + policy.initialBackoffNanoseconds) == [.spawn])
     }
 
+    /// An adopted session that fails to start as often gives its entry back instead, and the
+    /// window it was to be goes; an adoption that ended sets aside as any window does.
+    @Test func anAdoptedSessionThatDoesNotStartIsGivenBack() {
+        for adoptionEnds in [false, true] {
+            var life = Life(policy: policy, adopting: true)
+            for event in starting { _ = life.handle(event, now: 0) }
+            if adoptionEnds { #expect(life.handle(.adoptionEnded, now: 0) == [] && !life.adopting) }
+            _ = life.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
+            for event in starting { _ = life.handle(event, now: second) }
+            let actions = life.handle(.workerDied(cleanExit: false, noFault: false), now: second)
+            #expect(actions == [adoptionEnds ? .setAside : .abandonAdoption])
+            #expect(life.shown == .setAside)
+            guard !adoptionEnds else { continue }
+            #expect(life.handle(.adoptionEnded, now: second) == [] && !life.adopting)
+            #expect(life.handle(.disconnectRequested, now: second) == [.finishDisconnect(clean: true)] && life.state == .gone)
+            #expect(life.handle(.adoptionEnded, now: second) == [], "an adoption may end with its window gone")
+        }
+    }
+
     @Test func aSessionThatCannotBeSetAsideIsRetriedAtTheSlowestPace() {
         var life = window(after: starting)
         _ = life.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
@@ -243,7 +262,7 @@ import Testing
     /// one lives, and a gone window stays gone.
     @Test(arguments: 0..<40 as Range<UInt64>) func invariantsHoldOverRandomSequences(seed: UInt64) {
         var random = SplitMix(seed: seed)
-        var life = Life(policy: policy)
+        var life = Life(policy: policy, probingFloors: seed % 2 == 1, adopting: seed % 4 >= 2)
         var now: UInt64 = 0
         var workers = 0
         var forced: [Life.Event] = [.spawnBegan]
@@ -266,7 +285,12 @@ import Testing
             for action in actions {
                 switch action {
                 case .spawn: forced += [.spawnBegan, random.next() % 4 == 0 ? .spawnFailed(shortage: random.next() % 2 == 0) : .spawned]
-                case .setAside: forced.append(random.next() % 3 == 0 ? .setAsideFailed : .setAsideDone)
+                case .setAside:
+                    #expect(!life.adopting, "an adopted session is given back, not set aside again")
+                    forced.append(random.next() % 3 == 0 ? .setAsideFailed : .setAsideDone)
+                case .abandonAdoption:
+                    #expect(life.adopting)
+                    forced += [.adoptionEnded, .disconnectRequested]
                 case .kill, .terminate: forced.append(.workerDied(cleanExit: false, noFault: false))
                 case .finishDisconnect: #expect(life.state == .gone)
                 case .reportCannotStart, .sendShutdownDisconnect: break
@@ -284,14 +308,22 @@ import Testing
         switch life.state {
         case .reserved: choices = [.spawnBegan]
         case .spawning: choices = [.spawned, .spawnFailed(shortage: true), .spawnFailed(shortage: false)]
-        case .starting: choices = [.becameReady, died, .killRequested, .disconnectRequested, .shutdownBegan, scene]
-        case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene] + (life.stopping ? [.disconnectFailed] : [])
-        case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested] + (saving ? [.disconnectFailed] : [])
+        case .starting:
+            let probe: [Life.Event] = switch life.floorProbe {
+            case nil: [.becameReady]
+            case .needed: [.probeAsked]
+            case .asked: [.floorsProbed]
+            }
+            choices = probe + [died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved, .reapFailed]
+        case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved] + (life.stopping ? [.disconnectFailed] : [])
+        case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested, .misbehaved] + (saving ? [.disconnectFailed] : [])
         case .restartPending: choices = life.stopping ? [.disconnectRequested, scene] : [.restartTimerFired, .restartTimerFired, .disconnectRequested, .shutdownBegan, scene]
         case .stopped: choices = [.disconnectRequested, scene, .shutdownBegan]
         case .gone: return nil
         }
         if life.killRequested { choices.append(.killAbandoned) }
+        if life.hasWorker, life.stopping { choices.append(.shutdownDeadlinePassed) }
+        if life.adopting, random.next() % 8 == 0 { choices.append(.adoptionEnded) }
         return choices[Int(random.next() % UInt64(choices.count))]
     }
 }
