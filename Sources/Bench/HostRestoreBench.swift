@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Histogram
 import Stress
-import Supervisor
+import HostControl
 import SystemPackage
 
 /// How a window waiting to be restored is held on disk.

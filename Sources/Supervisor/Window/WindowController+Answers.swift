@@ -1,5 +1,6 @@
 import BrowserModel
 import Foundation
+import HostControl
 import HostCoordination
 import HostLimits
 import SessionStore

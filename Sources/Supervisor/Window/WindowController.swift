@@ -1,4 +1,5 @@
 import Foundation
+import HostControl
 import HostCoordination
 import HostLimits
 import IOUring
