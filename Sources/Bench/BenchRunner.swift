@@ -16,7 +16,7 @@ public struct BenchPlan: Sendable {
     public var restoreRepeats: Int
     public var roundTrips: Int
     public var ctlCalls: Int
-    /// Kills of each host-restore window (`HostRestoreBench.cases`).
+    /// Kills of each host-restore window (`HostRestoreBench.cases`, the large one of `restoreTabs`).
     public var hostRestoreKills: Int
     /// Window counts of the open loop, each window offered every rate of `openLoopRates` (per
     /// window, ascending) for `openLoopSeconds`, until the sync engine no longer keeps up.
@@ -85,7 +85,8 @@ public enum BenchRunner {
         let hostDirectory = directory.appending("host-restore")
         // Each host's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: hostDirectory.string) }
-        let hostRestore = try HostRestoreBench.run(executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory)
+        let hostRestore = try HostRestoreBench.run(
+            executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory, cases: HostRestoreBench.cases(largeTabs: plan.restoreTabs))
         settle()
         try progress(afterOpenLoop + 3, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")

@@ -49,14 +49,20 @@ public struct HostRestoreResult: Codable, Sendable, Equatable {
 }
 
 public enum HostRestoreBench {
-    /// The windows measured: a small one and a large one, the large one in each shape.
-    public static let cases: [(tabs: Int, shape: HostRestoreShape)] = [(20, .journal), (10_000, .journal), (10_000, .compacted)]
+    /// The small window's tabs.
+    public static let smallTabs = 20
+
+    /// The windows measured: a small one, and one of `largeTabs` (the restore case's, `--tabs`)
+    /// in each shape.
+    public static func cases(largeTabs: Int) -> [(tabs: Int, shape: HostRestoreShape)] {
+        [(smallTabs, .journal), (largeTabs, .journal), (largeTabs, .compacted)]
+    }
 
     /// For each case: a window of that shape saved under its own root, a `windowhost run
     /// --scenes 2` started on it (the saved window first, then an empty one), and its worker
     /// killed `kills` times, each waited for until the replacement is ready.
     public static func run(
-        executable: String, kills: Int, directory: FilePath, cases: [(tabs: Int, shape: HostRestoreShape)] = cases
+        executable: String, kills: Int, directory: FilePath, cases: [(tabs: Int, shape: HostRestoreShape)]
     ) throws -> [HostRestoreResult] {
         precondition(kills > 0, "a restore is measured by killing at least once")
         var results: [HostRestoreResult] = []

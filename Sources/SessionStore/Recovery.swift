@@ -348,13 +348,33 @@ extension BrowserStore {
         loaded.needsRebase = true
     }
 
-    /// Nil when the generations below `newest` read whole and reach `newestSeq`; else the
-    /// damage found there (set aside), empty when they only stop short.
+    /// Nil when the generations below `newest` read whole (every history frame of their
+    /// snapshot too) and reach `newestSeq`; else the damage found there (set aside), empty when
+    /// they only stop short.
     private func fallbackDamage(below newest: UInt64, newestSeq: UInt64) throws(StoreError) -> [DamagedFile]? {
         // Snapshot N+1 is snapshot N plus journal N: the newest journal, read already, is not read again.
         let fallback = try load(excluding: [newest], below: newest)
-        let reaches = fallback.reader != nil && fallback.damaged.isEmpty && fallback.seq >= newestSeq
-        return reaches ? nil : fallback.damaged
+        var damage = fallback.damaged
+        if damage.isEmpty, let reader = fallback.reader, let error = firstDamagedFrame(reader) {
+            damage += setAside(directory.appending(StoreLayout.snapshotName(fallback.generation)), error)
+        }
+        // A torn tail ends the chain here; the real fallback goes on into the newest journal,
+        // which cannot follow a torn one, and would stop short of it.
+        let reaches = fallback.reader != nil && damage.isEmpty && fallback.tornTailAt == nil && fallback.seq >= newestSeq
+        return reaches ? nil : damage
+    }
+
+    /// The first error of a history frame of `reader` that does not read (framing, checksum, a
+    /// seal that does not open), as a realized tab or a compaction would meet it.
+    private func firstDamagedFrame(_ reader: SnapshotReader) -> SessionFormatError? {
+        for index in 0..<reader.count {
+            do {
+                try reader.verifyFrame(at: index)
+            } catch {
+                return error
+            }
+        }
+        return nil
     }
 
     /// `checkFallback` for a store that restored without it (`LoadedSession.fallbackUnchecked`),

@@ -397,6 +397,14 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
         #expect(found["host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB"]?.met == true)
     }
 
+    @Test func aRunWithAnotherLargeSizeMeasuresNoLargeTarget() throws {
+        let found = targets([row(20, .journal, spare: true, p50: 4, anonymous: 9 << 10), row(500, .journal, spare: true, p50: 6, anonymous: 9 << 10)])
+        for name in ["host restore, spare on, 10,000 tabs (either shape): p50 ms", "host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB"] {
+            let target = try #require(found[name])
+            #expect(target.measured == nil && target.met == false && target.note == "no host restore of 10000 tabs (--tabs)", "\(target)")
+        }
+    }
+
     @Test func noHostRestoreMeasuresNothing() throws {
         for target in targets([]).values { #expect(target.measured == nil && target.met == false, "\(target)") }
     }

@@ -38,6 +38,81 @@ import Testing
         return (engine, seq, fallbackJournal)
     }
 
+    /// Three generations: the fallback's snapshot holds tab 0's two-page history (its first
+    /// page, `lostURL`, only in its history frame), the newest journal two saves.
+    static func threeGenerations() throws -> (engine: FaultEngine, seq: UInt64, live: WindowContents) {
+        let engine = FaultEngine(directories: [simulatedRoot])
+        var seq: UInt64 = 0
+        let (store, _) = try simulatedWindow(engine, options: options)
+        try RepairFromMemoryTests.command(store, &seq, lostURL)
+        try RepairFromMemoryTests.command(store, &seq) { try store.regular.webStateList.webState(at: 0).commitNavigation(to: LeftOutSaveTests.page("https://kept.example/0")) }
+        for round in 1...2 {
+            try RepairFromMemoryTests.command(store, &seq, "https://round.example/\(round)")
+            try store.stores[0].startSave(seq: seq, browsers: BrowserKind.regular.commitBit, compact: true)
+            try store.settle()
+        }
+        for page in 1...2 { try RepairFromMemoryTests.command(store, &seq, "https://journal.example/\(page)") }
+        try #require(try LeftOutSaveTests.snapshots(engine).count == 2)
+        let live = try WindowContents(store)
+        engine.processKilled()
+        return (engine, seq, live)
+    }
+
+    static let lostURL = "https://lost.example/first"
+
+    /// Flips a byte of the last `needle` in `path`: in a snapshot, inside a history frame.
+    static func flipLast(_ needle: String, in path: FilePath, _ engine: FaultEngine) throws {
+        var bytes = try #require(engine.contents(of: path))
+        let needle = Array(needle.utf8)
+        let start = try #require((0...(bytes.count - needle.count)).last { Array(bytes[$0..<$0 + needle.count]) == needle })
+        bytes[start + needle.count - 1] ^= 0x01
+        engine.overwrite(path, with: bytes)
+    }
+
+    /// A history frame damaged in the fallback's snapshot: found at the first turn (every frame
+    /// is read, as a realized tab would read it), set aside and rewritten, so the newest snapshot
+    /// damaged next leaves the tab's whole history.
+    @Test func aHistoryFrameDamagedInTheFallbacksSnapshotIsFoundAtTheFirstTurn() throws {
+        let (engine, seq, live) = try Self.threeGenerations()
+        let fallback = Self.directory.appending(StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        try Self.flipLast(Self.lostURL, in: fallback, engine)
+        let (store, recovery) = try simulatedWindow(engine, options: Self.options)
+        #expect(recovery.seq == seq && recovery.regular.damaged.isEmpty)
+        try store.turn()
+        #expect(store.takeEvents().contains { Self.isDamagedFallback($0, fallback) })
+        try store.settle()
+
+        try LeftOutSaveTests.damageNewestSnapshot(engine)
+        engine.processKilled()
+        let (restored, again) = try simulatedWindow(engine, options: Self.options)
+        #expect(again.seq == seq)
+        #expect(try WindowContents(restored) == live)
+    }
+
+    /// Bytes past the last save of the fallback's journal (in its zeros): the check's chain ends
+    /// there, but the real fallback goes on into the newest journal, which cannot follow a torn
+    /// one. The first turn rewrites, so the newest snapshot damaged next loses no save.
+    @Test func aTornTailInTheFallbacksJournalIsRewrittenAtTheFirstTurn() throws {
+        let (engine, seq, live) = try Self.threeGenerations()
+        let journal = Self.directory.appending(StoreLayout.journalName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        var bytes = try #require(engine.contents(of: journal))
+        let end = try JournalFile.scan(InMemoryBytes(bytes)).commits.last?.end ?? 0
+        try #require(end + 64 < bytes.count && bytes[end...].allSatisfy { $0 == 0 })
+        bytes[end + 40] = 0xA5
+        engine.overwrite(journal, with: bytes)
+        let (store, _) = try simulatedWindow(engine, options: Self.options)
+        let snapshots = try LeftOutSaveTests.snapshots(engine)
+        try store.turn()
+        try store.settle()
+        #expect(try LeftOutSaveTests.snapshots(engine).last ?? 0 > snapshots.last ?? 0, "written again from memory")
+
+        try LeftOutSaveTests.damageNewestSnapshot(engine)
+        engine.processKilled()
+        let (restored, again) = try simulatedWindow(engine, options: Self.options)
+        #expect(again.seq == seq)
+        #expect(try WindowContents(restored) == live)
+    }
+
     static func isDamagedFallback(_ event: SaveEvent, _ path: FilePath) -> Bool {
         if case .damagedFallback(.regular, let damaged) = event { damaged.path == path.string } else { false }
     }

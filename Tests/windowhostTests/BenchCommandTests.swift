@@ -38,6 +38,11 @@ import Testing
         #expect((floor["p99_us"] as? Int ?? 0) > 0)
         let restore = try #require(object["restore"] as? [String: Any])
         #expect(restore["tabs"] as? Int == 500 && (restore["eager_ms"] as? Double ?? 0) > 0)
+        // Host restores take the restore's size for their large window.
+        let hostRestores = try #require(object["host_restore"] as? [[String: Any]])
+        #expect(hostRestores.compactMap { $0["tabs"] as? Int } == [20, 500, 500])
+        #expect(hostRestores.compactMap { $0["shape"] as? String } == ["journal", "journal", "compacted"])
+        #expect(hostRestores.allSatisfy { ($0["p50_ms"] as? Double ?? 0) > 0 && ($0["anon_kib"] as? Int ?? 0) > 0 }, "\(hostRestores)")
         let coordination = try #require(object["coordination"] as? [String: Any])
         #expect((coordination["shm_rtt_p50_us"] as? Double ?? 0) > 0 && (coordination["ctl_p50_us"] as? Double ?? 0) > 0)
         // The device's write and flush apart, both real: each at least a microsecond.

@@ -115,7 +115,7 @@ import Testing
         #expect(high.seq > limit - 10, "numbered above the ceiling: \(high)")
         #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(host.terminate() == 0)
-        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         #expect(host.terminate() == 0)
 
@@ -170,7 +170,7 @@ import Testing
         /// A crash loop sets the session aside; then a host without the fault adopts it back.
         func crashLoopAndAdopt() throws {
             // Two scenes: the window the adopting host made for its scene opens first.
-            host = try HostProcess(root: root, scenes: 2, saveDelay: 60_000, environment: [Life.fault: window])
+            host = try HostProcess(root: root, scenes: 2, saveDelay: 60_000, environment: [Life.fault: window], binary: windowhostFaultsBinary)
             try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
             let id = try #require(try Life.entries(host).first?["id"]?.string)
             #expect(host.terminate() == 0)
@@ -228,7 +228,7 @@ import Testing
         for seq in lost { #expect(try host.ctlBounded(["wait-durable", "--window", window, "--seq", "\(seq)"], seconds: 20).status == 75) }
         #expect(host.terminate() == 0)
 
-        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         let id = try #require(try Life.entries(host).first?["id"]?.string)
         #expect(host.terminate() == 0)
@@ -348,7 +348,7 @@ import Testing
         #expect(host.open(window, "https://regular-b.example/") != nil)
         #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(host.terminate() == 0)
-        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window])
+        host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         let id = try #require(try Life.entries(host).first?["id"]?.string)
         #expect(host.terminate() == 0)
