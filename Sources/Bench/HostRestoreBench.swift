@@ -93,6 +93,13 @@ public enum HostRestoreBench {
             _ = times.record(UInt64(max(1, min(milliseconds * 1000, 3_600_000_000))))
             restoredPID = pid
         }
+        // Two round trips through the worker: the second is taken after the first turn of its
+        // loop, where the fallback generation is read, so the memory read next is the window's
+        // at rest, not mid-check.
+        for _ in 0..<2 {
+            let saved = supervisor.call(.window(window, .save(wait: true)))
+            guard saved.code == .ok else { throw BenchError.worker("ctl save of the \(tabs)-tab window: \(saved.error ?? "\(saved.code)")") }
+        }
         guard let status = try? supervisor.call(.status).decode(StatusReply.self),
             let empty = status.windows.first(where: { $0.uuid != window.uuidString && $0.pid > 0 }),
             let restored = status.windows.first(where: { $0.uuid == window.uuidString }), restored.tabs == UInt64(tabs)
