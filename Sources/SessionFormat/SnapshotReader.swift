@@ -154,6 +154,11 @@ public final class SnapshotReader {
         _ = try readHistory(at: index)
     }
 
+    /// `verifyFrame` of every tab, in order; throws the first frame's error.
+    public func verifyEveryFrame() throws(SessionFormatError) {
+        for index in 0..<count { try verifyFrame(at: index) }
+    }
+
     private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (payload: [UInt8], history: NavigationHistory) {
         let (payload, offset) = try readHistory(at: index)
         let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)

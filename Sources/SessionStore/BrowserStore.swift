@@ -1236,7 +1236,7 @@ public final class BrowserStore {
             guard reader.lastCommandSeq == seq else {
                 throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
             }
-            for index in 0..<reader.count { try reader.verifyFrame(at: index) }
+            try reader.verifyEveryFrame()
             return reader
         } catch {
             throw .readBackFailed(path.string, error)

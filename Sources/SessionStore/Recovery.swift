@@ -355,26 +355,18 @@ extension BrowserStore {
         // Snapshot N+1 is snapshot N plus journal N: the newest journal, read already, is not read again.
         let fallback = try load(excluding: [newest], below: newest)
         var damage = fallback.damaged
-        if damage.isEmpty, let reader = fallback.reader, let error = firstDamagedFrame(reader) {
-            damage += setAside(directory.appending(StoreLayout.snapshotName(fallback.generation)), error)
+        if damage.isEmpty, let reader = fallback.reader {
+            // Every history frame, as a realized tab or a compaction would read it.
+            do throws(SessionFormatError) {
+                try reader.verifyEveryFrame()
+            } catch {
+                damage += setAside(directory.appending(StoreLayout.snapshotName(fallback.generation)), error)
+            }
         }
         // A torn tail ends the chain here; the real fallback goes on into the newest journal,
         // which cannot follow a torn one, and would stop short of it.
         let reaches = fallback.reader != nil && damage.isEmpty && fallback.tornTailAt == nil && fallback.seq >= newestSeq
         return reaches ? nil : damage
-    }
-
-    /// The first error of a history frame of `reader` that does not read (framing, checksum, a
-    /// seal that does not open), as a realized tab or a compaction would meet it.
-    private func firstDamagedFrame(_ reader: SnapshotReader) -> SessionFormatError? {
-        for index in 0..<reader.count {
-            do {
-                try reader.verifyFrame(at: index)
-            } catch {
-                return error
-            }
-        }
-        return nil
     }
 
     /// `checkFallback` for a store that restored without it (`LoadedSession.fallbackUnchecked`),

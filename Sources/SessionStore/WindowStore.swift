@@ -553,6 +553,8 @@ public final class WindowStore {
     /// Browser starts (`startGroup` leaves it out until then). A check that fails is retried
     /// after a backoff, as a failed save is.
     private func checkFallbacks() {
+        // Every turn passes here: past the first, no store has a check left, and no clock is read.
+        guard stores.contains(where: { $0.uncheckedFallback != nil }) else { return }
         let now = clock()
         for (index, store) in stores.enumerated() where store.uncheckedFallback != nil && (episodes[index].map { $0.retryAt <= now } ?? true) {
             do {
