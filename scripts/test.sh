@@ -12,6 +12,13 @@ ensure_swift
 ensure_packages /usr/include/liburing.h:liburing-dev /usr/bin/gdb:gdb /usr/bin/python3:python3 \
   /usr/bin/chromium:chromium /usr/bin/promtool:prometheus /usr/bin/bindfs:bindfs /usr/bin/fio:fio
 
+# The tree is formatted as .swift-format says (the toolchain's own formatter); lint finds what
+# `swift format format -i -r --parallel Package.swift Sources Tests Benchmarks Fuzz` would change.
+if ! swift format lint --strict -r --parallel Package.swift Sources Tests Benchmarks Fuzz; then
+  echo "error: the tree is not formatted; run: swift format format -i -r --parallel Package.swift Sources Tests Benchmarks Fuzz" >&2
+  exit 1
+fi
+
 # Our own code builds without a warning (dependencies' warnings are theirs). A warning is only
 # printed when its file compiles, which on a clean clone is every file.
 log=$(mktemp)

@@ -267,7 +267,7 @@ public final class WebState {
             throw .historyUnavailable(id, reason: "\(error)")
         }
         content = .realized(history)
-        helpers.forEach { $0.webStateRealized(self) }
+        helpers.visit { $0.webStateRealized(self) }
         forEachObserver { $0.webStateRealized(self) }
     }
 
@@ -348,7 +348,7 @@ public final class WebState {
         // A copy: an observer may add or remove observers while told (reading the property
         // for the whole loop would be an access that overlaps their changes).
         let current = observers
-        current.forEach { object in
+        current.visit { object in
             if let observer = object as? any WebStateObserver { body(observer) }
         }
     }
@@ -366,7 +366,7 @@ public final class WebState {
     public func detachHelpers() {
         let detached = helpers
         helpers = HelperList()
-        detached.forEach { $0.shutdown() }
+        detached.visit { $0.shutdown() }
     }
 
     /// Closes the tab for good: helpers shut down, observers told, nothing works afterwards.
@@ -409,7 +409,8 @@ private struct HelperList {
         return rest.first { $0.type == type }?.helper
     }
 
-    func forEach(_ body: (any TabHelper) -> Void) {
+    /// Each helper, in the order attached.
+    func visit(_ body: (any TabHelper) -> Void) {
         if let first { body(first.helper) }
         for slot in rest { body(slot.helper) }
     }
@@ -438,7 +439,7 @@ private struct ObserverList {
     }
 
     /// Each observer still there, in order; allocates nothing (a navigation tells them all).
-    func forEach(_ body: (AnyObject) -> Void) {
+    func visit(_ body: (AnyObject) -> Void) {
         if let object = first?.value { body(object) }
         for box in rest {
             if let object = box.value { body(object) }

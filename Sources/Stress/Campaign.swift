@@ -63,7 +63,7 @@ public struct HostileOptions: Sendable {
     public init(canaryDirectory: FilePath) { self.canaryDirectory = canaryDirectory }
 }
 
-/// What a campaign found. Field names are the JSON report's.
+/// What a campaign found; `CodingKeys` names the JSON report's fields.
 public struct CampaignReport: Codable, Sendable {
     public struct Percentiles: Codable, Sendable {
         public var p50: Double
@@ -75,13 +75,13 @@ public struct CampaignReport: Codable, Sendable {
     public var seed: UInt64
     public var scenes: Int
     public var kills = 0
-    public var supervisor_kills = 0
-    public var killed_while_saving = 0
+    public var supervisorKills = 0
+    public var killedWhileSaving = 0
     public var corruptions = 0
     public var recoveries = 0
     public var commands = 0
     /// Tab commands that changed their window, by verb: what the campaign exercised.
-    public var changes_by_verb: [String: Int] = [:]
+    public var changesByVerb: [String: Int] = [:]
     public var acknowledged = 0
     public var lost = 0
     public var unexpected = 0
@@ -89,19 +89,19 @@ public struct CampaignReport: Codable, Sendable {
     public var torn = 0
     /// `--hostile`: events in all, of them disk fills and entries planted; saves refused (74)
     /// while the disk was full.
-    public var hostile_events = 0
-    public var disk_fills = 0
-    public var planted_entries = 0
-    public var refused_while_full = 0
+    public var hostileEvents = 0
+    public var diskFills = 0
+    public var plantedEntries = 0
+    public var refusedWhileFull = 0
     /// Every hostile event, "step N: what", in order: what a failure may come from.
-    public var hostile_log: [String] = []
-    public var recovery_ms = Percentiles(p50: 0, p99: 0, max: 0)
-    public var save_latency_us = Percentiles(p50: 0, p99: 0, p999: 0, max: 0)
-    public var duration_s = 0.0
+    public var hostileLog: [String] = []
+    public var recoveryMs = Percentiles(p50: 0, p99: 0, max: 0)
+    public var saveLatencyUs = Percentiles(p50: 0, p99: 0, p999: 0, max: 0)
+    public var durationS = 0.0
     /// The recovery times and save latencies at each of `PercentilePoint.percentiles`, in µs
     /// (empty when none was measured): the HTML report's distributions.
-    public var recovery_curve: [PercentilePoint] = []
-    public var save_latency_curve: [PercentilePoint] = []
+    public var recoveryCurve: [PercentilePoint] = []
+    public var saveLatencyCurve: [PercentilePoint] = []
     /// Every kill, damage and recovery, in order: the HTML report's timeline.
     public var timeline: [CampaignEvent] = []
     /// The command line that makes the same decisions again; each failure ends with it.
@@ -109,10 +109,28 @@ public struct CampaignReport: Codable, Sendable {
     /// One line per failure: what went wrong and how to run the same decisions again.
     public var failures: [String] = []
 
+    /// The JSON report's field names, which scripts read.
+    enum CodingKeys: String, CodingKey {
+        case seed, scenes, kills, corruptions, recoveries, commands, acknowledged, lost, unexpected, recovered, torn, timeline, reproduce, failures
+        case supervisorKills = "supervisor_kills"
+        case killedWhileSaving = "killed_while_saving"
+        case changesByVerb = "changes_by_verb"
+        case hostileEvents = "hostile_events"
+        case diskFills = "disk_fills"
+        case plantedEntries = "planted_entries"
+        case refusedWhileFull = "refused_while_full"
+        case hostileLog = "hostile_log"
+        case recoveryMs = "recovery_ms"
+        case saveLatencyUs = "save_latency_us"
+        case durationS = "duration_s"
+        case recoveryCurve = "recovery_curve"
+        case saveLatencyCurve = "save_latency_curve"
+    }
+
     public var passed: Bool { lost == 0 && unexpected == 0 && torn == 0 && failures.isEmpty }
 }
 
-/// One event of a campaign's timeline. Field names are the JSON report's.
+/// One event of a campaign's timeline; `CodingKeys` names the JSON report's fields.
 public struct CampaignEvent: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable, CaseIterable {
         case workerKill = "worker_kill"
@@ -136,14 +154,20 @@ public struct CampaignEvent: Codable, Sendable, Equatable {
     /// The window's UUID; nil for a supervisor kill.
     public var window: String?
     /// A kill's recovery time: kill → restored and taking commands.
-    public var recovery_ms: Double?
+    public var recoveryMs: Double?
     public var verdict: Verdict?
 
-    public init(kind: Kind, at: Double, window: String? = nil, recovery_ms: Double? = nil, verdict: Verdict? = nil) {
+    /// The JSON report's field names.
+    enum CodingKeys: String, CodingKey {
+        case kind, at, window, verdict
+        case recoveryMs = "recovery_ms"
+    }
+
+    public init(kind: Kind, at: Double, window: String? = nil, recoveryMs: Double? = nil, verdict: Verdict? = nil) {
         self.kind = kind
         self.at = at
         self.window = window
-        self.recovery_ms = recovery_ms
+        self.recoveryMs = recoveryMs
         self.verdict = verdict
     }
 }
@@ -235,15 +259,15 @@ public final class Campaign {
         }
         showProgress(final: true)
         progress?.finish()
-        report.duration_s = Date().timeIntervalSince(started)
-        report.recovery_ms = CampaignReport.Percentiles(
+        report.durationS = Date().timeIntervalSince(started)
+        report.recoveryMs = CampaignReport.Percentiles(
             p50: Double(recoveryTimes.valueAtPercentile(50)) / 1000, p99: Double(recoveryTimes.valueAtPercentile(99)) / 1000,
             max: Double(recoveryTimes.totalCount > 0 ? recoveryTimes.maxRecorded : 0) / 1000)
-        report.save_latency_us = CampaignReport.Percentiles(
+        report.saveLatencyUs = CampaignReport.Percentiles(
             p50: Double(saveLatency.valueAtPercentile(50)), p99: Double(saveLatency.valueAtPercentile(99)),
             p999: Double(saveLatency.valueAtPercentile(99.9)), max: Double(saveLatency.totalCount > 0 ? saveLatency.maxRecorded : 0))
-        report.recovery_curve = recoveryTimes.totalCount > 0 ? PercentilePoint.curve(of: recoveryTimes) : []
-        report.save_latency_curve = saveLatency.totalCount > 0 ? PercentilePoint.curve(of: saveLatency) : []
+        report.recoveryCurve = recoveryTimes.totalCount > 0 ? PercentilePoint.curve(of: recoveryTimes) : []
+        report.saveLatencyCurve = saveLatency.totalCount > 0 ? PercentilePoint.curve(of: saveLatency) : []
         return report
     }
 
@@ -306,12 +330,12 @@ public final class Campaign {
                 event = .filledDisk(bytes: try world.filler.fill())
                 // Full for a while: commands go on, and their acknowledgements wait.
                 fullUntilStep = step + Int.random(in: 5...40, using: &random)
-                report.disk_fills += 1
+                report.diskFills += 1
             } else {
                 let ids = windows.keys.sorted()
                 guard !ids.isEmpty else { return }
                 event = try world.planter.plant(in: ids[Int.random(in: 0..<ids.count, using: &random)], using: &random)
-                if event != nil { report.planted_entries += 1 }
+                if event != nil { report.plantedEntries += 1 }
             }
         } catch {
             abort("\(error)")
@@ -324,8 +348,8 @@ public final class Campaign {
     }
 
     private func record(_ event: HostileEvent) {
-        report.hostile_events += 1
-        report.hostile_log.append("step \(step): \(event)")
+        report.hostileEvents += 1
+        report.hostileLog.append("step \(step): \(event)")
         lastHostileEvent = (step, event)
     }
 
@@ -371,7 +395,7 @@ public final class Campaign {
     private func checkCanary() {
         guard let hostile, !canaryReported, let damage = hostile.planter.canary.damage() else { return }
         canaryReported = true
-        let symlinks = report.hostile_log.filter { $0.contains("symlink") }
+        let symlinks = report.hostileLog.filter { $0.contains("symlink") }
         let latest = symlinks.suffix(Self.symlinksNamedInAFailure).joined(separator: ", ")
         report.failures.append(
             reproduce("a symlink was followed out of the root: \(damage); \(symlinks.count) planted so far, the latest: \(latest)"))
@@ -399,7 +423,7 @@ public final class Campaign {
                 }
             } else if reply.code == .ioError, fullUntilStep != nil, command.waitsForDurability {
                 // The disk is full: a save that fails says so (74), and the change stays applied.
-                report.refused_while_full += 1
+                report.refusedWhileFull += 1
             } else {
                 report.failures.append(reproduce("window \(id): '\(command)' was refused: \(reply.error ?? "?")"))
             }
@@ -424,7 +448,7 @@ public final class Campaign {
                     return
                 }
                 if window != history.current, let uuid = UUID(exactly: id) {
-                    report.changes_by_verb[ControlRequest.window(uuid, .tab(change)).verb.rawValue, default: 0] += 1
+                    report.changesByVerb[ControlRequest.window(uuid, .tab(change)).verb.rawValue, default: 0] += 1
                 }
                 history.applied(seq: applied.seq, window: window)
             }
@@ -492,7 +516,7 @@ public final class Campaign {
             report.failures.append(reproduce("kill of \(id)'s worker failed: \(reply.error ?? "?")"))
             return
         }
-        if (try? reply.decode(KillReply.self))?.whileSaving == true { report.killed_while_saving += 1 }
+        if (try? reply.decode(KillReply.self))?.whileSaving == true { report.killedWhileSaving += 1 }
         let recovered = monotonicNanoseconds() / 1000 - sent
         _ = recoveryTimes.record(recovered)
         mark(.workerKill, at: at, window: id, recoveryMicroseconds: recovered)
@@ -535,7 +559,7 @@ public final class Campaign {
 
     private func acknowledgeDurable(_ id: String) {
         guard let reply = answer(id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id)") else { return }
-        if reply.code == .ioError, fullUntilStep != nil { report.refused_while_full += 1 }
+        if reply.code == .ioError, fullUntilStep != nil { report.refusedWhileFull += 1 }
         guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
         report.acknowledged += history.acknowledge(durable.durableSeq)
         windows[id] = history
@@ -569,7 +593,7 @@ public final class Campaign {
     }
 
     private func killSupervisor() throws {
-        report.supervisor_kills += 1
+        report.supervisorKills += 1
         let at = secondsSinceStart
         for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
         mergeSaveLatency()
@@ -682,7 +706,7 @@ public final class Campaign {
         _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, recoveryMicroseconds: UInt64? = nil, verdict: CampaignEvent.Verdict? = nil
     ) {
         report.timeline.append(
-            CampaignEvent(kind: kind, at: at ?? secondsSinceStart, window: window, recovery_ms: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
+            CampaignEvent(kind: kind, at: at ?? secondsSinceStart, window: window, recoveryMs: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
     }
 
     /// Kills done of the target, elapsed and ETA (from --duration, or from the pace of the

@@ -9,21 +9,21 @@ extension CampaignReport {
     public var html: String {
         let escape = ReportPage.escape
         var body = "<h1>windowhost stress</h1>\n"
-        body += "<p>Seed \(seed), \(scenes) scenes, \(ReportPage.fixed(duration_s, 1)) s: \(kills) kills (\(supervisor_kills) of the supervisor, "
-        body += "\(killed_while_saving) while a save was in flight, \(corruptions) after damaging a snapshot), \(commands) commands, "
+        body += "<p>Seed \(seed), \(scenes) scenes, \(ReportPage.fixed(durationS, 1)) s: \(kills) kills (\(supervisorKills) of the supervisor, "
+        body += "\(killedWhileSaving) while a save was in flight, \(corruptions) after damaging a snapshot), \(commands) commands, "
         body += "\(acknowledged) acknowledged durable, \(recoveries) recoveries checked. "
         body += passed ? "<strong>Nothing acknowledged was lost.</strong></p>\n" : "<strong class=failed>FAILED.</strong></p>\n"
         body += "<p>Run it again: <code>\(escape(reproduce))</code></p>\n"
         body += "<h2>Timeline</h2>\n" + timelineChart()
         body += "<h2>Distributions</h2>\n<div class=row>\n"
         body += ReportPage.percentileChart(
-            title: "recovery time (kill → restored, taking commands)", yLabel: "ms", series: [("recovery", recovery_curve)], unit: 1000)
-        body += ReportPage.percentileChart(title: "save latency (request → durable)", yLabel: "µs", series: [("save", save_latency_curve)])
+            title: "recovery time (kill → restored, taking commands)", yLabel: "ms", series: [("recovery", recoveryCurve)], unit: 1000)
+        body += ReportPage.percentileChart(title: "save latency (request → durable)", yLabel: "µs", series: [("save", saveLatencyCurve)])
         body += "</div>\n"
-        body += "<p>Recovery: p50 \(ReportPage.fixed(recovery_ms.p50, 1)) ms, p99 \(ReportPage.fixed(recovery_ms.p99, 1)) ms, "
-        body += "max \(ReportPage.fixed(recovery_ms.max, 1)) ms. Save latency: p50 \(ReportPage.fixed(save_latency_us.p50, 0)) µs, "
-        body += "p99 \(ReportPage.fixed(save_latency_us.p99, 0)) µs, p99.9 \(ReportPage.fixed(save_latency_us.p999 ?? 0, 0)) µs, "
-        body += "max \(ReportPage.fixed(save_latency_us.max, 0)) µs.</p>\n"
+        body += "<p>Recovery: p50 \(ReportPage.fixed(recoveryMs.p50, 1)) ms, p99 \(ReportPage.fixed(recoveryMs.p99, 1)) ms, "
+        body += "max \(ReportPage.fixed(recoveryMs.max, 1)) ms. Save latency: p50 \(ReportPage.fixed(saveLatencyUs.p50, 0)) µs, "
+        body += "p99 \(ReportPage.fixed(saveLatencyUs.p99, 0)) µs, p99.9 \(ReportPage.fixed(saveLatencyUs.p999 ?? 0, 0)) µs, "
+        body += "max \(ReportPage.fixed(saveLatencyUs.max, 0)) µs.</p>\n"
         body += verdictSection() + recoverySection() + hostileSection()
         return ReportPage.page(title: "windowhost stress, seed \(seed)", body: body)
     }
@@ -87,13 +87,13 @@ extension CampaignReport {
     /// The oracle's verdicts counted, the slowest recoveries, and the first and last checked.
     private func recoverySection() -> String {
         let checked = timeline.filter { $0.kind == .recovery }
-        let timed = timeline.filter { $0.recovery_ms != nil }
+        let timed = timeline.filter { $0.recoveryMs != nil }
         guard !checked.isEmpty || !timed.isEmpty else { return "" }
         let verdicts = CampaignEvent.Verdict.allCases.map { verdict in "\(checked.filter { $0.verdict == verdict }.count) \(verdict.rawValue)" }
         var section = "<h2 id=recoveries>Recoveries</h2>\n<p>\(checked.count) checked by the oracle: \(verdicts.joined(separator: ", ")); "
         section += "\(timed.count) kills timed to their recovery. The JSON (<code>--json</code>) has every one in <code>timeline</code>.</p>\n"
         if !timed.isEmpty {
-            let slowest = timed.sorted { ($0.recovery_ms ?? 0) > ($1.recovery_ms ?? 0) }.prefix(Self.slowestListed)
+            let slowest = timed.sorted { ($0.recoveryMs ?? 0) > ($1.recoveryMs ?? 0) }.prefix(Self.slowestListed)
             section += "<h3>The \(slowest.count) slowest</h3>\n" + Self.eventTable(slowest.map { $0 })
         }
         if !checked.isEmpty {
@@ -113,7 +113,7 @@ extension CampaignReport {
             }
             let failed = event.verdict.map { $0 != .intact } ?? false
             table += "<tr\(failed ? " class=failed" : "")><td>\(ReportPage.fixed(event.at, 2))</td><td>\(laneName(event.kind))</td>"
-            table += "<td><code>\(ReportPage.escape(event.window ?? "-"))</code></td><td>\(event.recovery_ms.map { ReportPage.fixed($0, 1) } ?? "")</td>"
+            table += "<td><code>\(ReportPage.escape(event.window ?? "-"))</code></td><td>\(event.recoveryMs.map { ReportPage.fixed($0, 1) } ?? "")</td>"
             table += "<td>\(event.verdict?.rawValue ?? "")</td></tr>\n"
         }
         return table + "</table>\n"
@@ -121,17 +121,17 @@ extension CampaignReport {
 
     /// The hostile events counted by kind, and the first and last of them.
     private func hostileSection() -> String {
-        guard !hostile_log.isEmpty else { return "" }
-        var section = "<h2 id=hostile>Hostile events</h2>\n<p>\(hostile_events) events: \(disk_fills) disk fills, \(planted_entries) entries planted; "
-        section += "\(refused_while_full) saves refused (74) while the disk was full. The JSON (<code>--json</code>) has every one in <code>hostile_log</code>.</p>\n"
+        guard !hostileLog.isEmpty else { return "" }
+        var section = "<h2 id=hostile>Hostile events</h2>\n<p>\(hostileEvents) events: \(diskFills) disk fills, \(plantedEntries) entries planted; "
+        section += "\(refusedWhileFull) saves refused (74) while the disk was full. The JSON (<code>--json</code>) has every one in <code>hostile_log</code>.</p>\n"
         var byKind: [HostileEvent.Kind?: Int] = [:]
-        for line in hostile_log { byKind[HostileEvent.Kind(logLine: line), default: 0] += 1 }
+        for line in hostileLog { byKind[HostileEvent.Kind(logLine: line), default: 0] += 1 }
         section += "<table>\n"
         for kind in HostileEvent.Kind.allCases.map(Optional.some) + [nil] {
             guard let count = byKind[kind] else { continue }
             section += "<tr><th>\(kind?.rawValue ?? "other")</th><td>\(count)</td></tr>\n"
         }
-        let (first, skipped, last) = Self.ends(hostile_log)
+        let (first, skipped, last) = Self.ends(hostileLog)
         let lines = first + (skipped > 0 ? ["… \(skipped) more …"] : []) + last
         return section + "</table>\n<pre>\(ReportPage.escape(lines.joined(separator: "\n")))</pre>\n"
     }

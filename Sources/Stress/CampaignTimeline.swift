@@ -29,7 +29,7 @@ extension CampaignReport {
     var failedRecoveries: [CampaignEvent] { timeline.filter { $0.kind == .recovery && ($0.verdict.map { $0 != .intact } ?? false) } }
 
     func timelineChart() -> String {
-        let plot = TimelinePlot(span: Swift.max(duration_s, timeline.map(\.at).max() ?? 0, 1))
+        let plot = TimelinePlot(span: Swift.max(durationS, timeline.map(\.at).max() ?? 0, 1))
         var svg = ReportPage.svgStart(width: plot.width, height: plot.height, title: "kills, damage and recoveries over the campaign")
         svg += plot.axes()
         svg += timelineBars(plot) + failedRecoveryMarks(plot) + timelineLegend(plot)

@@ -144,18 +144,18 @@ struct StressCampaignCommand: ParsableCommand {
     static func summary(_ report: CampaignReport) -> String {
         var lines = [
             String(format: "%d kills (%d of the supervisor, %d while a save was in flight, %d after damaging a snapshot) in %.1f s",
-                   report.kills, report.supervisor_kills, report.killed_while_saving, report.corruptions, report.duration_s),
+                   report.kills, report.supervisorKills, report.killedWhileSaving, report.corruptions, report.durationS),
             "\(report.commands) commands, \(report.acknowledged) acknowledged durable, \(report.recoveries) recoveries checked",
             "lost \(report.lost), unexpected \(report.unexpected), torn \(report.torn), recovered (sent, not acknowledged, present) \(report.recovered)",
             String(format: "recovery (kill → restored, taking commands): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-                   report.recovery_ms.p50, report.recovery_ms.p99, report.recovery_ms.max),
+                   report.recoveryMs.p50, report.recoveryMs.p99, report.recoveryMs.max),
             String(format: "save latency (request → durable): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f µs",
-                   report.save_latency_us.p50, report.save_latency_us.p99, report.save_latency_us.p999 ?? 0, report.save_latency_us.max),
+                   report.saveLatencyUs.p50, report.saveLatencyUs.p99, report.saveLatencyUs.p999 ?? 0, report.saveLatencyUs.max),
         ]
-        if report.hostile_events > 0 {
+        if report.hostileEvents > 0 {
             lines.append(
-                "hostile: \(report.hostile_events) events (\(report.disk_fills) disk fills, \(report.planted_entries) entries planted), "
-                    + "\(report.refused_while_full) saves refused (74) while the disk was full")
+                "hostile: \(report.hostileEvents) events (\(report.diskFills) disk fills, \(report.plantedEntries) entries planted), "
+                    + "\(report.refusedWhileFull) saves refused (74) while the disk was full")
         }
         lines += report.failures.prefix(20).map { "FAILED: \(report.shown($0)); reproduce: \(report.reproduce)" }
         lines.append(report.passed ? "nothing acknowledged was lost" : "FAILED")

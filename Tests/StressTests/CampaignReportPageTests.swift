@@ -13,25 +13,25 @@ import Testing
     private func fabricatedReport() -> CampaignReport {
         var report = CampaignReport(seed: 9, scenes: 2)
         report.kills = 4
-        report.supervisor_kills = 1
+        report.supervisorKills = 1
         report.corruptions = 2
         report.recoveries = 4
         report.torn = 1
-        report.duration_s = 10
+        report.durationS = 10
         report.reproduce = "windowhost stress --seed 9 --scenes 2 --kills 4 --kill-rate 5.0 --save-delay 0 --damage-one-in 12 --io sync"
         let hostileWindow = "\"><script>alert(2)</script>"
         report.timeline = [
-            CampaignEvent(kind: .workerKill, at: 1, window: "A", recovery_ms: 30), CampaignEvent(kind: .recovery, at: 1.1, window: "A", verdict: .intact),
-            CampaignEvent(kind: .damage, at: 2, window: hostileWindow), CampaignEvent(kind: .workerKill, at: 2.1, window: hostileWindow, recovery_ms: 40),
-            CampaignEvent(kind: .recovery, at: 2.2, window: hostileWindow, verdict: .torn), CampaignEvent(kind: .supervisorKill, at: 5, recovery_ms: 200),
+            CampaignEvent(kind: .workerKill, at: 1, window: "A", recoveryMs: 30), CampaignEvent(kind: .recovery, at: 1.1, window: "A", verdict: .intact),
+            CampaignEvent(kind: .damage, at: 2, window: hostileWindow), CampaignEvent(kind: .workerKill, at: 2.1, window: hostileWindow, recoveryMs: 40),
+            CampaignEvent(kind: .recovery, at: 2.2, window: hostileWindow, verdict: .torn), CampaignEvent(kind: .supervisorKill, at: 5, recoveryMs: 200),
             CampaignEvent(kind: .recovery, at: 5.3, window: "A", verdict: .intact), CampaignEvent(kind: .damage, at: 7, window: "A"),
-            CampaignEvent(kind: .workerKill, at: 7.1, window: "A", recovery_ms: 35), CampaignEvent(kind: .recovery, at: 7.2, window: "A", verdict: .intact),
+            CampaignEvent(kind: .workerKill, at: 7.1, window: "A", recoveryMs: 35), CampaignEvent(kind: .recovery, at: 7.2, window: "A", verdict: .intact),
         ]
-        report.recovery_curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 30_000 + UInt64($0) * 1000) }
-        report.save_latency_curve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 900 + UInt64($0) * 100) }
+        report.recoveryCurve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 30_000 + UInt64($0) * 1000) }
+        report.saveLatencyCurve = PercentilePoint.percentiles.map { PercentilePoint(percentile: $0, microseconds: 900 + UInt64($0) * 100) }
         report.failures = ["window <script>alert(1)</script>: came back torn (seed 9, step 17); reproduce: \(report.reproduce)"]
-        report.hostile_log = ["step 3: planted a symlink <img src=x> at windows.order.tmp"]
-        report.hostile_events = 1
+        report.hostileLog = ["step 3: planted a symlink <img src=x> at windows.order.tmp"]
+        report.hostileEvents = 1
         return report
     }
 
@@ -68,7 +68,7 @@ import Testing
     /// failures) whatever its length.
     private func longReport(kills: Int) -> CampaignReport {
         var report = fabricatedReport()
-        report.duration_s = Double(kills) / 5
+        report.durationS = Double(kills) / 5
         report.timeline = []
         for index in 0..<kills {
             let at = Double(index) / 5
@@ -76,13 +76,13 @@ import Testing
             if index % 12 == 0 { report.timeline.append(CampaignEvent(kind: .damage, at: at, window: window)) }
             let supervisor = index % 25 == 0
             report.timeline.append(
-                CampaignEvent(kind: supervisor ? .supervisorKill : .workerKill, at: at, window: supervisor ? nil : window, recovery_ms: 20 + Double(index % 97)))
+                CampaignEvent(kind: supervisor ? .supervisorKill : .workerKill, at: at, window: supervisor ? nil : window, recoveryMs: 20 + Double(index % 97)))
             let failed = [kills / 4, kills / 2, 3 * kills / 4].contains(index)
             report.timeline.append(CampaignEvent(kind: .recovery, at: at + 0.05, window: window, verdict: failed ? .lost : .intact))
         }
         report.failures = ["lost", "went back", "torn"].map { "window W: \($0) (seed 9, step 1); reproduce: \(report.reproduce)" }
-        report.hostile_log = (0..<(kills * 3 / 2)).map { "step \($0 * 7): planted a symlink windows/W/regular/snap-\($0) -> /tmp/canary" }
-        report.hostile_events = report.hostile_log.count
+        report.hostileLog = (0..<(kills * 3 / 2)).map { "step \($0 * 7): planted a symlink windows/W/regular/snap-\($0) -> /tmp/canary" }
+        report.hostileEvents = report.hostileLog.count
         return report
     }
 
@@ -112,10 +112,10 @@ import Testing
         let report = longReport(kills: 10_000)
         let bytes = try report.json()
         let decoded = try JSONDecoder().decode(CampaignReport.self, from: Data(bytes))
-        #expect(decoded.timeline == report.timeline && decoded.hostile_log == report.hostile_log && decoded.failures == report.failures)
+        #expect(decoded.timeline == report.timeline && decoded.hostileLog == report.hostileLog && decoded.failures == report.failures)
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
         #expect(lines.filter { $0.hasPrefix("    {\"at\":") }.count == report.timeline.count, "one line per event")
-        #expect(lines.filter { $0.hasPrefix("    \"step ") }.count == report.hostile_log.count, "one line per hostile event")
+        #expect(lines.filter { $0.hasPrefix("    \"step ") }.count == report.hostileLog.count, "one line per hostile event")
         #expect(lines.contains("  \"seed\":9,") && lines.first == "{" && lines.last == "}")
         #expect((try JSONSerialization.jsonObject(with: Data(bytes))) is [String: Any])
         let pretty = JSONEncoder()

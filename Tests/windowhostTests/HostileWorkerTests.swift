@@ -127,7 +127,9 @@ import TestSupport
             """
         // In the header page's unused end, where the worker maps it too.
         let commandOffset = 3000
-        command.utf8.enumerated().forEach { memory.storeBytes(of: $0.element, toByteOffset: commandOffset + $0.offset, as: UInt8.self) }
+        for (offset, byte) in command.utf8.enumerated() {
+            memory.storeBytes(of: byte, toByteOffset: commandOffset + offset, as: UInt8.self)
+        }
         // The worker has answered through its slot: it maps libc and the slot already.
         let system = try #require(addressOfSystem(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
         let mapped = try #require(slotMapping(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
