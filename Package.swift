@@ -124,7 +124,8 @@ let package = Package(
         .target(
             name: "Supervisor",
             dependencies: [
-                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "Platform", "SessionFormat", "SessionStore",
+                "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "CLinuxShims", "IOUring", "Platform",
+                "SessionFormat", "SessionStore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -135,7 +136,8 @@ let package = Package(
             name: "Stress",
             dependencies: [
                 // Supervisor for `SupervisorConfiguration.Defaults.socket` alone (SupervisorProcess).
-                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring", "Platform",
+                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -143,7 +145,8 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination", "HostLimits", "Platform", "Stress",
+                "BrowserModel", "SessionFormat", "SessionStore", "IOUring", "HostControl", "HostCoordination",
+                "HostLimits", "Platform", "Stress",
                 "CLinuxShims",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -225,14 +228,19 @@ let package = Package(
         .testTarget(name: "HostLimitsTests", dependencies: ["HostLimits"]),
         .testTarget(
             name: "SessionKeysTests",
-            dependencies: ["SessionKeys", "CLinuxShims", "CTestShims", "HostLimits", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "SessionKeys", "CLinuxShims", "CTestShims", "HostLimits", "TestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         // Runs the built command as a user would; depends on it so it is built first.
         .testTarget(
             name: "windowhostTests",
             dependencies: [
-                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "HostControl", "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
-                "HostLimits", "Platform", "Stress", "TestSupport", "CLinuxShims", "CTestShims", .product(name: "SystemPackage", package: "swift-system"),
+                "windowhost", "windowhost-faults", "WindowhostCLI", "Bench", "HostControl", "SessionStore",
+                "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "Supervisor", "HostCoordination",
+                "HostLimits", "Platform", "Stress", "TestSupport", "CLinuxShims", "CTestShims",
+                .product(name: "SystemPackage", package: "swift-system"),
             ],
             // The script that drives headless Chromium, and the preload that kills a file
             // system under a host (compiled by the test that uses it), run from their paths.
@@ -240,7 +248,10 @@ let package = Package(
         ),
         .testTarget(
             name: "IOUringTests",
-            dependencies: ["IOUring", "CLinuxShims", "CTestShims", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "IOUring", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(name: "BrowserModelTests", dependencies: ["BrowserModel", "Stress", "HostLimits"]),
         .testTarget(
@@ -248,10 +259,16 @@ let package = Package(
             dependencies: ["StatusServer", "HostControl", "Supervisor", "HostCoordination", "TestSupport"]
         ),
         .testTarget(
-            name: "StressTests", dependencies: ["Stress", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "TestSupport"]),
+            name: "StressTests",
+            dependencies: [
+                "Stress", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "TestSupport",
+            ]),
         .testTarget(
             name: "BenchTests",
-            dependencies: ["Bench", "SessionStore", "HostLimits", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")],
+            dependencies: [
+                "Bench", "SessionStore", "HostLimits", "Platform", "TestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
             // fio's JSON output captured on this machine, read from its path (#filePath).
             exclude: ["Fixtures"]
         ),
@@ -268,11 +285,17 @@ let package = Package(
         ),
         .testTarget(
             name: "SupervisorTests",
-            dependencies: ["Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport", .product(name: "SystemPackage", package: "swift-system")]
+            dependencies: [
+                "Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(
             name: "SessionFormatTests",
-            dependencies: ["SessionFormat", "BrowserModel", "HostLimits", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+            dependencies: [
+                "SessionFormat", "BrowserModel", "HostLimits",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ]
         ),
         // The fuzzers' committed inputs, replayed without libFuzzer through the fuzzers' own code
         // (FuzzInputs/ is a symlink to Fuzz/Sources/FuzzInputs; Fuzz/ builds the fuzzers).
@@ -286,7 +309,8 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
+                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims",
+                "Platform", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

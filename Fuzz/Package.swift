@@ -30,7 +30,8 @@ let package = Package(
         .target(name: "CFuzzDriver"),
     ]
         + targets.map { name in
-            .executableTarget(name: "fuzz-\(name)", dependencies: ["FuzzInputs", "CFuzzDriver"], path: "Sources/Targets/\(name)")
+            .executableTarget(
+                name: "fuzz-\(name)", dependencies: ["FuzzInputs", "CFuzzDriver"], path: "Sources/Targets/\(name)")
         },
     swiftLanguageModes: [.v6]
 )

@@ -55,8 +55,10 @@ public struct BenchReport: Codable, Sendable {
 
     public init(
         date: String, machine: String, directory: String, secondsPerCase: Double, results: [SaveResult],
-        restore: RestoreResult?, coordination: CoordinationResult?, device: DeviceResult? = nil, openLoop: [OpenLoopResult] = [],
-        firstSave: FirstSaveResult? = nil, fio: [FioResult] = [], fioProblem: String? = nil, hostRestore: [HostRestoreResult] = []
+        restore: RestoreResult?, coordination: CoordinationResult?, device: DeviceResult? = nil,
+        openLoop: [OpenLoopResult] = [],
+        firstSave: FirstSaveResult? = nil, fio: [FioResult] = [], fioProblem: String? = nil,
+        hostRestore: [HostRestoreResult] = []
     ) {
         self.date = date
         self.machine = machine
@@ -97,7 +99,8 @@ public struct BenchReport: Codable, Sendable {
             Target(name: name, measured: measured, goal: goal, met: measured.map(met))
         }
         func savesRatio(_ size: SaveSize, _ windows: Int, _ over: Contender) -> Double? {
-            guard let uring = row(.uring, size, windows), let other = row(over, size, windows), other.savesPerSecond > 0 else { return nil }
+            guard let uring = row(.uring, size, windows), let other = row(over, size, windows), other.savesPerSecond > 0
+            else { return nil }
             return uring.savesPerSecond / other.savesPerSecond
         }
         func firstSaveRatio(_ engine: Contender, _ p50: UInt64?) -> Double? {
@@ -105,29 +108,46 @@ public struct BenchReport: Codable, Sendable {
             return Double(p50) / Double(steady.p50)
         }
         var targets = [
-            target("uring small p99, 1 window, over floor p99", "≤ 1.3", row(.uring, .small, 1).flatMap { $0.p99OverFloor }, { $0 <= 1.3 }),
+            target(
+                "uring small p99, 1 window, over floor p99", "≤ 1.3",
+                row(.uring, .small, 1).flatMap { $0.p99OverFloor }, { $0 <= 1.3 }),
             // AES-GCM costs about a microsecond a KiB against a flush of ~170 µs: sealing may
             // cost an incognito save a tenth of its rate at most. Saves/s, not p50: on a disk
             // whose latency is bimodal the median jumps between its modes from run to run.
             target(
                 "uring incognito saves/s over uring small saves/s, 1 window", "≥ 0.9",
                 row(.uring, .incognito, 1).flatMap { incognito in
-                    row(.uring, .small, 1).flatMap { $0.savesPerSecond > 0 ? incognito.savesPerSecond / $0.savesPerSecond : nil }
+                    row(.uring, .small, 1).flatMap {
+                        $0.savesPerSecond > 0 ? incognito.savesPerSecond / $0.savesPerSecond : nil
+                    }
                 },
                 { $0 >= 0.9 }),
-            target("uring small saves/s at 8 windows over rewrite", "≥ 3", savesRatio(.small, 8, .rewrite), { $0 >= 3 }),
+            target(
+                "uring small saves/s at 8 windows over rewrite", "≥ 3", savesRatio(.small, 8, .rewrite), { $0 >= 3 }),
             target("uring small saves/s at 8 windows over sync", "≥ 1", savesRatio(.small, 8, .sync), { $0 >= 1 }),
-            target("uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
-            target("uring large saves/s, 1 window, over rewrite", "≥ 1.5", savesRatio(.large, 1, .rewrite), { $0 >= 1.5 }),
-            target("uring large saves/s at 8 windows over rewrite", "≥ 1.5", savesRatio(.large, 8, .rewrite), { $0 >= 1.5 }),
-            target("CPU per small save, 1 window, saving process + kernel threads: uring over floor", "≤ 1.25", cpuRatio(over: .floor), { $0 <= 1.25 }),
-            target("CPU per small save, 1 window, saving process + kernel threads: uring over sync", "≤ 0.7", cpuRatio(over: .sync), { $0 <= 0.7 }),
+            target(
+                "uring small saves/s at 8 windows over floor", "≥ 0.85", savesRatio(.small, 8, .floor), { $0 >= 0.85 }),
+            target(
+                "uring large saves/s, 1 window, over rewrite", "≥ 1.5", savesRatio(.large, 1, .rewrite), { $0 >= 1.5 }),
+            target(
+                "uring large saves/s at 8 windows over rewrite", "≥ 1.5", savesRatio(.large, 8, .rewrite), { $0 >= 1.5 }
+            ),
+            target(
+                "CPU per small save, 1 window, saving process + kernel threads: uring over floor", "≤ 1.25",
+                cpuRatio(over: .floor), { $0 <= 1.25 }),
+            target(
+                "CPU per small save, 1 window, saving process + kernel threads: uring over sync", "≤ 0.7",
+                cpuRatio(over: .sync), { $0 <= 0.7 }),
         ]
         targets += openLoopTargets()
         targets += [
             saturationTarget(),
-            target("first save of a fresh window over a steady small save, uring p50", "≤ 2", firstSaveRatio(.uring, firstSave?.uring.p50), { $0 <= 2 }),
-            target("first save of a fresh window over a steady small save, sync p50", "≤ 2", firstSaveRatio(.sync, firstSave?.sync.p50), { $0 <= 2 }),
+            target(
+                "first save of a fresh window over a steady small save, uring p50", "≤ 2",
+                firstSaveRatio(.uring, firstSave?.uring.p50), { $0 <= 2 }),
+            target(
+                "first save of a fresh window over a steady small save, sync p50", "≤ 2",
+                firstSaveRatio(.sync, firstSave?.sync.p50), { $0 <= 2 }),
             target("restore, warm: eager time over unrealized time", "≥ 10", restore?.speedup, { $0 >= 10 }),
             target("restore, cold: eager time over unrealized time", "≥ 10", restore?.coldSpeedup, { $0 >= 10 }),
         ]
@@ -135,7 +155,7 @@ public struct BenchReport: Codable, Sendable {
         targets += [
             target(
                 "shared-memory round trip p50 over socket p50", "< 1",
-                coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 }),
+                coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 })
         ]
         return targets
     }
@@ -165,7 +185,8 @@ public struct BenchReport: Codable, Sendable {
             p50("host restore, spare on, 20 tabs: p50 ms", 5, tabs: HostRestoreBench.smallTabs),
             p50("host restore, spare on, 10,000 tabs (either shape): p50 ms", 30, tabs: large),
             Target(
-                name: "host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB", measured: overEmpty,
+                name: "host restore, 10,000 unrealized tabs: worker anonymous memory over an empty window's, MiB",
+                measured: overEmpty,
                 goal: "≤ 8", met: overEmpty.map { $0 <= 8 } ?? false, note: overEmpty == nil ? missing(large) : nil),
         ]
     }
@@ -173,7 +194,8 @@ public struct BenchReport: Codable, Sendable {
     /// uring's CPU per small save at 1 window, its process's and the kernel threads', over
     /// `other`'s: the flush a kworker completes counts, a shared machine's other work does not.
     private func cpuRatio(over other: Contender) -> Double? {
-        guard let uring = row(.uring, .small, 1)?.withKernelThreads, let them = row(other, .small, 1)?.withKernelThreads, them.total > 0
+        guard let uring = row(.uring, .small, 1)?.withKernelThreads,
+            let them = row(other, .small, 1)?.withKernelThreads, them.total > 0
         else { return nil }
         return uring.total / them.total
     }
@@ -192,12 +214,15 @@ public struct BenchReport: Codable, Sendable {
         }
         let points = openLoop.filter { $0.engine == Contender.uring.rawValue && $0.windows == 1 }
         guard let top = points.max(by: { $0.offeredPerSecond < $1.offeredPerSecond }) else {
-            return Target(name: name, measured: nil, goal: goal, met: nil, note: "no open-loop point of uring at 1 window")
+            return Target(
+                name: name, measured: nil, goal: goal, met: nil, note: "no open-loop point of uring at 1 window")
         }
         guard top.writesPerSecond > 0, !top.keptUp || top.achievedPerSecond >= 2 * top.writesPerSecond else {
             return Target(
                 name: name, measured: nil, goal: goal, met: nil,
-                note: "uring not saturated at \(format(top.offeredPerSecond, 0)) commands/s (\(format(top.writesPerSecond, 0)) writes/s)")
+                note:
+                    "uring not saturated at \(format(top.offeredPerSecond, 0)) commands/s (\(format(top.writesPerSecond, 0)) writes/s)"
+            )
         }
         let ratio = top.writesPerSecond / refereeRate
         return Target(name: name, measured: ratio, goal: goal, met: ratio >= 0.5)
@@ -216,8 +241,10 @@ public struct BenchReport: Codable, Sendable {
                 + padLeft("p99×floor", 11) + padLeft("×rewrite", 10))
         for row in results {
             lines.append(
-                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8) + padLeft(format(row.savesPerSecond, 0), 11)
-                    + padLeft(format(row.megabytesPerSecond, 2), 9) + padLeft("\(row.p50)", 9) + padLeft("\(row.p99)", 9)
+                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8)
+                    + padLeft(format(row.savesPerSecond, 0), 11)
+                    + padLeft(format(row.megabytesPerSecond, 2), 9) + padLeft("\(row.p50)", 9)
+                    + padLeft("\(row.p99)", 9)
                     + padLeft("\(row.p999)", 10) + padLeft("\(row.max)", 9)
                     + padLeft(row.p99OverFloor.map { format($0, 2) } ?? "-", 11)
                     + padLeft(row.savesOverRewrite.map { format($0, 2) } ?? "-", 10))
@@ -233,11 +260,13 @@ public struct BenchReport: Codable, Sendable {
             lines.append("")
             lines.append("open loop (small commands at a fixed rate per window, arrival → durable)")
             lines.append(
-                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12) + padLeft("writes/s", 10)
+                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12)
+                    + padLeft("writes/s", 10)
                     + padLeft("p50 µs", 9) + padLeft("p99 µs", 9))
             for point in openLoop {
                 lines.append(
-                    pad(point.engine, 8) + padLeft("\(point.windows)", 8) + padLeft(format(point.offeredPerSecond, 0), 11)
+                    pad(point.engine, 8) + padLeft("\(point.windows)", 8)
+                        + padLeft(format(point.offeredPerSecond, 0), 11)
                         + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12)
                         + padLeft(format(point.writesPerSecond, 0), 10) + padLeft("\(point.p50)", 9)
                         + padLeft("\(point.p99)", 9))
@@ -246,7 +275,9 @@ public struct BenchReport: Codable, Sendable {
         }
         if let firstSave {
             lines.append("")
-            lines.append("first save of a fresh window (one tab opened → durable), p50: uring \(firstSave.uring.p50) µs, sync \(firstSave.sync.p50) µs")
+            lines.append(
+                "first save of a fresh window (one tab opened → durable), p50: uring \(firstSave.uring.p50) µs, sync \(firstSave.sync.p50) µs"
+            )
         }
         if let restore {
             lines.append("")
@@ -268,8 +299,10 @@ public struct BenchReport: Codable, Sendable {
         lines.append("")
         lines.append("targets")
         for target in targets {
-            let verdict = (target.met.map { $0 ? "met" : "MISSED" } ?? "not measured") + (target.note.map { " (\($0))" } ?? "")
-            lines.append("  \(target.name): \(target.measured.map { format($0, 2) } ?? "-") (goal \(target.goal)): \(verdict)")
+            let verdict =
+                (target.met.map { $0 ? "met" : "MISSED" } ?? "not measured") + (target.note.map { " (\($0))" } ?? "")
+            lines.append(
+                "  \(target.name): \(target.measured.map { format($0, 2) } ?? "-") (goal \(target.goal)): \(verdict)")
         }
         return lines.joined(separator: "\n")
     }
@@ -279,16 +312,23 @@ public struct BenchReport: Codable, Sendable {
         guard !hostRestore.isEmpty else { return [] }
         var lines: [String] = []
         lines.append("")
-        lines.append("host restore (ctl kill until the replacement is ready; memory of the last replacement and of an empty window's worker)")
         lines.append(
-            pad("tabs", 8) + pad("shape", 11) + pad("spare", 7) + padLeft("kills", 7) + padLeft("p50 ms", 9) + padLeft("p99 ms", 9)
-                + padLeft("PSS MiB", 9) + padLeft("anon MiB", 10) + padLeft("empty PSS", 11) + padLeft("empty anon", 12))
+            "host restore (ctl kill until the replacement is ready; memory of the last replacement and of an empty window's worker)"
+        )
+        lines.append(
+            pad("tabs", 8) + pad("shape", 11) + pad("spare", 7) + padLeft("kills", 7) + padLeft("p50 ms", 9)
+                + padLeft("p99 ms", 9)
+                + padLeft("PSS MiB", 9) + padLeft("anon MiB", 10) + padLeft("empty PSS", 11) + padLeft("empty anon", 12)
+        )
         for row in hostRestore {
             lines.append(
-                pad("\(row.tabs)", 8) + pad(row.shape.rawValue, 11) + pad(row.spare ? "on" : "off", 7) + padLeft("\(row.kills)", 7)
+                pad("\(row.tabs)", 8) + pad(row.shape.rawValue, 11) + pad(row.spare ? "on" : "off", 7)
+                    + padLeft("\(row.kills)", 7)
                     + padLeft(format(row.p50Milliseconds, 1), 9) + padLeft(format(row.p99Milliseconds, 1), 9)
-                    + padLeft(format(Double(row.pssKiB) / 1024, 1), 9) + padLeft(format(Double(row.anonymousKiB) / 1024, 1), 10)
-                    + padLeft(format(Double(row.emptyPssKiB) / 1024, 1), 11) + padLeft(format(Double(row.emptyAnonymousKiB) / 1024, 1), 12))
+                    + padLeft(format(Double(row.pssKiB) / 1024, 1), 9)
+                    + padLeft(format(Double(row.anonymousKiB) / 1024, 1), 10)
+                    + padLeft(format(Double(row.emptyPssKiB) / 1024, 1), 11)
+                    + padLeft(format(Double(row.emptyAnonymousKiB) / 1024, 1), 12))
         }
         return lines
     }
@@ -297,18 +337,23 @@ public struct BenchReport: Codable, Sendable {
     private var cpuLines: [String] {
         guard results.contains(where: { $0.cpu != nil }) else { return [] }
         var lines = [
-            "", "CPU per save, µs: the saving processes' user + system inside their saves; at 1 window, that plus every "
+            "",
+            "CPU per save, µs: the saving processes' user + system inside their saves; at 1 window, that plus every "
                 + "kernel thread's (such as the flush's kworker), and the whole machine's (/proc/stat: anything else running too)",
-            pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("user", 8) + padLeft("system", 8) + padLeft("total", 8)
+            pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("user", 8) + padLeft("system", 8)
+                + padLeft("total", 8)
                 + padLeft("+kthreads", 11) + padLeft("machine user", 14) + padLeft("system", 8) + padLeft("total", 8),
         ]
         for row in results {
             func cells(_ cpu: CPUPerSave?, _ widths: [Int]) -> String {
-                zip([cpu?.user, cpu?.system, cpu?.total], widths).map { value, width in padLeft(value.map { format($0, 1) } ?? "-", width) }.joined()
+                zip([cpu?.user, cpu?.system, cpu?.total], widths).map { value, width in
+                    padLeft(value.map { format($0, 1) } ?? "-", width)
+                }.joined()
             }
             lines.append(
                 pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8) + cells(row.cpu, [8, 8, 8])
-                    + padLeft(row.withKernelThreads.map { format($0.total, 1) } ?? "-", 11) + cells(row.machineCPU, [14, 8, 8]))
+                    + padLeft(row.withKernelThreads.map { format($0.total, 1) } ?? "-", 11)
+                    + cells(row.machineCPU, [14, 8, 8]))
         }
         return lines
     }
@@ -321,7 +366,8 @@ public struct BenchReport: Codable, Sendable {
             "",
             "fio, the outside referee: sequential \(fio.compactMap(\.block).first.map { "\($0) B" } ?? "block") writes, O_DIRECT, each "
                 + "O_DSYNC, into pre-written files, a file per job; latency submission → completion",
-            pad("engine", 10) + padLeft("jobs", 6) + padLeft("depth", 7) + padLeft("writes/s", 10) + padLeft("p50 µs", 9) + padLeft("p99 µs", 9)
+            pad("engine", 10) + padLeft("jobs", 6) + padLeft("depth", 7) + padLeft("writes/s", 10)
+                + padLeft("p50 µs", 9) + padLeft("p99 µs", 9)
                 + padLeft("floor saves/s", 15),
         ]
         for row in fio {
@@ -331,7 +377,9 @@ public struct BenchReport: Codable, Sendable {
                 continue
             }
             let floor = self.row(.floor, .small, row.jobs).map { format($0.savesPerSecond, 0) } ?? "-"
-            lines.append(start + padLeft(format(writes, 0), 10) + padLeft("\(p50)", 9) + padLeft("\(p99)", 9) + padLeft(floor, 15))
+            lines.append(
+                start + padLeft(format(writes, 0), 10) + padLeft("\(p50)", 9) + padLeft("\(p99)", 9)
+                    + padLeft(floor, 15))
         }
         return lines
     }
@@ -344,5 +392,9 @@ public struct BenchReport: Codable, Sendable {
 }
 
 func format(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
-private func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count) }
-private func padLeft(_ text: String, _ width: Int) -> String { text.count >= width ? " " + text : String(repeating: " ", count: width - text.count) + text }
+private func pad(_ text: String, _ width: Int) -> String {
+    text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+}
+private func padLeft(_ text: String, _ width: Int) -> String {
+    text.count >= width ? " " + text : String(repeating: " ", count: width - text.count) + text
+}

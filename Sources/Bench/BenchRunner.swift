@@ -32,19 +32,25 @@ public struct BenchPlan: Sendable {
     public var fioSeconds: Double
 
     public static let full = BenchPlan(
-        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5, roundTrips: 20_000, ctlCalls: 500, hostRestoreKills: 50,
-        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
+        windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5,
+        roundTrips: 20_000, ctlCalls: 500, hostRestoreKills: 50,
+        openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128_000, 256_000, 512_000],
+        openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
     /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
     /// open-loop sweep.
     public static let quick = BenchPlan(
-        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000, ctlCalls: 200, hostRestoreKills: 15,
-        openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500, fioSeconds: 2)
+        windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000,
+        ctlCalls: 200, hostRestoreKills: 15,
+        openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500,
+        fioSeconds: 2)
 
     /// The most rates an open-loop sweep offers: with each window count (1 to `Limits.maxOpenWindows`,
     /// each once) they bound the points of the bench page and its JSON.
     public static let maxOpenLoopRates = 16
 
-    public var caseCount: Int { windows.count * sizes.reduce(0) { count, size in count + contenders.filter(size.applies).count } }
+    public var caseCount: Int {
+        windows.count * sizes.reduce(0) { count, size in count + contenders.filter(size.applies).count }
+    }
 
     /// The steps a run shows progress by: the device measurement, each fio case, each round of
     /// each case, each open-loop point (at most: the sweep may stop early), first saves,
@@ -60,14 +66,19 @@ public enum BenchRunner {
     /// `progress` how many of the plan's steps are done, of how many, and what runs now; a
     /// `progress` that throws stops the run there.
     public static func run(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ total: Int, _ step: String) throws -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath,
+        progress: (_ done: Int, _ total: Int, _ step: String) throws -> Void
     ) throws -> BenchReport {
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try progress(0, plan.stepCount, "device: a direct write alone, a flush alone")
         let device = try DeviceBench.run(iterations: plan.deviceIterations, directory: directory)
-        let fio = try FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) { try progress(1 + $0, plan.stepCount, $1) }
-        let results = try runSaveCases(plan, executable: executable, directory: directory) { try progress(plan.fioCases.count + $0, plan.stepCount, $1) }
+        let fio = try FioBench.run(plan.fioCases, seconds: plan.fioSeconds, directory: directory) {
+            try progress(1 + $0, plan.stepCount, $1)
+        }
+        let results = try runSaveCases(plan, executable: executable, directory: directory) {
+            try progress(plan.fioCases.count + $0, plan.stepCount, $1)
+        }
         let beforeOpenLoop = 1 + plan.fioCases.count + plan.caseCount * plan.rounds
         let openLoop = try runOpenLoop(plan, executable: executable, directory: directory) { step, what in
             try progress(beforeOpenLoop + step, plan.stepCount, what)
@@ -79,31 +90,40 @@ public enum BenchRunner {
         try progress(afterOpenLoop + 1, plan.stepCount, "restore of \(plan.restoreTabs) tabs")
         let restoreDirectory = directory.appending("restore")
         defer { try? FileManager.default.removeItem(atPath: restoreDirectory.string) }
-        let restore = try RestoreBench.run(tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
+        let restore = try RestoreBench.run(
+            tabs: plan.restoreTabs, repeats: plan.restoreRepeats, directory: restoreDirectory)
         settle()
-        try progress(afterOpenLoop + 2, plan.stepCount, "host restores: ctl kill until ready, \(plan.hostRestoreKills) kills a window")
+        try progress(
+            afterOpenLoop + 2, plan.stepCount,
+            "host restores: ctl kill until ready, \(plan.hostRestoreKills) kills a window")
         let hostDirectory = directory.appending("host-restore")
         // Each host's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: hostDirectory.string) }
         let hostRestore = try HostRestoreBench.run(
-            executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory, cases: HostRestoreBench.cases(largeTabs: plan.restoreTabs))
+            executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory,
+            cases: HostRestoreBench.cases(largeTabs: plan.restoreTabs))
         settle()
         try progress(afterOpenLoop + 3, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         // The supervisor's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
         let coordination = try CoordinationBench.run(
-            executable: executable, iterations: plan.roundTrips, ctlCalls: plan.ctlCalls, directory: coordinationDirectory)
+            executable: executable, iterations: plan.roundTrips, ctlCalls: plan.ctlCalls,
+            directory: coordinationDirectory)
         return BenchReport(
-            date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory), directory: directory.string,
-            secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination, device: device,
-            openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem, hostRestore: hostRestore)
+            date: ISO8601DateFormatter().string(from: Date()), machine: machineDescription(directory),
+            directory: directory.string,
+            secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination,
+            device: device,
+            openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem,
+            hostRestore: hostRestore)
     }
 
     /// Every closed-loop save case, `plan.rounds` rounds each; `progress` is told how many
     /// rounds of cases are done and what runs now.
     static func runSaveCases(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ done: Int, _ step: String) throws -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath,
+        progress: (_ done: Int, _ step: String) throws -> Void
     ) throws -> [SaveResult] {
         var results: [SaveResult] = []
         var done = 0
@@ -123,12 +143,14 @@ public enum BenchRunner {
                         let caseDirectory = directory.appending("\(contender.rawValue)-\(size.rawValue)-\(windows)")
                         defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
                         try FileManager.default.createDirectory(
-                            atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                            atPath: caseDirectory.string, withIntermediateDirectories: true,
+                            attributes: [.posixPermissions: 0o700])
                         let measured = try SaveBench.run(
                             executable: executable, contender: contender, size: size, windows: windows,
                             seconds: plan.secondsPerCase / Double(plan.rounds), directory: caseDirectory)
                         let key = "\(contender.rawValue) \(size.rawValue)"
-                        workers[key] = zip(workers[key] ?? measured.map { _ in WorkerResult() }, measured).map { total, round in
+                        workers[key] = zip(workers[key] ?? measured.map { _ in WorkerResult() }, measured).map {
+                            total, round in
                             var total = total
                             total.add(round)
                             return total
@@ -139,7 +161,9 @@ public enum BenchRunner {
             for size in plan.sizes {
                 for contender in plan.contenders where size.applies(to: contender) {
                     results.append(
-                        SaveResult(engine: contender, windows: windows, size: size, workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
+                        SaveResult(
+                            engine: contender, windows: windows, size: size,
+                            workers: workers["\(contender.rawValue) \(size.rawValue)"] ?? []))
                 }
             }
         }
@@ -152,7 +176,8 @@ public enum BenchRunner {
     /// `progress` is told each point's place in the full sweep (a sweep stopped early skips
     /// the rest of its window count's places) and what it measures.
     static func runOpenLoop(
-        _ plan: BenchPlan, executable: String, directory: FilePath, progress: (_ step: Int, _ what: String) throws -> Void
+        _ plan: BenchPlan, executable: String, directory: FilePath,
+        progress: (_ step: Int, _ what: String) throws -> Void
     ) throws -> [OpenLoopResult] {
         var points: [OpenLoopResult] = []
         for (windowIndex, windows) in plan.openLoopWindows.enumerated() {
@@ -161,16 +186,21 @@ public enum BenchRunner {
                 var syncKeptUp = true
                 for (contenderIndex, contender) in BenchPlan.openLoopContenders.enumerated() {
                     try progress(
-                        (windowIndex * plan.openLoopRates.count + rateIndex) * BenchPlan.openLoopContenders.count + contenderIndex,
-                        "open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each")
+                        (windowIndex * plan.openLoopRates.count + rateIndex) * BenchPlan.openLoopContenders.count
+                            + contenderIndex,
+                        "open loop: \(contender.rawValue), \(windows) window\(windows == 1 ? "" : "s"), \(format(rate, 0)) commands/s each"
+                    )
                     let caseDirectory = directory.appending("open-\(contender.rawValue)-\(windows)")
                     defer { try? FileManager.default.removeItem(atPath: caseDirectory.string) }
                     try FileManager.default.createDirectory(
-                        atPath: caseDirectory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                        atPath: caseDirectory.string, withIntermediateDirectories: true,
+                        attributes: [.posixPermissions: 0o700])
                     let workers = try SaveBench.run(
-                        executable: executable, contender: contender, size: .small, windows: windows, seconds: plan.openLoopSeconds,
+                        executable: executable, contender: contender, size: .small, windows: windows,
+                        seconds: plan.openLoopSeconds,
                         directory: caseDirectory, perSecond: rate)
-                    let point = OpenLoopResult(engine: contender, windows: windows, offeredPerSecond: rate, workers: workers)
+                    let point = OpenLoopResult(
+                        engine: contender, windows: windows, offeredPerSecond: rate, workers: workers)
                     points.append(point)
                     if contender == .sync {
                         let baseline = syncBaselineP99 ?? point.p99

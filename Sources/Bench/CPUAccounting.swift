@@ -20,11 +20,15 @@ public struct CPUTime: Codable, Sendable, Equatable {
     static func ofThisProcess() -> CPUTime {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
-        func microseconds(_ time: timeval) -> UInt64 { UInt64(max(0, time.tv_sec)) * 1_000_000 + UInt64(max(0, time.tv_usec)) }
+        func microseconds(_ time: timeval) -> UInt64 {
+            UInt64(max(0, time.tv_sec)) * 1_000_000 + UInt64(max(0, time.tv_usec))
+        }
         return CPUTime(user: microseconds(usage.ru_utime), system: microseconds(usage.ru_stime))
     }
 
-    public static func + (a: CPUTime, b: CPUTime) -> CPUTime { CPUTime(user: a.user + b.user, system: a.system + b.system) }
+    public static func + (a: CPUTime, b: CPUTime) -> CPUTime {
+        CPUTime(user: a.user + b.user, system: a.system + b.system)
+    }
 
     /// `a` less `b`, each part floored at zero: the kernel's user/system split of a process's
     /// time may shift between two readings, and the machine's figure less the worker's own
@@ -164,7 +168,10 @@ struct CPUMeter {
         let machineEnd = MachineTicks.now()
         let kernelThreads = KernelThreads.microseconds(from: kernelStart, to: KernelThreads.runtimes())
         let machine = machineStart.flatMap { start in
-            machineEnd.map { Self.machine($0.since(start, ticksPerSecond: MachineTicks.ticksPerSecond), process: process, saving: saving) }
+            machineEnd.map {
+                Self.machine(
+                    $0.since(start, ticksPerSecond: MachineTicks.ticksPerSecond), process: process, saving: saving)
+            }
         }
         return Reading(saving: saving, machine: machine, kernelThreads: kernelThreads)
     }

@@ -34,13 +34,16 @@ public struct CoordinationResult: Codable, Sendable, Equatable {
 public enum CoordinationBench {
     /// The message both transports carry: a navigation, as the supervisor sends it.
     static func command() throws -> [UInt8] {
-        let navigate = WindowCommand.tab(.navigate(tab: 42, url: "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"))
+        let navigate = WindowCommand.tab(
+            .navigate(tab: 42, url: "https://example.com/a/page/that/is/about/as/long/as/a/real/one?q=1"))
         return Array(try navigate.message(request: 1).serializedData())
     }
 
     /// `iterations` round trips each way, alternating rings and socket in blocks so both see
     /// the same machine; then `ctlCalls` navigations through a supervisor rooted in `directory`.
-    public static func run(executable: String, iterations: Int, ctlCalls: Int, directory: FilePath) throws -> CoordinationResult {
+    public static func run(executable: String, iterations: Int, ctlCalls: Int, directory: FilePath) throws
+        -> CoordinationResult
+    {
         let message = try command()
         let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
         let toEcho = try Doorbell()
@@ -54,7 +57,9 @@ public enum CoordinationBench {
             toEcho.close()
             toUs.close()
         }
-        let inherit = [region.descriptor(ofSlot: 0).rawValue, toEcho.descriptor.rawValue, toUs.descriptor.rawValue, pair[1]]
+        let inherit = [
+            region.descriptor(ofSlot: 0).rawValue, toEcho.descriptor.rawValue, toUs.descriptor.rawValue, pair[1],
+        ]
         let pid: pid_t
         switch spawnProcess([executable, "bench-echo"], inheriting: inherit, ownProcessGroup: true) {
         case .success(let spawned): pid = spawned
@@ -82,7 +87,8 @@ public enum CoordinationBench {
         }
         let ctl = try ctlRoundTrips(executable: executable, calls: ctlCalls, directory: directory)
         return CoordinationResult(
-            shmRoundTripP50: Double(shm.valueAtPercentile(50)) / 1000, shmRoundTripP99: Double(shm.valueAtPercentile(99)) / 1000,
+            shmRoundTripP50: Double(shm.valueAtPercentile(50)) / 1000,
+            shmRoundTripP99: Double(shm.valueAtPercentile(99)) / 1000,
             socketRoundTripP50: Double(socket.valueAtPercentile(50)) / 1000,
             socketRoundTripP99: Double(socket.valueAtPercentile(99)) / 1000,
             ctlP50: Double(ctl.valueAtPercentile(50)) / 1000, ctlP99: Double(ctl.valueAtPercentile(99)) / 1000)
@@ -97,9 +103,14 @@ public enum CoordinationBench {
         let reply = Doorbell(descriptor: FileDescriptor(rawValue: 5))
         let socket: Int32 = 6
         let slot = memory.slot
-        var fds = [pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0), pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
+        ]
         while true {
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { throw BenchError.system("poll", Errno(rawValue: errno)) }
+            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else {
+                throw BenchError.system("poll", Errno(rawValue: errno))
+            }
             if fds[0].revents != 0 {
                 bell.clear()
                 while let message = try slot.commandRing.receive() { try slot.replyRing.send(message) }
@@ -127,10 +138,14 @@ public enum CoordinationBench {
         try slot.commandRing.send(message)
         bell.ring()
         while true {
-            guard isReadable(reply.descriptor.rawValue) else { throw BenchError.worker("the echo process did not answer on the ring") }
+            guard isReadable(reply.descriptor.rawValue) else {
+                throw BenchError.worker("the echo process did not answer on the ring")
+            }
             reply.clear()
             if let answer = try slot.replyRing.receive() {
-                guard answer.count == message.count else { throw BenchError.worker("the ring echoed \(answer.count) bytes") }
+                guard answer.count == message.count else {
+                    throw BenchError.worker("the ring echoed \(answer.count) bytes")
+                }
                 return
             }
         }
@@ -163,7 +178,9 @@ public enum CoordinationBench {
         var length = UInt32(message.count).littleEndian
         var frame = withUnsafeBytes(of: &length) { Array($0) }
         frame += message
-        guard write(socket, frame, frame.count) == frame.count else { throw BenchError.system("write", Errno(rawValue: errno)) }
+        guard write(socket, frame, frame.count) == frame.count else {
+            throw BenchError.system("write", Errno(rawValue: errno))
+        }
     }
 
     private static func readFrame(_ socket: Int32) throws -> [UInt8]? {
@@ -193,13 +210,20 @@ public enum CoordinationBench {
         let root = directory.appending("ctl-host")
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let supervisor = try SupervisorProcess(executable: executable, root: root, arguments: ["--scenes", "1"], environment: [:])
+        let supervisor = try SupervisorProcess(
+            executable: executable, root: root, arguments: ["--scenes", "1"], environment: [:])
         defer { _ = supervisor.shutdown() }
-        guard let shown = (try? supervisor.call(.status).decode(StatusReply.self))?.windows.first?.uuid, let window = UUID(exactly: shown) else {
+        guard let shown = (try? supervisor.call(.status).decode(StatusReply.self))?.windows.first?.uuid,
+            let window = UUID(exactly: shown)
+        else {
             throw BenchError.worker("the supervisor for the ctl round trips reports no window")
         }
-        let open = ControlRequest.window(window, .tab(.open(url: "https://example.com/", incognito: false, index: nil, opener: nil, background: false)))
-        guard let tab = (try? supervisor.call(open).decode(CommandReply.self))?.tab else { throw BenchError.worker("ctl open gave no tab") }
+        let open = ControlRequest.window(
+            window,
+            .tab(.open(url: "https://example.com/", incognito: false, index: nil, opener: nil, background: false)))
+        guard let tab = (try? supervisor.call(open).decode(CommandReply.self))?.tab else {
+            throw BenchError.worker("ctl open gave no tab")
+        }
         var histogram = nanosecondHistogram()
         for index in 0..<calls {
             let navigate = ControlRequest.window(window, .tab(.navigate(tab: tab, url: "https://example.com/\(index)")))

@@ -31,7 +31,8 @@ public struct FioResult: Codable, Sendable, Equatable {
     public init(_ fioCase: FioCase, block: Int?, outcome: Result<FioMeasurement, FioError>) {
         (engine, jobs, depth, self.block) = (fioCase.engine, fioCase.jobs, fioCase.depth, block)
         switch outcome {
-        case .success(let measured): (writesPerSecond, p50, p99) = (measured.writesPerSecond, measured.p50, measured.p99)
+        case .success(let measured):
+            (writesPerSecond, p50, p99) = (measured.writesPerSecond, measured.p50, measured.p99)
         case .failure(let error): failure = "\(error)"
         }
     }
@@ -70,7 +71,8 @@ public enum FioError: Error, Equatable, CustomStringConvertible {
         case .setup(let why): "setting fio's files up: \(why)"
         case .spawn(let errno): "starting fio: \(errno)"
         case .timedOut(let seconds): "fio did not finish within \(format(seconds, 0)) s and was killed"
-        case .exited(let status, let message): "fio exited with status \(status)\(message.isEmpty ? "" : ": \(message)")"
+        case .exited(let status, let message):
+            "fio exited with status \(status)\(message.isEmpty ? "" : ": \(message)")"
         case .killed(let signal): "fio was killed by signal \(signal)"
         case .malformed(let why): "fio's JSON output: \(why)"
         case .jobFailed(let errno): "fio's job failed: \(Errno(rawValue: Int32(clamping: errno)))"
@@ -85,15 +87,18 @@ public enum FioBench {
     /// pvsync2 at depth 1 (the floor's way), io_uring at depth 1 and at the store's depth, at 1
     /// job and at 8.
     public static let cases: [FioCase] = [1, 8].flatMap { jobs in
-        [FioCase(engine: "pvsync2", jobs: jobs, depth: 1), FioCase(engine: "io_uring", jobs: jobs, depth: 1),
-         FioCase(engine: "io_uring", jobs: jobs, depth: Limits.maxSavesInFlight)]
+        [
+            FioCase(engine: "pvsync2", jobs: jobs, depth: 1), FioCase(engine: "io_uring", jobs: jobs, depth: 1),
+            FioCase(engine: "io_uring", jobs: jobs, depth: Limits.maxSavesInFlight),
+        ]
     }
 
     /// Runs `cases` for `seconds` each in a private directory made under `directory` (removed
     /// afterwards), telling `progress` which case starts. Every failure is a result: only
     /// `progress` throws, to stop the run.
     public static func run(
-        _ cases: [FioCase], seconds: Double, directory: FilePath, progress: (_ index: Int, _ what: String) throws -> Void
+        _ cases: [FioCase], seconds: Double, directory: FilePath,
+        progress: (_ index: Int, _ what: String) throws -> Void
     ) rethrows -> (results: [FioResult], problem: String?) {
         guard let executable = locate() else { return ([], "\(FioError.notOnPath)") }
         let scratch: FilePath
@@ -104,7 +109,9 @@ public enum FioBench {
             return (cases.map { FioResult($0, block: nil, outcome: .failure(error)) }, nil)
         }
         let results = try cases.enumerated().map { index, fioCase in
-            try progress(index, "fio \(fioCase.engine), \(fioCase.jobs) job\(fioCase.jobs == 1 ? "" : "s"), depth \(fioCase.depth)")
+            try progress(
+                index,
+                "fio \(fioCase.engine), \(fioCase.jobs) job\(fioCase.jobs == 1 ? "" : "s"), depth \(fioCase.depth)")
             let arguments = [executable] + Self.arguments(fioCase, directory: scratch, block: block, seconds: seconds)
             // Layout is done already; fio starts in well under a second, unless the disk stalls.
             let outcome = Result { () throws(FioError) in
@@ -130,10 +137,12 @@ public enum FioBench {
 
     static func arguments(_ fioCase: FioCase, directory: FilePath, block: Int, seconds: Double) -> [String] {
         [
-            "--name=floor", "--directory=\(directory.string)", "--size=\(fileSize)", "--bs=\(block)", "--direct=1", "--rw=write",
+            "--name=floor", "--directory=\(directory.string)", "--size=\(fileSize)", "--bs=\(block)", "--direct=1",
+            "--rw=write",
             "--ioengine=\(fioCase.engine)", "--iodepth=\(fioCase.depth)", "--sync=dsync", "--numjobs=\(fioCase.jobs)",
             // Threads, not processes: a kill of fio ends every job with it.
-            "--thread", "--runtime=\(max(1, Int(seconds * 1000)))ms", "--time_based", "--lat_percentiles=1", "--group_reporting",
+            "--thread", "--runtime=\(max(1, Int(seconds * 1000)))ms", "--time_based", "--lat_percentiles=1",
+            "--group_reporting",
             "--output-format=json",
         ]
     }
@@ -186,7 +195,9 @@ public enum FioBench {
         let code = (status >> 8) & 0xFF
         guard code == 0 else { throw .exited(status: code, message: firstLine(of: errors)) }
         // One byte past what `parse` takes is enough for it to refuse the output.
-        guard let handle = FileHandle(forReadingAtPath: output.string), let data = try? handle.read(upToCount: maxOutputBytes + 1) else {
+        guard let handle = FileHandle(forReadingAtPath: output.string),
+            let data = try? handle.read(upToCount: maxOutputBytes + 1)
+        else {
             throw .malformed("no output")
         }
         try? handle.close()

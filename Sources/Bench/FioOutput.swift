@@ -62,10 +62,16 @@ extension FioBench {
         } catch {
             throw .malformed("\(error)")
         }
-        guard output.jobs.count == 1 else { throw .malformed("\(output.jobs.count) job reports, not the one --group_reporting gives") }
+        guard output.jobs.count == 1 else {
+            throw .malformed("\(output.jobs.count) job reports, not the one --group_reporting gives")
+        }
         let write = output.jobs[0].write
-        guard write.totalIOs > 0, write.runtime > 0 else { throw .malformed("no writes (\(write.totalIOs) in \(write.runtime) ms)") }
-        guard write.iops.isFinite, write.iops > 0, write.iops <= maxWritesPerSecond else { throw .malformed("writes/s \(write.iops)") }
+        guard write.totalIOs > 0, write.runtime > 0 else {
+            throw .malformed("no writes (\(write.totalIOs) in \(write.runtime) ms)")
+        }
+        guard write.iops.isFinite, write.iops > 0, write.iops <= maxWritesPerSecond else {
+            throw .malformed("writes/s \(write.iops)")
+        }
         // fio's iops is total_ios over the runtime (in ms): a rate that disagrees is not fio's.
         let expected = Double(write.totalIOs) * 1000 / Double(write.runtime)
         guard abs(write.iops - expected) <= 0.01 * expected + 1 else {
@@ -74,7 +80,9 @@ extension FioBench {
         guard let p50 = write.latency.percentile["50.000000"], let p99 = write.latency.percentile["99.000000"] else {
             throw .malformed("no 50th or 99th latency percentile")
         }
-        guard p50 > 0, p50 <= p99, p99 <= maxLatencyNanoseconds else { throw .malformed("latency percentiles 50: \(p50) ns, 99: \(p99) ns") }
+        guard p50 > 0, p50 <= p99, p99 <= maxLatencyNanoseconds else {
+            throw .malformed("latency percentiles 50: \(p50) ns, 99: \(p99) ns")
+        }
         return FioMeasurement(writesPerSecond: write.iops, p50: max(1, p50 / 1000), p99: max(1, p99 / 1000))
     }
 
@@ -96,8 +104,10 @@ extension FioBench {
             context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
         }
         switch error {
-        case .keyNotFound(let key, let context): return "no \(([path(context)] + [key.stringValue]).filter { !$0.isEmpty }.joined(separator: "."))"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "\(path(context)) is not what fio writes there"
+        case .keyNotFound(let key, let context):
+            return "no \(([path(context)] + [key.stringValue]).filter { !$0.isEmpty }.joined(separator: "."))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "\(path(context)) is not what fio writes there"
         case .dataCorrupted(let context): return "not JSON\(context.codingPath.isEmpty ? "" : " at \(path(context))")"
         @unknown default: return "undecodable"
         }

@@ -34,14 +34,19 @@ public enum FirstSaveBench {
                 let start = monotonicNanoseconds()
                 try store.apply(seq: 1) {
                     var history = NavigationHistory()
-                    history.commit(NavigationItem(url: "https://example.com/", title: "Example", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+                    history.commit(
+                        NavigationItem(
+                            url: "https://example.com/", title: "Example",
+                            timestamp: Timestamp(microsecondsSinceEpoch: 1)))
                     _ = try browser.webStateList.insert(
-                        WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history), InsertionParams(activate: true))
+                        WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history),
+                        InsertionParams(activate: true))
                 }
                 try store.waitUntilDurable(1)
                 let microseconds = max(1, (monotonicNanoseconds() - start) / 1000)
                 var histogram =
-                    latencies[contender] ?? Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+                    latencies[contender]
+                    ?? Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
                 _ = histogram.record(microseconds)
                 latencies[contender] = histogram
             }

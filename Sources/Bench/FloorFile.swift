@@ -20,7 +20,8 @@ final class FloorFile {
     /// `path` created (or emptied) and pre-written to at least `size` bytes, a whole number of MiB.
     init(path: FilePath, size: Int) throws {
         self.size = (size + (1 << 20) - 1) & ~((1 << 20) - 1)
-        let descriptor = try FileDescriptor.open(path, .readWrite, options: [.create, .truncate], permissions: [.ownerReadWrite])
+        let descriptor = try FileDescriptor.open(
+            path, .readWrite, options: [.create, .truncate], permissions: [.ownerReadWrite])
         self.descriptor = descriptor
         let zeros = [UInt8](repeating: 0, count: 1 << 20)
         var offset = 0
@@ -28,7 +29,9 @@ final class FloorFile {
             while offset < self.size {
                 offset += try zeros.withUnsafeBytes { try descriptor.write(toAbsoluteOffset: Int64(offset), $0) }
             }
-            guard fsync(descriptor.rawValue) == 0 else { throw BenchError.system("fsync \(path)", Errno(rawValue: errno)) }
+            guard fsync(descriptor.rawValue) == 0 else {
+                throw BenchError.system("fsync \(path)", Errno(rawValue: errno))
+            }
         } catch {
             try? descriptor.close()  // deinit does not run for an instance not yet whole
             throw error
@@ -85,7 +88,8 @@ final class FloorFile {
     }
 
     /// Buffered writes need no alignment (a power of two for `AlignedBytes`, 1 for no padding).
-    private static let unaligned = DirectIO.Alignment(memory: 16, block: 1) ?? { preconditionFailure("16 and 1 are powers of two") }()
+    private static let unaligned =
+        DirectIO.Alignment(memory: 16, block: 1) ?? { preconditionFailure("16 and 1 are powers of two") }()
 }
 
 /// The device's two parts of a durable write, measured in the same run as the saves: a direct
@@ -129,6 +133,7 @@ public enum DeviceBench {
             try file.flush()
             _ = flushes.record(max(1, (monotonicNanoseconds() - start) / 1000))
         }
-        return DeviceResult(writeP50: writes.valueAtPercentile(50), flushP50: flushes.valueAtPercentile(50), method: file.method)
+        return DeviceResult(
+            writeP50: writes.valueAtPercentile(50), flushP50: flushes.valueAtPercentile(50), method: file.method)
     }
 }

@@ -2,8 +2,8 @@ import BrowserModel
 import Foundation
 import Glibc
 import Histogram
-import Stress
 import HostControl
+import Stress
 import SystemPackage
 
 /// How a window waiting to be restored is held on disk.
@@ -73,7 +73,10 @@ public enum HostRestoreBench {
             case .compacted: try RestoreBench.save(window, tabs: measured.tabs, directory: root)
             case .journal: try RestoreBench.saveInJournalOnly(window, tabs: measured.tabs, directory: root)
             }
-            results.append(try measure(executable: executable, root: root, window: window, tabs: measured.tabs, shape: measured.shape, kills: kills))
+            results.append(
+                try measure(
+                    executable: executable, root: root, window: window, tabs: measured.tabs, shape: measured.shape,
+                    kills: kills))
         }
         return results
     }
@@ -81,13 +84,16 @@ public enum HostRestoreBench {
     private static func measure(
         executable: String, root: FilePath, window: UUID, tabs: Int, shape: HostRestoreShape, kills: Int
     ) throws -> HostRestoreResult {
-        let supervisor = try SupervisorProcess(executable: executable, root: root, arguments: ["--scenes", "2"], environment: [:])
+        let supervisor = try SupervisorProcess(
+            executable: executable, root: root, arguments: ["--scenes", "2"], environment: [:])
         defer { _ = supervisor.shutdown() }
         var times = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
         var restoredPID: Int32 = 0
         for _ in 0..<kills {
             let reply = supervisor.call(.window(window, .kill(signal: SIGKILL, wait: true, aim: false)))
-            guard reply.code == .ok, let killed = try? reply.decode(KillReply.self), let milliseconds = killed.recoveryMs, let pid = killed.pid else {
+            guard reply.code == .ok, let killed = try? reply.decode(KillReply.self),
+                let milliseconds = killed.recoveryMs, let pid = killed.pid
+            else {
                 throw BenchError.worker("ctl kill of the \(tabs)-tab window: \(reply.error ?? "\(reply.code)")")
             }
             _ = times.record(UInt64(max(1, min(milliseconds * 1000, 3_600_000_000))))
@@ -98,7 +104,9 @@ public enum HostRestoreBench {
         // at rest, not mid-check.
         for _ in 0..<2 {
             let saved = supervisor.call(.window(window, .save(wait: true)))
-            guard saved.code == .ok else { throw BenchError.worker("ctl save of the \(tabs)-tab window: \(saved.error ?? "\(saved.code)")") }
+            guard saved.code == .ok else {
+                throw BenchError.worker("ctl save of the \(tabs)-tab window: \(saved.error ?? "\(saved.code)")")
+            }
         }
         guard let status = try? supervisor.call(.status).decode(StatusReply.self),
             let empty = status.windows.first(where: { $0.uuid != window.uuidString && $0.pid > 0 }),
@@ -111,12 +119,14 @@ public enum HostRestoreBench {
             atPath: DiskLayout.browserDirectory(root: root, id: window, kind: .regular).string
         ).filter { DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) != nil }
         guard shape == .compacted || snapshots == [DiskLayout.snapshotName(1)] else {
-            throw BenchError.worker("the \(tabs)-tab window held in its journal was compacted while measured: \(snapshots)")
+            throw BenchError.worker(
+                "the \(tabs)-tab window held in its journal was compacted while measured: \(snapshots)")
         }
         let restoredMemory = try memory(of: restoredPID)
         let emptyMemory = try memory(of: empty.pid)
         return HostRestoreResult(
-            tabs: tabs, shape: shape, spare: false, kills: kills, p50Milliseconds: Double(times.valueAtPercentile(50)) / 1000,
+            tabs: tabs, shape: shape, spare: false, kills: kills,
+            p50Milliseconds: Double(times.valueAtPercentile(50)) / 1000,
             p99Milliseconds: Double(times.valueAtPercentile(99)) / 1000,
             pssKiB: restoredMemory.pss, anonymousKiB: restoredMemory.anonymous, emptyPssKiB: emptyMemory.pss,
             emptyAnonymousKiB: emptyMemory.anonymous)

@@ -69,7 +69,9 @@ public enum OpenLoop {
                     durable += 1
                 }
                 let backlog = applied < offered && arrival(applied) <= now
-                if durable < offered, !backlog { try window.wait(until: applied < offered ? arrival(applied) : drainEnd) }
+                if durable < offered, !backlog {
+                    try window.wait(until: applied < offered ? arrival(applied) : drainEnd)
+                }
             }
         } catch {
             result.failure = "\(error)"
@@ -92,7 +94,9 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         store = WindowStore(root: directory, windowID: UUID(), engine: engine, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let browser = store.regular
-        try store.apply(seq: 1) { try fill(browser.webStateList, tabs: SaveSize.small.windowTabs, profile: browser.profile, round: 0) }
+        try store.apply(seq: 1) {
+            try fill(browser.webStateList, tabs: SaveSize.small.windowTabs, profile: browser.profile, round: 0)
+        }
         try store.waitUntilDurable(1)
     }
 
@@ -108,7 +112,9 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         // A blocking engine wrote the save during that turn; the next one takes it.
         if store.engine.completionDescriptor == nil, store.savingSeq != nil { try store.turn(waiting: false) }
         for event in store.takeEvents() {
-            if case .failed(let failure) = event { throw BenchError.worker("open loop on \(store.engine.name): \(failure)") }
+            if case .failed(let failure) = event {
+                throw BenchError.worker("open loop on \(store.engine.name): \(failure)")
+            }
         }
         return store.durableSeq
     }
@@ -118,7 +124,8 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
     func wait(until deadline: UInt64) throws {
         let now = monotonicNanoseconds()
         guard deadline > now else { return }
-        var timeout = timespec(tv_sec: Int((deadline - now) / 1_000_000_000), tv_nsec: Int((deadline - now) % 1_000_000_000))
+        var timeout = timespec(
+            tv_sec: Int((deadline - now) / 1_000_000_000), tv_nsec: Int((deadline - now) % 1_000_000_000))
         guard let descriptor = store.engine.completionDescriptor, store.writesInFlight else {
             var remaining = timespec()
             while nanosleep(&timeout, &remaining) < 0, errno == EINTR { timeout = remaining }
@@ -126,7 +133,9 @@ final class StoreOpenLoopWindow: OpenLoopWindow {
         }
         // pselect for its nanosecond timeout (poll(2)'s is in milliseconds, longer than the gap
         // between two arrivals; ppoll is not in Swift's Glibc).
-        guard descriptor < FD_SETSIZE else { throw BenchError.worker("the ring's descriptor \(descriptor) is past FD_SETSIZE") }
+        guard descriptor < FD_SETSIZE else {
+            throw BenchError.worker("the ring's descriptor \(descriptor) is past FD_SETSIZE")
+        }
         var readable = fd_set()
         withUnsafeMutableBytes(of: &readable) { bits in
             bits[Int(descriptor) / 8] |= UInt8(1 << (Int(descriptor) % 8))
@@ -168,7 +177,9 @@ public struct OpenLoopResult: Codable, Sendable, Equatable {
         self.offeredPerSecond = offeredPerSecond
         achievedPerSecond = workers.isEmpty ? 0 : workers.savesPerSecond / Double(workers.count)
         writesPerSecond =
-            workers.isEmpty ? 0 : workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.writes) / $1.seconds : 0) } / Double(workers.count)
+            workers.isEmpty
+            ? 0
+            : workers.reduce(0) { $0 + ($1.seconds > 0 ? Double($1.writes) / $1.seconds : 0) } / Double(workers.count)
         p50 = latency.valueAtPercentile(50)
         p99 = latency.valueAtPercentile(99)
     }

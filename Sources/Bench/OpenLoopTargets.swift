@@ -14,19 +14,22 @@ extension BenchReport {
             let overSync = openLoopRatio(windows: windows)
             targets.append(
                 Target(
-                    name: "\(label): uring p99 over sync p99, the worst at any rate both keep up with", measured: overSync, goal: "≤ 0.8",
+                    name: "\(label): uring p99 over sync p99, the worst at any rate both keep up with",
+                    measured: overSync, goal: "≤ 0.8",
                     met: overSync.map { $0 <= 0.8 }))
             let overFloor = openLoopOverFloor(windows: windows)
             targets.append(
                 Target(
-                    name: "\(label): uring p99 over the floor's small p99 at 1 window, the worst at rates up to \(format(Self.floorComparedRate, 0))/s",
+                    name:
+                        "\(label): uring p99 over the floor's small p99 at 1 window, the worst at rates up to \(format(Self.floorComparedRate, 0))/s",
                     measured: overFloor, goal: "≤ 3", met: overFloor.map { $0 <= 3 }))
         }
         if openLoop.contains(where: { $0.windows == 1 }) {
             let reach = openLoopReach()
             targets.append(
                 Target(
-                    name: "open loop, 1 window: highest rate uring keeps up with over the highest sync keeps up with", measured: reach,
+                    name: "open loop, 1 window: highest rate uring keeps up with over the highest sync keeps up with",
+                    measured: reach,
                     goal: "≥ 2", met: reach.map { $0 >= 2 }))
         }
         return targets
@@ -42,7 +45,8 @@ extension BenchReport {
     func openLoopRatio(windows: Int) -> Double? {
         let sync = points(.sync, windows)
         let ratios = points(.uring, windows).compactMap { uring -> Double? in
-            guard uring.keptUp, let other = sync.first(where: { $0.offeredPerSecond == uring.offeredPerSecond }), other.keptUp, other.p99 > 0
+            guard uring.keptUp, let other = sync.first(where: { $0.offeredPerSecond == uring.offeredPerSecond }),
+                other.keptUp, other.p99 > 0
             else { return nil }
             return Double(uring.p99) / Double(other.p99)
         }
@@ -53,7 +57,9 @@ extension BenchReport {
     /// `floorComparedRate`; nil without the floor or such a point.
     func openLoopOverFloor(windows: Int) -> Double? {
         guard let floor, floor.p99 > 0 else { return nil }
-        return points(.uring, windows).filter { $0.offeredPerSecond <= Self.floorComparedRate }.map { Double($0.p99) / Double(floor.p99) }.max()
+        return points(.uring, windows).filter { $0.offeredPerSecond <= Self.floorComparedRate }.map {
+            Double($0.p99) / Double(floor.p99)
+        }.max()
     }
 
     /// The highest rate uring kept up with at 1 window over the highest sync kept up with; nil
@@ -63,7 +69,8 @@ extension BenchReport {
     /// least that ratio (rates double).
     func openLoopReach() -> Double? {
         func highest(_ engine: Contender) -> Double? {
-            points(engine, 1).sorted { $0.offeredPerSecond < $1.offeredPerSecond }.prefix(while: \.keptUp).last?.offeredPerSecond
+            points(engine, 1).sorted { $0.offeredPerSecond < $1.offeredPerSecond }.prefix(while: \.keptUp).last?
+                .offeredPerSecond
         }
         guard let sync = highest(.sync), sync > 0 else { return nil }
         return (highest(.uring) ?? 0) / sync

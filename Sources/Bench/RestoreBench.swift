@@ -16,7 +16,10 @@ public struct RestoreResult: Codable, Sendable, Equatable {
     public var coldUnrealizedMilliseconds: Double
     public var coldEagerMilliseconds: Double
 
-    public init(tabs: Int, unrealizedMilliseconds: Double, eagerMilliseconds: Double, coldUnrealizedMilliseconds: Double, coldEagerMilliseconds: Double) {
+    public init(
+        tabs: Int, unrealizedMilliseconds: Double, eagerMilliseconds: Double, coldUnrealizedMilliseconds: Double,
+        coldEagerMilliseconds: Double
+    ) {
         self.tabs = tabs
         self.unrealizedMilliseconds = unrealizedMilliseconds
         self.eagerMilliseconds = eagerMilliseconds
@@ -72,14 +75,18 @@ public enum RestoreBench {
         for case let name as String in walk {
             let path = directory.appending(name)
             var status = stat()
-            guard lstat(path.string, &status) == 0 else { throw BenchError.system("lstat \(path)", Errno(rawValue: errno)) }
+            guard lstat(path.string, &status) == 0 else {
+                throw BenchError.system("lstat \(path)", Errno(rawValue: errno))
+            }
             guard status.st_mode & S_IFMT == S_IFREG else { continue }
             let fd = open(path.string, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { throw BenchError.system("open \(path)", Errno(rawValue: errno)) }
             defer { close(fd) }
             // posix_fadvise returns the error rather than setting errno.
             let result = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
-            guard result == 0 else { throw BenchError.system("posix_fadvise(DONTNEED) \(path)", Errno(rawValue: result)) }
+            guard result == 0 else {
+                throw BenchError.system("posix_fadvise(DONTNEED) \(path)", Errno(rawValue: result))
+            }
         }
     }
 
@@ -89,13 +96,15 @@ public enum RestoreBench {
     public static func save(_ window: UUID, tabs: Int, directory: FilePath) throws {
         // A threshold below the tab count: the first save writes a snapshot, as a window this
         // large would have on disk.
-        try saveInOneCommand(window, tabs: tabs, directory: directory, options: StoreOptions(compactAfterRecords: tabs / 2))
+        try saveInOneCommand(
+            window, tabs: tabs, directory: directory, options: StoreOptions(compactAfterRecords: tabs / 2))
         // Lived in: a few activations, past a second compaction, so the journals hold what a
         // window's hold between compactions. Right after the one save that made every tab, the
         // fallback generation's journal is that save (every tab's insert and history), which
         // the window reads after it is ready (`WindowStore.checkFallbacks`), past what is timed.
         let livedIn = WindowStore(
-            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
+            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 4),
+            saveDelayMilliseconds: 0)
         _ = try livedIn.recover()
         for seq in UInt64(2)...7 {
             try livedIn.apply(seq: seq) { try livedIn.regular.webStateList.activate(at: Int(seq) % tabs) }
@@ -120,7 +129,8 @@ public enum RestoreBench {
 
     /// One command opening `tabs` tabs of five pages each, the middle one active, made durable.
     private static func saveInOneCommand(_ window: UUID, tabs: Int, directory: FilePath, options: StoreOptions) throws {
-        let store = WindowStore(root: directory, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+        let store = WindowStore(
+            root: directory, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let browser = store.regular
         try store.apply(seq: 1) {
@@ -160,5 +170,6 @@ public enum RestoreBench {
 func median(_ values: [Double]) -> Double {
     guard !values.isEmpty else { return 0 }
     let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }

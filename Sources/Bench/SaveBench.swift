@@ -78,7 +78,9 @@ public struct WorkerResult: Codable, Sendable {
         result.seconds = Double(busy) / 1e9
         result.bytes = workload.bytesWritten - bytesBefore
         let reading = meter.finish()
-        (result.cpu, result.machineCPU, result.kernelThreadsCPU) = (reading.saving, reading.machine, reading.kernelThreads)
+        (result.cpu, result.machineCPU, result.kernelThreadsCPU) = (
+            reading.saving, reading.machine, reading.kernelThreads
+        )
         return result
     }
 }
@@ -145,7 +147,9 @@ public struct SaveResult: Codable, Sendable, Equatable {
         cpu = CPUPerSave(workers.reduce(CPUTime.zero) { $0 + $1.cpu }, saves: saves)
         let lone = windows == 1 && workers.count == 1 ? workers.first : nil
         machineCPU = lone?.machineCPU.flatMap { CPUPerSave($0, saves: saves) }
-        withKernelThreads = lone.flatMap { CPUPerSave($0.cpu + CPUTime(user: 0, system: $0.kernelThreadsCPU), saves: saves) }
+        withKernelThreads = lone.flatMap {
+            CPUPerSave($0.cpu + CPUTime(user: 0, system: $0.kernelThreadsCPU), saves: saves)
+        }
     }
 }
 
@@ -192,11 +196,12 @@ public enum SaveBench {
         for index in 0..<windows {
             let result = directory.appending("worker-\(index).json")
             results.append(result)
-            let arguments = [
-                executable, "bench-worker", "--contender", contender.rawValue, "--size", size.rawValue,
-                "--directory", directory.appending("window-\(index)").string, "--seconds", "\(seconds)",
-                "--result", result.string,
-            ] + (perSecond.map { ["--rate", "\($0)"] } ?? [])
+            let arguments =
+                [
+                    executable, "bench-worker", "--contender", contender.rawValue, "--size", size.rawValue,
+                    "--directory", directory.appending("window-\(index)").string, "--seconds", "\(seconds)",
+                    "--result", result.string,
+                ] + (perSecond.map { ["--rate", "\($0)"] } ?? [])
             switch spawnProcess(arguments, inheriting: [ready.write, go.read], ownProcessGroup: true) {
             case .success(let pid): pids.append(pid)
             case .failure(let errno):
@@ -229,7 +234,9 @@ public enum SaveBench {
             workers.append(result)
         }
         guard failures.isEmpty, readyCount == windows else {
-            throw BenchError.worker("\(contender.rawValue) \(size.rawValue) ×\(windows): " + (failures.first ?? "\(readyCount) of \(windows) workers got ready"))
+            throw BenchError.worker(
+                "\(contender.rawValue) \(size.rawValue) ×\(windows): "
+                    + (failures.first ?? "\(readyCount) of \(windows) workers got ready"))
         }
         return workers
     }
@@ -238,7 +245,8 @@ public enum SaveBench {
     /// save for `seconds` (back to back, or open loop at `perSecond` commands a second on a
     /// store contender), write the result.
     public static func work(
-        contender: Contender, size: SaveSize, directory: FilePath, seconds: Double, result: FilePath, perSecond: Double? = nil
+        contender: Contender, size: SaveSize, directory: FilePath, seconds: Double, result: FilePath,
+        perSecond: Double? = nil
     ) throws {
         let readyDescriptor: Int32 = 3
         let goDescriptor: Int32 = 4
@@ -252,7 +260,8 @@ public enum SaveBench {
                 }
                 try FileManager.default.createDirectory(
                     atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                openLoop = try StoreOpenLoopWindow(engine: contender == .uring ? try UringEngine() : SyncEngine(), directory: directory)
+                openLoop = try StoreOpenLoopWindow(
+                    engine: contender == .uring ? try UringEngine() : SyncEngine(), directory: directory)
             } else {
                 workload = try Workloads.make(contender, size: size, directory: directory)
             }
@@ -262,13 +271,20 @@ public enum SaveBench {
         var byte: UInt8 = 1
         // A ready that cannot be said (the runner gone) would let the runner count a worker
         // short and this one measure for nobody.
-        guard write(readyDescriptor, &byte, 1) == 1 else { throw BenchError.system("write to the ready pipe", Errno(rawValue: errno)) }
+        guard write(readyDescriptor, &byte, 1) == 1 else {
+            throw BenchError.system("write to the ready pipe", Errno(rawValue: errno))
+        }
         close(readyDescriptor)
         while read(goDescriptor, &byte, 1) > 0 {}
         if let workload { outcome = WorkerResult.measure(workload, seconds: seconds) }
-        if let openLoop, let perSecond { outcome = OpenLoop.measure(openLoop, perSecond: perSecond, seconds: seconds, firstSeq: 2) }
+        if let openLoop, let perSecond {
+            outcome = OpenLoop.measure(openLoop, perSecond: perSecond, seconds: seconds, firstSeq: 2)
+        }
         let data = try JSONEncoder().encode(outcome)
-        guard FileManager.default.createFile(atPath: result.string, contents: data, attributes: [.posixPermissions: 0o600]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: result.string, contents: data, attributes: [.posixPermissions: 0o600])
+        else {
             throw BenchError.worker("cannot write \(result)")
         }
     }

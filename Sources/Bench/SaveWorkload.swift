@@ -63,7 +63,8 @@ public enum Workloads {
         case .floor:
             return try FloorWorkload(directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())
         case .floorBuffered:
-            return try BufferedFloorWorkload(directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())
+            return try BufferedFloorWorkload(
+                directory: directory, recordSize: size == .small ? 256 : try largeSessionBytes())
         case .uring:
             return try StoreWorkload(engine: try UringEngine(), size: size, directory: directory)
         case .sync:
@@ -94,7 +95,9 @@ private func makeTabs(_ tabs: Int, profile: Profile, round: UInt64) -> [WebState
     (0..<tabs).map { index in
         var history = NavigationHistory()
         history.commit(page(index, round: round))
-        return WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: Int64(round)), history: history)
+        return WebState(
+            id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: Int64(round)),
+            history: history)
     }
 }
 
@@ -129,7 +132,8 @@ private struct PendingChange {
 
 /// A session file with every tab realized: what `rewrite` writes per save.
 private func encodeSession(_ list: WebStateList, seq: UInt64) throws -> [UInt8] {
-    try SnapshotEncoder.encode(list, lastCommandSeq: seq) { (webState: WebState) throws(SessionFormatError) -> [UInt8] in
+    try SnapshotEncoder.encode(list, lastCommandSeq: seq) {
+        (webState: WebState) throws(SessionFormatError) -> [UInt8] in
         throw .readFailed(offset: 0, reason: "tab \(webState.id) is unrealized; the rewrite keeps every tab realized")
     }
 }
@@ -171,7 +175,9 @@ final class BufferedFloorWorkload: SaveWorkload {
         // Preallocated and synced, so an append changes no metadata: one flush per write.
         fileSize = max(4 << 20, recordSize * 64)
         file = try engine.open(directory.appending("floor"), .create)
-        try engine.perform([.write(file, [UInt8](repeating: 0, count: fileSize), offset: 0, durable: false), .sync(file)])
+        try engine.perform([
+            .write(file, [UInt8](repeating: 0, count: fileSize), offset: 0, durable: false), .sync(file),
+        ])
     }
 
     deinit { engine.close(file) }
@@ -199,7 +205,9 @@ final class StoreWorkload: SaveWorkload {
         _ = try store.recover()
         browser = size == .incognito ? store.incognito : store.regular
         let browser = browser
-        try store.apply(seq: seq) { try fill(browser.webStateList, tabs: size.windowTabs, profile: browser.profile, round: 0) }
+        try store.apply(seq: seq) {
+            try fill(browser.webStateList, tabs: size.windowTabs, profile: browser.profile, round: 0)
+        }
         try store.waitUntilDurable(seq)
     }
 
@@ -260,7 +268,9 @@ final class RewriteWorkload: SaveWorkload {
     }
 
     private func write() throws {
-        guard changes.takeDirty() else { throw BenchError.worker("rewrite: a change the session's observer did not hear") }
+        guard changes.takeDirty() else {
+            throw BenchError.worker("rewrite: a change the session's observer did not hear")
+        }
         let bytes = try encodeSession(browser.webStateList, seq: seq)
         let temporary = directory.appending("session.tmp")
         try? engine.removeFile(temporary)

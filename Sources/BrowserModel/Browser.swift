@@ -1,5 +1,6 @@
-import struct Foundation.UUID
 import SystemPackage
+
+import struct Foundation.UUID
 
 /// Regular tabs or off-the-record (incognito) ones.
 public enum BrowserKind: String, Sendable, CaseIterable {
@@ -79,7 +80,8 @@ public final class Profile {
     public var offTheRecordProfile: Profile {
         if isOffTheRecord { return self }
         if let offTheRecord { return offTheRecord }
-        let created = Profile(stateDirectory: stateDirectory, kind: .incognito, identifiers: identifiers, original: self)
+        let created = Profile(
+            stateDirectory: stateDirectory, kind: .incognito, identifiers: identifiers, original: self)
         offTheRecord = created
         return created
     }

@@ -1,5 +1,6 @@
-import struct Foundation.UUID
 import SystemPackage
+
+import struct Foundation.UUID
 
 /// Every name the host gives under its root, and how a session's path is built from them: the
 /// one owner of the on-disk layout (docs/storage-format.md). It lives here, in the lowest module

@@ -50,10 +50,14 @@ public enum NavigationItemError: Error, Equatable, Sendable, CustomStringConvert
 extension NavigationItem {
     /// An entry a tab may take from outside (a command): its URL and title within `Limits`, and
     /// holding no character `ForbiddenCharacter` refuses.
-    public static func checked(url: String, title: String = "", timestamp: Timestamp) throws(NavigationItemError) -> NavigationItem {
+    public static func checked(url: String, title: String = "", timestamp: Timestamp) throws(NavigationItemError)
+        -> NavigationItem
+    {
         let item = NavigationItem(url: url, title: title, timestamp: timestamp)
         try item.check()
-        if let forbidden = ForbiddenCharacter.inURL(url) ?? ForbiddenCharacter.inTitle(title) { throw .forbiddenCharacter(forbidden) }
+        if let forbidden = ForbiddenCharacter.inURL(url) ?? ForbiddenCharacter.inTitle(title) {
+            throw .forbiddenCharacter(forbidden)
+        }
         return item
     }
 
@@ -61,7 +65,9 @@ extension NavigationItem {
     /// back from a session file is held to (one written before `ForbiddenCharacter` still reads).
     public func check() throws(NavigationItemError) {
         guard Limits.isValidURL(url) else { throw .urlTooLong(bytes: url.utf8.count, limit: Limits.maxURLBytes) }
-        guard Limits.isValidTitle(title) else { throw .titleTooLong(bytes: title.utf8.count, limit: Limits.maxTitleBytes) }
+        guard Limits.isValidTitle(title) else {
+            throw .titleTooLong(bytes: title.utf8.count, limit: Limits.maxTitleBytes)
+        }
     }
 
     /// What the entry counts against `Limits.maxHistoryTextBytes`.
@@ -110,7 +116,9 @@ public struct NavigationHistory: Hashable, Sendable {
     /// dropped or lies more than one past the end.
     public func index(ofItemNumber number: Int64) -> Int? {
         let index = number.subtractingReportingOverflow(Int64(droppedItemCount))
-        guard !index.overflow, let local = Int(exactly: index.partialValue), local >= 0, local <= items.count else { return nil }
+        guard !index.overflow, let local = Int(exactly: index.partialValue), local >= 0, local <= items.count else {
+            return nil
+        }
         return local
     }
 
@@ -155,7 +163,9 @@ public struct NavigationHistory: Hashable, Sendable {
         var textBytes = items.reduce(0) { $0 + $1.textBytes }
         var dropFront = 0
         var end = items.count
-        while end - dropFront > 1, end - dropFront > Limits.maxNavigationEntries || textBytes > Limits.maxHistoryTextBytes {
+        while end - dropFront > 1,
+            end - dropFront > Limits.maxNavigationEntries || textBytes > Limits.maxHistoryTextBytes
+        {
             if current > dropFront {
                 textBytes -= items[dropFront].textBytes
                 dropFront += 1

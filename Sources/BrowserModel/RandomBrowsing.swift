@@ -8,7 +8,9 @@ public struct RandomBrowsing: Sendable {
     /// Above this many tabs it stops opening new ones.
     public var maxTabs: Int
 
-    public init(seed: UInt64, startTime: Timestamp = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000), maxTabs: Int = 40) {
+    public init(
+        seed: UInt64, startTime: Timestamp = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000), maxTabs: Int = 40
+    ) {
         random = SeededGenerator(seed: seed)
         clock = startTime.microsecondsSinceEpoch
         self.maxTabs = maxTabs
@@ -64,7 +66,9 @@ public struct RandomBrowsing: Sendable {
             let time = tick()
             let site = Int.random(in: 0..<50, using: &random)
             try webState.commitNavigation(
-                to: NavigationItem(url: "https://site\(site).example/\(time.microsecondsSinceEpoch)", title: "Page \(site)", timestamp: time))
+                to: NavigationItem(
+                    url: "https://site\(site).example/\(time.microsecondsSinceEpoch)", title: "Page \(site)",
+                    timestamp: time))
             return "tab \(webState.id) navigates to \(webState.url)"
         case 55..<65:
             let to = try list.move(from: index, to: Int.random(in: 0..<count, using: &random))

@@ -170,7 +170,10 @@ public final class WebState {
 
     /// An unrealized tab, as restore makes them: the tab stored at `index` of `stored`, read
     /// from there when asked for (its times are the only fields kept in the tab itself).
-    public init(id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, storedIn stored: any StoredTabs, at index: Int) {
+    public init(
+        id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, storedIn stored: any StoredTabs,
+        at index: Int
+    ) {
         self.id = id
         self.creationTime = creationTime
         self.lastActiveTime = lastActiveTime

@@ -74,7 +74,8 @@ public protocol WebStateListObserver: AnyObject {
 extension WebStateListObserver {
     public func webStateListWillBeginBatch(_ list: WebStateList) {}
     public func webStateListDidEndBatch(_ list: WebStateList) {}
-    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {}
+    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
+    {}
 }
 
 /// Called before a tab joins a list and after it left one (the seed's WebStateListDelegate):
@@ -104,7 +105,8 @@ public enum WebStateListError: Error, Equatable, Sendable, CustomStringConvertib
         case .webStateDestroyed(let id): "tab \(id) was closed"
         case .pinnedCountOutOfRange(let pinned, let count): "pinned count \(pinned) outside 0...\(count)"
         case .listNotEmpty: "restore needs an empty list"
-        case .full(let limit): "the list already holds \(limit) tabs, the most a Browser holds (Limits.maxTabsPerBrowser)"
+        case .full(let limit):
+            "the list already holds \(limit) tabs, the most a Browser holds (Limits.maxTabsPerBrowser)"
         }
     }
 }

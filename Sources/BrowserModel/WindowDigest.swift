@@ -33,7 +33,9 @@ public struct WindowDigest: Sendable {
 
         public init(_ list: WebStateList) {
             tabs = list.webStates.enumerated().map { index, webState in
-                Tab(id: webState.id.rawValue, openerID: (try? list.opener(at: index))?.openerID.rawValue, url: webState.url, title: webState.title)
+                Tab(
+                    id: webState.id.rawValue, openerID: (try? list.opener(at: index))?.openerID.rawValue,
+                    url: webState.url, title: webState.title)
             }
             activeIndex = list.activeIndex
             pinnedCount = list.pinnedCount

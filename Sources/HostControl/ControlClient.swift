@@ -17,7 +17,9 @@ public enum ControlClient {
     public static let maxReplyBytes = Limits.maxControlReplyBytes
 
     /// `exchange`, with the client's own failure as the reply `ctl` prints (`ControlClientError.reply`).
-    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds) -> ControlReply {
+    public static func call(_ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds)
+        -> ControlReply
+    {
         do {
             return try exchange(request, socket: path, timeout: timeout)
         } catch {
@@ -35,10 +37,11 @@ public enum ControlClient {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
         // A durable wait lasts until the window's next save, which may be later than the
         // timeout (a --save-delay above it): that, not a stopped supervisor, is the likely cause.
-        let waitsForASave = switch request {
-        case .window(_, .waitDurable), .window(_, .save(wait: true)): true
-        default: false
-        }
+        let waitsForASave =
+            switch request {
+            case .window(_, .waitDurable), .window(_, .save(wait: true)): true
+            default: false
+            }
         let likelyCause =
             waitsForASave
             ? "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
@@ -59,13 +62,16 @@ public enum ControlClient {
             }
         }
 
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .noSocket(Errno(rawValue: errno)) }
         defer { close(fd) }
         guard var address = UnixSocketAddress.make(path) else { throw .socketPathTooLong(path) }
         while true {
             let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
             }
             if connected == 0 { break }
             let error = errno

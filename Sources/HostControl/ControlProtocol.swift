@@ -38,7 +38,11 @@ public enum JSONValue: Codable, Equatable, Sendable {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
         case .number(let value):
-            if value == value.rounded(), abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
+            if value == value.rounded(), abs(value) < 1e15 {
+                try container.encode(Int64(value))
+            } else {
+                try container.encode(value)
+            }
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
@@ -54,7 +58,9 @@ public enum JSONValue: Codable, Equatable, Sendable {
     /// The number as an integer, when it is one a JSON double holds exactly (|n| ≤ 2⁵³ − 1,
     /// `Limits.maxCommandSeq`); nil for any other, never a trap on a reply's value.
     public var int: Int64? {
-        guard let number, number.rounded() == number, number.magnitude <= Double(Limits.maxCommandSeq) else { return nil }
+        guard let number, number.rounded() == number, number.magnitude <= Double(Limits.maxCommandSeq) else {
+            return nil
+        }
         return Int64(number)
     }
     public var array: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
@@ -167,7 +173,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// by their escapes and nesting is counted, not parsed; a key with an escape is read by
     /// JSONDecoder, so escapes (`"wind\u006fw"`) name the key they spell.
     public static func topLevelKeys(in line: [UInt8]) -> [String]? {
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
         guard line.first(where: { !Self.isJSONWhitespace($0) }) == UInt8(ascii: "{") else { return nil }
         var keys: [String] = []
         var depth = 0
@@ -183,7 +190,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
                 guard index < line.count else { return nil }
                 if depth == 1, expectsKey {
                     let quoted = line[start...index]
-                    let key = quoted.contains(backslash)
+                    let key =
+                        quoted.contains(backslash)
                         ? try? JSONDecoder().decode(String.self, from: Data(quoted))
                         : String(validating: quoted.dropFirst().dropLast(), as: UTF8.self)
                     guard let key else { return nil }
@@ -206,13 +214,15 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     }
 
     private static func isJSONWhitespace(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n")
+            || byte == UInt8(ascii: "\r")
     }
 
     /// The window a request names: `text` whole, or the refusal (64) naming it.
     public static func windowID(_ text: String) throws(ControlFailure) -> UUID {
         guard let id = UUID(exactly: text) else {
-            throw ControlFailure(code: .usage, message: "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID")
+            throw ControlFailure(
+                code: .usage, message: "'\(text.debugDescription.dropFirst().dropLast())' is not a UUID")
         }
         return id
     }
@@ -221,18 +231,24 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// `ForbiddenCharacter` refuses (65); the tab's own bound (`Limits.maxURLBytes`) is larger
     /// and checked by the worker, with the characters again.
     public static func check(url: String) throws(ControlFailure) {
-        if let forbidden = ForbiddenCharacter.inURL(url) { throw ControlFailure(code: .badData, message: "\(forbidden)") }
+        if let forbidden = ForbiddenCharacter.inURL(url) {
+            throw ControlFailure(code: .badData, message: "\(forbidden)")
+        }
         guard url.utf8.count <= Limits.maxControlURLBytes else {
             throw ControlFailure(
                 code: .badData,
-                message: "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)")
+                message:
+                    "URL of \(url.utf8.count) bytes is longer than the \(Limits.maxControlURLBytes) the control plane carries (Limits.maxControlURLBytes)"
+            )
         }
     }
 
     /// The URL the request carries, if any.
     public var url: String? {
         switch self {
-        case .window(_, .tab(.open(let url, _, _, _, _))), .window(_, .tab(.navigate(_, let url))), .window(_, .tab(.replace(_, let url))): url
+        case .window(_, .tab(.open(let url, _, _, _, _))), .window(_, .tab(.navigate(_, let url))),
+            .window(_, .tab(.replace(_, let url))):
+            url
         default: nil
         }
     }
@@ -263,45 +279,79 @@ public enum ControlRequest: Codable, Equatable, Sendable {
 
     /// Validates in the order the supervisor always has: the verb, its window, then its fields.
     private init(_ wire: Wire) throws(ControlFailure) {
-        guard let verb = Verb(rawValue: wire.verb) else { throw ControlFailure(code: .usage, message: "unknown verb '\(wire.verb)'") }
+        guard let verb = Verb(rawValue: wire.verb) else {
+            throw ControlFailure(code: .usage, message: "unknown verb '\(wire.verb)'")
+        }
         func tab() throws(ControlFailure) -> Int64 {
-            guard let tab = wire.tab else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab") }
+            guard let tab = wire.tab else {
+                throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab")
+            }
             return tab
         }
         func url() throws(ControlFailure) -> String {
-            guard let url = wire.url, !url.isEmpty else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a URL") }
+            guard let url = wire.url, !url.isEmpty else {
+                throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a URL")
+            }
             try Self.check(url: url)
             return url
         }
         /// An index as the user gave it: checked here, named unchanged, never clamped.
         func index(_ given: Int) throws(ControlFailure) -> Int {
             guard (0...Limits.maxTabsPerBrowser).contains(given) else {
-                throw ControlFailure(code: .badData, message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
+                throw ControlFailure(
+                    code: .badData,
+                    message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
             }
             return given
         }
         /// A set-aside entry's id as the user gave it: one the host could have named, or 65.
         func entry() throws(ControlFailure) -> String {
-            guard let entry = wire.entry else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs an entry id (ctl set-aside lists them)") }
+            guard let entry = wire.entry else {
+                throw ControlFailure(
+                    code: .usage, message: "\(verb.rawValue) needs an entry id (ctl set-aside lists them)")
+            }
             guard SetAsideShelf.isValidID(entry) else {
-                throw ControlFailure(code: .badData, message: "'\(entry.debugDescription.dropFirst().dropLast())' is no set-aside entry id (ctl set-aside lists them)")
+                throw ControlFailure(
+                    code: .badData,
+                    message:
+                        "'\(entry.debugDescription.dropFirst().dropLast())' is no set-aside entry id (ctl set-aside lists them)"
+                )
             }
             return entry
         }
         switch verb {
-        case .status: self = .status; return
-        case .stats: self = .stats(histogram: wire.histogram ?? false); return
-        case .connect: self = .connect; return
-        case .shutdown: self = .shutdown; return
-        case .setAside: self = .setAside; return
-        case .adopt: self = .adopt(entry: try entry(), asNewWindow: wire.newWindow ?? false); return
-        case .discard: self = .discard(entry: try entry()); return
+        case .status:
+            self = .status
+            return
+        case .stats:
+            self = .stats(histogram: wire.histogram ?? false)
+            return
+        case .connect:
+            self = .connect
+            return
+        case .shutdown:
+            self = .shutdown
+            return
+        case .setAside:
+            self = .setAside
+            return
+        case .adopt:
+            self = .adopt(entry: try entry(), asNewWindow: wire.newWindow ?? false)
+            return
+        case .discard:
+            self = .discard(entry: try entry())
+            return
         case .closeWindow:
-            guard let text = wire.window else { throw ControlFailure(code: .usage, message: "close-window needs a window") }
-            self = .closeWindow(try Self.windowID(text)); return
+            guard let text = wire.window else {
+                throw ControlFailure(code: .usage, message: "close-window needs a window")
+            }
+            self = .closeWindow(try Self.windowID(text))
+            return
         default: break
         }
-        guard let text = wire.window else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window") }
+        guard let text = wire.window else {
+            throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window")
+        }
         let id = try Self.windowID(text)
         let request: WindowRequest
         switch verb {
@@ -312,7 +362,10 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             try Self.check(url: url)
             var at: Int?
             if let given = wire.index { at = try index(given) }
-            request = .tab(.open(url: url, incognito: wire.incognito ?? false, index: at, opener: wire.opener, background: wire.background ?? false))
+            request = .tab(
+                .open(
+                    url: url, incognito: wire.incognito ?? false, index: at, opener: wire.opener,
+                    background: wire.background ?? false))
         case .navigate:
             let tab = try tab()
             request = .tab(.navigate(tab: tab, url: try url()))
@@ -335,7 +388,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .dump: request = .dump
         case .waitDurable: request = .waitDurable(seq: wire.seq)
         case .kill:
-            request = .kill(signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: wire.aim ?? false)
+            request = .kill(
+                signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: wire.aim ?? false)
         }
         self = .window(id, request)
     }
@@ -352,7 +406,9 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             wire.window = id.uuidString
             switch request {
             case .tab(.open(let url, let incognito, let index, let opener, let background)):
-                (wire.url, wire.incognito, wire.index, wire.opener, wire.background) = (url, incognito, index, opener, background)
+                (wire.url, wire.incognito, wire.index, wire.opener, wire.background) = (
+                    url, incognito, index, opener, background
+                )
             case .tab(.navigate(let tab, let url)), .tab(.replace(let tab, let url)): (wire.tab, wire.url) = (tab, url)
             case .tab(.close(let tab)), .tab(.activate(let tab)): wire.tab = tab
             case .tab(.move(let tab, let index)): (wire.tab, wire.index) = (tab, index)
@@ -361,7 +417,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             case .scene, .dump: break
             case .save(let wait): wire.wait = wait
             case .waitDurable(let seq): wire.seq = seq
-            case .kill(let signal, let wait, let aim): (wire.signal, wire.wait, wire.aim) = (SignalName.name(signal), wait, aim)
+            case .kill(let signal, let wait, let aim):
+                (wire.signal, wire.wait, wire.aim) = (SignalName.name(signal), wait, aim)
             }
         }
         try wire.encode(to: encoder)

@@ -82,7 +82,8 @@ public struct SeqRange: Codable, Equatable, Sendable {
         first = try container.decode(UInt64.self)
         last = try container.decode(UInt64.self)
         guard container.isAtEnd, first <= last else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "a seq range is [first, last], first ≤ last")
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "a seq range is [first, last], first ≤ last")
         }
     }
 
@@ -143,7 +144,10 @@ public struct DumpReply: Codable, Equatable, Sendable {
     public var regular: BrowserContents
     public var incognito: BrowserContents
 
-    public init(window: String, appliedSeq: UInt64, durableSeq: UInt64, digest: String, regular: BrowserContents, incognito: BrowserContents) {
+    public init(
+        window: String, appliedSeq: UInt64, durableSeq: UInt64, digest: String, regular: BrowserContents,
+        incognito: BrowserContents
+    ) {
         (self.window, self.appliedSeq, self.durableSeq, self.digest) = (window, appliedSeq, durableSeq, digest)
         (self.regular, self.incognito) = (regular, incognito)
     }
@@ -173,11 +177,16 @@ public struct DumpReply: Codable, Equatable, Sendable {
         public var lastActiveTimeUs: Int64?
 
         public init(
-            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?, historyIndex: Int32? = nil, historyCount: Int32? = nil,
+            id: Int64, url: String, title: String, realized: Bool, pinned: Bool, opener: Int64?,
+            historyIndex: Int32? = nil, historyCount: Int32? = nil,
             lastActiveTimeUs: Int64?
         ) {
-            (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (id, url, title, realized, pinned, opener)
-            (self.historyIndex, self.historyCount, self.lastActiveTimeUs) = (historyIndex, historyCount, lastActiveTimeUs)
+            (self.id, self.url, self.title, self.realized, self.pinned, self.opener) = (
+                id, url, title, realized, pinned, opener
+            )
+            (self.historyIndex, self.historyCount, self.lastActiveTimeUs) = (
+                historyIndex, historyCount, lastActiveTimeUs
+            )
         }
     }
 }
@@ -324,7 +333,10 @@ public struct AdoptReply: Codable, Equatable, Sendable {
     public var incognitoTabs: UInt64
     public var durableSeq: UInt64
 
-    package init(entry: String, window: String, pid: Int32, asNewWindow: Bool, regularTabs: UInt64, incognitoTabs: UInt64, durableSeq: UInt64) {
+    package init(
+        entry: String, window: String, pid: Int32, asNewWindow: Bool, regularTabs: UInt64, incognitoTabs: UInt64,
+        durableSeq: UInt64
+    ) {
         self.entry = entry
         self.window = window
         self.pid = pid
@@ -470,7 +482,9 @@ public struct StatsReply: Codable, Equatable, Sendable {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             uuid = try container.decode(String.self, forKey: .uuid)
             _failing = try container.decode(ExplicitNull<FailingSaves>.self, forKey: .failing)
-            _directIo = try container.decodeIfPresent(ExplicitNull<Bool>.self, forKey: .directIo) ?? ExplicitNull(wrappedValue: nil)
+            _directIo =
+                try container.decodeIfPresent(ExplicitNull<Bool>.self, forKey: .directIo)
+                ?? ExplicitNull(wrappedValue: nil)
             saves = try SaveSummary(from: decoder)
         }
 

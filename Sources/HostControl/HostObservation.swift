@@ -77,12 +77,22 @@ public final class HostObservation: Sendable {
 
     /// The metrics are made once, from `factory`, under the names `docs/observability.md` lists.
     public init(factory: any MetricsFactory) {
-        commands = Dictionary(uniqueKeysWithValues: Verb.allCases.map { verb in
-            (verb, CoreMetrics.Counter(label: Self.commandsMetric, dimensions: [("verb", verb.rawValue)], factory: factory))
-        })
-        restarts = Dictionary(uniqueKeysWithValues: RestartReason.allCases.map { reason in
-            (reason, CoreMetrics.Counter(label: Self.restartsMetric, dimensions: [("reason", reason.rawValue)], factory: factory))
-        })
+        commands = Dictionary(
+            uniqueKeysWithValues: Verb.allCases.map { verb in
+                (
+                    verb,
+                    CoreMetrics.Counter(
+                        label: Self.commandsMetric, dimensions: [("verb", verb.rawValue)], factory: factory)
+                )
+            })
+        restarts = Dictionary(
+            uniqueKeysWithValues: RestartReason.allCases.map { reason in
+                (
+                    reason,
+                    CoreMetrics.Counter(
+                        label: Self.restartsMetric, dimensions: [("reason", reason.rawValue)], factory: factory)
+                )
+            })
         recoveries = CoreMetrics.Timer(label: Self.recoveryMetric, dimensions: [], factory: factory)
     }
 
@@ -138,9 +148,14 @@ public final class HostObservation: Sendable {
 
     private func append(_ window: UUID, _ kind: HostEvent.Kind, at seconds: Double, recovery: Double?) {
         state.withLock { state in
-            state.events.append(HostEvent(id: state.nextEventID, seconds: seconds, window: window.uuidString, kind: kind, recoveryMilliseconds: recovery))
+            state.events.append(
+                HostEvent(
+                    id: state.nextEventID, seconds: seconds, window: window.uuidString, kind: kind,
+                    recoveryMilliseconds: recovery))
             state.nextEventID += 1
-            if state.events.count > Self.eventCapacity { state.events.removeFirst(state.events.count - Self.eventCapacity) }
+            if state.events.count > Self.eventCapacity {
+                state.events.removeFirst(state.events.count - Self.eventCapacity)
+            }
         }
     }
 }

@@ -114,11 +114,12 @@ extension WindowCommand {
             message.step = step
         case .scene(let change):
             var event = SceneEvent()
-            event.kind = switch change {
-            case .background: .background
-            case .foreground: .foreground
-            case .disconnect: .disconnect
-            }
+            event.kind =
+                switch change {
+                case .background: .background
+                case .foreground: .foreground
+                case .disconnect: .disconnect
+                }
             message.scene = event
         case .save:
             message.save = SaveNow()
@@ -136,9 +137,10 @@ extension WindowCommand {
     public init(_ message: WorkerCommand) throws(UndecodableCommand) {
         switch message.action {
         case .open(let open):
-            self = .tab(.open(
-                url: open.url, incognito: open.incognito, index: open.hasIndex ? Int(open.index) : nil,
-                opener: open.hasOpener ? open.opener : nil, background: open.inBackground))
+            self = .tab(
+                .open(
+                    url: open.url, incognito: open.incognito, index: open.hasIndex ? Int(open.index) : nil,
+                    opener: open.hasOpener ? open.opener : nil, background: open.inBackground))
         case .navigate(let navigate): self = .tab(.navigate(tab: navigate.tab, url: navigate.url))
         case .close(let close): self = .tab(.close(tab: close.tab))
         case .activate(let activate): self = .tab(.activate(tab: activate.tab))
@@ -150,7 +152,8 @@ extension WindowCommand {
             switch step.direction {
             case .back: self = .tab(.go(tab: step.tab, .back))
             case .forward: self = .tab(.go(tab: step.tab, .forward))
-            case .UNRECOGNIZED(let direction): throw UndecodableCommand(description: "a history step of unknown direction \(direction)")
+            case .UNRECOGNIZED(let direction):
+                throw UndecodableCommand(description: "a history step of unknown direction \(direction)")
             }
         case .scene(let event):
             switch event.kind {

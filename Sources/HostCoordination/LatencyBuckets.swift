@@ -45,7 +45,8 @@ public struct LatencyBuckets: @unchecked Sendable {
         let maximum = counter(Self.count - 1)
         var seen = maximum.load(ordering: .relaxed)
         while microseconds > seen {
-            let (exchanged, original) = maximum.weakCompareExchange(expected: seen, desired: microseconds, ordering: .relaxed)
+            let (exchanged, original) = maximum.weakCompareExchange(
+                expected: seen, desired: microseconds, ordering: .relaxed)
             if exchanged { break }
             seen = original
         }
@@ -58,7 +59,8 @@ public struct LatencyBuckets: @unchecked Sendable {
     /// `Limits.maxLatencySamples` samples in all, and a maximum past the histogram's range is
     /// taken as its highest value.
     public func histogram() -> Histogram<UInt64> {
-        var histogram = Histogram<UInt64>(highestTrackableValue: Self.highestMicroseconds, numberOfSignificantValueDigits: .three)
+        var histogram = Histogram<UInt64>(
+            highestTrackableValue: Self.highestMicroseconds, numberOfSignificantValueDigits: .three)
         let maximum = min(counter(Self.count - 1).load(ordering: .relaxed), Self.highestMicroseconds)
         let top = Self.index(of: maximum)
         var room = Limits.maxLatencySamples
@@ -76,11 +78,12 @@ public struct LatencyBuckets: @unchecked Sendable {
     /// as untrusted, like `histogram()`: at most `Limits.maxLatencySamples` in all.
     public func counts() -> LatencyCounts {
         var room = Limits.maxLatencySamples
-        return LatencyCounts(perBucket: (0..<(Self.count - 1)).map { index in
-            let count = min(counter(index).load(ordering: .relaxed), room)
-            room -= count
-            return count
-        })
+        return LatencyCounts(
+            perBucket: (0..<(Self.count - 1)).map { index in
+                let count = min(counter(index).load(ordering: .relaxed), room)
+                room -= count
+                return count
+            })
     }
 
     /// The highest latency a histogram holds (2⁴² µs, 51 days).
@@ -99,7 +102,8 @@ public struct LatencyCounts: Sendable, Equatable {
     /// in the slot, or a worker writing its counters down) counts from zero.
     public func since(_ earlier: LatencyCounts?) -> LatencyCounts {
         guard let earlier, earlier.perBucket.count == perBucket.count else { return self }
-        return LatencyCounts(perBucket: zip(perBucket, earlier.perBucket).map { now, then in now >= then ? now - then : now })
+        return LatencyCounts(
+            perBucket: zip(perBucket, earlier.perBucket).map { now, then in now >= then ? now - then : now })
     }
 
     /// Each bucket holding samples: its middle in microseconds, and how many.
@@ -111,7 +115,8 @@ public struct LatencyCounts: Sendable, Equatable {
 
     /// The samples as an HdrHistogram (each at its bucket's middle).
     public func histogram() -> Histogram<UInt64> {
-        var histogram = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
+        var histogram = Histogram<UInt64>(
+            highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
         var room = Limits.maxLatencySamples
         for (microseconds, count) in samples {
             let recorded = min(count, room)

@@ -68,7 +68,9 @@ public struct ReplyAssembly: Sendable {
     public mutating func take(_ message: WorkerReply, pending: Bool) throws(Violation) -> WorkerReply? {
         guard case .part(let part) = message.outcome else {
             if let assembling {
-                throw Violation(description: "a whole reply to request \(message.request) while request \(assembling.request) is in parts")
+                throw Violation(
+                    description:
+                        "a whole reply to request \(message.request) while request \(assembling.request) is in parts")
             }
             return message
         }
@@ -76,13 +78,20 @@ public struct ReplyAssembly: Sendable {
         // Held by `current` alone while it grows: appended in place, not copied at each part.
         assembling = nil
         guard part.offset == UInt64(current.bytes.count) else {
-            throw Violation(description: "a part of request \(current.request) at offset \(part.offset), where \(current.bytes.count) bytes have come")
+            throw Violation(
+                description:
+                    "a part of request \(current.request) at offset \(part.offset), where \(current.bytes.count) bytes have come"
+            )
         }
         guard !part.chunk.isEmpty, part.chunk.count <= current.total - current.bytes.count else {
-            throw Violation(description: "a part of \(part.chunk.count) bytes at \(part.offset) of a reply declared \(current.total) bytes")
+            throw Violation(
+                description:
+                    "a part of \(part.chunk.count) bytes at \(part.offset) of a reply declared \(current.total) bytes")
         }
         current.bytes += part.chunk
-        assert(current.bytes.count <= current.total && current.total <= Limits.maxWorkerReplyBytes, "a reply in parts never grows past its declared size")
+        assert(
+            current.bytes.count <= current.total && current.total <= Limits.maxWorkerReplyBytes,
+            "a reply in parts never grows past its declared size")
         guard current.bytes.count == current.total else {
             assembling = current
             return nil
@@ -92,18 +101,26 @@ public struct ReplyAssembly: Sendable {
     }
 
     /// The reply a part belongs to: the one being assembled, or a new one it starts.
-    private func start(_ assembling: Assembling?, _ request: UInt64, _ part: ReplyPart, pending: Bool) throws(Violation) -> Assembling {
+    private func start(_ assembling: Assembling?, _ request: UInt64, _ part: ReplyPart, pending: Bool) throws(Violation)
+        -> Assembling
+    {
         if let assembling {
             guard request == assembling.request, part.totalBytes == UInt64(assembling.total) else {
                 throw Violation(
-                    description: "a part of request \(request) (\(part.totalBytes) bytes) while request \(assembling.request) "
+                    description:
+                        "a part of request \(request) (\(part.totalBytes) bytes) while request \(assembling.request) "
                         + "(\(assembling.total) bytes) is in parts")
             }
             return assembling
         }
-        guard pending else { throw Violation(description: "a part of request \(request), which it was not sent or has answered") }
+        guard pending else {
+            throw Violation(description: "a part of request \(request), which it was not sent or has answered")
+        }
         guard part.totalBytes <= UInt64(Limits.maxWorkerReplyBytes) else {
-            throw Violation(description: "a reply of \(part.totalBytes) bytes, past the \(Limits.maxWorkerReplyBytes) a worker sends (Limits.maxWorkerReplyBytes)")
+            throw Violation(
+                description:
+                    "a reply of \(part.totalBytes) bytes, past the \(Limits.maxWorkerReplyBytes) a worker sends (Limits.maxWorkerReplyBytes)"
+            )
         }
         return Assembling(request: request, total: Int(part.totalBytes), bytes: [])
     }
@@ -113,7 +130,8 @@ public struct ReplyAssembly: Sendable {
             throw Violation(description: "a reply of \(assembled.total) bytes in parts that does not decode")
         }
         guard reply.request == assembled.request else {
-            throw Violation(description: "parts of request \(assembled.request) that make a reply to request \(reply.request)")
+            throw Violation(
+                description: "parts of request \(assembled.request) that make a reply to request \(reply.request)")
         }
         if case .part = reply.outcome {
             throw Violation(description: "parts of request \(assembled.request) that make another part")

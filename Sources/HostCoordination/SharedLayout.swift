@@ -59,9 +59,11 @@ enum SlotLayout {
     static let commandRingCapacity = Limits.maxControlRequestBytes
     static let replyRingCapacity = 1 << 20
     static let commandRing = SharedField(
-        "command ring", at: 16 << 10, bytes: RingLayout.headerSize + commandRingCapacity, wordSize: RingLayout.head.wordSize)
+        "command ring", at: 16 << 10, bytes: RingLayout.headerSize + commandRingCapacity,
+        wordSize: RingLayout.head.wordSize)
     static let replyRing = SharedField(
-        "reply ring", at: commandRing.end, bytes: RingLayout.headerSize + replyRingCapacity, wordSize: RingLayout.head.wordSize)
+        "reply ring", at: commandRing.end, bytes: RingLayout.headerSize + replyRingCapacity,
+        wordSize: RingLayout.head.wordSize)
 
     /// Everything after the slot header.
     static let size = replyRing.end

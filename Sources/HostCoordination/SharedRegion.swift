@@ -114,7 +114,9 @@ public final class SlotMemory: @unchecked Sendable {
         let slotSize = base.load(fromByteOffset: HeaderOffset.slotSize, as: UInt64.self)
         let recorded = base.load(fromByteOffset: HeaderOffset.totalSize, as: UInt64.self)
         guard headerSize == Self.headerSize, slotSize == WindowSlot.size, recorded == Self.size else {
-            throw refuse("header \(headerSize) + slot \(slotSize) in \(recorded) bytes, not this binary's \(Self.headerSize) + \(WindowSlot.size)")
+            throw refuse(
+                "header \(headerSize) + slot \(slotSize) in \(recorded) bytes, not this binary's \(Self.headerSize) + \(WindowSlot.size)"
+            )
         }
         let header = Header(
             index: base.load(fromByteOffset: HeaderOffset.slotIndex, as: UInt32.self),

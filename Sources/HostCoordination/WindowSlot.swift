@@ -50,7 +50,8 @@ public struct WorkerStats: Equatable, Sendable {
     /// The fields in the order of their words in the slot (`SlotLayout.stats`): the one
     /// statement of it, which `publish` writes and `readStats` reads.
     static let words: [WritableKeyPath<WorkerStats, UInt64> & Sendable] = [
-        \.appliedSeq, \.durableSeq, \.digest, \.regularTabs, \.incognitoTabs, \.failingErrno, \.failingBrowsers, \.journalWrites,
+        \.appliedSeq, \.durableSeq, \.digest, \.regularTabs, \.incognitoTabs, \.failingErrno, \.failingBrowsers,
+        \.journalWrites,
         \.incognitoStorage, \.memoryOnlySince,
     ]
 
@@ -104,7 +105,9 @@ public struct WindowSlot: @unchecked Sendable {
 
     /// The `index`th 64-bit word of `field`.
     func word64(_ field: SharedField, _ index: Int = 0) -> UnsafeAtomic<UInt64> {
-        assert(field.wordSize == MemoryLayout<UInt64>.size && (0..<field.wordCount).contains(index), "\(field.name) word \(index)")
+        assert(
+            field.wordSize == MemoryLayout<UInt64>.size && (0..<field.wordCount).contains(index),
+            "\(field.name) word \(index)")
         return word64(at: field.offset + index * field.wordSize)
     }
 
@@ -140,8 +143,10 @@ public struct WindowSlot: @unchecked Sendable {
         }
         nonmutating set {
             let (high, low) = withUnsafeBytes(of: newValue.uuid) { bytes in
-                (UInt64(bigEndian: bytes.load(fromByteOffset: 0, as: UInt64.self)),
-                 UInt64(bigEndian: bytes.load(fromByteOffset: 8, as: UInt64.self)))
+                (
+                    UInt64(bigEndian: bytes.load(fromByteOffset: 0, as: UInt64.self)),
+                    UInt64(bigEndian: bytes.load(fromByteOffset: 8, as: UInt64.self))
+                )
             }
             word64(SlotLayout.windowID, 0).store(high, ordering: .releasing)
             word64(SlotLayout.windowID, 1).store(low, ordering: .releasing)
@@ -153,7 +158,8 @@ public struct WindowSlot: @unchecked Sendable {
     /// (a restart of the same window); a new reservation clears them too.
     public func resetWorkerFields(keepingCounters: Bool) {
         header.write(at: base - SlotMemory.headerSize)
-        for offset in stride(from: SlotLayout.workerScratch.lowerBound, to: SlotLayout.workerScratch.upperBound, by: 8) {
+        for offset in stride(from: SlotLayout.workerScratch.lowerBound, to: SlotLayout.workerScratch.upperBound, by: 8)
+        {
             word64(at: offset).store(0, ordering: .relaxed)
         }
         if !keepingCounters {
@@ -193,7 +199,9 @@ public struct WindowSlot: @unchecked Sendable {
         version.store(start &+ 1, ordering: .relaxed)
         atomicMemoryFence(ordering: .releasing)
         assert(WorkerStats.words.count == SlotLayout.stats.wordCount, "one word per field")
-        for (index, field) in WorkerStats.words.enumerated() { word64(SlotLayout.stats, index).store(stats[keyPath: field], ordering: .relaxed) }
+        for (index, field) in WorkerStats.words.enumerated() {
+            word64(SlotLayout.stats, index).store(stats[keyPath: field], ordering: .relaxed)
+        }
         version.store(start &+ 2, ordering: .releasing)
     }
 
@@ -205,7 +213,9 @@ public struct WindowSlot: @unchecked Sendable {
             let before = version.load(ordering: .acquiring)
             guard before & 1 == 0 else { continue }
             var stats = WorkerStats()
-            for (index, field) in WorkerStats.words.enumerated() { stats[keyPath: field] = word64(SlotLayout.stats, index).load(ordering: .relaxed) }
+            for (index, field) in WorkerStats.words.enumerated() {
+                stats[keyPath: field] = word64(SlotLayout.stats, index).load(ordering: .relaxed)
+            }
             atomicMemoryFence(ordering: .acquiring)
             guard version.load(ordering: .relaxed) == before else { continue }
             return stats
@@ -229,14 +239,20 @@ public struct WindowSlot: @unchecked Sendable {
 
     public func recordSaveFailure() { word64(SlotLayout.saveFailures).wrappingIncrement(ordering: .relaxed) }
 
-    public func recordCompactionFailure() { word64(SlotLayout.compactionFailures).wrappingIncrement(ordering: .relaxed) }
+    public func recordCompactionFailure() {
+        word64(SlotLayout.compactionFailures).wrappingIncrement(ordering: .relaxed)
+    }
 
     public var latency: LatencyBuckets { LatencyBuckets(base + SlotLayout.latency.offset) }
 
     // MARK: rings
 
     /// Supervisor → worker.
-    public var commandRing: MessageRing { MessageRing(base + SlotLayout.commandRing.offset, capacity: SlotLayout.commandRingCapacity) }
+    public var commandRing: MessageRing {
+        MessageRing(base + SlotLayout.commandRing.offset, capacity: SlotLayout.commandRingCapacity)
+    }
     /// Worker → supervisor.
-    public var replyRing: MessageRing { MessageRing(base + SlotLayout.replyRing.offset, capacity: SlotLayout.replyRingCapacity) }
+    public var replyRing: MessageRing {
+        MessageRing(base + SlotLayout.replyRing.offset, capacity: SlotLayout.replyRingCapacity)
+    }
 }

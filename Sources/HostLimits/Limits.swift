@@ -141,7 +141,8 @@ public enum Limits {
     /// may hold, is `\u001f`), each tab's keys and numbers, plus 8 MiB for everything else, which
     /// also covers the largest `status` (64 windows, 1,024 set-aside entries of paths under
     /// 4 KiB, the windows' order). The supervisor never sends a longer one.
-    public static let maxControlReplyBytes = 6 * maxWindowTextBytes + 2 * maxTabsPerBrowser * maxDumpBytesPerTab + (8 << 20)
+    public static let maxControlReplyBytes =
+        6 * maxWindowTextBytes + 2 * maxTabsPerBrowser * maxDumpBytesPerTab + (8 << 20)
 
     /// The largest journal a store writes or reads. Compaction starts at 1 MiB by default, so
     /// only a run of failed compactions (or one save of a huge window) gets near it; an append
@@ -208,7 +209,9 @@ public struct ForbiddenCharacter: Error, Equatable, Sendable, CustomStringConver
         first(in: title, field: "title") { $0.value == 0 }
     }
 
-    private static func first(in text: String, field: String, _ forbidden: (Unicode.Scalar) -> Bool) -> ForbiddenCharacter? {
+    private static func first(in text: String, field: String, _ forbidden: (Unicode.Scalar) -> Bool)
+        -> ForbiddenCharacter?
+    {
         var offset = 0
         for scalar in text.unicodeScalars {
             if forbidden(scalar) { return ForbiddenCharacter(field: field, scalar: scalar.value, offset: offset) }
@@ -219,6 +222,7 @@ public struct ForbiddenCharacter: Error, Equatable, Sendable, CustomStringConver
 
     public var description: String {
         let code = String(scalar, radix: 16, uppercase: true)
-        return "\(field) holds U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code) (a control character) at byte \(offset): refused, nothing was done"
+        return
+            "\(field) holds U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code) (a control character) at byte \(offset): refused, nothing was done"
     }
 }

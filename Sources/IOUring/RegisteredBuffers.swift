@@ -15,8 +15,11 @@ public final class RegisteredBuffers {
     private var free: [Int]
 
     /// `count` buffers of `bufferBytes` (a multiple of `alignment`) each; ENOMEM when there is no room.
-    public init(count: Int = Limits.ringRegisteredBuffers, bufferBytes: Int = Limits.ringRegisteredBufferBytes) throws(Errno) {
-        precondition(count > 0 && bufferBytes > 0 && bufferBytes % Self.alignment == 0, "whole pages, at least one buffer")
+    public init(count: Int = Limits.ringRegisteredBuffers, bufferBytes: Int = Limits.ringRegisteredBufferBytes)
+        throws(Errno)
+    {
+        precondition(
+            count > 0 && bufferBytes > 0 && bufferBytes % Self.alignment == 0, "whole pages, at least one buffer")
         memory = try AlignedBytes(count: count * bufferBytes, alignment: Self.alignment)
         self.bufferBytes = bufferBytes
         self.count = count

@@ -61,7 +61,9 @@ public enum NoFollow {
         try withParent(of: path) { parent, name throws(Errno) in
             let fd: Int32
             if mode == .create {
-                fd = retryingOnInterrupt { openat(parent, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
+                fd = retryingOnInterrupt {
+                    openat(parent, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                }
                 guard fd >= 0 else { throw Errno(rawValue: errno) }
                 do throws(Errno) {
                     try setPrivateMode(fd, 0o600)
@@ -132,7 +134,8 @@ public enum NoFollow {
     public static func rename(_ source: FilePath, to destination: FilePath, replacing: Bool = true) throws(Errno) {
         try withParent(of: source) { from, fromName throws(Errno) in
             try withParent(of: destination) { to, toName throws(Errno) in
-                let renamed = replacing ? renameat(from, fromName, to, toName) : wh_renameat_noreplace(from, fromName, to, toName)
+                let renamed =
+                    replacing ? renameat(from, fromName, to, toName) : wh_renameat_noreplace(from, fromName, to, toName)
                 guard renamed == 0 else { throw Errno(rawValue: errno) }
             }
         }
@@ -174,7 +177,8 @@ public enum NoFollow {
         let fd: FileDescriptor
         do {
             fd = try openDirectory(path)
-        } catch where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels {
+        } catch  where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels
+        {
             return nil
         }
         // fdopendir owns the descriptor from here: closedir closes it.
@@ -225,7 +229,9 @@ public enum NoFollow {
     /// symlink: (st_dev, st_ino) of `fstat` against those of the entry at the path.
     /// False when nothing has the name, a symlink is on the way, or another file has it.
     /// (`inKernel`: whether `openat2` resolves the path, as it does wherever it works.)
-    public static func isAt(_ descriptor: FileDescriptor, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks) throws(Errno) -> Bool {
+    public static func isAt(
+        _ descriptor: FileDescriptor, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks
+    ) throws(Errno) -> Bool {
         try isAt(identity(of: descriptor), path, inKernel: inKernel)
     }
 
@@ -237,11 +243,14 @@ public enum NoFollow {
     }
 
     /// `isAt` for an open file whose identity is known.
-    public static func isAt(_ identity: FileIdentity, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks) throws(Errno) -> Bool {
+    public static func isAt(_ identity: FileIdentity, _ path: FilePath, inKernel: Bool = kernelResolvesWithoutSymlinks)
+        throws(Errno) -> Bool
+    {
         do {
             let named = try entryStatus(path, inKernel: inKernel)
             return UInt64(named.st_dev) == identity.device && UInt64(named.st_ino) == identity.inode
-        } catch where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels {
+        } catch  where error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinkLevels
+        {
             return false
         }
     }
@@ -253,7 +262,9 @@ public enum NoFollow {
     static func entryStatus(_ path: FilePath, inKernel: Bool) throws(Errno) -> stat {
         var status = stat()
         if inKernel {
-            let entry = path.withPlatformString { name in retryingOnInterrupt { wh_open_path_resolving_no_symlinks(name) } }
+            let entry = path.withPlatformString { name in
+                retryingOnInterrupt { wh_open_path_resolving_no_symlinks(name) }
+            }
             guard entry >= 0 else { throw Errno(rawValue: errno) }
             defer { Glibc.close(entry) }
             guard fstat(entry, &status) == 0 else { throw Errno(rawValue: errno) }
@@ -296,7 +307,9 @@ public enum NoFollow {
             if let child = try removeEntriesUntilDirectory(in: current) {
                 var status = stat()
                 guard fstat(current, &status) == 0 else { throw Errno(rawValue: errno) }
-                let next = retryingOnInterrupt { openat(current, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+                let next = retryingOnInterrupt {
+                    openat(current, child, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+                }
                 guard next >= 0 else { throw Errno(rawValue: errno) }
                 Glibc.close(current)
                 current = next
@@ -304,13 +317,17 @@ public enum NoFollow {
                 continue
             }
             guard let level = climb.popLast() else { break }
-            let parent = retryingOnInterrupt { openat(current, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+            let parent = retryingOnInterrupt {
+                openat(current, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+            }
             guard parent >= 0 else { throw Errno(rawValue: errno) }
             Glibc.close(current)
             current = parent
             var status = stat()
             guard fstat(current, &status) == 0 else { throw Errno(rawValue: errno) }
-            guard UInt(status.st_dev) == level.parent.dev, UInt(status.st_ino) == level.parent.ino else { throw .staleNFSFileHandle }
+            guard UInt(status.st_dev) == level.parent.dev, UInt(status.st_ino) == level.parent.ino else {
+                throw .staleNFSFileHandle
+            }
             guard unlinkat(current, level.name, AT_REMOVEDIR) == 0 else { throw Errno(rawValue: errno) }
         }
         try remove(path, directory: true)
@@ -353,15 +370,21 @@ public enum NoFollow {
 
     /// Opens the directory the components lead to, each step `O_DIRECTORY|O_NOFOLLOW`; the
     /// last one opened with `flags`. `AT_FDCWD` for a relative path with no components.
-    private static func walk(_ components: some Collection<Name>, from root: Bool, flags: Int32) throws(Errno) -> Int32 {
+    private static func walk(_ components: some Collection<Name>, from root: Bool, flags: Int32) throws(Errno) -> Int32
+    {
         var current = AT_FDCWD
         if root {
-            current = retryingOnInterrupt { Glibc.open("/", (components.isEmpty ? flags : wh_open_flag_path()) | O_DIRECTORY | O_CLOEXEC) }
+            current = retryingOnInterrupt {
+                Glibc.open("/", (components.isEmpty ? flags : wh_open_flag_path()) | O_DIRECTORY | O_CLOEXEC)
+            }
             guard current >= 0 else { throw Errno(rawValue: errno) }
         }
         for (index, component) in components.enumerated() {
             let last = index == components.count - 1
-            let next = retryingOnInterrupt { openat(current, component, (last ? flags : wh_open_flag_path()) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0) }
+            let next = retryingOnInterrupt {
+                openat(
+                    current, component, (last ? flags : wh_open_flag_path()) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+            }
             let error = errno
             if current != AT_FDCWD { Glibc.close(current) }
             guard next >= 0 else { throw Errno(rawValue: error) }

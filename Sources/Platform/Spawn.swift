@@ -9,13 +9,19 @@ import SystemPackage
 /// `ownProcessGroup`, the child is only its parent's to signal: a Ctrl-C to the terminal's
 /// group reaches the parent, which stops its children in order. The pid, or the errno
 /// posix_spawn gave.
-public func spawnProcess(_ arguments: [String], inheriting inherit: [Int32] = [], ownProcessGroup: Bool = false) -> Result<pid_t, Errno> {
+public func spawnProcess(_ arguments: [String], inheriting inherit: [Int32] = [], ownProcessGroup: Bool = false)
+    -> Result<pid_t, Errno>
+{
     precondition(!arguments.isEmpty, "the executable is arguments[0]")
     var pid: pid_t = 0
     let pointers = arguments.map { strdup($0) } + [nil]
     defer { for pointer in pointers { free(pointer) } }
     let result = pointers.withUnsafeBufferPointer { argv in
-        inherit.withUnsafeBufferPointer { wh_spawn(arguments[0], argv.baseAddress!, environ, $0.baseAddress, Int32($0.count), ownProcessGroup ? 1 : 0, &pid) }
+        inherit.withUnsafeBufferPointer {
+            wh_spawn(
+                arguments[0], argv.baseAddress!, environ, $0.baseAddress, Int32($0.count), ownProcessGroup ? 1 : 0, &pid
+            )
+        }
     }
     return result == 0 ? .success(pid) : .failure(Errno(rawValue: result))
 }

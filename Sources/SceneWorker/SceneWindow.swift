@@ -46,7 +46,8 @@ public final class SceneWindow {
     /// `floor`: the seq and tab id numbering continues above (tab ids below it are reserved).
     /// `foreground`: the scene the worker starts in (a background scene displays no tab).
     public init(
-        store: WindowStore, floor: WorkerFloor = .none, foreground: Bool = true, now: @escaping () -> Timestamp = SceneWindow.wallClock
+        store: WindowStore, floor: WorkerFloor = .none, foreground: Bool = true,
+        now: @escaping () -> Timestamp = SceneWindow.wallClock
     ) {
         self.store = store
         self.floor = floor
@@ -103,7 +104,9 @@ public final class SceneWindow {
                 // floor by its init), so one more cannot overflow.
                 let seq = nextSeqBase
                 guard seq < Limits.maxCommandSeq else {
-                    throw Refusal("the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command")
+                    throw Refusal(
+                        "the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command"
+                    )
                 }
                 let tab = try store.apply(seq: seq + 1) { () throws -> Int64? in try apply(command) }
                 reply.done = done(tab: tab)
@@ -210,7 +213,9 @@ public final class SceneWindow {
             let (list, index) = try locate(tab)
             // The tab that takes the active one's place is activated first, as `.activate` does,
             // so its journal record carries the stamp; the close then leaves it active.
-            if list.activeIndex == index, let successor = list.successorForActive(removing: index), let next = list.index(of: successor) {
+            if list.activeIndex == index, let successor = list.successorForActive(removing: index),
+                let next = list.index(of: successor)
+            {
                 try list.webState(at: next).wasActivated(at: now())
                 try list.activate(at: next)
             }
@@ -295,7 +300,9 @@ public final class SceneWindow {
     // MARK: what the window shows
 
     public var digest: UInt64 {
-        WindowDigest.digest(regular: WindowDigest.List(store.regular.webStateList), incognito: WindowDigest.List(store.incognito.webStateList))
+        WindowDigest.digest(
+            regular: WindowDigest.List(store.regular.webStateList),
+            incognito: WindowDigest.List(store.incognito.webStateList))
     }
 
     /// Both Browsers' tabs from metadata (nothing is realized), the seqs and the digest of the

@@ -45,7 +45,8 @@ public final class WorkerLoop {
 
     public init(
         identity: WorkerIdentity, memory: SlotMemory, commands: Doorbell, supervisor: Doorbell, root: FilePath,
-        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none, foreground: Bool = true,
+        engine: any IOEngine, options: StoreOptions, saveDelayMilliseconds: UInt64, floor: WorkerFloor = .none,
+        foreground: Bool = true,
         logger: Logger, afterRestore: @escaping (UUID) -> Void = { _ in }
     ) throws(WorkerFailure) {
         guard memory.index == identity.slot, memory.supervisorPID == identity.supervisorPID else {
@@ -56,7 +57,8 @@ public final class WorkerLoop {
         }
         let slot = memory.slot
         guard slot.generation == identity.generation, slot.windowID == identity.windowID else {
-            throw WorkerFailure(.refused, "slot \(identity.slot) holds generation \(slot.generation) of \(slot.windowID)")
+            throw WorkerFailure(
+                .refused, "slot \(identity.slot) holds generation \(slot.generation) of \(slot.windowID)")
         }
         self.identity = identity
         self.slot = slot
@@ -66,7 +68,8 @@ public final class WorkerLoop {
         self.afterRestore = afterRestore
         self.logger[metadataKey: "window"] = "\(identity.windowID)"
         let store = WindowStore(
-            root: root, windowID: identity.windowID, engine: engine, options: options, saveDelayMilliseconds: saveDelayMilliseconds)
+            root: root, windowID: identity.windowID, engine: engine, options: options,
+            saveDelayMilliseconds: saveDelayMilliseconds)
         window = SceneWindow(store: store, floor: floor, foreground: foreground)
         store.onSaveLatency = { microseconds in slot.recordSave(microseconds: microseconds) }
     }
@@ -79,20 +82,31 @@ public final class WorkerLoop {
             let recovery = try store.recover()
             restored = recovery.seq
             for damaged in recovery.regular.damaged + recovery.incognito.damaged { log(damaged) }
-            logger.info("restored", metadata: ["seq": "\(recovery.seq)", "numbering_above": "\(window.nextSeqBase)", "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)"])
+            logger.info(
+                "restored",
+                metadata: [
+                    "seq": "\(recovery.seq)", "numbering_above": "\(window.nextSeqBase)",
+                    "tabs": "\(store.regular.webStateList.count)+\(store.incognito.webStateList.count)",
+                ])
         } catch {
             if case .io(let failure) = error, failure.isResourceShortage {
-                logger.error("restore ran short of the worker's own resources; the files are left as they were", metadata: ["error": "\(error)"])
+                logger.error(
+                    "restore ran short of the worker's own resources; the files are left as they were",
+                    metadata: ["error": "\(error)"])
                 return .restoreShortOfResources
             }
             if case .io(let failure) = error, failure.isStorageUnavailable {
-                logger.error("restore could not reach the storage; the files are left as they were", metadata: ["error": "\(error)"])
+                logger.error(
+                    "restore could not reach the storage; the files are left as they were",
+                    metadata: ["error": "\(error)"])
                 return .restoreStorageUnavailable
             }
             if case .keyring = error {
                 // The keyring failed (not refused): nothing is wrong with the session, whose
                 // sealed files wait for their key; the restore is tried again after a backoff.
-                logger.error("restore could not read the incognito key; the files are left as they were", metadata: ["error": "\(error)"])
+                logger.error(
+                    "restore could not read the incognito key; the files are left as they were",
+                    metadata: ["error": "\(error)"])
                 return .restoreShortOfResources
             }
             logger.error("restore failed", metadata: ["error": "\(error)"])
@@ -205,7 +219,8 @@ public final class WorkerLoop {
                 }
             case .recovered(let browser, let attempts):
                 failingChanged = true
-                logger.notice("saves work again", metadata: ["browser": "\(browser.rawValue)", "failed_attempts": "\(attempts)"])
+                logger.notice(
+                    "saves work again", metadata: ["browser": "\(browser.rawValue)", "failed_attempts": "\(attempts)"])
             case .compactionFailed(let error):
                 slot.recordCompactionFailure()
                 if !compactionFailing {
@@ -213,18 +228,24 @@ public final class WorkerLoop {
                 }
                 compactionFailing = true
             case .compactionRecovered(let browser):
-                if compactionFailing { logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"]) }
+                if compactionFailing {
+                    logger.notice("compaction works again", metadata: ["browser": "\(browser.rawValue)"])
+                }
                 compactionFailing = false
             case .deletedIncognito:
                 logger.info("incognito session deleted and its key revoked: its last tab closed")
             case .discardedIncognito(let reason):
-                logger.warning("the incognito session on disk can never be read: deleted", metadata: ["reason": "\(reason)"])
+                logger.warning(
+                    "the incognito session on disk can never be read: deleted", metadata: ["reason": "\(reason)"])
             case .incognitoInMemoryOnly(let reason):
-                logger.warning("incognito tabs are kept in memory only, never saved: no key can be had", metadata: ["reason": "\(reason)"])
+                logger.warning(
+                    "incognito tabs are kept in memory only, never saved: no key can be had",
+                    metadata: ["reason": "\(reason)"])
                 stats.incognitoStorage = IncognitoStorage.memoryOnly.rawValue
                 failingChanged = true
             case .incognitoKeyNotRevoked(let reason):
-                logger.error("the deleted incognito session's key could not be revoked", metadata: ["reason": "\(reason)"])
+                logger.error(
+                    "the deleted incognito session's key could not be revoked", metadata: ["reason": "\(reason)"])
             case .damagedFallback(_, let damaged):
                 log(damaged)
             case .degradedTab(let browser, let tab, let reason):
@@ -294,7 +315,9 @@ public final class WorkerLoop {
             stats.digest = window.digest
         }
         digestsInFlight = digestsInFlight.filter { $0.key > seq }
-        precondition(seq >= stats.durableSeq && seq <= store.appliedSeq, "the durable seq published only rises, and never past what was applied")
+        precondition(
+            seq >= stats.durableSeq && seq <= store.appliedSeq,
+            "the durable seq published only rises, and never past what was applied")
         stats.durableSeq = seq
         publishTabsAndApplied()
         supervisor.ring()
@@ -309,7 +332,9 @@ public final class WorkerLoop {
 
     private func publishTabsAndApplied() {
         let store = window.store
-        precondition(store.appliedSeq >= stats.appliedSeq && stats.durableSeq <= store.appliedSeq, "the applied seq published only rises, and durable stays at or below it")
+        precondition(
+            store.appliedSeq >= stats.appliedSeq && stats.durableSeq <= store.appliedSeq,
+            "the applied seq published only rises, and durable stays at or below it")
         stats.appliedSeq = store.appliedSeq
         stats.failingErrno = store.failure.map { UInt64(clamping: $0.errno?.rawValue ?? EIO) } ?? 0
         stats.failingBrowsers = UInt64(store.failingBrowserBits)
@@ -329,7 +354,8 @@ public final class WorkerLoop {
         if messages == nil {
             var failure = CommandFailure()
             failure.kind = .badData
-            failure.message = "the reply is longer than the \(Limits.maxWorkerReplyBytes) bytes a worker sends (Limits.maxWorkerReplyBytes)"
+            failure.message =
+                "the reply is longer than the \(Limits.maxWorkerReplyBytes) bytes a worker sends (Limits.maxWorkerReplyBytes)"
             var refused = WorkerReply()
             refused.request = reply.request
             refused.failure = failure

@@ -45,11 +45,19 @@ public enum CRC32C {
         var index = 0
         let count = bytes.count
         tables.withUnsafeBufferPointer { t in
-            let t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5], t6 = t[6], t7 = t[7]
+            let t0 = t[0]
+            let t1 = t[1]
+            let t2 = t[2]
+            let t3 = t[3]
+            let t4 = t[4]
+            let t5 = t[5]
+            let t6 = t[6]
+            let t7 = t[7]
             while count - index >= 8 {
                 let low = crc ^ bytes.loadUnaligned(fromByteOffset: index, as: UInt32.self).littleEndian
                 let high = bytes.loadUnaligned(fromByteOffset: index + 4, as: UInt32.self).littleEndian
-                crc = t7[Int(low & 0xFF)] ^ t6[Int((low >> 8) & 0xFF)] ^ t5[Int((low >> 16) & 0xFF)]
+                crc =
+                    t7[Int(low & 0xFF)] ^ t6[Int((low >> 8) & 0xFF)] ^ t5[Int((low >> 16) & 0xFF)]
                     ^ t4[Int(low >> 24)] ^ t3[Int(high & 0xFF)] ^ t2[Int((high >> 8) & 0xFF)]
                     ^ t1[Int((high >> 16) & 0xFF)] ^ t0[Int(high >> 24)]
                 index += 8

@@ -55,7 +55,9 @@ extension NavigationStorage {
         guard droppedItemCount >= 0, UInt64(droppedItemCount) <= Limits.maxCommandSeq else {
             throw .droppedCountOutOfRange(droppedItemCount)
         }
-        guard let history = NavigationHistory(items: models, currentIndex: index == -1 ? nil : index, droppedItemCount: Int(droppedItemCount))
+        guard
+            let history = NavigationHistory(
+                items: models, currentIndex: index == -1 ? nil : index, droppedItemCount: Int(droppedItemCount))
         else { throw .navigationIndexOutOfRange(index, count: items.count) }
         return history
     }
@@ -104,7 +106,8 @@ extension WebStateStorage {
             let metadata = webState.metadata
             var fallback = NavigationHistory()
             fallback.commit(
-                NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime))
+                NavigationItem(
+                    url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime))
             history = fallback
         }
         metadata = MetadataStorage(webState.metadata)
@@ -113,14 +116,18 @@ extension WebStateStorage {
 
     /// An unrealized tab made from the record, its history checked and kept in `stored` as
     /// bytes (a restored tab is realized when used, whether a snapshot or a journal held it).
-    func makeWebState(keepingIn stored: JournalTabs) throws(SessionFormatError.InvalidState) -> (WebState, opener: WebStateOpener?) {
+    func makeWebState(keepingIn stored: JournalTabs) throws(SessionFormatError.InvalidState) -> (
+        WebState, opener: WebStateOpener?
+    ) {
         guard let id = WebStateID(rawValue: identifier) else { throw .invalidIdentifier(identifier) }
         guard navigation.identifier == identifier else {
             throw .historyIdentifierMismatch(expected: identifier, found: navigation.identifier)
         }
         let times = try metadata.model()
-        let index = stored.keep(id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, history: try navigation.model())
-        let webState = WebState(id: id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, storedIn: stored, at: index)
+        let index = stored.keep(
+            id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, history: try navigation.model())
+        let webState = WebState(
+            id: id, creationTime: times.creationTime, lastActiveTime: times.lastActiveTime, storedIn: stored, at: index)
         var opener: WebStateOpener?
         if openerIdentifier != 0 {
             guard let openerID = WebStateID(rawValue: openerIdentifier) else {

@@ -36,7 +36,8 @@ public final class DegradedHistories {
             tabs[id] = Tab(id: id, reason: reason, base: 0)
             return NavigationHistory()
         }
-        let page = NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime)
+        let page = NavigationItem(
+            url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime)
         tabs[id] = Tab(id: id, reason: reason, base: Int64(metadata.navigationItemCount) - 1)
         assert(tabs[id]?.base ?? -1 >= 0, "a degraded tab's entry numbers start at its current item")
         // One item and index 0 always fit.
@@ -48,7 +49,8 @@ public final class DegradedHistories {
     /// alone, when it was committed into the lost part); going to an entry that was lost keeps
     /// the current one. Positions are entry numbers of the degraded history
     /// (`droppedItemCount` + index), which stay put when its bounds drop the oldest entries.
-    func replayNavigation(of id: WebStateID, on history: inout NavigationHistory, item: NavigationItem?, number: Int64) {
+    func replayNavigation(of id: WebStateID, on history: inout NavigationHistory, item: NavigationItem?, number: Int64)
+    {
         guard var tab = tabs[id] else { return }
         let dropped = Int64(history.droppedItemCount)
         let end = dropped + Int64(history.items.count)
@@ -67,7 +69,9 @@ public final class DegradedHistories {
                 history.commit(item, at: Int(local.partialValue - dropped))
             }
             tabs[id] = tab
-        } else if !local.overflow, let index = history.index(ofItemNumber: local.partialValue), index < history.items.count {
+        } else if !local.overflow, let index = history.index(ofItemNumber: local.partialValue),
+            index < history.items.count
+        {
             history.goToItem(at: index)
         }
     }

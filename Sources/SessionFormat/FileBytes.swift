@@ -32,7 +32,9 @@ public final class FileBytes: ByteSource {
             let read: Int
             do {
                 read = try bytes.withUnsafeMutableBytes { buffer in
-                    try fd.read(fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+                    try fd.read(
+                        fromAbsoluteOffset: Int64(offset + done),
+                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
                 }
             } catch {
                 throw .readFailed(offset: offset + done, reason: "\(error)")

@@ -19,14 +19,18 @@ struct FixedIndex {
     static func read(
         _ source: some ByteSource, at first: Int, seal: RecordSeal?
     ) throws(SessionFormatError) -> (index: FixedIndex, identifiers: UniqueWebStateIDs) {
-        func invalid(_ reason: SessionFormatError.InvalidState) -> SessionFormatError { .invalidState(offset: first, reason: reason) }
+        func invalid(_ reason: SessionFormatError.InvalidState) -> SessionFormatError {
+            .invalidState(offset: first, reason: reason)
+        }
         let (index, indexEnd) = try Framing.readRecord(source, at: first, expecting: .listIndex, seal: seal)
         guard index.count >= SnapshotIndex.headerSize else {
             throw invalid(.indexLengthMismatch(bytes: index.count, count: 0))
         }
         typealias Header = SnapshotIndex.Header
         let count = Int(index.littleEndian(UInt32.self, at: Header.count))
-        guard count <= Limits.maxTabsPerBrowser else { throw invalid(.tooManyTabs(count, limit: Limits.maxTabsPerBrowser)) }
+        guard count <= Limits.maxTabsPerBrowser else {
+            throw invalid(.tooManyTabs(count, limit: Limits.maxTabsPerBrowser))
+        }
         guard index.count == SnapshotIndex.headerSize + count * SnapshotIndex.entrySize else {
             throw invalid(.indexLengthMismatch(bytes: index.count, count: count))
         }
@@ -37,7 +41,8 @@ struct FixedIndex {
         // strings has one empty record): a count the file or the tabs cannot fill is refused
         // before anything is read for it, so millions of empty records cost nothing.
         let stringRecords = Int(index.littleEndian(UInt32.self, at: Header.stringRecords))
-        guard stringRecords <= max(1, count), stringRecords <= (source.size - indexEnd) / Framing.recordHeaderSize else {
+        guard stringRecords <= max(1, count), stringRecords <= (source.size - indexEnd) / Framing.recordHeaderSize
+        else {
             throw invalid(.continuationsOutOfRange(stringRecords, bytesLeft: source.size - indexEnd))
         }
         var strings: [UInt8] = []
@@ -57,7 +62,9 @@ struct FixedIndex {
             throw .lengthMismatch(expected: Int(clamping: expectedSize.partialValue), actual: source.size)
         }
         let activeIndex = Int(index.littleEndian(Int32.self, at: Header.activeIndex))
-        guard activeIndex >= -1, activeIndex < count else { throw invalid(.activeIndexOutOfRange(activeIndex, count: count)) }
+        guard activeIndex >= -1, activeIndex < count else {
+            throw invalid(.activeIndexOutOfRange(activeIndex, count: count))
+        }
         let pinnedCount = Int(index.littleEndian(UInt32.self, at: Header.pinnedCount))
         guard pinnedCount <= count else { throw invalid(.pinnedCountOutOfRange(pinnedCount, count: count)) }
         let seq = index.littleEndian(UInt64.self, at: Header.lastCommandSeq)
@@ -65,7 +72,8 @@ struct FixedIndex {
         let fixed = FixedIndex(
             index: index, strings: strings, count: count,
             list: SnapshotReader.ListFields(
-                activeIndex: activeIndex == -1 ? nil : activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq, sectionStart: end))
+                activeIndex: activeIndex == -1 ? nil : activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq,
+                sectionStart: end))
         var ids: [WebStateID] = []
         ids.reserveCapacity(count)
         if let problem = fixed.firstProblem(sectionLength: sectionLength, ids: &ids) { throw invalid(problem) }
@@ -108,10 +116,12 @@ struct FixedIndex {
                     let historyLength = load(Field.historyLength, as: UInt32.self)
                     let historyEnd = historyOffset.addingReportingOverflow(UInt64(historyLength))
                     guard historyLength >= UInt32(Framing.recordHeaderSize),
-                        Int(historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, historyOffset == historiesEnd,
+                        Int(historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes,
+                        historyOffset == historiesEnd,
                         !historyEnd.overflow, historyEnd.partialValue <= sectionLength
                     else {
-                        return .historyOutOfRange(item: item, offset: historyOffset, length: historyLength, section: sectionLength)
+                        return .historyOutOfRange(
+                            item: item, offset: historyOffset, length: historyLength, section: sectionLength)
                     }
                     historiesEnd = historyEnd.partialValue
                     let navigationItemCount = load(Field.navigationItemCount, as: Int32.self)
@@ -127,17 +137,21 @@ struct FixedIndex {
                     let stringOffset = load(Field.stringOffset, as: UInt64.self)
                     let stringEnd = stringOffset.addingReportingOverflow(UInt64(titleLength + urlLength))
                     guard stringOffset == stringsEnd, !stringEnd.overflow, stringEnd.partialValue <= area else {
-                        return .stringsOutOfRange(item: item, offset: stringOffset, length: UInt64(titleLength + urlLength), area: area)
+                        return .stringsOutOfRange(
+                            item: item, offset: stringOffset, length: UInt64(titleLength + urlLength), area: area)
                     }
                     stringsEnd = stringEnd.partialValue
                     let flags = load(Field.flags, as: UInt32.self)
                     let reserved = load(Field.reserved, as: UInt32.self)
                     guard flags & ~SnapshotIndex.realizedFlag == 0, reserved == 0 else {
-                        return .undefinedBits(item: item, UInt64(flags & ~SnapshotIndex.realizedFlag) | UInt64(reserved) << 32)
+                        return .undefinedBits(
+                            item: item, UInt64(flags & ~SnapshotIndex.realizedFlag) | UInt64(reserved) << 32)
                     }
                     let start = Int(stringOffset)
                     guard isUTF8(UnsafeRawBufferPointer(rebasing: text[start..<start + titleLength])),
-                        isUTF8(UnsafeRawBufferPointer(rebasing: text[start + titleLength..<start + titleLength + urlLength]))
+                        isUTF8(
+                            UnsafeRawBufferPointer(
+                                rebasing: text[start + titleLength..<start + titleLength + urlLength]))
                     else { return .notUTF8(item: item) }
                 }
                 guard stringsEnd == area else {
@@ -156,7 +170,9 @@ struct FixedIndex {
     private func load<Value: FixedWidthInteger>(_ field: Int, of item: Int, as type: Value.Type) -> Value {
         precondition(item >= 0 && item < count, "entry \(item) outside 0..<\(count)")
         return index.withUnsafeBytes {
-            Value(littleEndian: $0.loadUnaligned(fromByteOffset: SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field, as: Value.self))
+            Value(
+                littleEndian: $0.loadUnaligned(
+                    fromByteOffset: SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field, as: Value.self))
         }
     }
 
@@ -177,12 +193,16 @@ struct FixedIndex {
         let opener = Int(load(Field.openerIndex, of: item, as: Int32.self))
         guard opener >= 0 else { return nil }
         assert(opener < count, "read refused an opener outside the list")
-        return WebStateOpener(openerID: id(at: opener), navigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)))
+        return WebStateOpener(
+            openerID: id(at: opener), navigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)))
     }
 
     func historyRange(at item: Int) -> (offset: Int, length: Int) {
         // Both inside the history section, itself inside the file.
-        (Int(load(Field.historyOffset, of: item, as: UInt64.self)), Int(load(Field.historyLength, of: item, as: UInt32.self)))
+        (
+            Int(load(Field.historyOffset, of: item, as: UInt64.self)),
+            Int(load(Field.historyLength, of: item, as: UInt32.self))
+        )
     }
 
     /// The title and URL, made into strings now from bytes `read` found to be UTF-8.
@@ -190,12 +210,16 @@ struct FixedIndex {
         let start = Int(load(Field.stringOffset, of: item, as: UInt64.self))
         let titleEnd = start + Int(load(Field.titleLength, of: item, as: UInt32.self))
         let urlEnd = titleEnd + Int(load(Field.urlLength, of: item, as: UInt32.self))
-        assert(start <= titleEnd && titleEnd <= urlEnd && urlEnd <= strings.count, "read checked every tab's strings lie in the string area")
+        assert(
+            start <= titleEnd && titleEnd <= urlEnd && urlEnd <= strings.count,
+            "read checked every tab's strings lie in the string area")
         return strings.withUnsafeBytes { text in
             WebStateMetadata(
                 creationTime: creationTime(at: item), lastActiveTime: lastActiveTime(at: item),
-                activePageTitle: String(decoding: UnsafeRawBufferPointer(rebasing: text[start..<titleEnd]), as: UTF8.self),
-                activePageURL: String(decoding: UnsafeRawBufferPointer(rebasing: text[titleEnd..<urlEnd]), as: UTF8.self),
+                activePageTitle: String(
+                    decoding: UnsafeRawBufferPointer(rebasing: text[start..<titleEnd]), as: UTF8.self),
+                activePageURL: String(
+                    decoding: UnsafeRawBufferPointer(rebasing: text[titleEnd..<urlEnd]), as: UTF8.self),
                 navigationItemCount: Int(load(Field.navigationItemCount, of: item, as: Int32.self)))
         }
     }
@@ -212,7 +236,8 @@ struct FixedIndex {
         return SnapshotItem(
             id: id(at: item), openerIndex: opener >= 0 ? opener : nil,
             openerNavigationIndex: Int(load(Field.openerNavigationIndex, of: item, as: Int32.self)),
-            metadata: metadata(at: item), realizedAtSave: load(Field.flags, of: item, as: UInt32.self) & SnapshotIndex.realizedFlag != 0,
+            metadata: metadata(at: item),
+            realizedAtSave: load(Field.flags, of: item, as: UInt32.self) & SnapshotIndex.realizedFlag != 0,
             historyOffset: history.offset, historyLength: history.length)
     }
 }
@@ -221,7 +246,9 @@ struct FixedIndex {
 /// decoder for the rest.
 func isUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
     var index = 0
-    while bytes.count - index >= 8, bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+    while bytes.count - index >= 8,
+        bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0
+    {
         index += 8
     }
     while index < bytes.count, bytes[index] < 0x80 { index += 1 }

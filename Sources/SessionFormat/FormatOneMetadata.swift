@@ -23,7 +23,9 @@ enum FormatOneMetadata {
         guard Int(storage.continuationRecords) <= Limits.maxTabsPerBrowser,
             Int(storage.continuationRecords) <= (source.size - end) / Framing.recordHeaderSize
         else {
-            throw .invalidState(offset: first, reason: .continuationsOutOfRange(Int(storage.continuationRecords), bytesLeft: source.size - end))
+            throw .invalidState(
+                offset: first,
+                reason: .continuationsOutOfRange(Int(storage.continuationRecords), bytesLeft: source.size - end))
         }
         for _ in 0..<storage.continuationRecords {
             let offset = end
@@ -44,7 +46,8 @@ enum FormatOneMetadata {
         return (
             items,
             SnapshotReader.ListFields(
-                activeIndex: storage.activeIndex == -1 ? nil : Int(storage.activeIndex), pinnedCount: Int(storage.pinnedItemCount),
+                activeIndex: storage.activeIndex == -1 ? nil : Int(storage.activeIndex),
+                pinnedCount: Int(storage.pinnedItemCount),
                 lastCommandSeq: storage.lastCommandSeq, sectionStart: end)
         )
     }
@@ -119,7 +122,8 @@ enum FormatOneMetadata {
             // A frame is one navigation record: its length bounds what restore reads for it.
             let end = item.historyOffset.addingReportingOverflow(UInt64(item.historyLength))
             guard item.historyLength >= UInt32(Framing.recordHeaderSize),
-                Int(item.historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes, item.historyOffset == historiesEnd,
+                Int(item.historyLength) <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes,
+                item.historyOffset == historiesEnd,
                 !end.overflow, end.partialValue <= storage.historySectionLength
             else {
                 throw .historyOutOfRange(
@@ -134,7 +138,8 @@ enum FormatOneMetadata {
                     historyOffset: Int(item.historyOffset), historyLength: Int(item.historyLength)))
         }
         guard historiesEnd == storage.historySectionLength else {
-            throw .historyOutOfRange(item: count, offset: historiesEnd, length: 0, section: storage.historySectionLength)
+            throw .historyOutOfRange(
+                item: count, offset: historiesEnd, length: 0, section: storage.historySectionLength)
         }
         return items
     }

@@ -135,14 +135,17 @@ public enum Framing {
         _ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8], seal: RecordSeal? = nil, start: Int = 0
     ) throws(SessionFormatError) {
         let offset = start + bytes.count
-        let stored = try seal.map { seal throws(SessionFormatError) in
-            kind.isSealed ? try seal.seal(payload, kind: kind, at: offset) : payload
-        } ?? payload
+        let stored =
+            try seal.map { seal throws(SessionFormatError) in
+                kind.isSealed ? try seal.seal(payload, kind: kind, at: offset) : payload
+            } ?? payload
         guard stored.count <= Limits.maxRecordPayloadBytes else {
             throw .recordTooLarge(offset: offset, length: stored.count)
         }
         appendFrame(kind, payload: stored, to: &bytes)
-        assert(bytes.count == offset - start + frameSize(payload: payload.count, kind: kind, sealed: seal != nil), "a frame is as long as frameSize says")
+        assert(
+            bytes.count == offset - start + frameSize(payload: payload.count, kind: kind, sealed: seal != nil),
+            "a frame is as long as frameSize says")
     }
 
     /// The size of the frame `appendRecord` makes of a payload of `count` bytes.
@@ -200,7 +203,8 @@ public enum Framing {
             throw .unsupportedVersion(offset: offset + 3, found: version, supported: frameVersion)
         }
         guard let kind = RecordKind(rawValue: header[2]), kinds.contains(kind) else {
-            throw .unexpectedRecordKind(offset: offset, found: Int(header[2]), expected: Int(kinds.map(\.rawValue).min() ?? 0))
+            throw .unexpectedRecordKind(
+                offset: offset, found: Int(header[2]), expected: Int(kinds.map(\.rawValue).min() ?? 0))
         }
         guard let seal, kind.isSealed else { return (kind, payload, offset + recordHeaderSize + length) }
         return (kind, try seal.open(payload, kind: kind, at: offset), offset + recordHeaderSize + length)

@@ -21,7 +21,9 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
     public var payload: [UInt8] { encodeMessage(storage) }
 
     /// The records framed one after another from file offset `start` (`JournalFile.frames`).
-    public static func frames(_ records: [JournalRecord], seal: RecordSeal?, from start: Int) throws(SessionFormatError) -> [[UInt8]] {
+    public static func frames(_ records: [JournalRecord], seal: RecordSeal?, from start: Int) throws(SessionFormatError)
+        -> [[UInt8]]
+    {
         try JournalFile.frames(records.map(\.payload), seal: seal, from: start)
     }
 
@@ -103,7 +105,8 @@ public final class JournalRecorder: WebStateListObserver {
         pending.append(JournalRecord(record))
     }
 
-    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {
+    public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
+    {
         var record = MutationStorage()
         record.seq = commandSeq
         record.activeIdentifier = list.activeWebState?.id.rawValue ?? 0
@@ -145,7 +148,8 @@ public enum JournalReplayer {
             try checkUniqueInFamily(webState.id, list: list, profile: profile)
             profile.reserveWebStateID(webState.id)
             let index = try listCall {
-                try list.insert(webState, InsertionParams(index: Int(insert.index), pinned: insert.pinned, opener: opener))
+                try list.insert(
+                    webState, InsertionParams(index: Int(insert.index), pinned: insert.pinned, opener: opener))
             }
             guard index == Int(insert.index) else {
                 throw .replayMismatch("tab \(webState.id) landed at \(index), recorded at \(insert.index)")
@@ -215,12 +219,16 @@ public enum JournalReplayer {
             degraded.replayNavigation(of: webState.id, on: &history, item: item, number: navigation.itemIndex)
         } else {
             let itemIndex = try entryIndex(navigation, in: history)
-            let applied = if let item { history.commit(item, at: itemIndex) != nil } else { history.goToItem(at: itemIndex) }
+            let applied =
+                if let item { history.commit(item, at: itemIndex) != nil } else { history.goToItem(at: itemIndex) }
             guard applied else {
-                throw .replayMismatch("tab \(navigation.identifier) has no entry \(navigation.itemIndex) to go to (\(history.items.count) items)")
+                throw .replayMismatch(
+                    "tab \(navigation.identifier) has no entry \(navigation.itemIndex) to go to (\(history.items.count) items)"
+                )
             }
         }
-        let kept = stored.keep(webState.id, creationTime: webState.creationTime, lastActiveTime: webState.lastActiveTime, history: history)
+        let kept = stored.keep(
+            webState.id, creationTime: webState.creationTime, lastActiveTime: webState.lastActiveTime, history: history)
         webState.restoreStoredContent(in: stored, at: kept)
     }
 
@@ -230,14 +238,17 @@ public enum JournalReplayer {
     {
         guard let itemIndex = history.index(ofItemNumber: navigation.itemIndex) else {
             throw .replayMismatch(
-                "tab \(navigation.identifier) has no entry \(navigation.itemIndex) (entries \(history.droppedItemCount)..<\(history.itemNumber(at: history.items.count)))")
+                "tab \(navigation.identifier) has no entry \(navigation.itemIndex) (entries \(history.droppedItemCount)..<\(history.itemNumber(at: history.items.count)))"
+            )
         }
         return itemIndex
     }
 
     /// A tab id the other Browser of the window already holds: a record that brings it in
     /// does not fit, like any other (the Browser restored first keeps its tab).
-    private static func checkUniqueInFamily(_ id: WebStateID, list: WebStateList, profile: Profile) throws(SessionFormatError.InvalidState) {
+    private static func checkUniqueInFamily(_ id: WebStateID, list: WebStateList, profile: Profile)
+        throws(SessionFormatError.InvalidState)
+    {
         guard !profile.holdsWebState(id, outside: list) else { throw .duplicateIdentifier(id.rawValue) }
     }
 
@@ -328,7 +339,9 @@ public enum JournalFile {
 
     /// Mutation records (`JournalRecord.payload`) framed where they go: one after another from
     /// file offset `start`, each sealed with `seal` (if given) for its own offset.
-    public static func frames(_ payloads: [[UInt8]], seal: RecordSeal?, from start: Int) throws(SessionFormatError) -> [[UInt8]] {
+    public static func frames(_ payloads: [[UInt8]], seal: RecordSeal?, from start: Int) throws(SessionFormatError)
+        -> [[UInt8]]
+    {
         var offset = start
         var frames: [[UInt8]] = []
         frames.reserveCapacity(payloads.count)
@@ -355,12 +368,16 @@ public enum JournalFile {
     /// save starts on a fresh block, so no write touches a block holding an earlier save.
     /// `reaching`: the save is at least this long (padded), to cover bytes a save taken back
     /// left there (`BrowserStore.retractSave`).
-    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int, reaching minimum: Int = 0) -> [UInt8] {
+    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int, reaching minimum: Int = 0)
+        -> [UInt8]
+    {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(frames.reduce(blockSize + JournalCommit.frameSize) { $0 + $1.count })
         for frame in frames { bytes += frame }
         let save = padded(bytes, blockSize: blockSize, before: commit.frame, reaching: minimum)
-        assert(save.count >= minimum && save.suffix(JournalCommit.frameSize) == ArraySlice(commit.frame), "a save ends with its commit")
+        assert(
+            save.count >= minimum && save.suffix(JournalCommit.frameSize) == ArraySlice(commit.frame),
+            "a save ends with its commit")
         return save
     }
 
@@ -379,7 +396,8 @@ public enum JournalFile {
         while framed.count + last.count < end {
             let gap = end - framed.count - last.count
             // A largest record short of the gap leaves more than a header's worth for the next.
-            let payload = gap - Framing.recordHeaderSize <= Limits.maxRecordPayloadBytes
+            let payload =
+                gap - Framing.recordHeaderSize <= Limits.maxRecordPayloadBytes
                 ? gap - Framing.recordHeaderSize : Limits.maxRecordPayloadBytes - Framing.recordHeaderSize
             Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: payload), to: &framed)
         }
@@ -424,7 +442,9 @@ public enum JournalFile {
     /// writes) is refused unread, and a sealed one without `seal` throws `.sealedWithoutKey`.
     /// A journal in the clear is read in the clear whatever `seal` is.
     public static func scan(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError) -> Scan {
-        guard source.size <= Limits.maxJournalBytes else { throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes) }
+        guard source.size <= Limits.maxJournalBytes else {
+            throw .fileTooLarge(size: source.size, limit: Limits.maxJournalBytes)
+        }
         var (offset, version, sealed) = try Framing.checkFileHeader(source, kind: .journal)
         guard !sealed || seal != nil else { throw .sealedWithoutKey }
         let seal = sealed ? seal : nil
@@ -434,34 +454,47 @@ public enum JournalFile {
         var headerEnd = offset
         while offset < source.size {
             do throws(SessionFormatError) {
-                let (kind, payload, end) = try Framing.readRecord(source, at: offset, expecting: [.mutation, .commit, .padding], seal: seal)
-                assert(end >= offset + Framing.recordHeaderSize && end <= source.size, "a record read moves the scan forward, inside the file")
+                let (kind, payload, end) = try Framing.readRecord(
+                    source, at: offset, expecting: [.mutation, .commit, .padding], seal: seal)
+                assert(
+                    end >= offset + Framing.recordHeaderSize && end <= source.size,
+                    "a record read moves the scan forward, inside the file")
                 if kind == .padding {
                     guard payload.allSatisfy({ $0 == 0 }) else {
-                        throw SessionFormatError.malformedPayload(offset: offset, reason: "a padding record holds zeros only")
+                        throw SessionFormatError.malformedPayload(
+                            offset: offset, reason: "a padding record holds zeros only")
                     }
                     if headerEnd == offset { headerEnd = end }
                 } else if kind == .commit {
-                    commits.append(FoundCommit(commit: try JournalCommit(payload: payload, at: offset), recordCount: records.count, end: end))
+                    commits.append(
+                        FoundCommit(
+                            commit: try JournalCommit(payload: payload, at: offset), recordCount: records.count,
+                            end: end))
                 } else {
                     records.append(JournalRecord(try decodeMessage(MutationStorage.self, payload, at: offset)))
                     recordOffsets.append(offset)
                 }
                 offset = end
-                assert(records.count == recordOffsets.count && (commits.last?.recordCount ?? 0) <= records.count, "each record has its offset, each commit counts records read")
+                assert(
+                    records.count == recordOffsets.count && (commits.last?.recordCount ?? 0) <= records.count,
+                    "each record has its offset, each commit counts records read")
             } catch {
                 return Scan(
-                    records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: error, headerEnd: headerEnd,
+                    records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset,
+                    stoppedBy: error, headerEnd: headerEnd,
                     version: version, sealed: sealed)
             }
         }
         return Scan(
-            records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil, headerEnd: headerEnd,
+            records: records, recordOffsets: recordOffsets, commits: commits, validLength: offset, stoppedBy: nil,
+            headerEnd: headerEnd,
             version: version, sealed: sealed)
     }
 
     /// Every record, or the error at the first that does not read cleanly.
-    public static func decode(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError) -> [JournalRecord] {
+    public static func decode(_ source: some ByteSource, seal: RecordSeal? = nil) throws(SessionFormatError)
+        -> [JournalRecord]
+    {
         let scan = try scan(source, seal: seal)
         if let error = scan.stoppedBy { throw error }
         return scan.records
@@ -483,7 +516,9 @@ public enum JournalFile {
     /// found past a record that does not read. Pipelined saves land in any order, so a cut can
     /// leave a hole (a save that never landed, or landed torn) with up to
     /// `Limits.maxSavesInFlight` saves' commits after it; more than that is damage.
-    public static func validCommitCount(in source: some ByteSource, after start: Int, upTo limit: Int) throws(SessionFormatError) -> Int {
+    public static func validCommitCount(in source: some ByteSource, after start: Int, upTo limit: Int)
+        throws(SessionFormatError) -> Int
+    {
         var chunkStart = max(start, 0)
         var found = 0
         while chunkStart < source.size, found < limit {
@@ -496,7 +531,8 @@ public enum JournalFile {
                     if raw[index] == Framing.recordMagic[0], raw[index + 1] == Framing.recordMagic[1],
                         raw[index + 2] == RecordKind.commit.rawValue,
                         (try? Framing.readRecord(
-                            InMemoryBytes(Array(raw[index..<index + JournalCommit.frameSize]), base: 0), at: 0, expecting: .commit))
+                            InMemoryBytes(Array(raw[index..<index + JournalCommit.frameSize]), base: 0), at: 0,
+                            expecting: .commit))
                             != nil
                     {
                         found += 1
@@ -515,7 +551,9 @@ public enum JournalFile {
     /// sector past its header), so after a record that does not read, a zero sector marks a
     /// save that never landed or landed torn: a hole pipelined saves left, not damage in the
     /// middle (a flipped byte in an acknowledged save).
-    public static func hasZeroSector(in source: some ByteSource, from start: Int, to end: Int, sectorSize: Int = 512) throws(SessionFormatError) -> Bool {
+    public static func hasZeroSector(in source: some ByteSource, from start: Int, to end: Int, sectorSize: Int = 512)
+        throws(SessionFormatError) -> Bool
+    {
         var sector = (max(start, 0) + sectorSize - 1) / sectorSize * sectorSize
         let limit = min(end, source.size)
         while sector + sectorSize <= limit {
@@ -575,14 +613,20 @@ extension JournalFile.Scan {
     /// never pass the commit that covers them, and each commit is at or above the one before
     /// it (`previousCommit`, the last of the journal before this one in the chain). An error
     /// about a record names that record's seq and offset, not its commit's.
-    public func checkSeqs(snapshotSeq: UInt64, previousCommit: UInt64?) -> (validCommits: Int, error: SessionFormatError?) {
+    public func checkSeqs(snapshotSeq: UInt64, previousCommit: UInt64?) -> (
+        validCommits: Int, error: SessionFormatError?
+    ) {
         var lastRecordSeq = snapshotSeq
         var lastCommit = previousCommit
         var recordIndex = 0
         for (index, found) in commits.enumerated() {
             let offset = found.end - JournalCommit.frameSize
-            assert(found.recordCount <= records.count && found.recordCount >= recordIndex, "commits count the records in order")
-            func refuse(_ reason: SessionFormatError.InvalidState, at offset: Int = offset) -> (Int, SessionFormatError?) {
+            assert(
+                found.recordCount <= records.count && found.recordCount >= recordIndex,
+                "commits count the records in order")
+            func refuse(_ reason: SessionFormatError.InvalidState, at offset: Int = offset) -> (
+                Int, SessionFormatError?
+            ) {
                 (index, .invalidState(offset: offset, reason: reason))
             }
             guard found.commit.hasValidBrowsers else { return refuse(.undefinedCommitBits(found.commit.browsers)) }
@@ -595,9 +639,15 @@ extension JournalFile.Scan {
             while recordIndex < found.recordCount {
                 let recordSeq = records[recordIndex].seq
                 let recordOffset = recordOffsets[recordIndex]
-                guard Limits.isValidCommandSeq(recordSeq) else { return refuse(.seqOutOfRange(recordSeq), at: recordOffset) }
-                guard recordSeq >= lastRecordSeq else { return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq), at: recordOffset) }
-                guard recordSeq <= seq else { return refuse(.recordPastItsCommit(recordSeq, commit: seq), at: recordOffset) }
+                guard Limits.isValidCommandSeq(recordSeq) else {
+                    return refuse(.seqOutOfRange(recordSeq), at: recordOffset)
+                }
+                guard recordSeq >= lastRecordSeq else {
+                    return refuse(.seqOutOfOrder(recordSeq, previous: lastRecordSeq), at: recordOffset)
+                }
+                guard recordSeq <= seq else {
+                    return refuse(.recordPastItsCommit(recordSeq, commit: seq), at: recordOffset)
+                }
                 lastRecordSeq = recordSeq
                 recordIndex += 1
             }

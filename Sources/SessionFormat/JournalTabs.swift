@@ -21,9 +21,11 @@ public final class JournalTabs: StoredTabs {
     /// taken from it as a realized tab's are; returns where it is kept.
     func keep(_ id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, history: NavigationHistory) -> Int {
         let metadata = WebStateMetadata(
-            creationTime: creationTime, lastActiveTime: lastActiveTime, activePageTitle: history.currentItem?.title ?? "",
+            creationTime: creationTime, lastActiveTime: lastActiveTime,
+            activePageTitle: history.currentItem?.title ?? "",
             activePageURL: history.currentItem?.url ?? "", navigationItemCount: history.items.count)
-        let entry = Entry(id: id, metadata: metadata, history: encodeMessage(NavigationStorage(id: id, history: history)))
+        let entry = Entry(
+            id: id, metadata: metadata, history: encodeMessage(NavigationStorage(id: id, history: history)))
         if let position = positions[id] {
             entries[position] = entry
             return position

@@ -29,7 +29,9 @@ public struct RecordSeal: Sendable {
         let key: SymmetricKey
 
         public init(_ bytes: [UInt8]) throws(SessionFormatError) {
-            guard bytes.count == 32 else { throw .unopenable(offset: 0, reason: "a key of \(bytes.count) bytes, not 32") }
+            guard bytes.count == 32 else {
+                throw .unopenable(offset: 0, reason: "a key of \(bytes.count) bytes, not 32")
+            }
             key = SymmetricKey(data: bytes)
         }
     }
@@ -73,7 +75,8 @@ public struct RecordSeal: Sendable {
     /// `payload` sealed for a record of `kind` framed at `offset` in the file.
     func seal(_ payload: [UInt8], kind: RecordKind, at offset: Int) throws(SessionFormatError) -> [UInt8] {
         do {
-            let box = try AES.GCM.seal(payload, using: key, nonce: AES.GCM.Nonce(), authenticating: authenticated(kind, at: offset))
+            let box = try AES.GCM.seal(
+                payload, using: key, nonce: AES.GCM.Nonce(), authenticating: authenticated(kind, at: offset))
             let sealed = Array(box.nonce) + Array(box.ciphertext) + Array(box.tag)
             assert(sealed.count == payload.count + Self.overhead, "sealing adds its fixed overhead")
             return sealed
@@ -86,14 +89,17 @@ public struct RecordSeal: Sendable {
     /// for any change, move or other key.
     func open(_ sealed: [UInt8], kind: RecordKind, at offset: Int) throws(SessionFormatError) -> [UInt8] {
         guard sealed.count >= Self.overhead else {
-            throw .unopenable(offset: offset, reason: "\(sealed.count) bytes, shorter than a sealed record's \(Self.overhead)")
+            throw .unopenable(
+                offset: offset, reason: "\(sealed.count) bytes, shorter than a sealed record's \(Self.overhead)")
         }
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: AES.GCM.Nonce(data: sealed[0..<12]), ciphertext: sealed[12..<(sealed.count - 16)], tag: sealed[(sealed.count - 16)...])
+                nonce: AES.GCM.Nonce(data: sealed[0..<12]), ciphertext: sealed[12..<(sealed.count - 16)],
+                tag: sealed[(sealed.count - 16)...])
             return Array(try AES.GCM.open(box, using: key, authenticating: authenticated(kind, at: offset)))
         } catch {
-            throw .unopenable(offset: offset, reason: "it does not authenticate (damaged, moved, or sealed with another key)")
+            throw .unopenable(
+                offset: offset, reason: "it does not authenticate (damaged, moved, or sealed with another key)")
         }
     }
 }

@@ -94,14 +94,16 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             case .replayMismatch(let reason): "journal does not fit the list: \(reason)"
             case .seqOutOfRange(let seq): "seq \(seq) above the highest a window reaches (2^53 - 1)"
             case .seqOutOfOrder(let seq, let previous): "seq \(seq) after \(previous): seqs never go back"
-            case .recordPastItsCommit(let seq, let commit): "record seq \(seq) above the seq \(commit) of the commit that covers it"
+            case .recordPastItsCommit(let seq, let commit):
+                "record seq \(seq) above the seq \(commit) of the commit that covers it"
             case .continuationsOutOfRange(let count, let bytesLeft):
                 "\(count) metadata continuation records cannot fit the \(bytesLeft) bytes after the first"
             case .invalidNavigationItem(let error): "\(error)"
             case .droppedCountOutOfRange(let count): "history dropped-entry count \(count) outside 0...2^53 - 1"
             case .undefinedCommitBits(let bits):
                 "commit Browser bits \(hex(UInt32(bits))) name no Browser or an undefined bit (defined: 1 regular, 2 incognito, 4 lagging)"
-            case .tooManyTabs(let count, let limit): "\(count) tabs or more in one Browser, above the \(limit) a Browser holds"
+            case .tooManyTabs(let count, let limit):
+                "\(count) tabs or more in one Browser, above the \(limit) a Browser holds"
             case .indexLengthMismatch(let bytes, let count): "an index of \(bytes) bytes does not hold \(count) entries"
             case .stringsOutOfRange(let item, let offset, let length, let area):
                 "tab \(item)'s strings at \(offset), \(length) bytes, outside the \(area)-byte string area"
@@ -131,8 +133,10 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .fileTooLarge(let size, let limit): "file is \(size) bytes, larger than the \(limit) this format writes"
         case .unopenable(let offset, let reason): "sealed record at byte \(offset) does not open: \(reason)"
         case .sealedWithoutKey: "the file is sealed and its window's key is gone"
-        case .clearAmongSealed: "a file in the clear among a sealed session's files (none is written there): refused as forged"
-        case .unknownFileFlags(let offset, let flags): "file header flags \(hex(flags)) at byte \(offset) are not ones this build writes"
+        case .clearAmongSealed:
+            "a file in the clear among a sealed session's files (none is written there): refused as forged"
+        case .unknownFileFlags(let offset, let flags):
+            "file header flags \(hex(flags)) at byte \(offset) are not ones this build writes"
         }
     }
 
@@ -142,7 +146,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case .truncated(let offset, _, _), .badMagic(let offset), .unsupportedVersion(let offset, _, _),
             .checksumMismatch(let offset, _, _), .recordTooLarge(let offset, _),
             .unexpectedRecordKind(let offset, _, _), .malformedPayload(let offset, _),
-            .invalidState(let offset, _), .readFailed(let offset, _), .unopenable(let offset, _), .unknownFileFlags(let offset, _):
+            .invalidState(let offset, _), .readFailed(let offset, _), .unopenable(let offset, _),
+            .unknownFileFlags(let offset, _):
             offset
         case .lengthMismatch, .fileTooLarge, .sealedWithoutKey, .clearAmongSealed: nil
         }

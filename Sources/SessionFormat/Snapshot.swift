@@ -18,7 +18,8 @@ public enum SnapshotEncoder {
     /// go in string records of at most `stringRecordLimit` bytes, whole tabs each. With `seal`,
     /// the file is sealed: every record but the framing's own, each bound to its offset.
     public static func encode(
-        _ list: WebStateList, lastCommandSeq: UInt64, stringRecordLimit: Int = Limits.maxRecordPayloadBytes, seal: RecordSeal? = nil,
+        _ list: WebStateList, lastCommandSeq: UInt64, stringRecordLimit: Int = Limits.maxRecordPayloadBytes,
+        seal: RecordSeal? = nil,
         storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
     ) throws(SessionFormatError) -> [UInt8] {
         let webStates = list.webStates
@@ -27,7 +28,8 @@ public enum SnapshotEncoder {
         // (and so each offset) before any is sealed.
         let stringRecordLimit = stringRecordLimit - (sealed ? RecordSeal.overhead : 0)
         var index = SnapshotIndex.header(
-            count: webStates.count, activeIndex: list.activeIndex, pinnedCount: list.pinnedCount, lastCommandSeq: lastCommandSeq)
+            count: webStates.count, activeIndex: list.activeIndex, pinnedCount: list.pinnedCount,
+            lastCommandSeq: lastCommandSeq)
         index.reserveCapacity(SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize)
         var strings: [[UInt8]] = [[]]
         var stringOffset: UInt64 = 0
@@ -40,7 +42,8 @@ public enum SnapshotEncoder {
             let frameLength = Framing.frameSize(payload: history.count, kind: .navigation, sealed: sealed)
             let metadata = webState.metadata
             do {
-                try NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: .zero).check()
+                try NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: .zero)
+                    .check()
             } catch {
                 throw .invalidState(offset: Framing.fileHeaderSize, reason: .invalidNavigationItem(error))
             }
@@ -67,10 +70,15 @@ public enum SnapshotEncoder {
             sectionLength += frameLength
             histories.append(history)
         }
-        assert(histories.count == webStates.count && index.count == SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize,
+        assert(
+            histories.count == webStates.count
+                && index.count == SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize,
             "one index entry and one history per tab")
-        assert(UInt64(strings.reduce(0) { $0 + $1.count }) == stringOffset, "the string area is every tab's title and URL")
-        SnapshotIndex.finishHeader(&index, stringRecords: strings.count, stringAreaLength: stringOffset, historySectionLength: UInt64(sectionLength))
+        assert(
+            UInt64(strings.reduce(0) { $0 + $1.count }) == stringOffset, "the string area is every tab's title and URL")
+        SnapshotIndex.finishHeader(
+            &index, stringRecords: strings.count, stringAreaLength: stringOffset,
+            historySectionLength: UInt64(sectionLength))
         var bytes = Framing.fileHeader(.snapshot, sealed: sealed)
         try Framing.appendRecord(.listIndex, payload: index, to: &bytes, seal: seal)
         for payload in strings { try Framing.appendRecord(.strings, payload: payload, to: &bytes, seal: seal) }
@@ -148,7 +156,9 @@ enum SnapshotIndex {
     /// The header with the fields known before the tabs are; `finishHeader` sets the rest.
     /// Fields go where `Header` says, the one statement of the layout the reader also reads by.
     static func header(count: Int, activeIndex: Int?, pinnedCount: Int, lastCommandSeq: UInt64) -> [UInt8] {
-        assert(pinnedCount <= count && (activeIndex.map { (0..<count).contains($0) } ?? true), "the pinned tabs and the active one are in the list")
+        assert(
+            pinnedCount <= count && (activeIndex.map { (0..<count).contains($0) } ?? true),
+            "the pinned tabs and the active one are in the list")
         var bytes = [UInt8](repeating: 0, count: headerSize)
         // A list never holds more than `Limits.maxTabsPerBrowser` tabs.
         bytes.storeLittleEndian(UInt32(count), at: Header.count)
@@ -158,8 +168,12 @@ enum SnapshotIndex {
         return bytes
     }
 
-    static func finishHeader(_ bytes: inout [UInt8], stringRecords: Int, stringAreaLength: UInt64, historySectionLength: UInt64) {
-        assert(bytes.count >= headerSize && stringRecords >= 1, "a header written, and at least one string record (maybe empty)")
+    static func finishHeader(
+        _ bytes: inout [UInt8], stringRecords: Int, stringAreaLength: UInt64, historySectionLength: UInt64
+    ) {
+        assert(
+            bytes.count >= headerSize && stringRecords >= 1,
+            "a header written, and at least one string record (maybe empty)")
         bytes.storeLittleEndian(UInt32(stringRecords), at: Header.stringRecords)
         bytes.storeLittleEndian(stringAreaLength, at: Header.stringAreaLength)
         bytes.storeLittleEndian(historySectionLength, at: Header.historySectionLength)

@@ -100,7 +100,8 @@ public final class SnapshotReader {
     /// The UTF-8 bytes of the tab's title and URL; in format 2 read without making them.
     public func textBytes(at index: Int) -> Int {
         switch self.index {
-        case .decoded(let items): items[index].metadata.activePageTitle.utf8.count + items[index].metadata.activePageURL.utf8.count
+        case .decoded(let items):
+            items[index].metadata.activePageTitle.utf8.count + items[index].metadata.activePageURL.utf8.count
         case .fixed(let fixed): fixed.textBytes(at: index)
         }
     }
@@ -128,7 +129,9 @@ public final class SnapshotReader {
     private func opener(at index: Int) -> WebStateOpener? {
         switch self.index {
         case .decoded(let items):
-            items[index].openerIndex.map { WebStateOpener(openerID: items[$0].id, navigationIndex: items[index].openerNavigationIndex) }
+            items[index].openerIndex.map {
+                WebStateOpener(openerID: items[$0].id, navigationIndex: items[index].openerNavigationIndex)
+            }
         case .fixed(let fixed): fixed.opener(at: index)
         }
     }
@@ -159,7 +162,9 @@ public final class SnapshotReader {
         for index in 0..<count { try verifyFrame(at: index) }
     }
 
-    private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (payload: [UInt8], history: NavigationHistory) {
+    private func readCheckedHistory(at index: Int) throws(SessionFormatError) -> (
+        payload: [UInt8], history: NavigationHistory
+    ) {
         let (payload, offset) = try readHistory(at: index)
         let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
         guard storage.identifier == id(at: index).rawValue else {
@@ -185,7 +190,8 @@ public final class SnapshotReader {
         let offset = sectionStart + range.offset
         let frame = try source.read(offset: offset, count: range.length)
         assert(frame.count == range.length, "a read returns exactly the bytes asked for")
-        let (payload, end) = try Framing.readRecord(InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation, seal: seal)
+        let (payload, end) = try Framing.readRecord(
+            InMemoryBytes(frame, base: offset), at: offset, expecting: .navigation, seal: seal)
         guard end == offset + frame.count else {
             throw .invalidState(
                 offset: offset,
@@ -220,7 +226,8 @@ public final class SnapshotReader {
             let id = id(at: index)
             profile.reserveWebStateID(id)
             let times = creationAndLastActiveTime(at: index)
-            let webState = WebState(id: id, creationTime: times.creation, lastActiveTime: times.lastActive, storedIn: stored, at: index)
+            let webState = WebState(
+                id: id, creationTime: times.creation, lastActiveTime: times.lastActive, storedIn: stored, at: index)
             tabs.append(RestoredTab(webState: webState, opener: opener(at: index)))
         }
         assert(tabs.count == count && identifiers.count == count, "one restored tab and one identifier a stored tab")
@@ -267,7 +274,10 @@ final class RestoredSnapshot: StoredTabs {
     private let historyFallback: ((WebStateID) throws -> NavigationHistory?)?
     private let degraded: DegradedHistories?
 
-    init(reader: SnapshotReader, historyFallback: ((WebStateID) throws -> NavigationHistory?)?, degraded: DegradedHistories?) {
+    init(
+        reader: SnapshotReader, historyFallback: ((WebStateID) throws -> NavigationHistory?)?,
+        degraded: DegradedHistories?
+    ) {
         self.reader = reader
         self.historyFallback = historyFallback
         self.degraded = degraded

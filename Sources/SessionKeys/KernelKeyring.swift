@@ -25,7 +25,8 @@ public struct KernelKeyring: Sendable {
     /// The bytes of `name`'s key, or nil when there is none (never made, revoked, expired).
     /// Throws `.notAWindowKey` when the key under the name is not `keyBytes` long.
     public func find(_ name: WindowKeyName) throws(KeyringError) -> [UInt8]? {
-        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: Self.keyBytes) else { return nil }
+        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: Self.keyBytes)
+        else { return nil }
         guard length == Self.keyBytes else { throw .notAWindowKey(payloadBytes: length) }
         return bytes
     }
@@ -34,8 +35,11 @@ public struct KernelKeyring: Sendable {
     /// Throws `.notARecord` when the key under the name does not decode as one.
     public func record(_ name: SessionKeyName) throws(KeyringError) -> SessionKeyRecord? {
         let capacity = Limits.maxKeysPerSessionRecord * SessionKeyRecord.entryBytes
-        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: capacity) else { return nil }
-        guard length <= capacity, let record = SessionKeyRecord(bytes: bytes) else { throw .notARecord(payloadBytes: length) }
+        guard let serial = try search(name.description), let (bytes, length) = try read(serial, capacity: capacity)
+        else { return nil }
+        guard length <= capacity, let record = SessionKeyRecord(bytes: bytes) else {
+            throw .notARecord(payloadBytes: length)
+        }
         return record
     }
 
@@ -186,7 +190,8 @@ public struct KernelKeyring: Sendable {
             }
             if length <= capacity {
                 // `type;uid;gid;perm;description`: the description is the rest after the fourth `;`.
-                let fields = String(decoding: bytes, as: UTF8.self).split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+                let fields = String(decoding: bytes, as: UTF8.self).split(
+                    separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
                 return fields.count == 5 && fields[0] == "user" ? String(fields[4]) : nil
             }
             capacity = length

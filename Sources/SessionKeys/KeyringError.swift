@@ -55,8 +55,10 @@ public enum KeyringError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .unavailable(let errno): "the kernel keyring is unavailable: \(errno)"
         case .failed(let call, let errno): "\(call.rawValue) failed: \(errno)"
-        case .notAWindowKey(let bytes): "the key under this window's name holds \(bytes) bytes, not \(KernelKeyring.keyBytes)"
-        case .notARecord(let bytes): "the key under this session directory's name holds \(bytes) bytes, which is no key record"
+        case .notAWindowKey(let bytes):
+            "the key under this window's name holds \(bytes) bytes, not \(KernelKeyring.keyBytes)"
+        case .notARecord(let bytes):
+            "the key under this session directory's name holds \(bytes) bytes, which is no key record"
         case .recordFull: "the session directory's key record holds \(Limits.maxKeysPerSessionRecord) keys already"
         }
     }

@@ -34,10 +34,14 @@ public struct WindowKeyName: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The key's description in the keyring (it names the key, never holds its bytes).
-    public var description: String { "\(Self.rootPrefix(rootDevice: rootDevice, rootInode: rootInode))\(window.uuidString)" }
+    public var description: String {
+        "\(Self.rootPrefix(rootDevice: rootDevice, rootInode: rootInode))\(window.uuidString)"
+    }
 
     /// What the description of every key and record of one root starts with.
-    public static func rootPrefix(rootDevice: UInt64, rootInode: UInt64) -> String { "\(prefix)\(rootDevice):\(rootInode):" }
+    public static func rootPrefix(rootDevice: UInt64, rootInode: UInt64) -> String {
+        "\(prefix)\(rootDevice):\(rootInode):"
+    }
 }
 
 /// The name of the key record that goes with one session directory (a window's directory, or
@@ -93,7 +97,9 @@ public struct SessionKeyRecord: Equatable, Sendable {
     static let entryBytes = 16 + KernelKeyring.keyBytes
 
     public init(_ entries: [Entry]) {
-        precondition(!entries.isEmpty && entries.count <= Limits.maxKeysPerSessionRecord, "a record holds 1...\(Limits.maxKeysPerSessionRecord) keys")
+        precondition(
+            !entries.isEmpty && entries.count <= Limits.maxKeysPerSessionRecord,
+            "a record holds 1...\(Limits.maxKeysPerSessionRecord) keys")
         self.entries = entries
     }
 
@@ -110,12 +116,18 @@ public struct SessionKeyRecord: Equatable, Sendable {
 
     /// The record `bytes` encode; nil for any other length.
     init?(bytes: [UInt8]) {
-        guard !bytes.isEmpty, bytes.count % Self.entryBytes == 0, bytes.count / Self.entryBytes <= Limits.maxKeysPerSessionRecord else {
+        guard !bytes.isEmpty, bytes.count % Self.entryBytes == 0,
+            bytes.count / Self.entryBytes <= Limits.maxKeysPerSessionRecord
+        else {
             return nil
         }
         entries = stride(from: 0, to: bytes.count, by: Self.entryBytes).map { start in
             let id = Array(bytes[start..<(start + 16)])
-            let window = UUID(uuid: (id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]))
+            let window = UUID(
+                uuid: (
+                    id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12],
+                    id[13], id[14], id[15]
+                ))
             return Entry(window: window, key: Array(bytes[(start + 16)..<(start + Self.entryBytes)]))
         }
     }

@@ -34,7 +34,9 @@ extension BrowserStore {
     /// Takes over the snapshot of the compaction whose save moved appends to `generation`:
     /// `writing` is its write still in flight, nil once it completed.
     func startBackgroundSnapshot(generation: UInt64, seq: UInt64, file: EngineFile, writing: IOTicket?) {
-        assert(backgroundSnapshot == nil && generation == self.generation && generation > snapshotGeneration, "one snapshot in the background, of the generation appends go to")
+        assert(
+            backgroundSnapshot == nil && generation == self.generation && generation > snapshotGeneration,
+            "one snapshot in the background, of the generation appends go to")
         guard let writing else {
             putInPlace(generation: generation, seq: seq, file: file)
             return
@@ -83,7 +85,9 @@ extension BrowserStore {
 
     /// Renames the written snapshot into place and starts the directory's sync.
     private func putInPlace(generation: UInt64, seq: UInt64, file: EngineFile) {
-        assert(backgroundSnapshot == nil && generation <= self.generation, "the snapshot in place is of a generation appends reached")
+        assert(
+            backgroundSnapshot == nil && generation <= self.generation,
+            "the snapshot in place is of a generation appends reached")
         do throws(IOEngineError) {
             try engine.rename(temporaryPath(generation), to: directory.appending(StoreLayout.snapshotName(generation)))
         } catch {
@@ -100,13 +104,16 @@ extension BrowserStore {
             return
         }
         let ticket = engine.submit([.sync(directoryFile)])
-        backgroundSnapshot = BackgroundSnapshot(generation: generation, seq: seq, file: file, step: .syncingDirectory(ticket, directoryFile))
+        backgroundSnapshot = BackgroundSnapshot(
+            generation: generation, seq: seq, file: file, step: .syncingDirectory(ticket, directoryFile))
     }
 
     /// The snapshot is durably in place: read back whole, and checked to be the file written,
     /// before the chain starts there and the generations before the old start go.
     private func prove(_ snapshot: BackgroundSnapshot) {
-        assert(backgroundSnapshot == nil && snapshot.generation > snapshotGeneration, "a background snapshot proves a newer start of the chain")
+        assert(
+            backgroundSnapshot == nil && snapshot.generation > snapshotGeneration,
+            "a background snapshot proves a newer start of the chain")
         defer { engine.close(snapshot.file) }
         let path = directory.appending(StoreLayout.snapshotName(snapshot.generation))
         let reader: SnapshotReader

@@ -222,10 +222,14 @@ public final class BrowserStore {
         let inBackground: Bool
         /// Every write the save waits for is done: all of them, or in the background all but
         /// the snapshot's.
-        var written: Bool { append == nil && files.isEmpty && directorySync == nil && (snapshotWrite == nil || inBackground) }
+        var written: Bool {
+            append == nil && files.isEmpty && directorySync == nil && (snapshotWrite == nil || inBackground)
+        }
         /// The generations written, oldest first: the twin, then the newest.
         var newGenerations: [NewGeneration] {
-            (twin.map { [$0] } ?? []) + [NewGeneration(generation: generation, snapshotFile: snapshotFile, journalFile: journalFile)]
+            (twin.map { [$0] } ?? []) + [
+                NewGeneration(generation: generation, snapshotFile: snapshotFile, journalFile: journalFile)
+            ]
         }
     }
 
@@ -261,7 +265,8 @@ public final class BrowserStore {
     var uncheckedFallback: (generation: UInt64, newestSeq: UInt64)?
 
     init(
-        kind: BrowserKind, window: UUID, directory: FilePath, list: WebStateList, profile: Profile, engine: any IOEngine,
+        kind: BrowserKind, window: UUID, directory: FilePath, list: WebStateList, profile: Profile,
+        engine: any IOEngine,
         options: StoreOptions, readOnly: Bool = false
     ) {
         self.readOnly = readOnly
@@ -321,7 +326,9 @@ public final class BrowserStore {
     /// that needs a key to be read. Headers that do not read are no answer here (recovery sets
     /// such files aside).
     func holdsSealedFiles() throws(StoreError) -> Bool {
-        guard try io({ try engine.kind(directory) }) == .directory, let entries = try io({ try engine.directoryEntries(directory) }) else { return false }
+        guard try io({ try engine.kind(directory) }) == .directory,
+            let entries = try io({ try engine.directoryEntries(directory) })
+        else { return false }
         let listing = StoreListing(entries: entries)
         let names = listing.snapshots.map(StoreLayout.snapshotName) + listing.journals.map(StoreLayout.journalName)
         for name in names {
@@ -344,7 +351,9 @@ public final class BrowserStore {
     /// everything it holds is unsaved. The journal is given up, and the next save writes a new
     /// generation from memory where the directory belongs, though this Browser changed nothing.
     func verifyInPlace() {
-        guard isIdle, let journal, misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) != nil else {
+        guard isIdle, let journal,
+            misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) != nil
+        else {
             return
         }
         engine.close(journal)
@@ -383,18 +392,27 @@ public final class BrowserStore {
     /// disk with bigger blocks) ends anywhere: an append would rewrite the block holding its
     /// last acknowledged save, so it is continued by a new generation instead, never by
     /// leaving zeros a reader would take for its end.
-    var canAppend: Bool { journal != nil && !needsRebase && journalEnd % journalBlock == 0 && (sealing == nil || generationSealed) }
+    var canAppend: Bool {
+        journal != nil && !needsRebase && journalEnd % journalBlock == 0 && (sealing == nil || generationSealed)
+    }
 
     /// The seal of this store's file of `kind` in `generation`, when its files are sealed.
     func seal(_ kind: SessionFileKind, _ generation: UInt64) -> RecordSeal? {
-        sealing.map { RecordSeal(key: $0, file: RecordSeal.File(window: window, browser: self.kind, kind: kind, generation: generation)) }
+        sealing.map {
+            RecordSeal(
+                key: $0, file: RecordSeal.File(window: window, browser: self.kind, kind: kind, generation: generation))
+        }
     }
 
     /// The seals a restore tries on a file of `kind` in `generation`, its own first
     /// (`alternateSeals`); nil stands for none (the file must then be in the clear).
     func openingSeals(_ kind: SessionFileKind, _ generation: UInt64) -> [RecordSeal?] {
         [seal(kind, generation)]
-            + alternateSeals.map { RecordSeal(key: $0.key, file: RecordSeal.File(window: $0.window, browser: self.kind, kind: kind, generation: generation)) }
+            + alternateSeals.map {
+                RecordSeal(
+                    key: $0.key,
+                    file: RecordSeal.File(window: $0.window, browser: self.kind, kind: kind, generation: generation))
+            }
     }
 
     /// The staged records framed from `offset` of the journal of `generation`.
@@ -409,7 +427,9 @@ public final class BrowserStore {
     /// An empty list's snapshot for `generation`: the start of every session made.
     private func emptySnapshot(through seq: UInt64, generation: UInt64) throws(StoreError) -> [UInt8] {
         do {
-            return try SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation)) { _ throws(SessionFormatError) in [] }
+            return try SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation)) {
+                _ throws(SessionFormatError) in []
+            }
         } catch {
             throw .sealing(directory.string, error)
         }
@@ -435,8 +455,10 @@ public final class BrowserStore {
     var shouldCompact: Bool {
         // One snapshot at a time: the next compaction waits for the one in the background.
         guard backgroundSnapshot == nil else { return false }
-        return journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords + compactionDeferral.records
-            || nextAppendOffset + staged.reduce(0) { $0 + Framing.recordHeaderSize + $1.count } >= options.compactAfterBytes + compactionDeferral.bytes
+        return journalRecords + appends.reduce(staged.count) { $0 + $1.records.count } >= options.compactAfterRecords
+            + compactionDeferral.records
+            || nextAppendOffset + staged.reduce(0) { $0 + Framing.recordHeaderSize + $1.count } >= options
+                .compactAfterBytes + compactionDeferral.bytes
     }
 
     /// Every entry on the way to the session directory is made durable, not only those
@@ -490,15 +512,27 @@ public final class BrowserStore {
                 opened.append(journalFile)
                 let block = writeDirect(journalFile)
                 // Nothing is ever appended to the twin's journal.
-                let journalBytes = generation == newGeneration ? preallocatedJournal(blockSize: block) : JournalFile.header(blockSize: block, sealed: sealing != nil)
+                let journalBytes =
+                    generation == newGeneration
+                    ? preallocatedJournal(blockSize: block)
+                    : JournalFile.header(blockSize: block, sealed: sealing != nil)
                 let empty = try emptySnapshot(through: seq, generation: generation)
-                try io { try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)]) }
-                try io { try engine.perform([.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]) }
+                try io {
+                    try engine.perform([.write(snapshotFile, empty, offset: 0, durable: false), .sync(snapshotFile)])
+                }
+                try io {
+                    try engine.perform([
+                        .write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile),
+                    ])
+                }
                 if generation == newGeneration { newJournal = (journalFile, block) }
             }
             for generation in generations {
                 let name = StoreLayout.snapshotName(generation)
-                try io { try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name)) }
+                try io {
+                    try engine.rename(
+                        directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+                }
             }
             try io { try engine.syncDirectory(directory) }
             try syncEveryParentUpToTheRoot()
@@ -511,7 +545,9 @@ public final class BrowserStore {
             throw error
         }
         for file in opened where file != newJournal?.file { engine.close(file) }
-        precondition(newJournal != nil && newGeneration > (twinGeneration ?? 0), "a session is made above its twin, with a journal to append to")
+        precondition(
+            newJournal != nil && newGeneration > (twinGeneration ?? 0),
+            "a session is made above its twin, with a journal to append to")
         journal = newJournal?.file
         journalBlock = newJournal?.block ?? Self.minimumBlock
         journalEnd = JournalFile.header(blockSize: journalBlock).count
@@ -520,7 +556,8 @@ public final class BrowserStore {
         snapshotGeneration = newGeneration
         generationSealed = sealing != nil
         highestGeneration = newGeneration
-        assert(journalEnd % journalBlock == 0 && isIdle, "a new journal's first save starts on a block, nothing in flight")
+        assert(
+            journalEnd % journalBlock == 0 && isIdle, "a new journal's first save starts on a block, nothing in flight")
     }
 
     /// A new journal's bytes: its header block, then zeros to the preallocation (a whole
@@ -543,7 +580,9 @@ public final class BrowserStore {
     /// flush.
     func startSave(seq: UInt64, browsers: UInt8, compact: Bool) throws(StoreError) {
         precondition(!isCompacting && appends.count < options.savesInFlight, "saves in flight stay within the bound")
-        precondition(appends.allSatisfy { $0.result.map { if case .success = $0 { true } else { false } } ?? true }, "nothing follows a failed append")
+        precondition(
+            appends.allSatisfy { $0.result.map { if case .success = $0 { true } else { false } } ?? true },
+            "nothing follows a failed append")
         // The save before is settled by now: the window confirmed or retracted it (a repair at
         // restore is a save of this Browser alone).
         if isIdle { unconfirmed = nil }
@@ -552,7 +591,7 @@ public final class BrowserStore {
             do {
                 try startCompaction(seq: seq, browsers: browsers)
                 return
-            } catch where canAppend {
+            } catch  where canAppend {
                 // No new snapshot now (no room for its files, or a stored history that no longer
                 // reads), but the journal still takes saves. Reported once; tried again a
                 // quarter-threshold later.
@@ -562,17 +601,24 @@ public final class BrowserStore {
         }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
         let offset = nextAppendOffset
-        assert(offset >= journalEnd && offset % journalBlock == 0, "an append starts on a block at or past the journal's end")
+        assert(
+            offset >= journalEnd && offset % journalBlock == 0,
+            "an append starts on a block at or past the journal's end")
         let bytes = JournalFile.save(
-            try framed(staged, from: offset, generation: generation), commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
+            try framed(staged, from: offset, generation: generation),
+            commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
             reaching: retractedEnd - offset)
         guard offset + bytes.count <= Limits.maxJournalBytes else {
             // The reader refuses a larger journal: this save waits for a compaction instead.
-            throw .io(IOEngineError("append", path: directory.appending(StoreLayout.journalName(generation)).string, errno: .fileTooLarge))
+            throw .io(
+                IOEngineError(
+                    "append", path: directory.appending(StoreLayout.journalName(generation)).string,
+                    errno: .fileTooLarge))
         }
         let ticket = engine.submit([.write(journal, bytes, offset: offset, durable: true)])
         bytesSubmitted += UInt64(bytes.count)
-        state = .appending(appends + [Append(ticket: ticket, seq: seq, offset: offset, bytes: bytes.count, records: staged)])
+        state = .appending(
+            appends + [Append(ticket: ticket, seq: seq, offset: offset, bytes: bytes.count, records: staged)])
         staged.removeAll()
     }
 
@@ -585,46 +631,66 @@ public final class BrowserStore {
         var appendBytes: [UInt8]?
         if canAppend, !staged.isEmpty {
             let bytes = JournalFile.save(
-                try framed(staged, from: journalEnd, generation: generation), commit: JournalCommit(seq: seq, browsers: browsers),
+                try framed(staged, from: journalEnd, generation: generation),
+                commit: JournalCommit(seq: seq, browsers: browsers),
                 blockSize: journalBlock, reaching: retractedEnd - journalEnd)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
         let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)
         try placeDirectory()
         let made = try createCompactionFiles(fromMemory: fromMemory)
-        let (twin, newGeneration, snapshotFile, journalFile) = (made.twin, made.generation, made.snapshotFile, made.journalFile)
+        let (twin, newGeneration, snapshotFile, journalFile) = (
+            made.twin, made.generation, made.snapshotFile, made.journalFile
+        )
         let snapshots = try encodeSnapshots(through: seq, of: made)
         let snapshot = snapshots[newGeneration] ?? []
         writing = staged
         staged.removeAll()
         var append: (IOTicket, Int)?
         if let appendBytes, let journal {
-            append = (engine.submit([.write(journal, appendBytes, offset: journalEnd, durable: true)]), appendBytes.count)
+            append = (
+                engine.submit([.write(journal, appendBytes, offset: journalEnd, durable: true)]), appendBytes.count
+            )
             bytesSubmitted += UInt64(appendBytes.count)
         }
         let newJournalBlock = writeDirect(journalFile)
-        let journalBytes = made.usesSpare ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil) : preallocatedJournal(blockSize: newJournalBlock)
+        let journalBytes =
+            made.usesSpare
+            ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil)
+            : preallocatedJournal(blockSize: newJournalBlock)
         // Saves move to the new journal before its snapshot is in place: its name is made
         // durable with it. A directory that does not open leaves the compaction in the save.
         let journalDirectory = append != nil && twin == nil ? try? engine.openDirectory(directory) : nil
-        let snapshotWrite = engine.submit([.write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile)])
+        let snapshotWrite = engine.submit([
+            .write(snapshotFile, snapshot, offset: 0, durable: false), .sync(snapshotFile),
+        ])
         let journalChain: [IOOperation] =
-            [.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)] + (journalDirectory.map { [.sync($0)] } ?? [])
+            [.write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile)]
+            + (journalDirectory.map { [.sync($0)] } ?? [])
         var files: Set<IOTicket> = [engine.submit(journalChain)]
         bytesSubmitted += UInt64(snapshot.count + journalBytes.count)
         if let twin {
             // Its journal stays empty: nothing is ever appended to a generation below the newest.
             let twinSnapshot = snapshots[twin.generation] ?? snapshot
-            files.insert(engine.submit([.write(twin.snapshotFile, twinSnapshot, offset: 0, durable: false), .sync(twin.snapshotFile)]))
+            files.insert(
+                engine.submit([
+                    .write(twin.snapshotFile, twinSnapshot, offset: 0, durable: false), .sync(twin.snapshotFile),
+                ]))
             let twinJournal = JournalFile.header(blockSize: writeDirect(twin.journalFile), sealed: sealing != nil)
-            files.insert(engine.submit([.write(twin.journalFile, twinJournal, offset: 0, durable: false), .sync(twin.journalFile)]))
+            files.insert(
+                engine.submit([
+                    .write(twin.journalFile, twinJournal, offset: 0, durable: false), .sync(twin.journalFile),
+                ]))
             bytesSubmitted += UInt64(twinSnapshot.count + twinJournal.count)
         }
         state = .compacting(
             Compaction(
-                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile, journalBlock: newJournalBlock, twin: twin,
-                append: append, snapshotWrite: snapshotWrite, files: files, journalDirectory: journalDirectory, acknowledgeAtEnd: append == nil,
-                unframedChanges: unframedChanges, awaitsPartners: browsers != kind.commitBit, inBackground: journalDirectory != nil))
+                generation: newGeneration, seq: seq, snapshotFile: snapshotFile, journalFile: journalFile,
+                journalBlock: newJournalBlock, twin: twin,
+                append: append, snapshotWrite: snapshotWrite, files: files, journalDirectory: journalDirectory,
+                acknowledgeAtEnd: append == nil,
+                unframedChanges: unframedChanges, awaitsPartners: browsers != kind.commitBit,
+                inBackground: journalDirectory != nil))
     }
 
     /// What a compaction writes into: its new generation's files, and its twin's when it
@@ -672,7 +738,8 @@ public final class BrowserStore {
                 journalFile = try create(StoreLayout.journalName(newGeneration))
             }
             return CompactionFiles(
-                twin: twin, generation: newGeneration, snapshotFile: snapshotFile, journalFile: journalFile, usesSpare: spare != nil, created: created)
+                twin: twin, generation: newGeneration, snapshotFile: snapshotFile, journalFile: journalFile,
+                usesSpare: spare != nil, created: created)
         } catch {
             for file in created { engine.close(file) }
             throw error
@@ -681,7 +748,8 @@ public final class BrowserStore {
 
     /// The snapshot of each generation `made` writes, encoded once per generation (a sealed
     /// snapshot is bound to its generation); on failure the files are closed and removed.
-    private func encodeSnapshots(through seq: UInt64, of made: CompactionFiles) throws(StoreError) -> [UInt64: [UInt8]] {
+    private func encodeSnapshots(through seq: UInt64, of made: CompactionFiles) throws(StoreError) -> [UInt64: [UInt8]]
+    {
         var snapshots: [UInt64: [UInt8]] = [:]
         let generations = [made.twin?.generation, made.generation].compactMap { $0 }
         do throws(StoreError) {
@@ -691,7 +759,8 @@ public final class BrowserStore {
         } catch {
             for file in made.created { engine.close(file) }
             for written in generations {
-                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
+                try? engine.removeFile(
+                    directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(written)))
             }
             throw error
@@ -704,7 +773,8 @@ public final class BrowserStore {
     private func snapshot(through seq: UInt64, generation: UInt64, shared: [UInt8]?) throws(StoreError) -> [UInt8] {
         if sealing == nil, let shared { return shared }
         do {
-            return try SnapshotEncoder.encode(list, lastCommandSeq: seq, seal: seal(.snapshot, generation), storedHistory: storedHistory)
+            return try SnapshotEncoder.encode(
+                list, lastCommandSeq: seq, seal: seal(.snapshot, generation), storedHistory: storedHistory)
         } catch {
             throw .unreadableHistory(directory.string, error)
         }
@@ -717,7 +787,7 @@ public final class BrowserStore {
             let file: EngineFile
             do {
                 file = try engine.open(save.path, .write)
-            } catch where error.errno == .noSuchFileOrDirectory {
+            } catch  where error.errno == .noSuchFileOrDirectory {
                 leftOutSaves.removeFirst()
                 continue
             } catch {
@@ -753,7 +823,8 @@ public final class BrowserStore {
         if (try? engine.kind(directory)) == .directory { return }
         for path in [directory.removingLastComponent(), directory] {
             guard let kind = try io({ try engine.kind(path) }), kind != .directory else { continue }
-            let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) where a directory belongs")
+            let reason = SessionFormatError.readFailed(
+                offset: 0, reason: "\(Self.describe(kind)) where a directory belongs")
             guard setAside(path, reason, under: path.removingLastComponent()).last?.setAsideAt != nil else {
                 throw .io(.notInPlace(path.string, found: Self.describe(kind)))
             }
@@ -770,7 +841,9 @@ public final class BrowserStore {
     /// only what a failed attempt left, or a planted entry: `createFresh` removes either as
     /// itself.)
     private func nextGeneration() throws(StoreError) -> UInt64 {
-        assert(highestGeneration >= generation && generation >= snapshotGeneration, "generations are numbered up from the chain's start")
+        assert(
+            highestGeneration >= generation && generation >= snapshotGeneration,
+            "generations are numbered up from the chain's start")
         while true {
             let (candidate, overflow) = highestGeneration.addingReportingOverflow(1)
             guard !overflow else {
@@ -778,7 +851,8 @@ public final class BrowserStore {
             }
             let path = directory.appending(StoreLayout.snapshotName(candidate))
             guard let kind = try io({ try engine.kind(path) }) else { return candidate }
-            let reason = SessionFormatError.readFailed(offset: 0, reason: "\(Self.describe(kind)) under a new snapshot's name")
+            let reason = SessionFormatError.readFailed(
+                offset: 0, reason: "\(Self.describe(kind)) under a new snapshot's name")
             if setAside(path, reason).last?.setAsideAt != nil { return candidate }
             highestGeneration = candidate
         }
@@ -789,7 +863,9 @@ public final class BrowserStore {
     /// the file that is not what it should be, and what is there.
     func misplacement(of file: EngineFile, at path: FilePath) -> IOEngineError? {
         if (try? engine.isAt(file, path)) == true { return nil }
-        let expected: [(FilePath, EntryKind)] = [(directory.removingLastComponent(), .directory), (directory, .directory), (path, .file)]
+        let expected: [(FilePath, EntryKind)] = [
+            (directory.removingLastComponent(), .directory), (directory, .directory), (path, .file),
+        ]
         for (place, kind) in expected {
             let found: EntryKind?
             do {
@@ -862,7 +938,8 @@ public final class BrowserStore {
         case .idle: false
         case .appending(let appends): appends.contains { $0.ticket == ticket }
         case .compacting(let compaction):
-            compaction.append?.ticket == ticket || compaction.snapshotWrite == ticket || compaction.files.contains(ticket)
+            compaction.append?.ticket == ticket || compaction.snapshotWrite == ticket
+                || compaction.files.contains(ticket)
                 || compaction.directorySync?.ticket == ticket
         }
     }
@@ -892,7 +969,9 @@ public final class BrowserStore {
                 if case .failed(let error) = progress { compaction.failure = error }
             } else if compaction.snapshotWrite == completion.ticket {
                 compaction.snapshotWrite = nil
-                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? .io(error) }
+                if case .failure(let error) = completion.result {
+                    compaction.failure = compaction.failure ?? .io(error)
+                }
             } else {
                 compaction.files.remove(completion.ticket)
                 if compaction.files.isEmpty, let directory = compaction.journalDirectory {
@@ -903,7 +982,9 @@ public final class BrowserStore {
                     engine.close(sync.directory)
                     compaction.directorySync = nil
                 }
-                if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? .io(error) }
+                if case .failure(let error) = completion.result {
+                    compaction.failure = compaction.failure ?? .io(error)
+                }
             }
             guard compaction.written else {
                 state = .compacting(compaction)
@@ -941,7 +1022,11 @@ public final class BrowserStore {
 
     /// Whether a compaction has written everything and waits for the other Browser's write.
     var awaitsPartners: Bool {
-        if case .compacting(let compaction) = state { compaction.written && compaction.awaitsPartners && !compaction.renamed } else { false }
+        if case .compacting(let compaction) = state {
+            compaction.written && compaction.awaitsPartners && !compaction.renamed
+        } else {
+            false
+        }
     }
 
     /// The other Browser's part of the save is durable: the snapshot goes into place. Nil
@@ -960,15 +1045,21 @@ public final class BrowserStore {
     /// generation now, and its snapshot goes on alone (`BackgroundSnapshot`). Until that is
     /// proven, the chain runs from `snapshotGeneration` through the old journal into the new.
     private func moveAppends(to compaction: Compaction) {
-        assert(compaction.inBackground && compaction.written && compaction.failure == nil, "only a whole save's compaction moves appends")
-        assert(compaction.generation > generation && backgroundSnapshot == nil && !needsRebase, "appends move up one generation at a time")
+        assert(
+            compaction.inBackground && compaction.written && compaction.failure == nil,
+            "only a whole save's compaction moves appends")
+        assert(
+            compaction.generation > generation && backgroundSnapshot == nil && !needsRebase,
+            "appends move up one generation at a time")
         assert(compaction.journalDirectory == nil, "the new journal's name is durable")
         appendTo(compaction.journalFile, block: compaction.journalBlock, generation: compaction.generation)
         // Whole: nothing takes it back now.
         unconfirmed = nil
         writing.removeAll()
         state = .idle
-        startBackgroundSnapshot(generation: compaction.generation, seq: compaction.seq, file: compaction.snapshotFile, writing: compaction.snapshotWrite)
+        startBackgroundSnapshot(
+            generation: compaction.generation, seq: compaction.seq, file: compaction.snapshotFile,
+            writing: compaction.snapshotWrite)
     }
 
     /// The other Browser's part of the save failed: the save is not whole, so the snapshot
@@ -983,14 +1074,17 @@ public final class BrowserStore {
         for (index, written) in compaction.newGenerations.enumerated() {
             let name = StoreLayout.snapshotName(written.generation)
             do {
-                try engine.rename(directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+                try engine.rename(
+                    directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
             } catch {
                 // After the twin went into place, given up as renamed: the next generation goes past it.
                 abandon(compaction, renamed: index > 0)
                 return compaction.acknowledgeAtEnd ? .failed(.io(error)) : nil
             }
         }
-        assert(compaction.written && compaction.failure == nil && !compaction.renamed, "a compaction renames once, whole and unfailed")
+        assert(
+            compaction.written && compaction.failure == nil && !compaction.renamed,
+            "a compaction renames once, whole and unfailed")
         compaction.renamed = true
         do {
             let directoryFile = try engine.openDirectory(directory)
@@ -1028,7 +1122,9 @@ public final class BrowserStore {
     /// A landed durable write, acknowledged only if the journal is still where it belongs.
     private func landed(_ result: Result<Void, IOEngineError>) -> Result<Void, StoreError> {
         if case .failure(let error) = result { return .failure(.io(error)) }
-        if let journal, let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) {
+        if let journal,
+            let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation)))
+        {
             // Durable, but outside the root (the journal or a directory above it was moved or
             // swapped for a symlink): not acknowledged. The journal is given up once nothing
             // else is in flight to it, and the next save writes a new generation from memory.
@@ -1047,8 +1143,12 @@ public final class BrowserStore {
         appends.removeFirst()
         journalEnd = first.offset + first.bytes
         journalRecords += first.records.count
-        assert(journalEnd % journalBlock == 0 && journalEnd <= Limits.maxJournalBytes, "a confirmed save ends on a block, inside the journal's limit")
-        assert(appends.first.map { $0.offset == journalEnd && $0.seq > seq } ?? true, "the next append follows the one confirmed")
+        assert(
+            journalEnd % journalBlock == 0 && journalEnd <= Limits.maxJournalBytes,
+            "a confirmed save ends on a block, inside the journal's limit")
+        assert(
+            appends.first.map { $0.offset == journalEnd && $0.seq > seq } ?? true,
+            "the next append follows the one confirmed")
         state = appends.isEmpty ? .idle : .appending(appends)
     }
 
@@ -1063,7 +1163,8 @@ public final class BrowserStore {
             precondition(appends.allSatisfy { $0.result != nil }, "every append finished before any is taken back")
             staged = appends.flatMap(\.records) + staged
             if let last = appends.last { retractedEnd = max(retractedEnd, last.offset + last.bytes) }
-            assert(appends.first.map { $0.offset == journalEnd } ?? true, "appends taken back start at the journal's end")
+            assert(
+                appends.first.map { $0.offset == journalEnd } ?? true, "appends taken back start at the journal's end")
             state = .idle
             if appends.contains(where: \.landedMisplaced), let journal {
                 engine.close(journal)
@@ -1085,7 +1186,9 @@ public final class BrowserStore {
     private func finishAppend(_ result: Result<Void, IOEngineError>, seq: UInt64, bytes: Int) -> SaveProgress {
         switch result {
         case .success:
-            if let journal, let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) {
+            if let journal,
+                let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation)))
+            {
                 // Durable, but outside the root (the journal or a directory above it was moved
                 // or swapped for a symlink): not acknowledged. The journal is given up and the
                 // next save writes a new generation from memory where the directory belongs.
@@ -1125,7 +1228,8 @@ public final class BrowserStore {
             assert(highestGeneration > generation, "a renamed generation is numbered past the one appends go to")
         } else {
             for written in compaction.newGenerations {
-                try? engine.removeFile(directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
+                try? engine.removeFile(
+                    directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(written.generation)))
             }
             deferCompaction()
@@ -1159,8 +1263,10 @@ public final class BrowserStore {
         }
         // Read by path: acknowledged only if the files written are the ones there.
         for written in compaction.newGenerations {
-            if let misplaced = misplacement(of: written.snapshotFile, at: directory.appending(StoreLayout.snapshotName(written.generation)))
-                ?? misplacement(of: written.journalFile, at: directory.appending(StoreLayout.journalName(written.generation)))
+            if let misplaced = misplacement(
+                of: written.snapshotFile, at: directory.appending(StoreLayout.snapshotName(written.generation)))
+                ?? misplacement(
+                    of: written.journalFile, at: directory.appending(StoreLayout.journalName(written.generation)))
             {
                 abandon(compaction, renamed: true)
                 return .io(misplaced)
@@ -1186,7 +1292,8 @@ public final class BrowserStore {
 
     /// Appends go from now on to `file`, the new and empty journal of `generation`.
     private func appendTo(_ file: EngineFile, block: Int, generation newGeneration: UInt64) {
-        assert(newGeneration > generation && newGeneration >= highestGeneration, "appends move to the newest generation")
+        assert(
+            newGeneration > generation && newGeneration >= highestGeneration, "appends move to the newest generation")
         if let journal { engine.close(journal) }
         journal = file
         journalBlock = block
@@ -1203,7 +1310,9 @@ public final class BrowserStore {
     /// unrealized tabs' histories are read from it, and every generation older than `fallback`
     /// (the one a damaged newest snapshot falls back to) goes.
     func snapshotProven(_ reader: SnapshotReader, generation proven: UInt64, fallback: UInt64) {
-        assert(proven > snapshotGeneration && proven <= generation && fallback <= proven, "a proven snapshot moves the chain's start up")
+        assert(
+            proven > snapshotGeneration && proven <= generation && fallback <= proven,
+            "a proven snapshot moves the chain's start up")
         snapshotGeneration = proven
         // The chain starts past the restored generation now, its fallback one read whole: the
         // restore's own repair (a session in the clear sealed, say) got here before any save.
@@ -1232,9 +1341,12 @@ public final class BrowserStore {
         let bytes = try io { try EngineBytes(engine, path: path) }
         do throws(SessionFormatError) {
             let reader = try SnapshotReader(bytes, seal: seal(.snapshot, generation))
-            assert(reader.isSealed == (sealing != nil), "a store with a key writes sealed snapshots, one without writes them in the clear")
+            assert(
+                reader.isSealed == (sealing != nil),
+                "a store with a key writes sealed snapshots, one without writes them in the clear")
             guard reader.lastCommandSeq == seq else {
-                throw .invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
+                throw .invalidState(
+                    offset: Framing.fileHeaderSize, reason: .seqOutOfOrder(reader.lastCommandSeq, previous: seq))
             }
             try reader.verifyEveryFrame()
             return reader
@@ -1294,7 +1406,8 @@ public final class BrowserStore {
     /// a bounded number of calls however deep a planted tree goes.
     func removeDeletedSession() throws(StoreError) {
         // Each entry by its exact name: one that is not UTF-8 goes too.
-        for entry in try io({ try engine.listDirectory(directory) }) ?? [] where entry.name.string != StoreLayout.deletionMarker {
+        for entry in try io({ try engine.listDirectory(directory) }) ?? []
+        where entry.name.string != StoreLayout.deletionMarker {
             try clear(directory.appending(entry.name), into: directory.removingLastComponent())
         }
         try io { try engine.syncDirectory(directory) }

@@ -35,7 +35,9 @@ public struct GroupCommit: Sendable, Equatable {
     public mutating func observe(saveNanoseconds nanoseconds: UInt64) {
         let sample = min(nanoseconds, Self.maximumWaitNanoseconds)
         flushNanoseconds = flushNanoseconds - flushNanoseconds / 8 + sample / 8
-        assert(flushNanoseconds <= max(Self.initialFlushNanoseconds, Self.maximumWaitNanoseconds), "the average stays within its samples' bound")
+        assert(
+            flushNanoseconds <= max(Self.initialFlushNanoseconds, Self.maximumWaitNanoseconds),
+            "the average stays within its samples' bound")
     }
 
     /// Whether a save starts now, with `inFlight` saves in flight, `waitingCommands` commands

@@ -19,7 +19,8 @@ struct HistorySources {
     /// Where `webState`'s frame is, if this store knows.
     func source(of webState: WebState) -> (reader: SnapshotReader, index: Int)? {
         if let source = proven[webState.id] { return source }
-        guard let reader = restored, let stored = webState.storedContent, let index = reader.storedIndex(of: stored) else {
+        guard let reader = restored, let stored = webState.storedContent, let index = reader.storedIndex(of: stored)
+        else {
             return nil
         }
         return (reader, index)

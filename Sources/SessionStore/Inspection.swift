@@ -70,24 +70,32 @@ public enum SessionInspector {
     /// only the list metadata and journals). Throws `.io` when `root/windows` cannot be listed
     /// or `windows.order` is there and does not read; a `windows` that is not a directory lists
     /// nothing (`RootLayout.misplacedEntries` says what it is).
-    public static func inspect(root: FilePath, window: UUID? = nil, deep: Bool = false, engine: any IOEngine = SyncEngine())
+    public static func inspect(
+        root: FilePath, window: UUID? = nil, deep: Bool = false, engine: any IOEngine = SyncEngine()
+    )
         throws(StoreError) -> [WindowInspection]
     {
         let windows = root.appending(RootLayout.windows)
         let onDisk = try io { try engine.listDirectory(windows) } ?? []
         let order = try io { try RootLayout.savedOrder(root: root, engine: engine) }
-        var entries = onDisk.compactMap { entry in UUID(uuidString: entry.name.string).map { (entry.name.string, $0, entry.kind) } }
+        var entries = onDisk.compactMap { entry in
+            UUID(uuidString: entry.name.string).map { (entry.name.string, $0, entry.kind) }
+        }
         let rank = Dictionary(order.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         entries.sort { (rank[$0.1] ?? Int.max, $0.0) < (rank[$1.1] ?? Int.max, $1.0) }
         if let window { entries = entries.filter { $0.1 == window } }
         return entries.map { name, id, kind in
-            Self.window(at: DiskLayout.windowDirectory(root: root, name: name), id: id, kind: kind, root: root, deep: deep, engine: engine)
+            Self.window(
+                at: DiskLayout.windowDirectory(root: root, name: name), id: id, kind: kind, root: root, deep: deep,
+                engine: engine)
         }
     }
 
     /// A set-aside entry as `inspect` shows a window: its Browsers (what can be read of damaged
     /// files, with what failed), read only; an entry that is no directory shows as such.
-    public static func inspect(setAside entry: SetAsideEntry, root: FilePath, deep: Bool = false, engine: any IOEngine = SyncEngine()) -> WindowInspection {
+    public static func inspect(
+        setAside entry: SetAsideEntry, root: FilePath, deep: Bool = false, engine: any IOEngine = SyncEngine()
+    ) -> WindowInspection {
         window(at: entry.path, id: entry.window ?? noWindow, kind: entry.kind, root: root, deep: deep, engine: engine)
     }
 
@@ -96,7 +104,9 @@ public enum SessionInspector {
 
     /// One window directory (`directory`, of window `id`): each of its Browsers as recovery
     /// reads them.
-    private static func window(at directory: FilePath, id: UUID, kind: EntryKind, root: FilePath, deep: Bool, engine: any IOEngine) -> WindowInspection {
+    private static func window(
+        at directory: FilePath, id: UUID, kind: EntryKind, root: FilePath, deep: Bool, engine: any IOEngine
+    ) -> WindowInspection {
         let name = directory.lastComponent?.string ?? ""
         guard kind == .directory else {
             let damage = BrowserInspection.Damage(
@@ -111,7 +121,8 @@ public enum SessionInspector {
             // ids against the other's (a record bringing in an id the other holds is damage).
             let store = BrowserStore(
                 kind: kind, window: id, directory: DiskLayout.browserDirectory(window: directory, kind: kind),
-                list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine, options: StoreOptions(), readOnly: true)
+                list: owner.browserList.browser(for: id).webStateList, profile: owner, engine: engine,
+                options: StoreOptions(), readOnly: true)
             // The incognito Browser's files open with the window's key when the keyring
             // holds it (the same user on the running machine); without it they show as
             // sealed files whose key is gone.
@@ -119,9 +130,13 @@ public enum SessionInspector {
                 store.sealing = try? RecordSeal.Key(key)
             }
             // A set-aside session's (or one being adopted) open with the keys that went with it.
-            if kind == .incognito, let recorded = try? KernelIncognitoKeys.recordedKeys(root: root, directory: directory) {
+            if kind == .incognito,
+                let recorded = try? KernelIncognitoKeys.recordedKeys(root: root, directory: directory)
+            {
                 store.alternateSeals = recorded.compactMap { recorded in
-                    (try? RecordSeal.Key(recorded.key)).map { BrowserStore.SealIdentity(window: recorded.window, key: $0) }
+                    (try? RecordSeal.Key(recorded.key)).map {
+                        BrowserStore.SealIdentity(window: recorded.window, key: $0)
+                    }
                 }
             }
             do throws(StoreError) {
@@ -131,26 +146,33 @@ public enum SessionInspector {
                 browsers.append(BrowserInspection(unreadable: store, error))
             }
         }
-        return WindowInspection(uuid: id.uuidString, directory: name, browsers: browsers, damaged: sharedTabIDs(browsers, directory))
+        return WindowInspection(
+            uuid: id.uuidString, directory: name, browsers: browsers, damaged: sharedTabIDs(browsers, directory))
     }
 
     /// Tab ids both Browsers of a window hold (from their snapshots: a journal record that would
     /// bring one in is already reported where it is). Ids are unique across a window, since
     /// commands address tabs by id alone.
-    private static func sharedTabIDs(_ browsers: [BrowserInspection], _ directory: FilePath) -> [BrowserInspection.Damage] {
+    private static func sharedTabIDs(_ browsers: [BrowserInspection], _ directory: FilePath) -> [BrowserInspection
+        .Damage]
+    {
         guard browsers.count == 2 else { return [] }
         let shared = Set(browsers[0].tabs.map(\.id)).intersection(browsers[1].tabs.map(\.id))
         return shared.sorted().map { id in
             BrowserInspection.Damage(
                 file: directory.string, offset: nil,
-                error: "tab identifier \(id) appears twice: both the \(browsers[0].kind) and the \(browsers[1].kind) Browser hold it")
+                error:
+                    "tab identifier \(id) appears twice: both the \(browsers[0].kind) and the \(browsers[1].kind) Browser hold it"
+            )
         }
     }
 
     private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {
         let loaded = try store.load()
         let (seq, damagedFiles) = try store.replayForInspection(loaded)
-        var damaged = damagedFiles.map { BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)") }
+        var damaged = damagedFiles.map {
+            BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)")
+        }
         if deep, let reader = loaded.reader {
             let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string
             for index in 0..<reader.count {
@@ -158,24 +180,34 @@ public enum SessionInspector {
                     _ = try reader.history(at: index)
                 } catch {
                     damaged.append(
-                        BrowserInspection.Damage(file: path, offset: error.offset, error: "tab \(reader.id(at: index).rawValue)'s history: \(error)"))
+                        BrowserInspection.Damage(
+                            file: path, offset: error.offset,
+                            error: "tab \(reader.id(at: index).rawValue)'s history: \(error)"))
                 }
             }
         }
-        let realizedAtSave = loaded.reader.map { reader in
-            Dictionary((0..<reader.count).map { (reader.id(at: $0), reader.item(at: $0).realizedAtSave) }, uniquingKeysWith: { first, _ in first })
-        } ?? [:]
+        let realizedAtSave =
+            loaded.reader.map { reader in
+                Dictionary(
+                    (0..<reader.count).map { (reader.id(at: $0), reader.item(at: $0).realizedAtSave) },
+                    uniquingKeysWith: { first, _ in first })
+            } ?? [:]
         let list = store.list
         let tabs = list.webStates.enumerated().map { index, webState in
             BrowserInspection.Tab(
                 id: webState.id.rawValue, url: webState.url, title: webState.title, pinned: list.isPinned(at: index),
                 // A tab the journal added was live, so realized, when saved.
-                realizedAtSave: realizedAtSave[webState.id] ?? true, lastActiveTimeUs: webState.lastActiveTime.microsecondsSinceEpoch)
+                realizedAtSave: realizedAtSave[webState.id] ?? true,
+                lastActiveTimeUs: webState.lastActiveTime.microsecondsSinceEpoch)
         }
         let snapshotBytes = loaded.reader.map { _ in fileSize(store, StoreLayout.snapshotName(loaded.generation)) } ?? 0
         let files =
-            (loaded.reader.map { [BrowserInspection.StoredFile(name: StoreLayout.snapshotName(loaded.generation), version: $0.version)] } ?? [])
-            + loaded.journals.map { BrowserInspection.StoredFile(name: $0.path.lastComponent?.string ?? "", version: $0.scan.version) }
+            (loaded.reader.map {
+                [BrowserInspection.StoredFile(name: StoreLayout.snapshotName(loaded.generation), version: $0.version)]
+            } ?? [])
+            + loaded.journals.map {
+                BrowserInspection.StoredFile(name: $0.path.lastComponent?.string ?? "", version: $0.scan.version)
+            }
         return BrowserInspection(
             kind: store.kind.rawValue, tabs: tabs, activeIndex: list.activeIndex, durableSeq: seq,
             generation: loaded.generation, snapshotBytes: snapshotBytes,
@@ -195,7 +227,8 @@ extension BrowserInspection {
     /// A Browser whose directory could not be read at all: nothing shown but why.
     init(unreadable store: BrowserStore, _ error: StoreError) {
         self.init(
-            kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0, journalBytes: 0,
+            kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0,
+            journalBytes: 0,
             tornTailAt: nil, files: [], damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
     }
 }
@@ -230,7 +263,8 @@ public struct SetAsideSummary: Codable, Equatable, Sendable {
     /// process that read untrusted files, and is checked before it is shown.
     public var isPlausible: Bool {
         browsers.count <= BrowserKind.allCases.count && Set(browsers).isSubset(of: BrowserKind.allCases.map(\.rawValue))
-            && (0...Limits.maxTabsPerBrowser).contains(regularTabs) && (0...Limits.maxTabsPerBrowser).contains(incognitoTabs)
+            && (0...Limits.maxTabsPerBrowser).contains(regularTabs)
+            && (0...Limits.maxTabsPerBrowser).contains(incognitoTabs)
             && Limits.isValidCommandSeq(durableSeq)
     }
 }

@@ -66,7 +66,9 @@ struct KernelIncognitoKeys: IncognitoKeyStore {
     }
 
     /// The keys of `directory`'s record (none when it has none, or is no directory).
-    static func recordedKeys(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> [(window: UUID, key: [UInt8])] {
+    static func recordedKeys(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> [(
+        window: UUID, key: [UInt8]
+    )] {
         let keyring = KernelKeyring()
         let name: SessionKeyName
         do {
@@ -126,7 +128,9 @@ public enum SessionKeyRecords {
         let kept = SessionKeyRecord.Entry(window: window, key: key)
         do throws(KeyringError) {
             let keyring = KernelKeyring()
-            let record = try keyring.record(name).map { record throws(KeyringError) in try record.adding(kept) } ?? SessionKeyRecord([kept])
+            let record =
+                try keyring.record(name).map { record throws(KeyringError) in try record.adding(kept) }
+                ?? SessionKeyRecord([kept])
             try keyring.store(record, as: name)
         } catch {
             throw KernelIncognitoKeys.translate(error)
@@ -139,7 +143,8 @@ public enum SessionKeyRecords {
     /// to go back to if it is undone. A refused keyring has nothing to keep.
     public static func hasRoom(root: FilePath, directory: FilePath) throws(IncognitoKeyError) -> Bool {
         do {
-            return try KernelIncognitoKeys.recordedKeys(root: root, directory: directory).count < Limits.maxKeysPerSessionRecord
+            return try KernelIncognitoKeys.recordedKeys(root: root, directory: directory).count
+                < Limits.maxKeysPerSessionRecord
         } catch .unavailable {
             return true
         }

@@ -124,7 +124,9 @@ extension BrowserStore {
     /// generation (a fallback's check needs it only as far as the newest snapshot).
     /// `checkingFallback`: whether the generation a damaged newest snapshot would fall back to
     /// is read now (`checkFallback`), or left to the store's first save (a window restoring).
-    func load(excluding excluded: Set<UInt64> = [], below: UInt64 = .max, checkingFallback: Bool = true) throws(StoreError) -> LoadedSession {
+    func load(excluding excluded: Set<UInt64> = [], below: UInt64 = .max, checkingFallback: Bool = true)
+        throws(StoreError) -> LoadedSession
+    {
         var loaded = LoadedSession()
         switch try io({ try engine.kind(directory) }) {
         case nil:
@@ -158,7 +160,9 @@ extension BrowserStore {
         }
         // Only the newest snapshot's own journal is continued: a chain through newer journals
         // (past a damaged snapshot, or one a kill left in the background) is written again.
-        if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 { loaded.needsRebase = true }
+        if loaded.journals.first?.generation != loaded.generation || loaded.journals.count > 1 {
+            loaded.needsRebase = true
+        }
         if excluded.isEmpty, !loaded.needsRebase, listing.snapshots.contains(where: { $0 < loaded.generation }) {
             if checkingFallback { try checkFallback(&loaded) } else { loaded.fallbackUnchecked = true }
         }
@@ -167,7 +171,9 @@ extension BrowserStore {
 
     /// The newest snapshot not `excluded` that opens and passes its checks; each newer one that
     /// does not is set aside.
-    private func openNewestSnapshot(_ listing: StoreListing, excluding excluded: Set<UInt64>, into loaded: inout LoadedSession) throws(StoreError) {
+    private func openNewestSnapshot(
+        _ listing: StoreListing, excluding excluded: Set<UInt64>, into loaded: inout LoadedSession
+    ) throws(StoreError) {
         for generation in listing.snapshots where !excluded.contains(generation) {
             let path = directory.appending(StoreLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
@@ -187,7 +193,9 @@ extension BrowserStore {
     /// The generations whose journals follow the snapshot `loaded` opened, in order, below
     /// `below`; nil when there is no chain (no snapshot, and no first generation to stand in).
     /// Removes the orphan journals a stopped compaction left.
-    private func chain(_ listing: StoreListing, entries: [String], below: UInt64, into loaded: inout LoadedSession) throws(StoreError) -> [UInt64]? {
+    private func chain(_ listing: StoreListing, entries: [String], below: UInt64, into loaded: inout LoadedSession)
+        throws(StoreError) -> [UInt64]?
+    {
         // A journal whose snapshot was set aside as damaged stays: its saves follow the journal
         // before it, and without it an older snapshot would restore without them. So does one
         // whose snapshot never existed and that holds saves: appends move to a compaction's new
@@ -200,7 +208,9 @@ extension BrowserStore {
         let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
             ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
-                StoreLayout.generation(of: String(name.prefix(StoreLayout.snapshotPrefix.count + StoreLayout.generationDigits)), prefix: StoreLayout.snapshotPrefix)
+                StoreLayout.generation(
+                    of: String(name.prefix(StoreLayout.snapshotPrefix.count + StoreLayout.generationDigits)),
+                    prefix: StoreLayout.snapshotPrefix)
             })
         let snapshotExisted = { (generation: UInt64) in
             listedSnapshots.contains(generation) || setAsideSnapshots.contains(generation)
@@ -226,12 +236,16 @@ extension BrowserStore {
         // at that gap, and a fallback past a damaged newest snapshot dropped its journal's
         // acknowledged saves: windowhost stress, seed 1 with --io uring.)
         return [loaded.generation]
-            + listedSnapshots.union(setAsideSnapshots).union(listing.journals).subtracting(unused).filter { $0 > loaded.generation && $0 < below }.sorted()
+            + listedSnapshots.union(setAsideSnapshots).union(listing.journals).subtracting(unused).filter {
+                $0 > loaded.generation && $0 < below
+            }.sorted()
     }
 
     /// Reads the journal of `generation` into `loaded`, cut at its last commit; whether the
     /// chain goes on past it. `followed`: a newer journal is next in the chain.
-    private func loadJournal(_ generation: UInt64, followed: Bool, into loaded: inout LoadedSession) throws(StoreError) -> Bool {
+    private func loadJournal(_ generation: UInt64, followed: Bool, into loaded: inout LoadedSession) throws(StoreError)
+        -> Bool
+    {
         let path = directory.appending(StoreLayout.journalName(generation))
         guard let source = try openListed(path, into: &loaded) else { return false }
         let scan: JournalFile.Scan
@@ -245,7 +259,8 @@ extension BrowserStore {
         }
         // Every number is checked before anything is applied: a seq out of range or going
         // back is damage in the middle, the saves before it kept.
-        let seqs = scan.checkSeqs(snapshotSeq: loaded.reader?.lastCommandSeq ?? 0, previousCommit: loaded.lastCommit?.seq)
+        let seqs = scan.checkSeqs(
+            snapshotSeq: loaded.reader?.lastCommandSeq ?? 0, previousCommit: loaded.lastCommit?.seq)
         if let error = seqs.error {
             loaded.journals.append(
                 LoadedJournal(
@@ -258,11 +273,17 @@ extension BrowserStore {
         let tail = scan.commits.last?.end ?? scan.headerEnd
         let journal = LoadedJournal(
             generation: generation, path: path, scan: scan, commitsUsed: scan.commits.count,
-            garbageEnd: try readingTail(source) { () throws(SessionFormatError) in try JournalFile.lastNonZeroEnd(source, from: tail) })
+            garbageEnd: try readingTail(source) { () throws(SessionFormatError) in
+                try JournalFile.lastNonZeroEnd(source, from: tail)
+            })
         loaded.journals.append(journal)
         if journal.garbageEnd > tail {
             if let error = scan.stoppedBy,
-                try readingTail(source, { () throws(SessionFormatError) in try JournalFile.hasValidCommit(in: source, after: scan.validLength + 1) }),
+                try readingTail(
+                    source,
+                    { () throws(SessionFormatError) in
+                        try JournalFile.hasValidCommit(in: source, after: scan.validLength + 1)
+                    }),
                 try !isPipelinedHole(in: source, from: scan.validLength, to: journal.garbageEnd)
             {
                 // Valid records after a bad one: damage in the middle, not a torn last write.
@@ -299,7 +320,9 @@ extension BrowserStore {
     /// The snapshot of `generation`, opened with the first of `openingSeals` that opens it. One
     /// opened with an alternate key (`alternateSeals`) is written again under the store's own
     /// (`needsRebase`). Throws what the store's own seal met when none opens it.
-    private func openSnapshot(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession) throws(SessionFormatError) -> SnapshotReader {
+    private func openSnapshot(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession)
+        throws(SessionFormatError) -> SnapshotReader
+    {
         let seals = openingSeals(.snapshot, generation)
         var first: SessionFormatError?
         for (index, seal) in seals.enumerated() {
@@ -316,7 +339,9 @@ extension BrowserStore {
 
     /// The journal of `generation` scanned with each of `openingSeals`: the scan that reads
     /// furthest (its own seal's on a tie). A wrong key stops a scan at its first sealed record.
-    private func scanJournal(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession) throws(SessionFormatError) -> JournalFile.Scan {
+    private func scanJournal(_ source: EngineBytes, _ generation: UInt64, into loaded: inout LoadedSession)
+        throws(SessionFormatError) -> JournalFile.Scan
+    {
         let seals = openingSeals(.journal, generation)
         var best: (scan: JournalFile.Scan, index: Int)?
         var first: SessionFormatError?
@@ -343,7 +368,9 @@ extension BrowserStore {
     /// A fallback that reads whole but does not reach the newest snapshot (one written from
     /// memory, its follow-up cut short by a kill) is written again the same way.
     private func checkFallback(_ loaded: inout LoadedSession) throws(StoreError) {
-        guard let newest = loaded.reader, let damage = try fallbackDamage(below: loaded.generation, newestSeq: newest.lastCommandSeq) else { return }
+        guard let newest = loaded.reader,
+            let damage = try fallbackDamage(below: loaded.generation, newestSeq: newest.lastCommandSeq)
+        else { return }
         loaded.fallbackDamaged = damage
         loaded.needsRebase = true
     }
@@ -365,7 +392,8 @@ extension BrowserStore {
         }
         // A torn tail ends the chain here; the real fallback goes on into the newest journal,
         // which cannot follow a torn one, and would stop short of it.
-        let reaches = fallback.reader != nil && damage.isEmpty && fallback.tornTailAt == nil && fallback.seq >= newestSeq
+        let reaches =
+            fallback.reader != nil && damage.isEmpty && fallback.tornTailAt == nil && fallback.seq >= newestSeq
         return reaches ? nil : damage
     }
 
@@ -377,7 +405,9 @@ extension BrowserStore {
     /// short of descriptors) leaves the check pending.
     func checkPendingFallback() throws(StoreError) -> [DamagedFile] {
         guard let unchecked = uncheckedFallback else { return [] }
-        precondition(isIdle && snapshotGeneration == unchecked.generation, "the fallback is read before the restored generation's first save")
+        precondition(
+            isIdle && snapshotGeneration == unchecked.generation,
+            "the fallback is read before the restored generation's first save")
         let damage = try fallbackDamage(below: unchecked.generation, newestSeq: unchecked.newestSeq)
         uncheckedFallback = nil
         guard let damage else { return [] }
@@ -416,7 +446,9 @@ extension BrowserStore {
             let droppedSeq = outcome.dropped
             outcome = try replay(&loaded, leavingOut: 0)
             outcome.dropped = droppedSeq
-            assert(failure.journal == nil || outcome.failure == nil, "the saves before a record that did not fit replay cleanly")
+            assert(
+                failure.journal == nil || outcome.failure == nil,
+                "the saves before a record that did not fit replay cleanly")
             outcome.failure = failure
         }
         let degradedTabs = outcome.degraded?.tabs.values.sorted { $0.id < $1.id } ?? []
@@ -428,21 +460,26 @@ extension BrowserStore {
             let snapshot = directory.appending(StoreLayout.snapshotName(loaded.generation))
             damaged += degradedTabs.map { DamagedFile(path: snapshot.string, setAsideAt: nil, error: $0.reason) }
         }
-        precondition(loaded.generation <= loaded.highestGeneration && isIdle, "a restore takes a generation the directory holds, nothing in flight")
+        precondition(
+            loaded.generation <= loaded.highestGeneration && isIdle,
+            "a restore takes a generation the directory holds, nothing in flight")
         generation = loaded.generation
         snapshotGeneration = loaded.generation
         highestGeneration = loaded.highestGeneration
         needsRebase = loaded.needsRebase
         // A restore written again from memory (`repair`) has a fallback that reaches it.
         uncheckedFallback =
-            loaded.fallbackUnchecked && !loaded.needsRebase ? loaded.reader.map { (loaded.generation, $0.lastCommandSeq) } : nil
+            loaded.fallbackUnchecked && !loaded.needsRebase
+            ? loaded.reader.map { (loaded.generation, $0.lastCommandSeq) } : nil
         restoredInTheClear = loaded.reader.map { !$0.isSealed } == true || loaded.journals.contains { !$0.scan.sealed }
         // Continuing the journal zeroes its left-out saves (`repair`); a new snapshot must
         // erase them first, wherever they are.
         leftOutSaves =
             needsRebase
-            ? loaded.journals.filter { $0.savesLeftOut > 0 && !keptInPlace.contains($0.path.lastComponent?.string ?? "") }
-                .map { ($0.path, $0.tail..<$0.garbageEnd) } : []
+            ? loaded.journals.filter {
+                $0.savesLeftOut > 0 && !keptInPlace.contains($0.path.lastComponent?.string ?? "")
+            }
+            .map { ($0.path, $0.tail..<$0.garbageEnd) } : []
         recorder = JournalRecorder(list: list)
         restoredSession = (loaded, outcome.seq)
         return RecoveryReport(
@@ -456,7 +493,8 @@ extension BrowserStore {
     /// was: the list, `loaded`, `outcome` and `damaged` become the fallback's, and the newest
     /// snapshot is set aside. Else the list is left empty for the caller's own replay.
     private func replayFallback(
-        after failure: ReplayFailure, _ loaded: inout LoadedSession, _ outcome: inout ReplayOutcome, _ damaged: inout [DamagedFile],
+        after failure: ReplayFailure, _ loaded: inout LoadedSession, _ outcome: inout ReplayOutcome,
+        _ damaged: inout [DamagedFile],
         leavingOut dropped: Int
     ) throws(StoreError) {
         list.closeAll()
@@ -472,7 +510,8 @@ extension BrowserStore {
             return
         }
         damaged = fallback.damaged
-        damaged.append(contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
+        damaged.append(
+            contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
         fallback.needsRebase = true
         loaded = fallback
         outcome = retry
@@ -516,7 +555,9 @@ extension BrowserStore {
         var loaded = loaded
         let outcome = try replay(&loaded, leavingOut: 0)
         var damaged = loaded.damaged + loaded.fallbackDamaged
-        if let failure = outcome.failure { damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error)) }
+        if let failure = outcome.failure {
+            damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error))
+        }
         return (outcome.seq, damaged)
     }
 
@@ -560,7 +601,8 @@ extension BrowserStore {
                     degraded: degraded)
                 historySources.restored = reader
             } catch {
-                outcome.failure = ReplayFailure(path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
+                outcome.failure = ReplayFailure(
+                    path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
                 return outcome
             }
         }
@@ -572,11 +614,13 @@ extension BrowserStore {
                 for record in next..<found.recordCount {
                     do {
                         try JournalReplayer.apply(
-                            journal.scan.records[record], to: list, profile: profile, keepingIn: journalTabs, degraded: degraded)
+                            journal.scan.records[record], to: list, profile: profile, keepingIn: journalTabs,
+                            degraded: degraded)
                     } catch {
                         if let historyReadFailure { throw historyReadFailure }
                         outcome.failure = ReplayFailure(
-                            path: journal.path, error: .invalidState(offset: journal.scan.recordOffsets[record], reason: error),
+                            path: journal.path,
+                            error: .invalidState(offset: journal.scan.recordOffsets[record], reason: error),
                             journal: index, commitsApplied: applied)
                         return outcome
                     }
@@ -655,7 +699,9 @@ extension BrowserStore {
     /// nil: a read that fails for another reason (a shortage of descriptors or memory, an
     /// unreadable directory) is thrown, and noted in `historyReadFailure`, so the tab stays
     /// unrealized instead of degrading for good. The journal replay that realized it throws too.
-    private func history(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
+    private func history(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader)
+        throws(StoreError) -> NavigationHistory?
+    {
         do {
             return try rebuiltHistory(of: id, excluding: excluded, asIn: snapshot)
         } catch {
@@ -664,10 +710,13 @@ extension BrowserStore {
         }
     }
 
-    private func rebuiltHistory(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader) throws(StoreError) -> NavigationHistory? {
+    private func rebuiltHistory(of id: WebStateID, excluding excluded: Set<UInt64>, asIn snapshot: SnapshotReader)
+        throws(StoreError) -> NavigationHistory?
+    {
         guard let stored = snapshot.index(of: id).map(snapshot.metadata(at:)) else { return nil }
         let scratch = BrowserStore(
-            kind: kind, window: window, directory: directory, list: WebStateList(), profile: Profile(stateDirectory: directory),
+            kind: kind, window: window, directory: directory, list: WebStateList(),
+            profile: Profile(stateDirectory: directory),
             engine: engine, options: options, readOnly: true)
         scratch.sealing = sealing
         scratch.alternateSeals = alternateSeals
@@ -677,7 +726,8 @@ extension BrowserStore {
         guard loaded.reader != nil else { return nil }
         for index in loaded.journals.indices {
             let journal = loaded.journals[index]
-            loaded.journals[index].commitsUsed = journal.scan.commits[..<journal.commitsUsed]
+            loaded.journals[index].commitsUsed =
+                journal.scan.commits[..<journal.commitsUsed]
                 .prefix { $0.commit.seq <= snapshot.lastCommandSeq }.count
         }
         _ = try scratch.replayForInspection(loaded)
@@ -693,7 +743,9 @@ extension BrowserStore {
 
     /// `body`, reading a journal past its last good save, a read that fails thrown as one:
     /// what is there is unknown, so the tail is neither zeroed nor set aside.
-    private func readingTail<T>(_ source: EngineBytes, _ body: () throws(SessionFormatError) -> T) throws(StoreError) -> T {
+    private func readingTail<T>(_ source: EngineBytes, _ body: () throws(SessionFormatError) -> T) throws(StoreError)
+        -> T
+    {
         do {
             return try body()
         } catch {
@@ -709,7 +761,10 @@ extension BrowserStore {
     /// damage in the middle, set aside.
     private func isPipelinedHole(in source: EngineBytes, from start: Int, to end: Int) throws(StoreError) -> Bool {
         try readingTail(source) { () throws(SessionFormatError) in
-            guard try JournalFile.validCommitCount(in: source, after: start + 1, upTo: Limits.maxSavesInFlight + 1) <= Limits.maxSavesInFlight else {
+            guard
+                try JournalFile.validCommitCount(in: source, after: start + 1, upTo: Limits.maxSavesInFlight + 1)
+                    <= Limits.maxSavesInFlight
+            else {
                 return false
             }
             return try JournalFile.hasZeroSector(in: source, from: start, to: end)
@@ -723,7 +778,7 @@ extension BrowserStore {
     private func openListed(_ path: FilePath, into loaded: inout LoadedSession) throws(StoreError) -> EngineBytes? {
         do {
             return try EngineBytes(engine, path: path)
-        } catch where error.isResourceShortage {
+        } catch  where error.isResourceShortage {
             throw .io(error)
         } catch {
             loaded.damaged.append(contentsOf: setAside(path, .readFailed(offset: 0, reason: "\(error)")))
@@ -755,7 +810,9 @@ extension BrowserStore {
                 reported.append(
                     DamagedFile(
                         path: directory.string, setAsideAt: away.string,
-                        error: .readFailed(offset: 0, reason: "a \(kind) where the damaged/ directory belongs (moved as itself, not followed)")))
+                        error: .readFailed(
+                            offset: 0,
+                            reason: "a \(kind) where the damaged/ directory belongs (moved as itself, not followed)")))
             }
             try engine.makeDirectories(directory)
             let target = try unusedName(under: directory, "\(name)-\(time(nil))")
@@ -764,13 +821,18 @@ extension BrowserStore {
         } catch {
             let inPlace: FilePath
             do throws(IOEngineError) {
-                inPlace = try unusedName(under: path.removingLastComponent(), "\(name)\(StoreLayout.damagedInPlaceInfix)\(time(nil))")
+                inPlace = try unusedName(
+                    under: path.removingLastComponent(), "\(name)\(StoreLayout.damagedInPlaceInfix)\(time(nil))")
                 try engine.rename(path, to: inPlace)
             } catch {
                 if path.removingLastComponent() == self.directory { keptInPlace.insert(name) }
-                return reported + [DamagedFile(path: path.string, setAsideAt: nil, error: reason, setAsideFailure: "\(error)")]
+                return reported + [
+                    DamagedFile(path: path.string, setAsideAt: nil, error: reason, setAsideFailure: "\(error)")
+                ]
             }
-            return reported + [DamagedFile(path: path.string, setAsideAt: inPlace.string, error: reason, setAsideFailure: "\(error)")]
+            return reported + [
+                DamagedFile(path: path.string, setAsideAt: inPlace.string, error: reason, setAsideFailure: "\(error)")
+            ]
         }
     }
 

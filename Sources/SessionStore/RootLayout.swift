@@ -39,7 +39,8 @@ public enum RootLayout {
         required.compactMap { name, kind in
             let path = root.appending(name)
             guard let found = EntryDescription(path), found.kind != kind else { return nil }
-            return MisplacedEntry(path: path.string, found: found.text, expected: kind == .directory ? "a directory" : "a regular file")
+            return MisplacedEntry(
+                path: path.string, found: found.text, expected: kind == .directory ? "a directory" : "a regular file")
         }
     }
 
@@ -54,7 +55,10 @@ public enum RootLayout {
         let bytes: EngineBytes
         do {
             bytes = try EngineBytes(engine, path: path)
-        } catch where [.noSuchFileOrDirectory, .tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error.errno) {
+        } catch
+            where [.noSuchFileOrDirectory, .tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(
+                error.errno)
+        {
             return []
         }
         guard bytes.size <= Limits.maxWindowsOrderBytes else { return [] }
@@ -98,7 +102,8 @@ struct EntryDescription {
         case S_IFLNK:
             var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
             let count = readlink(path.string, &buffer, buffer.count - 1)
-            let target = count >= 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+            let target =
+                count >= 0 ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
             (kind, text) = (.symlink, "a symlink to \(target)")
         case S_IFIFO: (kind, text) = (.other, "a FIFO")
         case S_IFSOCK: (kind, text) = (.other, "a socket")

@@ -21,7 +21,9 @@ struct SaveRequests {
             body(requests[start].at)
             start += 1
         }
-        assert(start == requests.count || requests[start].seq > seq, "every request through seq is answered, none after it")
+        assert(
+            start == requests.count || requests[start].seq > seq, "every request through seq is answered, none after it"
+        )
         if start == requests.count {
             requests.removeAll(keepingCapacity: true)
             start = 0

@@ -108,14 +108,17 @@ public enum SetAsideShelf {
         } else {
             reason = .unrecorded
         }
-        return SetAsideEntry(id: id, window: window, kind: kind, at: at, reason: reason, path: directory(root: root).appending(id))
+        return SetAsideEntry(
+            id: id, window: window, kind: kind, at: at, reason: reason, path: directory(root: root).appending(id))
     }
 
     /// The first `limit` entries under `ROOT/set-aside/` by id, and how many there are; none
     /// when it is missing or no directory (a symlink is never followed). Only the names kept
     /// are parsed: a directory flooded with names costs one listing. A listing that fails is
     /// thrown.
-    public static func entries(root: FilePath, limit: Int = .max) throws(Errno) -> (entries: [SetAsideEntry], total: Int) {
+    public static func entries(root: FilePath, limit: Int = .max) throws(Errno) -> (
+        entries: [SetAsideEntry], total: Int
+    ) {
         let named = (try NoFollow.entryNames(directory(root: root)) ?? []).filter { isValidID($0.name) }
         return (named.prefix(limit).compactMap { entry(named: $0.name, kind: $0.kind, root: root) }, named.count)
     }
@@ -127,7 +130,7 @@ public enum SetAsideShelf {
         let kind: EntryKind?
         do {
             kind = try NoFollow.kind(directory(root: root).appending(id))
-        } catch where error == .notDirectory || error == .tooManySymbolicLinkLevels {
+        } catch  where error == .notDirectory || error == .tooManySymbolicLinkLevels {
             return nil
         }
         return kind.flatMap { entry(named: id, kind: $0, root: root) }
@@ -165,13 +168,16 @@ public enum SetAsideShelf {
 
     /// The marker that says entry `id` is being adopted as window `target`: made durable before
     /// the entry moves to `windows/<target>`, removed once the window has restored and saved.
-    public static func adoptionMarker(id: String, target: UUID) -> String { "\(adoptingPrefix)\(target.uuidString)-\(id)" }
+    public static func adoptionMarker(id: String, target: UUID) -> String {
+        "\(adoptingPrefix)\(target.uuidString)-\(id)"
+    }
 
     /// What an adoption marker names: nil for any other name.
     public static func adoption(marker name: String) -> (id: String, target: UUID)? {
         guard name.hasPrefix(adoptingPrefix) else { return nil }
         let rest = name.dropFirst(adoptingPrefix.count)
-        guard rest.utf8.count > 37, let target = UUID(exactly: String(rest.prefix(36))), rest.dropFirst(36).first == "-" else { return nil }
+        guard rest.utf8.count > 37, let target = UUID(exactly: String(rest.prefix(36))), rest.dropFirst(36).first == "-"
+        else { return nil }
         let id = String(rest.dropFirst(37))
         return isValidID(id) ? (id, target) : nil
     }

@@ -73,7 +73,8 @@ extension BrowserStore {
             return
         }
         let zeros = [UInt8](repeating: 0, count: size)
-        spare = .writing(engine.submit([.write(file, zeros, offset: 0, durable: false), .sync(file)]), file, buffered: buffered)
+        spare = .writing(
+            engine.submit([.write(file, zeros, offset: 0, durable: false), .sync(file)]), file, buffered: buffered)
         bytesSubmitted += UInt64(zeros.count)
     }
 

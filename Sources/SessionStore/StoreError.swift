@@ -25,7 +25,8 @@ public enum StoreError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .io(let error): "storage error: \(error)"
-        case .unreadableHistory(let directory, let error): "cannot compact \(directory): a stored history does not read: \(error)"
+        case .unreadableHistory(let directory, let error):
+            "cannot compact \(directory): a stored history does not read: \(error)"
         case .readBackFailed(let path, let error): "new snapshot \(path) does not read back: \(error)"
         case .sealing(let directory, let error): "cannot seal a record for \(directory): \(error)"
         case .keyring(let error): "no incognito key: \(error)"
@@ -55,7 +56,8 @@ public struct DamagedFile: Sendable, Equatable, CustomStringConvertible {
         let outcome =
             switch (setAsideAt, setAsideFailure) {
             case (let moved?, nil): " (set aside as \(moved))"
-            case (let renamed?, let failure?): " (cannot move it to damaged/: \(failure); renamed in place to \(renamed), never deleted)"
+            case (let renamed?, let failure?):
+                " (cannot move it to damaged/: \(failure); renamed in place to \(renamed), never deleted)"
             case (nil, let failure?): " (cannot set it aside: \(failure); left in place, never deleted)"
             case (nil, nil): ""
             }

@@ -18,7 +18,9 @@ struct StoreListing {
             } else if let generation = StoreLayout.generation(of: name, prefix: StoreLayout.journalPrefix) {
                 journals.insert(generation)
             } else if name.hasSuffix(StoreLayout.temporarySuffix),
-                StoreLayout.generation(of: String(name.dropLast(StoreLayout.temporarySuffix.count)), prefix: StoreLayout.snapshotPrefix) != nil
+                StoreLayout.generation(
+                    of: String(name.dropLast(StoreLayout.temporarySuffix.count)), prefix: StoreLayout.snapshotPrefix)
+                    != nil
             {
                 temporaries.append(name)
             }

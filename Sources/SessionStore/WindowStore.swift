@@ -105,7 +105,8 @@ public final class WindowStore {
     /// Every command up to this one is durable, in both Browsers.
     public private(set) var durableSeq: UInt64 = 0
     /// Request → durable, in microseconds.
-    public private(set) var saveLatency = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    public private(set) var saveLatency = Histogram<UInt64>(
+        highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     public private(set) var savesCompleted: UInt64 = 0
     /// Bytes the saves have written so far, in both Browsers: journal appends, snapshots and
     /// new preallocated journals.
@@ -262,7 +263,9 @@ public final class WindowStore {
         }
         recovered = true
         appliedSeq = reports.map(\.seq).max() ?? 0
-        assert(reports.allSatisfy { $0.seq <= appliedSeq } && groups.isEmpty, "the window comes back at its newest Browser's seq, nothing in flight")
+        assert(
+            reports.allSatisfy { $0.seq <= appliedSeq } && groups.isEmpty,
+            "the window comes back at its newest Browser's seq, nothing in flight")
         // An incognito session in the clear (written before sealing) is sealed now, by the
         // repair's write from memory, not left readable until its next change.
         if stores[1].isOnDisk, stores[1].restoredInTheClear { try? takeIncognitoKey(creating: true) }
@@ -357,7 +360,7 @@ public final class WindowStore {
         let windowDirectory = store.directory.removingLastComponent()
         do {
             try engine.removeDirectory(windowDirectory)
-        } catch where error.errno == .directoryNotEmpty {
+        } catch  where error.errno == .directoryNotEmpty {
             return
         } catch {
             throw .io(error)
@@ -433,7 +436,9 @@ public final class WindowStore {
         var retry: UInt64?
         if groups.isEmpty, !waiting.isEmpty {
             for (index, episode) in episodes.enumerated() where stores[index].hasRecordsToSubmit {
-                if let episode, episode.retryAt > candidatesChosenAt { retry = min(retry ?? episode.retryAt, episode.retryAt) }
+                if let episode, episode.retryAt > candidatesChosenAt {
+                    retry = min(retry ?? episode.retryAt, episode.retryAt)
+                }
             }
         }
         switch (policy.deadline, retry) {
@@ -480,7 +485,8 @@ public final class WindowStore {
             }
         }
         return stores.indices.map { index in
-            kept[index] == laggingSaves[index].count ? browserDurableSeqs[index] : laggingSaves[index][kept[index]].durableBefore
+            kept[index] == laggingSaves[index].count
+                ? browserDurableSeqs[index] : laggingSaves[index][kept[index]].durableBefore
         }.min() ?? 0
     }
 
@@ -516,7 +522,9 @@ public final class WindowStore {
         for completion in completions {
             guard let index = stores.firstIndex(where: { $0.owns(completion.ticket) }) else { continue }
             let seq = stores[index].saveSeq(of: completion.ticket)
-            if case .failed(let error) = try stores[index].complete(completion), let group = groups.firstIndex(where: { $0.seq == seq }) {
+            if case .failed(let error) = try stores[index].complete(completion),
+                let group = groups.firstIndex(where: { $0.seq == seq })
+            {
                 groups[group].failures[index] = groups[group].failures[index] ?? error
             }
             if let failure = stores[index].takeCompactionFailure() { noteCompactionFailure(index, failure) }
@@ -530,7 +538,9 @@ public final class WindowStore {
         // Else a durable wait would turn for ever: nothing left would ever complete it.
         assert(!writesInFlight || engine.inFlight > 0, "a write in flight is in the engine")
         let newest = groups.last?.seq ?? durableSeq
-        if (waiting.last.map({ $0.seq > newest }) ?? false) && groupCommitStarts || stores.contains(where: \.hasChangesOnlyASnapshotHolds) {
+        if (waiting.last.map({ $0.seq > newest }) ?? false) && groupCommitStarts
+            || stores.contains(where: \.hasChangesOnlyASnapshotHolds)
+        {
             try startGroup()
         }
         // Between saves only: a spare journal never shares a save's flush.
@@ -540,7 +550,9 @@ public final class WindowStore {
         // nothing, and the worker slept on a silent ring until its heartbeat. A waiting turn
         // that found nothing in flight and started a save waits here, in the submit's own
         // system call, instead of in the next turn's reap.
-        assert(groups.count <= savesInFlightBound && zip(groups, groups.dropFirst()).allSatisfy { $0.seq < $1.seq }, "groups in flight stay within the bound, in seq order")
+        assert(
+            groups.count <= savesInFlightBound && zip(groups, groups.dropFirst()).allSatisfy { $0.seq < $1.seq },
+            "groups in flight stay within the bound, in seq order")
         if block, completions.isEmpty, !groups.isEmpty {
             try io { try engine.flushAndWait() }
         } else {
@@ -556,7 +568,8 @@ public final class WindowStore {
         // Every turn passes here: past the first, no store has a check left, and no clock is read.
         guard stores.contains(where: { $0.uncheckedFallback != nil }) else { return }
         let now = clock()
-        for (index, store) in stores.enumerated() where store.uncheckedFallback != nil && (episodes[index].map { $0.retryAt <= now } ?? true) {
+        for (index, store) in stores.enumerated()
+        where store.uncheckedFallback != nil && (episodes[index].map { $0.retryAt <= now } ?? true) {
             do {
                 for damaged in try store.checkPendingFallback() { report(.damagedFallback(store.kind, damaged)) }
                 assert(store.uncheckedFallback == nil, "a check that returns is done")
@@ -580,7 +593,9 @@ public final class WindowStore {
         try io { try engine.flush() }
     }
 
-    private func hasLanded(_ group: SaveGroup) -> Bool { group.participants.allSatisfy { stores[$0].hasFinished(group.seq) } }
+    private func hasLanded(_ group: SaveGroup) -> Bool {
+        group.participants.allSatisfy { stores[$0].hasFinished(group.seq) }
+    }
 
     /// Finishes the oldest groups whose writes have all landed, in seq order. A group that
     /// failed waits for every group after it: they are taken back together.
@@ -613,7 +628,9 @@ public final class WindowStore {
         // belongs at once (`turn`). (One with a later save in flight is checked by that save.)
         for index in stores.indices where !group.participants.contains(index) { stores[index].verifyInPlace() }
         closeCompactionEpisodes()
-        if let uncommitted = memoryOnlyUncommitted, group.participants.contains(0), group.seq >= uncommitted { memoryOnlyUncommitted = nil }
+        if let uncommitted = memoryOnlyUncommitted, group.participants.contains(0), group.seq >= uncommitted {
+            memoryOnlyUncommitted = nil
+        }
         if group.excluded.isEmpty {
             // Every Browser's files reach this seq: every earlier lagging save is kept.
             for index in stores.indices { laggingSaves[index].removeAll() }
@@ -667,7 +684,9 @@ public final class WindowStore {
     private func closeCompactionEpisodes() {
         for index in compactionEpisodes.indices {
             guard let generation = compactionEpisodes[index] else { continue }
-            if !stores[index].isOnDisk || stores[index].snapshotGeneration > generation, !stores[index].compactionDeferred {
+            if !stores[index].isOnDisk || stores[index].snapshotGeneration > generation,
+                !stores[index].compactionDeferred
+            {
                 compactionEpisodes[index] = nil
                 if stores[index].isOnDisk { report(.compactionRecovered(stores[index].kind)) }
             }
@@ -677,10 +696,14 @@ public final class WindowStore {
     private func noteFailure(_ index: Int, _ error: StoreError, now: UInt64) {
         let attempts = (episodes[index]?.attempts ?? 0) + 1
         let delay = SavePolicy.retryDelayMilliseconds(afterFailures: attempts)
-        episodes[index] = FailureEpisode(error: error, attempts: attempts, retryAt: now.saturatingAdd(delay * 1_000_000))
+        episodes[index] = FailureEpisode(
+            error: error, attempts: attempts, retryAt: now.saturatingAdd(delay * 1_000_000))
         failureCount += 1
         lastFailure = error
-        report(.failed(SaveFailure(browser: stores[index].kind, error: error, attempt: attempts, retryAfterMilliseconds: delay)))
+        report(
+            .failed(
+                SaveFailure(browser: stores[index].kind, error: error, attempt: attempts, retryAfterMilliseconds: delay)
+            ))
     }
 
     private func noteCompactionFailure(_ index: Int, _ error: StoreError) {
@@ -721,7 +744,9 @@ public final class WindowStore {
             }
         }
         // The regular commit that outlives the incognito directory needs the incognito save.
-        if closesIncognito, !participants.contains(1) { participants.removeAll { $0 == 0 && !stores[0].hasRecordsToSubmit } }
+        if closesIncognito, !participants.contains(1) {
+            participants.removeAll { $0 == 0 && !stores[0].hasRecordsToSubmit }
+        }
         // A Browser left out with changes of its own (its saves failing) makes this save one
         // the window is not durable through: marked, so recovery keeps it only if that
         // Browser's files catch up, and no snapshot (which cannot be taken back) holds it. A
@@ -733,14 +758,20 @@ public final class WindowStore {
         // A Browser with a save in flight must take part: otherwise nothing in this group's
         // commits says it follows that save, and a cut landing this one and not that one
         // would bring the window back torn (hostile round: incognito save 3, regular save 4).
-        if !groups.isEmpty, stores.indices.contains(where: { !participants.contains($0) && stores[$0].appendsInFlight > 0 }) { return }
+        if !groups.isEmpty,
+            stores.indices.contains(where: { !participants.contains($0) && stores[$0].appendsInFlight > 0 })
+        {
+            return
+        }
         let browsers = participants.reduce(lagging ? JournalCommit.laggingBit : 0) { $0 | stores[$1].kind.commitBit }
         var failures: [Int: StoreError] = [:]
         for index in participants {
             let store = stores[index]
             do {
                 assert(!(lagging && store.mustCompact), "no snapshot holds a lagging save")
-                try store.startSave(seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging))
+                try store.startSave(
+                    seq: appliedSeq, browsers: browsers, compact: store.mustCompact || (store.shouldCompact && !lagging)
+                )
             } catch {
                 failures[index] = error
             }
@@ -775,7 +806,9 @@ public final class WindowStore {
         // Making files (a first save, a compaction, deleting a closed incognito session) blocks
         // on the engine, whose `perform` would reap and drop the completions of the saves in
         // flight: such a group waits until none is, and then runs alone.
-        if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) { return nil }
+        if !groups.isEmpty, stores[1].awaitsDeletion || candidates.contains(where: { stores[$0].makesFiles }) {
+            return nil
+        }
         if candidates.contains(1) {
             do {
                 try takeIncognitoKey(creating: true)
@@ -799,7 +832,9 @@ public final class WindowStore {
     /// would otherwise leave the window's durable seq unpublished until its next save.
     func report(_ event: SaveEvent) {
         if case .durable = event { outbox.removeAll(where: \.isDurable) }
-        if outbox.count >= Self.maxQueuedEvents, let oldest = outbox.firstIndex(where: { !$0.isDurable }) { outbox.remove(at: oldest) }
+        if outbox.count >= Self.maxQueuedEvents, let oldest = outbox.firstIndex(where: { !$0.isDurable }) {
+            outbox.remove(at: oldest)
+        }
         outbox.append(event)
         assert(outbox.count <= Self.maxQueuedEvents && outbox.filter(\.isDurable).count <= 1)
     }
@@ -827,7 +862,8 @@ public final class WindowStore {
         guard store.awaitsDeletion, groups.isEmpty else { return }
         assert(store.list.isEmpty && !store.hasUnsavedRecords, "only a durable, empty incognito session is deleted")
         try store.destroy()
-        assert(!store.isOnDisk && store.uncheckedFallback == nil, "a deleted session leaves nothing to append to or check")
+        assert(
+            !store.isOnDisk && store.uncheckedFallback == nil, "a deleted session leaves nothing to append to or check")
         // Crypto-shredding: a copy of the files (a backup) is unreadable from now on. The next
         // incognito session gets a new key.
         store.sealing = nil

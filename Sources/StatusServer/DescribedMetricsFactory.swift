@@ -20,14 +20,17 @@ struct DescribedMetricsFactory: MetricsFactory {
     func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         guard let text = help[label] else { return inner.makeTimer(label: label, dimensions: dimensions) }
         let buckets = inner.durationHistogramBuckets[label] ?? inner.defaultDurationHistogramBuckets
-        return inner.registry.makeDurationHistogram(descriptor: descriptor(label, text), labels: dimensions, buckets: buckets)
+        return inner.registry.makeDurationHistogram(
+            descriptor: descriptor(label, text), labels: dimensions, buckets: buckets)
     }
 
     func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
         inner.makeFloatingPointCounter(label: label, dimensions: dimensions)
     }
 
-    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler { inner.makeMeter(label: label, dimensions: dimensions) }
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        inner.makeMeter(label: label, dimensions: dimensions)
+    }
 
     func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         inner.makeRecorder(label: label, dimensions: dimensions, aggregate: aggregate)
@@ -35,7 +38,9 @@ struct DescribedMetricsFactory: MetricsFactory {
 
     func destroyCounter(_ handler: any CounterHandler) { inner.destroyCounter(handler) }
     func destroyMeter(_ handler: any MeterHandler) { inner.destroyMeter(handler) }
-    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { inner.destroyFloatingPointCounter(handler) }
+    func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) {
+        inner.destroyFloatingPointCounter(handler)
+    }
     func destroyRecorder(_ handler: any RecorderHandler) { inner.destroyRecorder(handler) }
     func destroyTimer(_ handler: any TimerHandler) { inner.destroyTimer(handler) }
 }

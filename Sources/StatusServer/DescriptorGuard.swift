@@ -29,7 +29,9 @@ struct DescriptorBudget: Sendable {
     func allowsAnotherConnection() -> Bool {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return false }
-        guard let inUse = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count else { return false }
+        guard let inUse = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count else {
+            return false
+        }
         let soft = Int(clamping: limit.rlim_cur)
         return soft - inUse >= reserve
     }

@@ -77,19 +77,25 @@ public final class LiveFeed: Sendable {
                 let whole = counts.histogram()
                 if whole.totalCount > 0 {
                     latency[window.uuid] = WindowLatency(
-                        p50Milliseconds: Double(whole.valueAtPercentile(50)) / 1000, p99Milliseconds: Double(whole.valueAtPercentile(99)) / 1000)
+                        p50Milliseconds: Double(whole.valueAtPercentile(50)) / 1000,
+                        p99Milliseconds: Double(whole.valueAtPercentile(99)) / 1000)
                 }
             }
             // Windows gone are forgotten: the map holds the open ones only.
             state.seen = seen
             let histogram = interval.histogram()
             let saves = histogram.totalCount
-            func milliseconds(_ percentile: Double) -> Double? { saves > 0 ? Double(histogram.valueAtPercentile(percentile)) / 1000 : nil }
+            func milliseconds(_ percentile: Double) -> Double? {
+                saves > 0 ? Double(histogram.valueAtPercentile(percentile)) / 1000 : nil
+            }
             let point = LivePoint(
-                seconds: observation.secondsSinceStart(), saves: saves, p50Milliseconds: milliseconds(50), p99Milliseconds: milliseconds(99),
+                seconds: observation.secondsSinceStart(), saves: saves, p50Milliseconds: milliseconds(50),
+                p99Milliseconds: milliseconds(99),
                 maxMilliseconds: saves > 0 ? Double(histogram.maxRecorded) / 1000 : nil)
             state.points.append(point)
-            if state.points.count > Self.historyCapacity { state.points.removeFirst(state.points.count - Self.historyCapacity) }
+            if state.points.count > Self.historyCapacity {
+                state.points.removeFirst(state.points.count - Self.historyCapacity)
+            }
             let tick = LiveTick(point: point, status: status, latency: latency)
             state.last = tick
             return tick

@@ -47,14 +47,17 @@ public final class MetricsExporter: Sendable {
 
     /// Request to durable, from 50 µs (a tmpfs save) to 10 s (a stalled disk).
     static let saveBuckets: [Duration] = [
-        .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .microseconds(2500),
-        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+        .microseconds(2500),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250),
         .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
     ]
     /// From a worker's death to its successor's readiness: a restore of a small window takes
     /// milliseconds, a backoff up to 30 s.
     static let recoveryBuckets: [Duration] = [
-        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250),
         .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
     ]
     /// How many latency samples one scrape records of one window at most. At about 40 ns a
@@ -66,14 +69,19 @@ public final class MetricsExporter: Sendable {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[HostObservation.recoveryMetric] = Self.recoveryBuckets
-        observation = HostObservation(factory: DescribedMetricsFactory(inner: factory, help: [
-            HostObservation.commandsMetric: "Control requests received, by verb",
-            HostObservation.restartsMetric: "Workers started again after a death, by reason (crash, watchdog, kill)",
-            HostObservation.recoveryMetric: "From a worker's death to its successor's readiness",
-        ]))
-        windowsByState = Dictionary(uniqueKeysWithValues: SlotState.allCases.filter { $0 != .free }.map { [registry] state in
-            (state, registry.makeGauge(descriptor: Self.windows, labels: [("state", state.description)]))
-        })
+        observation = HostObservation(
+            factory: DescribedMetricsFactory(
+                inner: factory,
+                help: [
+                    HostObservation.commandsMetric: "Control requests received, by verb",
+                    HostObservation.restartsMetric:
+                        "Workers started again after a death, by reason (crash, watchdog, kill)",
+                    HostObservation.recoveryMetric: "From a worker's death to its successor's readiness",
+                ]))
+        windowsByState = Dictionary(
+            uniqueKeysWithValues: SlotState.allCases.filter { $0 != .free }.map { [registry] state in
+                (state, registry.makeGauge(descriptor: Self.windows, labels: [("state", state.description)]))
+            })
     }
 
     /// What the supervisor is configured with, so its counts land here.
@@ -93,13 +101,16 @@ public final class MetricsExporter: Sendable {
         let windows = status?.windows ?? []
         var byState: [SlotState: Int] = [:]
         for window in windows {
-            if let state = SlotState.allCases.first(where: { $0.description == window.state }) { byState[state, default: 0] += 1 }
+            if let state = SlotState.allCases.first(where: { $0.description == window.state }) {
+                byState[state, default: 0] += 1
+            }
             var series = scrape.windows[window.uuid] ?? makeSeries(window.uuid)
             series.lag.set(Double(window.appliedSeq >= window.durableSeq ? window.appliedSeq - window.durableSeq : 0))
             series.tabs.set(Double(window.tabs))
             if let slot = region?.slot(holding: window) {
                 Self.add(slot.savesCompleted, seen: &series.savesSeen, shown: &series.savesShown, to: series.saves)
-                Self.add(slot.saveFailures, seen: &series.failuresSeen, shown: &series.failuresShown, to: series.failures)
+                Self.add(
+                    slot.saveFailures, seen: &series.failuresSeen, shown: &series.failuresShown, to: series.failures)
                 record(slot.latency.counts(), into: &series)
             }
             scrape.windows[window.uuid] = series
@@ -122,7 +133,9 @@ public final class MetricsExporter: Sendable {
     /// at most `maxSamplesPerScrape` (the rest in later scrapes); a bucket that fell counts
     /// from zero again.
     private func record(_ counts: LatencyCounts, into series: inout WindowSeries) {
-        if series.latencyRecorded.count != counts.perBucket.count { series.latencyRecorded = Array(repeating: 0, count: counts.perBucket.count) }
+        if series.latencyRecorded.count != counts.perBucket.count {
+            series.latencyRecorded = Array(repeating: 0, count: counts.perBucket.count)
+        }
         var budget = maxSamplesPerScrape
         for (index, count) in counts.perBucket.enumerated() where budget > 0 && count != series.latencyRecorded[index] {
             if count < series.latencyRecorded[index] { series.latencyRecorded[index] = 0 }
@@ -149,19 +162,39 @@ public final class MetricsExporter: Sendable {
         return WindowSeries(
             saves: registry.makeCounter(descriptor: Self.saves, labels: labels),
             failures: registry.makeCounter(descriptor: Self.saveFailures, labels: labels),
-            latency: registry.makeDurationHistogram(descriptor: Self.saveDuration, labels: labels, buckets: Self.saveBuckets),
+            latency: registry.makeDurationHistogram(
+                descriptor: Self.saveDuration, labels: labels, buckets: Self.saveBuckets),
             lag: registry.makeGauge(descriptor: Self.durableLag, labels: labels),
             tabs: registry.makeGauge(descriptor: Self.tabs, labels: labels))
     }
 
     // The series read from workers; docs/observability.md lists every metric.
-    static var windows: MetricNameDescriptor { MetricNameDescriptor(namespace: "windowhost", metricName: "windows", unitName: "", helpText: "Open windows, by state") }
-    static var saves: MetricNameDescriptor { MetricNameDescriptor(namespace: "windowhost", metricName: "saves", unitName: "total", helpText: "Saves made durable") }
-    static var saveFailures: MetricNameDescriptor { MetricNameDescriptor(
-        namespace: "windowhost", metricName: "save_failures", unitName: "total", helpText: "Saves that failed (the window keeps its changes and tries again)") }
-    static var saveDuration: MetricNameDescriptor { MetricNameDescriptor(
-        namespace: "windowhost", metricName: "save_duration", unitName: "seconds", helpText: "Save latency, from the request to durable") }
-    static var durableLag: MetricNameDescriptor { MetricNameDescriptor(
-        namespace: "windowhost", metricName: "durable_lag", unitName: "", helpText: "Commands applied and not yet durable (applied seq minus durable seq)") }
-    static var tabs: MetricNameDescriptor { MetricNameDescriptor(namespace: "windowhost", metricName: "tabs", unitName: "", helpText: "Tabs open in the window, regular and incognito") }
+    static var windows: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "windows", unitName: "", helpText: "Open windows, by state")
+    }
+    static var saves: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "saves", unitName: "total", helpText: "Saves made durable")
+    }
+    static var saveFailures: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "save_failures", unitName: "total",
+            helpText: "Saves that failed (the window keeps its changes and tries again)")
+    }
+    static var saveDuration: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "save_duration", unitName: "seconds",
+            helpText: "Save latency, from the request to durable")
+    }
+    static var durableLag: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "durable_lag", unitName: "",
+            helpText: "Commands applied and not yet durable (applied seq minus durable seq)")
+    }
+    static var tabs: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "windowhost", metricName: "tabs", unitName: "",
+            helpText: "Tabs open in the window, regular and incognito")
+    }
 }

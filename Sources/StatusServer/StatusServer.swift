@@ -13,7 +13,8 @@ public enum StatusServerError: Error, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .badAddress(let text): "--http \(text): expected HOST:PORT, [IPV6]:PORT or PORT, with a port within 0...65535"
+        case .badAddress(let text):
+            "--http \(text): expected HOST:PORT, [IPV6]:PORT or PORT, with a port within 0...65535"
         case .cannotBind(let address, let reason): "cannot serve HTTP on \(address): \(reason)"
         }
     }
@@ -85,12 +86,18 @@ public enum StatusServer {
         let app = Application(
             router: router(exporter: exporter, observation: observation, feed: feed),
             // A connection with no request in progress for 30 s is closed.
-            server: .http1(configuration: .init(additionalChannelHandlers: [DescriptorGuard(budget: budget)], idleTimeout: .seconds(30))),
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [DescriptorGuard(budget: budget)], idleTimeout: .seconds(30))),
             configuration: ApplicationConfiguration(
                 address: .hostname(address.host, port: address.port), serverName: "windowhost",
                 availableConnectionsDelegate: .maximum(maxConnections, logger: logger)),
             onServerRunning: { channel in
-                bound.settle(.success(HTTPAddress(host: channel.localAddress?.ipAddress ?? address.host, port: channel.localAddress?.port ?? address.port)))
+                bound.settle(
+                    .success(
+                        HTTPAddress(
+                            host: channel.localAddress?.ipAddress ?? address.host,
+                            port: channel.localAddress?.port ?? address.port)))
             },
             logger: logger)
         // The feed advances every interval, watched or not, so a page opened late has the past.
@@ -104,7 +111,9 @@ public enum StatusServer {
             do {
                 // No signal handlers: the supervisor takes SIGTERM, SIGINT and SIGHUP (signalfd).
                 try await app.runService(gracefulShutdownSignals: [])
-                if !bound.settle(.failure(.cannotBind(address.description, "the server stopped"))) { logger.error("the HTTP server stopped") }
+                if !bound.settle(.failure(.cannotBind(address.description, "the server stopped"))) {
+                    logger.error("the HTTP server stopped")
+                }
             } catch {
                 // Before it bound, the caller says why; after, the log does.
                 if !bound.settle(.failure(.cannotBind(address.description, "\(error)"))) {
@@ -119,25 +128,35 @@ public enum StatusServer {
     /// slow one (workers claiming huge counts) delays only other scrapes.
     static let scrapes = DispatchQueue(label: "windowhost.metrics")
 
-    static func router(exporter: MetricsExporter, observation: HostObservation, feed: LiveFeed) -> Router<BasicRequestContext> {
+    static func router(exporter: MetricsExporter, observation: HostObservation, feed: LiveFeed) -> Router<
+        BasicRequestContext
+    > {
         let router = Router()
         let streams = LiveStreams()
         router.get("/metrics") { _, _ in
-            let text = await withCheckedContinuation { done in scrapes.async { done.resume(returning: exporter.render()) } }
+            let text = await withCheckedContinuation { done in
+                scrapes.async { done.resume(returning: exporter.render()) }
+            }
             return Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("/api/status") { _, _ in
             guard let status = observation.status(), let line = try? JSONValue(reply: status).line else {
-                return Response(status: .serviceUnavailable, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"error\":\"no status published yet\"}\n")))
+                return Response(
+                    status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"error\":\"no status published yet\"}\n")))
             }
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(string: line + "\n")))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: line + "\n")))
         }
         router.get("/api/live") { _, _ in
             guard let place = streams.open() else {
                 return Response(
                     status: .serviceUnavailable, headers: [.contentType: "text/plain", .retryAfter: "5"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(string: "\(maxLiveStreams) live pages are open already\n")))
+                    body: ResponseBody(
+                        byteBuffer: ByteBuffer(string: "\(maxLiveStreams) live pages are open already\n")))
             }
             return Response(
                 status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
@@ -153,7 +172,8 @@ public enum StatusServer {
                 headers: [
                     .contentType: "text/html; charset=utf-8",
                     // The page fetches nothing but this server's own API, and runs only its own script.
-                    .contentSecurityPolicy: "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
+                    .contentSecurityPolicy:
+                        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:",
                 ],
                 body: ResponseBody(byteBuffer: ByteBuffer(string: DashboardPage.html)))
         }
@@ -163,11 +183,14 @@ public enum StatusServer {
     /// One page's live stream: first `history` (the points kept and the events held), then
     /// each interval a `tick` with the points since the last sent and the status, and `events`
     /// when something happened.
-    static func stream(to writer: inout any ResponseBodyWriter, observation: HostObservation, feed: LiveFeed) async throws {
+    static func stream(to writer: inout any ResponseBodyWriter, observation: HostObservation, feed: LiveFeed)
+        async throws
+    {
         // The status inside is a typed reply: the same keys as `/api/status`.
         let encoder = ReplyCoding.encoder()
         func message(_ name: String, _ value: some Encodable) throws -> ByteBuffer {
-            ByteBuffer(string: "event: \(name)\ndata: \(String(decoding: try encoder.encode(value), as: UTF8.self))\n\n")
+            ByteBuffer(
+                string: "event: \(name)\ndata: \(String(decoding: try encoder.encode(value), as: UTF8.self))\n\n")
         }
         var (current, points) = feed.current()
         let held = observation.events(after: 0)
@@ -180,7 +203,10 @@ public enum StatusServer {
             (current, points) = feed.current()
             let fresh = points.filter { $0.seconds > lastPoint }
             lastPoint = points.last?.seconds ?? lastPoint
-            if let current { try await writer.write(message("tick", LiveUpdate(points: fresh, status: current.status, latency: current.latency))) }
+            if let current {
+                try await writer.write(
+                    message("tick", LiveUpdate(points: fresh, status: current.status, latency: current.latency)))
+            }
             let happened = observation.events(after: lastEvent)
             lastEvent = happened.last
             if !happened.events.isEmpty { try await writer.write(message("events", happened.events)) }

@@ -36,7 +36,10 @@ public struct CampaignOptions: Sendable {
     /// How long any reply may take before the campaign calls it a hang.
     public var replyTimeoutSeconds = 60
 
-    public init(root: FilePath, scenes: Int, kills: Int?, duration: Double?, killRate: Double, seed: UInt64, saveDelayMilliseconds: UInt64, io: String, executable: String) {
+    public init(
+        root: FilePath, scenes: Int, kills: Int?, duration: Double?, killRate: Double, seed: UInt64,
+        saveDelayMilliseconds: UInt64, io: String, executable: String
+    ) {
         self.root = root
         self.scenes = scenes
         self.kills = kills
@@ -111,7 +114,8 @@ public struct CampaignReport: Codable, Sendable {
 
     /// The JSON report's field names, which scripts read.
     enum CodingKeys: String, CodingKey {
-        case seed, scenes, kills, corruptions, recoveries, commands, acknowledged, lost, unexpected, recovered, torn, timeline, reproduce, failures
+        case seed, scenes, kills, corruptions, recoveries, commands, acknowledged, lost, unexpected, recovered, torn,
+            timeline, reproduce, failures
         case supervisorKills = "supervisor_kills"
         case killedWhileSaving = "killed_while_saving"
         case changesByVerb = "changes_by_verb"
@@ -181,7 +185,8 @@ public final class Campaign {
     private var supervisor: SupervisorProcess?
     private var windows: [String: WindowHistory] = [:]
     private var report: CampaignReport
-    private var recoveryTimes = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+    private var recoveryTimes = Histogram<UInt64>(
+        highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
     private var saveLatency = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
     private var step = 0
     private let started = Date()
@@ -203,7 +208,8 @@ public final class Campaign {
         random = SeededGenerator(seed: options.seed)
         report = CampaignReport(seed: options.seed, scenes: options.scenes)
         progress = options.progress
-        report.reproduce = "windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
+        report.reproduce =
+            "windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
             + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
             + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(options.hostile != nil ? " --hostile" : "")"
     }
@@ -216,7 +222,8 @@ public final class Campaign {
 
     private var supervisorArguments: [String] {
         [
-            "--scenes", "\(options.scenes)", "--save-delay", "\(options.saveDelayMilliseconds)", "--io", options.io, "--watchdog", "5000",
+            "--scenes", "\(options.scenes)", "--save-delay", "\(options.saveDelayMilliseconds)", "--io", options.io,
+            "--watchdog", "5000",
             "--compact-after", "\(options.compactAfterRecords)",
         ]
     }
@@ -224,7 +231,10 @@ public final class Campaign {
     public func run() throws -> CampaignReport {
         if let options = options.hostile {
             let canary = try Canary(directory: options.canaryDirectory, seed: self.options.seed)
-            hostile = (options, HostilePlanter(root: self.options.root, canary: canary), DiskFiller(path: self.options.root.appending("hostile-fill")))
+            hostile = (
+                options, HostilePlanter(root: self.options.root, canary: canary),
+                DiskFiller(path: self.options.root.appending("hostile-fill"))
+            )
         }
         supervisor = try startSupervisor()
         adoptWindows(checking: false)
@@ -254,18 +264,22 @@ public final class Campaign {
             switch supervisor.shutdown() {
             case 0?: break
             case let status?: report.failures.append(reproduce("the supervisor exited \(status) at shutdown"))
-            case nil: report.failures.append(reproduce("hang: the supervisor did not exit within \(options.replyTimeoutSeconds) s of shutdown"))
+            case nil:
+                report.failures.append(
+                    reproduce("hang: the supervisor did not exit within \(options.replyTimeoutSeconds) s of shutdown"))
             }
         }
         showProgress(final: true)
         progress?.finish()
         report.durationS = Date().timeIntervalSince(started)
         report.recoveryMs = CampaignReport.Percentiles(
-            p50: Double(recoveryTimes.valueAtPercentile(50)) / 1000, p99: Double(recoveryTimes.valueAtPercentile(99)) / 1000,
+            p50: Double(recoveryTimes.valueAtPercentile(50)) / 1000,
+            p99: Double(recoveryTimes.valueAtPercentile(99)) / 1000,
             max: Double(recoveryTimes.totalCount > 0 ? recoveryTimes.maxRecorded : 0) / 1000)
         report.saveLatencyUs = CampaignReport.Percentiles(
             p50: Double(saveLatency.valueAtPercentile(50)), p99: Double(saveLatency.valueAtPercentile(99)),
-            p999: Double(saveLatency.valueAtPercentile(99.9)), max: Double(saveLatency.totalCount > 0 ? saveLatency.maxRecorded : 0))
+            p999: Double(saveLatency.valueAtPercentile(99.9)),
+            max: Double(saveLatency.totalCount > 0 ? saveLatency.maxRecorded : 0))
         report.recoveryCurve = recoveryTimes.totalCount > 0 ? PercentilePoint.curve(of: recoveryTimes) : []
         report.saveLatencyCurve = saveLatency.totalCount > 0 ? PercentilePoint.curve(of: saveLatency) : []
         return report
@@ -289,12 +303,17 @@ public final class Campaign {
     /// Asks window `id` (a UUID the supervisor showed) `request`.
     /// `answer(to:orHang:)` for one of the windows the supervisor showed.
     private func answer(_ id: String, _ request: WindowRequest, orHang what: String) -> ControlReply? {
-        guard let window = UUID(exactly: id) else { return .failure(.software, "the supervisor showed a window '\(id)' that is no UUID") }
+        guard let window = UUID(exactly: id) else {
+            return .failure(.software, "the supervisor showed a window '\(id)' that is no UUID")
+        }
         return answer(to: .window(window, request), orHang: what)
     }
 
     private func reproduce(_ what: String) -> String {
-        let context = lastHostileEvent.map { " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")" } ?? ""
+        let context =
+            lastHostileEvent.map {
+                " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")"
+            } ?? ""
         return "\(what) (seed \(options.seed), step \(step)\(context)); reproduce: \(report.reproduce)"
     }
 
@@ -369,7 +388,10 @@ public final class Campaign {
         let deadline = Date().addingTimeInterval(world.options.durableAfterFreeSeconds)
         for id in windows.keys.sorted() where !aborted {
             while true {
-                guard let reply = answer(id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id) once space came back") else { break }
+                guard
+                    let reply = answer(
+                        id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id) once space came back")
+                else { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
                     report.acknowledged += history.acknowledge(durable.durableSeq)
                     windows[id] = history
@@ -380,8 +402,10 @@ public final class Campaign {
                     usleep(100_000)
                     continue
                 }
-                report.failures.append(reproduce(
-                    "window \(id): saves not durable \(world.options.durableAfterFreeSeconds) s after space came back: \(reply.code) \(reply.error ?? "")"))
+                report.failures.append(
+                    reproduce(
+                        "window \(id): saves not durable \(world.options.durableAfterFreeSeconds) s after space came back: \(reply.code) \(reply.error ?? "")"
+                    ))
                 break
             }
         }
@@ -398,7 +422,9 @@ public final class Campaign {
         let symlinks = report.hostileLog.filter { $0.contains("symlink") }
         let latest = symlinks.suffix(Self.symlinksNamedInAFailure).joined(separator: ", ")
         report.failures.append(
-            reproduce("a symlink was followed out of the root: \(damage); \(symlinks.count) planted so far, the latest: \(latest)"))
+            reproduce(
+                "a symlink was followed out of the root: \(damage); \(symlinks.count) planted so far, the latest: \(latest)"
+            ))
     }
 
     // MARK: commands
@@ -444,7 +470,8 @@ public final class Campaign {
                 let applied = try reply.decode(CommandReply.self)
                 var window = history.current
                 guard window.apply(change, tab: applied.tab) else {
-                    report.failures.append(reproduce("window \(id): the host applied '\(command)', which the model refuses"))
+                    report.failures.append(
+                        reproduce("window \(id): the host applied '\(command)', which the model refuses"))
                     return
                 }
                 if window != history.current, let uuid = UUID(exactly: id) {
@@ -468,7 +495,8 @@ public final class Campaign {
             return
         }
         guard reopened == id else {
-            report.failures.append(reproduce("disconnected \(id) but \(reopened) reopened: the most recently closed must reopen first"))
+            report.failures.append(
+                reproduce("disconnected \(id) but \(reopened) reopened: the most recently closed must reopen first"))
             windows[reopened] = WindowHistory(start: OracleWindow(), seq: 0)
             return
         }
@@ -492,7 +520,9 @@ public final class Campaign {
         let id = ids[Int.random(in: 0..<ids.count, using: &random)]
         if Bool.random(using: &random) { acknowledgeDurable(id) }
         var evidence: String?
-        if options.corruptionOneIn > 0, Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0, damageNewestSnapshot(id) {
+        if options.corruptionOneIn > 0, Int.random(in: 0..<options.corruptionOneIn, using: &random) == 0,
+            damageNewestSnapshot(id)
+        {
             report.corruptions += 1
             mark(.damage, window: id)
             evidence = keepEvidence(of: id)
@@ -500,14 +530,19 @@ public final class Campaign {
         let failuresBefore = report.failures.count
         defer {
             // Kept only when the recovery that follows it failed its check.
-            if let evidence, report.failures.count == failuresBefore { try? FileManager.default.removeItem(atPath: evidence) }
+            if let evidence, report.failures.count == failuresBefore {
+                try? FileManager.default.removeItem(atPath: evidence)
+            }
         }
         // Half the kills are aimed: a command makes the window save, and the supervisor signals
         // the moment shared memory shows the save in flight.
         let aim = Bool.random(using: &random)
         if aim { sendCommand(to: id) }
         let sent = monotonicNanoseconds() / 1000
-        guard let reply = answer(id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker") else {
+        guard
+            let reply = answer(
+                id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker")
+        else {
             mark(.workerKill, at: at, window: id)
             return
         }
@@ -534,12 +569,16 @@ public final class Campaign {
         guard hostile == nil else { return nil }
         let evidence = FilePath(options.root.string + ".evidence").appending("\(id)-step\(step)").string
         try? FileManager.default.removeItem(atPath: evidence)
-        return Self.copyRegularFiles(from: DiskLayout.windowDirectory(root: options.root, name: id).string, to: evidence, levels: 3) ? evidence : nil
+        return Self.copyRegularFiles(
+            from: DiskLayout.windowDirectory(root: options.root, name: id).string, to: evidence, levels: 3)
+            ? evidence : nil
     }
 
     private static func copyRegularFiles(from source: String, to target: String, levels: Int) -> Bool {
         let files = FileManager.default
-        guard levels > 0, (try? files.createDirectory(atPath: target, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil,
+        guard levels > 0,
+            (try? files.createDirectory(
+                atPath: target, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil,
             let names = try? files.contentsOfDirectory(atPath: source)
         else { return false }
         for name in names {
@@ -547,7 +586,10 @@ public final class Campaign {
             // lstat: a symlink is its own type here, never followed.
             switch (try? files.attributesOfItem(atPath: from))?[.type] as? FileAttributeType {
             case .typeRegular?:
-                if let bytes = files.contents(atPath: from) { _ = files.createFile(atPath: target + "/" + name, contents: bytes, attributes: [.posixPermissions: 0o600]) }
+                if let bytes = files.contents(atPath: from) {
+                    _ = files.createFile(
+                        atPath: target + "/" + name, contents: bytes, attributes: [.posixPermissions: 0o600])
+                }
             case .typeDirectory?:
                 _ = copyRegularFiles(from: from, to: target + "/" + name, levels: levels - 1)
             default:
@@ -572,12 +614,16 @@ public final class Campaign {
     /// before it is there, undamaged, to fall back on: one fault at a time, the store's promise
     /// (two damaged generations in a row are beyond it; see docs/recovery.md).
     private func damageNewestSnapshot(_ id: String) -> Bool {
-        let directory = DiskLayout.browserDirectory(window: DiskLayout.windowDirectory(root: options.root, name: id), kind: .regular)
+        let directory = DiskLayout.browserDirectory(
+            window: DiskLayout.windowDirectory(root: options.root, name: id), kind: .regular)
         // Regular files only, opened without following a link: a hostile campaign plants
         // symlinks under snapshot names, and the campaign must not write through them itself.
         let snapshots = ((try? NoFollow.entries(directory)) ?? nil ?? [])
             .map { (name: $0.name.string, kind: $0.kind) }
-            .filter { $0.kind == .file && $0.name.hasPrefix(DiskLayout.snapshotPrefix) && !$0.name.hasSuffix(DiskLayout.temporarySuffix) }.map(\.name)
+            .filter {
+                $0.kind == .file && $0.name.hasPrefix(DiskLayout.snapshotPrefix)
+                    && !$0.name.hasSuffix(DiskLayout.temporarySuffix)
+            }.map(\.name)
         guard snapshots.count >= 2, let newest = snapshots.last else { return false }
         let damaged = damagedSnapshots[id, default: []]
         guard !damaged.contains(newest), !damaged.contains(snapshots[snapshots.count - 2]),
@@ -587,7 +633,8 @@ public final class Campaign {
         defer { try? file.close() }
         guard let size = try? file.seek(offset: 0, from: .end), size > 32 else { return false }
         var byte: UInt8 = 0
-        guard (try? withUnsafeMutableBytes(of: &byte) { try file.read(fromAbsoluteOffset: size / 2, into: $0) }) == 1 else { return false }
+        guard (try? withUnsafeMutableBytes(of: &byte) { try file.read(fromAbsoluteOffset: size / 2, into: $0) }) == 1
+        else { return false }
         byte ^= 0x5A
         return (try? withUnsafeBytes(of: &byte) { try file.write(toAbsoluteOffset: size / 2, $0) }) == 1
     }
@@ -622,8 +669,10 @@ public final class Campaign {
                 check(id, &history)
                 adopted[id] = history
             } else {
-                let dump = try? answer(id, .dump, orHang: "dump of window \(id), new to the campaign")?.decode(DumpReply.self)
-                adopted[id] = WindowHistory(start: dump.map(OracleWindow.init(dump:)) ?? OracleWindow(), seq: dump?.appliedSeq ?? 0)
+                let dump = try? answer(id, .dump, orHang: "dump of window \(id), new to the campaign")?.decode(
+                    DumpReply.self)
+                adopted[id] = WindowHistory(
+                    start: dump.map(OracleWindow.init(dump:)) ?? OracleWindow(), seq: dump?.appliedSeq ?? 0)
             }
         }
         // A window with nothing on disk does not reopen: it must have had nothing acknowledged.
@@ -633,7 +682,10 @@ public final class Campaign {
             mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
             if case .lost(let count) = verdict {
                 report.lost += count
-                report.failures.append(reproduce("window \(id) did not reopen after the supervisor was killed: \(count) acknowledged commands lost"))
+                report.failures.append(
+                    reproduce(
+                        "window \(id) did not reopen after the supervisor was killed: \(count) acknowledged commands lost"
+                    ))
             }
         }
         windows = adopted
@@ -650,14 +702,16 @@ public final class Campaign {
             return
         }
         guard let digest = UInt64(dump.digest, radix: 16) else {
-            report.failures.append(reproduce("window \(id) after its recovery: a dump whose digest is not hex: \(dump.digest)"))
+            report.failures.append(
+                reproduce("window \(id) after its recovery: a dump whose digest is not hex: \(dump.digest)"))
             return
         }
         report.recoveries += 1
         let before = history
         let verdict = history.recovered(digest: digest, dump: dump, appliedSeq: dump.appliedSeq)
         mark(.recovery, window: id, verdict: CampaignEvent.Verdict(verdict))
-        if case .intact = verdict {} else {
+        if case .intact = verdict {
+        } else {
             StandardStreams.error("windowhost stress: window \(id) \(explain(dump, against: before))\n")
         }
         switch verdict {
@@ -671,10 +725,13 @@ public final class Campaign {
             report.failures.append(reproduce("window \(id): came back with tabs no command created"))
         case .torn:
             report.torn += 1
-            report.failures.append(reproduce("window \(id): came back in a state that matches no prefix of its commands"))
+            report.failures.append(
+                reproduce("window \(id): came back in a state that matches no prefix of its commands"))
         case .wentBack(let seq):
             report.failures.append(
-                reproduce("window \(id): came back at seq \(seq), below the \(before.acknowledged) acknowledged, so a seq would name two commands"))
+                reproduce(
+                    "window \(id): came back at seq \(seq), below the \(before.acknowledged) acknowledged, so a seq would name two commands"
+                ))
         }
     }
 
@@ -684,16 +741,19 @@ public final class Campaign {
         let claimed = history.states.last { $0.seq <= dump.appliedSeq } ?? history.states[0]
         func against(_ state: (seq: UInt64, window: OracleWindow)) -> String {
             let found = state.window.differences(from: dump)
-            return "the model at seq \(state.seq): " + (found.isEmpty ? "the same, but for histories or digest" : found.joined(separator: "; "))
+            return "the model at seq \(state.seq): "
+                + (found.isEmpty ? "the same, but for histories or digest" : found.joined(separator: "; "))
         }
-        var detail = "came back at seq \(dump.appliedSeq) (acknowledged \(history.acknowledged), \(history.states.count) states since the last recovery, "
+        var detail =
+            "came back at seq \(dump.appliedSeq) (acknowledged \(history.acknowledged), \(history.states.count) states since the last recovery, "
             + "from seq \(history.states[0].seq)); against \(against(claimed))"
         if claimed.seq != history.lastSeq { detail += "; against \(against(history.states[history.states.count - 1]))" }
         return detail
     }
 
     private func mergeSaveLatency() {
-        guard let encoded = (try? call(.stats(histogram: true)).decode(StatsReply.self))?.total.histogram, let data = Data(base64Encoded: encoded),
+        guard let encoded = (try? call(.stats(histogram: true)).decode(StatsReply.self))?.total.histogram,
+            let data = Data(base64Encoded: encoded),
             let histogram = try? JSONDecoder().decode(Histogram<UInt64>.self, from: data)
         else { return }
         saveLatency.add(histogram)
@@ -703,10 +763,13 @@ public final class Campaign {
 
     /// Adds an event to the timeline, at `at` (seconds since the start) or now.
     private func mark(
-        _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, recoveryMicroseconds: UInt64? = nil, verdict: CampaignEvent.Verdict? = nil
+        _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, recoveryMicroseconds: UInt64? = nil,
+        verdict: CampaignEvent.Verdict? = nil
     ) {
         report.timeline.append(
-            CampaignEvent(kind: kind, at: at ?? secondsSinceStart, window: window, recoveryMs: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
+            CampaignEvent(
+                kind: kind, at: at ?? secondsSinceStart, window: window,
+                recoveryMs: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
     }
 
     /// Kills done of the target, elapsed and ETA (from --duration, or from the pace of the
@@ -714,11 +777,15 @@ public final class Campaign {
     private func showProgress(final: Bool) {
         guard var progress, final || progress.isDue() else { return }
         let elapsed = max(secondsSinceStart, 0.001)
-        let fraction = options.kills.map { Double(report.kills) / Double(max($0, 1)) } ?? options.duration.map { elapsed / max($0, 0.001) }
+        let fraction =
+            options.kills.map { Double(report.kills) / Double(max($0, 1)) }
+            ?? options.duration.map { elapsed / max($0, 0.001) }
         let target = options.kills.map { "/\($0)" } ?? ""
         // Asked only when a line is due: a control call of its own.
         let p99 = final ? nil : (try? call(.stats(histogram: false)).decode(StatsReply.self))?.total.saves.p99Us
-        let detail = String(format: "%.0f commands/s  ", Double(report.commands) / elapsed) + (p99.map { "save p99 \($0) µs  " } ?? "")
+        let detail =
+            String(format: "%.0f commands/s  ", Double(report.commands) / elapsed)
+            + (p99.map { "save p99 \($0) µs  " } ?? "")
             + "recoveries \(report.recoveries)  lost \(report.lost)  torn \(report.torn)"
         progress.show(fraction: fraction, count: "kills \(report.kills)\(target)", detail: detail)
         self.progress = progress

@@ -9,20 +9,29 @@ extension CampaignReport {
     public var html: String {
         let escape = ReportPage.escape
         var body = "<h1>windowhost stress</h1>\n"
-        body += "<p>Seed \(seed), \(scenes) scenes, \(ReportPage.fixed(durationS, 1)) s: \(kills) kills (\(supervisorKills) of the supervisor, "
-        body += "\(killedWhileSaving) while a save was in flight, \(corruptions) after damaging a snapshot), \(commands) commands, "
+        body +=
+            "<p>Seed \(seed), \(scenes) scenes, \(ReportPage.fixed(durationS, 1)) s: \(kills) kills (\(supervisorKills) of the supervisor, "
+        body +=
+            "\(killedWhileSaving) while a save was in flight, \(corruptions) after damaging a snapshot), \(commands) commands, "
         body += "\(acknowledged) acknowledged durable, \(recoveries) recoveries checked. "
-        body += passed ? "<strong>Nothing acknowledged was lost.</strong></p>\n" : "<strong class=failed>FAILED.</strong></p>\n"
+        body +=
+            passed
+            ? "<strong>Nothing acknowledged was lost.</strong></p>\n" : "<strong class=failed>FAILED.</strong></p>\n"
         body += "<p>Run it again: <code>\(escape(reproduce))</code></p>\n"
         body += "<h2>Timeline</h2>\n" + timelineChart()
         body += "<h2>Distributions</h2>\n<div class=row>\n"
         body += ReportPage.percentileChart(
-            title: "recovery time (kill → restored, taking commands)", yLabel: "ms", series: [("recovery", recoveryCurve)], unit: 1000)
-        body += ReportPage.percentileChart(title: "save latency (request → durable)", yLabel: "µs", series: [("save", saveLatencyCurve)])
+            title: "recovery time (kill → restored, taking commands)", yLabel: "ms",
+            series: [("recovery", recoveryCurve)], unit: 1000)
+        body += ReportPage.percentileChart(
+            title: "save latency (request → durable)", yLabel: "µs", series: [("save", saveLatencyCurve)])
         body += "</div>\n"
-        body += "<p>Recovery: p50 \(ReportPage.fixed(recoveryMs.p50, 1)) ms, p99 \(ReportPage.fixed(recoveryMs.p99, 1)) ms, "
-        body += "max \(ReportPage.fixed(recoveryMs.max, 1)) ms. Save latency: p50 \(ReportPage.fixed(saveLatencyUs.p50, 0)) µs, "
-        body += "p99 \(ReportPage.fixed(saveLatencyUs.p99, 0)) µs, p99.9 \(ReportPage.fixed(saveLatencyUs.p999 ?? 0, 0)) µs, "
+        body +=
+            "<p>Recovery: p50 \(ReportPage.fixed(recoveryMs.p50, 1)) ms, p99 \(ReportPage.fixed(recoveryMs.p99, 1)) ms, "
+        body +=
+            "max \(ReportPage.fixed(recoveryMs.max, 1)) ms. Save latency: p50 \(ReportPage.fixed(saveLatencyUs.p50, 0)) µs, "
+        body +=
+            "p99 \(ReportPage.fixed(saveLatencyUs.p99, 0)) µs, p99.9 \(ReportPage.fixed(saveLatencyUs.p999 ?? 0, 0)) µs, "
         body += "max \(ReportPage.fixed(saveLatencyUs.max, 0)) µs.</p>\n"
         body += verdictSection() + recoverySection() + hostileSection()
         return ReportPage.page(title: "windowhost stress, seed \(seed)", body: body)
@@ -33,7 +42,8 @@ extension CampaignReport {
         let wentBack = timeline.filter { $0.verdict == .wentBack }.count
         var section = "<h2 id=verdicts>Verdicts</h2>\n<table>\n"
         for (name, count) in [
-            ("recoveries checked", recoveries), ("acknowledged commands lost", lost), ("unexpected (never sent, yet present)", unexpected),
+            ("recoveries checked", recoveries), ("acknowledged commands lost", lost),
+            ("unexpected (never sent, yet present)", unexpected),
             ("torn (no prefix of the commands)", torn), ("went back below the acknowledged seq", wentBack),
             ("recovered (sent, not acknowledged, present)", recovered),
         ] {
@@ -44,11 +54,13 @@ extension CampaignReport {
         guard !failures.isEmpty else { return section + "<p>No failures.</p>\n" }
         section += "<h3 class=failed>\(failures.count) failure\(failures.count == 1 ? "" : "s")</h3>\n<ol>\n"
         for failure in failures.prefix(Self.failuresListed) {
-            section += "<li class=failed>\(ReportPage.escape(shown(failure)))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
+            section +=
+                "<li class=failed>\(ReportPage.escape(shown(failure)))<br>reproduce: <code>\(ReportPage.escape(reproduce))</code></li>\n"
         }
         section += "</ol>\n"
         if failures.count > Self.failuresListed {
-            section += "<p class=failed>… and \(failures.count - Self.failuresListed) more (every one in the report's JSON, <code>--json</code>).</p>\n"
+            section +=
+                "<p class=failed>… and \(failures.count - Self.failuresListed) more (every one in the report's JSON, <code>--json</code>).</p>\n"
         }
         return section
     }
@@ -68,7 +80,9 @@ extension CampaignReport {
         let what = failure.hasSuffix(suffix) ? String(failure.dropLast(suffix.count)) : failure
         guard what.utf8.count > Self.failureBytesShown else { return what }
         var end = what.utf8.index(what.startIndex, offsetBy: Self.failureBytesShown)
-        while end > what.startIndex, end.samePosition(in: what.unicodeScalars) == nil { end = what.utf8.index(before: end) }
+        while end > what.startIndex, end.samePosition(in: what.unicodeScalars) == nil {
+            end = what.utf8.index(before: end)
+        }
         let kept = what[..<end]
         return "\(kept)… (\(what.utf8.count - kept.utf8.count) more bytes in the JSON)"
     }
@@ -89,16 +103,22 @@ extension CampaignReport {
         let checked = timeline.filter { $0.kind == .recovery }
         let timed = timeline.filter { $0.recoveryMs != nil }
         guard !checked.isEmpty || !timed.isEmpty else { return "" }
-        let verdicts = CampaignEvent.Verdict.allCases.map { verdict in "\(checked.filter { $0.verdict == verdict }.count) \(verdict.rawValue)" }
-        var section = "<h2 id=recoveries>Recoveries</h2>\n<p>\(checked.count) checked by the oracle: \(verdicts.joined(separator: ", ")); "
-        section += "\(timed.count) kills timed to their recovery. The JSON (<code>--json</code>) has every one in <code>timeline</code>.</p>\n"
+        let verdicts = CampaignEvent.Verdict.allCases.map { verdict in
+            "\(checked.filter { $0.verdict == verdict }.count) \(verdict.rawValue)"
+        }
+        var section =
+            "<h2 id=recoveries>Recoveries</h2>\n<p>\(checked.count) checked by the oracle: \(verdicts.joined(separator: ", ")); "
+        section +=
+            "\(timed.count) kills timed to their recovery. The JSON (<code>--json</code>) has every one in <code>timeline</code>.</p>\n"
         if !timed.isEmpty {
             let slowest = timed.sorted { ($0.recoveryMs ?? 0) > ($1.recoveryMs ?? 0) }.prefix(Self.slowestListed)
             section += "<h3>The \(slowest.count) slowest</h3>\n" + Self.eventTable(slowest.map { $0 })
         }
         if !checked.isEmpty {
             let (first, skipped, last) = Self.ends(checked)
-            section += "<h3>The first and last checked</h3>\n" + Self.eventTable(first.map { $0 } + (skipped > 0 ? [nil] : []) + last.map { $0 }, skipped: skipped)
+            section +=
+                "<h3>The first and last checked</h3>\n"
+                + Self.eventTable(first.map { $0 } + (skipped > 0 ? [nil] : []) + last.map { $0 }, skipped: skipped)
         }
         return section
     }
@@ -112,8 +132,10 @@ extension CampaignReport {
                 continue
             }
             let failed = event.verdict.map { $0 != .intact } ?? false
-            table += "<tr\(failed ? " class=failed" : "")><td>\(ReportPage.fixed(event.at, 2))</td><td>\(laneName(event.kind))</td>"
-            table += "<td><code>\(ReportPage.escape(event.window ?? "-"))</code></td><td>\(event.recoveryMs.map { ReportPage.fixed($0, 1) } ?? "")</td>"
+            table +=
+                "<tr\(failed ? " class=failed" : "")><td>\(ReportPage.fixed(event.at, 2))</td><td>\(laneName(event.kind))</td>"
+            table +=
+                "<td><code>\(ReportPage.escape(event.window ?? "-"))</code></td><td>\(event.recoveryMs.map { ReportPage.fixed($0, 1) } ?? "")</td>"
             table += "<td>\(event.verdict?.rawValue ?? "")</td></tr>\n"
         }
         return table + "</table>\n"
@@ -122,8 +144,10 @@ extension CampaignReport {
     /// The hostile events counted by kind, and the first and last of them.
     private func hostileSection() -> String {
         guard !hostileLog.isEmpty else { return "" }
-        var section = "<h2 id=hostile>Hostile events</h2>\n<p>\(hostileEvents) events: \(diskFills) disk fills, \(plantedEntries) entries planted; "
-        section += "\(refusedWhileFull) saves refused (74) while the disk was full. The JSON (<code>--json</code>) has every one in <code>hostile_log</code>.</p>\n"
+        var section =
+            "<h2 id=hostile>Hostile events</h2>\n<p>\(hostileEvents) events: \(diskFills) disk fills, \(plantedEntries) entries planted; "
+        section +=
+            "\(refusedWhileFull) saves refused (74) while the disk was full. The JSON (<code>--json</code>) has every one in <code>hostile_log</code>.</p>\n"
         var byKind: [HostileEvent.Kind?: Int] = [:]
         for line in hostileLog { byKind[HostileEvent.Kind(logLine: line), default: 0] += 1 }
         section += "<table>\n"

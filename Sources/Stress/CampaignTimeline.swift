@@ -26,19 +26,27 @@ extension CampaignReport {
     }
 
     /// Recoveries the oracle failed, in order.
-    var failedRecoveries: [CampaignEvent] { timeline.filter { $0.kind == .recovery && ($0.verdict.map { $0 != .intact } ?? false) } }
+    var failedRecoveries: [CampaignEvent] {
+        timeline.filter { $0.kind == .recovery && ($0.verdict.map { $0 != .intact } ?? false) }
+    }
 
     func timelineChart() -> String {
         let plot = TimelinePlot(span: Swift.max(durationS, timeline.map(\.at).max() ?? 0, 1))
-        var svg = ReportPage.svgStart(width: plot.width, height: plot.height, title: "kills, damage and recoveries over the campaign")
+        var svg = ReportPage.svgStart(
+            width: plot.width, height: plot.height, title: "kills, damage and recoveries over the campaign")
         svg += plot.axes()
         svg += timelineBars(plot) + failedRecoveryMarks(plot) + timelineLegend(plot)
         let failed = failedRecoveries.count
         let slice = plot.span / Double(Self.timelineBuckets)
-        var caption = "<p>Each bar counts one lane's events in \(ReportPage.fixed(slice, slice < 10 ? 2 : 1)) s, one of \(Self.timelineBuckets) equal slices "
-        caption += "of the campaign; the busiest slice of a lane is its full height (its count under the lane's name). Hover a lane for its total. "
+        var caption =
+            "<p>Each bar counts one lane's events in \(ReportPage.fixed(slice, slice < 10 ? 2 : 1)) s, one of \(Self.timelineBuckets) equal slices "
+        caption +=
+            "of the campaign; the busiest slice of a lane is its full height (its count under the lane's name). Hover a lane for its total. "
         caption += "Each recovery the oracle failed is a red diamond of its own"
-        if failed > Self.failuresListed { caption += ": the first \(Self.failuresListed) are drawn, the \(failed - Self.failuresListed) more are in the JSON" }
+        if failed > Self.failuresListed {
+            caption +=
+                ": the first \(Self.failuresListed) are drawn, the \(failed - Self.failuresListed) more are in the JSON"
+        }
         return svg + "</svg>\n" + caption + ".</p>\n"
     }
 
@@ -50,17 +58,21 @@ extension CampaignReport {
         var svg = ""
         for (lane, kind) in CampaignEvent.Kind.allCases.enumerated() {
             guard let peak = counts[lane].max(), peak > 0 else { continue }
-            svg += "<text x=\"\(plot.left - 6)\" y=\"\(ReportPage.fixed(plot.center(lane) + 12, 1))\" text-anchor=\"end\" font-size=\"9\" fill=\"#777\">peak \(peak)</text>\n"
+            svg +=
+                "<text x=\"\(plot.left - 6)\" y=\"\(ReportPage.fixed(plot.center(lane) + 12, 1))\" text-anchor=\"end\" font-size=\"9\" fill=\"#777\">peak \(peak)</text>\n"
             let floor = plot.laneTop(lane) + plot.laneHeight - 2
             var outline = "M\(ReportPage.fixed(plot.x(0), 1)),\(ReportPage.fixed(floor, 1))"
             for (bucket, count) in counts[lane].enumerated() {
                 let height = count == 0 ? 0 : Swift.max(1.5, Double(count) / Double(peak) * (plot.laneHeight - 6))
-                outline += "V\(ReportPage.fixed(floor - height, 1))H\(ReportPage.fixed(plot.x(Double(bucket + 1) * slice), 1))"
+                outline +=
+                    "V\(ReportPage.fixed(floor - height, 1))H\(ReportPage.fixed(plot.x(Double(bucket + 1) * slice), 1))"
             }
             let total = counts[lane].reduce(0, +)
             let title = "\(Self.counted(kind, total)); at most \(peak) in a slice of \(ReportPage.fixed(slice, 2)) s"
-            svg += "<path class=\"bin \(kind.rawValue)\" data-counts=\"\(counts[lane].map(String.init).joined(separator: " "))\" "
-            svg += "d=\"\(outline)V\(ReportPage.fixed(floor, 1))Z\" fill=\"\(Self.color(kind))\"><title>\(title)</title></path>\n"
+            svg +=
+                "<path class=\"bin \(kind.rawValue)\" data-counts=\"\(counts[lane].map(String.init).joined(separator: " "))\" "
+            svg +=
+                "d=\"\(outline)V\(ReportPage.fixed(floor, 1))Z\" fill=\"\(Self.color(kind))\"><title>\(title)</title></path>\n"
         }
         return svg
     }
@@ -73,7 +85,8 @@ extension CampaignReport {
             var title = "recovery at \(ReportPage.fixed(event.at, 2)) s"
             if let window = event.window { title += ", window \(window)" }
             if let verdict = event.verdict { title += ": \(verdict.rawValue)" }
-            svg += Self.failedMark(x: plot.x(event.at), y: plot.center(lane), attributes: "class=\"mark recovery failed\"")
+            svg += Self.failedMark(
+                x: plot.x(event.at), y: plot.center(lane), attributes: "class=\"mark recovery failed\"")
             svg += "<title>\(ReportPage.escape(title))</title></polygon>\n"
         }
         return svg
@@ -85,7 +98,8 @@ extension CampaignReport {
         var legendX = plot.left
         let legendY = plot.top - 10
         for kind in CampaignEvent.Kind.allCases {
-            svg += "<rect class=\"legend\" x=\(Self.q(legendX + 1)) y=\(Self.q(legendY - 9)) width=\"10\" height=\"10\" fill=\"\(Self.color(kind))\"/>"
+            svg +=
+                "<rect class=\"legend\" x=\(Self.q(legendX + 1)) y=\(Self.q(legendY - 9)) width=\"10\" height=\"10\" fill=\"\(Self.color(kind))\"/>"
             svg += "<text x=\"\(legendX + 16)\" y=\"\(legendY)\" font-size=\"11\">\(Self.laneName(kind))</text>\n"
             legendX += 40 + Double(Self.laneName(kind).count) * 6
         }
@@ -127,8 +141,11 @@ extension CampaignReport {
 
     /// The opening tag of a failed recovery's red diamond at (x, y), left open for a `<title>`.
     private static func failedMark(x: Double, y: Double, attributes: String) -> String {
-        let points = [(0.0, -6.0), (5, 0), (0, 6), (-5, 0)].map { "\(ReportPage.fixed(x + $0.0, 1)),\(ReportPage.fixed(y + $0.1, 1))" }
-        return "<polygon \(attributes) points=\"\(points.joined(separator: " "))\" fill=\"#b00\" stroke=\"#fff\" stroke-width=\"0.5\">"
+        let points = [(0.0, -6.0), (5, 0), (0, 6), (-5, 0)].map {
+            "\(ReportPage.fixed(x + $0.0, 1)),\(ReportPage.fixed(y + $0.1, 1))"
+        }
+        return
+            "<polygon \(attributes) points=\"\(points.joined(separator: " "))\" fill=\"#b00\" stroke=\"#fff\" stroke-width=\"0.5\">"
     }
 
     /// A coordinate as a quoted attribute value.
@@ -163,16 +180,21 @@ private struct TimelinePlot {
         var svg = ""
         for (lane, kind) in CampaignEvent.Kind.allCases.enumerated() {
             let bottomLine = laneTop(lane) + laneHeight
-            svg += "<line x1=\"\(left)\" y1=\"\(bottomLine)\" x2=\"\(width - right)\" y2=\"\(bottomLine)\" stroke=\"#eee\"/>"
-            svg += "<text x=\"\(left - 6)\" y=\"\(ReportPage.fixed(center(lane), 1))\" text-anchor=\"end\" font-size=\"11\">\(CampaignReport.laneName(kind))</text>\n"
+            svg +=
+                "<line x1=\"\(left)\" y1=\"\(bottomLine)\" x2=\"\(width - right)\" y2=\"\(bottomLine)\" stroke=\"#eee\"/>"
+            svg +=
+                "<text x=\"\(left - 6)\" y=\"\(ReportPage.fixed(center(lane), 1))\" text-anchor=\"end\" font-size=\"11\">\(CampaignReport.laneName(kind))</text>\n"
         }
         let step = CampaignReport.tickStep(span)
         var tick = 0.0
         while tick <= span + step / 1000 {
-            svg += "<text x=\"\(ReportPage.fixed(x(tick), 1))\" y=\"\(height - bottom + 16)\" text-anchor=\"middle\" font-size=\"11\">\(ReportPage.fixed(tick, step < 1 ? 1 : 0))</text>\n"
+            svg +=
+                "<text x=\"\(ReportPage.fixed(x(tick), 1))\" y=\"\(height - bottom + 16)\" text-anchor=\"middle\" font-size=\"11\">\(ReportPage.fixed(tick, step < 1 ? 1 : 0))</text>\n"
             tick += step
         }
-        return svg + ReportPage.axisLabels(
-            xLabel: "seconds since the start", yLabel: "", width: width, height: height, left: left, right: right, top: top, bottom: bottom)
+        return svg
+            + ReportPage.axisLabels(
+                xLabel: "seconds since the start", yLabel: "", width: width, height: height, left: left, right: right,
+                top: top, bottom: bottom)
     }
 }

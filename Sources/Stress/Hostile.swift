@@ -68,7 +68,8 @@ struct Canary {
 
     init(directory: FilePath, seed: UInt64) throws {
         self.directory = directory
-        contents = Array("canary of the stress campaign with seed \(seed): a symlink was followed if this changed\n".utf8)
+        contents = Array(
+            "canary of the stress campaign with seed \(seed): a symlink was followed if this changed\n".utf8)
         for path in [directory, directory.appending("nested")] where mkdir(path.string, 0o700) != 0 && errno != EEXIST {
             throw StressError.hostile("mkdir \(path): \(Errno(rawValue: errno))")
         }
@@ -87,7 +88,8 @@ struct Canary {
         }
         let entries = Set((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? [])
         guard entries == ["canary", "nested"] else {
-            return "\(directory) holds \(entries.count) entries, \(entries.sorted().prefix(10))\(entries.count > 10 ? " and more" : "")"
+            return
+                "\(directory) holds \(entries.count) entries, \(entries.sorted().prefix(10))\(entries.count > 10 ? " and more" : "")"
         }
         return nil
     }
@@ -116,7 +118,9 @@ struct DiskFiller {
                     continue
                 }
                 if written < 0, errno == EINTR { continue }
-                if written < 0, errno != ENOSPC { throw StressError.hostile("write \(path): \(Errno(rawValue: errno))") }
+                if written < 0, errno != ENOSPC {
+                    throw StressError.hostile("write \(path): \(Errno(rawValue: errno))")
+                }
                 break
             }
         }
@@ -126,7 +130,9 @@ struct DiskFiller {
     /// Throws when the filler stays (the disk then stays full): a campaign that went on would
     /// blame the host for saves that cannot land.
     mutating func free() throws(StressError) {
-        guard unlink(path.string) == 0 || errno == ENOENT else { throw .hostile("unlink \(path): \(Errno(rawValue: errno))") }
+        guard unlink(path.string) == 0 || errno == ENOENT else {
+            throw .hostile("unlink \(path): \(Errno(rawValue: errno))")
+        }
         isFull = false
     }
 }
@@ -156,11 +162,13 @@ struct HostilePlanter {
             // in the canary.
             return try symlink(DiskLayout.windowDirectory(root: root, name: seededUUID(&random)), to: canary.directory)
         default:
-            let browsers = BrowserKind.allCases.map { DiskLayout.browserDirectory(window: windowDirectory, kind: $0) }.filter(isDirectory)
+            let browsers = BrowserKind.allCases.map { DiskLayout.browserDirectory(window: windowDirectory, kind: $0) }
+                .filter(isDirectory)
             guard let directory = browsers.randomElement(using: &random) else { return nil }
             let next = nextGeneration(in: directory)
             let names = [
-                "planted", DiskLayout.snapshotName(next), DiskLayout.journalName(next), DiskLayout.snapshotName(next) + DiskLayout.temporarySuffix,
+                "planted", DiskLayout.snapshotName(next), DiskLayout.journalName(next),
+                DiskLayout.snapshotName(next) + DiskLayout.temporarySuffix,
             ]
             let path = directory.appending(names[Int.random(in: 0..<names.count, using: &random)])
             let entries = Entry.allCases.filter { $0 != .unreadableFile || !isRoot }
@@ -206,7 +214,8 @@ struct HostilePlanter {
     private func nextGeneration(in directory: FilePath) -> UInt64 {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []
         let generations = names.compactMap { name in
-            DiskLayout.generation(of: name, prefix: DiskLayout.snapshotPrefix) ?? DiskLayout.generation(of: name, prefix: DiskLayout.journalPrefix)
+            DiskLayout.generation(of: name, prefix: DiskLayout.snapshotPrefix)
+                ?? DiskLayout.generation(of: name, prefix: DiskLayout.journalPrefix)
         }
         return (generations.max() ?? 0) &+ 1
     }

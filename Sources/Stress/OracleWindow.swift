@@ -54,7 +54,9 @@ public struct OracleWindow: Equatable, Sendable {
                 pages[tab.id] = PageHistory(url: tab.url, complete: false)
             }
             list.pinnedCount = browser.tabs.filter(\.pinned).count
-            list.activeID = browser.activeIndex.flatMap { index in list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil }
+            list.activeID = browser.activeIndex.flatMap { index in
+                list.tabs.indices.contains(Int(index)) ? list.tabs[Int(index)].id : nil
+            }
             return list
         }
         regular = list(dump.regular)
@@ -65,7 +67,9 @@ public struct OracleWindow: Equatable, Sendable {
 
     private func digestList(_ list: ReferenceList) -> WindowDigest.List {
         WindowDigest.List(
-            tabs: list.tabs.map { WindowDigest.Tab(id: $0.id, openerID: $0.openerID, url: pages[$0.id]?.url ?? "", title: "") },
+            tabs: list.tabs.map {
+                WindowDigest.Tab(id: $0.id, openerID: $0.openerID, url: pages[$0.id]?.url ?? "", title: "")
+            },
             activeIndex: list.activeID.flatMap(list.index(of:)), pinnedCount: list.pinnedCount)
     }
 
@@ -76,7 +80,8 @@ public struct OracleWindow: Equatable, Sendable {
     public func hasHistories(of dump: DumpReply) -> Bool {
         (dump.regular.tabs + dump.incognito.tabs).allSatisfy { tab in
             guard let page = pages[tab.id], page.complete else { return true }
-            return (tab.historyCount.map { Int($0) == page.urls.count } ?? true) && (tab.historyIndex.map { Int($0) == page.current } ?? true)
+            return (tab.historyCount.map { Int($0) == page.urls.count } ?? true)
+                && (tab.historyIndex.map { Int($0) == page.current } ?? true)
         }
     }
 
@@ -90,7 +95,8 @@ public struct OracleWindow: Equatable, Sendable {
         case .open(let url, let incognito, let index, let opener, let background):
             guard let tab else { return false }
             let done = mutate(incognito) {
-                $0.insert(id: tab, index: index, pinned: false, activate: !background, opener: opener.map { ($0, 0) }) != nil
+                $0.insert(id: tab, index: index, pinned: false, activate: !background, opener: opener.map { ($0, 0) })
+                    != nil
             }
             if done { pages[tab] = PageHistory(url: url) }
             return done
@@ -148,7 +154,8 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
     /// Picks a command valid for `window` (seeded).
     public static func next(for window: OracleWindow, using random: inout SeededGenerator) -> StressCommand {
         let tabs = window.regular.tabs.map { ($0.id, false) } + window.incognito.tabs.map { ($0.id, true) }
-        let site = "https://site\(Int.random(in: 0..<60, using: &random)).example/\(Int.random(in: 0..<1000, using: &random))"
+        let site =
+            "https://site\(Int.random(in: 0..<60, using: &random)).example/\(Int.random(in: 0..<1000, using: &random))"
         let roll = tabs.isEmpty ? 0 : Int.random(in: 0..<100, using: &random)
         // Tabs whose whole history the model saw made: the only ones back and forward are sent.
         let known = tabs.map(\.0).filter { window.pages[$0]?.complete == true }
@@ -157,15 +164,21 @@ public enum StressCommand: Equatable, Sendable, CustomStringConvertible {
             let incognito = Int.random(in: 0..<4, using: &random) == 0
             let list = incognito ? window.incognito : window.regular
             let index = Bool.random(using: &random) ? Int.random(in: 0...list.tabs.count, using: &random) : nil
-            let opener = !list.tabs.isEmpty && Bool.random(using: &random) ? list.tabs.randomElement(using: &random)?.id : nil
-            return .tab(.open(url: site, incognito: incognito, index: index, opener: opener, background: Int.random(in: 0..<3, using: &random) == 0))
+            let opener =
+                !list.tabs.isEmpty && Bool.random(using: &random) ? list.tabs.randomElement(using: &random)?.id : nil
+            return .tab(
+                .open(
+                    url: site, incognito: incognito, index: index, opener: opener,
+                    background: Int.random(in: 0..<3, using: &random) == 0))
         case 28..<44:
             return .tab(.navigate(tab: tabs.randomElement(using: &random)!.0, url: site))
         case 44..<50 where !known.isEmpty:
             // Half the time forward on a tab with something ahead (else a navigation since the
             // back has dropped it); otherwise mostly back, on any tab (at its first entry: no change).
             let ahead = known.filter { window.pages[$0].map { $0.current < $0.urls.count - 1 } ?? false }
-            if !ahead.isEmpty, Bool.random(using: &random) { return .tab(.go(tab: ahead.randomElement(using: &random)!, .forward)) }
+            if !ahead.isEmpty, Bool.random(using: &random) {
+                return .tab(.go(tab: ahead.randomElement(using: &random)!, .forward))
+            }
             let direction: HistoryDirection = Int.random(in: 0..<4, using: &random) == 0 ? .forward : .back
             return .tab(.go(tab: known.randomElement(using: &random)!, direction))
         case 50..<64:
@@ -243,17 +256,27 @@ extension OracleWindow {
     private func differences(_ list: ReferenceList, _ shown: DumpReply.BrowserContents, _ name: String) -> [String] {
         var found: [String] = []
         let shownIDs = shown.tabs.map(\.id)
-        if shownIDs != list.tabs.map(\.id) { found.append("\(name) tabs \(shownIDs), the model \(list.tabs.map(\.id))") }
-        let shownActive = shown.activeIndex.flatMap { shown.tabs.indices.contains(Int($0)) ? shown.tabs[Int($0)].id : nil }
+        if shownIDs != list.tabs.map(\.id) {
+            found.append("\(name) tabs \(shownIDs), the model \(list.tabs.map(\.id))")
+        }
+        let shownActive = shown.activeIndex.flatMap {
+            shown.tabs.indices.contains(Int($0)) ? shown.tabs[Int($0)].id : nil
+        }
         if shownActive != list.activeID {
-            found.append("\(name) active \(shownActive.map(String.init) ?? "-"), the model \(list.activeID.map(String.init) ?? "-")")
+            found.append(
+                "\(name) active \(shownActive.map(String.init) ?? "-"), the model \(list.activeID.map(String.init) ?? "-")"
+            )
         }
         let shownPinned = shown.tabs.filter(\.pinned).count
-        if shownPinned != list.pinnedCount { found.append("\(name) pinned \(shownPinned), the model \(list.pinnedCount)") }
+        if shownPinned != list.pinnedCount {
+            found.append("\(name) pinned \(shownPinned), the model \(list.pinnedCount)")
+        }
         for tab in shown.tabs {
             guard let modelTab = list.tabs.first(where: { $0.id == tab.id }) else { continue }
             if tab.opener != modelTab.openerID {
-                found.append("tab \(tab.id) opener \(tab.opener.map(String.init) ?? "-"), the model \(modelTab.openerID.map(String.init) ?? "-")")
+                found.append(
+                    "tab \(tab.id) opener \(tab.opener.map(String.init) ?? "-"), the model \(modelTab.openerID.map(String.init) ?? "-")"
+                )
             }
             guard let page = pages[tab.id] else { continue }
             if tab.url != page.url { found.append("tab \(tab.id) shows \(tab.url), the model \(page.url)") }

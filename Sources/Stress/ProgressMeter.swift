@@ -26,7 +26,8 @@ public struct ProgressMeter: Sendable {
         self.terminal = terminal
         self.started = started
         var size = winsize()
-        columns = terminal && ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : nil
+        columns =
+            terminal && ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : nil
     }
 
     /// Whether a line is due: the first one, then one `terminalInterval` (a terminal) or
@@ -41,7 +42,8 @@ public struct ProgressMeter: Sendable {
     public mutating func show(fraction: Double?, count: String, detail: String, now: Date = Date()) {
         lastShown = now
         let line = Self.line(
-            terminal: terminal, name: name, elapsed: now.timeIntervalSince(started), fraction: fraction, count: count, detail: detail, columns: columns)
+            terminal: terminal, name: name, elapsed: now.timeIntervalSince(started), fraction: fraction, count: count,
+            detail: detail, columns: columns)
         StandardStreams.error(line)
     }
 
@@ -54,7 +56,8 @@ public struct ProgressMeter: Sendable {
     /// cut to `columns` - 1 characters, no newline (the next redraws it). Plain: the name and
     /// the rest, ended by a newline.
     public static func line(
-        terminal: Bool, name: String, elapsed: Double, fraction: Double?, count: String, detail: String, columns: Int? = nil
+        terminal: Bool, name: String, elapsed: Double, fraction: Double?, count: String, detail: String,
+        columns: Int? = nil
     ) -> String {
         let done = fraction.map { Swift.min(Swift.max($0, 0), 1) }
         var parts = [count, "elapsed \(duration(elapsed))"]
@@ -84,6 +87,7 @@ public struct ProgressMeter: Sendable {
         let whole = Int(seconds.rounded())
         if whole < 60 { return "\(whole) s" }
         let (hours, minutes, rest) = (whole / 3600, whole / 60 % 60, whole % 60)
-        return hours > 0 ? String(format: "%d:%02d:%02d", hours, minutes, rest) : String(format: "%d:%02d", minutes, rest)
+        return hours > 0
+            ? String(format: "%d:%02d:%02d", hours, minutes, rest) : String(format: "%d:%02d", minutes, rest)
     }
 }

@@ -11,7 +11,9 @@ public enum ReportFile {
     /// A report path that is a symlink.
     public struct SymlinkRefused: Error, CustomStringConvertible {
         public let path: FilePath
-        public var description: String { "\(path) is a symlink: a report is never written through one; remove it or choose another file" }
+        public var description: String {
+            "\(path) is a symlink: a report is never written through one; remove it or choose another file"
+        }
     }
 
     /// Writes `bytes` to `path` atomically: into a new temporary file beside it (`O_CREAT|O_EXCL|

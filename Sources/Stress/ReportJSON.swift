@@ -31,7 +31,8 @@ public enum ReportJSON {
                 continue
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 out.append(byte)
-                let empty = index + 1 < compact.count && [UInt8(ascii: "}"), UInt8(ascii: "]")].contains(compact[index + 1])
+                let empty =
+                    index + 1 < compact.count && [UInt8(ascii: "}"), UInt8(ascii: "]")].contains(compact[index + 1])
                 broken.append(!empty && (broken.isEmpty || (broken.count == 1 && byte == UInt8(ascii: "["))))
                 if broken.last == true { newline() }
             case UInt8(ascii: "}"), UInt8(ascii: "]"):

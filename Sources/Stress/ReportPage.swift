@@ -48,7 +48,8 @@ public enum ReportPage {
 
     /// `text` as HTML text or an attribute value: `&`, `<`, `>` and `"` escaped.
     public static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;")
             .replacingOccurrences(of: "\"", with: "&quot;")
     }
 
@@ -75,14 +76,20 @@ public enum ReportPage {
         lineChart(
             title: title, xLabel: "percentile", yLabel: yLabel,
             series: series.map { line in
-                (line.name, line.points.filter { $0.percentile < 100 }.map { (nines($0.percentile), Double($0.microseconds) / unit) })
+                (
+                    line.name,
+                    line.points.filter { $0.percentile < 100 }.map {
+                        (nines($0.percentile), Double($0.microseconds) / unit)
+                    }
+                )
             }, xTicks: [0, 1, 2, 3, 4], xTickLabel: { ["0%", "90%", "99%", "99.9%", "99.99%"][Int($0)] }, style: style)
     }
 
     /// A line chart with a log-scaled y axis: one polyline and legend entry per series; the x
     /// axis log-scaled too when its ticks span a factor of 8 or more.
     public static func lineChart(
-        title: String, xLabel: String, yLabel: String, series: [(name: String, points: [(Double, Double)])], xTicks: [Double],
+        title: String, xLabel: String, yLabel: String, series: [(name: String, points: [(Double, Double)])],
+        xTicks: [Double],
         xTickLabel: (Double) -> String = { ReportPage.fixed($0, 0) }, style: (String) -> (color: String, dashed: Bool)
     ) -> String {
         let width = 460.0
@@ -93,7 +100,9 @@ public enum ReportPage {
         let bottom = 48.0
         let plotted = series.filter { !$0.points.isEmpty }
         let values = plotted.flatMap { $0.points.map { Swift.max($0.1, 1) } }
-        guard let low = values.min(), let high = values.max(), let xMin = xTicks.min(), let xMax = xTicks.max() else { return "" }
+        guard let low = values.min(), let high = values.max(), let xMin = xTicks.min(), let xMax = xTicks.max() else {
+            return ""
+        }
         let yMin = floor(log10(low))
         let yMax = Swift.max(ceil(log10(high)), yMin + 1)
         let logX = xTicks.count > 1 && xMin > 0 && xMax / xMin >= 8
@@ -108,30 +117,39 @@ public enum ReportPage {
         var decade = yMin
         while decade <= yMax {
             let position = y(pow(10, decade))
-            svg += "<line x1=\"\(left)\" y1=\"\(position)\" x2=\"\(width - right)\" y2=\"\(position)\" stroke=\"#eee\"/>"
-            svg += "<text x=\"\(left - 6)\" y=\"\(position + 4)\" text-anchor=\"end\" font-size=\"11\">\(fixed(pow(10, decade), 0))</text>\n"
+            svg +=
+                "<line x1=\"\(left)\" y1=\"\(position)\" x2=\"\(width - right)\" y2=\"\(position)\" stroke=\"#eee\"/>"
+            svg +=
+                "<text x=\"\(left - 6)\" y=\"\(position + 4)\" text-anchor=\"end\" font-size=\"11\">\(fixed(pow(10, decade), 0))</text>\n"
             decade += 1
         }
         for tick in xTicks {
-            svg += "<text x=\"\(x(tick))\" y=\"\(height - bottom + 16)\" text-anchor=\"middle\" font-size=\"11\">\(escape(xTickLabel(tick)))</text>\n"
+            svg +=
+                "<text x=\"\(x(tick))\" y=\"\(height - bottom + 16)\" text-anchor=\"middle\" font-size=\"11\">\(escape(xTickLabel(tick)))</text>\n"
         }
-        svg += axisLabels(xLabel: xLabel, yLabel: yLabel, width: width, height: height, left: left, right: right, top: top, bottom: bottom)
+        svg += axisLabels(
+            xLabel: xLabel, yLabel: yLabel, width: width, height: height, left: left, right: right, top: top,
+            bottom: bottom)
         for (index, line) in plotted.enumerated() {
             let (color, dashed) = style(line.name)
             let points = line.points.map { "\(fixed(x($0.0), 1)),\(fixed(y($0.1), 1))" }.joined(separator: " ")
-            svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dashed ? " stroke-dasharray=\"6 3\"" : "") points=\"\(points)\"><title>\(escape(line.name))</title></polyline>\n"
+            svg +=
+                "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dashed ? " stroke-dasharray=\"6 3\"" : "") points=\"\(points)\"><title>\(escape(line.name))</title></polyline>\n"
             for point in line.points {
-                svg += "<circle cx=\"\(fixed(x(point.0), 1))\" cy=\"\(fixed(y(point.1), 1))\" r=\"2.5\" fill=\"\(color)\"/>"
+                svg +=
+                    "<circle cx=\"\(fixed(x(point.0), 1))\" cy=\"\(fixed(y(point.1), 1))\" r=\"2.5\" fill=\"\(color)\"/>"
             }
             let legendY = top + 14 + Double(index) * 14
-            svg += "<text x=\"\(left + 8)\" y=\"\(legendY)\" font-size=\"11\" fill=\"\(color)\">■ \(escape(line.name))</text>\n"
+            svg +=
+                "<text x=\"\(left + 8)\" y=\"\(legendY)\" font-size=\"11\" fill=\"\(color)\">■ \(escape(line.name))</text>\n"
         }
         return svg + "</svg>\n"
     }
 
     /// The axis titles (the y one turned) and the plot area's frame.
     static func axisLabels(
-        xLabel: String, yLabel: String, width: Double, height: Double, left: Double, right: Double, top: Double, bottom: Double
+        xLabel: String, yLabel: String, width: Double, height: Double, left: Double, right: Double, top: Double,
+        bottom: Double
     ) -> String {
         "<text x=\"\(Int((left + width - right) / 2))\" y=\"\(Int(height - 8))\" text-anchor=\"middle\" font-size=\"12\">\(escape(xLabel))</text>\n"
             + "<text transform=\"translate(14 \(Int((top + height - bottom) / 2))) rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">\(escape(yLabel))</text>\n"

@@ -26,7 +26,8 @@ public final class SupervisorProcess {
     /// It dies with the thread that starts it (`PR_SET_PDEATHSIG`): a campaign killed with
     /// SIGKILL leaves no supervisor (nor workers, which die with their supervisor) behind.
     public init(
-        executable: String, root: FilePath, arguments: [String], environment: [String: String], replyTimeoutSeconds: Int = 60
+        executable: String, root: FilePath, arguments: [String], environment: [String: String],
+        replyTimeoutSeconds: Int = 60
     ) throws {
         self.replyTimeoutSeconds = replyTimeoutSeconds
         socket = SupervisorConfiguration.Defaults.socket(root: root)
@@ -49,10 +50,13 @@ public final class SupervisorProcess {
         var pid: pid_t = 0
         let result = withCStrings(argv) { argv in
             withCStrings(environment) { envp in
-                wh_spawn_dying_with_parent(executable, argv, envp, stdoutHandle.fileDescriptor, logHandle.fileDescriptor, &pid)
+                wh_spawn_dying_with_parent(
+                    executable, argv, envp, stdoutHandle.fileDescriptor, logHandle.fileDescriptor, &pid)
             }
         }
-        guard result == 0 else { throw StressError.supervisor("cannot start \(executable): \(Errno(rawValue: result))") }
+        guard result == 0 else {
+            throw StressError.supervisor("cannot start \(executable): \(Errno(rawValue: result))")
+        }
         self.pid = pid
         pidfd = wh_pidfd_open(pid)
         guard pidfd >= 0 else {
@@ -91,7 +95,9 @@ public final class SupervisorProcess {
     }
 
     /// A window that does not answer within the timeout is a finding.
-    public func call(_ request: ControlRequest) -> ControlReply { ControlClient.call(request, socket: socket, timeout: replyTimeoutSeconds) }
+    public func call(_ request: ControlRequest) -> ControlReply {
+        ControlClient.call(request, socket: socket, timeout: replyTimeoutSeconds)
+    }
 
     /// `call`, with the client's own failures typed (a hang is `.timedOut(.reply…)`).
     public func exchange(_ request: ControlRequest) throws(ControlClientError) -> ControlReply {

@@ -20,7 +20,8 @@ public enum ControlSocketError: Error, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .notASocket(let path): "\(path) exists and is not a socket: not replaced; move it away or pass another --socket"
+        case .notASocket(let path):
+            "\(path) exists and is not a socket: not replaced; move it away or pass another --socket"
         case .inUse(let path): "another supervisor answers at \(path): it is left serving; pass another --socket"
         case .pathTooLong(let path): "socket path \(path) is too long for a Unix socket"
         case .failed(let step, let path, let errno): "\(step) \(path): \(errno)"
@@ -88,7 +89,9 @@ final class ControlServer {
 
     /// Binds the socket at `path` (0600) and listens. An existing path is replaced only when it
     /// is a stale socket, one nobody answers at.
-    init(path: FilePath, maxClients: Int, idleTimeout: UInt64, logger: Logger = Logger(label: "windowhost.control")) throws(ControlSocketError) {
+    init(path: FilePath, maxClients: Int, idleTimeout: UInt64, logger: Logger = Logger(label: "windowhost.control"))
+        throws(ControlSocketError)
+    {
         precondition(maxClients >= 1, "a control server takes at least one client")
         self.path = path
         self.maxClients = maxClients
@@ -109,7 +112,9 @@ final class ControlServer {
     func stop() {
         for id in Array(clients.keys) { drop(id) }
         var status = stat()
-        if lstat(path.string, &status) == 0, UInt64(status.st_dev) == boundFile.device, UInt64(status.st_ino) == boundFile.inode {
+        if lstat(path.string, &status) == 0, UInt64(status.st_dev) == boundFile.device,
+            UInt64(status.st_ino) == boundFile.inode
+        {
             // A socket left behind (EACCES, EROFS) is a stale one: the next supervisor replaces it.
             _ = unlink(path.string)
         }
@@ -168,7 +173,8 @@ final class ControlServer {
             }
         }
         if revents[0].revents != 0 { accept(now: now) }
-        for (id, client) in clients where client.isIdle && now > client.lastActivity && now - client.lastActivity >= idleTimeout {
+        for (id, client) in clients
+        where client.isIdle && now > client.lastActivity && now - client.lastActivity >= idleTimeout {
             logger.debug("control client idle past the timeout: dropped", metadata: ["phase": "\(client.phase)"])
             drop(id)
         }
@@ -197,7 +203,9 @@ final class ControlServer {
                 case .interrupted, .connectionAbort: continue
                 case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory:
                     if exhaustion == nil {
-                        logger.error("cannot accept control connections: \(error); idle clients are evicted and new ones refused until descriptors are free")
+                        logger.error(
+                            "cannot accept control connections: \(error); idle clients are evicted and new ones refused until descriptors are free"
+                        )
                     }
                     exhaustion = error
                     exhaustedThisTurn = true
@@ -251,7 +259,9 @@ final class ControlServer {
 
     /// Drops the idle client that has been idle longest. False when none is idle.
     private func evictLongestIdle() -> Bool {
-        guard let (id, _) = clients.filter({ $0.value.isIdle }).min(by: { $0.value.lastActivity < $1.value.lastActivity }) else {
+        guard
+            let (id, _) = clients.filter({ $0.value.isIdle }).min(by: { $0.value.lastActivity < $1.value.lastActivity })
+        else {
             return false
         }
         logger.debug("control client evicted: longest idle at the cap")
@@ -310,11 +320,21 @@ final class ControlServer {
             }
             // Well-formed JSON whose text is no text: the data is bad, not the request's shape.
             if let offset = Self.loneSurrogateEscape(in: Array(line)) {
-                answer(id, .failure(.badData, "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"))
+                answer(
+                    id,
+                    .failure(
+                        .badData,
+                        "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"
+                    ))
                 return nil
             }
             if let key = ControlRequest.repeatedKey(in: Array(line)) {
-                answer(id, .failure(.usage, "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"))
+                answer(
+                    id,
+                    .failure(
+                        .usage,
+                        "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"
+                    ))
                 return nil
             }
             do {
@@ -331,7 +351,12 @@ final class ControlServer {
         }
         clients[id] = client
         if client.input.count > Limits.maxControlRequestBytes {
-            answer(id, .failure(.usage, "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"))
+            answer(
+                id,
+                .failure(
+                    .usage,
+                    "request longer than the control plane's \(Limits.maxControlRequestBytes) bytes (Limits.maxControlRequestBytes)"
+                ))
         }
         return nil
     }
@@ -341,7 +366,9 @@ final class ControlServer {
     /// `String` holds it, and JSONDecoder refuses it as if the JSON were malformed. Nil when there
     /// is none; an escape malformed otherwise is left to the decoder (64).
     static func loneSurrogateEscape(in line: [UInt8]) -> Int? {
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\"), u = UInt8(ascii: "u")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
+        let u = UInt8(ascii: "u")
         func unit(at start: Int) -> UInt32? {
             guard start + 6 <= line.count, line[start] == backslash, line[start + 1] == u else { return nil }
             var value: UInt32 = 0
@@ -431,7 +458,8 @@ final class ControlServer {
         var bytes = Array((try? encoder.encode(reply)) ?? Data(#"{"code":70,"error":"unencodable reply"}"#.utf8))
         if bytes.count >= Limits.maxControlReplyBytes {
             assertionFailure("a reply of \(bytes.count) bytes, past Limits.maxControlReplyBytes")
-            bytes = Array(#"{"code":70,"error":"the reply is longer than Limits.maxControlReplyBytes: a supervisor bug"}"#.utf8)
+            bytes = Array(
+                #"{"code":70,"error":"the reply is longer than Limits.maxControlReplyBytes: a supervisor bug"}"#.utf8)
         }
         bytes.append(UInt8(ascii: "\n"))
         return bytes
@@ -441,22 +469,28 @@ final class ControlServer {
 
     /// Binds and listens at `path`. Nothing there: bound. A socket nobody answers at (connect
     /// gives ECONNREFUSED): a dead supervisor's, replaced. Anything else is refused and left.
-    private static func listen(at path: FilePath) throws(ControlSocketError) -> (Int32, (device: UInt64, inode: UInt64)) {
+    private static func listen(at path: FilePath) throws(ControlSocketError) -> (Int32, (device: UInt64, inode: UInt64))
+    {
         guard var address = UnixSocketAddress.make(path) else { throw .pathTooLong(path) }
         var existing = stat()
         if lstat(path.string, &existing) == 0 {
             guard existing.st_mode & S_IFMT == S_IFSOCK else { throw .notASocket(path) }
             try checkStale(path, &address)
-            guard unlink(path.string) == 0 || errno == ENOENT else { throw .failed(step: "unlink stale socket", path: path, Errno(rawValue: errno)) }
+            guard unlink(path.string) == 0 || errno == ENOENT else {
+                throw .failed(step: "unlink stale socket", path: path, Errno(rawValue: errno))
+            }
         } else if errno != ENOENT {
             throw .failed(step: "lstat", path: path, Errno(rawValue: errno))
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .failed(step: "socket", path: path, Errno(rawValue: errno)) }
         // The socket is created 0600: only this user can connect (SO_PEERCRED checks again).
         let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         let bindError = errno
         umask(previous)
@@ -478,13 +512,18 @@ final class ControlServer {
     /// Throws unless a connect to the socket at `path` is refused. A non-blocking connect, so
     /// a live supervisor with a full backlog (EAGAIN) counts as live, never waited for.
     private static func checkStale(_ path: FilePath, _ address: inout sockaddr_un) throws(ControlSocketError) {
-        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let probe = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard probe >= 0 else { throw .failed(step: "socket", path: path, Errno(rawValue: errno)) }
         defer { close(probe) }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         if connected == 0 || errno == EAGAIN || errno == EINPROGRESS { throw .inUse(path) }
-        guard errno == ECONNREFUSED else { throw .failed(step: "connect to the socket", path: path, Errno(rawValue: errno)) }
+        guard errno == ECONNREFUSED else {
+            throw .failed(step: "connect to the socket", path: path, Errno(rawValue: errno))
+        }
     }
 }

@@ -31,10 +31,14 @@ struct HandedOutCeiling: Equatable, Sendable {
     /// one by use, and the supervisor refuses tab commands before it.
     func covering(_ needed: HandedOutCeiling) throws(HandedOutError) -> HandedOutCeiling {
         guard Limits.isValidCommandSeq(needed.seq) else { throw .numberPastMaximum(line: nil, needed.seq.description) }
-        guard (0...Limits.maxWebStateID).contains(needed.tab) else { throw .numberPastMaximum(line: nil, needed.tab.description) }
+        guard (0...Limits.maxWebStateID).contains(needed.tab) else {
+            throw .numberPastMaximum(line: nil, needed.tab.description)
+        }
         var raised = self
         if needed.seq > seq { raised.seq = min(needed.seq.saturatingAdd(Self.block), Limits.maxCommandSeq) }
-        if needed.tab > tab { raised.tab = Int64(min(UInt64(needed.tab).saturatingAdd(Self.block), UInt64(Limits.maxWebStateID))) }
+        if needed.tab > tab {
+            raised.tab = Int64(min(UInt64(needed.tab).saturatingAdd(Self.block), UInt64(Limits.maxWebStateID)))
+        }
         return raised
     }
 }
@@ -73,8 +77,10 @@ enum HandedOutError: Error, Equatable, CustomStringConvertible {
         case .badHeader: "it does not start with `\(HandedOut.magic) <version>`"
         case .unsupportedVersion(let version): "version \(version), not \(HandedOut.version)"
         case .badLine(let line): "line \(line) is not `<UUID> <seq> <tab id> [<first lost>-<last lost> …]`"
-        case .badLostSeqs(let line): "the lost seqs on line \(line) are not ordered ranges, apart, at most \(LostSeqs.capacity), below the seq ceiling"
-        case .numberPastMaximum(let line, let number): "\(number)\(line.map { " on line \($0)" } ?? "") is past the highest a window reaches (2^53 - 1)"
+        case .badLostSeqs(let line):
+            "the lost seqs on line \(line) are not ordered ranges, apart, at most \(LostSeqs.capacity), below the seq ceiling"
+        case .numberPastMaximum(let line, let number):
+            "\(number)\(line.map { " on line \($0)" } ?? "") is past the highest a window reaches (2^53 - 1)"
         case .duplicateWindow(let line, let id): "window \(id) is named again on line \(line)"
         case .truncated: "it is cut short (no `end <count>` line counting its windows)"
         case .noCopyReads: "neither of its two copies passes its length and checksum"
@@ -113,7 +119,9 @@ enum HandedOut {
         guard text.count <= slotBytes - slotHeaderBytes else { throw .oversize(text.count) }
         var content: [UInt8] = []
         content.reserveCapacity(slotHeaderBytes + text.count)
-        for value in [UInt32(text.count), CRC32C.checksum(text)] { withUnsafeBytes(of: value.littleEndian) { content += $0 } }
+        for value in [UInt32(text.count), CRC32C.checksum(text)] {
+            withUnsafeBytes(of: value.littleEndian) { content += $0 }
+        }
         return content + text
     }
 
@@ -153,7 +161,8 @@ enum HandedOut {
 
     static func encode(_ windows: [UUID: HandedOutWindow]) -> [UInt8] {
         let lines = windows.sorted { $0.key.uuidString < $1.key.uuidString }.map { id, window in
-            "\(id.uuidString) \(window.ceiling.seq) \(window.ceiling.tab)" + window.lost.ranges.map { " \($0.lowerBound)-\($0.upperBound)" }.joined() + "\n"
+            "\(id.uuidString) \(window.ceiling.seq) \(window.ceiling.tab)"
+                + window.lost.ranges.map { " \($0.lowerBound)-\($0.upperBound)" }.joined() + "\n"
         }
         return Array(("\(magic) \(version)\n" + lines.joined() + "end \(lines.count)\n").utf8)
     }
@@ -162,7 +171,9 @@ enum HandedOut {
     static func parse(_ bytes: [UInt8]) throws(HandedOutError) -> [UUID: HandedOutWindow] {
         guard bytes.count <= Limits.maxHandedOutBytes else { throw .oversize(bytes.count) }
         guard bytes.last == UInt8(ascii: "\n") else { throw bytes.isEmpty ? .badHeader : .truncated }
-        let lines = bytes.dropLast().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        let lines = bytes.dropLast().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         let header = lines[0].split(separator: " ", omittingEmptySubsequences: false)
         guard header.count == 2, header[0] == magic else { throw .badHeader }
         guard header[1] == "\(version)" else { throw .unsupportedVersion(String(header[1].prefix(32))) }
@@ -174,8 +185,12 @@ enum HandedOut {
             guard fields.count >= 3, let id = UUID(uuidString: String(fields[0])), id.uuidString == fields[0],
                 fields[1...2].allSatisfy(Self.isNumber)
             else { throw .badLine(number) }
-            guard let seq = UInt64(fields[1]), Limits.isValidCommandSeq(seq) else { throw .numberPastMaximum(line: number, String(fields[1].prefix(32))) }
-            guard let tab = Int64(fields[2]), tab <= Limits.maxWebStateID else { throw .numberPastMaximum(line: number, String(fields[2].prefix(32))) }
+            guard let seq = UInt64(fields[1]), Limits.isValidCommandSeq(seq) else {
+                throw .numberPastMaximum(line: number, String(fields[1].prefix(32)))
+            }
+            guard let tab = Int64(fields[2]), tab <= Limits.maxWebStateID else {
+                throw .numberPastMaximum(line: number, String(fields[2].prefix(32)))
+            }
             guard fields.count - 3 <= LostSeqs.capacity else { throw .badLostSeqs(line: number) }
             var lost = LostSeqs()
             var below: UInt64?
@@ -189,7 +204,10 @@ enum HandedOut {
                 lost.insert(first...last)
                 below = last
             }
-            guard windows.updateValue(HandedOutWindow(ceiling: HandedOutCeiling(seq: seq, tab: tab), lost: lost), forKey: id) == nil else {
+            guard
+                windows.updateValue(
+                    HandedOutWindow(ceiling: HandedOutCeiling(seq: seq, tab: tab), lost: lost), forKey: id) == nil
+            else {
                 throw .duplicateWindow(line: number, id)
             }
         }

@@ -73,7 +73,9 @@ struct LockHolders {
     /// SIGKILLs each stopped holder (SIGKILL ends a stopped process too) and closes its pidfd.
     func kill(_ stopped: [Stopped], failed: (Int32, Errno) -> Void) {
         for holder in stopped {
-            if wh_pidfd_send_signal(holder.pidfd, SIGKILL) != 0, errno != ESRCH { failed(holder.pid, Errno(rawValue: errno)) }
+            if wh_pidfd_send_signal(holder.pidfd, SIGKILL) != 0, errno != ESRCH {
+                failed(holder.pid, Errno(rawValue: errno))
+            }
             close(holder.pidfd)
         }
     }
@@ -99,7 +101,8 @@ struct LockHolders {
             // A kernel before 5.14 shows no inode in fdinfo: the stat alone decides.
             guard (Self.fdinfoInode("\(task)/fdinfo/\(fd)") ?? inode) == inode else { return false }
             var status = stat()
-            return stat("\(task)/fd/\(fd)", &status) == 0 && UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+            return stat("\(task)/fd/\(fd)", &status) == 0 && UInt64(status.st_dev) == device
+                && UInt64(status.st_ino) == inode
         }
     }
 
@@ -135,7 +138,9 @@ struct LockHolders {
     private func mapsLineNamesFile(_ line: ArraySlice<UInt8>) -> Bool {
         let fields = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: true)
         guard fields.count >= 5, UInt64(String(decoding: fields[4], as: UTF8.self)) == inode else { return false }
-        let numbers = fields[3].split(separator: UInt8(ascii: ":")).map { UInt64(String(decoding: $0, as: UTF8.self), radix: 16) }
+        let numbers = fields[3].split(separator: UInt8(ascii: ":")).map {
+            UInt64(String(decoding: $0, as: UTF8.self), radix: 16)
+        }
         guard numbers.count == 2, let major = numbers[0], let minor = numbers[1] else { return false }
         // glibc's dev_t: the major's low 12 bits at 8, the rest at 32; the minor's low 8 at 0, the rest at 12.
         let encoded = ((major & 0xfff) << 8) | ((major & ~0xfff) << 32) | (minor & 0xff) | ((minor & ~0xff) << 12)
@@ -149,7 +154,9 @@ struct LockHolders {
         defer { closedir(stream) }
         var numbers: [Int32] = []
         while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if let number = Int32(name) { numbers.append(number) }
         }
         return numbers

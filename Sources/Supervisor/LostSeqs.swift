@@ -41,9 +41,14 @@ struct LostSeqs: Equatable {
     mutating func remove(seq: UInt64) {
         guard let index = ranges.firstIndex(where: { $0.contains(seq) }) else { return }
         let range = ranges.remove(at: index)
-        let sides = [seq > range.lowerBound ? range.lowerBound...(seq - 1) : nil, seq < range.upperBound ? (seq + 1)...range.upperBound : nil]
+        let sides = [
+            seq > range.lowerBound ? range.lowerBound...(seq - 1) : nil,
+            seq < range.upperBound ? (seq + 1)...range.upperBound : nil,
+        ]
         ranges.insert(contentsOf: sides.compactMap { $0 }, at: index)
         mergeOldestPastCapacity()
-        assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges stay ordered and apart")
+        assert(
+            zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound },
+            "ranges stay ordered and apart")
     }
 }

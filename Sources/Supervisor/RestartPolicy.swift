@@ -73,7 +73,8 @@ public struct RestartPolicy: Sendable, Equatable {
     /// to try again. Neither a death nor a failed start: the window did nothing.
     public func retryAfterShortage(_ history: inout History) -> UInt64 {
         history.shortages += 1
-        return min(initialBackoffNanoseconds << UInt64(min(history.shortages - 1, 20)), maximumShortageBackoffNanoseconds)
+        return min(
+            initialBackoffNanoseconds << UInt64(min(history.shortages - 1, 20)), maximumShortageBackoffNanoseconds)
     }
 
     /// The worker restored its window and is ready: a shortage, the supervisor's or the
@@ -96,7 +97,9 @@ public struct RestartPolicy: Sendable, Equatable {
     /// supervisor's own shortage, and never counts toward setting the session aside (a hostile
     /// tester squeezed fresh workers' descriptor limits and got 5 of 6 healthy windows set
     /// aside on exits 0 and 127). A worker that exits so on purpose only delays its own window.
-    public static func diedOfNoFaultOfTheSession(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool) -> Bool {
+    public static func diedOfNoFaultOfTheSession(workerExitStatus status: Int32, signaled: Bool, beforeReady: Bool)
+        -> Bool
+    {
         beforeReady && !signaled && status != WorkerExit.restoreFailed.status
     }
 }

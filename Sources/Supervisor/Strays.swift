@@ -11,7 +11,9 @@ enum Strays {
         defer { closedir(directory) }
         var found: [pid_t] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             // A process gone since the listing has no stat to read: it is no child any more.
             guard let pid = pid_t(name), pid > 0, parentPID(of: pid) == parent else { continue }
             found.append(pid)

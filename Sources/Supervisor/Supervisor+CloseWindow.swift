@@ -20,7 +20,8 @@ extension Supervisor {
     func closeWindow(_ id: UUID, for client: ClientID) {
         if let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] {
             guard window.isReady, window.closingForGood == nil, window.exitWaiters.isEmpty else {
-                return answer(client, .failure(.temporary, "window \(id) is \(window.state); retry once it is ready or closed"))
+                return answer(
+                    client, .failure(.temporary, "window \(id) is \(window.state); retry once it is ready or closed"))
             }
             guard send(.scene(.disconnect), to: slot, client: nil) else {
                 return answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
@@ -30,7 +31,8 @@ extension Supervisor {
             return
         }
         guard registry.isClosed(id) else {
-            return answer(client, .failure(.badData, "no window \(id) to close (ctl status lists them under \"order\")"))
+            return answer(
+                client, .failure(.badData, "no window \(id) to close (ctl status lists them under \"order\")"))
         }
         switch deleteClosedWindow(id) {
         case .success: answer(client, .ok(CloseWindowReply(window: id.uuidString)))
@@ -62,7 +64,9 @@ extension Supervisor {
             guard case .success = deleteClosedWindow(oldest) else { return }
             closedThisRun.remove(oldest)
             closedWindowsEvicted += 1
-            logger.warning("closed window deleted: more than --keep-closed \(keep) closed windows kept", metadata: ["window": "\(oldest)"])
+            logger.warning(
+                "closed window deleted: more than --keep-closed \(keep) closed windows kept",
+                metadata: ["window": "\(oldest)"])
         }
     }
 
@@ -75,7 +79,8 @@ extension Supervisor {
             discarded = try files.discardWindow(id)
         } catch {
             logger.error("cannot delete closed window \(id): \(error); it stays, whole", metadata: ["window": "\(id)"])
-            return .failure(ControlFailure(code: .ioError, message: "cannot delete window \(id): \(error); it stays closed, whole"))
+            return .failure(
+                ControlFailure(code: .ioError, message: "cannot delete window \(id): \(error); it stays closed, whole"))
         }
         // Past the rename the window is gone from `windows/`: it is never handed out again, even
         // when the rename could not be made durable (a crash may then bring it back whole).
@@ -87,7 +92,11 @@ extension Supervisor {
         if let unsynced = discarded.unsynced {
             logger.error("closed window \(id) deleted, but not durably: \(unsynced)", metadata: ["window": "\(id)"])
             return .failure(
-                ControlFailure(code: .ioError, message: "window \(id) is deleted but not durably (\(unsynced)): a crash before the disk answers may bring it back whole"))
+                ControlFailure(
+                    code: .ioError,
+                    message:
+                        "window \(id) is deleted but not durably (\(unsynced)): a crash before the disk answers may bring it back whole"
+                ))
         }
         logger.notice("window closed for good", metadata: ["window": "\(id)"])
         return .success(())

@@ -24,7 +24,9 @@ extension Supervisor {
     func send(_ kind: Pending.Kind, to slot: Int, client: ClientID?) -> Bool {
         guard let window = windows[slot], let doorbell = window.worker?.doorbell else { return false }
         let request = takeRequestID()
-        guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8], (try? region.slot(slot).commandRing.send(bytes)) != nil else {
+        guard let bytes = try? kind.command.message(request: request).serializedBytes() as [UInt8],
+            (try? region.slot(slot).commandRing.send(bytes)) != nil
+        else {
             return false
         }
         window.pending[request] = Pending(client: client, kind: kind, failuresBefore: region.slot(slot).saveFailures)
@@ -85,7 +87,11 @@ extension Supervisor {
                 return
             }
             if target > window.seqs.highest {
-                answer(client, .failure(.badData, "window \(id) has no command \(target) yet: its highest seq is \(window.seqs.highest)"))
+                answer(
+                    client,
+                    .failure(
+                        .badData, "window \(id) has no command \(target) yet: its highest seq is \(window.seqs.highest)"
+                    ))
                 return
             }
             if window.lastStats.durableSeq >= target {
@@ -117,7 +123,8 @@ extension Supervisor {
         }
         guard window.isReady else {
             let refusal = kind.command == .save ? window.failedRestoreReply : nil
-            answer(client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
+            answer(
+                client, refusal ?? .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             return
         }
         // A full Browser refuses here, before a seq is taken, from what the worker published
@@ -125,7 +132,12 @@ extension Supervisor {
         if case .tab(.open(_, let incognito, _, _, _)) = request {
             let tabs = incognito ? window.lastStats.incognitoTabs : window.lastStats.regularTabs
             if UInt64(tabs) >= UInt64(Limits.maxTabsPerBrowser) {
-                answer(client, .failure(.badData, "the Browser already holds \(tabs) tabs, the most a Browser holds (Limits.maxTabsPerBrowser \(Limits.maxTabsPerBrowser))"))
+                answer(
+                    client,
+                    .failure(
+                        .badData,
+                        "the Browser already holds \(tabs) tabs, the most a Browser holds (Limits.maxTabsPerBrowser \(Limits.maxTabsPerBrowser))"
+                    ))
                 return
             }
         }
@@ -156,7 +168,12 @@ extension Supervisor {
         let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
         let needed = HandedOutCeiling(seq: base + 1, tab: min(window.seqs.tab + Int64(newTabs), Limits.maxWebStateID))
         if let failure = recordHandedOut(window, covering: needed) {
-            answer(client, .failure(.ioError, "cannot record the seqs window \(window.id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"))
+            answer(
+                client,
+                .failure(
+                    .ioError,
+                    "cannot record the seqs window \(window.id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"
+                ))
             return false
         }
         return true
@@ -171,7 +188,10 @@ extension Supervisor {
 
     func kill(_ slot: Int, _ request: KillRequest, _ client: ClientID, aimedUntil: UInt64? = nil) {
         guard let window = windows[slot], window.isLive else {
-            answer(client, .failure(.temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
+            answer(
+                client,
+                .failure(
+                    .temporary, "window \(windows[slot]?.id.uuidString ?? "?") has no worker now (restarting); retry"))
             return
         }
         let signal = request.signal
@@ -192,20 +212,32 @@ extension Supervisor {
             answer(client, .failure(.software, "pidfd_send_signal: \(error)"))
             return
         }
-        logger.info("killing a worker on request", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])
+        logger.info(
+            "killing a worker on request",
+            metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "signal": "\(label)"])
         guard !SignalName.ignoredByDefault.contains(signal) else {
             // Its default action is to ignore: waiting for a restart would be forever.
-            answer(client, .ok(KillReply(
-                window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label, restartExpected: false)))
+            answer(
+                client,
+                .ok(
+                    KillReply(
+                        window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving, signal: label,
+                        restartExpected: false)))
             return
         }
         dispatch(slot, .killRequested)
         if !request.wait {
-            answer(client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
+            answer(
+                client, .ok(KillReply(window: window.id.uuidString, killedPid: window.pid, whileSaving: whileSaving)))
         } else {
             // A stopped worker is the watchdog's to kill: the wait covers its period too.
-            let wait = Self.killWaitNanoseconds + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
-            window.readyWaiters.append(.restart(client, oldPID: window.pid, whileSaving: whileSaving, signal: label, deadline: monotonicNanoseconds() + wait))
+            let wait =
+                Self.killWaitNanoseconds
+                + (SignalName.stopping.contains(signal) ? configuration.watchdogMilliseconds * 1_000_000 : 0)
+            window.readyWaiters.append(
+                .restart(
+                    client, oldPID: window.pid, whileSaving: whileSaving, signal: label,
+                    deadline: monotonicNanoseconds() + wait))
         }
     }
 

@@ -23,31 +23,41 @@ extension Supervisor {
             let stats = checkedStats(view) ?? window.lastStats
             let heartbeat = view.heartbeat
             return WindowStatus(
-                uuid: window.id.uuidString, state: window.state.description, slot: slot, pid: window.isLive ? window.pid : 0,
+                uuid: window.id.uuidString, state: window.state.description, slot: slot,
+                pid: window.isLive ? window.pid : 0,
                 generation: window.generation,
                 tabs: exactInJSON(stats.regularTabs.addingReportingOverflow(stats.incognitoTabs).partialValue),
                 regularTabs: exactInJSON(stats.regularTabs), incognitoTabs: exactInJSON(stats.incognitoTabs),
-                appliedSeq: stats.appliedSeq, durableSeq: stats.durableSeq, digest: String(format: "%016llx", stats.digest),
+                appliedSeq: stats.appliedSeq, durableSeq: stats.durableSeq,
+                digest: String(format: "%016llx", stats.digest),
                 saves: exactInJSON(view.savesCompleted), saveFailures: exactInJSON(view.saveFailures),
-                compactionFailures: exactInJSON(view.compactionFailures), failing: failing(stats), restarts: window.history.restarts,
+                compactionFailures: exactInJSON(view.compactionFailures), failing: failing(stats),
+                restarts: window.history.restarts,
                 savingSeq: exactInJSON(view.savingSeq),
-                heartbeatAgeMs: heartbeat > 0 && window.isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
+                heartbeatAgeMs: heartbeat > 0 && window.isLive
+                    ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
                 lastRecoveryMs: window.lastRecoveryNanoseconds.map { Double($0) / 1e6 },
                 lostSeqs: window.seqs.lost.ranges.map(SeqRange.init),
-                incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly ? "memory_only" : "sealed")
+                incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly
+                    ? "memory_only" : "sealed")
         }
         return StatusReply(
-            supervisorPid: getpid(), root: configuration.root.string, socket: configuration.socketPath.string, windows: list,
+            supervisorPid: getpid(), root: configuration.root.string, socket: configuration.socketPath.string,
+            windows: list,
             setAside: setAsideList(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
             keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
     }
 
     func statsReply(withHistogram: Bool) -> StatsReply {
         let now = monotonicNanoseconds()
-        var total = Histogram<UInt64>(highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
+        var total = Histogram<UInt64>(
+            highestTrackableValue: LatencyBuckets.highestMicroseconds, numberOfSignificantValueDigits: .three)
         var totalSaves: UInt64 = 0
         var totalFailures: (saves: UInt64, compactions: UInt64) = (0, 0)
-        func summary(_ histogram: Histogram<UInt64>, saves: UInt64, failures: (saves: UInt64, compactions: UInt64), seconds: Double)
+        func summary(
+            _ histogram: Histogram<UInt64>, saves: UInt64, failures: (saves: UInt64, compactions: UInt64),
+            seconds: Double
+        )
             -> StatsReply.SaveSummary
         {
             StatsReply.SaveSummary(
@@ -71,13 +81,18 @@ extension Supervisor {
             let stats = checkedStats(view) ?? window.lastStats
             let writes = JournalWrites(rawValue: stats.journalWrites) ?? .unknown
             return StatsReply.WindowStats(
-                uuid: window.id.uuidString, saves: summary(histogram, saves: saves, failures: failures, seconds: Double(now - window.reservedAt) / 1e9),
+                uuid: window.id.uuidString,
+                saves: summary(
+                    histogram, saves: saves, failures: failures, seconds: Double(now - window.reservedAt) / 1e9),
                 failing: failing(stats), directIo: writes == .unknown ? nil : writes == .direct)
         }
         let uptime = Double(now - startedAt) / 1e9
         let histogram = withHistogram ? (try? JSONEncoder().encode(total))?.base64EncodedString() : nil
         return StatsReply(
-            windows: list, total: StatsReply.TotalStats(saves: summary(total, saves: totalSaves, failures: totalFailures, seconds: uptime), histogram: histogram),
+            windows: list,
+            total: StatsReply.TotalStats(
+                saves: summary(total, saves: totalSaves, failures: totalFailures, seconds: uptime), histogram: histogram
+            ),
             uptimeS: uptime)
     }
 
@@ -102,12 +117,14 @@ extension Supervisor {
                 tabs: browser.tabs.map { tab in
                     DumpReply.Tab(
                         id: tab.id, url: tab.url, title: tab.title, realized: tab.realized, pinned: tab.pinned,
-                        opener: tab.hasOpener ? tab.opener : nil, historyIndex: tab.hasHistoryIndex ? tab.historyIndex : nil,
+                        opener: tab.hasOpener ? tab.opener : nil,
+                        historyIndex: tab.hasHistoryIndex ? tab.historyIndex : nil,
                         historyCount: tab.historyCount, lastActiveTimeUs: tab.lastActiveTimeUs)
                 })
         }
         return DumpReply(
             window: window.uuidString, appliedSeq: dump.appliedSeq, durableSeq: dump.durableSeq,
-            digest: String(format: "%016llx", dump.digest), regular: browser(dump.regular), incognito: browser(dump.incognito))
+            digest: String(format: "%016llx", dump.digest), regular: browser(dump.regular),
+            incognito: browser(dump.incognito))
     }
 }

@@ -1,9 +1,9 @@
 import CLinuxShims
 import Foundation
 import Glibc
+import Histogram
 import HostCoordination
 import HostLimits
-import Histogram
 import IOUring
 import Logging
 import Platform
@@ -24,7 +24,9 @@ extension Supervisor {
                 orderRetry = nil
             }
         } catch {
-            if orderRetry == nil { logger.error("cannot write windows.order; retried with backoff until it lands: \(error)") }
+            if orderRetry == nil {
+                logger.error("cannot write windows.order; retried with backoff until it lands: \(error)")
+            }
             orderRetry = Self.retry(after: orderRetry)
         }
     }
@@ -53,7 +55,9 @@ extension Supervisor {
             // killed before it lands may then hand out a seq again, or forget a lost one
             // (docs/recovery.md, Known limits).
             if handedOutRetry == nil {
-                logger.error("cannot write \(RootLayout.handedOut) (\(error)): serving on, written again with backoff until it lands", metadata: ["window": "\(id)"])
+                logger.error(
+                    "cannot write \(RootLayout.handedOut) (\(error)): serving on, written again with backoff until it lands",
+                    metadata: ["window": "\(id)"])
             }
             handedOutRetry = Self.retry(after: handedOutRetry)
             return nil
@@ -61,7 +65,9 @@ extension Supervisor {
             logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
             return "\(error)"
         }
-        if let retry = handedOutRetry { logger.notice("\(RootLayout.handedOut) written again", metadata: ["failed_attempts": "\(retry.failures)"]) }
+        if let retry = handedOutRetry {
+            logger.notice("\(RootLayout.handedOut) written again", metadata: ["failed_attempts": "\(retry.failures)"])
+        }
         handedOutRetry = nil
         handedOut = record
         return nil
@@ -108,7 +114,9 @@ extension Supervisor {
             try writeHandedOut(record)
             handedOut = record
         } catch {
-            logger.warning("cannot lower the ceilings in \(RootLayout.handedOut) at the stop; the next start numbers above them: \(error)")
+            logger.warning(
+                "cannot lower the ceilings in \(RootLayout.handedOut) at the stop; the next start numbers above them: \(error)"
+            )
         }
     }
 

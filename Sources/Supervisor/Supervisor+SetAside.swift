@@ -75,17 +75,20 @@ extension Supervisor {
         do {
             found = try SetAsideShelf.entries(root: configuration.root, limit: Self.maxListedEntries)
         } catch {
-            logger.error("cannot list \(files.setAside): the list shown is the one before", metadata: ["error": "\(error)"])
+            logger.error(
+                "cannot list \(files.setAside): the list shown is the one before", metadata: ["error": "\(error)"])
             return
         }
         if found.total > found.entries.count, found.total != shelfOverflowLogged {
             shelfOverflowLogged = found.total
-            logger.warning("\(files.setAside) holds \(found.total) entries: the first \(found.entries.count) by name are listed")
+            logger.warning(
+                "\(files.setAside) holds \(found.total) entries: the first \(found.entries.count) by name are listed")
         }
         var next: [String: ShelvedEntry] = [:]
         for entry in found.entries {
             // An entry replaced under its id (a kind or time of its own) is read again.
-            var shelved = shelf[entry.id].flatMap { $0.entry == entry ? $0 : nil }
+            var shelved =
+                shelf[entry.id].flatMap { $0.entry == entry ? $0 : nil }
                 ?? ShelvedEntry(entry: entry, detail: details[entry.id] ?? shelf[entry.id]?.detail, summary: .pending)
             if !entry.holdsWindowSession { shelved.summary = .notASession }
             next[entry.id] = shelved
@@ -111,7 +114,8 @@ extension Supervisor {
         var status = SetAsideStatus(
             id: entry.id, uuid: entry.window?.uuidString, reason: entry.reason.rawValue,
             at: shelved.at, detail: shelved.detail, path: entry.path.string,
-            kind: "\(entry.kind)", state: shelved.adoptingAs == nil ? "set_aside" : "adopting", adoptingAs: shelved.adoptingAs?.uuidString,
+            kind: "\(entry.kind)", state: shelved.adoptingAs == nil ? "set_aside" : "adopting",
+            adoptingAs: shelved.adoptingAs?.uuidString,
             summary: "pending")
         switch shelved.summary {
         case .pending: break
@@ -121,7 +125,8 @@ extension Supervisor {
         case .unreadable(let why):
             status.summary = "unreadable: \(why)"
         case .notStarted(let why):
-            status.summary = "unreadable: its reader could not be started (\(why)); tried again at the next ctl set-aside"
+            status.summary =
+                "unreadable: its reader could not be started (\(why)); tried again at the next ctl set-aside"
         case .read(let summary):
             status.summary = "read"
             status.browsers = summary.browsers
@@ -155,10 +160,14 @@ extension Supervisor {
     func shelvedEntry(_ id: String) -> Result<ShelvedEntry, ControlFailure> {
         loadShelf(details: [:])
         guard let shelved = shelf[id] else {
-            return .failure(ControlFailure(code: .badData, message: "no set-aside entry '\(id)' (ctl set-aside lists them)"))
+            return .failure(
+                ControlFailure(code: .badData, message: "no set-aside entry '\(id)' (ctl set-aside lists them)"))
         }
         if let target = shelved.adoptingAs {
-            return .failure(ControlFailure(code: .temporary, message: "entry \(id) is being adopted as window \(target); retry once that ends"))
+            return .failure(
+                ControlFailure(
+                    code: .temporary, message: "entry \(id) is being adopted as window \(target); retry once that ends")
+            )
         }
         return .success(shelved)
     }
@@ -179,7 +188,9 @@ extension Supervisor {
         shelf[id] = nil
         if summaryJob?.id == id { summaryJob?.stale = true }
         files.removeDiscarded([away])
-        logger.warning("set-aside entry discarded", metadata: ["entry": "\(id)", "window": "\(shelved.entry.window?.uuidString ?? "-")"])
+        logger.warning(
+            "set-aside entry discarded",
+            metadata: ["entry": "\(id)", "window": "\(shelved.entry.window?.uuidString ?? "-")"])
         answer(client, .ok(DiscardReply(discarded: status(shelved))))
     }
 
@@ -191,7 +202,12 @@ extension Supervisor {
         }
         guard shutdownDeadline == nil else { return answer(client, .failure(.temporary, "shutting down")) }
         guard let own = shelved.entry.window, shelved.entry.holdsWindowSession else {
-            return answer(client, .failure(.badData, "entry \(id) holds no window session (a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)): nothing to adopt"))
+            return answer(
+                client,
+                .failure(
+                    .badData,
+                    "entry \(id) holds no window session (a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)): nothing to adopt"
+                ))
         }
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else {
             return answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
@@ -208,7 +224,8 @@ extension Supervisor {
                             + "it cannot be adopted again; `windowhost inspect` reads it"))
             }
         } catch {
-            return answer(client, .failure(.temporary, "cannot read the key record of entry \(id): \(error); it stays set aside"))
+            return answer(
+                client, .failure(.temporary, "cannot read the key record of entry \(id): \(error); it stays set aside"))
         }
         // Its own UUID only when nothing else has it: an open or reserved window, or a session
         // on disk (a closed window), which adopting over would lose.
@@ -218,7 +235,10 @@ extension Supervisor {
             try files.beginAdoption(shelved.entry, as: target)
         } catch {
             registry.release(target)
-            answer(client, .failure(.ioError, "cannot move \(id) to \(files.windowDirectory(target)): \(error); it stays set aside"))
+            answer(
+                client,
+                .failure(
+                    .ioError, "cannot move \(id) to \(files.windowDirectory(target)): \(error); it stays set aside"))
             return
         }
         shelf[id]?.adoptingAs = target
@@ -262,10 +282,15 @@ extension Supervisor {
         shelf[adoption.entry] = nil
         logger.warning("set-aside entry adopted", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)"])
         if let client = adoption.client {
-            answer(client, .ok(AdoptReply(
-                entry: adoption.entry, window: window.id.uuidString, pid: window.pid, asNewWindow: adoption.asNewWindow,
-                regularTabs: exactInJSON(window.lastStats.regularTabs), incognitoTabs: exactInJSON(window.lastStats.incognitoTabs),
-                durableSeq: window.lastStats.durableSeq)))
+            answer(
+                client,
+                .ok(
+                    AdoptReply(
+                        entry: adoption.entry, window: window.id.uuidString, pid: window.pid,
+                        asNewWindow: adoption.asNewWindow,
+                        regularTabs: exactInJSON(window.lastStats.regularTabs),
+                        incognitoTabs: exactInJSON(window.lastStats.incognitoTabs),
+                        durableSeq: window.lastStats.durableSeq)))
         }
     }
 
@@ -279,12 +304,14 @@ extension Supervisor {
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: true)
         } catch {
-            said = "entry \(adoption.entry) was not adopted: \(why); its session stays as window \(window.id) (cannot move it back: \(error))"
+            said =
+                "entry \(adoption.entry) was not adopted: \(why); its session stays as window \(window.id) (cannot move it back: \(error))"
         }
         shelf[adoption.entry]?.adoptingAs = nil
         shelf[adoption.entry]?.summary = .pending
         loadShelf(details: [:])
-        logger.error("adoption abandoned", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)", "why": "\(why)"])
+        logger.error(
+            "adoption abandoned", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)", "why": "\(why)"])
         if let client = adoption.client { answer(client, .failure(.badData, said)) }
     }
 
@@ -319,7 +346,11 @@ extension Supervisor {
         let pending = summariesPending
         var waiting: [(ClientID, UInt64)] = []
         for (client, deadline) in setAsideWaiters {
-            if pending, deadline > now { waiting.append((client, deadline)) } else { answer(client, .ok(SetAsideReply(setAside: setAsideList()))) }
+            if pending, deadline > now {
+                waiting.append((client, deadline))
+            } else {
+                answer(client, .ok(SetAsideReply(setAside: setAsideList())))
+            }
         }
         setAsideWaiters = waiting
     }
@@ -331,13 +362,16 @@ extension Supervisor {
         // Every child is spawned closing all but its three descriptors, so the moment before
         // the flags are set leaks none.
         guard devNull >= 0, Glibc.pipe(&pipe) == 0,
-            fcntl(pipe[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipe[1], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipe[0], F_SETFL, O_NONBLOCK) == 0
+            fcntl(pipe[0], F_SETFD, FD_CLOEXEC) == 0, fcntl(pipe[1], F_SETFD, FD_CLOEXEC) == 0,
+            fcntl(pipe[0], F_SETFL, O_NONBLOCK) == 0
         else {
             shelf[id]?.summary = .notStarted("\(Errno(rawValue: errno))")
             for fd in pipe where fd >= 0 { close(fd) }
             return
         }
-        let arguments = [configuration.executable, "inspect", configuration.root.string, "--set-aside", id, "--summary"]
+        let arguments = [
+            configuration.executable, "inspect", configuration.root.string, "--set-aside", id, "--summary",
+        ]
         var pid: pid_t = 0
         let pointers = arguments.map { strdup($0) } + [nil]
         defer { for pointer in pointers { free(pointer) } }
@@ -377,12 +411,15 @@ extension Supervisor {
         let exit = (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
         let decoded = try? JSONDecoder().decode(SetAsideSummary.self, from: Data(job.bytes))
         if timedOut {
-            shelf[job.id]?.summary = .unreadable("its reader took longer than \(Self.summaryTimeoutNanoseconds / 1_000_000_000) s")
+            shelf[job.id]?.summary = .unreadable(
+                "its reader took longer than \(Self.summaryTimeoutNanoseconds / 1_000_000_000) s")
         } else if let summary = decoded, summary.isPlausible, exit == 0 || exit == ControlCode.badData.rawValue {
             shelf[job.id]?.summary = .read(summary)
         } else {
             let how = exit >= 0 ? "exited \(exit)" : "killed by signal \(status & 0x7f)"
-            shelf[job.id]?.summary = .unreadable("its reader \(how) without a summary that checks (`windowhost inspect --set-aside \(job.id)` says more)")
+            shelf[job.id]?.summary = .unreadable(
+                "its reader \(how) without a summary that checks (`windowhost inspect --set-aside \(job.id)` says more)"
+            )
         }
     }
 }

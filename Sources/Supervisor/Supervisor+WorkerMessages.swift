@@ -30,18 +30,25 @@ extension Supervisor {
                 }
                 window.accept(stats)
             }
-            let justReady = window.isLive && window.readyAt == nil && window.lifecycle.state == .starting && view.readyGeneration == window.generation
+            let justReady =
+                window.isLive && window.readyAt == nil && window.lifecycle.state == .starting
+                && view.readyGeneration == window.generation
             if justReady, window.floorProbe == nil { becameReady(window) }
             if drainReplies(window, budget: .perTurn) { repliesLeft = true }
             window.seqs.apply(window.lastStats.appliedSeq)
             let durable = window.lastStats.durableSeq
             assert(durable <= window.seqs.applied, "stats are accepted only with durable ≤ applied (`violation`)")
             let failures = view.saveFailures
-            let (done, failed) = window.takeDurableWaiters(durable: durable, saveFailures: failures, failing: failures > 0 && window.lastStats.failingErrno != 0)
+            let (done, failed) = window.takeDurableWaiters(
+                durable: durable, saveFailures: failures, failing: failures > 0 && window.lastStats.failingErrno != 0)
             // A restarted background scene is told again, so its saves follow case 1.
-            if justReady, window.floorProbe == nil, window.inBackground { _ = send(.scene(.background), to: slot, client: nil) }
+            if justReady, window.floorProbe == nil, window.inBackground {
+                _ = send(.scene(.background), to: slot, client: nil)
+            }
             if justReady, window.floorProbe == nil { adoptionRestored(slot) }
-            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) { dispatch(slot, .probeAsked) }
+            if justReady, window.floorProbe == .needed, send(.floorProbe, to: slot, client: nil) {
+                dispatch(slot, .probeAsked)
+            }
             for waiter in done { answer(waiter.client, window.durableAnswer(durable: durable, target: waiter.seq)) }
             for waiter in failed { answer(waiter.client, .failure(.ioError, window.saveFailureMessage)) }
         }
@@ -58,7 +65,8 @@ extension Supervisor {
     static func violation(in dump: WindowDump) -> String? {
         for tab in dump.regular.tabs + dump.incognito.tabs {
             guard (0...Int32(Limits.maxNavigationEntries)).contains(tab.historyCount) else {
-                return "tab \(tab.id) with \(tab.historyCount) history entries, outside 0...\(Limits.maxNavigationEntries)"
+                return
+                    "tab \(tab.id) with \(tab.historyCount) history entries, outside 0...\(Limits.maxNavigationEntries)"
             }
             guard !tab.hasHistoryIndex || (0..<tab.historyCount).contains(tab.historyIndex) else {
                 return "tab \(tab.id) at history entry \(tab.historyIndex) of \(tab.historyCount)"
@@ -70,11 +78,21 @@ extension Supervisor {
     /// What makes a worker's published stats impossible, if anything: a worker that publishes
     /// them misbehaves (a bug, or damage it read and did not refuse).
     static func violation(in stats: WorkerStats) -> String? {
-        guard Limits.isValidCommandSeq(stats.appliedSeq) else { return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)" }
-        guard stats.durableSeq <= stats.appliedSeq else { return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)" }
-        guard JournalWrites(rawValue: stats.journalWrites) != nil else { return "journal writes \(stats.journalWrites), no such mode" }
-        guard IncognitoStorage(rawValue: stats.incognitoStorage) != nil else { return "incognito storage \(stats.incognitoStorage), no such mode" }
-        guard stats.memoryOnlySince <= stats.appliedSeq else { return "memory-only seq \(stats.memoryOnlySince) above applied seq \(stats.appliedSeq)" }
+        guard Limits.isValidCommandSeq(stats.appliedSeq) else {
+            return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)"
+        }
+        guard stats.durableSeq <= stats.appliedSeq else {
+            return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)"
+        }
+        guard JournalWrites(rawValue: stats.journalWrites) != nil else {
+            return "journal writes \(stats.journalWrites), no such mode"
+        }
+        guard IncognitoStorage(rawValue: stats.incognitoStorage) != nil else {
+            return "incognito storage \(stats.incognitoStorage), no such mode"
+        }
+        guard stats.memoryOnlySince <= stats.appliedSeq else {
+            return "memory-only seq \(stats.memoryOnlySince) above applied seq \(stats.appliedSeq)"
+        }
         return nil
     }
 
@@ -83,7 +101,9 @@ extension Supervisor {
     /// of it meanwhile.
     func misbehaved(_ window: Window, _ violation: String) {
         guard window.isLive, !window.killedForMisbehaving else { return }
-        logger.error("worker misbehaved: killed", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
+        logger.error(
+            "worker misbehaved: killed",
+            metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "violation": "\(violation)"])
         dispatch(window.slot, .misbehaved)
     }
 
@@ -114,7 +134,9 @@ extension Supervisor {
             // Kept for the supervisors after this one (a failed write is logged; the next one,
             // at the window's next raise of its ceiling, carries them).
             _ = recordHandedOut(window)
-            for waiter in window.takeDurableWaiters(above: window.seqs.applied) { answer(waiter.client, .failure(.temporary, Window.lostMessage(lost))) }
+            for waiter in window.takeDurableWaiters(above: window.seqs.applied) {
+                answer(waiter.client, .failure(.temporary, Window.lostMessage(lost)))
+            }
         }
         if let died = window.diedAt {
             window.lastRecoveryNanoseconds = now - died
@@ -127,7 +149,9 @@ extension Supervisor {
             saveOrder()
             if initialScenesPending > 0 { initialScenesPending -= 1 }
         }
-        logger.info("window ready", metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.seqs.applied)"])
+        logger.info(
+            "window ready",
+            metadata: ["window": "\(window.id)", "pid": "\(window.pid)", "seq": "\(window.seqs.applied)"])
         let waiters = window.readyWaiters
         window.readyWaiters = []
         for waiter in waiters {
@@ -135,9 +159,12 @@ extension Supervisor {
             case .connect(let client):
                 answer(client, .ok(ConnectReply(window: window.id.uuidString, pid: window.pid)))
             case .restart(let client, let oldPID, let whileSaving, _, _):
-                answer(client, .ok(KillReply(
-                    window: window.id.uuidString, killedPid: oldPID, whileSaving: whileSaving, pid: window.pid,
-                    recoveryMs: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
+                answer(
+                    client,
+                    .ok(
+                        KillReply(
+                            window: window.id.uuidString, killedPid: oldPID, whileSaving: whileSaving, pid: window.pid,
+                            recoveryMs: Double(window.lastRecoveryNanoseconds ?? 0) / 1e6)))
             }
         }
     }
@@ -147,8 +174,10 @@ extension Supervisor {
     /// by one numbering above them, whose `becameReady` names the jump lost.
     func probeFloors(_ dump: WindowDump, _ window: Window) {
         let tabs = (dump.regular.tabs + dump.incognito.tabs).map(\.id)
-        guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) }) else {
-            misbehaved(window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
+        guard Limits.isValidCommandSeq(dump.appliedSeq), tabs.allSatisfy({ (1...Limits.maxWebStateID).contains($0) })
+        else {
+            misbehaved(
+                window, "a dump with applied seq \(dump.appliedSeq) or a tab id outside 1...\(Limits.maxWebStateID)")
             return
         }
         let jump = HandedOutCeiling.fallbackJump
@@ -156,7 +185,9 @@ extension Supervisor {
         _ = recordHandedOut(window, covering: HandedOutCeiling(seq: window.seqs.floor, tab: window.seqs.tab))
         logger.warning(
             "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
-            metadata: ["window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)"])
+            metadata: [
+                "window": "\(window.id)", "seq_floor": "\(window.seqs.floor)", "tab_floor": "\(window.seqs.tab)",
+            ])
         dispatch(window.slot, .floorsProbed)
     }
 
@@ -199,7 +230,8 @@ extension Supervisor {
             }
             let reply: WorkerReply
             do {
-                guard let whole = try window.assembly.take(message, pending: window.pending[message.request] != nil) else { continue }
+                guard let whole = try window.assembly.take(message, pending: window.pending[message.request] != nil)
+                else { continue }
                 reply = whole
             } catch {
                 misbehaved(window, "\(error)")
@@ -227,24 +259,39 @@ extension Supervisor {
             // The worker could not save and goes on serving: so does the window (killed if stopping).
             dispatch(window.slot, .disconnectFailed, description: "could not save for its disconnect")
             if let client = pending.client {
-                answer(client, .failure(failure.kind == .io ? .ioError : .badData, "disconnect failed; the window goes on serving: \(failure.message)"))
+                answer(
+                    client,
+                    .failure(
+                        failure.kind == .io ? .ioError : .badData,
+                        "disconnect failed; the window goes on serving: \(failure.message)"))
             }
             if let client = window.closingForGood {
                 window.closingForGood = nil
-                answer(client, .failure(.ioError, "window \(window.id) could not save on its way out; it goes on serving, whole: \(failure.message)"))
+                answer(
+                    client,
+                    .failure(
+                        .ioError,
+                        "window \(window.id) could not save on its way out; it goes on serving, whole: \(failure.message)"
+                    ))
             }
         case .failure(let failure):
-            if let client = pending.client { answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message)) }
+            if let client = pending.client {
+                answer(client, .failure(failure.kind == .io ? .ioError : .badData, failure.message))
+            }
         case .dump(let dump) where pending.kind == .floorProbe:
             probeFloors(dump, window)
         case .dump(let dump):
             if let violation = Self.violation(in: dump) {
-                if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+                if let client = pending.client {
+                    answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
+                }
                 misbehaved(window, violation)
                 return
             }
             // A client gone costs no conversion (a dump may be thousands of tabs).
-            if let client = pending.client, control.isConnected(client) { answer(client, .ok(Self.dumpReply(dump, window: window.id))) }
+            if let client = pending.client, control.isConnected(client) {
+                answer(client, .ok(Self.dumpReply(dump, window: window.id)))
+            }
         case .done(let done):
             handleDone(done, request: reply.request, pending, window)
         case .none:
@@ -260,12 +307,16 @@ extension Supervisor {
     /// as what it asked decides.
     func handleDone(_ done: CommandDone, request: UInt64, _ pending: Pending, _ window: Window) {
         guard Limits.isValidCommandSeq(done.appliedSeq) else {
-            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            if let client = pending.client {
+                answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
+            }
             misbehaved(window, "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)")
             return
         }
         if done.hasTab, !(1...Limits.maxWebStateID).contains(done.tab) {
-            if let client = pending.client { answer(client, .failure(.software, "the worker misbehaved; it is restarting")) }
+            if let client = pending.client {
+                answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
+            }
             misbehaved(window, "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)")
             return
         }
@@ -276,12 +327,18 @@ extension Supervisor {
             window.seqs.showTab(done.tab)
             if let failure = recordHandedOut(window, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab)) {
                 if let client = pending.client {
-                    answer(client, .failure(.ioError, "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"))
+                    answer(
+                        client,
+                        .failure(
+                            .ioError,
+                            "window \(window.id) applied the command, but its tab id cannot be recorded, so it is not shown: \(failure)"
+                        ))
                 }
                 return
             }
         }
-        var result = CommandReply(window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
+        var result = CommandReply(
+            window: window.id.uuidString, seq: window.seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
         switch pending.kind {
         case .scene(.background), .scene(.foreground):
             dispatch(window.slot, .sceneChanged(pending.kind == .scene(.background) ? .background : .foreground))
@@ -295,7 +352,8 @@ extension Supervisor {
             return
         case .save(wait: true):
             if let client = pending.client {
-                window.durableWaiters.append(DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
+                window.durableWaiters.append(
+                    DurableWaiter(seq: done.appliedSeq, client: client, failuresBefore: pending.failuresBefore))
             }
             return
         default:
@@ -328,7 +386,8 @@ extension Supervisor {
         if let client = window.closingForGood { finishCloseForGood(window.id, client: client) }
         evictClosedWindows()
         logger.info("scene disconnected", metadata: ["window": "\(window.id)", "how": "\(description)"])
-        let reply: ControlReply = cleanExit
+        let reply: ControlReply =
+            cleanExit
             ? .ok(CommandReply(window: window.id.uuidString, seq: window.seqs.highest))
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in window.pending.values { if let client = pending.client { answer(client, reply) } }

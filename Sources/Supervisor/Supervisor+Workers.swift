@@ -31,7 +31,9 @@ extension Supervisor {
         // before), its first worker only says what it restored (`probeFloors`).
         let record = handedOut[id]
         let probing = record == nil && (handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false)
-        let window = WindowController(id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(), probingFloors: probing, adoption: adoption)
+        let window = WindowController(
+            id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(),
+            probingFloors: probing, adoption: adoption)
         if let record { window.seqs = SeqBook(handedOut: record) }
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
@@ -54,7 +56,8 @@ extension Supervisor {
         let launch = WorkerLaunch(
             slot: slot, generation: window.generation, window: window.id, root: configuration.root,
             saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab, compactAfterRecords: configuration.compactAfterRecords,
+            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab,
+            compactAfterRecords: configuration.compactAfterRecords,
             inBackground: window.inBackground)
         let spawnStart = monotonicNanoseconds()
         let worker: WorkerProcess
@@ -62,7 +65,10 @@ extension Supervisor {
             // Its own slot's memfd only: no descriptor the worker holds reaches another window.
             worker = try WorkerProcess.spawn(
                 launch, executable: configuration.executable,
-                inheriting: [.slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock])
+                inheriting: [
+                    .slotMemory: region.descriptor(ofSlot: slot).rawValue, .supervisorBell: bell.descriptor.rawValue,
+                    .supervisorLock: lock,
+                ])
         } catch {
             startFailed(slot, error.call, error.errno)
             return
@@ -95,7 +101,8 @@ extension Supervisor {
         logger.error(
             "the supervisor is short of resources: the worker is started again later; the window is not at fault",
             metadata: [
-                "window": "\(window.id)", "call": "\(call)", "error": "\(error)", "attempt": "\(window.history.shortages)",
+                "window": "\(window.id)", "call": "\(call)", "error": "\(error)",
+                "attempt": "\(window.history.shortages)",
                 "retry_ms": "\(delay / 1_000_000)",
             ])
     }
@@ -110,7 +117,9 @@ extension Supervisor {
         } catch {
             // It cannot be waited for, so it cannot be watched: it goes, and is started again
             // (as when its pidfd could not be had), not polled again and again.
-            logger.error("waitid on the worker's pidfd: \(error); killed", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
+            logger.error(
+                "waitid on the worker's pidfd: \(error); killed",
+                metadata: ["window": "\(window.id)", "pid": "\(worker.pid)"])
             dispatch(slot, .reapFailed)
             workerDied(slot, description: "could not be waited for (\(error))")
             return
@@ -123,13 +132,18 @@ extension Supervisor {
             // long as the storage is away.
             let adoptionMeetsNoStorage = window.adoption != nil && status == WorkerExit.restoreStorageUnavailable.status
             let shortage =
-                RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: beforeReady) && !adoptionMeetsNoStorage
+                RestartPolicy.diedOfNoFaultOfTheSession(
+                    workerExitStatus: status, signaled: false, beforeReady: beforeReady) && !adoptionMeetsNoStorage
             if beforeReady, status == WorkerExit.restoreFailed.status {
-                windows[slot]?.restoreFailedOnStorage = "its worker's restore failed on a storage error (exit \(status); the log says which)"
+                windows[slot]?.restoreFailedOnStorage =
+                    "its worker's restore failed on a storage error (exit \(status); the log says which)"
             } else if beforeReady, status == WorkerExit.restoreStorageUnavailable.status {
-                windows[slot]?.restoreFailedOnStorage = "its worker's restore could not reach the storage (exit \(status); the log says which)"
+                windows[slot]?.restoreFailedOnStorage =
+                    "its worker's restore could not reach the storage (exit \(status); the log says which)"
             }
-            workerDied(slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status, shortOfResources: shortage)
+            workerDied(
+                slot, description: "exited with status \(status)", cleanExit: status == WorkerExit.disconnected.status,
+                shortOfResources: shortage)
         case .signaled(let signal):
             workerDied(slot, description: "killed by signal \(signal)")
         }
@@ -138,7 +152,9 @@ extension Supervisor {
     /// `shortOfResources`: the worker said its restore ran short of its own resources; it is
     /// started again after the shortage backoff, and the death counts for nothing. Not
     /// `spawned`: the worker could not be started, for a reason that is no shortage.
-    func workerDied(_ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true) {
+    func workerDied(
+        _ slot: Int, description: String, cleanExit: Bool = false, shortOfResources: Bool = false, spawned: Bool = true
+    ) {
         guard let window = windows[slot] else { return }
         window.worker?.close()
         // What the dead worker left behind goes first: nothing of it writes into its ring
@@ -152,12 +168,16 @@ extension Supervisor {
         window.assembly = ReplyAssembly()
         let now = monotonicNanoseconds()
         for (_, pending) in window.pending where pending.kind != .scene(.disconnect) {
-            if let client = pending.client { answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting")) }
+            if let client = pending.client {
+                answer(client, .failure(.temporary, "the worker died (\(description)); it is restarting"))
+            }
         }
         window.pending = window.pending.filter { $0.value.kind == .scene(.disconnect) }
         let failedRestore = window.failedRestoreReply
         for waiter in window.durableWaiters {
-            answer(waiter.client, failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
+            answer(
+                waiter.client,
+                failedRestore ?? .failure(.temporary, "the worker died (\(description)) before the save was durable"))
         }
         window.durableWaiters = []
         // A restore the storage refused: a `kill` waiting for the restart is told now, not left
@@ -172,25 +192,38 @@ extension Supervisor {
         }
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
-        if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(), Self.violation(in: stats) == nil {
+        if !cleanExit, !window.killedForMisbehaving, let stats = region.slot(slot).readStats(),
+            Self.violation(in: stats) == nil
+        {
             window.accept(stats)
         }
-        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil, window.lastStats.durableSeq < window.seqs.applied,
+        if shutdownDeadline != nil, !cleanExit, window.readyAt != nil,
+            window.lastStats.durableSeq < window.seqs.applied,
             !keptUnsaved.contains(where: { $0.window == window.id })
         {
-            noteKeptUnsaved(window.id, "its worker \(description) with commands up to \(window.seqs.applied) applied and \(window.lastStats.durableSeq) durable")
+            noteKeptUnsaved(
+                window.id,
+                "its worker \(description) with commands up to \(window.seqs.applied) applied and \(window.lastStats.durableSeq) durable"
+            )
         }
         let diedBeforeReady = window.readyAt == nil
-        let reason: RestartReason = window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
-        let event: WindowLifecycle.Event = spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false)
+        let reason: RestartReason =
+            window.lifecycle.killRequested ? .kill : window.killedByWatchdog ? .watchdog : .crash
+        let event: WindowLifecycle.Event =
+            spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false)
         dispatch(slot, event, description: description, now: now) { actions in
-            self.noteDeath(window, actions, description: description, reason: reason, spawned: spawned, beforeReady: diedBeforeReady, now: now)
+            self.noteDeath(
+                window, actions, description: description, reason: reason, spawned: spawned,
+                beforeReady: diedBeforeReady, now: now)
         }
     }
 
     /// Says what a worker's death led to (`workerDied`), before it is carried out: when its
     /// window restarts, or nothing when it goes or the supervisor stops.
-    private func noteDeath(_ window: Window, _ actions: [WindowLifecycle.Action], description: String, reason: RestartReason, spawned: Bool, beforeReady diedBeforeReady: Bool, now: UInt64) {
+    private func noteDeath(
+        _ window: Window, _ actions: [WindowLifecycle.Action], description: String, reason: RestartReason,
+        spawned: Bool, beforeReady diedBeforeReady: Bool, now: UInt64
+    ) {
         switch window.lifecycle.state {
         case .restartPending(let at, let wait):
             window.diedAt = now
@@ -198,11 +231,21 @@ extension Supervisor {
             if wait == .workerShortage {
                 logger.error(
                     "the worker could not restore for want of its own resources or of storage that answers: it is started again later; the window is not at fault",
-                    metadata: ["window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)", "retry_ms": "\((at &- now) / 1_000_000)"])
+                    metadata: [
+                        "window": "\(window.id)", "how": "\(description)", "attempt": "\(window.history.shortages)",
+                        "retry_ms": "\((at &- now) / 1_000_000)",
+                    ])
             } else {
-                let next = actions.contains(.spawn) ? "restart now" : (wait == .setAside ? "set aside, " : "") + "restart in \((at &- now) / 1_000_000) ms"
+                let next =
+                    actions.contains(.spawn)
+                    ? "restart now"
+                    : (wait == .setAside ? "set aside, " : "") + "restart in \((at &- now) / 1_000_000) ms"
                 logger.warning(
-                    "worker died", metadata: ["window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)", "next": "\(next)"])
+                    "worker died",
+                    metadata: [
+                        "window": "\(window.id)", "how": "\(description)", "restoring": "\(diedBeforeReady)",
+                        "next": "\(next)",
+                    ])
             }
         default:
             // Disconnecting, or stopping: no restart.
@@ -228,7 +271,9 @@ extension Supervisor {
             let event = events.removeFirst()
             guard let window = windows[slot] else { return }
             let actions = window.handle(event, now: first ? now ?? monotonicNanoseconds() : monotonicNanoseconds())
-            assert((window.adoption != nil) == window.lifecycle.adopting, "an adoption's data lives as long as the lifecycle adopts")
+            assert(
+                (window.adoption != nil) == window.lifecycle.adopting,
+                "an adoption's data lives as long as the lifecycle adopts")
             // A window gone frees its slot (`finishDisconnect`).
             if window.lifecycle.state != .gone { region.slot(slot).state = window.lifecycle.shown }
             if first { noting(actions) }
@@ -252,7 +297,12 @@ extension Supervisor {
                 case .reportCannotStart(let retry):
                     // Whoever waits for it to connect is told why instead of waiting for good.
                     assert(!cannotStart.isEmpty, "reportCannotStart follows only a failed set-aside")
-                    answerConnectWaiters(slot, .failure(.ioError, "window \(window.id) cannot start: \(cannotStart); retried every \(retry / 1_000_000_000) s"))
+                    answerConnectWaiters(
+                        slot,
+                        .failure(
+                            .ioError,
+                            "window \(window.id) cannot start: \(cannotStart); retried every \(retry / 1_000_000_000) s"
+                        ))
                 case .finishDisconnect(let clean):
                     finishDisconnect(slot, cleanExit: clean, description: description)
                 case .kill:
@@ -284,12 +334,15 @@ extension Supervisor {
         do {
             if let path = try files.setAside(window.id, reason: .crashLoop, at: Date()) {
                 shelve(path, detail: reason)
-                logger.error("window set aside; it restarts empty", metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
+                logger.error(
+                    "window set aside; it restarts empty",
+                    metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
             }
             return nil
         } catch {
             let misplaced = RootLayout.misplacedEntries(root: configuration.root).map { "\($0)" }
-            let failure = "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
+            let failure =
+                "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
             logger.error("\(failure)", metadata: ["window": "\(window.id)"])
             return failure
         }
@@ -316,14 +369,19 @@ extension Supervisor {
             }
             guard window.isLive, window.state != .disconnecting else { continue }
             let hang = window.watch(
-                heartbeat: region.slot(slot).heartbeat, now: now, watchdogNanoseconds: configuration.watchdogMilliseconds * 1_000_000,
+                heartbeat: region.slot(slot).heartbeat, now: now,
+                watchdogNanoseconds: configuration.watchdogMilliseconds * 1_000_000,
                 startTimeoutNanoseconds: configuration.startTimeoutMilliseconds * 1_000_000)
             switch hang {
             case .silent(let quiet)?:
-                logger.error("worker hung: no heartbeat for \(quiet / 1_000_000) ms; killed", metadata: ["window": "\(window.id)"])
+                logger.error(
+                    "worker hung: no heartbeat for \(quiet / 1_000_000) ms; killed",
+                    metadata: ["window": "\(window.id)"])
                 dispatch(slot, .watchdogFired)
             case .notRestored?:
-                logger.error("worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed", metadata: ["window": "\(window.id)"])
+                logger.error(
+                    "worker did not restore in \(configuration.startTimeoutMilliseconds) ms; killed",
+                    metadata: ["window": "\(window.id)"])
                 dispatch(slot, .watchdogFired)
             case nil:
                 break
@@ -384,7 +442,10 @@ extension Supervisor {
                     let killed = Glibc.kill(pid, SIGKILL)
                     logger.error(
                         "a stray child of the supervisor (left by a worker): killed",
-                        metadata: ["pid": "\(pid)", "window": "\(window ?? WindowRegistry.unavailable)", "kill": "\(killed == 0 ? "sent" : "\(Errno(rawValue: errno))")"])
+                        metadata: [
+                            "pid": "\(pid)", "window": "\(window ?? WindowRegistry.unavailable)",
+                            "kill": "\(killed == 0 ? "sent" : "\(Errno(rawValue: errno))")",
+                        ])
                 }
                 let reaped = waitpid(pid, nil, WNOHANG)
                 if reaped == pid || (reaped < 0 && errno == ECHILD) { straysKilled.remove(pid) }
@@ -394,7 +455,10 @@ extension Supervisor {
                     if wait > 0 {
                         logger.error(
                             "strays still alive after SIGKILL (in uninterruptible sleep?): the window's next worker starts anyway",
-                            metadata: ["pids": "\(strays.filter(straysKilled.contains))", "window": "\(window ?? WindowRegistry.unavailable)"])
+                            metadata: [
+                                "pids": "\(strays.filter(straysKilled.contains))",
+                                "window": "\(window ?? WindowRegistry.unavailable)",
+                            ])
                     }
                     return
                 }
@@ -417,7 +481,12 @@ extension Supervisor {
             // An adoption not yet ended is undone by the next start (its marker stays).
             if let client = windows[slot]?.adoption?.client {
                 windows[slot]?.adoption?.client = nil
-                answer(client, .failure(.temporary, "shutting down before the adoption ended: the next start sets the entry aside again, as it is then"))
+                answer(
+                    client,
+                    .failure(
+                        .temporary,
+                        "shutting down before the adoption ended: the next start sets the entry aside again, as it is then"
+                    ))
             }
             if let client = windows[slot]?.closingForGood {
                 windows[slot]?.closingForGood = nil

@@ -59,7 +59,9 @@ public struct SupervisorConfiguration: Sendable {
     /// --http`); nil: nowhere.
     public var observation: HostObservation?
 
-    public init(root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String) {
+    public init(
+        root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String
+    ) {
         self.root = root
         self.scenes = scenes
         self.socketPath = socketPath
@@ -215,7 +217,9 @@ public final class Supervisor {
             throw SupervisorError.setup("fchmod \(files.lock)", error)
         }
         try Self.takeLockFromLeftovers(lock, path: files.lock, logger: self.logger)
-        guard wh_set_child_subreaper(1) == 0 else { throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno)) }
+        guard wh_set_child_subreaper(1) == 0 else {
+            throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno))
+        }
         do {
             region = try SharedRegion(slotCount: configuration.capacity, supervisorPID: getpid())
             bell = try Doorbell()
@@ -227,14 +231,20 @@ public final class Supervisor {
         // half-adopted session is taken for a window.
         let adoptions = try files.recoverAdoptions()
         for (id, target) in adoptions.returned {
-            logger.warning("an adoption left unfinished: the session is set aside again", metadata: ["entry": "\(id)", "window": "\(target)"])
+            logger.warning(
+                "an adoption left unfinished: the session is set aside again",
+                metadata: ["entry": "\(id)", "window": "\(target)"])
         }
         let scan = try files.windowsOnDisk(at: Date())
         files.revokeLeftoverRecords(scan.windows, sparing: adoptions.unfinished)
         var details: [String: String] = [:]
         for entry in scan.setAside {
             if let name = entry.path?.lastComponent?.string { details[name] = entry.detail }
-            logger.error("window entry set aside", metadata: ["window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.detail)"])
+            logger.error(
+                "window entry set aside",
+                metadata: [
+                    "window": "\(entry.window)", "path": "\(entry.path?.string ?? "-")", "reason": "\(entry.detail)",
+                ])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
         switch try files.handedOutRecord(at: Date()) {
@@ -243,7 +253,9 @@ public final class Supervisor {
         case .read(let record):
             // A window with no session left is gone for good: the next write drops it. One with
             // a session set aside is not: adopted back under its UUID, it numbers above these.
-            let kept = Set(scan.windows + ((try? SetAsideShelf.entries(root: configuration.root).entries) ?? []).compactMap(\.window))
+            let kept = Set(
+                scan.windows
+                    + ((try? SetAsideShelf.entries(root: configuration.root).entries) ?? []).compactMap(\.window))
             handedOut = record.filter { kept.contains($0.key) }
         case .damaged(let reason, let path):
             handedOutDamaged = true
@@ -295,10 +307,14 @@ public final class Supervisor {
             // Every holder is stopped before any is killed: none can fork a new holder meanwhile.
             let stopped = holders.stopAll(failed: cannotKill)
             for holder in stopped where killed.insert(holder.pid).inserted {
-                logger.error("killed a leftover of a dead supervisor holding \(path)", metadata: ["pid": "\(holder.pid)", "cmdline": "\(holder.command)"])
+                logger.error(
+                    "killed a leftover of a dead supervisor holding \(path)",
+                    metadata: ["pid": "\(holder.pid)", "cmdline": "\(holder.command)"])
             }
             holders.kill(stopped, failed: cannotKill)
-            if try takeLock(lock, path: path, before: min(deadline, monotonicNanoseconds() + leftoverScanNanoseconds)) { return }
+            if try takeLock(lock, path: path, before: min(deadline, monotonicNanoseconds() + leftoverScanNanoseconds)) {
+                return
+            }
             guard monotonicNanoseconds() < deadline else { throw .lockHeldByLeftovers(path, pids: holders.pids()) }
         }
     }
@@ -345,7 +361,8 @@ public final class Supervisor {
                 // What readers see from the ready line on is every initial window ready.
                 publishStatus(now: true)
                 ready(configuration.socketPath)
-                logger.info("ready", metadata: ["socket": "\(configuration.socketPath)", "windows": "\(windows.count)"])
+                logger.info(
+                    "ready", metadata: ["socket": "\(configuration.socketPath)", "windows": "\(windows.count)"])
             }
             killWorkersPastShutdownDeadline()
             waitForEvents()
@@ -392,7 +409,11 @@ public final class Supervisor {
             try worker.signal(signal)
         } catch {
             guard error != .noSuchProcess else { return }
-            logger.error("cannot signal the worker", metadata: ["window": "\(window.id)", "pid": "\(worker.pid)", "signal": "\(signal)", "error": "\(error)"])
+            logger.error(
+                "cannot signal the worker",
+                metadata: [
+                    "window": "\(window.id)", "pid": "\(worker.pid)", "signal": "\(signal)", "error": "\(error)",
+                ])
         }
     }
 
@@ -403,10 +424,14 @@ public final class Supervisor {
     /// One turn: waits for any source, then hands each its events, in this order: signals,
     /// workers' deaths, what workers published, control clients, timers.
     func waitForEvents() {
-        let controlDescriptors = control.pollDescriptors(accepting: shutdownDeadline == nil, now: monotonicNanoseconds())
+        let controlDescriptors = control.pollDescriptors(
+            accepting: shutdownDeadline == nil, now: monotonicNanoseconds())
         let workers = windows.compactMap { slot, window in window.worker.map { (slot: slot, pidfd: $0.pidfd) } }
         var descriptors =
-            [pollfd(fd: signals, events: Int16(POLLIN), revents: 0), pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
+            [
+                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
+            ]
             + controlDescriptors + workers.map { pollfd(fd: $0.pidfd, events: Int16(POLLIN), revents: 0) }
         if poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds()) < 0, errno != EINTR {
             // Nothing is ready then: the turn goes on to the timers, and the next waits again.
@@ -459,7 +484,9 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
-        for at in [orderRetry?.at, handedOutRetry?.at].compactMap({ $0 }) { timeout = min(timeout, at > now ? at - now : 0) }
+        for at in [orderRetry?.at, handedOutRetry?.at].compactMap({ $0 }) {
+            timeout = min(timeout, at > now ? at - now : 0)
+        }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
         // An aimed kill looks at its window's slot again every millisecond.
         if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }

@@ -76,16 +76,20 @@ struct SupervisorFiles {
         var found: [UUID] = []
         var setAside: [MovedAside] = []
         // Windows whose canonical name is taken by a directory: another spelling then goes aside.
-        var taken = Set(entries.filter { $0.kind == .directory }.map(\.name).compactMap { name in
-            UUID(uuidString: name).flatMap { $0.uuidString == name ? $0 : nil }
-        })
+        var taken = Set(
+            entries.filter { $0.kind == .directory }.map(\.name).compactMap { name in
+                UUID(uuidString: name).flatMap { $0.uuidString == name ? $0 : nil }
+            })
         for entry in entries {
             guard let id = UUID(uuidString: entry.name) else { continue }
             let canonical = entry.name == id.uuidString
             let reason: SetAsideReason
             let detail: String
             if entry.kind != .directory {
-                (reason, detail) = (entry.kind == .symlink ? .symlink : .badEntry, "a \(entry.kind) named like a window directory (not followed)")
+                (reason, detail) = (
+                    entry.kind == .symlink ? .symlink : .badEntry,
+                    "a \(entry.kind) named like a window directory (not followed)"
+                )
             } else if canonical {
                 found.append(id)
                 continue
@@ -98,14 +102,22 @@ struct SupervisorFiles {
                     taken.insert(id)
                     found.append(id)
                 } catch {
-                    setAside.append(MovedAside(window: id, path: nil, reason: .badEntry, detail: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))
+                    setAside.append(
+                        MovedAside(
+                            window: id, path: nil, reason: .badEntry,
+                            detail: "cannot rename \(entry.name) to \(id.uuidString): \(error)"))
                 }
                 continue
             }
             do {
-                setAside.append(MovedAside(window: id, path: try move(entry.name, window: id, reason: reason, at: date), reason: reason, detail: detail))
+                setAside.append(
+                    MovedAside(
+                        window: id, path: try move(entry.name, window: id, reason: reason, at: date), reason: reason,
+                        detail: detail))
             } catch {
-                setAside.append(MovedAside(window: id, path: nil, reason: reason, detail: "\(detail); cannot set it aside: \(error)"))
+                setAside.append(
+                    MovedAside(
+                        window: id, path: nil, reason: reason, detail: "\(detail); cannot set it aside: \(error)"))
             }
         }
         return (found, setAside)
@@ -158,7 +170,9 @@ struct SupervisorFiles {
                 var bytes: [UInt8] = []
                 var chunk = [UInt8](repeating: 0, count: 1 << 16)
                 while bytes.count <= Limits.maxHandedOutBytes {
-                    let read = try chunk.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: Int64(bytes.count), into: $0) }
+                    let read = try chunk.withUnsafeMutableBytes {
+                        try fd.read(fromAbsoluteOffset: Int64(bytes.count), into: $0)
+                    }
                     if read == 0 { break }
                     bytes += chunk[..<read]
                 }
@@ -169,14 +183,17 @@ struct SupervisorFiles {
             reason = "\(error)"
         } catch let error as Errno where error == .noSuchFileOrDirectory {
             return .missing
-        } catch let error as Errno where [.tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error) {
+        } catch let error as Errno
+            where [.tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error)
+        {
             reason = "not a regular file (\(error)); not followed"
         } catch {
             throw .setup("read \(handedOut)", (error as? Errno) ?? .ioError)
         }
         do {
             try makeSetAsideDirectory(at: date)
-            let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(RootLayout.handedOut, at: date, reason: .damagedFile))
+            let destination = try Self.unusedName(
+                under: setAside, SetAsideShelf.baseName(RootLayout.handedOut, at: date, reason: .damagedFile))
             try NoFollow.rename(handedOut, to: destination, replacing: false)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(root)
@@ -247,9 +264,12 @@ struct SupervisorFiles {
     /// cannot be kept stops the move: the entry's sealed files would never be read again.
     private func move(_ name: String, window id: UUID, reason: SetAsideReason, at date: Date) throws -> FilePath {
         let source = windows.appending(name)
-        if try NoFollow.kind(source) == .directory { try SessionKeyRecords.keep(root: root, window: id, directory: source) }
+        if try NoFollow.kind(source) == .directory {
+            try SessionKeyRecords.keep(root: root, window: id, directory: source)
+        }
         try makeSetAsideDirectory(at: date)
-        let destination = try Self.unusedName(under: setAside, SetAsideShelf.baseName(id.uuidString, at: date, reason: reason))
+        let destination = try Self.unusedName(
+            under: setAside, SetAsideShelf.baseName(id.uuidString, at: date, reason: reason))
         try NoFollow.rename(source, to: destination, replacing: false)
         try Self.syncDirectory(setAside)
         try Self.syncDirectory(windows)
@@ -361,7 +381,9 @@ struct SupervisorFiles {
         for (name, kind) in names {
             guard let (id, target) = SetAsideShelf.adoption(marker: name) else { continue }
             guard kind == .file else {
-                logger.warning("a \(kind) has the name of an adoption marker: left alone", metadata: ["path": "\(setAside.appending(name))"])
+                logger.warning(
+                    "a \(kind) has the name of an adoption marker: left alone",
+                    metadata: ["path": "\(setAside.appending(name))"])
                 continue
             }
             do {
@@ -377,10 +399,16 @@ struct SupervisorFiles {
                 let ours = marked.map { marked in moved.map { $0 == marked } ?? false } ?? false
                 try endAdoption(id, as: target, returning: ours)
                 if ours { returned.append((id, target)) }
-                if !ours { logger.warning("an adoption marker names no directory it moved: removed, nothing moved", metadata: ["marker": "\(name)"]) }
+                if !ours {
+                    logger.warning(
+                        "an adoption marker names no directory it moved: removed, nothing moved",
+                        metadata: ["marker": "\(name)"])
+                }
             } catch {
                 unfinished.insert(target)
-                logger.error("cannot end an adoption left unfinished; the session stays where it is", metadata: ["marker": "\(name)", "error": "\(error)"])
+                logger.error(
+                    "cannot end an adoption left unfinished; the session stays where it is",
+                    metadata: ["marker": "\(name)", "error": "\(error)"])
             }
         }
         return (returned, unfinished)
@@ -424,7 +452,9 @@ struct SupervisorFiles {
             do {
                 try SessionKeyRecords.revoke(root: root, directory: path)
             } catch {
-                logger.warning("cannot revoke the key record of a discarded session", metadata: ["path": "\(path)", "error": "\(error)"])
+                logger.warning(
+                    "cannot revoke the key record of a discarded session",
+                    metadata: ["path": "\(path)", "error": "\(error)"])
             }
         }
     }
@@ -451,13 +481,17 @@ struct SupervisorFiles {
     /// their keys are revoked again at the next start.
     func windowsBeingDiscarded() -> [UUID] {
         discardedLeftovers().compactMap { path in
-            path.lastComponent.flatMap { UUID(exactly: String($0.string.dropFirst(SetAsideShelf.discardingName("").count))) }
+            path.lastComponent.flatMap {
+                UUID(exactly: String($0.string.dropFirst(SetAsideShelf.discardingName("").count)))
+            }
         }
     }
 
     /// Discarded entries whose bytes are not all removed yet (a supervisor stopped meanwhile).
     func discardedLeftovers() -> [FilePath] {
-        ((try? NoFollow.entryNames(setAside)) ?? nil)?.map(\.name).filter(SetAsideShelf.isDiscarding).map { setAside.appending($0) } ?? []
+        ((try? NoFollow.entryNames(setAside)) ?? nil)?.map(\.name).filter(SetAsideShelf.isDiscarding).map {
+            setAside.appending($0)
+        } ?? []
     }
 
     /// Removes what `discard` took away, as itself (never following a symlink, any depth), off
@@ -471,7 +505,9 @@ struct SupervisorFiles {
                     try NoFollow.removeTree(path)
                     try Self.syncDirectory(directory)
                 } catch {
-                    logger.error("cannot remove a discarded set-aside entry; tried again at the next start", metadata: ["path": "\(path)", "error": "\(error)"])
+                    logger.error(
+                        "cannot remove a discarded set-aside entry; tried again at the next start",
+                        metadata: ["path": "\(path)", "error": "\(error)"])
                 }
             }
         }
@@ -482,7 +518,8 @@ struct SupervisorFiles {
     /// time>[-N]` beside it (never followed, never deleted) and logged.
     private func makeSetAsideDirectory(at date: Date) throws {
         if let kind = try NoFollow.kind(setAside), kind != .directory {
-            let away = try Self.unusedName(under: root, "\(RootLayout.setAside).not-a-directory-\(SetAsideShelf.stamp(date))")
+            let away = try Self.unusedName(
+                under: root, "\(RootLayout.setAside).not-a-directory-\(SetAsideShelf.stamp(date))")
             try NoFollow.rename(setAside, to: away)
             try Self.syncDirectory(root)
             logger.warning(

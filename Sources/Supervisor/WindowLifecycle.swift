@@ -288,7 +288,8 @@ struct WindowLifecycle: Sendable, Equatable {
         case (.disconnecting, .disconnectRequested):
             // A second disconnect does not wait for the first one's save.
             return [.kill]
-        case (.reserved, .disconnectRequested), (.restartPending, .disconnectRequested), (.stopped, .disconnectRequested):
+        case (.reserved, .disconnectRequested), (.restartPending, .disconnectRequested),
+            (.stopped, .disconnectRequested):
             state = .gone
             return [.finishDisconnect(clean: true)]
 

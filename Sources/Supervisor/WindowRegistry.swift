@@ -44,7 +44,9 @@ public struct WindowRegistry: Sendable {
     /// A UUID for a new scene, reserved until `configured` or `release`.
     public mutating func reserve(makeUUID: () -> UUID = UUID.init) -> UUID {
         if let saved = places.first(where: { !isActive($0) }) {
-            assert(places.firstIndex(of: saved) == activeCount && onDisk.contains(saved), "the first closed window follows the active ones")
+            assert(
+                places.firstIndex(of: saved) == activeCount && onDisk.contains(saved),
+                "the first closed window follows the active ones")
             reserved.insert(saved)
             return saved
         }
@@ -54,7 +56,8 @@ public struct WindowRegistry: Sendable {
     /// Whether `id` is a window this registry has (open, reserved, or known on disk) or a
     /// sentinel: no other session may take it.
     public func isKnown(_ id: UUID) -> Bool {
-        Self.sentinels.contains(id) || isActive(id) || places.contains(id) || onDisk.contains(id) || retired.contains(id)
+        Self.sentinels.contains(id) || isActive(id) || places.contains(id) || onDisk.contains(id)
+            || retired.contains(id)
     }
 
     /// Reserves `id` itself, for a session that comes back under its own UUID (an adopted

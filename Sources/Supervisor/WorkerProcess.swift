@@ -48,10 +48,14 @@ final class WorkerProcess {
             }
         }
         // `spawnProcess` hands `inherit[i]` over as 3 + i: the descriptors in their numbers' order.
-        assert(WorkerLaunch.Descriptor.allCases.map(\.rawValue) == Array(3..<3 + Int32(WorkerLaunch.Descriptor.allCases.count)))
+        assert(
+            WorkerLaunch.Descriptor.allCases.map(\.rawValue)
+                == Array(3..<3 + Int32(WorkerLaunch.Descriptor.allCases.count)))
         let inherit = WorkerLaunch.Descriptor.allCases.map { descriptor in
             if descriptor == .commands { return doorbell.descriptor.rawValue }
-            guard let given = inherited[descriptor] else { preconditionFailure("no \(descriptor) given for the worker to inherit") }
+            guard let given = inherited[descriptor] else {
+                preconditionFailure("no \(descriptor) given for the worker to inherit")
+            }
             return given
         }
         let pid: pid_t

@@ -35,7 +35,10 @@ struct BenchCommand: ParsableCommand {
             contender could not run.
             """)
 
-    @Flag(help: "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000, 64000, 128000, 256000 and 512000 commands/s per window; fio 2 s per case.")
+    @Flag(
+        help:
+            "Window counts 1 and 8 only, 1 s per case; open loop at 1000, 8000, 64000, 128000, 256000 and 512000 commands/s per window; fio 2 s per case."
+    )
     var quick = false
 
     @Option(help: "Window counts, comma-separated (default 1,2,4,8,16).")
@@ -44,16 +47,23 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Tabs of the restored window.")
     var tabs: Int?
 
-    @Option(help: "Seconds each case saves for, each open-loop rate and each fio case runs for (default 3, 2 and 3; quick 1, 1 and 2).")
+    @Option(
+        help:
+            "Seconds each case saves for, each open-loop rate and each fio case runs for (default 3, 2 and 3; quick 1, 1 and 2)."
+    )
     var seconds: Double?
 
     @Option(help: "Open-loop rates, commands per second per window, comma-separated (default 500,1000,...,512000).")
     var rates: String?
 
-    @Option(help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")
+    @Option(
+        help: "Rounds each case's seconds are split into, interleaved with the other contenders' (default 3, quick 2).")
     var rounds: Int?
 
-    @Option(help: "Where the files go: a real disk, never tmpfs (default: a new directory under $XDG_STATE_HOME, else ~/.local/state).")
+    @Option(
+        help:
+            "Where the files go: a real disk, never tmpfs (default: a new directory under $XDG_STATE_HOME, else ~/.local/state)."
+    )
     var dir: String?
 
     @Option(help: "Write the report as JSON to this file.")
@@ -69,8 +79,10 @@ struct BenchCommand: ParsableCommand {
         var plan = quick ? BenchPlan.quick : BenchPlan.full
         if let windows {
             let counts = windows.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...Limits.maxOpenWindows).contains($0) } ?? false }) else {
-                throw ValidationError("--windows takes counts within 1...\(Limits.maxOpenWindows), comma-separated, e.g. 1,2,4,8,16")
+            guard !counts.isEmpty, counts.allSatisfy({ $0.map { (1...Limits.maxOpenWindows).contains($0) } ?? false })
+            else {
+                throw ValidationError(
+                    "--windows takes counts within 1...\(Limits.maxOpenWindows), comma-separated, e.g. 1,2,4,8,16")
             }
             // Each count once, in the order given: the page and the JSON have a point per count.
             var seen = Set<Int>()
@@ -91,7 +103,8 @@ struct BenchCommand: ParsableCommand {
         if let rates {
             let values = rates.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard !values.isEmpty, values.allSatisfy({ $0.map { $0 >= 1 && $0 <= 1_000_000 } ?? false }) else {
-                throw ValidationError("--rates takes commands per second within 1...1000000, comma-separated, e.g. 1000,4000")
+                throw ValidationError(
+                    "--rates takes commands per second within 1...1000000, comma-separated, e.g. 1000,4000")
             }
             let distinct = Set(values.compactMap { $0 }).sorted()
             guard distinct.count <= BenchPlan.maxOpenLoopRates else {
@@ -122,13 +135,15 @@ struct BenchCommand: ParsableCommand {
         try PrivateFiles.makeDirectories(directory)
         defer { try? FileManager.default.removeItem(atPath: directory.string) }
         if BenchRunner.isInMemory(directory) {
-            StandardStreams.error("windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n")
+            StandardStreams.error(
+                "windowhost bench: \(directory) is on tmpfs: no save reaches a disk; give --dir on one\n")
         }
         var progress = ProgressMeter(name: "windowhost bench", terminal: isatty(STDERR_FILENO) == 1)
         let report: BenchReport
         do {
             // Every step shown: each takes a second or more, and the line names it.
-            report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) { done, total, step in
+            report = try BenchRunner.run(plan, executable: try RunCommand.executablePath(), directory: directory) {
+                done, total, step in
                 try StopSignals.stopIfAsked("bench")
                 progress.show(fraction: Double(done) / Double(total), count: "step \(done + 1)/\(total)", detail: step)
             }
@@ -167,7 +182,8 @@ struct BenchWorkerCommand: ParsableCommand {
     func run() throws {
         TerminalStops.ignore()
         try SaveBench.work(
-            contender: contender, size: size, directory: FilePath(directory), seconds: seconds, result: FilePath(result), perSecond: rate)
+            contender: contender, size: size, directory: FilePath(directory), seconds: seconds,
+            result: FilePath(result), perSecond: rate)
     }
 }
 

@@ -35,7 +35,8 @@ struct ControlCommand: ParsableCommand {
             """,
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
-            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Pin.self, Unpin.self, Back.self, Forward.self, Save.self, WaitDurable.self, Kill.self,
+            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Pin.self, Unpin.self, Back.self,
+            Forward.self, Save.self, WaitDurable.self, Kill.self,
             Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, CloseWindow.self, Shutdown.self,
         ])
 
@@ -51,7 +52,8 @@ struct ControlCommand: ParsableCommand {
             "a durable wait (`wait-durable`, `save --wait`) covering a command whose effect is only in incognito tabs kept in memory only (the kernel keyring is refused): a kill loses them, and the regular Browser is durable through the seq printed (with --json, `durable_seq` and `memory_only_since`)",
         .ioError:
             "a save failed (a durable wait, `save --wait` or `disconnect` on a full or failing disk: the window keeps its changes, goes on serving and retries by itself)",
-        .temporary: "temporary (the window's worker is restarting, a set-aside entry is being adopted, or no reply within the timeout): retry",
+        .temporary:
+            "temporary (the window's worker is restarting, a set-aside entry is being adopted, or no reply within the timeout): retry",
         .seqExhausted:
             "the window has used the highest command seq (only crafted or damaged files get there): it takes no more tab commands, while `dump` and `save` still work (docs/recovery.md)",
     ]
@@ -61,7 +63,8 @@ struct ControlCommand: ParsableCommand {
 }
 
 struct ControlOptions: ParsableArguments {
-    @Option(help: "The supervisor's control socket (default: $WINDOWHOST_SOCKET, else ROOT/ctl.sock of the default root).")
+    @Option(
+        help: "The supervisor's control socket (default: $WINDOWHOST_SOCKET, else ROOT/ctl.sock of the default root).")
     var socket: String?
 
     @Flag(help: "Print the reply as one JSON object.")
@@ -129,7 +132,9 @@ extension ControlVerb {
     }
 
     /// A command the window applied: its seq after it.
-    func text(_ reply: ControlReply) throws(ControlFailure) -> String { "seq \(try reply.decode(CommandReply.self).seq)" }
+    func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+        "seq \(try reply.decode(CommandReply.self).seq)"
+    }
 
     /// Why the supervisor would refuse `request` for its text or size, and the exit code it would
     /// give (65 for a URL holding a control character or past its bound, 64 for a request too
@@ -144,7 +149,9 @@ extension ControlVerb {
         guard size <= Limits.maxControlRequestBytes else {
             return ControlFailure(
                 code: .usage,
-                message: "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)")
+                message:
+                    "request of \(size) bytes is longer than the control plane's \(Limits.maxControlRequestBytes) (characters JSON escapes count more)"
+            )
         }
         return nil
     }
@@ -152,29 +159,36 @@ extension ControlVerb {
 
 extension ControlCommand {
     struct Status: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Every window: state, worker, tabs, durable seq; set-aside sessions.")
+        static let configuration = CommandConfiguration(
+            abstract: "Every window: state, worker, tabs, durable seq; set-aside sessions.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { .status }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let status = try reply.decode(StatusReply.self)
             var lines = status.windows.map { window in
                 let fields = [
-                    window.state, "pid \(window.pid)", "generation \(window.generation)", "tabs \(window.regularTabs)+\(window.incognitoTabs)",
-                    "applied \(window.appliedSeq)", "durable \(window.durableSeq)", "saves \(window.saves)", "restarts \(window.restarts)",
+                    window.state, "pid \(window.pid)", "generation \(window.generation)",
+                    "tabs \(window.regularTabs)+\(window.incognitoTabs)",
+                    "applied \(window.appliedSeq)", "durable \(window.durableSeq)", "saves \(window.saves)",
+                    "restarts \(window.restarts)",
                 ]
-                let failing = window.failing.map { ["saves failing (\($0.browsers.joined(separator: "+"))): \($0.error)"] } ?? []
+                let failing =
+                    window.failing.map { ["saves failing (\($0.browsers.joined(separator: "+"))): \($0.error)"] } ?? []
                 return "\(window.uuid)  " + (fields + failing).joined(separator: "  ")
             }
             for aside in status.setAside { lines.append("set aside: " + SetAside.line(aside)) }
             if status.closedWindows > 0 || status.closedWindowsEvicted > 0 {
-                lines.append("closed windows kept: \(status.closedWindows) of \(status.keepClosed); deleted past it: \(status.closedWindowsEvicted)")
+                lines.append(
+                    "closed windows kept: \(status.closedWindows) of \(status.keepClosed); deleted past it: \(status.closedWindowsEvicted)"
+                )
             }
             return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
         }
     }
 
     struct Connect: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Connect a scene: reserve a window, spawn its worker, restore it. Prints the UUID.")
+        static let configuration = CommandConfiguration(
+            abstract: "Connect a scene: reserve a window, spawn its worker, restore it. Prints the UUID.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { .connect }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try reply.decode(ConnectReply.self).window }
@@ -182,7 +196,9 @@ extension ControlCommand {
 
     struct Disconnect: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Disconnect a scene: save what is unsaved; the worker exits. If the save fails (74), the window goes on serving.")
+            abstract:
+                "Disconnect a scene: save what is unsaved; the worker exits. If the save fails (74), the window goes on serving."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.disconnect)) }
@@ -190,7 +206,9 @@ extension ControlCommand {
 
     struct Background: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "The scene goes to the background: it saves at once, and displays (realizes) no tab until it comes forward.")
+            abstract:
+                "The scene goes to the background: it saves at once, and displays (realizes) no tab until it comes forward."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.background)) }
@@ -198,7 +216,9 @@ extension ControlCommand {
 
     struct Foreground: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "The scene comes to the foreground: its active tabs are displayed (realized) and stamped last active, durably (it takes a seq).")
+            abstract:
+                "The scene comes to the foreground: its active tabs are displayed (realized) and stamped last active, durably (it takes a seq)."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.scene(.foreground)) }
@@ -215,11 +235,14 @@ extension ControlCommand {
         @Flag(help: "Do not make it the active tab.") var background = false
         /// A command that makes a tab (`open`, `replace`): the tab's id.
         static func tabText(_ reply: ControlReply) throws(ControlFailure) -> String {
-            guard let tab = try reply.decode(CommandReply.self).tab else { throw ControlFailure(code: .software, message: "a reply without the new tab's id") }
+            guard let tab = try reply.decode(CommandReply.self).tab else {
+                throw ControlFailure(code: .software, message: "a reply without the new tab's id")
+            }
             return "\(tab)"
         }
         func request() throws(ControlFailure) -> ControlRequest {
-            try target.asking(.tab(.open(url: url, incognito: incognito, index: index, opener: opener, background: background)))
+            try target.asking(
+                .tab(.open(url: url, incognito: incognito, index: index, opener: opener, background: background)))
         }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
@@ -230,7 +253,9 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option(help: "The page (\(urlHelp)).") var url: String
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.navigate(tab: tab, url: url))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.navigate(tab: tab, url: url)))
+        }
     }
 
     struct Close: ControlVerb {
@@ -242,16 +267,21 @@ extension ControlCommand {
     }
 
     struct CloseAll: ControlVerb {
-        static let configuration = CommandConfiguration(commandName: Verb.closeAll.rawValue, abstract: "Close every tab of one Browser.")
+        static let configuration = CommandConfiguration(
+            commandName: Verb.closeAll.rawValue, abstract: "Close every tab of one Browser.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "The incognito Browser (default: the regular one).") var incognito = false
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.closeAll(incognito: incognito))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.closeAll(incognito: incognito)))
+        }
     }
 
     struct Activate: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Make a tab the active one, stamping its last-active time (realized if its scene is in the foreground); activating the active tab changes nothing.")
+            abstract:
+                "Make a tab the active one, stamping its last-active time (realized if its scene is in the foreground); activating the active tab changes nothing."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
@@ -264,40 +294,53 @@ extension ControlCommand {
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option var index: Int
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.move(tab: tab, index: index))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.move(tab: tab, index: index)))
+        }
     }
 
     struct Replace: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "A prerendered tab of URL takes a tab's place. Prints the new tab's id.")
+        static let configuration = CommandConfiguration(
+            abstract: "A prerendered tab of URL takes a tab's place. Prints the new tab's id.")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
         @Option(help: "The page (\(urlHelp)).") var url: String
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.replace(tab: tab, url: url))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.replace(tab: tab, url: url)))
+        }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String { try Open.tabText(reply) }
     }
 
     struct Pin: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Pin a tab: it moves to the end of the pinned tabs. A pinned tab stays as it is (the seq unchanged).")
+            abstract:
+                "Pin a tab: it moves to the end of the pinned tabs. A pinned tab stays as it is (the seq unchanged).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.setPinned(tab: tab, pinned: true))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.setPinned(tab: tab, pinned: true)))
+        }
     }
 
     struct Unpin: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Unpin a tab: it moves to the start of the unpinned tabs. An unpinned tab stays as it is (the seq unchanged).")
+            abstract:
+                "Unpin a tab: it moves to the start of the unpinned tabs. An unpinned tab stays as it is (the seq unchanged)."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
-        func request() throws(ControlFailure) -> ControlRequest { try target.asking(.tab(.setPinned(tab: tab, pinned: false))) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            try target.asking(.tab(.setPinned(tab: tab, pinned: false)))
+        }
     }
 
     struct Back: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "A tab goes back one entry of its history. With none behind, nothing changes (the seq unchanged).")
+            abstract: "A tab goes back one entry of its history. With none behind, nothing changes (the seq unchanged)."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
@@ -306,7 +349,8 @@ extension ControlCommand {
 
     struct Forward: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "A tab goes forward one entry of its history. With none ahead, nothing changes (the seq unchanged).")
+            abstract:
+                "A tab goes forward one entry of its history. With none ahead, nothing changes (the seq unchanged).")
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option var tab: Int64
@@ -314,20 +358,28 @@ extension ControlCommand {
     }
 
     struct Save: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Save now; with --wait, return once durable (74 as soon as a save fails, 71 if incognito is kept in memory only).")
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Save now; with --wait, return once durable (74 as soon as a save fails, 71 if incognito is kept in memory only)."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Flag(help: "Return once the save is durable.") var wait = false
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.save(wait: wait)) }
         // Without --wait, the seq the save covers; with it, what is durable (it printed nothing).
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
-            wait ? WaitDurable.durableText(try reply.decode(DurableReply.self)) : "seq \(try reply.decode(CommandReply.self).seq)"
+            wait
+                ? WaitDurable.durableText(try reply.decode(DurableReply.self))
+                : "seq \(try reply.decode(CommandReply.self).seq)"
         }
     }
 
     struct WaitDurable: ControlVerb {
         static let configuration = CommandConfiguration(
-            commandName: Verb.waitDurable.rawValue, abstract: "Return once every command applied so far is durable (74 as soon as a save fails, 71 if incognito is kept in memory only).")
+            commandName: Verb.waitDurable.rawValue,
+            abstract:
+                "Return once every command applied so far is durable (74 as soon as a save fails, 71 if incognito is kept in memory only)."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option(
@@ -335,19 +387,23 @@ extension ControlCommand {
                 "Wait for this command only: 75 if it was lost with a worker killed before it was durable, 65 if the window has no such command yet.",
                 valueName: "seq")) var seq: UInt64?
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.waitDurable(seq: seq)) }
-        func text(_ reply: ControlReply) throws(ControlFailure) -> String { Self.durableText(try reply.decode(DurableReply.self)) }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            Self.durableText(try reply.decode(DurableReply.self))
+        }
 
         /// A durable answer (`wait-durable`, `save --wait`): the seq, and the ranges below it lost
         /// with a killed worker.
         static func durableText(_ reply: DurableReply) -> String {
             let lost = (reply.lostSeqs ?? []).map { $0.first == $0.last ? "\($0.first)" : "\($0.first)-\($0.last)" }
-            return "durable \(reply.durableSeq)" + (lost.isEmpty ? "" : " (lost with a killed worker, never durable: \(lost.joined(separator: ", ")))")
+            return "durable \(reply.durableSeq)"
+                + (lost.isEmpty ? "" : " (lost with a killed worker, never durable: \(lost.joined(separator: ", ")))")
         }
     }
 
     struct Kill: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Signal a window's worker (default KILL) and return once its replacement has restored the window.")
+            abstract: "Signal a window's worker (default KILL) and return once its replacement has restored the window."
+        )
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
         @Option(
@@ -359,14 +415,16 @@ extension ControlCommand {
                 """)
         var signal = "KILL"
         @Flag(help: "Return once the signal is sent.") var noWait = false
-        @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving = false
+        @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving =
+            false
         func request() throws(ControlFailure) -> ControlRequest {
             try target.asking(.kill(signal: try SignalName.checked(signal), wait: !noWait, aim: whileSaving))
         }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let kill = try reply.decode(KillReply.self)
             if kill.restartExpected == false {
-                return "signalled \(kill.killedPid) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
+                return
+                    "signalled \(kill.killedPid) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
             }
             guard let pid = kill.pid else { return "signalled \(kill.killedPid)" }
             return "killed \(kill.killedPid), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMs ?? 0)) ms"
@@ -392,7 +450,9 @@ extension ControlCommand {
         func request() throws(ControlFailure) -> ControlRequest { try target.asking(.dump) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let dump = try reply.decode(DumpReply.self)
-            var lines = ["window \(dump.window)  applied \(dump.appliedSeq)  durable \(dump.durableSeq)  digest \(dump.digest)"]
+            var lines = [
+                "window \(dump.window)  applied \(dump.appliedSeq)  durable \(dump.durableSeq)  digest \(dump.digest)"
+            ]
             for (kind, browser) in [("regular", dump.regular), ("incognito", dump.incognito)] {
                 lines.append("\(kind): \(browser.tabs.count) tabs")
                 for (index, tab) in browser.tabs.enumerated() {
@@ -400,10 +460,15 @@ extension ControlCommand {
                     if tab.pinned { marks.append("pinned") }
                     if !tab.realized { marks.append("unrealized") }
                     if let opener = tab.opener { marks.append("opener \(opener)") }
-                    if let count = tab.historyCount { marks.append("history \(tab.historyIndex.map { "\(Int64($0) + 1)" } ?? "?")/\(count)") }
-                    if let time = tab.lastActiveTimeUs { marks.append("last active \(ControlCommand.isoTime(microseconds: time))") }
+                    if let count = tab.historyCount {
+                        marks.append("history \(tab.historyIndex.map { "\(Int64($0) + 1)" } ?? "?")/\(count)")
+                    }
+                    if let time = tab.lastActiveTimeUs {
+                        marks.append("last active \(ControlCommand.isoTime(microseconds: time))")
+                    }
                     lines.append(
-                        "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")")
+                        "\(index == browser.activeIndex.map(Int.init) ? "*" : " ") \(tab.id)  \(tab.url)\(marks.isEmpty ? "" : "  (" + marks.joined(separator: ", ") + ")")"
+                    )
                 }
             }
             return lines.joined(separator: "\n")
@@ -411,20 +476,32 @@ extension ControlCommand {
     }
 
     struct Stats: ControlVerb {
-        static let configuration = CommandConfiguration(abstract: "Save latency (request → durable) and saves/s per window and in total, from shared memory.")
+        static let configuration = CommandConfiguration(
+            abstract: "Save latency (request → durable) and saves/s per window and in total, from shared memory.")
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { .stats(histogram: false) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let stats = try reply.decode(StatsReply.self)
             func row(_ name: String, _ saves: StatsReply.SaveSummary, directIO: String) -> String {
-                let counts = [saves.p50Us, saves.p90Us, saves.p99Us, saves.p999Us, saves.maxUs, saves.saveFailures, saves.compactionFailures]
-                let columns = ["\(saves.saves)".leftPadded(10), String(format: "%10.1f", saves.savesPerS)] + counts.map { "\($0)".leftPadded(10) }
-                return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined() + directIO.leftPadded(11)
+                let counts = [
+                    saves.p50Us, saves.p90Us, saves.p99Us, saves.p999Us, saves.maxUs, saves.saveFailures,
+                    saves.compactionFailures,
+                ]
+                let columns =
+                    ["\(saves.saves)".leftPadded(10), String(format: "%10.1f", saves.savesPerS)]
+                    + counts.map { "\($0)".leftPadded(10) }
+                return name.padding(toLength: 38, withPad: " ", startingAt: 0) + columns.joined()
+                    + directIO.leftPadded(11)
             }
-            var lines = ["window".padding(toLength: 38, withPad: " ", startingAt: 0)
-                + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map { $0.leftPadded(10) }.joined()
-                + "direct_io".leftPadded(11)]
-            for window in stats.windows { lines.append(row(window.uuid, window.saves, directIO: window.directIo.map { $0 ? "yes" : "no" } ?? "-")) }
+            var lines = [
+                "window".padding(toLength: 38, withPad: " ", startingAt: 0)
+                    + ["saves", "saves/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "failed", "cmp fail"].map
+                { $0.leftPadded(10) }.joined()
+                    + "direct_io".leftPadded(11)
+            ]
+            for window in stats.windows {
+                lines.append(row(window.uuid, window.saves, directIO: window.directIo.map { $0 ? "yes" : "no" } ?? "-"))
+            }
             lines.append(row("total", stats.total.saves, directIO: ""))
             return lines.joined(separator: "\n")
         }
@@ -433,7 +510,8 @@ extension ControlCommand {
     struct SetAside: ControlVerb {
         static let configuration = CommandConfiguration(
             commandName: Verb.setAside.rawValue,
-            abstract: "What is set aside under ROOT/set-aside/: id, window, when and why, Browsers, tabs, newest durable seq.",
+            abstract:
+                "What is set aside under ROOT/set-aside/: id, window, when and why, Browsers, tabs, newest durable seq.",
             discussion: """
                 Sessions are set aside when their window crash-loops, and entries that cannot be windows (a symlink, a \
                 file, a second spelling of a UUID, a damaged handed-out) when found; nothing there is deleted but by \
@@ -451,7 +529,9 @@ extension ControlCommand {
             var fields = [entry.id, "window \(entry.uuid ?? "-")", entry.reason, entry.at ?? "time unrecorded"]
             switch entry.summary {
             case "read":
-                fields.append("\((entry.browsers ?? []).joined(separator: "+")) tabs \(entry.regularTabs ?? 0)+\(entry.incognitoTabs ?? 0)")
+                fields.append(
+                    "\((entry.browsers ?? []).joined(separator: "+")) tabs \(entry.regularTabs ?? 0)+\(entry.incognitoTabs ?? 0)"
+                )
                 fields.append("durable \(entry.durableSeq ?? 0)" + (entry.damaged == true ? " (damaged files)" : ""))
             case "not_a_session": fields.append("a \(entry.kind), no session")
             default: fields.append(entry.summary)
@@ -480,14 +560,18 @@ extension ControlCommand {
         func request() -> ControlRequest { .adopt(entry: id, asNewWindow: asNewWindow) }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let adopted = try reply.decode(AdoptReply.self)
-            return "window \(adopted.window)\(adopted.asNewWindow ? " (a new UUID)" : ""): tabs \(adopted.regularTabs)+\(adopted.incognitoTabs), durable \(adopted.durableSeq)"
+            return
+                "window \(adopted.window)\(adopted.asNewWindow ? " (a new UUID)" : ""): tabs \(adopted.regularTabs)+\(adopted.incognitoTabs), durable \(adopted.durableSeq)"
         }
     }
 
     struct Discard: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Delete one set-aside entry durably, and say what it held. The only way anything under set-aside/ is removed.",
-            discussion: "Its incognito key (the record that went with it) is revoked: a copy of its files opens nothing. 65: no such entry; 75: it is being adopted.")
+            abstract:
+                "Delete one set-aside entry durably, and say what it held. The only way anything under set-aside/ is removed.",
+            discussion:
+                "Its incognito key (the record that went with it) is revoked: a copy of its files opens nothing. 65: no such entry; 75: it is being adopted."
+        )
         @OptionGroup var control: ControlOptions
         @Argument(help: "The entry's id (ctl set-aside lists them).") var id: String
         func request() -> ControlRequest { .discard(entry: id) }
@@ -499,7 +583,8 @@ extension ControlCommand {
     struct CloseWindow: ControlVerb {
         static let configuration = CommandConfiguration(
             commandName: Verb.closeWindow.rawValue,
-            abstract: "Close a window for good: its sessions deleted durably, its incognito key revoked, out of the order; its UUID never comes back.",
+            abstract:
+                "Close a window for good: its sessions deleted durably, its incognito key revoked, out of the order; its UUID never comes back.",
             discussion: """
                 An open window is disconnected first (it saves), then deleted. A crash at any instant leaves it whole or \
                 gone; the next start finishes a close under way. 65: no such window (open or closed), a sentinel UUID, a \
@@ -508,7 +593,9 @@ extension ControlCommand {
                 """)
         @OptionGroup var control: ControlOptions
         @OptionGroup var target: WindowOption
-        func request() throws(ControlFailure) -> ControlRequest { .closeWindow(try ControlRequest.windowID(target.window)) }
+        func request() throws(ControlFailure) -> ControlRequest {
+            .closeWindow(try ControlRequest.windowID(target.window))
+        }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             "closed for good " + (try reply.decode(CloseWindowReply.self).window)
         }
@@ -516,7 +603,9 @@ extension ControlCommand {
 
     struct Shutdown: ControlVerb {
         static let configuration = CommandConfiguration(
-            abstract: "Stop the supervisor: every window saves, everything exits 0 (75, naming the windows, if some could not save).")
+            abstract:
+                "Stop the supervisor: every window saves, everything exits 0 (75, naming the windows, if some could not save)."
+        )
         @OptionGroup var control: ControlOptions
         func request() -> ControlRequest { .shutdown }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {

@@ -37,7 +37,9 @@ struct DemoCommand: ParsableCommand {
 
     func run() throws {
         StopSignals.install()
-        let rootPath = try root.map { try PrivateFiles.checkedRootOrExit(FilePath($0)) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
+        let rootPath =
+            try root.map { try PrivateFiles.checkedRootOrExit(FilePath($0)) }
+            ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-demo")
         defer {
             if root == nil {
                 PrivateFiles.forgetTemporaryRootKeys(rootPath)
@@ -46,11 +48,14 @@ struct DemoCommand: ParsableCommand {
         }
         let engine = try io.makeEngine()
         let window = UUID()
-        print("windowhost demo (seed \(seed), engine \(engine.name), save delay \(saveDelay) ms): window \(window.uuidString) under \(rootPath)")
+        print(
+            "windowhost demo (seed \(seed), engine \(engine.name), save delay \(saveDelay) ms): window \(window.uuidString) under \(rootPath)"
+        )
 
         // Small thresholds, so a short demo compacts and keeps a generation to fall back to.
         let options = StoreOptions(compactAfterRecords: max(8, Int(commands) / 6))
-        let store = WindowStore(root: rootPath, windowID: window, engine: engine, options: options, saveDelayMilliseconds: saveDelay)
+        let store = WindowStore(
+            root: rootPath, windowID: window, engine: engine, options: options, saveDelayMilliseconds: saveDelay)
         _ = try store.recover()
         var regular = RandomBrowsing(seed: seed, maxTabs: 25)
         var incognito = RandomBrowsing(seed: seed &+ 1, maxTabs: 8)
@@ -78,17 +83,19 @@ struct DemoCommand: ParsableCommand {
         try store.settle()
         print("  durable through command \(store.durableSeq)")
         let live = try contents(store)
-        print("live: regular \(live.regular.tabs.count) tabs, incognito \(live.incognito.tabs.count) tabs; "
-            + "\(store.savesCompleted) saves, latency request → durable p50 \(store.saveLatency.valueAtPercentile(50)) µs, "
-            + "p99 \(store.saveLatency.valueAtPercentile(99)) µs, max \(store.saveLatency.max) µs")
+        print(
+            "live: regular \(live.regular.tabs.count) tabs, incognito \(live.incognito.tabs.count) tabs; "
+                + "\(store.savesCompleted) saves, latency request → durable p50 \(store.saveLatency.valueAtPercentile(50)) µs, "
+                + "p99 \(store.saveLatency.valueAtPercentile(99)) µs, max \(store.saveLatency.max) µs")
 
         let restored = WindowStore(root: rootPath, windowID: window, engine: engine)
         let recovery = try restored.recover()
         let unrealized = restored.regular.webStateList.webStates.filter { !$0.isRealized }.count
         let equal = try contents(restored) == live
-        print("restored: \(restored.regular.webStateList.count) regular tabs, \(unrealized) unrealized; "
-            + "generation \(recovery.regular.generation) + \(recovery.regular.replayedRecords) journal records; "
-            + "restored == live, every history compared: \(equal ? "yes" : "NO")")
+        print(
+            "restored: \(restored.regular.webStateList.count) regular tabs, \(unrealized) unrealized; "
+                + "generation \(recovery.regular.generation) + \(recovery.regular.replayedRecords) journal records; "
+                + "restored == live, every history compared: \(equal ? "yes" : "NO")")
 
         let damagedEqual = try damageNewestSnapshot(rootPath, window: window, engine: engine, live: live)
         guard equal, damagedEqual else {
@@ -100,9 +107,13 @@ struct DemoCommand: ParsableCommand {
 
     /// Flips a byte in the regular Browser's newest snapshot and recovers: the file is set aside
     /// and the generation before plus both journals give the same window.
-    private func damageNewestSnapshot(_ root: FilePath, window: UUID, engine: any IOEngine, live: Contents) throws -> Bool {
+    private func damageNewestSnapshot(_ root: FilePath, window: UUID, engine: any IOEngine, live: Contents) throws
+        -> Bool
+    {
         let directory = DiskLayout.browserDirectory(root: root, id: window, kind: .regular)
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix(DiskLayout.snapshotPrefix) }.sorted()
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter {
+            $0.hasPrefix(DiskLayout.snapshotPrefix)
+        }.sorted()
         guard names.count >= 2, let newest = names.last else {
             print("damage: only one snapshot generation so far; run more --commands to see the fallback")
             return true
@@ -124,15 +135,18 @@ struct DemoCommand: ParsableCommand {
         return switch event {
         case .durable(let seq): "  +\(at) ms: durable through command \(seq)"
         case .failed(let error): "  +\(at) ms: save failed: \(error)"
-        case .recovered(let browser, let attempts): "  +\(at) ms: \(browser.rawValue) saves work again after \(attempts) failures"
+        case .recovered(let browser, let attempts):
+            "  +\(at) ms: \(browser.rawValue) saves work again after \(attempts) failures"
         case .compactionFailed(let error): "  +\(at) ms: compaction failed: \(error)"
         case .compactionRecovered(let browser): "  +\(at) ms: \(browser.rawValue) compaction works again"
         case .deletedIncognito: "  +\(at) ms: last incognito tab closed: its session deleted, its key revoked"
         case .discardedIncognito(let reason): "  +\(at) ms: the incognito session on disk was deleted: \(reason)"
         case .incognitoInMemoryOnly(let reason): "  +\(at) ms: incognito kept in memory only: \(reason)"
         case .incognitoKeyNotRevoked(let reason): "  +\(at) ms: the incognito key was not revoked: \(reason)"
-        case .degradedTab(let browser, let tab, let reason): "  +\(at) ms: \(browser.rawValue) tab \(tab) kept its current page only: \(reason)"
-        case .damagedFallback(let browser, let damaged): "  +\(at) ms: \(browser.rawValue) fallback generation held a damaged file: \(damaged)"
+        case .degradedTab(let browser, let tab, let reason):
+            "  +\(at) ms: \(browser.rawValue) tab \(tab) kept its current page only: \(reason)"
+        case .damagedFallback(let browser, let damaged):
+            "  +\(at) ms: \(browser.rawValue) fallback generation held a damaged file: \(damaged)"
         }
     }
 

@@ -7,7 +7,11 @@ extension IOEngineChoice: ExpressibleByArgument {}
 
 /// `--io auto|uring|sync`, else `WINDOWHOST_IO`, else auto: wherever the CLI writes sessions.
 public struct IOOptions: ParsableArguments {
-    @Option(name: .customLong("io"), help: "I/O engine: auto (io_uring, else blocking), uring, sync, or powercut (blocking, unsynced writes held in memory: a kill is a power cut). Default: $WINDOWHOST_IO, else auto.")
+    @Option(
+        name: .customLong("io"),
+        help:
+            "I/O engine: auto (io_uring, else blocking), uring, sync, or powercut (blocking, unsynced writes held in memory: a kill is a power cut). Default: $WINDOWHOST_IO, else auto."
+    )
     var choice: IOEngineChoice?
 
     public init() {}
@@ -17,7 +21,8 @@ public struct IOOptions: ParsableArguments {
     public func makeEngine(quietly: Bool = false) throws -> any IOEngine {
         let choice: IOEngineChoice
         do {
-            choice = try self.choice ?? IOEngineChoice.fromEnvironment(ProcessInfo.processInfo.environment["WINDOWHOST_IO"])
+            choice =
+                try self.choice ?? IOEngineChoice.fromEnvironment(ProcessInfo.processInfo.environment["WINDOWHOST_IO"])
         } catch {
             throw ValidationError("\(error)")
         }
@@ -29,7 +34,9 @@ public struct IOOptions: ParsableArguments {
             } else if let fallback {
                 StandardStreams.error("windowhost: I/O engine sync (io_uring refused: \(fallback))\n")
             } else {
-                let without = engine.refusals.isEmpty ? "" : " (the kernel refused, and it runs without: \(engine.refusals.joined(separator: "; ")))"
+                let without =
+                    engine.refusals.isEmpty
+                    ? "" : " (the kernel refused, and it runs without: \(engine.refusals.joined(separator: "; ")))"
                 StandardStreams.error("windowhost: I/O engine \(engine.name)\(without)\n")
             }
             return engine
@@ -38,7 +45,9 @@ public struct IOOptions: ParsableArguments {
             // A ring short of locked memory or descriptors may be had later (75: retry; a
             // worker's start is then retried, never counted against its window); io_uring
             // refused or unknown is 69.
-            if case .uringUnavailable(let ringError) = error, ringError.isResourceShortage { throw ExitCode(.temporary) }
+            if case .uringUnavailable(let ringError) = error, ringError.isResourceShortage {
+                throw ExitCode(.temporary)
+            }
             throw ExitCode(.unavailable)
         }
     }

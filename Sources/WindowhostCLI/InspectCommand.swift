@@ -10,7 +10,8 @@ struct InspectCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect",
         abstract: "Show the sessions saved under ROOT without changing anything.",
-        usage: "windowhost inspect <root> [--window <window>] [--json] [--deep]\n       windowhost inspect <root> --set-aside <id> [--json] [--deep]",
+        usage:
+            "windowhost inspect <root> [--window <window>] [--json] [--deep]\n       windowhost inspect <root> --set-aside <id> [--json] [--deep]",
         discussion: """
             Opens everything read only: a read-only copy of a root works. Exit codes: 0 all readable, 65 something is \
             corrupt or unreadable (file and byte offset named, every other window still shown; a tab id held twice \
@@ -33,14 +34,20 @@ struct InspectCommand: ParsableCommand {
     @Flag(help: "Also read and check every stored history (a plain inspect reads the list metadata and journals only).")
     var deep = false
 
-    @Option(name: .customLong("set-aside"), help: ArgumentHelp("Only this entry of ROOT/set-aside/ (ctl set-aside lists them).", valueName: "id"))
+    @Option(
+        name: .customLong("set-aside"),
+        help: ArgumentHelp("Only this entry of ROOT/set-aside/ (ctl set-aside lists them).", valueName: "id"))
     var setAside: String?
 
-    @Flag(help: ArgumentHelp("With --set-aside: only its summary, one JSON object (what the supervisor lists).", visibility: .hidden))
+    @Flag(
+        help: ArgumentHelp(
+            "With --set-aside: only its summary, one JSON object (what the supervisor lists).", visibility: .hidden))
     var summary = false
 
     func validate() throws {
-        guard setAside == nil || window == nil else { throw ValidationError("--window and --set-aside name different things: give one") }
+        guard setAside == nil || window == nil else {
+            throw ValidationError("--window and --set-aside name different things: give one")
+        }
         guard !summary || setAside != nil else { throw ValidationError("--summary goes with --set-aside") }
     }
 
@@ -78,7 +85,10 @@ struct InspectCommand: ParsableCommand {
             let encoder = JSONEncoder()
             encoder.keyEncodingStrategy = .convertToSnakeCase
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            print(String(decoding: try encoder.encode(Output(root: root, misplaced: misplaced, windows: windows)), as: UTF8.self))
+            print(
+                String(
+                    decoding: try encoder.encode(Output(root: root, misplaced: misplaced, windows: windows)),
+                    as: UTF8.self))
         } else {
             for entry in misplaced { print("MISPLACED \(entry)") }
             printText(windows)
@@ -89,7 +99,8 @@ struct InspectCommand: ParsableCommand {
     /// One set-aside entry, read only, as a window is shown; 65 when there is none.
     private func inspect(setAside id: String, root resolved: FilePath) throws {
         guard let entry = try SetAsideShelf.entry(root: resolved, id: id) else {
-            StandardStreams.error("windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n")
+            StandardStreams.error(
+                "windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n")
             throw ExitCode(.badData)
         }
         let window = SessionInspector.inspect(setAside: entry, root: resolved, deep: deep)
@@ -115,10 +126,16 @@ struct InspectCommand: ParsableCommand {
             let described = Entry(
                 id: entry.id, uuid: entry.window?.uuidString, reason: entry.reason.rawValue,
                 at: entry.at.map { ISO8601DateFormatter().string(from: $0) }, kind: "\(entry.kind)")
-            print(String(decoding: try encoder.encode(Output(root: root, setAside: described, window: window, summary: SetAsideSummary(window))), as: UTF8.self))
+            print(
+                String(
+                    decoding: try encoder.encode(
+                        Output(root: root, setAside: described, window: window, summary: SetAsideSummary(window))),
+                    as: UTF8.self))
         } else {
-            print("set aside \(entry.id): window \(entry.window?.uuidString ?? "-"), \(entry.reason.rawValue), "
-                + "\(entry.at.map { ISO8601DateFormatter().string(from: $0) } ?? "time unrecorded"), a \(entry.kind)")
+            print(
+                "set aside \(entry.id): window \(entry.window?.uuidString ?? "-"), \(entry.reason.rawValue), "
+                    + "\(entry.at.map { ISO8601DateFormatter().string(from: $0) } ?? "time unrecorded"), a \(entry.kind)"
+            )
             printText([window])
         }
         if window.isDamaged { throw ExitCode(.badData) }
@@ -130,11 +147,14 @@ struct InspectCommand: ParsableCommand {
             print("window \(window.uuid)" + (window.directory == window.uuid ? "" : " (directory \(window.directory))"))
             for damage in window.damaged { print("  CORRUPT \(damage.file): \(damage.error)") }
             for browser in window.browsers {
-                print("  \(browser.kind): \(browser.tabs.count) tabs, active \(browser.activeIndex.map(String.init) ?? "none"), "
-                    + "durable seq \(browser.durableSeq), generation \(browser.generation), "
-                    + "snapshot \(browser.snapshotBytes) B, journal \(browser.journalBytes) B")
+                print(
+                    "  \(browser.kind): \(browser.tabs.count) tabs, active \(browser.activeIndex.map(String.init) ?? "none"), "
+                        + "durable seq \(browser.durableSeq), generation \(browser.generation), "
+                        + "snapshot \(browser.snapshotBytes) B, journal \(browser.journalBytes) B")
                 if !browser.files.isEmpty {
-                    print("    files: " + browser.files.map { "\($0.name) (format \($0.version))" }.joined(separator: ", "))
+                    print(
+                        "    files: "
+                            + browser.files.map { "\($0.name) (format \($0.version))" }.joined(separator: ", "))
                 }
                 for (index, tab) in browser.tabs.enumerated() {
                     let marks = (index == browser.activeIndex ? "*" : " ") + (tab.pinned ? "p" : " ")
@@ -142,7 +162,9 @@ struct InspectCommand: ParsableCommand {
                         "   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)"
                             + "\tlast active \(ControlCommand.isoTime(microseconds: tab.lastActiveTimeUs))")
                 }
-                if let torn = browser.tornTailAt { print("  note: an unfinished last save at byte \(torn) is discarded on recovery") }
+                if let torn = browser.tornTailAt {
+                    print("  note: an unfinished last save at byte \(torn) is discarded on recovery")
+                }
                 for damage in browser.damaged {
                     print("  CORRUPT \(damage.file)\(damage.offset.map { " at byte \($0)" } ?? ""): \(damage.error)")
                 }

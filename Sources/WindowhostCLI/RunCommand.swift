@@ -24,7 +24,8 @@ enum DefaultPaths {
 /// Logs go to stderr, one line each; `WINDOWHOST_LOG_LEVEL` (trace … critical) sets how much.
 enum Logs {
     static func bootstrap() {
-        let level = ProcessInfo.processInfo.environment["WINDOWHOST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let level =
+            ProcessInfo.processInfo.environment["WINDOWHOST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
@@ -89,35 +90,57 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Windows that may be open at once.")
     var capacity = SupervisorConfiguration.Defaults.capacity
 
-    @Option(help: "Windows closed by this supervisor kept on disk (default: --capacity); past it the least recently closed is deleted for good.")
+    @Option(
+        help:
+            "Windows closed by this supervisor kept on disk (default: --capacity); past it the least recently closed is deleted for good."
+    )
     var keepClosed: Int?
 
-    @Option(help: "Compact a window's journal past this many records (default \(StoreOptions().compactAfterRecords)); small values exercise compaction.")
+    @Option(
+        help:
+            "Compact a window's journal past this many records (default \(StoreOptions().compactAfterRecords)); small values exercise compaction."
+    )
     var compactAfter: Int?
 
-    @Option(help: "Control connections at once (room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped.")
+    @Option(
+        help:
+            "Control connections at once (room for a waiting ctl per window at the largest --capacity); at the cap the longest-idle one is dropped."
+    )
     var maxClients = SupervisorConfiguration.Defaults.maxClients
 
-    @Option(help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
+    @Option(
+        help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
     var clientTimeout = SupervisorConfiguration.Defaults.clientTimeoutMilliseconds / 1000
 
-    @Option(help: "Serve /metrics, /api/status and the live dashboard at HOST:PORT (a bare PORT: 127.0.0.1; port 0 picks one).")
+    @Option(
+        help:
+            "Serve /metrics, /api/status and the live dashboard at HOST:PORT (a bare PORT: 127.0.0.1; port 0 picks one)."
+    )
     var http: String?
 
     @OptionGroup var io: IOOptions
 
     func validate() throws {
-        guard (1...Limits.maxOpenWindows).contains(capacity) else { throw ValidationError("--capacity must be within 1...\(Limits.maxOpenWindows)") }
+        guard (1...Limits.maxOpenWindows).contains(capacity) else {
+            throw ValidationError("--capacity must be within 1...\(Limits.maxOpenWindows)")
+        }
         guard (0...capacity).contains(scenes) else { throw ValidationError("--scenes must be within 0...\(capacity)") }
         if let keepClosed, !(0...Limits.maxKeptClosedWindows).contains(keepClosed) {
-            throw ValidationError("--keep-closed must be within 0...\(Limits.maxKeptClosedWindows) (Limits.maxKeptClosedWindows)")
+            throw ValidationError(
+                "--keep-closed must be within 0...\(Limits.maxKeptClosedWindows) (Limits.maxKeptClosedWindows)")
         }
         if let compactAfter, compactAfter < 2 { throw ValidationError("--compact-after must be at least 2") }
         guard (1...4096).contains(maxClients) else { throw ValidationError("--max-clients must be within 1...4096") }
-        guard (1...3600).contains(clientTimeout) else { throw ValidationError("--client-timeout must be within 1...3600 seconds") }
-        guard watchdog >= 200 else { throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)") }
+        guard (1...3600).contains(clientTimeout) else {
+            throw ValidationError("--client-timeout must be within 1...3600 seconds")
+        }
+        guard watchdog >= 200 else {
+            throw ValidationError("--watchdog must be at least 200 ms (the heartbeat is 100 ms)")
+        }
         if let http {
-            do throws(StatusServerError) { _ = try HTTPAddress(parsing: http) } catch { throw ValidationError("\(error)") }
+            do throws(StatusServerError) { _ = try HTTPAddress(parsing: http) } catch {
+                throw ValidationError("\(error)")
+            }
         }
     }
 
@@ -128,7 +151,8 @@ struct RunCommand: ParsableCommand {
         // Decided once here, so every worker runs the same engine and the reason is said once.
         let engineName = try io.makeEngine().name
         var configuration = SupervisorConfiguration(
-            root: root, scenes: scenes, socketPath: socket.map { FilePath($0) } ?? SupervisorConfiguration.Defaults.socket(root: root),
+            root: root, scenes: scenes,
+            socketPath: socket.map { FilePath($0) } ?? SupervisorConfiguration.Defaults.socket(root: root),
             saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity
@@ -167,7 +191,8 @@ struct RunCommand: ParsableCommand {
         if let http, let exporter {
             do throws(StatusServerError) {
                 served = try StatusServer.start(
-                    try HTTPAddress(parsing: http), exporter: exporter, capacity: capacity, logger: Logger(label: "windowhost.http"))
+                    try HTTPAddress(parsing: http), exporter: exporter, capacity: capacity,
+                    logger: Logger(label: "windowhost.http"))
             } catch {
                 StandardStreams.error("windowhost: \(error)\n")
                 throw ExitCode(.unavailable)

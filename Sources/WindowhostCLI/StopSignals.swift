@@ -33,7 +33,8 @@ enum StopSignals {
         var current = sigaction()
         guard sigaction(number, nil, &current) == 0 else { return false }
         // Handlers are C function pointers, compared by address.
-        return current.__sigaction_handler.sa_handler.map { unsafeBitCast($0, to: Int.self) } == unsafeBitCast(SIG_IGN, to: Int.self)
+        return current.__sigaction_handler.sa_handler.map { unsafeBitCast($0, to: Int.self) }
+            == unsafeBitCast(SIG_IGN, to: Int.self)
     }
 
     /// The signal that asked to stop, once one came.

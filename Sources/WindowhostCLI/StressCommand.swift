@@ -67,7 +67,10 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "Write the report as JSON to this file: every event, one a line.")
     var json: String?
 
-    @Option(help: "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts, summaries of the recoveries and hostile events.")
+    @Option(
+        help:
+            "Write a self-contained HTML page to this file: a timeline of kills, damage and recoveries, recovery-time and save-latency distributions, the oracle's verdicts, summaries of the recoveries and hostile events."
+    )
     var html: String?
 
     @Flag(help: "Workers write through the powercut engine: every kill also loses each write not yet synced.")
@@ -82,15 +85,21 @@ struct StressCampaignCommand: ParsableCommand {
     @OptionGroup var io: IOOptions
 
     func validate() throws {
-        guard !powerCut || io.choice == nil else { throw ValidationError("--power-cut chooses the engine: leave out --io") }
+        guard !powerCut || io.choice == nil else {
+            throw ValidationError("--power-cut chooses the engine: leave out --io")
+        }
         guard kills == nil || duration == nil else { throw ValidationError("give --kills or --duration, not both") }
-        guard (1...Limits.maxOpenWindows).contains(scenes) else { throw ValidationError("--scenes must be within 1...\(Limits.maxOpenWindows)") }
+        guard (1...Limits.maxOpenWindows).contains(scenes) else {
+            throw ValidationError("--scenes must be within 1...\(Limits.maxOpenWindows)")
+        }
         guard killRate > 0, killRate <= 1000 else { throw ValidationError("--kill-rate must be within (0, 1000]") }
         if let kills, kills < 1 { throw ValidationError("--kills must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
         guard damageOneIn >= 0 else { throw ValidationError("--damage-one-in must be 0 (never) or more") }
         guard !hostile || geteuid() == 0 || root != nil else {
-            throw ValidationError("--hostile fills the disk: without root, give --root on a filesystem of at most \(Self.hostileMaxFilesystemMiB) MiB")
+            throw ValidationError(
+                "--hostile fills the disk: without root, give --root on a filesystem of at most \(Self.hostileMaxFilesystemMiB) MiB"
+            )
         }
     }
 
@@ -99,7 +108,9 @@ struct StressCampaignCommand: ParsableCommand {
         let engine = powerCut ? IOEngineChoice.powercut.rawValue : try io.makeEngine().name
         let seed = seed ?? UInt64.random(in: 1...UInt64(UInt32.max))
         let temporary = root == nil
-        let rootPath = try root.map { FilePath($0) } ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-stress").appending("host")
+        let rootPath =
+            try root.map { FilePath($0) }
+            ?? PrivateFiles.makeTemporaryDirectory(prefix: "windowhost-stress").appending("host")
         defer {
             if temporary {
                 let parent = rootPath.removingLastComponent().string
@@ -117,7 +128,8 @@ struct StressCampaignCommand: ParsableCommand {
         // campaign's root is its own tmpfs, gone with the unmount, so its keys go too.
         defer { if temporary || mounted?.mountPoint != nil { PrivateFiles.forgetTemporaryRootKeys(rootPath) } }
         var options = CampaignOptions(
-            root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration, killRate: killRate,
+            root: rootPath, scenes: scenes, kills: duration == nil ? (kills ?? 100) : nil, duration: duration,
+            killRate: killRate,
             seed: seed, saveDelayMilliseconds: saveDelay, io: engine, executable: try RunCommand.executablePath())
         options.stopRequested = { StopSignals.receivedSignal != nil }
         options.progress = ProgressMeter(name: "windowhost stress", terminal: isatty(STDERR_FILENO) == 1)
@@ -127,7 +139,9 @@ struct StressCampaignCommand: ParsableCommand {
             options.replyTimeoutSeconds = Self.hostileReplyTimeoutSeconds
         }
         defer { if hostile { try? FileManager.default.removeItem(atPath: rootPath.string + ".hostile-canary") } }
-        print("windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)\(mounted.map { " (\($0))" } ?? "")")
+        print(
+            "windowhost stress: seed \(seed), \(scenes) scenes, engine \(engine), root \(rootPath)\(mounted.map { " (\($0))" } ?? "")"
+        )
         let report: CampaignReport
         do {
             report = try Campaign(options: options).run()
@@ -143,14 +157,19 @@ struct StressCampaignCommand: ParsableCommand {
 
     static func summary(_ report: CampaignReport) -> String {
         var lines = [
-            String(format: "%d kills (%d of the supervisor, %d while a save was in flight, %d after damaging a snapshot) in %.1f s",
-                   report.kills, report.supervisorKills, report.killedWhileSaving, report.corruptions, report.durationS),
+            String(
+                format:
+                    "%d kills (%d of the supervisor, %d while a save was in flight, %d after damaging a snapshot) in %.1f s",
+                report.kills, report.supervisorKills, report.killedWhileSaving, report.corruptions, report.durationS),
             "\(report.commands) commands, \(report.acknowledged) acknowledged durable, \(report.recoveries) recoveries checked",
             "lost \(report.lost), unexpected \(report.unexpected), torn \(report.torn), recovered (sent, not acknowledged, present) \(report.recovered)",
-            String(format: "recovery (kill → restored, taking commands): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
-                   report.recoveryMs.p50, report.recoveryMs.p99, report.recoveryMs.max),
-            String(format: "save latency (request → durable): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f µs",
-                   report.saveLatencyUs.p50, report.saveLatencyUs.p99, report.saveLatencyUs.p999 ?? 0, report.saveLatencyUs.max),
+            String(
+                format: "recovery (kill → restored, taking commands): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                report.recoveryMs.p50, report.recoveryMs.p99, report.recoveryMs.max),
+            String(
+                format: "save latency (request → durable): p50 %.0f µs, p99 %.0f µs, p99.9 %.0f µs, max %.0f µs",
+                report.saveLatencyUs.p50, report.saveLatencyUs.p99, report.saveLatencyUs.p999 ?? 0,
+                report.saveLatencyUs.max),
         ]
         if report.hostileEvents > 0 {
             lines.append(
@@ -172,12 +191,15 @@ struct HostileFilesystem: CustomStringConvertible {
     static func prepare(_ root: FilePath) throws -> HostileFilesystem {
         guard geteuid() == 0 else {
             var existing = root
-            while access(existing.string, F_OK) != 0, !existing.removingLastComponent().isEmpty { existing = existing.removingLastComponent() }
+            while access(existing.string, F_OK) != 0, !existing.removingLastComponent().isEmpty {
+                existing = existing.removingLastComponent()
+            }
             var stats = statvfs()
             guard statvfs(existing.string, &stats) == 0 else {
                 throw ValidationError("--hostile: statvfs \(existing): \(Errno(rawValue: errno))")
             }
-            let mebibytes = UInt64(stats.f_blocks).multipliedReportingOverflow(by: UInt64(stats.f_frsize)).partialValue >> 20
+            let mebibytes =
+                UInt64(stats.f_blocks).multipliedReportingOverflow(by: UInt64(stats.f_frsize)).partialValue >> 20
             guard mebibytes <= StressCampaignCommand.hostileMaxFilesystemMiB else {
                 throw ValidationError(
                     "--hostile fills the disk: \(existing) is on a filesystem of \(mebibytes) MiB, above \(StressCampaignCommand.hostileMaxFilesystemMiB) MiB; "
@@ -203,7 +225,9 @@ struct HostileFilesystem: CustomStringConvertible {
             StandardStreams.error("windowhost stress: --hostile could not mount a tmpfs on \(root): \(error)\n")
             throw ExitCode(.unavailable)
         }
-        return HostileFilesystem(mountPoint: root, description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")
+        return HostileFilesystem(
+            mountPoint: root,
+            description: "a tmpfs of \(StressCampaignCommand.hostileTmpfsMiB) MiB mounted for the campaign")
     }
 
     /// Unmounts what `prepare` mounted; lazily when a straggling worker still holds it.

@@ -18,7 +18,10 @@ public struct Windowhost: ParsableCommand {
             abstract: "A multi-process window host that keeps every window's tabs safe across sudden termination.",
             discussion: exitCodesParagraph(exitCodes),
             version: "0.1.0",
-            subcommands: [RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self, BenchCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self] + extra
+            subcommands: [
+                RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self,
+                BenchCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self,
+            ] + extra
         )
     }
 
@@ -39,7 +42,8 @@ public struct Windowhost: ParsableCommand {
         .temporary:
             "temporary (a worker restarting, another supervisor on the root or at the socket, supervisor.lock still held by what a dead supervisor left, io_uring setup short of memory or rings): retry",
         .seqExhausted: "a window that has used the highest command seq (it takes no more tab commands)",
-        .permission: "a root (or a fixed entry under it) that is someone else's, open to others, or not what the host needs there",
+        .permission:
+            "a root (or a fixed entry under it) that is someone else's, open to others, or not what the host needs there",
         .config: "a worker given shared memory of another window, generation or layout (a binary of another version)",
     ]
 
@@ -49,7 +53,9 @@ public struct Windowhost: ParsableCommand {
     /// (or a path) would be taken, stored and acknowledged as text the caller never gave.
     public static func start<Root: ParsableCommand>(_ root: Root.Type, faults: CommandFaults = .none) {
         let arguments = (0..<Int(CommandLine.argc)).map { index in
-            CommandLine.unsafeArgv[index].map { Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:)) } ?? []
+            CommandLine.unsafeArgv[index].map {
+                Array(UnsafeBufferPointer(start: $0, count: strlen($0))).map(UInt8.init(bitPattern:))
+            } ?? []
         }
         if let invalid = InvalidUTF8Argument.first(in: arguments) {
             StandardStreams.error("windowhost: \(invalid)\n")

@@ -14,7 +14,8 @@ import SystemPackage
 /// Its options are `WorkerLaunch.arguments`, parsed back into the launch (`launch`).
 struct WorkerProcessCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: WorkerLaunch.subcommand, abstract: "One scene's worker (spawned by `windowhost run`).", shouldDisplay: false)
+        commandName: WorkerLaunch.subcommand, abstract: "One scene's worker (spawned by `windowhost run`).",
+        shouldDisplay: false)
 
     @Option var slot: Int
     @Option var generation: UInt32
@@ -33,7 +34,8 @@ struct WorkerProcessCommand: ParsableCommand {
 
     func validate() throws {
         guard floor != nil else {
-            throw ValidationError("--seq-floor \(seqFloor) or --tab-floor \(tabFloor) is beyond what a window reaches (Limits)")
+            throw ValidationError(
+                "--seq-floor \(seqFloor) or --tab-floor \(tabFloor) is beyond what a window reaches (Limits)")
         }
     }
 
@@ -42,7 +44,8 @@ struct WorkerProcessCommand: ParsableCommand {
     /// What the supervisor launched: the options as one value.
     var launch: WorkerLaunch {
         WorkerLaunch(
-            slot: slot, generation: generation, window: window, root: FilePath(root), saveDelayMilliseconds: saveDelay, io: io.choice?.rawValue,
+            slot: slot, generation: generation, window: window, root: FilePath(root), saveDelayMilliseconds: saveDelay,
+            io: io.choice?.rawValue,
             supervisorPID: supervisor, seqFloor: seqFloor, tabFloor: tabFloor, compactAfterRecords: compactAfter,
             inBackground: background)
     }
@@ -64,12 +67,16 @@ struct WorkerProcessCommand: ParsableCommand {
             for refusal in engine.refusals { logger.notice("io_uring without \(refusal)") }
             let memory = try SlotMemory(attaching: WorkerLaunch.Descriptor.slotMemory.fileDescriptor)
             let loop = try WorkerLoop(
-                identity: WorkerIdentity(slot: launch.slot, generation: launch.generation, windowID: launch.window, supervisorPID: launch.supervisorPID),
+                identity: WorkerIdentity(
+                    slot: launch.slot, generation: launch.generation, windowID: launch.window,
+                    supervisorPID: launch.supervisorPID),
                 memory: memory, commands: Doorbell(descriptor: WorkerLaunch.Descriptor.commands.fileDescriptor),
-                supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor), root: launch.root,
+                supervisor: Doorbell(descriptor: WorkerLaunch.Descriptor.supervisorBell.fileDescriptor),
+                root: launch.root,
                 engine: engine,
                 options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
-                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none, foreground: !launch.inBackground, logger: logger,
+                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none,
+                foreground: !launch.inBackground, logger: logger,
                 afterRestore: CommandFaults.current.restored)
             throw ExitCode(loop.run().status)
         } catch let error as RegionError {

@@ -19,8 +19,10 @@ private func spin(microseconds: UInt64) {
 @Suite struct CPUAccountingTests {
     @Test func procStatsFirstLineIsUserAndSystemWithoutIdleIOWaitStealOrGuestTwice() throws {
         // user nice system idle iowait irq softirq steal guest guest_nice
-        let ticks = try #require(MachineTicks(procStat: "cpu  100 20 300 9000 50 7 3 11 13 17\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5\n"))
-        #expect(ticks.user == 120 && ticks.system == 310, "guest is inside user already; steal is not this machine's work")
+        let ticks = try #require(
+            MachineTicks(procStat: "cpu  100 20 300 9000 50 7 3 11 13 17\ncpu0 1 2 3 4 5 6 7 8 9 10\nintr 5\n"))
+        #expect(
+            ticks.user == 120 && ticks.system == 310, "guest is inside user already; steal is not this machine's work")
         let later = try #require(MachineTicks(procStat: "cpu  150 20 310 9100 60 7 4 90 40 17\n"))
         #expect(later.since(ticks, ticksPerSecond: 100) == CPUTime(user: 500_000, system: 110_000))
         // A counter that went back (another boot's reading) gives nothing, not a wrapped figure.
@@ -46,17 +48,23 @@ private func spin(microseconds: UInt64) {
         // The machine was busy 50 ms + 80 ms; the worker spent 20 + 30 of it, 12 + 25 inside its
         // saves: its 8 + 5 outside them (preparing changes) are not the saves'.
         let machine = CPUMeter.machine(
-            CPUTime(user: 50_000, system: 80_000), process: CPUTime(user: 20_000, system: 30_000), saving: CPUTime(user: 12_000, system: 25_000))
+            CPUTime(user: 50_000, system: 80_000), process: CPUTime(user: 20_000, system: 30_000),
+            saving: CPUTime(user: 12_000, system: 25_000))
         #expect(machine == CPUTime(user: 42_000, system: 75_000))
         // The kernel's split may move between two readings: floored, never wrapped.
         #expect(CPUTime(user: 10, system: 5) - CPUTime(user: 4, system: 9) == CPUTime(user: 6, system: 0))
     }
 
     @Test func kernelThreadsAreToldByTheirFlagAndTheirRuntimesAddUp() throws {
-        #expect(KernelThreads.isKernelThread(stat: "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0") == true)
+        #expect(
+            KernelThreads.isKernelThread(stat: "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0") == true)
         // A name with spaces and a parenthesis: the fields count from the last one.
-        #expect(KernelThreads.isKernelThread(stat: "77 (a) b (c)) S 1 77 77 0 -1 4194560 9 0 0 0 5 3 0 0 20 0 1 0") == false)
-        #expect(KernelThreads.isKernelThread(stat: "garbage") == nil && KernelThreads.isKernelThread(stat: "1 (x) S 1 2") == nil)
+        #expect(
+            KernelThreads.isKernelThread(stat: "77 (a) b (c)) S 1 77 77 0 -1 4194560 9 0 0 0 5 3 0 0 20 0 1 0") == false
+        )
+        #expect(
+            KernelThreads.isKernelThread(stat: "garbage") == nil
+                && KernelThreads.isKernelThread(stat: "1 (x) S 1 2") == nil)
         #expect(KernelThreads.runtime(schedstat: "8184833 14138660 186\n") == 8_184_833)
         #expect(KernelThreads.runtime(schedstat: "x 1 2") == nil)
         // 5 ms more for pid 10, 2 ms for a thread that appeared, pid 30 ended, pid 40 reused
@@ -88,13 +96,17 @@ private func spin(microseconds: UInt64) {
         let row = SaveResult(engine: .uring, windows: 1, size: .small, workers: [total])
         #expect(row.cpu == CPUPerSave(CPUTime(user: 400, system: 400), saves: 40) && row.cpu?.total == 20)
         #expect(row.machineCPU?.total == 60)
-        #expect(row.withKernelThreads == CPUPerSave(CPUTime(user: 400, system: 800), saves: 40), "the kernel threads' time is system time")
+        #expect(
+            row.withKernelThreads == CPUPerSave(CPUTime(user: 400, system: 800), saves: 40),
+            "the kernel threads' time is system time")
         var unknown = total
         unknown.add(worker(saves: 10, cpu: 100, machine: nil))
         #expect(unknown.machineCPU == nil)
         let eight = SaveResult(engine: .uring, windows: 8, size: .small, workers: Array(repeating: total, count: 8))
         #expect(eight.cpu?.total == 20, "every window's time over every window's saves")
-        #expect(eight.machineCPU == nil && eight.withKernelThreads == nil, "with 8 windows each one's machine time overlaps the others'")
+        #expect(
+            eight.machineCPU == nil && eight.withKernelThreads == nil,
+            "with 8 windows each one's machine time overlaps the others'")
     }
 
     /// A real loop: the CPU a save burns is counted, the CPU preparing the next change burns
@@ -110,7 +122,9 @@ private func spin(microseconds: UInt64) {
         let perSave = try #require(CPUPerSave(result.cpu, saves: result.saves))
         // The process's time counts every thread: tests running beside this one on the other
         // core may add up to a core's worth, never the 20 ms each preparation burns.
-        #expect(perSave.total >= 1900 && perSave.total < 15_000, "\(perSave.total) µs a save, for 2,000 burnt in it and 20,000 before it")
+        #expect(
+            perSave.total >= 1900 && perSave.total < 15_000,
+            "\(perSave.total) µs a save, for 2,000 burnt in it and 20,000 before it")
         let machine = try #require(result.machineCPU)
         // The machine's clock ticks are 10 ms: allow two of them on each of two CPUs.
         #expect(machine.total + 40_000 >= result.cpu.total, "machine \(machine.total) µs, saves \(result.cpu.total) µs")

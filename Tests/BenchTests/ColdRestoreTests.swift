@@ -27,7 +27,10 @@ import Testing
     }
 
     @Test func droppingThePageCacheLeavesNoPageOfTheSessionResident() throws {
-        let directory = FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-cold-\(UUID().uuidString.prefix(8))").path)
+        let directory = FilePath(
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "windowhost-cold-\(UUID().uuidString.prefix(8))"
+            ).path)
         defer { removeTestRoot(directory.string) }
         let nested = directory.appending("windows/one")
         try FileManager.default.createDirectory(atPath: nested.string, withIntermediateDirectories: true)
@@ -49,7 +52,8 @@ import Testing
         let outsideFD = open(outside, O_RDONLY)
         #expect(fsync(outsideFD) == 0)
         close(outsideFD)
-        try FileManager.default.createSymbolicLink(atPath: nested.appending("link").string, withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(
+            atPath: nested.appending("link").string, withDestinationPath: outside)
         for path in paths { #expect(try residentPages(path) > 0, "\(path) read just now") }
         try RestoreBench.dropPageCache(under: nested)
         for path in paths { #expect(try residentPages(path) == 0, "\(path) after DONTNEED") }

@@ -12,7 +12,8 @@ private func fixture(_ name: String) throws -> Data { try Data(contentsOf: fixtu
 
 /// The 1-job io_uring fixture with `change` made to its one job's `write` object.
 private func hostile(_ change: (inout [String: Any]) -> Void) throws -> Data {
-    var root = try #require(try JSONSerialization.jsonObject(with: fixture("fio-io_uring-depth4-1job.json")) as? [String: Any])
+    var root = try #require(
+        try JSONSerialization.jsonObject(with: fixture("fio-io_uring-depth4-1job.json")) as? [String: Any])
     var jobs = try #require(root["jobs"] as? [[String: Any]])
     var write = try #require(jobs[0]["write"] as? [String: Any])
     change(&write)
@@ -94,7 +95,8 @@ private func parseError(_ data: Data) -> FioError? {
             #expect(!why.isEmpty && why.count < 300, "\(name): \(why)")
         }
         // Two job reports: not the one --group_reporting gives.
-        let single = try #require(try JSONSerialization.jsonObject(with: fixture("fio-io_uring-depth4-1job.json")) as? [String: Any])
+        let single = try #require(
+            try JSONSerialization.jsonObject(with: fixture("fio-io_uring-depth4-1job.json")) as? [String: Any])
         let job = try #require((single["jobs"] as? [Any])?.first)
         let twoJobs = try JSONSerialization.data(withJSONObject: ["jobs": [job, job]])
         #expect(parseError(twoJobs).map { "\($0)" }?.contains("2 job reports") == true)
@@ -112,23 +114,32 @@ private func parseError(_ data: Data) -> FioError? {
     @Test func theRefereeRunsEveryCaseAndLeavesNothingBehind() throws {
         #expect(FioBench.locate() != nil, "fio is not on PATH: scripts/test.sh installs Debian's fio")
         let directory = FilePath(
-            FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fio-\(UUID().uuidString.prefix(8))").path)
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "windowhost-fio-\(UUID().uuidString.prefix(8))"
+            ).path)
         try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
         defer { removeTestRoot(directory.string) }
         var started: [Int] = []
-        let (results, problem) = FioBench.run(FioBench.cases, seconds: 0.25, directory: directory) { index, _ in started.append(index) }
+        let (results, problem) = FioBench.run(FioBench.cases, seconds: 0.25, directory: directory) { index, _ in
+            started.append(index)
+        }
         #expect(problem == nil, "\(problem ?? "")")
         #expect(started == Array(0..<6))
-        #expect(results.map { "\($0.engine) \($0.jobs) \($0.depth)" } == [
-            "pvsync2 1 1", "io_uring 1 1", "io_uring 1 \(Limits.maxSavesInFlight)", "pvsync2 8 1", "io_uring 8 1",
-            "io_uring 8 \(Limits.maxSavesInFlight)",
-        ])
+        #expect(
+            results.map { "\($0.engine) \($0.jobs) \($0.depth)" } == [
+                "pvsync2 1 1", "io_uring 1 1", "io_uring 1 \(Limits.maxSavesInFlight)", "pvsync2 8 1", "io_uring 8 1",
+                "io_uring 8 \(Limits.maxSavesInFlight)",
+            ])
         for result in results {
             #expect(result.failure == nil, "\(result)")
-            #expect((result.writesPerSecond ?? 0) > 0 && (result.p50 ?? 0) > 0 && (result.p50 ?? .max) <= (result.p99 ?? 0), "\(result)")
+            #expect(
+                (result.writesPerSecond ?? 0) > 0 && (result.p50 ?? 0) > 0 && (result.p50 ?? .max) <= (result.p99 ?? 0),
+                "\(result)")
             #expect(result.block.map { $0 >= 512 && $0 & ($0 - 1) == 0 } == true, "the directory's direct I/O block")
         }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.string).isEmpty, "fio's private directory is gone")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.string).isEmpty,
+            "fio's private directory is gone")
     }
 
     @Test func fioIsFoundOnlyThroughAbsolutePathEntries() throws {
@@ -142,7 +153,9 @@ private func parseError(_ data: Data) -> FioError? {
     /// the step.
     @Test func aChildThatHangsFailsOrDiesIsReportedNotFatal() throws {
         let directory = FilePath(
-            FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fio-\(UUID().uuidString.prefix(8))").path)
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "windowhost-fio-\(UUID().uuidString.prefix(8))"
+            ).path)
         try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
         defer { removeTestRoot(directory.string) }
         func outcome(_ arguments: [String], timeout: Double = 10) -> FioError? {
@@ -156,9 +169,13 @@ private func parseError(_ data: Data) -> FioError? {
         let start = Date()
         #expect(outcome(["/bin/sleep", "30"], timeout: 0.2) == .timedOut(seconds: 0.2))
         #expect(Date().timeIntervalSince(start) < 5, "killed at its timeout, not waited for")
-        #expect(outcome(["/bin/sh", "-c", "echo 'fio: bad option' >&2; exit 3"]) == .exited(status: 3, message: "fio: bad option"))
+        #expect(
+            outcome(["/bin/sh", "-c", "echo 'fio: bad option' >&2; exit 3"])
+                == .exited(status: 3, message: "fio: bad option"))
         #expect(outcome(["/bin/sh", "-c", "kill -9 $$"]) == .killed(signal: 9))
-        #expect(outcome(["/nonexistent/fio"]).map { if case .exited(127, _) = $0 { true } else { false } } == true, "exec failed")
+        #expect(
+            outcome(["/nonexistent/fio"]).map { if case .exited(127, _) = $0 { true } else { false } } == true,
+            "exec failed")
         let printed = try FioBench.runChild(["/bin/sh", "-c", "echo '{}'"], in: directory, timeout: 10)
         #expect(String(decoding: printed, as: UTF8.self) == "{}\n")
     }

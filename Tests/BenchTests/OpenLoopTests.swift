@@ -84,8 +84,12 @@ private final class CountingWindow: OpenLoopWindow {
         let window = CountingWindow()
         let result = OpenLoop.measure(window, perSecond: 10_000, seconds: 0.2, firstSeq: 2)
         #expect(result.failure == nil && result.latency.totalCount == 2_000)
-        #expect(window.mostAppliedPerTurn == Limits.maxCommandsPerTurn, "at most a turn's worth, and the backlog filled one")
-        #expect(window.writesCompleted >= 500 / UInt64(Limits.maxCommandsPerTurn), "the backlog took a turn per \(Limits.maxCommandsPerTurn)")
+        #expect(
+            window.mostAppliedPerTurn == Limits.maxCommandsPerTurn, "at most a turn's worth, and the backlog filled one"
+        )
+        #expect(
+            window.writesCompleted >= 500 / UInt64(Limits.maxCommandsPerTurn),
+            "the backlog took a turn per \(Limits.maxCommandsPerTurn)")
     }
 
     /// Commands that arrived while the first save blocked the loop were applied only after it:
@@ -105,7 +109,9 @@ private final class CountingWindow: OpenLoopWindow {
         #expect(result.saves >= 290 && result.saves <= 300, "durable within the 0.3 s: \(result.saves)")
         #expect(result.seconds == 0.3)
         // The ~40 commands that arrived during the stall became durable in one write.
-        #expect(result.writes > 0 && result.writes <= window.writesCompleted && result.writes < result.saves - 30, "\(result.writes) writes")
+        #expect(
+            result.writes > 0 && result.writes <= window.writesCompleted && result.writes < result.saves - 30,
+            "\(result.writes) writes")
         let point = OpenLoopResult(engine: .uring, windows: 1, offeredPerSecond: 1000, workers: [result])
         #expect(abs(point.writesPerSecond - Double(result.writes) / 0.3) < 0.001)
     }
@@ -113,7 +119,9 @@ private final class CountingWindow: OpenLoopWindow {
     /// A store that never makes a command durable achieves nothing, and its commands still
     /// count, with at least the time they waited (not left out of the percentiles).
     @Test func commandsNeverMadeDurableCountWithTheirWaitSoFar() {
-        let result = OpenLoop.measure(StallingWindow(stallMilliseconds: 0, savesFinish: false), perSecond: 100, seconds: 0.1, firstSeq: 2, drainSeconds: 0.05)
+        let result = OpenLoop.measure(
+            StallingWindow(stallMilliseconds: 0, savesFinish: false), perSecond: 100, seconds: 0.1, firstSeq: 2,
+            drainSeconds: 0.05)
         #expect(result.saves == 0)
         #expect(result.latency.totalCount == 10)
         #expect(result.latency.min >= 49_000, "each waited at least until the drain ended")
@@ -126,7 +134,9 @@ private final class CountingWindow: OpenLoopWindow {
             worker.seconds = 1
             return OpenLoopResult(engine: .sync, windows: 2, offeredPerSecond: 1000, workers: [worker, worker])
         }
-        #expect(point(achieved: 950).keptUp && point(achieved: 950).achievedPerSecond == 950, "per window: the mean of the windows")
+        #expect(
+            point(achieved: 950).keptUp && point(achieved: 950).achievedPerSecond == 950,
+            "per window: the mean of the windows")
         #expect(!point(achieved: 949).keptUp)
     }
 }

@@ -10,7 +10,9 @@ import Testing
 @testable import Bench
 
 private func temporaryDirectory() -> FilePath {
-    FilePath(FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-bench-\(UUID().uuidString.prefix(8))").path)
+    FilePath(
+        FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-bench-\(UUID().uuidString.prefix(8))")
+            .path)
 }
 
 @Suite struct WorkloadTests {
@@ -26,7 +28,8 @@ private func temporaryDirectory() -> FilePath {
             try workload.save()
         }
         #expect(workload.bytesWritten > before)
-        let window = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.appending("windows").string).first)
+        let window = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory.appending("windows").string).first)
         let store = WindowStore(root: directory, windowID: try #require(UUID(uuidString: window)), engine: SyncEngine())
         let recovery = try store.recover()
         #expect(recovery.seq == 4)
@@ -62,7 +65,9 @@ private func temporaryDirectory() -> FilePath {
         try workload.save()
         let list = workload.browser.webStateList
         #expect(list.count == size.windowTabs)
-        #expect(list.webStates.allSatisfy { $0.helper(FindTabHelper.self) != nil }, "every tab has its helper, new ones included")
+        #expect(
+            list.webStates.allSatisfy { $0.helper(FindTabHelper.self) != nil },
+            "every tab has its helper, new ones included")
         #expect((list.webStates.map(\.id) == before) == (size == .small), "a large save replaced every tab")
         #expect(try list.activeWebState?.navigationHistory().currentItem?.url.hasSuffix("/articles/2") == true)
     }
@@ -73,7 +78,9 @@ private func temporaryDirectory() -> FilePath {
         let list = browser.webStateList
         let observer = SessionChangeObserver(list: list)
         #expect(!observer.takeDirty())
-        let tab = WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 0), history: NavigationHistory())
+        let tab = WebState(
+            id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 0),
+            history: NavigationHistory())
         _ = try list.insert(tab, InsertionParams(activate: true))
         #expect(observer.takeDirty() && !observer.takeDirty(), "heard once, then clean")
         try tab.commitNavigation(to: page(1, round: 1))

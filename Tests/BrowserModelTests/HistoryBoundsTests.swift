@@ -5,7 +5,9 @@ import Testing
 /// A history is bounded as a browser bounds it, and a tab takes no entry it could not save.
 @Suite struct HistoryBoundsTests {
     private func item(_ n: Int, url: String? = nil) -> NavigationItem {
-        NavigationItem(url: url ?? "https://site.example/\(n)", title: "page \(n)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(n)))
+        NavigationItem(
+            url: url ?? "https://site.example/\(n)", title: "page \(n)",
+            timestamp: Timestamp(microsecondsSinceEpoch: Int64(n)))
     }
 
     /// Past `Limits.maxNavigationEntries` each navigation drops the oldest entry; entries keep
@@ -61,11 +63,20 @@ import Testing
         let tab = WebState(id: WebStateID(rawValue: 1)!, creationTime: .zero)
         try tab.commitNavigation(to: item(0))
         let tooLong = String(repeating: "u", count: Limits.maxURLBytes + 1)
-        #expect(throws: WebStateError.invalidItem(tab.id, .urlTooLong(bytes: Limits.maxURLBytes + 1, limit: Limits.maxURLBytes))) {
+        #expect(
+            throws: WebStateError.invalidItem(
+                tab.id, .urlTooLong(bytes: Limits.maxURLBytes + 1, limit: Limits.maxURLBytes))
+        ) {
             try tab.commitNavigation(to: NavigationItem(url: tooLong, timestamp: .zero))
         }
-        #expect(throws: WebStateError.invalidItem(tab.id, .titleTooLong(bytes: Limits.maxTitleBytes + 1, limit: Limits.maxTitleBytes))) {
-            try tab.commitNavigation(to: NavigationItem(url: "https://ok.example/", title: String(repeating: "t", count: Limits.maxTitleBytes + 1), timestamp: .zero))
+        #expect(
+            throws: WebStateError.invalidItem(
+                tab.id, .titleTooLong(bytes: Limits.maxTitleBytes + 1, limit: Limits.maxTitleBytes))
+        ) {
+            try tab.commitNavigation(
+                to: NavigationItem(
+                    url: "https://ok.example/", title: String(repeating: "t", count: Limits.maxTitleBytes + 1),
+                    timestamp: .zero))
         }
         #expect(throws: NavigationItemError.urlTooLong(bytes: Limits.maxURLBytes + 1, limit: Limits.maxURLBytes)) {
             try NavigationItem.checked(url: tooLong, timestamp: .zero)
@@ -86,6 +97,7 @@ import Testing
         let middle = try #require(NavigationHistory(items: items, currentIndex: 20, droppedItemCount: 3))
         #expect(middle.items.first == items[20] && middle.droppedItemCount == 23 && middle.currentIndex == 0)
         #expect(NavigationHistory(items: items, currentIndex: 0, droppedItemCount: -1) == nil)
-        #expect(NavigationHistory(items: items, currentIndex: 0, droppedItemCount: Int(Limits.maxCommandSeq) + 1) == nil)
+        #expect(
+            NavigationHistory(items: items, currentIndex: 0, droppedItemCount: Int(Limits.maxCommandSeq) + 1) == nil)
     }
 }

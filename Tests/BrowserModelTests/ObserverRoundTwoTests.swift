@@ -15,8 +15,14 @@ import Testing
         let log: Log
         var onRealized: ((WebState) -> Void)?
         var onCommit: ((WebState) -> Void)?
-        init(_ name: String, _ log: Log) { self.name = name; self.log = log }
-        func webStateRealized(_ webState: WebState) { log.lines.append("\(name) realized"); onRealized?(webState) }
+        init(_ name: String, _ log: Log) {
+            self.name = name
+            self.log = log
+        }
+        func webStateRealized(_ webState: WebState) {
+            log.lines.append("\(name) realized")
+            onRealized?(webState)
+        }
         func webState(_ webState: WebState, didCommitNavigationAt index: Int, newItem: Bool) {
             log.lines.append("\(name) \(index)")
             onCommit?(webState)
@@ -25,7 +31,8 @@ import Testing
     }
 
     private static let metadata = WebStateMetadata(
-        creationTime: .zero, lastActiveTime: .zero, activePageTitle: "B", activePageURL: "https://b.example/", navigationItemCount: 1)
+        creationTime: .zero, lastActiveTime: .zero, activePageTitle: "B", activePageURL: "https://b.example/",
+        navigationItemCount: 1)
 
     private static func stored() -> NavigationHistory {
         var history = NavigationHistory()
@@ -42,9 +49,15 @@ import Testing
     @Test func theFirstObserverLeavingAndAddingWhileToldKeepsOrder() throws {
         let log = Log()
         let webState = unrealizedTab(5, Self.metadata) { Self.stored() }
-        let a = Named("a", log), b = Named("b", log), c = Named("c", log), d = Named("d", log)
+        let a = Named("a", log)
+        let b = Named("b", log)
+        let c = Named("c", log)
+        let d = Named("d", log)
         for observer in [a, b, c] { webState.addObserver(observer) }
-        a.onRealized = { tab in tab.removeObserver(a); tab.addObserver(d) }
+        a.onRealized = { tab in
+            tab.removeObserver(a)
+            tab.addObserver(d)
+        }
         try webState.forceRealized()
         #expect(log.lines == ["a realized", "b realized", "c realized"])
         log.lines = []
@@ -64,7 +77,8 @@ import Testing
         let log = Log()
         let webState = WebState(id: WebStateID(rawValue: 7)!, creationTime: .zero, history: Self.stored())
         var first: Named? = Named("first", log)
-        let b = Named("b", log), late = Named("late", log)
+        let b = Named("b", log)
+        let late = Named("late", log)
         webState.addObserver(first!)
         webState.addObserver(b)
         first = nil
@@ -87,7 +101,8 @@ import Testing
     @Test func anObserverRemovingALaterOneWhileTold() throws {
         let log = Log()
         let webState = WebState(id: WebStateID(rawValue: 8)!, creationTime: .zero, history: Self.stored())
-        let a = Named("a", log), b = Named("b", log)
+        let a = Named("a", log)
+        let b = Named("b", log)
         webState.addObserver(a)
         webState.addObserver(b)
         a.onCommit = { tab in tab.removeObserver(b) }
@@ -106,7 +121,8 @@ import Testing
         let webState = unrealizedTab(11, Self.metadata) { Self.stored() }
         let old = FindTabHelper(webState: webState)
         webState.attach(old)
-        let oldResponses = Responses(), newResponses = Responses()
+        let oldResponses = Responses()
+        let newResponses = Responses()
         old.setResponseDelegate(oldResponses)
         let new = FindTabHelper(webState: webState)
         webState.attach(new)
@@ -127,7 +143,10 @@ import Testing
     @Test func destroyedWhileUnrealized() throws {
         let log = Log()
         var loads = 0
-        let webState = unrealizedTab(12, Self.metadata) { loads += 1; return Self.stored() }
+        let webState = unrealizedTab(12, Self.metadata) {
+            loads += 1
+            return Self.stored()
+        }
         let helper = FindTabHelper(webState: webState)
         webState.attach(helper)
         let a = Named("a", log)

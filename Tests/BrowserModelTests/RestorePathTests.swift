@@ -19,7 +19,10 @@ import Testing
     final class Helper: TabHelper {
         let name: String
         let log: Log
-        init(_ name: String, _ log: Log) { self.name = name; self.log = log }
+        init(_ name: String, _ log: Log) {
+            self.name = name
+            self.log = log
+        }
         func webStateRealized(_ webState: WebState) { log.lines.append("\(name) realized") }
         func shutdown() { log.lines.append("\(name) shutdown") }
     }
@@ -34,7 +37,8 @@ import Testing
     final class Log { var lines: [String] = [] }
 
     private static let metadata = WebStateMetadata(
-        creationTime: .zero, lastActiveTime: .zero, activePageTitle: "B", activePageURL: "https://b.example/", navigationItemCount: 1)
+        creationTime: .zero, lastActiveTime: .zero, activePageTitle: "B", activePageURL: "https://b.example/",
+        navigationItemCount: 1)
 
     private static func history() -> NavigationHistory {
         var history = NavigationHistory()
@@ -52,7 +56,9 @@ import Testing
         let list = WebStateList()
         let log = NavigationLog()
         list.addObserver(log)
-        let first = makeTab(1), second = makeTab(2), third = makeTab(3)
+        let first = makeTab(1)
+        let second = makeTab(2)
+        let third = makeTab(3)
         try list.insert(first)
         try list.insert(second)
         let own = RealizationCounter()
@@ -130,7 +136,9 @@ import Testing
     /// whatever the order; membership answers for every identifier, present or not.
     @Test func uniqueIdentifiersRefuseDuplicatesAndAnswerMembership() throws {
         func ids(_ raw: [Int64]) -> [WebStateID] { raw.map { WebStateID(rawValue: $0)! } }
-        let duplicate = #expect(throws: UniqueWebStateIDs.Duplicate.self) { try UniqueWebStateIDs(ids([9, 3, 5, 9, 3, 1])) }
+        let duplicate = #expect(throws: UniqueWebStateIDs.Duplicate.self) {
+            try UniqueWebStateIDs(ids([9, 3, 5, 9, 3, 1]))
+        }
         #expect(duplicate?.id == WebStateID(rawValue: 3))
         let present: [Int64] = [40, 2, 17, 1, 1_000_000, 5, 3]
         let unique = try UniqueWebStateIDs(ids(present))
@@ -142,7 +150,9 @@ import Testing
         #expect(try UniqueWebStateIDs([]).isEmpty)
         let list = WebStateList()
         #expect(throws: WebStateListError.duplicateWebState(WebStateID(rawValue: 4)!)) {
-            try list.restore([makeTab(4), makeTab(6), makeTab(4)].map { RestoredTab(webState: $0, opener: nil) }, activeIndex: nil, pinnedCount: 0)
+            try list.restore(
+                [makeTab(4), makeTab(6), makeTab(4)].map { RestoredTab(webState: $0, opener: nil) }, activeIndex: nil,
+                pinnedCount: 0)
         }
         #expect(list.isEmpty)
     }
@@ -156,7 +166,9 @@ import Testing
         let incognito = profile.offTheRecordProfile.browserList.browser(for: window).webStateList
         for id in [10, 11, 12] as [Int64] { try regular.insert(makeTab(id)) }
         let restoring = try UniqueWebStateIDs([12, 20, 11].map { WebStateID(rawValue: $0)! })
-        #expect(profile.offTheRecordProfile.firstWebStateHeld(among: restoring, outside: incognito) == WebStateID(rawValue: 11))
+        #expect(
+            profile.offTheRecordProfile.firstWebStateHeld(among: restoring, outside: incognito)
+                == WebStateID(rawValue: 11))
         #expect(profile.firstWebStateHeld(among: restoring, outside: regular) == nil)
         #expect(profile.firstWebStateHeld(among: try UniqueWebStateIDs([]), outside: incognito) == nil)
     }

@@ -9,7 +9,8 @@ final class ChangeLog: WebStateListObserver {
     var batches = 0
 
     func webStateList(_ list: WebStateList, didChange change: WebStateListChange, status: WebStateListStatus) {
-        let active = "\(status.previousActiveIndex.map(String.init) ?? "-")→\(status.activeIndex.map(String.init) ?? "-")"
+        let active =
+            "\(status.previousActiveIndex.map(String.init) ?? "-")→\(status.activeIndex.map(String.init) ?? "-")"
         switch change {
         case .inserted(let webState, let index): entries.append("insert \(webState.id)@\(index) \(active)")
         case .moved(let webState, let from, let to): entries.append("move \(webState.id) \(from)→\(to) \(active)")
@@ -28,7 +29,8 @@ final class ChangeLog: WebStateListObserver {
 func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
     var history = NavigationHistory()
     history.commit(NavigationItem(url: url, title: "page \(id)", timestamp: Timestamp(microsecondsSinceEpoch: id)))
-    return WebState(id: WebStateID(rawValue: id)!, creationTime: Timestamp(microsecondsSinceEpoch: id), history: history)
+    return WebState(
+        id: WebStateID(rawValue: id)!, creationTime: Timestamp(microsecondsSinceEpoch: id), history: history)
 }
 
 @Suite struct WebStateListTests {
@@ -59,9 +61,13 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
                 let activate = Bool.random(using: &random)
                 let opener: (Int64, Int)? =
                     count > 0 && Bool.random(using: &random)
-                    ? (reference.tabs[Int.random(in: 0..<count, using: &random)].id, Int.random(in: 0..<3, using: &random))
+                    ? (
+                        reference.tabs[Int.random(in: 0..<count, using: &random)].id,
+                        Int.random(in: 0..<3, using: &random)
+                    )
                     : nil
-                let expected = reference.insert(id: id, index: requested, pinned: pinned, activate: activate, opener: opener)
+                let expected = reference.insert(
+                    id: id, index: requested, pinned: pinned, activate: activate, opener: opener)
                 let params = InsertionParams(
                     index: requested, activate: activate, pinned: pinned,
                     opener: opener.map { WebStateOpener(openerID: WebStateID(rawValue: $0.0)!, navigationIndex: $0.1) })
@@ -134,16 +140,17 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         try list.replace(at: 1, with: makeTab(4))
         try list.setPinned(at: 0, false)
         try list.activate(at: nil)
-        #expect(log.entries == [
-            "insert 1@0 -→0",
-            "insert 2@1 0→0",
-            "insert 3@0 0→1",
-            "move 2 2→1 1→2",
-            "close 1@2 2→1",
-            "replace 2→4@1 1→1",
-            "unpin 3 0→0 1→1",
-            "activate 1→-",
-        ])
+        #expect(
+            log.entries == [
+                "insert 1@0 -→0",
+                "insert 2@1 0→0",
+                "insert 3@0 0→1",
+                "move 2 2→1 1→2",
+                "close 1@2 2→1",
+                "replace 2→4@1 1→1",
+                "unpin 3 0→0 1→1",
+                "activate 1→-",
+            ])
     }
 
     @Test func closingTheActiveTabPrefersItsChildThenItsOpener() throws {
@@ -156,7 +163,10 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         #expect(list.activeWebState?.id.rawValue == 3)
         #expect(try list.opener(at: 1) == nil)
 
-        try list.insert(makeTab(5), InsertionParams(activate: true, opener: WebStateOpener(openerID: WebStateID(rawValue: 2)!, navigationIndex: 0)))
+        try list.insert(
+            makeTab(5),
+            InsertionParams(
+                activate: true, opener: WebStateOpener(openerID: WebStateID(rawValue: 2)!, navigationIndex: 0)))
         try list.close(at: 2)
         #expect(list.activeWebState?.id.rawValue == 2)
     }
@@ -166,13 +176,16 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
     @Test func aListRefusesTabsPastTheBound() throws {
         let list = WebStateList()
         let limit = Limits.maxTabsPerBrowser
-        try list.restore((1...limit).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: 0, pinnedCount: 0)
+        try list.restore(
+            (1...limit).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: 0, pinnedCount: 0)
         #expect(throws: WebStateListError.full(limit: limit)) { try list.insert(makeTab(Int64(limit + 1))) }
         #expect(list.count == limit)
         try list.close(at: 0)
         #expect(try list.insert(makeTab(Int64(limit + 1))) == limit - 1, "room again once a tab closes")
         #expect(throws: WebStateListError.full(limit: limit)) {
-            try WebStateList().restore((1...limit + 1).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: nil, pinnedCount: 0)
+            try WebStateList().restore(
+                (1...limit + 1).map { RestoredTab(webState: makeTab(Int64($0)), opener: nil) }, activeIndex: nil,
+                pinnedCount: 0)
         }
     }
 
@@ -180,9 +193,13 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         let list = WebStateList()
         try list.insert(makeTab(1), InsertionParams(activate: true))
         #expect(throws: WebStateListError.duplicateWebState(WebStateID(rawValue: 1)!)) { try list.insert(makeTab(1)) }
-        #expect(throws: WebStateListError.indexOutOfRange(5, count: 1)) { try list.insert(makeTab(2), InsertionParams(index: 5)) }
+        #expect(throws: WebStateListError.indexOutOfRange(5, count: 1)) {
+            try list.insert(makeTab(2), InsertionParams(index: 5))
+        }
         #expect(throws: WebStateListError.openerNotInList(WebStateID(rawValue: 9)!)) {
-            try list.insert(makeTab(2), InsertionParams(opener: WebStateOpener(openerID: WebStateID(rawValue: 9)!, navigationIndex: 0)))
+            try list.insert(
+                makeTab(2),
+                InsertionParams(opener: WebStateOpener(openerID: WebStateID(rawValue: 9)!, navigationIndex: 0)))
         }
         #expect(throws: WebStateListError.indexOutOfRange(1, count: 1)) { try list.close(at: 1) }
         let closed = makeTab(7)
@@ -204,16 +221,23 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
 
     @Test func restoreAcceptsForwardOpenersAndRefusesBadInput() throws {
         let list = WebStateList()
-        let one = makeTab(1), two = makeTab(2)
+        let one = makeTab(1)
+        let two = makeTab(2)
         let forward = WebStateOpener(openerID: two.id, navigationIndex: 0)
         #expect(throws: WebStateListError.pinnedCountOutOfRange(3, count: 2)) {
-            try list.restore([RestoredTab(webState: one, opener: nil), RestoredTab(webState: two, opener: nil)], activeIndex: nil, pinnedCount: 3)
+            try list.restore(
+                [RestoredTab(webState: one, opener: nil), RestoredTab(webState: two, opener: nil)], activeIndex: nil,
+                pinnedCount: 3)
         }
         #expect(throws: WebStateListError.openerNotInList(one.id)) {
-            try list.restore([RestoredTab(webState: one, opener: WebStateOpener(openerID: one.id, navigationIndex: 0))], activeIndex: nil, pinnedCount: 0)
+            try list.restore(
+                [RestoredTab(webState: one, opener: WebStateOpener(openerID: one.id, navigationIndex: 0))],
+                activeIndex: nil, pinnedCount: 0)
         }
         #expect(list.isEmpty)
-        try list.restore([RestoredTab(webState: one, opener: forward), RestoredTab(webState: two, opener: nil)], activeIndex: 1, pinnedCount: 1)
+        try list.restore(
+            [RestoredTab(webState: one, opener: forward), RestoredTab(webState: two, opener: nil)], activeIndex: 1,
+            pinnedCount: 1)
         #expect(list.activeWebState === two)
         #expect(try list.opener(at: 0) == forward)
         #expect(list.isPinned(at: 0) && !list.isPinned(at: 1))
@@ -238,7 +262,9 @@ func makeTab(_ id: Int64, url: String = "https://example.org/") -> WebState {
         #expect(try browse(seed: 99) == first)
         #expect(try browse(seed: 100).0 != first.0)
         // Every kind of operation shows up in a long run.
-        for kind in ["open", "navigates", "goes to", "move", "close tab", "detach", "replaces", "activate", "pin", "close all"] {
+        for kind in [
+            "open", "navigates", "goes to", "move", "close tab", "detach", "replaces", "activate", "pin", "close all",
+        ] {
             #expect(first.0.contains { $0.contains(kind) }, "\(kind) never happened")
         }
     }

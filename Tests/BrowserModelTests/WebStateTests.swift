@@ -1,6 +1,6 @@
-import HostLimits
 import BrowserModel
 import Foundation
+import HostLimits
 import Testing
 
 final class RealizationCounter: WebStateObserver {
@@ -14,8 +14,10 @@ struct LoaderFailure: Error {}
 
 private func storedHistory() -> NavigationHistory {
     var history = NavigationHistory()
-    history.commit(NavigationItem(url: "https://a.example/", title: "A", timestamp: Timestamp(microsecondsSinceEpoch: 10)))
-    history.commit(NavigationItem(url: "https://b.example/", title: "B", timestamp: Timestamp(microsecondsSinceEpoch: 20)))
+    history.commit(
+        NavigationItem(url: "https://a.example/", title: "A", timestamp: Timestamp(microsecondsSinceEpoch: 10)))
+    history.commit(
+        NavigationItem(url: "https://b.example/", title: "B", timestamp: Timestamp(microsecondsSinceEpoch: 20)))
     return history
 }
 
@@ -46,7 +48,9 @@ final class OneStoredTab: StoredTabs {
 }
 
 /// An unrealized tab whose history is `loader`'s.
-func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping () throws -> NavigationHistory) -> WebState {
+func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping () throws -> NavigationHistory)
+    -> WebState
+{
     WebState(
         id: WebStateID(rawValue: id)!, creationTime: metadata.creationTime, lastActiveTime: metadata.lastActiveTime,
         storedIn: OneStoredTab(metadata, loader: loader), at: 0)
@@ -60,7 +64,8 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
             return storedHistory()
         }
         let webState = WebState(
-            id: WebStateID(rawValue: 3)!, creationTime: storedMetadata.creationTime, lastActiveTime: storedMetadata.lastActiveTime,
+            id: WebStateID(rawValue: 3)!, creationTime: storedMetadata.creationTime,
+            lastActiveTime: storedMetadata.lastActiveTime,
             storedIn: stored, at: 0)
         // Restoring a tab reads none of its strings: they are made when first asked for.
         #expect(stored.metadataReads == 0)
@@ -86,7 +91,8 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         #expect(webState.isRealized)
         #expect(loads == 1)
         #expect(counter.realized == 1)
-        try webState.commitNavigation(to: NavigationItem(url: "https://c.example/", title: "C", timestamp: Timestamp(microsecondsSinceEpoch: 40)))
+        try webState.commitNavigation(
+            to: NavigationItem(url: "https://c.example/", title: "C", timestamp: Timestamp(microsecondsSinceEpoch: 40)))
         #expect(webState.isRealized && counter.realized == 1)
         #expect(counter.navigations == [2])
     }
@@ -106,7 +112,10 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         final class Named: WebStateObserver {
             let name: String
             let log: Log
-            init(_ name: String, _ log: Log) { self.name = name; self.log = log }
+            init(_ name: String, _ log: Log) {
+                self.name = name
+                self.log = log
+            }
             func webStateRealized(_ webState: WebState) { log.lines.append(name) }
         }
         final class Helper: TabHelper {
@@ -117,7 +126,9 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         }
         let log = Log()
         let webState = unrealizedTab(9, storedMetadata) { storedHistory() }
-        let a = Named("a", log), b = Named("b", log), c = Named("c", log)
+        let a = Named("a", log)
+        let b = Named("b", log)
+        let c = Named("c", log)
         var released: Named? = Named("released", log)
         for observer in [a, b, c] { webState.addObserver(observer) }
         webState.addObserver(released!)
@@ -180,10 +191,12 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         let incognito = profile.offTheRecordProfile
         #expect(incognito.isOffTheRecord && incognito.originalProfile === profile)
         #expect(profile.offTheRecordProfile === incognito)
-        #expect(profile.browserList.browser(for: window).sessionDirectory
-            == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/regular")
-        #expect(incognito.browserList.browser(for: window).sessionDirectory
-            == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/incognito")
+        #expect(
+            profile.browserList.browser(for: window).sessionDirectory
+                == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/regular")
+        #expect(
+            incognito.browserList.browser(for: window).sessionDirectory
+                == "/state/windows/D9D9D9D9-D9D9-D9D9-D9D9-CD68A019860B/incognito")
         profile.reserveWebStateID(WebStateID(rawValue: 41)!)
         #expect(incognito.makeWebStateID().rawValue == 42)
         #expect(profile.makeWebStateID().rawValue == 43)
@@ -211,4 +224,3 @@ func unrealizedTab(_ id: Int64, _ metadata: WebStateMetadata, loader: @escaping 
         #expect(generator.isExhausted)
     }
 }
-

@@ -22,7 +22,9 @@ import Testing
         for input in corpus + Self.inputs(target, in: "Crashes") {
             // A crash here kills the test process: the last line names the input.
             print("replaying \(input.path)")
-            #expect(throws: Never.self, "\(input.lastPathComponent)") { try target.run(Array(try Data(contentsOf: input))) }
+            #expect(throws: Never.self, "\(input.lastPathComponent)") {
+                try target.run(Array(try Data(contentsOf: input)))
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 import Atomics
 import Foundation
 import Glibc
-@testable import HostCoordination
 import Testing
+
+@testable import HostCoordination
 
 /// Shared memory is written by another process: whatever a worker leaves in it, the supervisor
 /// reading it gets a refusal or a clamped value, never a trap.
@@ -86,5 +87,6 @@ import Testing
 }
 
 private func store(_ value: UInt64, at pointer: UnsafeMutableRawPointer) {
-    UnsafeAtomic<UInt64>(at: pointer.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)).store(value, ordering: .releasing)
+    UnsafeAtomic<UInt64>(at: pointer.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)).store(
+        value, ordering: .releasing)
 }

@@ -2,9 +2,10 @@ import CLinuxShims
 import CTestShims
 import Foundation
 import Glibc
-@testable import HostCoordination
 import SystemPackage
 import Testing
+
+@testable import HostCoordination
 
 @Suite struct MessageRingTests {
     @Test func messagesComeOutWholeAndInOrderAcrossTheWrap() throws {
@@ -34,7 +35,9 @@ import Testing
     @Test func aFullRingAndAnOversizedMessageAreRefusedWithoutHarm() throws {
         let region = try SharedRegion(slotCount: 1, supervisorPID: getpid())
         let ring = region.slot(0).commandRing
-        #expect(throws: MessageRing.SendError.tooLarge(ring.capacity)) { try ring.send([UInt8](repeating: 1, count: ring.capacity)) }
+        #expect(throws: MessageRing.SendError.tooLarge(ring.capacity)) {
+            try ring.send([UInt8](repeating: 1, count: ring.capacity))
+        }
         try ring.send([UInt8](repeating: 2, count: ring.maximumMessage - 8))
         #expect(throws: MessageRing.SendError.full) { try ring.send([UInt8](repeating: 3, count: 16)) }
         #expect(try ring.receive()?.count == ring.maximumMessage - 8)
@@ -46,7 +49,8 @@ import Testing
         let slot = region.slot(0)
         try slot.commandRing.send([1, 2, 3])
         // A writer outside the protocol: the length now says more than was published.
-        (slot.base + SlotLayout.commandRing.offset + MessageRing.headerSize).storeBytes(of: UInt32(900).littleEndian, as: UInt32.self)
+        (slot.base + SlotLayout.commandRing.offset + MessageRing.headerSize).storeBytes(
+            of: UInt32(900).littleEndian, as: UInt32.self)
         #expect(throws: MessageRing.CorruptRing(length: 900, available: 7)) { try slot.commandRing.receive() }
     }
 }
@@ -82,7 +86,8 @@ import Testing
         region.slot(1).resetWorkerFields(keepingCounters: false)
         for index in 0..<3 {
             let slot = region.slot(index)
-            #expect(slot.windowID == ids[index] && slot.generation == UInt32(index + 1) && slot.pid == Int32(100 + index))
+            #expect(
+                slot.windowID == ids[index] && slot.generation == UInt32(index + 1) && slot.pid == Int32(100 + index))
             #expect(try slot.replyRing.receive() == (index == 1 ? nil : [UInt8(index)]))
         }
     }
@@ -109,13 +114,14 @@ import Testing
         #expect(region.slot(2).heartbeat == 12345)
         #expect((0..<4).filter { region.slot($0).heartbeat == 12345 } == [2])
         // One memfd per slot: four files, so one slot's descriptor maps nothing of another.
-        let inodes = Set((0..<4).map { index in
-            var status = stat()
-            #expect(fstat(region.descriptor(ofSlot: index).rawValue, &status) == 0)
-            #expect(status.st_mode & 0o777 == 0o600)
-            #expect(Int(status.st_size) == SlotMemory.size)
-            return status.st_ino
-        })
+        let inodes = Set(
+            (0..<4).map { index in
+                var status = stat()
+                #expect(fstat(region.descriptor(ofSlot: index).rawValue, &status) == 0)
+                #expect(status.st_mode & 0o777 == 0o600)
+                #expect(Int(status.st_size) == SlotMemory.size)
+                return status.st_ino
+            })
         #expect(inodes.count == 4)
     }
 
@@ -140,7 +146,9 @@ import Testing
         let region = try SharedRegion(slotCount: 2, supervisorPID: 55)
         let header = region.slot(1).base - SlotMemory.headerSize
         header.initializeMemory(as: UInt8.self, repeating: 0xA5, count: SlotMemory.headerSize)
-        #expect(throws: RegionError.self) { try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 1).rawValue))) }
+        #expect(throws: RegionError.self) {
+            try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 1).rawValue)))
+        }
         region.slot(1).resetWorkerFields(keepingCounters: true)
         let attached = try SlotMemory(attaching: FileDescriptor(rawValue: dup(region.descriptor(ofSlot: 1).rawValue)))
         #expect(attached.index == 1 && attached.supervisorPID == 55)
@@ -148,7 +156,8 @@ import Testing
 
     @Test func aSlotOfAnotherLayoutIsRefusedByName() throws {
         let memory = try SlotMemory(index: 0, supervisorPID: 1)
-        memory.base.storeBytes(of: SlotMemory.layoutVersion + 1, toByteOffset: SlotMemory.HeaderOffset.version, as: UInt32.self)
+        memory.base.storeBytes(
+            of: SlotMemory.layoutVersion + 1, toByteOffset: SlotMemory.HeaderOffset.version, as: UInt32.self)
         #expect {
             try SlotMemory(attaching: FileDescriptor(rawValue: dup(memory.descriptor.rawValue)))
         } throws: { error in

@@ -1,7 +1,8 @@
 import Foundation
-@testable import HostCoordination
 import HostLimits
 import Testing
+
+@testable import HostCoordination
 
 /// A reply too long for one ring message goes in parts and comes back whole; the supervisor's
 /// assembly refuses every way an untrusted worker could bend the parts.
@@ -122,7 +123,9 @@ import Testing
         #expect(violation([past])?.contains("Limits.maxWorkerReplyBytes") == true)
         // At the bound it is taken (and held until the rest comes).
         var assembly = ReplyAssembly()
-        #expect((try? assembly.take(part(5, total: Limits.maxWorkerReplyBytes, offset: 0, [1, 2, 3]), pending: true)) == .some(nil))
+        #expect(
+            (try? assembly.take(part(5, total: Limits.maxWorkerReplyBytes, offset: 0, [1, 2, 3]), pending: true))
+                == .some(nil))
         #expect(assembly.heldBytes == 3)
     }
 
@@ -136,7 +139,9 @@ import Testing
         // One after the other, both come whole.
         var assembly = ReplyAssembly()
         var done: [UInt64] = []
-        for message in parts + other { if let reply = try assembly.take(message, pending: true) { done.append(reply.request) } }
+        for message in parts + other {
+            if let reply = try assembly.take(message, pending: true) { done.append(reply.request) }
+        }
         #expect(done == [5, 6])
     }
 
@@ -146,16 +151,21 @@ import Testing
         var answered: Set<UInt64> = []
         var assembly = ReplyAssembly()
         for message in parts {
-            if try assembly.take(message, pending: !answered.contains(message.request)) != nil { answered.insert(message.request) }
+            if try assembly.take(message, pending: !answered.contains(message.request)) != nil {
+                answered.insert(message.request)
+            }
         }
         #expect(answered == [reply.request])
-        #expect(violation([parts[0]], pending: { !answered.contains($0) })?.contains("not sent or has answered") == true)
+        #expect(
+            violation([parts[0]], pending: { !answered.contains($0) })?.contains("not sent or has answered") == true)
     }
 
     @Test func partsThatAssembleIntoAPartOrAnotherRequestAreAViolation() throws {
         // The whole, decoded, is itself a part.
         let inner = try part(5, total: 10, offset: 0, [1]).serializedBytes() as [UInt8]
-        let nested = stride(from: 0, to: inner.count, by: 4).map { part(5, total: inner.count, offset: $0, Array(inner[$0..<min($0 + 4, inner.count)])) }
+        let nested = stride(from: 0, to: inner.count, by: 4).map {
+            part(5, total: inner.count, offset: $0, Array(inner[$0..<min($0 + 4, inner.count)]))
+        }
         #expect(violation(nested)?.contains("make another part") == true)
         // The whole answers another request.
         let other = try dump(request: 9, tabs: 1, urlBytes: 10).serializedBytes() as [UInt8]

@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
-@testable import HostCoordination
 import Testing
+
+@testable import HostCoordination
 
 /// The shared-memory layout holds together, and docs/shared-memory.md describes it as it is: the
 /// doc's tables are parsed and compared with `SlotLayout` and the slot header's fields, so a
@@ -16,11 +17,15 @@ import Testing
         for field in fields {
             #expect(field.size > 0 && field.size % field.wordSize == 0, "\(what): \(field.name) is whole words")
             #expect(field.offset >= 0 && field.end <= size, "\(what): \(field.name) fits in \(size) bytes")
-            #expect(field.offset % field.wordSize == 0, "\(what): \(field.name) at \(field.offset) is aligned to \(field.wordSize)")
+            #expect(
+                field.offset % field.wordSize == 0,
+                "\(what): \(field.name) at \(field.offset) is aligned to \(field.wordSize)")
         }
         let sorted = fields.sorted { $0.offset < $1.offset }
         for (field, next) in zip(sorted, sorted.dropFirst()) {
-            #expect(field.end <= next.offset, "\(what): \(field.name) (\(field.offset)..<\(field.end)) overlaps \(next.name) at \(next.offset)")
+            #expect(
+                field.end <= next.offset,
+                "\(what): \(field.name) (\(field.offset)..<\(field.end)) overlaps \(next.name) at \(next.offset)")
         }
     }
 
@@ -31,7 +36,9 @@ import Testing
         #expect(Set(SlotLayout.fields.map(\.name)).count == SlotLayout.fields.count)
         // The stats are what `WorkerStats` holds, one word each.
         #expect(SlotLayout.stats.wordCount == Mirror(reflecting: WorkerStats()).children.count)
-        #expect(WorkerStats.words.count == SlotLayout.stats.wordCount && Set(WorkerStats.words.map { $0 as AnyKeyPath }).count == WorkerStats.words.count)
+        #expect(
+            WorkerStats.words.count == SlotLayout.stats.wordCount
+                && Set(WorkerStats.words.map { $0 as AnyKeyPath }).count == WorkerStats.words.count)
     }
 
     @Test func theSlotHeaderFitsBeforeASlotThatStartsOnAPage() {
@@ -49,7 +56,9 @@ import Testing
         }
         #expect(SlotLayout.commandRing.size == RingLayout.headerSize + SlotLayout.commandRingCapacity)
         #expect(SlotLayout.replyRing.size == RingLayout.headerSize + SlotLayout.replyRingCapacity)
-        let fieldsEnd = SlotLayout.fields.filter { $0 != SlotLayout.commandRing && $0 != SlotLayout.replyRing }.map(\.end).max() ?? 0
+        let fieldsEnd =
+            SlotLayout.fields.filter { $0 != SlotLayout.commandRing && $0 != SlotLayout.replyRing }.map(\.end).max()
+            ?? 0
         #expect(fieldsEnd <= SlotLayout.commandRing.offset && SlotLayout.commandRing.end <= SlotLayout.replyRing.offset)
     }
 
@@ -57,15 +66,28 @@ import Testing
     /// aside, emptied on their own) and none of the supervisor's.
     @Test func theRangesZeroedBetweenWorkersHoldExactlyTheWorkersFields() {
         let supervisors = [SlotLayout.state, SlotLayout.generation, SlotLayout.pid, SlotLayout.windowID]
-        let scratch = [SlotLayout.readyGeneration, SlotLayout.heartbeat, SlotLayout.savingSeq, SlotLayout.statsVersion, SlotLayout.stats]
-        let counters = [SlotLayout.savesCompleted, SlotLayout.saveFailures, SlotLayout.compactionFailures, SlotLayout.latency]
-        #expect(supervisors.count + scratch.count + counters.count + 2 == SlotLayout.fields.count, "every field is in one group")
+        let scratch = [
+            SlotLayout.readyGeneration, SlotLayout.heartbeat, SlotLayout.savingSeq, SlotLayout.statsVersion,
+            SlotLayout.stats,
+        ]
+        let counters = [
+            SlotLayout.savesCompleted, SlotLayout.saveFailures, SlotLayout.compactionFailures, SlotLayout.latency,
+        ]
+        #expect(
+            supervisors.count + scratch.count + counters.count + 2 == SlotLayout.fields.count,
+            "every field is in one group")
         for range in [SlotLayout.workerScratch, SlotLayout.counters] {
             #expect(range.lowerBound % 8 == 0 && range.upperBound % 8 == 0, "cleared with 64-bit stores")
-            for field in supervisors { #expect(!range.overlaps(field.offset..<field.end), "\(field.name) is the supervisor's") }
+            for field in supervisors {
+                #expect(!range.overlaps(field.offset..<field.end), "\(field.name) is the supervisor's")
+            }
         }
-        for field in scratch { #expect(SlotLayout.workerScratch.contains(field.offset) && field.end <= SlotLayout.workerScratch.upperBound) }
-        for field in counters { #expect(SlotLayout.counters.contains(field.offset) && field.end <= SlotLayout.counters.upperBound) }
+        for field in scratch {
+            #expect(SlotLayout.workerScratch.contains(field.offset) && field.end <= SlotLayout.workerScratch.upperBound)
+        }
+        for field in counters {
+            #expect(SlotLayout.counters.contains(field.offset) && field.end <= SlotLayout.counters.upperBound)
+        }
     }
 
     @Test func theDocumentedTablesAreTheLayout() throws {
@@ -85,10 +107,13 @@ import Testing
     @Test func theDocumentedVersionAndDescriptorsAreTheCode() throws {
         let text = try String(contentsOf: Self.document, encoding: .utf8)
         #expect(text.contains("## Layout (version \(SlotMemory.layoutVersion))"))
-        #expect(text.contains("| \(SlotMemory.HeaderOffset.version) | 4 | layout version (\(SlotMemory.layoutVersion)) |"))
+        #expect(
+            text.contains("| \(SlotMemory.HeaderOffset.version) | 4 | layout version (\(SlotMemory.layoutVersion)) |"))
         let lines = text.split(separator: "\n").map(String.init)
         let start = try #require(lines.firstIndex(of: "| descriptor | what |"))
-        let listed = lines[(start + 2)...].prefix { $0.hasPrefix("|") }.map { Int32($0.split(separator: "|").first?.trimmingCharacters(in: .whitespaces) ?? "") }
+        let listed = lines[(start + 2)...].prefix { $0.hasPrefix("|") }.map {
+            Int32($0.split(separator: "|").first?.trimmingCharacters(in: .whitespaces) ?? "")
+        }
         #expect(listed == WorkerLaunch.Descriptor.allCases.map(\.rawValue))
     }
 
@@ -116,7 +141,9 @@ import Testing
         var total = 0
         for term in cell.split(separator: "+") {
             let words = term.split(separator: " ")
-            guard let number = words.first.flatMap({ Int($0.replacingOccurrences(of: ",", with: "")) }) else { return nil }
+            guard let number = words.first.flatMap({ Int($0.replacingOccurrences(of: ",", with: "")) }) else {
+                return nil
+            }
             switch words.dropFirst().first {
             case nil: total += number
             case "KiB": total += number << 10

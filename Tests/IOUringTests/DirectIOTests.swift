@@ -10,7 +10,8 @@ import Testing
     /// The project's disk (ext4 here) reports its alignment, takes `O_DIRECT`, and an aligned
     /// durable write from aligned memory lands.
     @Test func aDiskReportsItsAlignmentAndTakesAlignedDirectWrites() throws {
-        let directory = FilePath(NSTemporaryDirectory()).appending("directio-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let directory = FilePath(NSTemporaryDirectory()).appending(
+            "directio-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try #require(mkdir(directory.string, 0o700) == 0)
         defer { removeTestRoot(directory.string) }
         let path = directory.appending("file")
@@ -34,9 +35,12 @@ import Testing
         let mountPoint = FilePath(NSTemporaryDirectory()).appending("directio-tmpfs-\(getpid())")
         try #require(mkdir(mountPoint.string, 0o700) == 0)
         defer { rmdir(mountPoint.string) }
-        try #require(Glibc.mount("tmpfs", mountPoint.string, "tmpfs", 0, "size=1m") == 0, "mounting a tmpfs needs root: \(Errno(rawValue: errno))")
+        try #require(
+            Glibc.mount("tmpfs", mountPoint.string, "tmpfs", 0, "size=1m") == 0,
+            "mounting a tmpfs needs root: \(Errno(rawValue: errno))")
         defer { umount2(mountPoint.string, Int32(MNT_DETACH)) }
-        let fd = try FileDescriptor.open(mountPoint.appending("file"), .readWrite, options: [.create], permissions: [.ownerReadWrite])
+        let fd = try FileDescriptor.open(
+            mountPoint.appending("file"), .readWrite, options: [.create], permissions: [.ownerReadWrite])
         defer { try? fd.close() }
         #expect(DirectIO.alignment(of: fd) == .failure(.inMemory))
     }

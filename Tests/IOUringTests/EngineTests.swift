@@ -71,7 +71,9 @@ import Testing
             let engine: any IOEngine = name == "uring" ? try UringEngine() : SyncEngine()
             // A directory descriptor cannot be written: EBADF or EISDIR, never a crash.
             let directoryFile = try engine.openDirectory(directory)
-            let failure = try #require(performCapturing(engine, [.write(directoryFile, [1, 2, 3], offset: 0, durable: true), .sync(directoryFile)]))
+            let failure = try #require(
+                performCapturing(
+                    engine, [.write(directoryFile, [1, 2, 3], offset: 0, durable: true), .sync(directoryFile)]))
             #expect(failure.operation.contains("write") && failure.path == directory.string, "\(failure)")
             #expect(failure.errno == .badFileDescriptor || failure.errno == .isDirectory, "\(failure)")
             engine.close(directoryFile)

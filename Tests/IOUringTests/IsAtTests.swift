@@ -10,7 +10,8 @@ import Testing
 /// resolving the path (the kernel's `openat2`, and the walk where there is none) answer alike.
 @Suite struct IsAtTests {
     @Test func openat2WorksOnThisKernel() {
-        #expect(NoFollow.kernelResolvesWithoutSymlinks, "Linux 5.6 and later resolve a path without symlinks in one call")
+        #expect(
+            NoFollow.kernelResolvesWithoutSymlinks, "Linux 5.6 and later resolve a path without symlinks in one call")
     }
 
     @Test(arguments: [true, false])
@@ -19,7 +20,8 @@ import Testing
             let session = base.appending("window").appending("regular")
             #expect(mkdir(base.appending("window").string, 0o700) == 0 && mkdir(session.string, 0o700) == 0)
             let path = session.appending("journal-1")
-            let file = try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+            let file = try FileDescriptor.open(
+                path, .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
             defer { try? file.close() }
             let isAt = { (path: FilePath) throws(Errno) -> Bool in try NoFollow.isAt(file, path, inKernel: inKernel) }
 
@@ -35,7 +37,9 @@ import Testing
             #expect(rename(base.appending("window").string, base.appending("moved").string) == 0)
             #expect(symlink(base.appending("moved").string, base.appending("window").string) == 0)
             #expect(try !isAt(path))
-            #expect(unlink(base.appending("window").string) == 0 && rename(base.appending("moved").string, base.appending("window").string) == 0)
+            #expect(
+                unlink(base.appending("window").string) == 0
+                    && rename(base.appending("moved").string, base.appending("window").string) == 0)
             #expect(try isAt(path), "back in place")
 
             // The file itself moved, and a symlink to it, then another file, under its name.
@@ -43,7 +47,8 @@ import Testing
             #expect(symlink(session.appending("aside").string, path.string) == 0)
             #expect(try !isAt(path))
             #expect(unlink(path.string) == 0)
-            let other = try FileDescriptor.open(path, .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+            let other = try FileDescriptor.open(
+                path, .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
             try other.close()
             #expect(try !isAt(path))
         }

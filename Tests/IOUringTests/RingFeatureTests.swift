@@ -1,12 +1,13 @@
 import CLinuxShims
 import CTestShims
 import Glibc
-@testable import IOUring
 import HostLimits
 import Platform
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import IOUring
 
 /// The ring as the io_uring maintainers advise it (`RingFeatures`), and the engine without each
 /// part of it, as a kernel that refuses the part leaves it.
@@ -30,7 +31,12 @@ import Testing
     /// ENOMEM, as the kernel does past RLIMIT_MEMLOCK): the engine says why once and writes
     /// from private copies.
     @Test func refusedBufferRegistrationFallsBackToCopies() throws {
-        final class Outcome: @unchecked Sendable { var installed: Int32 = -1; var features: RingFeatures?; var refusals: [String] = []; var error: String? }
+        final class Outcome: @unchecked Sendable {
+            var installed: Int32 = -1
+            var features: RingFeatures?
+            var refusals: [String] = []
+            var error: String?
+        }
         let outcome = Outcome()
         try withTemporaryDirectory { directory in
             onDedicatedThread {
@@ -84,7 +90,9 @@ private func expectWritesLand(_ engine: UringEngine, in directory: FilePath) thr
         if direct, case .success(let alignment) = engine.enableDirectWrites(file) { block = alignment.block }
         let small = (0..<20).map { index in [UInt8](repeating: UInt8(index + 1), count: block) }
         let large = (0..<(Limits.ringRegisteredBufferBytes + 4 * block)).map { UInt8(truncatingIfNeeded: $0 * 31) }
-        var chains = small.enumerated().map { index, bytes in [IOOperation.write(file, bytes, offset: index * block, durable: true)] }
+        var chains = small.enumerated().map { index, bytes in
+            [IOOperation.write(file, bytes, offset: index * block, durable: true)]
+        }
         chains.append([.write(file, large, offset: small.count * block, durable: true)])
         let tickets = Set(chains.map { engine.submit($0) })
         try engine.flush()

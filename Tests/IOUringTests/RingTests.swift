@@ -46,8 +46,9 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
                 try ring.prepareWrite(fd: fd, buffer: buffer, offset: 0, userData: 1)
                 try ring.prepareFsync(fd: fd, dataOnly: true, userData: 2)
                 try ring.submit(waitFor: 2)
-                #expect(try collect(2, from: ring)
-                    == [Completion(userData: 1, result: Int32(payload.count)), Completion(userData: 2, result: 0)])
+                #expect(
+                    try collect(2, from: ring)
+                        == [Completion(userData: 1, result: Int32(payload.count)), Completion(userData: 2, result: 0)])
             }
             var readBack = [UInt8](repeating: 0, count: payload.count)
             let read = try readBack.withUnsafeMutableBytes { try fd.read(fromAbsoluteOffset: 0, into: $0) }
@@ -104,13 +105,18 @@ private func collect(_ count: Int, from ring: Ring) throws -> [Completion] {
 /// Runs `body` on a thread of its own and waits for it: a seccomp filter installed there binds
 /// that thread only, never the test runner's shared threads.
 func onDedicatedThread(_ body: @escaping @Sendable () -> Void) {
-    final class Work { let body: @Sendable () -> Void; init(_ body: @escaping @Sendable () -> Void) { self.body = body } }
+    final class Work {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
     var thread = pthread_t()
     let work = Unmanaged.passRetained(Work(body)).toOpaque()
-    let created = pthread_create(&thread, nil, { argument in
-        Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().body()
-        return nil
-    }, work)
+    let created = pthread_create(
+        &thread, nil,
+        { argument in
+            Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().body()
+            return nil
+        }, work)
     #expect(created == 0)
     pthread_join(thread, nil)
 }
@@ -120,7 +126,10 @@ func onDedicatedThread(_ body: @escaping @Sendable () -> Void) {
     /// reports the refusal as `.unavailable` with the errno the sandbox chose.
     @Test(arguments: [EPERM, ENOSYS])
     func aSandboxRefusalIsReportedAsUnavailable(errnoValue: Int32) {
-        final class Outcome: @unchecked Sendable { var error: IOUringError?; var installed: Int32 = -1 }
+        final class Outcome: @unchecked Sendable {
+            var error: IOUringError?
+            var installed: Int32 = -1
+        }
         let outcome = Outcome()
         onDedicatedThread {
             outcome.installed = wh_deny_io_uring_in_this_thread(errnoValue)

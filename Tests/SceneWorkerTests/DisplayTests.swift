@@ -22,7 +22,9 @@ private final class SteppingClock {
 
 /// The window as a worker starts it: restored, then its displayed tabs shown.
 private func startedWindow(_ engine: FaultEngine, foreground: Bool = true, clock: SteppingClock) throws -> SceneWindow {
-    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
+    let store = WindowStore(
+        root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0,
+        keys: engine.keyring.keys(for: windowID))
     _ = try store.recover()
     let window = SceneWindow(store: store, foreground: foreground, now: clock.now)
     window.displayActiveTabs()
@@ -44,7 +46,12 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         let window = try startedWindow(engine, clock: clock)
         var ids: [Int64] = []
         for index in 0..<3 {
-            let reply = send(window, .tab(.open(url: "https://display\(index).example/", incognito: false, index: nil, opener: nil, background: false)))
+            let reply = send(
+                window,
+                .tab(
+                    .open(
+                        url: "https://display\(index).example/", incognito: false, index: nil, opener: nil,
+                        background: false)))
             ids.append(reply.done.tab)
             _ = send(window, .tab(.navigate(tab: reply.done.tab, url: "https://display\(index).example/next")))
         }
@@ -69,7 +76,9 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         let ids = try Self.browsed(engine, clock: clock)
         let window = try startedWindow(engine, clock: clock)
         #expect(Self.realized(window) == [ids[2]], "only the displayed tab is realized after a restart")
-        #expect(try Self.tab(window, ids[2]).helper(FindTabHelper.self)?.controller != nil, "the displayed tab's helper was told")
+        #expect(
+            try Self.tab(window, ids[2]).helper(FindTabHelper.self)?.controller != nil,
+            "the displayed tab's helper was told")
         #expect(try Self.tab(window, ids[0]).helper(FindTabHelper.self)?.controller == nil)
         _ = send(window, .dump)
         #expect(Self.realized(window) == [ids[2]], "a dump realizes nothing")
@@ -84,7 +93,8 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
 
         let again = try startedWindow(engine, clock: clock)
         #expect(Self.realized(again) == [ids[0]])
-        #expect(try Self.tab(again, ids[0]).lastActiveTime == first.lastActiveTime, "the activation's time was journaled")
+        #expect(
+            try Self.tab(again, ids[0]).lastActiveTime == first.lastActiveTime, "the activation's time was journaled")
     }
 
     /// Closing the active tab activates its successor (here its left neighbour): that is an
@@ -117,7 +127,9 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         #expect(Self.realized(window).isEmpty, "a background scene displays nothing")
         _ = send(window, .tab(.activate(tab: ids[1])))
         let second = try Self.tab(window, ids[1])
-        #expect(!second.isRealized && second.helper(FindTabHelper.self)?.controller == nil, "activated in the background: not displayed")
+        #expect(
+            !second.isRealized && second.helper(FindTabHelper.self)?.controller == nil,
+            "activated in the background: not displayed")
         let activatedAt = second.lastActiveTime
 
         _ = send(window, .scene(.foreground))
@@ -140,7 +152,8 @@ private func send(_ window: SceneWindow, _ command: WindowCommand) -> WorkerRepl
         let window = try startedWindow(engine, foreground: false, clock: clock)
         let before = window.store.appliedSeq
         let reply = send(window, .scene(.foreground))
-        #expect(reply.done.appliedSeq == before + 1 && window.store.appliedSeq == before + 1, "the stamp took the next seq")
+        #expect(
+            reply.done.appliedSeq == before + 1 && window.store.appliedSeq == before + 1, "the stamp took the next seq")
         let stamped = try Self.tab(window, ids[2]).lastActiveTime
         try window.store.waitUntilDurable(window.store.appliedSeq)
         #expect(window.store.durableSeq == before + 1)

@@ -13,9 +13,12 @@ private let root = FilePath("/sim")
 private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000001")!
 
 /// A window on a simulated disk, restored, its clock fixed so histories compare.
-private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none, options: StoreOptions = StoreOptions()) throws -> SceneWindow {
+private func sceneWindow(_ engine: FaultEngine, floor: WorkerFloor = .none, options: StoreOptions = StoreOptions())
+    throws -> SceneWindow
+{
     let store = WindowStore(
-        root: root, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
+        root: root, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0,
+        keys: engine.keyring.keys(for: windowID))
     _ = try store.recover()
     return SceneWindow(store: store, floor: floor) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
 }
@@ -28,7 +31,9 @@ private func command(_ step: UInt64, _ build: (inout WorkerCommand) -> Void) -> 
     return command
 }
 
-private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener: Int64? = nil, index: Int32? = nil) -> WorkerCommand {
+private func open(_ step: UInt64, _ url: String, incognito: Bool = false, opener: Int64? = nil, index: Int32? = nil)
+    -> WorkerCommand
+{
     command(step) {
         var open = OpenTab()
         open.url = url
@@ -55,7 +60,15 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         let refused = window.handle(open(2, "https://b.example/"))
         #expect(refused.failure.message.contains("identifiers"))
         // The refused open took no seq.
-        #expect(window.handle(command(3) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate }).done.appliedSeq == 2)
+        #expect(
+            window.handle(
+                command(3) {
+                    var navigate = NavigateTab()
+                    navigate.tab = 1
+                    navigate.url = "https://a.example/2"
+                    $0.navigate = navigate
+                }
+            ).done.appliedSeq == 2)
     }
 
     @Test func tabCommandsChangeTheWindowAndAnswerWithTheirSeqAndTab() throws {
@@ -65,16 +78,41 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         #expect(window.handle(open(2, "https://b.example/", opener: 1)).done.tab == 2)
         #expect(window.dump().regular.tabs[1].opener == 1, "the opener is kept as an id")
         #expect(window.handle(open(3, "https://private.example/", incognito: true)).done.tab == 3)
-        _ = window.handle(command(4) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://a.example/2"; $0.navigate = navigate })
-        _ = window.handle(command(5) { var move = MoveTab(); move.tab = 2; move.index = 0; $0.move = move })
-        let replaced = window.handle(command(6) { var replace = ReplaceTab(); replace.tab = 1; replace.url = "https://prerendered.example/"; $0.replace = replace })
+        _ = window.handle(
+            command(4) {
+                var navigate = NavigateTab()
+                navigate.tab = 1
+                navigate.url = "https://a.example/2"
+                $0.navigate = navigate
+            })
+        _ = window.handle(
+            command(5) {
+                var move = MoveTab()
+                move.tab = 2
+                move.index = 0
+                $0.move = move
+            })
+        let replaced = window.handle(
+            command(6) {
+                var replace = ReplaceTab()
+                replace.tab = 1
+                replace.url = "https://prerendered.example/"
+                $0.replace = replace
+            })
         #expect(replaced.done.tab == 4)
         // Tab 2 is already active: a command that changes nothing takes no seq.
-        let activated = window.handle(command(7) { var activate = ActivateTab(); activate.tab = 2; $0.activate = activate })
+        let activated = window.handle(
+            command(7) {
+                var activate = ActivateTab()
+                activate.tab = 2
+                $0.activate = activate
+            })
         #expect(activated.done.appliedSeq == 6)
 
         let dump = window.dump()
-        #expect(dump.regular.tabs.map(\.id) == [2, 4] && dump.regular.tabs.map(\.url) == ["https://b.example/", "https://prerendered.example/"])
+        #expect(
+            dump.regular.tabs.map(\.id) == [2, 4]
+                && dump.regular.tabs.map(\.url) == ["https://b.example/", "https://prerendered.example/"])
         #expect(dump.regular.activeIndex == 0)
         #expect(!dump.regular.tabs[0].hasOpener, "its opener was replaced: the link goes with it")
         #expect(dump.incognito.tabs.map(\.url) == ["https://private.example/"])
@@ -87,11 +125,23 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
                     .init(id: 2, openerID: nil, url: "https://b.example/", title: ""),
                     .init(id: 4, openerID: nil, url: "https://prerendered.example/", title: ""),
                 ], activeIndex: 0, pinnedCount: 0),
-            incognito: WindowDigest.List(tabs: [.init(id: 3, openerID: nil, url: "https://private.example/", title: "")], activeIndex: 0, pinnedCount: 0))
+            incognito: WindowDigest.List(
+                tabs: [.init(id: 3, openerID: nil, url: "https://private.example/", title: "")], activeIndex: 0,
+                pinnedCount: 0))
         #expect(dump.digest == model)
 
-        _ = window.handle(command(8) { var closeAll = CloseAll(); closeAll.incognito = true; $0.closeAll = closeAll })
-        _ = window.handle(command(9) { var close = CloseTab(); close.tab = 4; $0.close = close })
+        _ = window.handle(
+            command(8) {
+                var closeAll = CloseAll()
+                closeAll.incognito = true
+                $0.closeAll = closeAll
+            })
+        _ = window.handle(
+            command(9) {
+                var close = CloseTab()
+                close.tab = 4
+                $0.close = close
+            })
         #expect(window.dump().incognito.tabs.isEmpty && window.dump().regular.tabs.map(\.id) == [2])
     }
 
@@ -100,15 +150,29 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         _ = window.handle(open(1, "https://a.example/"))
         let before = window.dump().digest
         let refusals = [
-            command(2) { var close = CloseTab(); close.tab = 99; $0.close = close },
-            command(3) { var move = MoveTab(); move.tab = 1; move.index = 5; $0.move = move },
+            command(2) {
+                var close = CloseTab()
+                close.tab = 99
+                $0.close = close
+            },
+            command(3) {
+                var move = MoveTab()
+                move.tab = 1
+                move.index = 5
+                $0.move = move
+            },
             open(4, "https://b.example/", index: 7),
             open(5, "https://c.example/", incognito: true, opener: 1),
             command(6) { _ in },
             // The worker holds decoded commands to the rule for entered text (ForbiddenCharacter)
             // too: a supervisor of another version, or a compromised one, is not trusted with it.
             open(7, "https://nul.example/\u{0}x"),
-            command(8) { var navigate = NavigateTab(); navigate.tab = 1; navigate.url = "https://tab.example/\tx"; $0.navigate = navigate },
+            command(8) {
+                var navigate = NavigateTab()
+                navigate.tab = 1
+                navigate.url = "https://tab.example/\tx"
+                $0.navigate = navigate
+            },
         ]
         for refused in refusals {
             let reply = window.handle(refused)
@@ -133,9 +197,17 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         _ = first.handle(open(3, "https://lost-too.example/", incognito: true))
 
         let again = try sceneWindow(engine, floor: try #require(WorkerFloor(seq: 3, tab: 3)))
-        #expect(again.dump().appliedSeq == 1 && again.dump().durableSeq == 1 && again.dump().regular.tabs.map(\.id) == [1], "restored at the durable seq")
-        let nothing = again.handle(command(4) { var closeAll = CloseAll(); closeAll.incognito = true; $0.closeAll = closeAll })
-        #expect(nothing.done.appliedSeq == 1, "a command that changes nothing takes no seq (the supervisor shows it as 3)")
+        #expect(
+            again.dump().appliedSeq == 1 && again.dump().durableSeq == 1 && again.dump().regular.tabs.map(\.id) == [1],
+            "restored at the durable seq")
+        let nothing = again.handle(
+            command(4) {
+                var closeAll = CloseAll()
+                closeAll.incognito = true
+                $0.closeAll = closeAll
+            })
+        #expect(
+            nothing.done.appliedSeq == 1, "a command that changes nothing takes no seq (the supervisor shows it as 3)")
         let opened = again.handle(open(5, "https://new.example/", incognito: true))
         #expect(opened.done.appliedSeq == 4 && opened.done.tab == 4, "\(opened)")
         #expect(again.handle(open(6, "https://newer.example/")).done.tab == 5)
@@ -150,11 +222,13 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         #expect(WorkerFloor(seq: Limits.maxCommandSeq + 1, tab: 0) == nil)
         #expect(WorkerFloor(seq: 0, tab: Limits.maxWebStateID + 1) == nil)
         #expect(WorkerFloor(seq: 0, tab: -1) == nil)
-        let seqs = try sceneWindow(FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: Limits.maxCommandSeq, tab: 0)))
+        let seqs = try sceneWindow(
+            FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: Limits.maxCommandSeq, tab: 0)))
         let refused = seqs.handle(open(1, "https://a.example/"))
         #expect(refused.failure.kind == .badData && refused.failure.message.contains("highest"), "\(refused)")
         #expect(seqs.dump().regular.tabs.isEmpty)
-        let tabs = try sceneWindow(FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: 0, tab: Limits.maxWebStateID)))
+        let tabs = try sceneWindow(
+            FaultEngine(directories: [root]), floor: try #require(WorkerFloor(seq: 0, tab: Limits.maxWebStateID)))
         #expect(tabs.handle(open(1, "https://a.example/")).failure.message.contains("identifiers"))
     }
 
@@ -162,7 +236,12 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         let engine = FaultEngine(directories: [root])
         let window = try sceneWindow(engine)
         for seq in 1...6 as ClosedRange<UInt64> { _ = window.handle(open(seq, "https://site\(seq).example/")) }
-        _ = window.handle(command(0) { var event = SceneEvent(); event.kind = .background; $0.scene = event })
+        _ = window.handle(
+            command(0) {
+                var event = SceneEvent()
+                event.kind = .background
+                $0.scene = event
+            })
         try window.store.settle()
         #expect(window.store.durableSeq == 6)
         let saved = window.dump()
@@ -180,10 +259,16 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         for step in 1...4 as ClosedRange<UInt64> { _ = window.handle(open(step, "https://site\(step).example/")) }
         #expect(window.handle(tab(5, .setPinned(tab: 3, pinned: true))).done.appliedSeq == 5)
         #expect(window.handle(tab(6, .setPinned(tab: 2, pinned: true))).done.appliedSeq == 6)
-        func order() -> ([Int64], [Bool]) { (window.dump().regular.tabs.map(\.id), window.dump().regular.tabs.map(\.pinned)) }
+        func order() -> ([Int64], [Bool]) {
+            (window.dump().regular.tabs.map(\.id), window.dump().regular.tabs.map(\.pinned))
+        }
         #expect(order() == ([3, 2, 1, 4], [true, true, false, false]), "each pinned tab goes after the pinned ones")
-        #expect(window.handle(tab(7, .setPinned(tab: 2, pinned: true))).done.appliedSeq == 6, "already pinned: no change, no seq")
-        #expect(window.handle(tab(8, .setPinned(tab: 4, pinned: false))).done.appliedSeq == 6, "already unpinned: no change, no seq")
+        #expect(
+            window.handle(tab(7, .setPinned(tab: 2, pinned: true))).done.appliedSeq == 6,
+            "already pinned: no change, no seq")
+        #expect(
+            window.handle(tab(8, .setPinned(tab: 4, pinned: false))).done.appliedSeq == 6,
+            "already unpinned: no change, no seq")
         #expect(window.handle(tab(9, .setPinned(tab: 3, pinned: false))).done.appliedSeq == 7)
         #expect(order() == ([2, 3, 1, 4], [true, false, false, false]), "an unpinned tab goes first among the others")
         // The active tab (the last opened) stays the same tab while others move around it.
@@ -209,7 +294,10 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         #expect(window.handle(tab(7, .go(tab: 1, .back))).done.appliedSeq == 5, "nothing behind")
         #expect(window.handle(tab(8, .go(tab: 1, .forward))).done.appliedSeq == 6)
         #expect(current() == ("https://a.example/1", 1, 3))
-        for refused in [TabCommand.go(tab: 9, .back), .go(tab: -1, .forward), .go(tab: .max, .back), .setPinned(tab: 0, pinned: true), .setPinned(tab: .min, pinned: false)] {
+        for refused in [
+            TabCommand.go(tab: 9, .back), .go(tab: -1, .forward), .go(tab: .max, .back),
+            .setPinned(tab: 0, pinned: true), .setPinned(tab: .min, pinned: false),
+        ] {
             let reply = window.handle(tab(9, refused))
             #expect(reply.failure.kind == .badData && reply.failure.message.contains("no tab"), "\(refused)")
         }
@@ -231,10 +319,18 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         for (step, url) in [(5, "https://site2.example/1"), (6, "https://site2.example/2")] as [(UInt64, String)] {
             _ = window.handle(tab(step, .navigate(tab: 2, url: url)))
         }
-        for (step, command) in [(7, TabCommand.go(tab: 2, .back)), (8, .setPinned(tab: 3, pinned: true)), (9, .setPinned(tab: 4, pinned: true))] as [(UInt64, TabCommand)] {
+        for (step, command) in [
+            (7, TabCommand.go(tab: 2, .back)), (8, .setPinned(tab: 3, pinned: true)),
+            (9, .setPinned(tab: 4, pinned: true)),
+        ] as [(UInt64, TabCommand)] {
             #expect(window.handle(tab(step, command)).done.appliedSeq == step, "\(command)")
         }
-        _ = window.handle(command(10) { var event = SceneEvent(); event.kind = .background; $0.scene = event })
+        _ = window.handle(
+            command(10) {
+                var event = SceneEvent()
+                event.kind = .background
+                $0.scene = event
+            })
         try window.store.settle()
         #expect(window.store.durableSeq == 9)
         let saved = window.dump()
@@ -242,16 +338,23 @@ private func tab(_ step: UInt64, _ command: TabCommand) -> WorkerCommand {
         let restored = try sceneWindow(engine, options: options)
         let dump = restored.dump()
         for (before, after) in [(saved.regular, dump.regular), (saved.incognito, dump.incognito)] {
-            #expect(after.tabs.map(\.id) == before.tabs.map(\.id) && after.tabs.map(\.pinned) == before.tabs.map(\.pinned))
-            #expect(after.tabs.map(\.url) == before.tabs.map(\.url) && after.tabs.map(\.historyCount) == before.tabs.map(\.historyCount))
+            #expect(
+                after.tabs.map(\.id) == before.tabs.map(\.id) && after.tabs.map(\.pinned) == before.tabs.map(\.pinned))
+            #expect(
+                after.tabs.map(\.url) == before.tabs.map(\.url)
+                    && after.tabs.map(\.historyCount) == before.tabs.map(\.historyCount))
         }
         #expect(dump.regular.tabs.map(\.id) == [3, 1, 2] && dump.incognito.tabs.map(\.pinned) == [true])
         #expect(dump.digest == saved.digest && dump.appliedSeq == 9)
         let stepped = try #require(dump.regular.tabs.first { $0.id == 2 })
-        if compacting { #expect(!stepped.realized && !stepped.hasHistoryIndex, "from a snapshot the tab waits unrealized") }
+        if compacting {
+            #expect(!stepped.realized && !stepped.hasHistoryIndex, "from a snapshot the tab waits unrealized")
+        }
         #expect(restored.handle(tab(11, .go(tab: 2, .forward))).done.appliedSeq == 10)
         let forward = try #require(restored.dump().regular.tabs.first { $0.id == 2 })
-        #expect(forward.realized && forward.url == "https://site2.example/2" && forward.historyIndex == 2, "the index came back as 1")
+        #expect(
+            forward.realized && forward.url == "https://site2.example/2" && forward.historyIndex == 2,
+            "the index came back as 1")
         #expect(restored.handle(tab(12, .go(tab: 2, .forward))).done.appliedSeq == 10, "nothing ahead")
     }
 }

@@ -13,7 +13,9 @@ private let root = FilePath("/sim")
 private let windowID = UUID(uuidString: "0C0FFEE0-0000-4000-8000-000000000005")!
 
 private func sceneWindow(_ engine: FaultEngine) throws -> SceneWindow {
-    let store = WindowStore(root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
+    let store = WindowStore(
+        root: root, windowID: windowID, engine: engine, saveDelayMilliseconds: 0,
+        keys: engine.keyring.keys(for: windowID))
     _ = try store.recover()
     return SceneWindow(store: store) { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000) }
 }
@@ -47,7 +49,9 @@ extension WorkerReply {
         let window = try sceneWindow(FaultEngine(directories: [root]))
         try #require(Limits.maxWindowTextBytes % Limits.maxURLBytes == 0)
         for index in 0..<(Limits.maxWindowTextBytes / Limits.maxURLBytes) {
-            let reply = open(window, url(Limits.maxURLBytes, Character(String(UnicodeScalar(UInt8(97 + index))))), incognito: index % 2 == 1)
+            let reply = open(
+                window, url(Limits.maxURLBytes, Character(String(UnicodeScalar(UInt8(97 + index))))),
+                incognito: index % 2 == 1)
             try #require(reply.failure.message.isEmpty, "\(reply.failure.message)")
         }
         #expect(window.textBytes == Limits.maxWindowTextBytes)
@@ -60,7 +64,9 @@ extension WorkerReply {
         #expect(reply.failure.message.isEmpty)
         let bytes: [UInt8] = try reply.serializedBytes()
         #expect(bytes.count > Limits.maxWindowTextBytes && bytes.count <= Limits.maxWorkerReplyBytes)
-        #expect(ReplyParts.messages(reply, maximumMessage: 1 << 20)?.count == (bytes.count + ReplyParts.chunkBytes - 1) / ReplyParts.chunkBytes)
+        #expect(
+            ReplyParts.messages(reply, maximumMessage: 1 << 20)?.count == (bytes.count + ReplyParts.chunkBytes - 1)
+                / ReplyParts.chunkBytes)
     }
 
     @Test func everyCommandThatWouldPassTheBoundIsRefusedWithNothingApplied() throws {
@@ -79,13 +85,17 @@ extension WorkerReply {
         ]
         for (name, command) in refusals {
             let reply = send(window, command)
-            #expect(reply.failure.kind == .badData && reply.failure.message.contains("Limits.maxWindowTextBytes"), "\(name)")
+            #expect(
+                reply.failure.kind == .badData && reply.failure.message.contains("Limits.maxWindowTextBytes"), "\(name)"
+            )
         }
         let after = window.dump()
         #expect(after.digest == before.digest && after.appliedSeq == before.appliedSeq, "nothing applied, no seq taken")
         #expect(window.textBytes == Limits.maxWindowTextBytes)
         // The same size is no growth: taken.
-        #expect(send(window, .navigate(tab: tab, url: url(Limits.maxURLBytes - 1, "z"))).done.appliedSeq == before.appliedSeq + 1)
+        #expect(
+            send(window, .navigate(tab: tab, url: url(Limits.maxURLBytes - 1, "z"))).done.appliedSeq == before
+                .appliedSeq + 1)
         #expect(send(window, .replace(tab: tab, url: url(Limits.maxURLBytes - 1, "y"))).applied)
         #expect(window.textBytes == Limits.maxWindowTextBytes)
     }
@@ -109,7 +119,8 @@ extension WorkerReply {
         #expect(window.textBytes == Limits.maxWindowTextBytes - "https://short.example/".utf8.count)
         // Closing every tab of a Browser counts them all out.
         #expect(send(window, .closeAll(incognito: true)).applied)
-        #expect(window.textBytes == window.dump().regular.tabs.reduce(0) { $0 + $1.url.utf8.count + $1.title.utf8.count })
+        #expect(
+            window.textBytes == window.dump().regular.tabs.reduce(0) { $0 + $1.url.utf8.count + $1.title.utf8.count })
     }
 
     /// A session past the bound (only a file written elsewhere gets there) restores whole: every
@@ -124,17 +135,23 @@ extension WorkerReply {
         window.store.apply(seq: window.nextSeqBase + 1) {
             var history = NavigationHistory()
             history.commit(NavigationItem(url: url(1000), timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-            _ = try? list.insert(WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+            _ = try? list.insert(
+                WebState(
+                    id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
         }
         try window.store.save()
         try window.store.settle()
 
         let restored = try sceneWindow(engine)
         #expect(restored.textBytes == Limits.maxWindowTextBytes + 1000)
-        #expect(restored.store.regular.webStateList.count + restored.store.incognito.webStateList.count == 9, "every tab restored")
+        #expect(
+            restored.store.regular.webStateList.count + restored.store.incognito.webStateList.count == 9,
+            "every tab restored")
         let dump = restored.handle(WindowCommand.dump.message(request: 3))
         #expect(dump.failure.kind == .badData)
-        #expect(dump.failure.message.contains("Limits.maxWindowTextBytes") && dump.failure.message.contains("windowhost inspect"), "\(dump.failure.message)")
+        #expect(
+            dump.failure.message.contains("Limits.maxWindowTextBytes")
+                && dump.failure.message.contains("windowhost inspect"), "\(dump.failure.message)")
         // The supervisor's floor probe (seqs and tab ids) is still answered: such a window
         // whose `handed-out` entry is gone, or adopted back, still starts.
         let probe = restored.handle(WindowCommand.probe.message(request: 5))

@@ -1,6 +1,7 @@
 import BrowserModel
 import HostLimits
 import Testing
+
 @testable import SessionFormat
 
 /// A file of any claimed size, holding `bytes` at the start and zeros after: what a sparse file
@@ -55,7 +56,10 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
     @Test func listMetadataSplitOverRecordsReadsBack() throws {
         let list = WebStateList()
         for id in 1...300 as ClosedRange<Int64> {
-            try list.insert(tab(id, url: "https://tab\(id).example/" + String(repeating: "p", count: Int(id) * 7), title: "tab \(id)"), InsertionParams())
+            try list.insert(
+                tab(
+                    id, url: "https://tab\(id).example/" + String(repeating: "p", count: Int(id) * 7),
+                    title: "tab \(id)"), InsertionParams())
         }
         try list.activate(at: 299)
         var storage = ListStorage()
@@ -63,7 +67,9 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         storage.lastCommandSeq = 300
         var section: [UInt8] = []
         for webState in list.webStates {
-            let frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: try webState.navigationHistory())))
+            let frame = try Framing.record(
+                .navigation,
+                payload: encodeMessage(NavigationStorage(id: webState.id, history: try webState.navigationHistory())))
             var item = ItemStorage()
             item.identifier = webState.id.rawValue
             item.metadata = MetadataStorage(webState.metadata)
@@ -91,7 +97,10 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         lying.continuationRecords = 1000
         var short = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &short)
-        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))
+        ) {
             try SnapshotReader(InMemoryBytes(short))
         }
         // More continuations than a Browser has tabs (each holds at least one item), all there
@@ -100,9 +109,14 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var empties = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &empties)
         let first = empties.count
-        for _ in 0...Limits.maxTabsPerBrowser { try Framing.appendRecord(.listMetadataContinuation, payload: [], to: &empties) }
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(Limits.maxTabsPerBrowser + 1, bytesLeft: empties.count - first))) {
+        for _ in 0...Limits.maxTabsPerBrowser {
+            try Framing.appendRecord(.listMetadataContinuation, payload: [], to: &empties)
+        }
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .continuationsOutOfRange(Limits.maxTabsPerBrowser + 1, bytesLeft: empties.count - first))
+        ) {
             try SnapshotReader(InMemoryBytes(empties))
         }
     }
@@ -114,7 +128,9 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         let longURL = String(repeating: "l", count: Limits.maxURLBytes - 2)
         for n in 0..<40 {
             try source.commitNavigation(
-                to: NavigationItem(url: longURL + "\(n % 10)/", title: String(repeating: "t", count: Limits.maxTitleBytes), timestamp: .zero))
+                to: NavigationItem(
+                    url: longURL + "\(n % 10)/", title: String(repeating: "t", count: Limits.maxTitleBytes),
+                    timestamp: .zero))
         }
         #expect(try source.navigationHistory().items.count > 20)
         let list = WebStateList()
@@ -145,7 +161,9 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         let snapshot = try snapshotBytes(list, seq: 1)
         _ = recorder.takeRecords()
         recorder.commandSeq = 2
-        for n in 70..<130 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero)) }
+        for n in 70..<130 {
+            try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero))
+        }
         try a.goToItem(at: 3)
         try a.commitNavigation(to: NavigationItem(url: "https://a.example/branch", timestamp: .zero))
         for n in 0..<80 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/b\(n)", timestamp: .zero)) }
@@ -173,9 +191,11 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
         let source = ClaimingSource(bytes, size: bytes.count + Int(claimed))
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize,
-            reason: .historyOutOfRange(item: 0, offset: 0, length: claimed, section: UInt64(claimed)))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .historyOutOfRange(item: 0, offset: 0, length: claimed, section: UInt64(claimed)))
+        ) {
             let reader = try SnapshotReader(source)
             _ = try reader.history(at: 0)
         }
@@ -192,8 +212,11 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: payload, to: &bytes)
         let start = ContinuousClock.now
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize, reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))
+        ) {
             _ = try SnapshotReader(InMemoryBytes(bytes))
         }
         let elapsed = ContinuousClock.now - start
@@ -212,12 +235,17 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         try Framing.appendRecord(.listMetadata, payload: first, to: &bytes)
         let continuation = bytes.count
         try Framing.appendRecord(.listMetadataContinuation, payload: item, to: &bytes)
-        #expect(throws: SessionFormatError.invalidState(
-            offset: continuation, reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: continuation,
+                reason: .tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser))
+        ) {
             _ = try SnapshotReader(InMemoryBytes(bytes))
         }
         // A payload the wire format cannot hold is refused as the decoder would refuse it.
-        #expect(throws: SessionFormatError.self) { try FormatOneMetadata.countItems([0x0A, 0x05, 0x00], at: 0, before: 0) }
+        #expect(throws: SessionFormatError.self) {
+            try FormatOneMetadata.countItems([0x0A, 0x05, 0x00], at: 0, before: 0)
+        }
         #expect(throws: SessionFormatError.self) { try FormatOneMetadata.countItems([0x0B], at: 0, before: 0) }
     }
 
@@ -226,7 +254,9 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         let profile = Profile(stateDirectory: "/nonexistent")
         let list = WebStateList()
         try list.restore(
-            (1...Limits.maxTabsPerBrowser).map { _ in RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: .zero), opener: nil) },
+            (1...Limits.maxTabsPerBrowser).map { _ in
+                RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: .zero), opener: nil)
+            },
             activeIndex: nil, pinnedCount: 0)
         var insert = Windowhost_Session_InsertMutation()
         insert.index = Int32(Limits.maxTabsPerBrowser)
@@ -234,7 +264,10 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var storage = MutationStorage()
         storage.seq = 1
         storage.insert = insert
-        #expect(throws: SessionFormatError.InvalidState.tooManyTabs(Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser)) {
+        #expect(
+            throws: SessionFormatError.InvalidState.tooManyTabs(
+                Limits.maxTabsPerBrowser + 1, limit: Limits.maxTabsPerBrowser)
+        ) {
             try JournalReplayer.apply(JournalRecord(storage), to: list, profile: profile, keepingIn: JournalTabs())
         }
         #expect(list.count == Limits.maxTabsPerBrowser)
@@ -274,7 +307,9 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
     @Test func aReadErrorWhileSearchingForASaveIsThrownNotTakenForATornTail() {
         struct Unreadable: ByteSource {
             let size = 4096
-            func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] { throw .readFailed(offset: offset, reason: "EIO") }
+            func read(offset: Int, count: Int) throws(SessionFormatError) -> [UInt8] {
+                throw .readFailed(offset: offset, reason: "EIO")
+            }
         }
         #expect(throws: SessionFormatError.readFailed(offset: Framing.fileHeaderSize + 1, reason: "EIO")) {
             try JournalFile.hasValidCommit(in: Unreadable(), after: Framing.fileHeaderSize + 1)
@@ -336,8 +371,11 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
     }
 
     @Test func everyCommitAStoreWritesKeepsTheRules() throws {
-        for bits: UInt8 in [1, 2, 3, 1 | JournalCommit.laggingBit, 2 | JournalCommit.laggingBit, 3 | JournalCommit.laggingBit] {
-            let scan = try JournalFile.scan(InMemoryBytes(JournalFile.header + JournalCommit(seq: 6, browsers: bits).frame))
+        for bits: UInt8 in [
+            1, 2, 3, 1 | JournalCommit.laggingBit, 2 | JournalCommit.laggingBit, 3 | JournalCommit.laggingBit,
+        ] {
+            let scan = try JournalFile.scan(
+                InMemoryBytes(JournalFile.header + JournalCommit(seq: 6, browsers: bits).frame))
             #expect(scan.checkSeqs(snapshotSeq: 5, previousCommit: nil) == (1, nil), "bits \(bits)")
         }
     }
@@ -347,7 +385,10 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         storage.lastCommandSeq = Limits.maxCommandSeq + 1
         var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
-        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .seqOutOfRange(Limits.maxCommandSeq + 1))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize, reason: .seqOutOfRange(Limits.maxCommandSeq + 1))
+        ) {
             try SnapshotReader(InMemoryBytes(bytes))
         }
     }

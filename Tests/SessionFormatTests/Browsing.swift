@@ -1,4 +1,5 @@
 import BrowserModel
+
 @testable import SessionFormat
 
 /// The comparable contents of a list, every history realized.
@@ -30,7 +31,10 @@ struct BrowsingSession {
 }
 
 /// Replays `records` onto a new list (or `list`) and returns it.
-func replay(_ records: [JournalRecord], onto list: WebStateList = WebStateList(), profile: Profile = Profile(stateDirectory: "/unused"))
+func replay(
+    _ records: [JournalRecord], onto list: WebStateList = WebStateList(),
+    profile: Profile = Profile(stateDirectory: "/unused")
+)
     throws -> WebStateList
 {
     let stored = JournalTabs()

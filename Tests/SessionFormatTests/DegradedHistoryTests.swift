@@ -1,6 +1,7 @@
 import BrowserModel
 import HostLimits
 import Testing
+
 @testable import SessionFormat
 
 /// A degraded tab (its history lost in two generations) replays the journal's navigations by
@@ -8,7 +9,9 @@ import Testing
 /// later back/forward or commit still lands on the entry the journal names.
 @Suite struct DegradedHistoryTests {
     static func page(_ number: Int64) -> NavigationItem {
-        NavigationItem(url: "https://example.com/\(number)", title: "page \(number)", timestamp: Timestamp(microsecondsSinceEpoch: number))
+        NavigationItem(
+            url: "https://example.com/\(number)", title: "page \(number)",
+            timestamp: Timestamp(microsecondsSinceEpoch: number))
     }
 
     /// The lost history had 3 entries (numbers 0...2, the current one last); the journal then
@@ -17,9 +20,12 @@ import Testing
         let degraded = DegradedHistories()
         let id = try #require(WebStateID(rawValue: 1))
         let metadata = WebStateMetadata(
-            creationTime: .zero, lastActiveTime: .zero, activePageTitle: "page 2", activePageURL: "https://example.com/2", navigationItemCount: 3)
+            creationTime: .zero, lastActiveTime: .zero, activePageTitle: "page 2",
+            activePageURL: "https://example.com/2", navigationItemCount: 3)
         var history = degraded.degrade(id, metadata: metadata, reason: .readFailed(offset: 0, reason: "test"))
-        for number in 3..<(3 + count) { degraded.replayNavigation(of: id, on: &history, item: page(number), number: number) }
+        for number in 3..<(3 + count) {
+            degraded.replayNavigation(of: id, on: &history, item: page(number), number: number)
+        }
         return (degraded, id, history)
     }
 

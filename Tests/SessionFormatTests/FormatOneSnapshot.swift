@@ -1,5 +1,6 @@
 import BrowserModel
 import HostLimits
+
 @testable import SessionFormat
 
 /// The format-1 snapshot writer as it was before format 2 (protobuf list metadata, split into
@@ -11,7 +12,9 @@ enum FormatOneSnapshot {
     /// `list` after `lastCommandSeq` as format 1; unrealized tabs' frames from `storedHistory`.
     static func encode(
         _ list: WebStateList, lastCommandSeq: UInt64, recordLimit: Int = Limits.maxRecordPayloadBytes,
-        storedHistory: (WebState) throws -> [UInt8] = { throw SessionFormatError.readFailed(offset: 0, reason: "no stored history for \($0.id)") }
+        storedHistory: (WebState) throws -> [UInt8] = {
+            throw SessionFormatError.readFailed(offset: 0, reason: "no stored history for \($0.id)")
+        }
     ) throws -> [UInt8] {
         var storage = ListStorage()
         storage.activeIndex = Int32(list.activeIndex ?? -1)
@@ -23,7 +26,8 @@ enum FormatOneSnapshot {
         for (index, webState) in webStates.enumerated() {
             let frame: [UInt8]
             if let history = webState.loadedHistory {
-                frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+                frame = try Framing.record(
+                    .navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
             } else {
                 frame = try storedHistory(webState)
             }
@@ -42,7 +46,9 @@ enum FormatOneSnapshot {
         }
         storage.historySectionLength = UInt64(section.count)
         var bytes = header
-        for (kind, payload) in metadataRecords(storage, recordLimit: recordLimit) { try Framing.appendRecord(kind, payload: payload, to: &bytes) }
+        for (kind, payload) in metadataRecords(storage, recordLimit: recordLimit) {
+            try Framing.appendRecord(kind, payload: payload, to: &bytes)
+        }
         return bytes + section
     }
 
@@ -51,7 +57,9 @@ enum FormatOneSnapshot {
 
     /// The list metadata as records of at most `recordLimit` bytes: the first holds the list's
     /// fields and as many items as fit, each continuation as many more.
-    static func metadataRecords(_ storage: ListStorage, recordLimit: Int = Limits.maxRecordPayloadBytes) -> [(RecordKind, [UInt8])] {
+    static func metadataRecords(_ storage: ListStorage, recordLimit: Int = Limits.maxRecordPayloadBytes) -> [(
+        RecordKind, [UInt8]
+    )] {
         var chunks: [[UInt8]] = [[]]
         for item in storage.items {
             var field: [UInt8] = [0x0A]  // field 1 (items), length-delimited
@@ -59,7 +67,9 @@ enum FormatOneSnapshot {
             field.appendVarint(UInt64(encoded.count))
             field += encoded
             let room = recordLimit - (chunks.count == 1 ? listFieldsRoom : 0)
-            if !chunks[chunks.count - 1].isEmpty, chunks[chunks.count - 1].count + field.count > room { chunks.append([]) }
+            if !chunks[chunks.count - 1].isEmpty, chunks[chunks.count - 1].count + field.count > room {
+                chunks.append([])
+            }
             chunks[chunks.count - 1] += field
         }
         var head = storage

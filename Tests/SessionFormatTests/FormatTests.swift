@@ -1,6 +1,7 @@
-import HostLimits
 import BrowserModel
+import HostLimits
 import Testing
+
 @testable import SessionFormat
 
 @Suite struct CRC32CTests {
@@ -104,17 +105,23 @@ import Testing
 
     /// Format 1 reads the header and its one metadata record; format 2 the header, its index
     /// record and its one string record.
-    @Test(arguments: [(1, 3), (2, 5)]) func restoreReadsOnlyMetadataUntilATabIsRealized(version: Int, metadataReads: Int) throws {
+    @Test(arguments: [(1, 3), (2, 5)]) func restoreReadsOnlyMetadataUntilATabIsRealized(
+        version: Int, metadataReads: Int
+    ) throws {
         let profile = Profile(stateDirectory: "/unused")
         let list = WebStateList()
         for index in 0..<2_000 {
             var history = NavigationHistory()
             for step in 0..<3 {
-                history.commit(NavigationItem(url: "https://e.example/\(index)/\(step)", title: "T\(index)", timestamp: .zero))
+                history.commit(
+                    NavigationItem(url: "https://e.example/\(index)/\(step)", title: "T\(index)", timestamp: .zero))
             }
-            try list.insert(WebState(id: profile.makeWebStateID(), creationTime: .zero, history: history), InsertionParams(activate: index == 1234))
+            try list.insert(
+                WebState(id: profile.makeWebStateID(), creationTime: .zero, history: history),
+                InsertionParams(activate: index == 1234))
         }
-        let source = CountingSource(version == 1 ? try FormatOneSnapshot.encode(list, lastCommandSeq: 1) : try snapshotBytes(list, seq: 1))
+        let source = CountingSource(
+            version == 1 ? try FormatOneSnapshot.encode(list, lastCommandSeq: 1) : try snapshotBytes(list, seq: 1))
         let reader = try SnapshotReader(source)
         #expect(reader.version == version)
         let restored = WebStateList()
@@ -140,7 +147,9 @@ import Testing
         try session.run(commands: 25)
         // A sample worth damaging: several tabs, histories, openers and many record kinds.
         #expect(session.list.count >= 3 && session.records.count >= 20, "sample: \(session.list.count) tabs")
-        let snapshot = version == 1 ? try FormatOneSnapshot.encode(session.list, lastCommandSeq: 25) : try snapshotBytes(session.list, seq: 25)
+        let snapshot =
+            version == 1
+            ? try FormatOneSnapshot.encode(session.list, lastCommandSeq: 25) : try snapshotBytes(session.list, seq: 25)
         #expect(try SnapshotReader(InMemoryBytes(snapshot)).version == version)
         return (session, snapshot, try session.journalBytes)
     }
@@ -177,7 +186,9 @@ import Testing
     @Test(arguments: [1, 2]) func everyTruncationOfASnapshotIsRejected(version: Int) throws {
         let (_, snapshot, _) = try Self.sample(version: version)
         for length in 0..<snapshot.count {
-            #expect(throws: (any Error).self, "truncated to \(length)") { try Self.decodeSnapshot(Array(snapshot[..<length])) }
+            #expect(throws: (any Error).self, "truncated to \(length)") {
+                try Self.decodeSnapshot(Array(snapshot[..<length]))
+            }
         }
     }
 
@@ -213,7 +224,8 @@ import Testing
             #expect(scan.records == Array(session.records[..<complete]), "cut at \(length)")
             #expect(scan.validLength == boundaries[complete])
             #expect((scan.stoppedBy == nil) == (length == boundaries[complete]))
-            if case .truncated = scan.stoppedBy {} else if scan.stoppedBy != nil {
+            if case .truncated = scan.stoppedBy {
+            } else if scan.stoppedBy != nil {
                 Issue.record("cut at \(length) stopped by \(String(describing: scan.stoppedBy))")
             }
         }
@@ -233,8 +245,13 @@ import Testing
             case 0:
                 let end = min(damaged.count, position + Int.random(in: 1...32, using: &random))
                 for index in position..<end { damaged[index] = UInt8.random(in: 0...255, using: &random) }
-            case 1: damaged.insert(contentsOf: (0..<Int.random(in: 1...8, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }, at: position)
-            case 2: damaged.removeSubrange(position..<min(damaged.count, position + Int.random(in: 1...8, using: &random)))
+            case 1:
+                damaged.insert(
+                    contentsOf: (0..<Int.random(in: 1...8, using: &random)).map { _ in
+                        UInt8.random(in: 0...255, using: &random)
+                    }, at: position)
+            case 2:
+                damaged.removeSubrange(position..<min(damaged.count, position + Int.random(in: 1...8, using: &random)))
             default:
                 // A plausible-looking huge length where a record length may sit.
                 let at = min(position, damaged.count - 4)
@@ -261,7 +278,9 @@ import Testing
         // A snapshot of a format after 2, or of none (0); a journal of a format after 1.
         for (kind, version) in [(SessionFileKind.snapshot, 3), (.snapshot, 0), (.snapshot, 0xFFFF), (.journal, 2)] {
             let header = Framing.fileHeader(kind, version: version)
-            #expect(throws: SessionFormatError.unsupportedVersion(offset: 4, found: version, supported: kind.currentVersion)) {
+            #expect(
+                throws: SessionFormatError.unsupportedVersion(offset: 4, found: version, supported: kind.currentVersion)
+            ) {
                 if kind == .snapshot {
                     _ = try SnapshotReader(InMemoryBytes(header + [UInt8](repeating: 0, count: 64)))
                 } else {
@@ -288,7 +307,10 @@ import Testing
             var storage = ListStorage()
             var section: [UInt8] = []
             for id in [1, 2, 3] as [Int64] {
-                let frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
+                let frame = try Framing.record(
+                    .navigation,
+                    payload: encodeMessage(
+                        NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
                 var item = ItemStorage()
                 item.identifier = id
                 item.historyOffset = UInt64(section.count)
@@ -310,10 +332,14 @@ import Testing
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .activeIndexOutOfRange(-2, count: 3))) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.activeIndex = -2 }))
         }
-        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 1, opener: 7, count: 3))) {
+        #expect(
+            throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 1, opener: 7, count: 3))
+        ) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.items[1].opener.index = 7 }))
         }
-        #expect(throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 2, opener: 2, count: 3))) {
+        #expect(
+            throws: SessionFormatError.invalidState(offset: at, reason: .openerOutOfRange(item: 2, opener: 2, count: 3))
+        ) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.items[2].opener.index = 2 }))
         }
         #expect(throws: SessionFormatError.invalidState(offset: at, reason: .duplicateIdentifier(1))) {
@@ -350,9 +376,12 @@ import Testing
         // Two tabs naming one frame: refused when the file opens (each frame follows the one
         // before), so no frame is copied forward for every tab that names it.
         let shared = try snapshot { _ in }
-        let frame = UInt64(Framing.recordHeaderSize + (try SnapshotReader(InMemoryBytes(shared)).historyPayload(at: 0).count))
-        #expect(throws: SessionFormatError.invalidState(
-            offset: at, reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame), section: 3 * frame))) {
+        let frame = UInt64(
+            Framing.recordHeaderSize + (try SnapshotReader(InMemoryBytes(shared)).historyPayload(at: 0).count))
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: at, reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame), section: 3 * frame))
+        ) {
             try SnapshotReader(InMemoryBytes(try snapshot { $0.items[1].historyOffset = $0.items[0].historyOffset }))
         }
     }

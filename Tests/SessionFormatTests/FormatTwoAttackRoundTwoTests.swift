@@ -1,8 +1,9 @@
 import BrowserModel
 import Foundation
 import HostLimits
-@testable import SessionFormat
 import Testing
+
+@testable import SessionFormat
 
 /// Second hostile round on format 2 (issue 14): the copy check (`historyPayload(at:)`) and the
 /// realization check (`history(at:)`) must agree on every frame, or a frame compaction copies
@@ -35,7 +36,9 @@ import Testing
     /// identifier (2), so realizing refuses it, but the copy check reads 1 and takes it.
     @Test func aSecondIdentifierFieldDoesNotPassTheCopyCheck() throws {
         let bytes = try Self.twoTabs { id, encoded in
-            id == 1 ? [0x08, 0x01] + (try T.frame(2, urls: ["https://2.example/"])).dropFirst(Framing.recordHeaderSize) : encoded
+            id == 1
+                ? [0x08, 0x01] + (try T.frame(2, urls: ["https://2.example/"])).dropFirst(Framing.recordHeaderSize)
+                : encoded
         }
         let (copy, realize) = try Self.verdicts(bytes)
         #expect(!realize)
@@ -45,7 +48,9 @@ import Testing
     /// Tab 1's own frame with a current index past its one entry (`10 63`): its identifier
     /// reads right, its history does not; the copy check takes it all the same.
     @Test func aFrameWithoutAValidHistoryDoesNotPassTheCopyCheck() throws {
-        let bytes = try Self.twoTabs { id, encoded in id == 1 ? [0x08, 0x01, 0x10, 0x63] + encoded.dropFirst(2) : encoded }
+        let bytes = try Self.twoTabs { id, encoded in
+            id == 1 ? [0x08, 0x01, 0x10, 0x63] + encoded.dropFirst(2) : encoded
+        }
         let (copy, realize) = try Self.verdicts(bytes)
         #expect(!realize)
         #expect(copy == realize, "historyFrame copies forward a frame history(at:) refuses")

@@ -1,8 +1,9 @@
 import BrowserModel
 import Foundation
 import HostLimits
-@testable import SessionFormat
 import Testing
+
+@testable import SessionFormat
 
 /// Hostile round on snapshot format 2 (issue 14): files crafted with valid checksums that pass
 /// or probe the reader's one pass of checks, then every accessor, a restore and a save of the
@@ -24,11 +25,13 @@ import Testing
 
         /// The file: header, index record, string records, section.
         var bytes: [UInt8] {
-            var index = SnapshotIndex.header(count: entries.count, activeIndex: activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq)
+            var index = SnapshotIndex.header(
+                count: entries.count, activeIndex: activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq)
             for entry in entries { SnapshotIndex.appendEntry(to: &index, entry) }
             SnapshotIndex.finishHeader(
                 &index, stringRecords: stringRecordCount ?? stringRecords.count,
-                stringAreaLength: UInt64(stringRecords.reduce(0) { $0 + $1.count }), historySectionLength: UInt64(section.count))
+                stringAreaLength: UInt64(stringRecords.reduce(0) { $0 + $1.count }),
+                historySectionLength: UInt64(section.count))
             var bytes = Framing.fileHeader(.snapshot)
             Framing.appendFrame(.listIndex, payload: index, to: &bytes)
             for record in stringRecords { Framing.appendFrame(.strings, payload: record, to: &bytes) }
@@ -40,19 +43,26 @@ import Testing
     static func frame(_ id: Int64, urls: [String]) throws -> [UInt8] {
         var history = NavigationHistory()
         for (n, url) in urls.enumerated() {
-            history.commit(NavigationItem(url: url, title: "t\(n)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(n))))
+            history.commit(
+                NavigationItem(url: url, title: "t\(n)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(n))))
         }
-        return try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: try #require(WebStateID(rawValue: id)), history: history)))
+        return try Framing.record(
+            .navigation,
+            payload: encodeMessage(NavigationStorage(id: try #require(WebStateID(rawValue: id)), history: history)))
     }
 
     /// An index entry; fields not given are plain (times 1 and 2, not realized).
     static func entry(
-        _ id: Int64, history: (offset: Int, length: Int), strings: (offset: Int, title: Int, url: Int), opener: Int32 = -1, items: Int32 = 1
+        _ id: Int64, history: (offset: Int, length: Int), strings: (offset: Int, title: Int, url: Int),
+        opener: Int32 = -1, items: Int32 = 1
     ) -> SnapshotIndex.Entry {
         SnapshotIndex.Entry(
-            id: WebStateID(rawValue: id)!, creationTime: Timestamp(microsecondsSinceEpoch: 1), lastActiveTime: Timestamp(microsecondsSinceEpoch: 2),
-            historyOffset: UInt64(history.offset), historyLength: UInt32(history.length), stringOffset: UInt64(strings.offset),
-            titleLength: UInt32(strings.title), urlLength: UInt32(strings.url), navigationItemCount: items, openerIndex: opener,
+            id: WebStateID(rawValue: id)!, creationTime: Timestamp(microsecondsSinceEpoch: 1),
+            lastActiveTime: Timestamp(microsecondsSinceEpoch: 2),
+            historyOffset: UInt64(history.offset), historyLength: UInt32(history.length),
+            stringOffset: UInt64(strings.offset),
+            titleLength: UInt32(strings.title), urlLength: UInt32(strings.url), navigationItemCount: items,
+            openerIndex: opener,
             openerNavigationIndex: 0, realizedAtSave: false)
     }
 
@@ -61,7 +71,8 @@ import Testing
         var crafted = Crafted()
         for n in 0..<count {
             let frame = try frame(Int64(n + 1), urls: ["https://\(n).example/"])
-            crafted.entries.append(entry(Int64(n + 1), history: (crafted.section.count, frame.count), strings: strings(n)))
+            crafted.entries.append(
+                entry(Int64(n + 1), history: (crafted.section.count, frame.count), strings: strings(n)))
             crafted.section += frame
         }
         return crafted
@@ -82,7 +93,8 @@ import Testing
         }
         let list = WebStateList()
         try reader.restore(into: list, profile: Profile(stateDirectory: "/unused"), degraded: DegradedHistories())
-        let again = try SnapshotEncoder.encode(list, lastCommandSeq: reader.lastCommandSeq) { (tab) throws(SessionFormatError) in
+        let again = try SnapshotEncoder.encode(list, lastCommandSeq: reader.lastCommandSeq) {
+            (tab) throws(SessionFormatError) in
             try reader.historyPayload(at: reader.index(of: tab.id) ?? -1)
         }
         let second = try SnapshotReader(InMemoryBytes(again))
@@ -115,14 +127,21 @@ import Testing
     /// once per unrealized tab (16,384 tabs on a 64 MiB frame: 1 TiB). Refused when the file
     /// opens: each tab's frame must start where the one before ends.
     @Test func historyRangesSharedByEveryTabDoNotMultiplyWhenWrittenAgain() throws {
-        let frame = try Self.frame(1, urls: (0..<64).map { "https://\($0).example/" + String(repeating: "h", count: 1_000) })
+        let frame = try Self.frame(
+            1, urls: (0..<64).map { "https://\($0).example/" + String(repeating: "h", count: 1_000) })
         var crafted = Crafted()
         crafted.section = frame
         crafted.stringRecords = [Array(String(repeating: "https://63.example/", count: 64).utf8)]
-        for n in 0..<64 { crafted.entries.append(Self.entry(Int64(n + 1), history: (0, frame.count), strings: (19 * n, 0, 19), items: 64)) }
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize,
-            reason: .historyOutOfRange(item: 1, offset: 0, length: UInt32(frame.count), section: UInt64(frame.count)))) {
+        for n in 0..<64 {
+            crafted.entries.append(
+                Self.entry(Int64(n + 1), history: (0, frame.count), strings: (19 * n, 0, 19), items: 64))
+        }
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .historyOutOfRange(
+                    item: 1, offset: 0, length: UInt32(frame.count), section: UInt64(frame.count)))
+        ) {
             try SnapshotReader(InMemoryBytes(crafted.bytes))
         }
     }
@@ -138,20 +157,31 @@ import Testing
         crafted.stringRecords = [Array(area[0..<4]), [], Array(area[4...])]
         let again = try Self.driveEverything(crafted.bytes)
         let reader = try SnapshotReader(InMemoryBytes(again))
-        #expect(reader.metadata(at: 0).activePageTitle == "Title0" && reader.metadata(at: 0).activePageURL == "https://a.example/")
-        #expect((1..<4).allSatisfy { reader.metadata(at: $0).activePageTitle.isEmpty && reader.metadata(at: $0).activePageURL.isEmpty })
+        #expect(
+            reader.metadata(at: 0).activePageTitle == "Title0"
+                && reader.metadata(at: 0).activePageURL == "https://a.example/")
+        #expect(
+            (1..<4).allSatisfy {
+                reader.metadata(at: $0).activePageTitle.isEmpty && reader.metadata(at: $0).activePageURL.isEmpty
+            })
         var inside = crafted
         inside.entries[2].stringOffset = 3
         inside.entries[2].titleLength = 5
         inside.entries[2].urlLength = 2
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 2, offset: 3, length: 7, area: UInt64(area.count)))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .stringsOutOfRange(item: 2, offset: 3, length: 7, area: UInt64(area.count)))
+        ) {
             try SnapshotReader(InMemoryBytes(inside.bytes))
         }
         var unnamed = crafted
         unnamed.entries[0].urlLength -= 1
-        #expect(throws: SessionFormatError.invalidState(
-            offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 1, offset: UInt64(area.count), length: 0, area: UInt64(area.count)))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize,
+                reason: .stringsOutOfRange(item: 1, offset: UInt64(area.count), length: 0, area: UInt64(area.count)))
+        ) {
             try SnapshotReader(InMemoryBytes(unnamed.bytes))
         }
     }
@@ -162,9 +192,11 @@ import Testing
     /// a title that is UTF-8 only when the URL after it is joined on.
     @Test func bytesThatAreNotUTF8AreRefusedWherever() throws {
         let bad: [[UInt8]] = [
-            [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xF0, 0x80, 0x80, 0x80], [0xF0, 0x8F, 0xBF, 0xBF],
+            [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xE0, 0x9F, 0xBF], [0xF0, 0x80, 0x80, 0x80],
+            [0xF0, 0x8F, 0xBF, 0xBF],
             [0xED, 0xA0, 0x80], [0xED, 0xBF, 0xBF], [0xED, 0xA0, 0xBD, 0xED, 0xB8, 0x80],
-            [0xF8, 0x88, 0x80, 0x80, 0x80], [0xFC, 0x84, 0x80, 0x80, 0x80, 0x80], [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80],
+            [0xF8, 0x88, 0x80, 0x80, 0x80], [0xFC, 0x84, 0x80, 0x80, 0x80, 0x80], [0xF4, 0x90, 0x80, 0x80],
+            [0xF5, 0x80, 0x80, 0x80],
             [0x80], [0xBF], [0xFE], [0xFF], [0xC3], [0xE2, 0x82], [0xF0, 0x9F, 0x99],
         ]
         for sequence in bad {
@@ -173,7 +205,10 @@ import Testing
                 for asURL in [false, true] {
                     var crafted = try Self.tabs(1) { _ in asURL ? (0, 0, text.count) : (0, text.count, 0) }
                     crafted.stringRecords = [text]
-                    #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .notUTF8(item: 0)), "\(sequence) after \(prefix)") {
+                    #expect(
+                        throws: SessionFormatError.invalidState(
+                            offset: Framing.fileHeaderSize, reason: .notUTF8(item: 0)), "\(sequence) after \(prefix)"
+                    ) {
                         try SnapshotReader(InMemoryBytes(crafted.bytes))
                     }
                 }
@@ -201,7 +236,9 @@ import Testing
             crafted.stringRecords = [text + text]
             let again = try Self.driveEverything(crafted.bytes)
             let metadata = try SnapshotReader(InMemoryBytes(again)).metadata(at: 0)
-            #expect(Array(metadata.activePageTitle.utf8) == text && Array(metadata.activePageURL.utf8) == text, "\(text.prefix(8))")
+            #expect(
+                Array(metadata.activePageTitle.utf8) == text && Array(metadata.activePageURL.utf8) == text,
+                "\(text.prefix(8))")
         }
     }
 
@@ -211,7 +248,9 @@ import Testing
     /// one (closing follows openers to pick the next active tab) without a hang or a trap.
     @Test func openerCyclesRestoreSaveAndCloseWithoutHanging() throws {
         var crafted = try Self.tabs(5) { _ in (0, 0, 0) }
-        for (item, opener) in [(0, 1), (1, 0), (2, 3), (3, 4), (4, 2)] { crafted.entries[item].openerIndex = Int32(opener) }
+        for (item, opener) in [(0, 1), (1, 0), (2, 3), (3, 4), (4, 2)] {
+            crafted.entries[item].openerIndex = Int32(opener)
+        }
         crafted.activeIndex = 2
         let again = try Self.driveEverything(crafted.bytes)
         let reader = try SnapshotReader(InMemoryBytes(again))
@@ -238,7 +277,10 @@ import Testing
         empty.stringRecords = [[0xFF, 0xFE], [0xC0]]
         #expect(refusedCount(empty) == 2)
         empty.stringRecords = [[0xFF, 0xFE, 0xC0]]
-        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 0, offset: 0, length: 3, area: 3))) {
+        #expect(
+            throws: SessionFormatError.invalidState(
+                offset: Framing.fileHeaderSize, reason: .stringsOutOfRange(item: 0, offset: 0, length: 3, area: 3))
+        ) {
             try Self.driveEverything(empty.bytes)
         }
         var many = try Self.tabs(3) { n in (n, 1, 0) }
@@ -273,7 +315,9 @@ import Testing
             let length = Int(short.littleEndian(UInt32.self, at: Framing.fileHeaderSize + 4))
             let payload = Framing.fileHeaderSize + Framing.recordHeaderSize
             short.storeLittleEndian(
-                CRC32C.checksum(short[payload..<payload + length], continuing: CRC32C.checksum(short[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
+                CRC32C.checksum(
+                    short[payload..<payload + length],
+                    continuing: CRC32C.checksum(short[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
                 at: Framing.fileHeaderSize + 8)
             #expect(throws: SessionFormatError.self, "cut at \(cut)") { try Self.driveEverything(short) }
         }
@@ -296,7 +340,8 @@ import Testing
         let section = UInt64(crafted.section.count)
         let frameLength = UInt64(crafted.entries[0].historyLength)
         let edges: [UInt64] = [
-            0, 1, 2, 3, 11, 12, 18, 23, 24, 30, 47, 48, 71, 72, UInt64(area.count - 1), UInt64(area.count), UInt64(area.count + 1),
+            0, 1, 2, 3, 11, 12, 18, 23, 24, 30, 47, 48, 71, 72, UInt64(area.count - 1), UInt64(area.count),
+            UInt64(area.count + 1),
             section - 1, section, section - frameLength, frameLength, frameLength - 1, frameLength + 1,
             UInt64(Int32.max), UInt64(UInt32.max), UInt64(Int64.max), UInt64.max, UInt64.max - 1, 1 << 32, 1 << 31,
         ]
@@ -309,11 +354,18 @@ import Testing
                 let width = widths.randomElement(using: &random)!
                 let offset = Int.random(in: 0...(indexLength - width), using: &random)
                 var value = edges.randomElement(using: &random)!
-                if Bool.random(using: &random) { value = value &+ UInt64(bitPattern: Int64.random(in: -2...2, using: &random)) }
-                withUnsafeBytes(of: value.littleEndian) { damaged.replaceSubrange(payloadStart + offset..<payloadStart + offset + width, with: $0.prefix(width)) }
+                if Bool.random(using: &random) {
+                    value = value &+ UInt64(bitPattern: Int64.random(in: -2...2, using: &random))
+                }
+                withUnsafeBytes(of: value.littleEndian) {
+                    damaged.replaceSubrange(
+                        payloadStart + offset..<payloadStart + offset + width, with: $0.prefix(width))
+                }
             }
             damaged.storeLittleEndian(
-                CRC32C.checksum(damaged[payloadStart..<payloadStart + indexLength], continuing: CRC32C.checksum(damaged[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
+                CRC32C.checksum(
+                    damaged[payloadStart..<payloadStart + indexLength],
+                    continuing: CRC32C.checksum(damaged[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
                 at: Framing.fileHeaderSize + 8)
             do {
                 try Self.driveEverything(damaged)
@@ -337,8 +389,11 @@ import Testing
         var theirs = try Self.tabs(3) { _ in (0, 0, 0) }
         for n in 0..<3 { theirs.entries[n].id = WebStateID(rawValue: Int64(100 + n))! }
         theirs.entries[2].id = WebStateID(rawValue: 2)!
-        #expect(throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(2))) {
-            try SnapshotReader(InMemoryBytes(theirs.bytes)).restore(into: incognito.webStateList, profile: incognito.profile)
+        #expect(
+            throws: SessionFormatError.invalidState(offset: Framing.fileHeaderSize, reason: .duplicateIdentifier(2))
+        ) {
+            try SnapshotReader(InMemoryBytes(theirs.bytes)).restore(
+                into: incognito.webStateList, profile: incognito.profile)
         }
         #expect(incognito.webStateList.count == 0)
     }
@@ -394,7 +449,9 @@ import Testing
                     let table = CRC32C.tableChecksum(slice, continuing: UInt32(length))
                     try #require(table == expected, "table, length \(length) from \(start)")
                     if CRC32C.hasHardware {
-                        try #require(CRC32C.hardwareChecksum(slice, continuing: UInt32(length)) == expected, "hardware, length \(length) from \(start)")
+                        try #require(
+                            CRC32C.hardwareChecksum(slice, continuing: UInt32(length)) == expected,
+                            "hardware, length \(length) from \(start)")
                     }
                 }
             }
@@ -402,7 +459,9 @@ import Testing
             let whole = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<4_099]))
             for split in [0, 1, 7, 8, 9, 63, 64, 4_095, 4_096, 4_099] {
                 let first = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<split]))
-                #expect(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[split..<4_099]), continuing: first) == whole, "split at \(split)")
+                #expect(
+                    CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[split..<4_099]), continuing: first) == whole,
+                    "split at \(split)")
             }
         }
     }

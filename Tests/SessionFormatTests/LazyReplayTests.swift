@@ -1,5 +1,6 @@
 import BrowserModel
 import Testing
+
 @testable import SessionFormat
 
 /// Journal replay restores tabs unrealized, as a snapshot does: whatever mix of snapshot and
@@ -17,7 +18,9 @@ import Testing
         try session.run(commands: 400)
         let replayed = try replay(session.records)
         #expect(!replayed.webStates.isEmpty)
-        #expect(replayed.webStates.allSatisfy { !$0.isRealized }, "replay realized \(replayed.webStates.filter(\.isRealized).map(\.id))")
+        #expect(
+            replayed.webStates.allSatisfy { !$0.isRealized },
+            "replay realized \(replayed.webStates.filter(\.isRealized).map(\.id))")
         // Titles, URLs, counts and both times, answered from the kept bytes' metadata.
         #expect(Self.shown(replayed) == Self.shown(session.list))
         #expect(replayed.webStates.allSatisfy { !$0.isRealized }, "reading metadata realized nothing")
@@ -37,9 +40,13 @@ import Testing
         let profile = Profile(stateDirectory: "/unused")
         try SnapshotReader(InMemoryBytes(snapshot)).restore(into: list, profile: profile)
         let replayed = try replay(Array(session.records[recordsBefore...]), onto: list, profile: profile)
-        let navigations = session.records[recordsBefore...].filter { if case .navigation = $0.storage.mutation { true } else { false } }
+        let navigations = session.records[recordsBefore...].filter {
+            if case .navigation = $0.storage.mutation { true } else { false }
+        }
         #expect(!navigations.isEmpty, "the journal navigates tabs")
-        #expect(replayed.webStates.allSatisfy { !$0.isRealized }, "replay realized \(replayed.webStates.filter(\.isRealized).map(\.id))")
+        #expect(
+            replayed.webStates.allSatisfy { !$0.isRealized },
+            "replay realized \(replayed.webStates.filter(\.isRealized).map(\.id))")
         #expect(Self.shown(replayed) == Self.shown(session.list))
         #expect(try contents(replayed) == contents(session.list))
     }
@@ -50,7 +57,8 @@ import Testing
         var session = BrowsingSession(seed: seed)
         try session.run(commands: 300)
         let replayed = try replay(session.records)
-        let bytes = try SnapshotEncoder.encode(replayed, lastCommandSeq: 300) { (webState) throws(SessionFormatError) -> [UInt8] in
+        let bytes = try SnapshotEncoder.encode(replayed, lastCommandSeq: 300) {
+            (webState) throws(SessionFormatError) -> [UInt8] in
             guard let (stored, index) = webState.storedContent, let kept = stored as? JournalTabs else {
                 throw .readFailed(offset: 0, reason: "tab \(webState.id) has no kept history")
             }
@@ -79,7 +87,9 @@ import Testing
         navigation.itemIndex = Int64(tab.navigationItemCount) + 5
         storage.navigation = navigation
         #expect(throws: SessionFormatError.InvalidState.self) {
-            try JournalReplayer.apply(JournalRecord(storage), to: replayed, profile: Profile(stateDirectory: "/unused"), keepingIn: JournalTabs())
+            try JournalReplayer.apply(
+                JournalRecord(storage), to: replayed, profile: Profile(stateDirectory: "/unused"),
+                keepingIn: JournalTabs())
         }
         #expect(!tab.isRealized && tab.metadata == before)
     }
@@ -92,7 +102,8 @@ import Testing
         let recorder = JournalRecorder(list: list)
         recorder.commandSeq = 1
         for second in 1...2 {
-            let tab = WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: Int64(second)))
+            let tab = WebState(
+                id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: Int64(second)))
             try list.insert(tab, InsertionParams(index: nil, activate: true))
         }
         recorder.commandSeq = 2
@@ -101,14 +112,20 @@ import Testing
         try list.activate(at: 0)
         var records = recorder.takeRecords()
         let replayed = try replay(records)
-        #expect(replayed.activeWebState?.id == first.id && replayed.activeWebState?.lastActiveTime.microsecondsSinceEpoch == 1_000)
+        #expect(
+            replayed.activeWebState?.id == first.id
+                && replayed.activeWebState?.lastActiveTime.microsecondsSinceEpoch == 1_000)
 
         // The same activation as an older build wrote it.
-        guard case .activate = records[records.count - 1].storage.mutation else { Issue.record("not an activation"); return }
+        guard case .activate = records[records.count - 1].storage.mutation else {
+            Issue.record("not an activation")
+            return
+        }
         var old = records[records.count - 1].storage
         old.activate = Windowhost_Session_ActivateMutation()
         records[records.count - 1] = JournalRecord(old)
         let older = try replay(records)
-        #expect(older.activeWebState?.id == first.id && older.activeWebState?.lastActiveTime.microsecondsSinceEpoch == 1)
+        #expect(
+            older.activeWebState?.id == first.id && older.activeWebState?.lastActiveTime.microsecondsSinceEpoch == 1)
     }
 }

@@ -1,5 +1,6 @@
 import HostLimits
 import Testing
+
 @testable import SessionFormat
 
 /// An error about a journal record's seq names that record's seq and where it starts. Before,
@@ -30,7 +31,10 @@ import Testing
         #expect(check.validCommits == 1)
         let error = try #require(check.error)
         #expect(error == .invalidState(offset: offsets[1], reason: .seqOutOfRange(UInt64.max)))
-        #expect("\(error)" == "record at byte \(offsets[1]): seq 18446744073709551615 above the highest a window reaches (2^53 - 1)")
+        #expect(
+            "\(error)"
+                == "record at byte \(offsets[1]): seq 18446744073709551615 above the highest a window reaches (2^53 - 1)"
+        )
         // Just above the range, the same.
         let (above, aboveOffsets) = try journal([([Limits.maxCommandSeq + 1], 7)])
         #expect(
@@ -42,8 +46,11 @@ import Testing
         let (past, pastOffsets) = try journal([([6], 6), ([7, 9], 8)])
         let error = try #require(past.checkSeqs(snapshotSeq: 5, previousCommit: nil).error)
         #expect(error == .invalidState(offset: pastOffsets[2], reason: .recordPastItsCommit(9, commit: 8)))
-        #expect("\(error)" == "record at byte \(pastOffsets[2]): record seq 9 above the seq 8 of the commit that covers it")
+        #expect(
+            "\(error)" == "record at byte \(pastOffsets[2]): record seq 9 above the seq 8 of the commit that covers it")
         let (back, backOffsets) = try journal([([7], 7), ([6], 8)])
-        #expect(back.checkSeqs(snapshotSeq: 5, previousCommit: nil).error == .invalidState(offset: backOffsets[1], reason: .seqOutOfOrder(6, previous: 7)))
+        #expect(
+            back.checkSeqs(snapshotSeq: 5, previousCommit: nil).error
+                == .invalidState(offset: backOffsets[1], reason: .seqOutOfOrder(6, previous: 7)))
     }
 }

@@ -1,8 +1,9 @@
 import BrowserModel
 import Foundation
 import HostLimits
-@testable import SessionFormat
 import Testing
+
+@testable import SessionFormat
 
 /// Sealed files (issue 16): a snapshot and a journal whose records are AES-256-GCM boxes bound
 /// to their window, Browser, file, generation, kind and offset. They read back exactly as the
@@ -12,10 +13,15 @@ import Testing
     static let window = UUID()
     static let key = (0..<32).map { UInt8($0 &* 7 &+ 3) }
 
-    static func seal(_ kind: SessionFileKind, generation: UInt64 = 4, key: [UInt8] = key, window: UUID = window, browser: BrowserKind = .incognito)
+    static func seal(
+        _ kind: SessionFileKind, generation: UInt64 = 4, key: [UInt8] = key, window: UUID = window,
+        browser: BrowserKind = .incognito
+    )
         throws -> RecordSeal
     {
-        RecordSeal(key: try RecordSeal.Key(key), file: RecordSeal.File(window: window, browser: browser, kind: kind, generation: generation))
+        RecordSeal(
+            key: try RecordSeal.Key(key),
+            file: RecordSeal.File(window: window, browser: browser, kind: kind, generation: generation))
     }
 
     /// Seeded browsing, every tab realized, as a snapshot in the clear and sealed.
@@ -26,19 +32,24 @@ import Testing
     }
 
     static func urls(_ list: WebStateList) throws -> [String] {
-        try TabListContents(list, realizing: true).tabs.flatMap { tab in (tab.history?.items ?? []).map(\.url) }.filter { $0.count > 8 }
+        try TabListContents(list, realizing: true).tabs.flatMap { tab in (tab.history?.items ?? []).map(\.url) }.filter
+        { $0.count > 8 }
     }
 
     static func contains(_ bytes: [UInt8], _ text: String) -> Bool {
         let needle = Array(text.utf8)
         guard !needle.isEmpty, bytes.count >= needle.count else { return false }
-        return (0...(bytes.count - needle.count)).contains { bytes[$0] == needle[0] && Array(bytes[$0..<($0 + needle.count)]) == needle }
+        return (0...(bytes.count - needle.count)).contains {
+            bytes[$0] == needle[0] && Array(bytes[$0..<($0 + needle.count)]) == needle
+        }
     }
 
     @Test func aSealedSnapshotRestoresTheSameListAndHoldsNoURL() throws {
         let session = try Self.browsed()
         let seal = try Self.seal(.snapshot)
-        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: seal) { _ throws(SessionFormatError) in [] }
+        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: seal) {
+            _ throws(SessionFormatError) in []
+        }
         let urls = try Self.urls(session.list)
         try #require(!urls.isEmpty)
         for url in urls { #expect(!Self.contains(sealed, url), "\(url) is in the clear") }
@@ -48,20 +59,26 @@ import Testing
         try reader.restore(into: restored, profile: Profile(stateDirectory: "/unused"))
         #expect(try contents(restored) == contents(session.list))
         // Written again from what it restored, unrealized tabs' histories carried as payloads.
-        let again = try SnapshotEncoder.encode(restored, lastCommandSeq: 121, seal: try Self.seal(.snapshot, generation: 5)) {
+        let again = try SnapshotEncoder.encode(
+            restored, lastCommandSeq: 121, seal: try Self.seal(.snapshot, generation: 5)
+        ) {
             (tab) throws(SessionFormatError) in try reader.historyPayload(at: reader.index(of: tab.id) ?? -1)
         }
         let second = WebStateList()
-        try SnapshotReader(InMemoryBytes(again), seal: try Self.seal(.snapshot, generation: 5)).restore(into: second, profile: Profile(stateDirectory: "/u"))
+        try SnapshotReader(InMemoryBytes(again), seal: try Self.seal(.snapshot, generation: 5)).restore(
+            into: second, profile: Profile(stateDirectory: "/u"))
         #expect(try contents(second) == contents(session.list))
     }
 
     @Test func aSealedFileWithoutItsKeyIsSaidSo() throws {
         let session = try Self.browsed()
-        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: try Self.seal(.snapshot)) { _ throws(SessionFormatError) in [] }
+        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: try Self.seal(.snapshot)) {
+            _ throws(SessionFormatError) in []
+        }
         #expect(throws: SessionFormatError.sealedWithoutKey) { try SnapshotReader(InMemoryBytes(sealed)) }
         var journal = JournalFile.header(blockSize: 512, sealed: true)
-        journal += try JournalRecord.frames(session.records, seal: try Self.seal(.journal), from: journal.count).flatMap { $0 }
+        journal += try JournalRecord.frames(session.records, seal: try Self.seal(.journal), from: journal.count).flatMap
+        { $0 }
         #expect(throws: SessionFormatError.sealedWithoutKey) { try JournalFile.scan(InMemoryBytes(journal)) }
     }
 
@@ -74,23 +91,31 @@ import Testing
         let restored = WebStateList()
         try reader.restore(into: restored, profile: Profile(stateDirectory: "/unused"))
         #expect(try contents(restored) == contents(session.list))
-        #expect(try JournalFile.decode(InMemoryBytes(session.journalBytes), seal: try Self.seal(.journal)) == session.records)
+        #expect(
+            try JournalFile.decode(InMemoryBytes(session.journalBytes), seal: try Self.seal(.journal))
+                == session.records)
     }
 
     /// The wrong key, window, Browser, generation or file kind: no record opens.
     @Test func anotherKeyOrFileOpensNothing() throws {
         let session = try Self.browsed()
-        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: try Self.seal(.snapshot)) { _ throws(SessionFormatError) in [] }
+        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 120, seal: try Self.seal(.snapshot)) {
+            _ throws(SessionFormatError) in []
+        }
         let others = [
             try Self.seal(.snapshot, key: Self.key.map { $0 ^ 1 }), try Self.seal(.snapshot, window: UUID()),
-            try Self.seal(.snapshot, browser: .regular), try Self.seal(.snapshot, generation: 5), try Self.seal(.journal),
+            try Self.seal(.snapshot, browser: .regular), try Self.seal(.snapshot, generation: 5),
+            try Self.seal(.journal),
         ]
         for other in others {
             #expect(throws: SessionFormatError.self) { try SnapshotReader(InMemoryBytes(sealed), seal: other) }
             do {
                 _ = try SnapshotReader(InMemoryBytes(sealed), seal: other)
             } catch {
-                guard case .unopenable = error else { Issue.record("\(error)"); continue }
+                guard case .unopenable = error else {
+                    Issue.record("\(error)")
+                    continue
+                }
             }
         }
     }
@@ -101,7 +126,9 @@ import Testing
         var session = BrowsingSession(seed: 3)
         try session.run(commands: 12)
         let seal = try Self.seal(.snapshot)
-        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 12, seal: seal) { _ throws(SessionFormatError) in [] }
+        let sealed = try SnapshotEncoder.encode(session.list, lastCommandSeq: 12, seal: seal) {
+            _ throws(SessionFormatError) in []
+        }
         let expected = try contents(session.list)
         var offset = Framing.fileHeaderSize
         var payloads: [Range<Int>] = []
@@ -116,7 +143,8 @@ import Testing
                 var damaged = sealed
                 damaged[position] ^= 0x01
                 let frameStart = range.lowerBound - Framing.recordHeaderSize
-                let crc = CRC32C.checksum(damaged[range], continuing: CRC32C.checksum(damaged[frameStart..<(frameStart + 8)]))
+                let crc = CRC32C.checksum(
+                    damaged[range], continuing: CRC32C.checksum(damaged[frameStart..<(frameStart + 8)]))
                 damaged.storeLittleEndian(crc, at: frameStart + 8)
                 do {
                     let reader = try SnapshotReader(InMemoryBytes(damaged), seal: seal)
@@ -125,7 +153,10 @@ import Testing
                     _ = try TabListContents(list, realizing: true)
                     Issue.record("a flip at byte \(position) went unnoticed")
                 } catch let error as SessionFormatError {
-                    guard case .unopenable = error else { Issue.record("flip at \(position): \(error)"); continue }
+                    guard case .unopenable = error else {
+                        Issue.record("flip at \(position): \(error)")
+                        continue
+                    }
                     refused += 1
                 } catch {
                     // Realizing a tab whose history did not open fails the same way.
@@ -145,12 +176,15 @@ import Testing
         let tabs = ["https://a.example/", "https://b.example/"].map { url in
             var history = NavigationHistory()
             history.commit(NavigationItem(url: url, title: "t", timestamp: Timestamp(microsecondsSinceEpoch: 9)))
-            return WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history)
+            return WebState(
+                id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history)
         }
         let list = WebStateList()
         try list.restore(tabs.map { RestoredTab(webState: $0, opener: nil) }, activeIndex: 0, pinnedCount: 0)
         let seal = try Self.seal(.snapshot)
-        let sealed = try SnapshotEncoder.encode(list, lastCommandSeq: 40, seal: seal) { _ throws(SessionFormatError) in [] }
+        let sealed = try SnapshotEncoder.encode(list, lastCommandSeq: 40, seal: seal) { _ throws(SessionFormatError) in
+            []
+        }
         let reader = try SnapshotReader(InMemoryBytes(sealed), seal: seal)
         let first = reader.item(at: 0)
         let second = reader.item(at: 1)
@@ -185,7 +219,9 @@ import Testing
 
         // The same records sealed for generation 5, at the same offsets: each one is a valid
         // box, but not this file's.
-        let elsewhere = try JournalRecord.frames(session.records, seal: try Self.seal(.journal, generation: 5), from: JournalFile.header(blockSize: 512, sealed: true).count)
+        let elsewhere = try JournalRecord.frames(
+            session.records, seal: try Self.seal(.journal, generation: 5),
+            from: JournalFile.header(blockSize: 512, sealed: true).count)
         var mixed = JournalFile.header(blockSize: 512, sealed: true)
         mixed += frames[0]
         mixed += elsewhere[1]
@@ -202,7 +238,9 @@ import Testing
         var header = Framing.fileHeader(.snapshot)
         header.storeLittleEndian(UInt32(2), at: 8)
         header.storeLittleEndian(CRC32C.checksum(header[0..<12]), at: 12)
-        #expect(throws: SessionFormatError.unknownFileFlags(offset: 8, flags: 2)) { try SnapshotReader(InMemoryBytes(header)) }
+        #expect(throws: SessionFormatError.unknownFileFlags(offset: 8, flags: 2)) {
+            try SnapshotReader(InMemoryBytes(header))
+        }
     }
 
     @Test func aKeyThatIsNot32BytesIsRefused() {

@@ -136,7 +136,10 @@ import Testing
             outcome.installed = wh_deny_keyring_in_this_thread(errnoValue)
             let keyring = KernelKeyring()
             func caught(_ body: () throws(KeyringError) -> Void) -> KeyringError? {
-                do throws(KeyringError) { try body(); return nil } catch { return error }
+                do throws(KeyringError) {
+                    try body()
+                    return nil
+                } catch { return error }
             }
             outcome.errors = [
                 caught { () throws(KeyringError) in _ = try keyring.find(name) },
@@ -156,7 +159,9 @@ import Testing
 /// bounded, revoked; a key of another shape under its name is refused.
 @Suite(.serialized) struct SessionKeyRecordTests {
     static func name() -> SessionKeyName {
-        SessionKeyName(rootDevice: 1, rootInode: UInt64.random(in: 1...UInt64.max), directoryDevice: 1, directoryInode: UInt64.random(in: 1...UInt64.max))
+        SessionKeyName(
+            rootDevice: 1, rootInode: UInt64.random(in: 1...UInt64.max), directoryDevice: 1,
+            directoryInode: UInt64.random(in: 1...UInt64.max))
     }
 
     static func entry() -> SessionKeyRecord.Entry {

@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import SessionKeys
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// A name no other test (or earlier run) uses: a random root identity and window.
 func uniqueName(window: UUID = UUID()) -> WindowKeyName {
@@ -27,7 +27,9 @@ func hex(_ bytes: [UInt8]) -> String {
 /// KiB of the table (a CI run failed so once the table held 147 keys).
 func procKeysLine(_ name: WindowKeyName) throws -> String? {
     guard let table = procText("/proc/keys") else { throw Errno(rawValue: errno) }
-    return table.split(separator: "\n").map(String.init).first { $0.hasSuffix(" \(name.description): \(KernelKeyring.keyBytes)") }
+    return table.split(separator: "\n").map(String.init).first {
+        $0.hasSuffix(" \(name.description): \(KernelKeyring.keyBytes)")
+    }
 }
 
 /// What another process finds under `name` in the user keyring through raw syscalls (ctypes):
@@ -66,15 +68,20 @@ func readFromAnotherProcess(_ name: WindowKeyName) throws -> String {
 /// Runs `body(i)` for each `i` in `0..<count`, each on a thread of its own, and waits for all:
 /// a seccomp filter installed on one binds that thread only, and concurrent calls really overlap.
 func onDedicatedThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    final class Work { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
+    final class Work {
+        let run: () -> Void
+        init(_ run: @escaping () -> Void) { self.run = run }
+    }
     var threads: [pthread_t] = []
     for index in 0..<count {
         var thread = pthread_t()
         let work = Unmanaged.passRetained(Work { body(index) }).toOpaque()
-        let created = pthread_create(&thread, nil, { argument in
-            Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().run()
-            return nil
-        }, work)
+        let created = pthread_create(
+            &thread, nil,
+            { argument in
+                Unmanaged<Work>.fromOpaque(argument!).takeRetainedValue().run()
+                return nil
+            }, work)
         #expect(created == 0)
         if created == 0 { threads.append(thread) }
     }

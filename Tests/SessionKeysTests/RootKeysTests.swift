@@ -1,7 +1,7 @@
 import Foundation
 import SessionKeys
-import Testing
 import TestSupport
+import Testing
 
 /// What the owner of a root it is deleting calls (`windowhost stress` and `demo` with their
 /// temporary roots, the tests with theirs): every key and record of that root goes, and
@@ -13,7 +13,8 @@ import TestSupport
         let inode = UInt64.random(in: 1...1 << 40)
         let first = WindowKeyName(rootDevice: device, rootInode: inode, window: UUID())
         let second = WindowKeyName(rootDevice: device, rootInode: inode, window: UUID())
-        let record = SessionKeyName(rootDevice: device, rootInode: inode, directoryDevice: device, directoryInode: inode + 1)
+        let record = SessionKeyName(
+            rootDevice: device, rootInode: inode, directoryDevice: device, directoryInode: inode + 1)
         // Its inode starts with the first root's digits: only the whole number names a root.
         let other = WindowKeyName(rootDevice: device, rootInode: inode * 10 + 3, window: UUID())
         defer { cleanUp(other) }

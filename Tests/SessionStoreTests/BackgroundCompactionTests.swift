@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Issue 29 item 3: a compaction's snapshot is written, put in place and read back in the
 /// background while saves append to the new generation's journal; nothing acknowledged is lost
@@ -21,7 +22,9 @@ import Testing
 
         func install(on disk: FaultEngine) {
             disk.completionOrder = { [unowned disk, unowned self] _ in
-                disk.queuedPaths.firstIndex { path in !(self.holding && (path?.hasSuffix(StoreLayout.temporarySuffix) ?? false)) }
+                disk.queuedPaths.firstIndex { path in
+                    !(self.holding && (path?.hasSuffix(StoreLayout.temporarySuffix) ?? false))
+                }
             }
         }
     }
@@ -30,7 +33,9 @@ import Testing
     static func boundedCommand(_ browsing: Browsing) throws {
         browsing.seq += 1
         let seq = browsing.seq
-        try browsing.store.apply(seq: seq) { try LeftOutSaveTests.open("https://background.example/\(seq)", in: browsing.store.regular) }
+        try browsing.store.apply(seq: seq) {
+            try LeftOutSaveTests.open("https://background.example/\(seq)", in: browsing.store.regular)
+        }
         for _ in 0..<64 where browsing.store.durableSeq < seq { try browsing.store.turn(waiting: true) }
         #expect(browsing.store.durableSeq == seq, "save \(seq) waited for the snapshot")
     }
@@ -59,8 +64,13 @@ import Testing
         let (disk, browsing, gate, base, generation) = try Self.heldCompaction()
         let regular = browsing.store.stores[0]
         for _ in 0..<4 { try Self.boundedCommand(browsing) }
-        #expect(regular.hasBackgroundWork && regular.snapshotGeneration == base, "the snapshot is held, the chain starts where it did")
-        #expect(disk.contents(of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)) != nil)
+        #expect(
+            regular.hasBackgroundWork && regular.snapshotGeneration == base,
+            "the snapshot is held, the chain starts where it did")
+        #expect(
+            disk.contents(
+                of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+                != nil)
         let live = try WindowContents(browsing.store)
         // A kill or a power cut now: the old snapshot, its journal and the new journal hold it all.
         let killed = disk.copy()
@@ -81,7 +91,9 @@ import Testing
     /// A power cut at every operation from the compaction's save on, the snapshot held while
     /// saves go on and then released: the window comes back as acknowledged, or with saves
     /// applied after, never less and never damaged.
-    @Test(arguments: [false, true]) func aPowerCutAtEveryStepOfABackgroundCompactionLosesNothing(tornWrites: Bool) throws {
+    @Test(arguments: [false, true]) func aPowerCutAtEveryStepOfABackgroundCompactionLosesNothing(tornWrites: Bool)
+        throws
+    {
         for halt in 0..<32 {
             let disk = FaultEngine(directories: [simulatedRoot])
             let browsing = try Browsing(disk)
@@ -93,7 +105,9 @@ import Testing
             while browsing.seq < 32 {
                 browsing.seq += 1
                 let seq = browsing.seq
-                try browsing.store.apply(seq: seq) { try LeftOutSaveTests.open("https://cut.example/\(seq)", in: browsing.store.regular) }
+                try browsing.store.apply(seq: seq) {
+                    try LeftOutSaveTests.open("https://cut.example/\(seq)", in: browsing.store.regular)
+                }
                 if regular.shouldCompact { break }
                 for _ in 0..<64 where browsing.store.durableSeq < seq { try browsing.store.turn(waiting: true) }
                 acknowledged = try WindowContents(browsing.store)
@@ -106,10 +120,14 @@ import Testing
                 if step > 0 {
                     browsing.seq += 1
                     let seq = browsing.seq
-                    try browsing.store.apply(seq: seq) { try LeftOutSaveTests.open("https://cut.example/\(seq)", in: browsing.store.regular) }
+                    try browsing.store.apply(seq: seq) {
+                        try LeftOutSaveTests.open("https://cut.example/\(seq)", in: browsing.store.regular)
+                    }
                     possible.append(try WindowContents(browsing.store))
                 }
-                for _ in 0..<64 where browsing.store.durableSeq < browsing.seq { _ = try? browsing.store.turn(waiting: true) }
+                for _ in 0..<64 where browsing.store.durableSeq < browsing.seq {
+                    _ = try? browsing.store.turn(waiting: true)
+                }
                 if browsing.store.durableSeq == browsing.seq {
                     acknowledged = try WindowContents(browsing.store)
                     possible = [acknowledged]
@@ -143,7 +161,10 @@ import Testing
         #expect(events.contains { if case .compactionFailed = $0 { true } else { false } }, "\(events)")
         #expect(!events.contains { if case .failed = $0 { true } else { false } }, "\(events)")
         #expect(!regular.hasBackgroundWork && regular.snapshotGeneration == base && regular.generation == generation)
-        #expect(disk.contents(of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)) == nil)
+        #expect(
+            disk.contents(
+                of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+                == nil)
         let live = try WindowContents(browsing.store)
         let killed = disk.copy()
         killed.processKilled()

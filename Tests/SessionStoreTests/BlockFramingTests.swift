@@ -1,11 +1,12 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Issue 13 item 1: journal appends go direct, each save on blocks of its own, so a torn write
 /// can only hit the save in flight; journals from before block framing are continued by a new
@@ -85,16 +86,20 @@ import Testing
     @Test func aFormatOneJournalIsContinuedByANewGeneration() throws {
         try withTemporaryDirectory { root in
             let directory = root.appending("windows").appending(FormatOneScenario.window.uuidString)
-            try FileManager.default.createDirectory(atPath: directory.removingLastComponent().string, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: directory.removingLastComponent().string, withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: Self.fixture.path, toPath: directory.string)
             let regular = directory.appending("regular")
-            let store = WindowStore(root: root, windowID: FormatOneScenario.window, engine: try UringEngine(), options: FormatOneScenario.options)
+            let store = WindowStore(
+                root: root, windowID: FormatOneScenario.window, engine: try UringEngine(),
+                options: FormatOneScenario.options)
             let recovery = try store.recover()
             #expect(recovery.seq == 108 && recovery.regular.generation == 2)
             #expect(store.stores[0].mustCompact, "a journal ending off the block boundary is not appended to")
 
             try store.apply(seq: 109) {
-                try store.regular.webStateList.webState(at: 1).commitNavigation(to: NavigationItem(url: "https://a.example/new", timestamp: .zero))
+                try store.regular.webStateList.webState(at: 1).commitNavigation(
+                    to: NavigationItem(url: "https://a.example/new", timestamp: .zero))
             }
             try store.waitUntilDurable(109)
             try store.settle()
@@ -110,7 +115,9 @@ import Testing
             #expect(found.commits.count == 1 && found.commits.allSatisfy { $0.end % 512 == 0 })
             let afterAppend = try WindowContents(store)
 
-            let again = WindowStore(root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options)
+            let again = WindowStore(
+                root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options
+            )
             let second = try again.recover()
             #expect(second.regular.damaged.isEmpty && second.seq == 110)
             #expect(try WindowContents(again) == afterAppend)
@@ -121,7 +128,9 @@ import Testing
             var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: snapshot.string)))
             bytes[Framing.fileHeaderSize + 4] ^= 0x5A
             try Data(bytes).write(to: URL(fileURLWithPath: snapshot.string))
-            let third = WindowStore(root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options)
+            let third = WindowStore(
+                root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options
+            )
             let fallback = try third.recover()
             #expect(fallback.regular.damaged.count == 1 && fallback.seq == 110)
             #expect(try WindowContents(third) == afterAppend)

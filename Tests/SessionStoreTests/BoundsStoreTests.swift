@@ -3,11 +3,12 @@ import Foundation
 import Glibc
 import HostLimits
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// What issue 11 items 1, 2 (on disk) and 6 require of a store on real files: files written by
 /// the previous release read unchanged, a huge window and a huge history come back after a
@@ -30,16 +31,22 @@ import Testing
     @Test func filesWrittenByTheFormatOneReleaseReadUnchanged() throws {
         try withTemporaryDirectory { root in
             let directory = windowDirectory(root, FormatOneScenario.window)
-            try FileManager.default.createDirectory(atPath: directory.removingLastComponent().string, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: directory.removingLastComponent().string, withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: Self.fixture.path, toPath: directory.string)
-            let store = WindowStore(root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options)
+            let store = WindowStore(
+                root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options
+            )
             let recovery = try store.recover()
             #expect(recovery.regular.damaged.isEmpty && recovery.incognito.damaged.isEmpty)
-            #expect(recovery.regular.generation == 2 && recovery.regular.replayedRecords > 30, "snapshot and journal both used")
+            #expect(
+                recovery.regular.generation == 2 && recovery.regular.replayedRecords > 30,
+                "snapshot and journal both used")
             #expect(recovery.seq == 108)
 
             let model = WindowStore(
-                root: simulatedRoot, windowID: FormatOneScenario.window, engine: FaultEngine(directories: [simulatedRoot]),
+                root: simulatedRoot, windowID: FormatOneScenario.window,
+                engine: FaultEngine(directories: [simulatedRoot]),
                 options: FormatOneScenario.options)
             _ = try model.recover()
             try FormatOneScenario.run(model)
@@ -49,10 +56,15 @@ import Testing
             #expect(a.items.first?.url == "https://a.example/16" && a.currentItem?.url == "https://a.example/95")
 
             // And it takes new saves, which the next start reads.
-            try store.apply(seq: 109) { try store.regular.webStateList.webState(at: 1).commitNavigation(to: NavigationItem(url: "https://a.example/new", timestamp: .zero)) }
+            try store.apply(seq: 109) {
+                try store.regular.webStateList.webState(at: 1).commitNavigation(
+                    to: NavigationItem(url: "https://a.example/new", timestamp: .zero))
+            }
             try store.waitUntilDurable(109)
             let expected = try WindowContents(store)
-            let again = WindowStore(root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options)
+            let again = WindowStore(
+                root: root, windowID: FormatOneScenario.window, engine: SyncEngine(), options: FormatOneScenario.options
+            )
             let second = try again.recover()
             #expect(second.regular.damaged.isEmpty && second.seq == 109)
             #expect(try WindowContents(again) == expected)
@@ -70,8 +82,10 @@ import Testing
             for seq in 1...1100 as ClosedRange<UInt64> {
                 try store.apply(seq: seq) {
                     var history = NavigationHistory()
-                    history.commit(try NavigationItem.checked(url: "https://tab\(seq).example/\(padding)", timestamp: .zero))
-                    let tab = WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: history)
+                    history.commit(
+                        try NavigationItem.checked(url: "https://tab\(seq).example/\(padding)", timestamp: .zero))
+                    let tab = WebState(
+                        id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: history)
                     try store.regular.webStateList.insert(tab, InsertionParams(activate: true))
                 }
             }
@@ -80,17 +94,24 @@ import Testing
             let expected = try TabListContents(store.regular.webStateList, realizing: false)
             let urls = store.regular.webStateList.webStates.map(\.url)
             let snapshots = files(windowDirectory(root).appending("regular")).filter { $0.hasPrefix("snapshot-") }
-            let size = try snapshots.map { try FileManager.default.attributesOfItem(atPath: windowDirectory(root).appending("regular").appending($0).string)[.size] as? Int ?? 0 }.max() ?? 0
+            let size =
+                try snapshots.map {
+                    try FileManager.default.attributesOfItem(
+                        atPath: windowDirectory(root).appending("regular").appending($0).string)[.size] as? Int ?? 0
+                }.max() ?? 0
             #expect(size > Limits.maxRecordPayloadBytes, "the metadata alone is over one record")
 
             let again = WindowStore(root: root, windowID: windowID, engine: try UringEngine())
             let recovery = try again.recover()
             #expect(recovery.regular.damaged.isEmpty)
             #expect(recovery.seq == 1100)
-            #expect(try TabListContents(again.regular.webStateList, realizing: false).tabs.map(\.id) == expected.tabs.map(\.id))
+            #expect(
+                try TabListContents(again.regular.webStateList, realizing: false).tabs.map(\.id)
+                    == expected.tabs.map(\.id))
             #expect(again.regular.webStateList.activeIndex == expected.activeIndex)
             #expect(again.regular.webStateList.webStates.map(\.url) == urls)
-            #expect(try again.regular.webStateList.webState(at: 1099).navigationHistory().currentItem?.url == urls[1099])
+            #expect(
+                try again.regular.webStateList.webState(at: 1099).navigationHistory().currentItem?.url == urls[1099])
         }
     }
 
@@ -105,7 +126,9 @@ import Testing
             try store.waitUntilDurable(1)
             let base = String(repeating: "h", count: Limits.maxURLBytes - 3)
             for seq in 2...36 as ClosedRange<UInt64> {
-                try store.apply(seq: seq) { try tab.commitNavigation(to: NavigationItem(url: base + "\(seq)", timestamp: .zero)) }
+                try store.apply(seq: seq) {
+                    try tab.commitNavigation(to: NavigationItem(url: base + "\(seq)", timestamp: .zero))
+                }
             }
             try store.waitUntilDurable(36)
             try store.settle()
@@ -129,8 +152,12 @@ import Testing
             _ = try store.recover()
             for seq in 1...3 as ClosedRange<UInt64> {
                 try store.apply(seq: seq) {
-                    let tab = WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: try #require(NavigationHistory(
-                        items: [NavigationItem(url: "https://\(seq).example/", timestamp: .zero)], currentIndex: 0)))
+                    let tab = WebState(
+                        id: store.regular.profile.makeWebStateID(), creationTime: .zero,
+                        history: try #require(
+                            NavigationHistory(
+                                items: [NavigationItem(url: "https://\(seq).example/", timestamp: .zero)],
+                                currentIndex: 0)))
                     try store.regular.webStateList.insert(tab, InsertionParams(activate: true))
                 }
                 try store.waitUntilDurable(seq)
@@ -149,7 +176,11 @@ import Testing
             let damaged = try #require(recovery.regular.damaged.first)
             #expect(damaged.path == journalPath.string)
             #expect(damaged.setAsideAt != nil, "the journal is set aside")
-            if case .invalidState(let offset, _) = damaged.error { #expect(offset == tail) } else { Issue.record("\(damaged.error)") }
+            if case .invalidState(let offset, _) = damaged.error {
+                #expect(offset == tail)
+            } else {
+                Issue.record("\(damaged.error)")
+            }
             #expect(recovery.seq == 3 && recovery.seq <= Limits.maxCommandSeq)
             #expect(try WindowContents(again) == expected)
         }
@@ -166,7 +197,8 @@ import Testing
             for seq in 1...3 as ClosedRange<UInt64> {
                 try store.apply(seq: seq) {
                     try store.regular.webStateList.insert(
-                        WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
+                        WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero),
+                        InsertionParams(activate: true))
                 }
                 try store.waitUntilDurable(seq)
             }
@@ -196,7 +228,8 @@ import Testing
             _ = try store.recover()
             try store.apply(seq: 1) {
                 try store.regular.webStateList.insert(
-                    WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero), InsertionParams(activate: true))
+                    WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero),
+                    InsertionParams(activate: true))
             }
             try store.waitUntilDurable(1)
             let journalPath = windowDirectory(root).appending("regular").appending(StoreLayout.journalName(1))
@@ -226,8 +259,12 @@ import Testing
         func command() throws {
             seq += 1
             try store.apply(seq: seq) {
-                let tab = WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: try #require(NavigationHistory(
-                    items: [NavigationItem(url: "https://\(seq).example/", timestamp: .zero)], currentIndex: 0)))
+                let tab = WebState(
+                    id: store.regular.profile.makeWebStateID(), creationTime: .zero,
+                    history: try #require(
+                        NavigationHistory(
+                            items: [NavigationItem(url: "https://\(seq).example/", timestamp: .zero)], currentIndex: 0))
+                )
                 try store.regular.webStateList.insert(tab, InsertionParams(activate: true))
             }
             // The snapshot too, which is read back in the background: before any later save.

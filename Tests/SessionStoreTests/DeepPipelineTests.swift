@@ -2,11 +2,12 @@ import BrowserModel
 import Foundation
 import HostLimits
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Issue 29 item 1: saves in flight at the full bound (`Limits.maxSavesInFlight`). A cut with
 /// every one of them in flight, landed in any order, gives back what was acknowledged; a hole
@@ -51,7 +52,8 @@ import Testing
             states.append(try WindowContents(store))
             _ = try store.poll()
         }
-        #expect(disk.inFlight == Limits.maxSavesInFlight && store.savingSeq == last, "every save of the bound in flight")
+        #expect(
+            disk.inFlight == Limits.maxSavesInFlight && store.savingSeq == last, "every save of the bound in flight")
         let landing = Int.random(in: 0..<Limits.maxSavesInFlight, using: &random)
         for landed in 0..<landing {
             picks = [Int.random(in: 0..<(Limits.maxSavesInFlight - landed), using: &random)]
@@ -66,12 +68,16 @@ import Testing
         let (restored, recovery) = try simulatedWindow(disk)
         #expect(try WindowContents(restored) == states[Int(acknowledged)], "seed \(seed): \(recovery)")
         #expect(recovery.seq == acknowledged, "seed \(seed): nothing unacknowledged kept")
-        #expect(recovery.regular.damaged.isEmpty, "seed \(seed): saves in flight are no damage: \(recovery.regular.damaged)")
+        #expect(
+            recovery.regular.damaged.isEmpty, "seed \(seed): saves in flight are no damage: \(recovery.regular.damaged)"
+        )
     }
 
     /// Saves 1 to `count` written one at a time; returns the disk, the window after each
     /// command, and the journal's bytes and commits.
-    private func writtenOneByOne(count: Int) throws -> (FaultEngine, [WindowContents], FilePath, [UInt8], [JournalFile.FoundCommit]) {
+    private func writtenOneByOne(count: Int) throws -> (
+        FaultEngine, [WindowContents], FilePath, [UInt8], [JournalFile.FoundCommit]
+    ) {
         let disk = FaultEngine(directories: [simulatedRoot])
         let (store, _) = try simulatedWindow(disk)
         var states = [try WindowContents(store)]
@@ -104,10 +110,14 @@ import Testing
         let kept = commits[holeIndex - 1].commit.seq
         #expect(try WindowContents(restored).regular == states[Int(kept)].regular, "\(recovery.regular)")
         if savesAfter <= Limits.maxSavesInFlight {
-            #expect(recovery.regular.damaged.isEmpty && recovery.regular.tornTailAt != nil, "saves in flight: \(recovery.regular)")
+            #expect(
+                recovery.regular.damaged.isEmpty && recovery.regular.tornTailAt != nil,
+                "saves in flight: \(recovery.regular)")
         } else {
-            #expect(recovery.regular.tornTailAt == nil, "more saves after it than can be in flight: \(recovery.regular)")
-            #expect(recovery.regular.damaged.contains { $0.path == path.string }, "damage, set aside: \(recovery.regular)")
+            #expect(
+                recovery.regular.tornTailAt == nil, "more saves after it than can be in flight: \(recovery.regular)")
+            #expect(
+                recovery.regular.damaged.contains { $0.path == path.string }, "damage, set aside: \(recovery.regular)")
         }
     }
 

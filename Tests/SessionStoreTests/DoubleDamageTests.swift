@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A tab's stored history damaged in the newest snapshot *and* in the one before: beyond the
 /// one-fallback promise for that history, but never a reason to drop acknowledged saves. The
@@ -15,7 +16,9 @@ import Testing
     static let lostURL = "https://lost.example/first"
 
     static func page(_ url: String, _ second: Int64) -> NavigationItem {
-        NavigationItem(url: url, title: "title of \(url)", timestamp: Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + second * 1_000_000))
+        NavigationItem(
+            url: url, title: "title of \(url)",
+            timestamp: Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + second * 1_000_000))
     }
 
     /// Two generations whose snapshots both hold tab A's three-item history, then acknowledged
@@ -144,9 +147,10 @@ import Testing
         #expect(recovery.seq == seq)
         #expect(recovery.regular.degradedTabs.isEmpty, "\(recovery.regular)")
         let history = try restored.regular.webStateList.webState(at: 0).navigationHistory()
-        #expect(history.items.map(\.url) == [
-            Self.lostURL, "https://lost.example/second", "https://a.example/third", "https://a.example/fourth",
-        ])
+        #expect(
+            history.items.map(\.url) == [
+                Self.lostURL, "https://lost.example/second", "https://a.example/third", "https://a.example/fourth",
+            ])
         #expect(try WindowContents(restored) == live)
     }
 
@@ -168,14 +172,16 @@ import Testing
         try restored.settle()
         // Said, not only rewritten: the worker logs the event.
         let degraded = try restored.poll().filter { if case .degradedTab = $0 { true } else { false } }
-        #expect(degraded.map { event in
-            guard case .degradedTab(let browser, let id, _) = event else { return "" }
-            return "\(browser.rawValue) \(id)"
-        } == ["regular \(tabA.id)"])
+        #expect(
+            degraded.map { event in
+                guard case .degradedTab(let browser, let id, _) = event else { return "" }
+                return "\(browser.rawValue) \(id)"
+            } == ["regular \(tabA.id)"])
         let live = try WindowContents(restored)
-        #expect(try restored.regular.webStateList.webState(at: 0).navigationHistory().items.map(\.url) == [
-            "https://a.example/third", "https://a.example/fifth",
-        ])
+        #expect(
+            try restored.regular.webStateList.webState(at: 0).navigationHistory().items.map(\.url) == [
+                "https://a.example/third", "https://a.example/fifth",
+            ])
         engine.powerCut()
         let (again, second) = try simulatedWindow(engine)
         #expect(second.regular.damaged.isEmpty, "\(second.regular)")

@@ -1,11 +1,12 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Tab ids are unique across a window (commands address tabs by id alone, in either Browser).
 /// A journal that brings into one Browser an id the other holds does not fit, like any record
@@ -20,9 +21,12 @@ import Testing
             let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
             let recovery = try again.recover()
             #expect(again.regular.webStateList.webStates.map(\.id.rawValue) == [5])
-            #expect(again.incognito.webStateList.webStates.map(\.id.rawValue) == [7], "the record that reused id 5 is not applied")
+            #expect(
+                again.incognito.webStateList.webStates.map(\.id.rawValue) == [7],
+                "the record that reused id 5 is not applied")
             #expect(recovery.regular.damaged.isEmpty)
-            let damaged = try #require(recovery.incognito.damaged.first, "the incognito journal is set aside: \(recovery)")
+            let damaged = try #require(
+                recovery.incognito.damaged.first, "the incognito journal is set aside: \(recovery)")
             guard case .invalidState(_, .duplicateIdentifier(5)) = damaged.error else {
                 Issue.record("set aside for \(damaged.error), not the duplicate id")
                 return
@@ -52,7 +56,8 @@ import Testing
             let options = StoreOptions(compactAfterRecords: 1)
             try writeWindowWithATabIDInBothBrowsers(root, windowID: windowID, compactAfterRecords: 1)
 
-            let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let again = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try again.recover()
             let regular = again.regular.webStateList.webStates.map(\.id.rawValue)
             let incognito = again.incognito.webStateList.webStates.map(\.id.rawValue)

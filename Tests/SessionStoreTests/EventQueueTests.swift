@@ -1,8 +1,9 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A caller that saves without ever polling (`windowhost save-loop`, the benchmarks) must not
 /// make the store's event queue grow with every save.

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// The generation a damaged newest snapshot would fall back to is read once the window is
 /// ready, before its first save (docs/recovery.md, "The fallback is read after ready").
@@ -14,7 +15,9 @@ import Testing
 
     /// Two generations, the newest journal holding three saves; with `damagingFallback`, a save
     /// in the middle of the older journal no longer reads (the newest chain still reads whole).
-    static func twoGenerations(damagingFallback: Bool) throws -> (engine: FaultEngine, seq: UInt64, fallbackJournal: FilePath) {
+    static func twoGenerations(damagingFallback: Bool) throws -> (
+        engine: FaultEngine, seq: UInt64, fallbackJournal: FilePath
+    ) {
         let engine = FaultEngine(directories: [simulatedRoot])
         var seq: UInt64 = 0
         let (store, _) = try simulatedWindow(engine, options: options)
@@ -24,7 +27,8 @@ import Testing
         try store.stores[0].startSave(seq: seq, browsers: BrowserKind.regular.commitBit, compact: true)
         try store.settle()
         for page in 1...3 { try RepairFromMemoryTests.command(store, &seq, "https://journal.example/\(page)") }
-        let journals = try #require(try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
+        let journals = try #require(
+            try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
         try #require(journals.count == 2)
         let fallbackJournal = directory.appending(journals[0])
         if damagingFallback {
@@ -45,7 +49,10 @@ import Testing
         var seq: UInt64 = 0
         let (store, _) = try simulatedWindow(engine, options: options)
         try RepairFromMemoryTests.command(store, &seq, lostURL)
-        try RepairFromMemoryTests.command(store, &seq) { try store.regular.webStateList.webState(at: 0).commitNavigation(to: LeftOutSaveTests.page("https://kept.example/0")) }
+        try RepairFromMemoryTests.command(store, &seq) {
+            try store.regular.webStateList.webState(at: 0).commitNavigation(
+                to: LeftOutSaveTests.page("https://kept.example/0"))
+        }
         for round in 1...2 {
             try RepairFromMemoryTests.command(store, &seq, "https://round.example/\(round)")
             try store.stores[0].startSave(seq: seq, browsers: BrowserKind.regular.commitBit, compact: true)
@@ -64,7 +71,8 @@ import Testing
     static func flipLast(_ needle: String, in path: FilePath, _ engine: FaultEngine) throws {
         var bytes = try #require(engine.contents(of: path))
         let needle = Array(needle.utf8)
-        let start = try #require((0...(bytes.count - needle.count)).last { Array(bytes[$0..<$0 + needle.count]) == needle })
+        let start = try #require(
+            (0...(bytes.count - needle.count)).last { Array(bytes[$0..<$0 + needle.count]) == needle })
         bytes[start + needle.count - 1] ^= 0x01
         engine.overwrite(path, with: bytes)
     }
@@ -74,7 +82,8 @@ import Testing
     /// damaged next leaves the tab's whole history.
     @Test func aHistoryFrameDamagedInTheFallbacksSnapshotIsFoundAtTheFirstTurn() throws {
         let (engine, seq, live) = try Self.threeGenerations()
-        let fallback = Self.directory.appending(StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        let fallback = Self.directory.appending(
+            StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         try Self.flipLast(Self.lostURL, in: fallback, engine)
         let (store, recovery) = try simulatedWindow(engine, options: Self.options)
         #expect(recovery.seq == seq && recovery.regular.damaged.isEmpty)
@@ -94,7 +103,8 @@ import Testing
     /// one. The first turn rewrites, so the newest snapshot damaged next loses no save.
     @Test func aTornTailInTheFallbacksJournalIsRewrittenAtTheFirstTurn() throws {
         let (engine, seq, live) = try Self.threeGenerations()
-        let journal = Self.directory.appending(StoreLayout.journalName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        let journal = Self.directory.appending(
+            StoreLayout.journalName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         var bytes = try #require(engine.contents(of: journal))
         let end = try JournalFile.scan(InMemoryBytes(bytes)).commits.last?.end ?? 0
         try #require(end + 64 < bytes.count && bytes[end...].allSatisfy { $0 == 0 })
@@ -123,7 +133,9 @@ import Testing
         let (store, recovery) = try simulatedWindow(engine, options: Self.options)
         #expect(recovery.seq == seq)
         #expect(recovery.regular.damaged.isEmpty, "the restore read only the newest chain: \(recovery.regular)")
-        #expect(engine.contents(of: fallbackJournal) == damagedBefore, "the damaged fallback is untouched until the first turn")
+        #expect(
+            engine.contents(of: fallbackJournal) == damagedBefore,
+            "the damaged fallback is untouched until the first turn")
         #expect(store.stores[0].uncheckedFallback != nil)
         let newestBefore = try #require(try LeftOutSaveTests.snapshots(engine).last)
 
@@ -133,7 +145,8 @@ import Testing
         #expect(store.takeEvents().contains { Self.isDamagedFallback($0, fallbackJournal) })
         #expect(engine.contents(of: fallbackJournal) == nil, "moved into damaged/")
         try store.settle()
-        #expect(try #require(try LeftOutSaveTests.snapshots(engine).last) > newestBefore, "a new generation from memory")
+        #expect(
+            try #require(try LeftOutSaveTests.snapshots(engine).last) > newestBefore, "a new generation from memory")
         let live = try WindowContents(store)
 
         // The second fault, the newest snapshot damaged, finds a fallback that reaches it.
@@ -161,13 +174,16 @@ import Testing
     @Test func noSaveStartsBeforeTheFallbackReads() throws {
         let (engine, seq, _) = try Self.twoGenerations(damagingFallback: false)
         let (store, _) = try simulatedWindow(engine, options: Self.options)
-        let olderSnapshot = Self.directory.appending(StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+        let olderSnapshot = Self.directory.appending(
+            StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         let newestJournal = try RepairFromMemoryTests.newestJournal(engine)
         let journalBefore = engine.contents(of: newestJournal)
         engine.failingOpens[olderSnapshot.string] = .tooManyOpenFiles
 
         try store.apply(seq: seq + 1) { try LeftOutSaveTests.open("https://after.example/ready", in: store.regular) }
-        #expect(store.regular.webStateList.webStates.contains { $0.url == "https://after.example/ready" }, "applied and shown")
+        #expect(
+            store.regular.webStateList.webStates.contains { $0.url == "https://after.example/ready" },
+            "applied and shown")
         #expect(throws: StoreError.self) { try store.waitUntilDurable(seq + 1) }
         #expect(store.durableSeq == seq)
         #expect(engine.contents(of: newestJournal) == journalBefore, "nothing appended before the fallback read")

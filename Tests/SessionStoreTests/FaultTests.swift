@@ -1,13 +1,15 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import SessionFormat
 import SystemPackage
 import TestSupport
 import Testing
 
+@testable import SessionStore
+
 private let regularDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
-private let incognitoDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+private let incognitoDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending(
+    "incognito")
 
 /// A window browsed for `commands` commands with every save waited for.
 private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, options: StoreOptions = StoreOptions())
@@ -45,7 +47,8 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
             #expect(error.errno == errno)
         }
         #expect(store.durableSeq == 10)
-        #expect(try WindowContents(try simulatedWindow(engine).0) == states[10], "the disk still holds the state before")
+        #expect(
+            try WindowContents(try simulatedWindow(engine).0) == states[10], "the disk still holds the state before")
 
         try store.waitUntilDurable(seq)
         #expect(store.durableSeq == seq)
@@ -117,8 +120,11 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         let (engine, _, live) = try Self.prepared()
         let path = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
         let bytes = try #require(engine.contents(of: path))
-        #expect(try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count == 2)
-        let metadataEnd = Framing.fileHeaderSize + Framing.recordHeaderSize
+        #expect(
+            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count
+                == 2)
+        let metadataEnd =
+            Framing.fileHeaderSize + Framing.recordHeaderSize
             + (0..<4).reduce(0) { $0 | Int(bytes[Framing.fileHeaderSize + 4 + $1]) << (8 * $1) }
         var variants: [(name: String, bytes: [UInt8], inMetadata: Bool)] = []
         for offset in 0..<bytes.count where offset < metadataEnd || offset % 5 == 0 {
@@ -135,7 +141,8 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
             let (restored, recovery) = try simulatedWindow(disk)
             if variant.inMetadata {
                 #expect(try WindowContents(restored) == live, "\(variant.name)")
-                #expect(recovery.regular.fellBack && recovery.regular.damaged.first?.setAsideAt != nil, "\(variant.name)")
+                #expect(
+                    recovery.regular.fellBack && recovery.regular.damaged.first?.setAsideAt != nil, "\(variant.name)")
                 #expect(recovery.regular.repairError == nil)
                 continue
             }
@@ -189,7 +196,8 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
             let tabs = restored.regular.webStateList.webStates
             #expect(tabs.map(\.id) == live.regular.tabs.map(\.id), "flip \(offset)")
             for (index, tab) in tabs.enumerated() {
-                #expect(try tab.navigationHistory() == live.regular.tabs[index].history, "flip \(offset), tab \(tab.id)")
+                #expect(
+                    try tab.navigationHistory() == live.regular.tabs[index].history, "flip \(offset), tab \(tab.id)")
             }
             checked += 1
         }
@@ -244,19 +252,29 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
             let entry = report.damaged.first { $0.path == path.string }
             #expect(entry != nil, "flip \(offset): the damaged journal is not reported: \(report)")
             if let entry {
-                #expect(entry.error.offset.map(damagedSave.contains) == true, "flip \(offset): the report points into the damaged save: \(entry)")
+                #expect(
+                    entry.error.offset.map(damagedSave.contains) == true,
+                    "flip \(offset): the report points into the damaged save: \(entry)")
                 let aside = entry.setAsideAt.map { FilePath($0) }
-                #expect(aside?.removingLastComponent() == regularDirectory.appending(StoreLayout.damagedDirectory), "flip \(offset): \(entry)")
-                #expect(aside.flatMap { disk.contents(of: $0) } == copy, "flip \(offset): the set-aside file is the journal as it was")
+                #expect(
+                    aside?.removingLastComponent() == regularDirectory.appending(StoreLayout.damagedDirectory),
+                    "flip \(offset): \(entry)")
+                #expect(
+                    aside.flatMap { disk.contents(of: $0) } == copy,
+                    "flip \(offset): the set-aside file is the journal as it was")
             }
-            #expect(try disk.directoryEntries(regularDirectory)?.contains(name) == false, "flip \(offset): the journal left its place")
+            #expect(
+                try disk.directoryEntries(regularDirectory)?.contains(name) == false,
+                "flip \(offset): the journal left its place")
             // What the damage cost: the saves from it on, never those before, and never the other Browser's.
             let got = try WindowContents(restored)
             #expect(got.regular == states[Int(keptSeq)].regular && report.seq == keptSeq, "flip \(offset): \(report)")
             #expect(got.incognito == live.incognito, "flip \(offset)")
             // Rebuilt into files the next recovery reads cleanly, to the same window.
             let (again, secondRecovery) = try simulatedWindow(disk)
-            #expect(try WindowContents(again) == got && secondRecovery.regular.damaged.isEmpty, "flip \(offset): \(secondRecovery.regular)")
+            #expect(
+                try WindowContents(again) == got && secondRecovery.regular.damaged.isEmpty,
+                "flip \(offset): \(secondRecovery.regular)")
         }
     }
 
@@ -303,9 +321,15 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         let list = store.incognito.webStateList
         for seq in 1...3 as ClosedRange<UInt64> {
             var history = NavigationHistory()
-            history.commit(NavigationItem(url: "https://private\(seq).example/", title: "P\(seq)", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+            history.commit(
+                NavigationItem(
+                    url: "https://private\(seq).example/", title: "P\(seq)",
+                    timestamp: Timestamp(microsecondsSinceEpoch: 1)))
             try store.apply(seq: seq) {
-                _ = try list.insert(WebState(id: store.incognito.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+                _ = try list.insert(
+                    WebState(
+                        id: store.incognito.profile.makeWebStateID(),
+                        creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
             }
         }
         try store.waitUntilDurable(3)
@@ -342,9 +366,16 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         for index in 0..<10_000 {
             var history = NavigationHistory()
             for step in 0..<3 {
-                history.commit(NavigationItem(url: "https://site\(index).example/\(step)", title: "Tab \(index)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(step + 1))))
+                history.commit(
+                    NavigationItem(
+                        url: "https://site\(index).example/\(step)", title: "Tab \(index)",
+                        timestamp: Timestamp(microsecondsSinceEpoch: Int64(step + 1))))
             }
-            tabs.append(RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history), opener: nil))
+            tabs.append(
+                RestoredTab(
+                    webState: WebState(
+                        id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1),
+                        history: history), opener: nil))
         }
         try list.restore(tabs, activeIndex: 5_000, pinnedCount: 0)
         let snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: 1) { _ throws(SessionFormatError) in [] }
@@ -406,7 +437,9 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         // The next compaction copies the unrealized tabs' frames from their sources.
         engine.completionOrder = nil
         let generation = second.regular.sessionDirectory
-        func snapshots() throws -> [UInt64] { StoreListing(entries: try engine.directoryEntries(generation) ?? []).snapshots }
+        func snapshots() throws -> [UInt64] {
+            StoreListing(entries: try engine.directoryEntries(generation) ?? []).snapshots
+        }
         let before = try snapshots().first
         while try snapshots().first == before {
             seq += 1
@@ -416,7 +449,8 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         }
         // Every history in the new snapshot is its own tab's (a fallback would mask it).
         let newest = try #require(try snapshots().first)
-        let reader = try SnapshotReader(EngineBytes(engine, path: generation.appending(StoreLayout.snapshotName(newest))))
+        let reader = try SnapshotReader(
+            EngineBytes(engine, path: generation.appending(StoreLayout.snapshotName(newest))))
         for index in 0..<reader.count {
             #expect(throws: Never.self, "item \(index)") { _ = try reader.history(at: index) }
         }

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A session's first generation says its list was empty through the window's seq then. It was
 /// written once, so a damaged copy left recovery nothing to start the journal after it from.
@@ -32,7 +33,11 @@ import Testing
             func command(_ body: () throws -> Void) throws { try RepairFromMemoryTests.command(store, &seq, body) }
             try command { try LeftOutSaveTests.open("https://regular.example/", in: store.regular) }
             if session == .createdAgain {
-                for page in 1...2 { try command { try LeftOutSaveTests.open("https://incognito.example/old/\(page)", in: store.incognito) } }
+                for page in 1...2 {
+                    try command {
+                        try LeftOutSaveTests.open("https://incognito.example/old/\(page)", in: store.incognito)
+                    }
+                }
                 try command { store.incognito.webStateList.closeAll() }
                 #expect(try engine.kind(Self.incognitoDirectory) == nil, "the emptied session is deleted")
             }

@@ -14,7 +14,9 @@ enum FormatOneScenario {
     static let options = StoreOptions(compactAfterRecords: 60, compactAfterBytes: 1 << 20)
     static let window = UUID(uuidString: "0B0E5C0D-F0A1-4C1E-9A1D-F0F0F0F0F001")!
 
-    private static func time(_ n: Int) -> Timestamp { Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + Int64(n)) }
+    private static func time(_ n: Int) -> Timestamp {
+        Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + Int64(n))
+    }
 
     /// Back to the entry numbered `number` counted from the tab's first entry ever. The code
     /// that made the fixture called `goToItem(at: number)`: it dropped no entry, so there the
@@ -42,15 +44,24 @@ enum FormatOneScenario {
         let a = newTab("https://a.example/0", 0)
         try command { try regular.insert(a, InsertionParams(activate: true)) }
         let b = newTab("https://b.example/", 1)
-        try command { try regular.insert(b, InsertionParams(pinned: true, opener: WebStateOpener(openerID: a.id, navigationIndex: 0))) }
+        try command {
+            try regular.insert(
+                b, InsertionParams(pinned: true, opener: WebStateOpener(openerID: a.id, navigationIndex: 0)))
+        }
         let c = newTab("https://c.example/", 2)
         try command { try regular.insert(c, InsertionParams()) }
         for n in 1...70 {
-            try command { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", title: "A \(n)", timestamp: time(100 + n))) }
+            try command {
+                try a.commitNavigation(
+                    to: NavigationItem(url: "https://a.example/\(n)", title: "A \(n)", timestamp: time(100 + n)))
+            }
         }
         try command { try goBack(a, toEntry: 60) }
         for n in 71...100 {
-            try command { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", title: "A \(n)", timestamp: time(100 + n))) }
+            try command {
+                try a.commitNavigation(
+                    to: NavigationItem(url: "https://a.example/\(n)", title: "A \(n)", timestamp: time(100 + n)))
+            }
         }
         try command { try goBack(a, toEntry: 85) }
         try command { try regular.close(at: regular.index(of: c.id) ?? -1) }
@@ -59,7 +70,10 @@ enum FormatOneScenario {
         history.commit(NavigationItem(url: "https://private.example/", title: "private", timestamp: time(500)))
         let i = WebState(id: store.incognito.profile.makeWebStateID(), creationTime: time(500), history: history)
         try command { try incognito.insert(i, InsertionParams(activate: true)) }
-        try command { try i.commitNavigation(to: NavigationItem(url: "https://private.example/2", title: "private 2", timestamp: time(501))) }
+        try command {
+            try i.commitNavigation(
+                to: NavigationItem(url: "https://private.example/2", title: "private 2", timestamp: time(501)))
+        }
         return seq
     }
 }

@@ -2,11 +2,12 @@ import BrowserModel
 import Foundation
 import HostLimits
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Second hostile round on format 2 (issue 14), on the first round's fixes: a frame copied
 /// forward was checked by reading only the payload's first field, while realizing decodes it
@@ -27,7 +28,9 @@ import Testing
         func payload(idA: UInt8, idB: UInt8, a: [UInt8], b: [UInt8]) throws -> [UInt8] {
             // SwiftProtobuf writes fields in number order: identifier, then the last committed index.
             for (payload, id) in [(a, idA), (b, idB)] {
-                try #require(payload.count > 4 && payload[0] == 0x08 && payload[1] == id && payload[2] == 0x10 && payload[3] < 0x80)
+                try #require(
+                    payload.count > 4 && payload[0] == 0x08 && payload[1] == id && payload[2] == 0x10
+                        && payload[3] < 0x80)
             }
             return switch self {
             case .otherTabsHistoryBehindOwnID: [0x08, idA, 0x08, idB] + b.dropFirst(4)
@@ -39,7 +42,9 @@ import Testing
     /// Replaces tab A's frame (entry 0 of the newest snapshot) as `disguise` says, its
     /// checksum made right; realizing A from that snapshot must then fail.
     private static func disguise(_ disguise: Disguise, in directory: FilePath) throws {
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter {
+            $0.hasPrefix(StoreLayout.snapshotPrefix)
+        }.sorted()
         let url = URL(fileURLWithPath: directory.appending(try #require(names.last)).string)
         var bytes = Array(try Data(contentsOf: url))
         let reader = try SnapshotReader(InMemoryBytes(bytes))
@@ -49,7 +54,8 @@ import Testing
             a: try reader.historyPayload(at: 0), b: try reader.historyPayload(at: 1))
         let disguised = try Framing.record(.navigation, payload: payload)
         try #require(disguised.count == frameA.count)
-        let at = try #require((0...(bytes.count - frameA.count)).first { Array(bytes[$0..<$0 + frameA.count]) == frameA })
+        let at = try #require(
+            (0...(bytes.count - frameA.count)).first { Array(bytes[$0..<$0 + frameA.count]) == frameA })
         bytes.replaceSubrange(at..<at + frameA.count, with: disguised)
         try Data(bytes).write(to: url)
         #expect(throws: SessionFormatError.self) { _ = try SnapshotReader(InMemoryBytes(bytes)).history(at: 0) }

@@ -2,17 +2,19 @@ import BrowserModel
 import Foundation
 import HostLimits
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Hostile round on snapshot format 2 through the real store on a real directory: a crafted
 /// newest snapshot recovered and compacted, and the upgrade from the format-1 fixture with its
 /// newest (format-2) generation damaged so recovery falls back to format 1.
 @Suite struct FormatTwoAttackStoreTests {
-    private static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/format1-window")
+    private static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Fixtures/format1-window")
 
     /// The window's regular Browser's session directory under `root`.
     private static func regularDirectory(_ root: FilePath, _ window: UUID = windowID) -> FilePath {
@@ -26,7 +28,9 @@ import Testing
 
     /// The snapshot names in `directory`, oldest first.
     private static func snapshots(_ directory: FilePath) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []).filter {
+            $0.hasPrefix(StoreLayout.snapshotPrefix)
+        }.sorted()
     }
 
     /// 64 tabs whose entries all name one 64 KiB URL and one history frame: a format-2 file of
@@ -35,7 +39,8 @@ import Testing
         let url = Array("https://a.example/".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 64 << 10)
         var history = NavigationHistory()
         history.commit(NavigationItem(url: String(decoding: url, as: UTF8.self), title: "", timestamp: .zero))
-        let frame = try Framing.record(.navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: 1)!, history: history)))
+        let frame = try Framing.record(
+            .navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: 1)!, history: history)))
         var index = SnapshotIndex.header(count: 64, activeIndex: 0, pinnedCount: 0, lastCommandSeq: seq)
         for n in 1...64 {
             SnapshotIndex.appendEntry(
@@ -45,7 +50,8 @@ import Testing
                     historyLength: UInt32(frame.count), stringOffset: 0, titleLength: 0, urlLength: UInt32(url.count),
                     navigationItemCount: 1, openerIndex: -1, openerNavigationIndex: 0, realizedAtSave: false))
         }
-        SnapshotIndex.finishHeader(&index, stringRecords: 1, stringAreaLength: UInt64(url.count), historySectionLength: UInt64(frame.count))
+        SnapshotIndex.finishHeader(
+            &index, stringRecords: 1, stringAreaLength: UInt64(url.count), historySectionLength: UInt64(frame.count))
         var bytes = Framing.fileHeader(.snapshot)
         try Framing.appendRecord(.listIndex, payload: index, to: &bytes)
         try Framing.appendRecord(.strings, payload: url, to: &bytes)
@@ -62,9 +68,11 @@ import Testing
             try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
             let crafted = try Self.aliasedSnapshot(seq: 1)
             try Data(crafted).write(to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(2)).string))
-            try Data(JournalFile.header(blockSize: 4096)).write(to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(2)).string))
+            try Data(JournalFile.header(blockSize: 4096)).write(
+                to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(2)).string))
             let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let store = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try store.recover()
             let list = store.regular.webStateList
             if recovery.regular.damaged.isEmpty {
@@ -76,7 +84,8 @@ import Testing
                 try store.settle()
             }
             let largest = Self.snapshots(directory).map { Self.size(directory.appending($0)) }.max() ?? 0
-            #expect(largest <= 4 * crafted.count, "a \(crafted.count)-byte snapshot was compacted into \(largest) bytes")
+            #expect(
+                largest <= 4 * crafted.count, "a \(crafted.count)-byte snapshot was compacted into \(largest) bytes")
         }
     }
 
@@ -92,15 +101,21 @@ import Testing
         try withTemporaryDirectory { root in
             let window = FormatOneScenario.window
             let directory = Self.regularDirectory(root, window)
-            try FileManager.default.createDirectory(atPath: directory.removingLastComponent().removingLastComponent().string, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: Self.fixture.path, toPath: directory.removingLastComponent().string)
+            try FileManager.default.createDirectory(
+                atPath: directory.removingLastComponent().removingLastComponent().string,
+                withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                atPath: Self.fixture.path, toPath: directory.removingLastComponent().string)
             let options = StoreOptions(compactAfterRecords: 20, compactAfterBytes: 1 << 20)
-            var store = WindowStore(root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            var store = WindowStore(
+                root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             var recovery = try store.recover()
             #expect(recovery.seq == 108 && recovery.regular.damaged.isEmpty)
             // The model: the same commands on the simulated disk, the same saves after.
             let disk = FaultEngine(directories: [simulatedRoot])
-            let model = WindowStore(root: simulatedRoot, windowID: window, engine: disk, options: options, keys: disk.keyring.keys(for: window))
+            let model = WindowStore(
+                root: simulatedRoot, windowID: window, engine: disk, options: options,
+                keys: disk.keyring.keys(for: window))
             _ = try model.recover()
             try FormatOneScenario.run(model)
             var seq: UInt64 = 108
@@ -111,7 +126,8 @@ import Testing
                     for window in [store, model] {
                         try window.apply(seq: seq) {
                             try window.regular.webStateList.webState(at: 1).commitNavigation(
-                                to: NavigationItem(url: "https://a.example/after/\(seq)", title: "after \(seq)", timestamp: .zero))
+                                to: NavigationItem(
+                                    url: "https://a.example/after/\(seq)", title: "after \(seq)", timestamp: .zero))
                         }
                         try window.waitUntilDurable(seq)
                     }
@@ -142,18 +158,22 @@ import Testing
             let length = Int(bytes.littleEndian(UInt32.self, at: Framing.fileHeaderSize + 4))
             bytes.storeLittleEndian(UInt32(1), at: payload + SnapshotIndex.headerSize + SnapshotIndex.Field.reserved)
             bytes.storeLittleEndian(
-                CRC32C.checksum(bytes[payload..<payload + length], continuing: CRC32C.checksum(bytes[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
+                CRC32C.checksum(
+                    bytes[payload..<payload + length],
+                    continuing: CRC32C.checksum(bytes[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
                 at: Framing.fileHeaderSize + 8)
             try Data(bytes).write(to: URL(fileURLWithPath: newestPath.string))
 
-            store = WindowStore(root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            store = WindowStore(
+                root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             recovery = try store.recover()
             #expect(recovery.seq == seq, "every acknowledged save")
             #expect(recovery.regular.damaged.contains { $0.path.hasSuffix(newest) }, "\(recovery.regular.damaged)")
             #expect(try WindowContents(store) == expected)
 
             // Two more compactions: the format-1 file goes; B, restored from it, still realizes.
-            store = WindowStore(root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            store = WindowStore(
+                root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             recovery = try store.recover()
             #expect(recovery.seq == seq && recovery.regular.damaged.isEmpty, "\(recovery.regular.damaged)")
             try navigateA(50)
@@ -161,7 +181,8 @@ import Testing
             let stillPinned = try store.regular.webStateList.webState(at: 0)
             #expect(!stillPinned.isRealized)
             #expect(try WindowContents(store) == WindowContents(model))
-            let again = WindowStore(root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let again = WindowStore(
+                root: root, windowID: window, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let last = try again.recover()
             #expect(last.seq == seq && last.regular.damaged.isEmpty)
             #expect(try WindowContents(again) == WindowContents(model))
@@ -181,8 +202,11 @@ import Testing
 /// then can only degrade it to one page: acknowledged history lost.
 @Suite struct SwappedFrameTests {
     /// A real window: tabs A, B and C with three entries each, every save durable.
-    static func prepared(_ root: FilePath, options: StoreOptions) throws -> (expected: WindowContents, seq: UInt64, directory: FilePath) {
-        let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+    static func prepared(_ root: FilePath, options: StoreOptions) throws -> (
+        expected: WindowContents, seq: UInt64, directory: FilePath
+    ) {
+        let store = WindowStore(
+            root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
         _ = try store.recover()
         let list = store.regular.webStateList
         var seq: UInt64 = 0
@@ -195,7 +219,11 @@ import Testing
             let tab = WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero)
             try command { try list.insert(tab, InsertionParams(activate: true)) }
             for n in 0..<3 {
-                try command { try tab.commitNavigation(to: NavigationItem(url: "https://\(name).example/\(n)", title: "\(name) \(n)", timestamp: .zero)) }
+                try command {
+                    try tab.commitNavigation(
+                        to: NavigationItem(url: "https://\(name).example/\(n)", title: "\(name) \(n)", timestamp: .zero)
+                    )
+                }
             }
         }
         try store.settle()
@@ -205,21 +233,33 @@ import Testing
 
     /// Swaps entries 0 and 1's history ranges in the newest snapshot, checksum made right.
     private static func swapFrames(in directory: FilePath) throws -> String {
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter {
+            $0.hasPrefix(StoreLayout.snapshotPrefix)
+        }.sorted()
         let newest = try #require(names.last)
         let url = URL(fileURLWithPath: directory.appending(newest).string)
         var bytes = Array(try Data(contentsOf: url))
         let payload = Framing.fileHeaderSize + Framing.recordHeaderSize
-        func at(_ item: Int, _ field: Int) -> Int { payload + SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field }
-        let offsets = (bytes.littleEndian(UInt64.self, at: at(0, SnapshotIndex.Field.historyOffset)), bytes.littleEndian(UInt64.self, at: at(1, SnapshotIndex.Field.historyOffset)))
-        let lengths = (bytes.littleEndian(UInt32.self, at: at(0, SnapshotIndex.Field.historyLength)), bytes.littleEndian(UInt32.self, at: at(1, SnapshotIndex.Field.historyLength)))
+        func at(_ item: Int, _ field: Int) -> Int {
+            payload + SnapshotIndex.headerSize + item * SnapshotIndex.entrySize + field
+        }
+        let offsets = (
+            bytes.littleEndian(UInt64.self, at: at(0, SnapshotIndex.Field.historyOffset)),
+            bytes.littleEndian(UInt64.self, at: at(1, SnapshotIndex.Field.historyOffset))
+        )
+        let lengths = (
+            bytes.littleEndian(UInt32.self, at: at(0, SnapshotIndex.Field.historyLength)),
+            bytes.littleEndian(UInt32.self, at: at(1, SnapshotIndex.Field.historyLength))
+        )
         bytes.storeLittleEndian(offsets.1, at: at(0, SnapshotIndex.Field.historyOffset))
         bytes.storeLittleEndian(offsets.0, at: at(1, SnapshotIndex.Field.historyOffset))
         bytes.storeLittleEndian(lengths.1, at: at(0, SnapshotIndex.Field.historyLength))
         bytes.storeLittleEndian(lengths.0, at: at(1, SnapshotIndex.Field.historyLength))
         let length = Int(bytes.littleEndian(UInt32.self, at: Framing.fileHeaderSize + 4))
         bytes.storeLittleEndian(
-            CRC32C.checksum(bytes[payload..<payload + length], continuing: CRC32C.checksum(bytes[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
+            CRC32C.checksum(
+                bytes[payload..<payload + length],
+                continuing: CRC32C.checksum(bytes[Framing.fileHeaderSize..<Framing.fileHeaderSize + 8])),
             at: Framing.fileHeaderSize + 8)
         try Data(bytes).write(to: url)
         return newest
@@ -227,7 +267,9 @@ import Testing
 
     /// Realized at once (0) the tabs come back whole; after two compactions (2) they must too.
     @Test(arguments: [0, 2]) func swappedFramesKeepTheirHistoriesThroughCompactions(compactionsFirst: Int) throws {
-        try Self.expectTabsAAndBWhole(compactionsFirst: compactionsFirst) { directory in _ = try Self.swapFrames(in: directory) }
+        try Self.expectTabsAAndBWhole(compactionsFirst: compactionsFirst) { directory in
+            _ = try Self.swapFrames(in: directory)
+        }
     }
 
     /// The prepared window, its newest regular snapshot damaged by `damage`, restored, then
@@ -238,19 +280,25 @@ import Testing
             let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
             let (expected, last, directory) = try Self.prepared(root, options: options)
             try damage(directory)
-            let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let store = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try store.recover()
             #expect(recovery.seq == last)
             var seq = last
             let c = try store.regular.webStateList.webState(at: 2)
             for _ in 0..<(compactionsFirst * 5) {
                 seq += 1
-                try store.apply(seq: seq) { try c.commitNavigation(to: NavigationItem(url: "https://c.example/\(seq)", title: "c", timestamp: .zero)) }
+                try store.apply(seq: seq) {
+                    try c.commitNavigation(
+                        to: NavigationItem(url: "https://c.example/\(seq)", title: "c", timestamp: .zero))
+                }
                 try store.waitUntilDurable(seq)
             }
             try store.settle()
             let got = try WindowContents(store)
-            #expect(got.regular.tabs.prefix(2) == expected.regular.tabs.prefix(2), "tabs A and B: \(got.regular.tabs.prefix(2))")
+            #expect(
+                got.regular.tabs.prefix(2) == expected.regular.tabs.prefix(2),
+                "tabs A and B: \(got.regular.tabs.prefix(2))")
         }
     }
 }

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A save whose journal cannot be continued goes into a snapshot written from memory: no
 /// generation before it holds that save's records. Written once, one fault (the snapshot
@@ -12,7 +13,8 @@ import Testing
 /// save's compaction followed it (hostile round B1: `wait-durable` said 28, the window came
 /// back at 27). The snapshot now goes down twice before the save is acknowledged.
 @Suite struct FromMemorySaveTests {
-    static let options = StoreOptions(compactAfterRecords: 1000, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+    static let options = StoreOptions(
+        compactAfterRecords: 1000, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
     static let regularDirectory = LeftOutSaveTests.regularDirectory
 
     /// What makes the journal one the next save cannot continue.
@@ -40,10 +42,13 @@ import Testing
                 let journal = try RepairFromMemoryTests.newestJournal(engine)
                 try engine.rename(journal, to: Self.regularDirectory.appending("moved-away"))
             case .sessionDirectoryMovedAway:
-                try engine.rename(Self.regularDirectory, to: Self.regularDirectory.removingLastComponent().appending("moved-away"))
+                try engine.rename(
+                    Self.regularDirectory, to: Self.regularDirectory.removingLastComponent().appending("moved-away"))
             }
             seq += 1
-            try store.apply(seq: seq) { try LeftOutSaveTests.open("https://only-in-the-snapshot.example/", in: store.regular) }
+            try store.apply(seq: seq) {
+                try LeftOutSaveTests.open("https://only-in-the-snapshot.example/", in: store.regular)
+            }
             // The append lands outside the session: not acknowledged, and the retry writes the
             // Browser from memory where it belongs.
             #expect(throws: StoreError.self) { try store.waitUntilDurable(seq) }

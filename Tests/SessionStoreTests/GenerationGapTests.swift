@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Generation numbers can skip: a compaction killed before its rename leaves a journal (and a
 /// temporary snapshot) under the next number, recovery removes them as orphans, and the next
@@ -68,7 +69,9 @@ import Testing
             directory = store.browser(kind).sessionDirectory
             for page in 1...3 {
                 seq += 1
-                try store.apply(seq: seq) { try LeftOutSaveTests.open("https://\(kind.rawValue).example/\(page)", in: store.browser(kind)) }
+                try store.apply(seq: seq) {
+                    try LeftOutSaveTests.open("https://\(kind.rawValue).example/\(page)", in: store.browser(kind))
+                }
                 try store.waitUntilDurable(seq)
             }
             #expect(store.stores[kind == .regular ? 0 : 1].generation == 1)

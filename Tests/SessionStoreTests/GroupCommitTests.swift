@@ -1,9 +1,10 @@
 import BrowserModel
 import Foundation
 import HostLimits
-@testable import SessionStore
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Issue 29: group commit on the ring. While a save is in flight, commands wait for it (as a
 /// blocking engine's do) and the next save carries them together, unless enough wait
@@ -14,16 +15,25 @@ import Testing
     @Test func nothingInFlightStartsASaveForOneCommand() {
         let rule = GroupCommit()
         #expect(rule.shouldStart(inFlight: 0, waitingCommands: 1, oldestWaitNanoseconds: 0))
-        #expect(!rule.shouldStart(inFlight: 0, waitingCommands: 0, oldestWaitNanoseconds: 1_000_000_000), "nothing to carry")
+        #expect(
+            !rule.shouldStart(inFlight: 0, waitingCommands: 0, oldestWaitNanoseconds: 1_000_000_000), "nothing to carry"
+        )
     }
 
     @Test func aSaveInFlightHoldsTheNextUntilABatchOrAFlushHasPassed() {
         let rule = GroupCommit(flushNanoseconds: 400_000)
         #expect(!rule.shouldStart(inFlight: 1, waitingCommands: 3, oldestWaitNanoseconds: 100_000))
-        #expect(!rule.shouldStart(inFlight: 1, waitingCommands: GroupCommit.batchCommands - 1, oldestWaitNanoseconds: 399_999))
-        #expect(rule.shouldStart(inFlight: 1, waitingCommands: GroupCommit.batchCommands, oldestWaitNanoseconds: 0), "a batch")
+        #expect(
+            !rule.shouldStart(
+                inFlight: 1, waitingCommands: GroupCommit.batchCommands - 1, oldestWaitNanoseconds: 399_999))
+        #expect(
+            rule.shouldStart(inFlight: 1, waitingCommands: GroupCommit.batchCommands, oldestWaitNanoseconds: 0),
+            "a batch")
         #expect(rule.shouldStart(inFlight: 1, waitingCommands: 1, oldestWaitNanoseconds: 400_000), "a flush waited")
-        #expect(rule.shouldStart(inFlight: Limits.maxSavesInFlight - 1, waitingCommands: GroupCommit.batchCommands, oldestWaitNanoseconds: 0))
+        #expect(
+            rule.shouldStart(
+                inFlight: Limits.maxSavesInFlight - 1, waitingCommands: GroupCommit.batchCommands,
+                oldestWaitNanoseconds: 0))
     }
 
     /// The flush estimate follows what saves alone took, an eighth at a time, and a stall
@@ -35,7 +45,9 @@ import Testing
         rule.observe(saveNanoseconds: 5_000_000_000)
         #expect(rule.flushNanoseconds <= 200_000 + GroupCommit.maximumWaitNanoseconds / 8 + 1)
         let stalled = GroupCommit(flushNanoseconds: 50_000_000)
-        #expect(stalled.shouldStart(inFlight: 1, waitingCommands: 1, oldestWaitNanoseconds: GroupCommit.maximumWaitNanoseconds))
+        #expect(
+            stalled.shouldStart(
+                inFlight: 1, waitingCommands: 1, oldestWaitNanoseconds: GroupCommit.maximumWaitNanoseconds))
     }
 
     // MARK: in the store
@@ -94,7 +106,8 @@ import Testing
     @Test func aCommandWaitsNoLongerThanAFlushForTheSaveInFlight() throws {
         let disk = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
-        let (store, _) = try simulatedWindow(disk, options: StoreOptions(groupCommit: GroupCommit(flushNanoseconds: 300_000)), clock: clock)
+        let (store, _) = try simulatedWindow(
+            disk, options: StoreOptions(groupCommit: GroupCommit(flushNanoseconds: 300_000)), clock: clock)
         try navigate(store, seq: 1)
         try store.waitUntilDurable(1)
         disk.completionOrder = { _ in nil }

@@ -3,11 +3,12 @@ import Foundation
 import Glibc
 import IOUring
 import Platform
-@testable import SessionStore
 import SessionFormat
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Entries the host never wrote, planted in real session directories: symlinks leading out of
 /// the root to a canary, FIFOs, directories under a file's name. Each is removed or set aside
@@ -31,7 +32,8 @@ import Testing
             #expect(events.contains(.deletedIncognito), "\(events)")
             #expect(lstatKind(incognito) == nil, "the incognito directory is gone")
             try expectCanaryIntact(canary)
-            #expect(!bytesOfEveryFile(under: root).contains("secret.example"), "the closed tab's URL is nowhere on disk")
+            #expect(
+                !bytesOfEveryFile(under: root).contains("secret.example"), "the closed tab's URL is nowhere on disk")
 
             let restored = try realWindow(root)
             #expect(restored.incognito.webStateList.isEmpty)
@@ -53,7 +55,8 @@ import Testing
                 deep = deep.appending("d")
             }
             try plant(.symlink(to: canary.string), at: deep)
-            let temporary = store.regular.sessionDirectory.appending(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix)
+            let temporary = store.regular.sessionDirectory.appending(
+                StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix)
             try plant(.directory, at: temporary)
             try plant(.directory, at: temporary.appending("inside"))
 
@@ -65,14 +68,17 @@ import Testing
             let windowDamaged = incognito.removingLastComponent().appending(StoreLayout.damagedDirectory)
             let windowDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: windowDamaged.string)) ?? []
             let movedTree = try #require(windowDamagedNames.first { $0.hasPrefix("tree-") }, "\(windowDamagedNames)")
-            #expect(lstatKind(windowDamaged.appending(movedTree).appending("d")) == "directory", "moved whole, as itself")
+            #expect(
+                lstatKind(windowDamaged.appending(movedTree).appending("d")) == "directory", "moved whole, as itself")
 
             let restored = try realWindow(root)
             #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
             #expect(lstatKind(temporary) == nil, "the temporary's name is free again")
             let storeDamaged = store.regular.sessionDirectory.appending(StoreLayout.damagedDirectory)
             let storeDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: storeDamaged.string)) ?? []
-            #expect(storeDamagedNames.contains { $0.hasPrefix(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix) }, "\(storeDamagedNames)")
+            #expect(
+                storeDamagedNames.contains { $0.hasPrefix(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix) },
+                "\(storeDamagedNames)")
             try expectCanaryIntact(canary)
         }
     }
@@ -81,7 +87,8 @@ import Testing
     /// each set aside alone (moved as themselves, never opened); both Browsers restore whole.
     @Test func aDirectoryOrFIFONamedLikeASnapshotIsSetAsideAloneAndTheRestRestores() throws {
         try withRootAndCanary { root, _ in
-            let store = try savedWindow(root, regular: "https://regular.example/", incognito: "https://incognito.example/")
+            let store = try savedWindow(
+                root, regular: "https://regular.example/", incognito: "https://incognito.example/")
             let before = try WindowContents(store)
             let regular = store.regular.sessionDirectory
             let incognito = store.incognito.sessionDirectory
@@ -100,7 +107,8 @@ import Testing
             let movedFIFO = try #require(recovery.incognito.damaged.first?.setAsideAt)
             #expect(movedDirectory.hasPrefix(regular.appending(StoreLayout.damagedDirectory).string + "/"))
             #expect(lstatKind(FilePath(movedDirectory)) == "directory")
-            #expect(lstatKind(FilePath(movedDirectory).appending("inside")) == "directory", "set aside whole, not deleted")
+            #expect(
+                lstatKind(FilePath(movedDirectory).appending("inside")) == "directory", "set aside whole, not deleted")
             #expect(lstatKind(FilePath(movedFIFO)) == "other", "the FIFO moved as itself")
 
             try open(restored, restored.regular, seq: 3, url: "https://after.example/")
@@ -108,7 +116,10 @@ import Testing
             let again = WindowStore(root: root, windowID: windowID, engine: SyncEngine())
             let second = try again.recover()
             #expect(second.regular.damaged.isEmpty && second.incognito.damaged.isEmpty)
-            #expect(again.regular.webStateList.webStates.map(\.url) == ["https://regular.example/", "https://after.example/"])
+            #expect(
+                again.regular.webStateList.webStates.map(\.url) == [
+                    "https://regular.example/", "https://after.example/",
+                ])
         }
     }
 
@@ -123,7 +134,8 @@ import Testing
         try withRootAndCanary { root, _ in
             let engine = try #require(IOEngineChoice(rawValue: engineName)).makeEngine().engine
             let store = WindowStore(
-                root: root, windowID: windowID, engine: engine, options: StoreOptions(compactAfterRecords: 4), saveDelayMilliseconds: 0)
+                root: root, windowID: windowID, engine: engine, options: StoreOptions(compactAfterRecords: 4),
+                saveDelayMilliseconds: 0)
             _ = try store.recover()
             let incognito = store.incognito.sessionDirectory
             var urls: [[String]] = [[], []]
@@ -131,7 +143,8 @@ import Testing
                 if seq == 2 {
                     // Every free snapshot name ahead holds a FIFO: the incognito session's
                     // directory exists once its first save has made it.
-                    for generation in 1...(24 as UInt64) where lstatKind(incognito.appending(StoreLayout.snapshotName(generation))) == nil {
+                    for generation in 1...(24 as UInt64)
+                    where lstatKind(incognito.appending(StoreLayout.snapshotName(generation))) == nil {
                         try plant(.fifo, at: incognito.appending(StoreLayout.snapshotName(generation)))
                     }
                 }
@@ -146,7 +159,9 @@ import Testing
                 }
                 try #require(store.durableSeq == seq, "seq \(seq) durable within 200 turns (\(turns))")
             }
-            let damaged = (try? FileManager.default.contentsOfDirectory(atPath: incognito.appending(StoreLayout.damagedDirectory).string)) ?? []
+            let damaged =
+                (try? FileManager.default.contentsOfDirectory(
+                    atPath: incognito.appending(StoreLayout.damagedDirectory).string)) ?? []
             #expect(!damaged.isEmpty, "a FIFO was set aside by a compaction")
             let restored = try realWindow(root)
             #expect(restored.regular.webStateList.webStates.map(\.url) == urls[0])
@@ -169,7 +184,9 @@ import Testing
             let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
             let recovery = try store.recover()
             let setAside = try #require(recovery.regular.damaged.first?.setAsideAt)
-            #expect(setAside.hasPrefix(regular.removingLastComponent().appending(StoreLayout.damagedDirectory).string + "/regular-"))
+            #expect(
+                setAside.hasPrefix(
+                    regular.removingLastComponent().appending(StoreLayout.damagedDirectory).string + "/regular-"))
             #expect(lstatKind(FilePath(setAside)) == "symlink", "moved as itself")
             #expect(store.regular.webStateList.isEmpty)
             #expect(store.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/"])
@@ -185,7 +202,8 @@ import Testing
     /// temporary is created `O_EXCL`: compaction goes on, and nothing outside is touched.
     @Test func whateverHoldsATemporarysNameIsRemovedAsItselfAndCompactionGoesOn() throws {
         try withRootAndCanary { root, canary in
-            let store = try savedWindow(root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
+            let store = try savedWindow(
+                root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 1...(8 as UInt64) {
                 let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
@@ -213,7 +231,9 @@ import Testing
         try withRootAndCanary { root, canary in
             try plant(.symlink(to: canary.string), at: root.appending("link"))
             try plant(.fifo, at: root.appending("pipe"))
-            #expect(throws: Errno.notDirectory) { _ = try NoFollow.open(root.appending("link").appending("keep"), .read) }
+            #expect(throws: Errno.notDirectory) {
+                _ = try NoFollow.open(root.appending("link").appending("keep"), .read)
+            }
             #expect(throws: Errno.tooManySymbolicLinkLevels) { _ = try NoFollow.open(root.appending("link"), .read) }
             #expect(throws: Errno.noSuchAddressOrDevice) { _ = try NoFollow.open(root.appending("pipe"), .read) }
             #expect(throws: Errno.fileExists) { _ = try NoFollow.open(root.appending("link"), .create) }
@@ -265,13 +285,16 @@ private func expectCanaryIntact(_ canary: FilePath, sourceLocation: SourceLocati
 }
 
 private func realWindow(_ root: FilePath, options: StoreOptions = StoreOptions()) throws -> WindowStore {
-    let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+    let store = WindowStore(
+        root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
     _ = try store.recover()
     return store
 }
 
 /// A real window with `regular` open (seq 1) and, when given, `incognito` (seq 2), durable.
-private func savedWindow(_ root: FilePath, options: StoreOptions = StoreOptions(), regular: String, incognito: String? = nil) throws -> WindowStore {
+private func savedWindow(
+    _ root: FilePath, options: StoreOptions = StoreOptions(), regular: String, incognito: String? = nil
+) throws -> WindowStore {
     let store = try realWindow(root, options: options)
     try open(store, store.regular, seq: 1, url: regular)
     if let incognito { try open(store, store.incognito, seq: 2, url: incognito) }
@@ -295,7 +318,8 @@ private func insertTab(_ browser: Browser, url: String) throws {
     var history = NavigationHistory()
     history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
     try browser.webStateList.insert(
-        WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+        WebState(
+            id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
 }
 
 /// A tab opened in each Browser by one command.
@@ -338,12 +362,15 @@ extension HostileFilesTests {
             let restored = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
             let recovery = try restored.recover()
             #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
-            #expect(recovery.regular.damaged.map(\.path) == [damaged.string, planted.string], "\(recovery.regular.damaged)")
+            #expect(
+                recovery.regular.damaged.map(\.path) == [damaged.string, planted.string], "\(recovery.regular.damaged)")
             let movedLink = try #require(recovery.regular.damaged.first?.setAsideAt)
             #expect(movedLink.hasPrefix(regular.appending("damaged.not-a-directory-").string))
             #expect(lstatKind(FilePath(movedLink)) == "symlink", "the symlink kept, as itself")
             var status = stat()
-            #expect(lstat(damaged.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR && status.st_mode & 0o777 == 0o700)
+            #expect(
+                lstat(damaged.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+                    && status.st_mode & 0o777 == 0o700)
             let movedFIFO = try #require(recovery.regular.damaged.last?.setAsideAt)
             #expect(movedFIFO.hasPrefix(damaged.string + "/") && lstatKind(FilePath(movedFIFO)) == "other")
             #expect(lstatKind(planted) == nil)
@@ -368,7 +395,8 @@ extension HostileFilesTests {
             try #require(chattr("+i", damaged) == 0, "an immutable damaged/: nothing can be moved into it")
             defer { _ = chattr("-i", damaged) }
 
-            let restored = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+            let restored = WindowStore(
+                root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
             let recovery = try restored.recover()
             let report = try #require(recovery.regular.damaged.first)
             #expect(report.path == planted.string)
@@ -439,7 +467,8 @@ extension HostileFilesTests {
     /// inside could not be removed, `createFresh` failed, and no compaction ever succeeded.
     @Test func aTemporaryHoldingNamesThatAreNotUTF8IsRemovedAndTheNextCompactionSucceeds() throws {
         try withRootAndCanary { root, canary in
-            let store = try savedWindow(root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
+            let store = try savedWindow(
+                root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 2...(8 as UInt64) {
                 let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
@@ -468,7 +497,8 @@ extension HostileFilesTests {
             let store = try savedWindow(root, options: options, regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             try plant(.directory, at: regular.appending(StoreLayout.snapshotName(2)))
-            try plant(.symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
+            try plant(
+                .symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
             try plant(.fifo, at: regular.appending(StoreLayout.snapshotName(3)))
             try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(StoreLayout.snapshotName(4)))
 
@@ -479,7 +509,9 @@ extension HostileFilesTests {
             let damaged = regular.appending(StoreLayout.damagedDirectory)
             let setAside = try FileManager.default.contentsOfDirectory(atPath: damaged.string)
             let kinds = Dictionary(
-                uniqueKeysWithValues: setAside.map { (String($0.prefix(StoreLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0))) })
+                uniqueKeysWithValues: setAside.map {
+                    (String($0.prefix(StoreLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0)))
+                })
             #expect(kinds[StoreLayout.snapshotName(2)] == "directory", "\(setAside)")
             #expect(kinds[StoreLayout.snapshotName(3)] == "other", "\(setAside)")
             #expect(kinds[StoreLayout.snapshotName(4)] == "symlink", "\(setAside)")
@@ -495,7 +527,9 @@ extension HostileFilesTests {
 
 /// Creates an empty file whose name is `name`'s bytes exactly (UTF-8 or not) in `directory`.
 private func plantFile(named name: [UInt8], in directory: FilePath) throws {
-    let fd = FilePath(platformString: rawPath(directory, name)).withPlatformString { Glibc.open($0, O_CREAT | O_EXCL | O_WRONLY, 0o600) }
+    let fd = FilePath(platformString: rawPath(directory, name)).withPlatformString {
+        Glibc.open($0, O_CREAT | O_EXCL | O_WRONLY, 0o600)
+    }
     guard fd >= 0 else { throw Errno(rawValue: errno) }
     close(fd)
 }

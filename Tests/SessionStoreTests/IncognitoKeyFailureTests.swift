@@ -1,10 +1,11 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A keyring that fails for a while (a spent quota; the root's stat failing while the root is
 /// moved away) fails the incognito save, which is retried; it never turns incognito to memory
@@ -18,7 +19,9 @@ import Testing
     }
 
     func urls(_ store: WindowStore, _ kind: BrowserKind) throws -> [String] {
-        try TabListContents(store.browser(kind).webStateList, realizing: true).tabs.map { $0.history?.items.last?.url ?? "" }
+        try TabListContents(store.browser(kind).webStateList, realizing: true).tabs.map {
+            $0.history?.items.last?.url ?? ""
+        }
     }
 
     /// The reproduction at unit level: A durable; the keyring fails while B is opened;
@@ -34,7 +37,9 @@ import Testing
             try store.waitUntilDurable(store.appliedSeq)
             keyring.failing = [.existingKey, .key]
             try open(store, .incognito, Self.urls[1])
-            #expect(throws: StoreError.keyring(.failed("existingKey failing (simulated)"))) { try store.waitUntilDurable(store.appliedSeq) }
+            #expect(throws: StoreError.keyring(.failed("existingKey failing (simulated)"))) {
+                try store.waitUntilDurable(store.appliedSeq)
+            }
             #expect(!store.incognitoInMemoryOnly, "a transient failure changed incognito to memory only")
             #expect(store.durableSeq < store.appliedSeq, "B answered durable while its save failed")
             #expect(store.failingBrowsers == [.incognito])
@@ -61,7 +66,9 @@ import Testing
             try open(store, .incognito, Self.urls[0])
             try store.waitUntilDurable(store.appliedSeq)
             keyring.failing = [.existingKey]
-            #expect(throws: StoreError.keyring(.failed("existingKey failing (simulated)"))) { try window(root, id, keyring).recover() }
+            #expect(throws: StoreError.keyring(.failed("existingKey failing (simulated)"))) {
+                try window(root, id, keyring).recover()
+            }
             keyring.failing = []
             let again = window(root, id, keyring)
             _ = try again.recover()
@@ -86,10 +93,13 @@ import Testing
             try store.waitUntilDurable(store.appliedSeq)
             #expect(keyring.holdsKey(for: id), "the simulated revocation did not fail")
             try open(store, .incognito, Self.urls[1])
-            #expect(throws: StoreError.keyring(.failed("revoke failing (simulated)"))) { try store.waitUntilDurable(store.appliedSeq) }
+            #expect(throws: StoreError.keyring(.failed("revoke failing (simulated)"))) {
+                try store.waitUntilDurable(store.appliedSeq)
+            }
             keyring.failing = []
             try store.waitUntilDurable(store.appliedSeq)
-            #expect(keyring.made.filter { $0 == id }.count == 2, "the next session sealed under the closed session's key")
+            #expect(
+                keyring.made.filter { $0 == id }.count == 2, "the next session sealed under the closed session's key")
             let again = window(root, id, keyring)
             _ = try again.recover()
             #expect(try urls(again, .incognito) == [Self.urls[1]])
@@ -137,7 +147,8 @@ import Testing
             keyring.refused = true
             try store.waitUntilDurable(store.appliedSeq)
             #expect(store.incognitoInMemoryOnly)
-            #expect(store.memoryOnlySince.map { $0 <= 3 && $0 > 1 } == true, "\(String(describing: store.memoryOnlySince))")
+            #expect(
+                store.memoryOnlySince.map { $0 <= 3 && $0 > 1 } == true, "\(String(describing: store.memoryOnlySince))")
         }
     }
 }

@@ -1,8 +1,9 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A worker killed with the power on: every storage operation it made stays, none after. Unlike
 /// a power cut, a kill keeps what was never synced, so files half made (a new session's
@@ -60,7 +61,9 @@ import Testing
             }
             run.states.append(try WindowContents(store))
             if index % waitEvery == 0 { try? store.waitUntilDurable(seq) } else { _ = try? store.poll() }
-            if let events = try? store.poll() { run.incognitoDeletions += events.filter { $0 == .deletedIncognito }.count }
+            if let events = try? store.poll() {
+                run.incognitoDeletions += events.filter { $0 == .deletedIncognito }.count
+            }
         }
         try? store.waitUntilDurable(UInt64(script.count))
         run.acknowledged = store.durableSeq
@@ -71,7 +74,8 @@ import Testing
 
     @Test(arguments: [1, 3])
     func aKillAtEveryOperationRecoversAStateBetweenAcknowledgedAndApplied(waitEvery: Int) throws {
-        let reference = try Self.run(engine: FaultEngine(directories: [simulatedRoot]), haltAfter: nil, waitEvery: waitEvery)
+        let reference = try Self.run(
+            engine: FaultEngine(directories: [simulatedRoot]), haltAfter: nil, waitEvery: waitEvery)
         #expect(reference.acknowledged == reference.applied, "without a kill every command is acknowledged")
         #expect(reference.incognitoDeletions >= 3, "the script deletes the incognito session and opens it again")
         for cut in 0...reference.operations {
@@ -81,7 +85,9 @@ import Testing
             let (restored, recovery) = try simulatedWindow(engine, options: Self.options)
             let got = try WindowContents(restored)
             let matches = (run.acknowledged...run.applied).filter { reference.states[Int($0)] == got }
-            #expect(!matches.isEmpty, "cut \(cut): acknowledged \(run.acknowledged), applied \(run.applied), recovered \(got) \(recovery)")
+            #expect(
+                !matches.isEmpty,
+                "cut \(cut): acknowledged \(run.acknowledged), applied \(run.applied), recovered \(got) \(recovery)")
             #expect(
                 recovery.seq >= run.acknowledged && reference.states[Int(recovery.seq)] == got,
                 "cut \(cut): came back at seq \(recovery.seq), acknowledged \(run.acknowledged) \(recovery)")
@@ -96,7 +102,8 @@ import Testing
             #expect(try WindowContents(again) == got, "cut \(cut): a second kill right after recovery")
             #expect(
                 secondRecovery.seq == recovery.seq,
-                "cut \(cut): came back at seq \(secondRecovery.seq) after a second kill, \(recovery.seq) after the first \(secondRecovery)")
+                "cut \(cut): came back at seq \(secondRecovery.seq) after a second kill, \(recovery.seq) after the first \(secondRecovery)"
+            )
         }
     }
 }

@@ -1,10 +1,11 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Attack on the window's acknowledgement of lagging saves (`WindowStore.keptDurableSeq`,
 /// 1fc8484): Browsers lagging in turn many times, pipelined saves, more lagging saves than the
@@ -44,10 +45,12 @@ import Testing
             let seq = seq
             try store.apply(seq: seq) {
                 if regular {
-                    try store.regular.webStateList.insert(newTab("https://r-\(seq).example/", store.regular.profile), InsertionParams())
+                    try store.regular.webStateList.insert(
+                        newTab("https://r-\(seq).example/", store.regular.profile), InsertionParams())
                 }
                 if incognito {
-                    try store.incognito.webStateList.insert(newTab("https://i-\(seq).example/", store.incognito.profile), InsertionParams())
+                    try store.incognito.webStateList.insert(
+                        newTab("https://i-\(seq).example/", store.incognito.profile), InsertionParams())
                 }
             }
             contents[seq] = try WindowContents(store)
@@ -65,11 +68,15 @@ import Testing
         /// A turn as the worker makes it (a failure is logged, the loop goes on), then the checks.
         func turn(waiting: Bool = false) throws {
             do { _ = try store.poll(waiting: waiting) } catch { log.append("turn threw \(error)") }
-            log.append("  durable \(store.durableSeq) r \(store.durableSeq(of: .regular)) i \(store.durableSeq(of: .incognito)) failing \(store.failingBrowsers) saving \(store.savingSeq.map(String.init) ?? "-")")
+            log.append(
+                "  durable \(store.durableSeq) r \(store.durableSeq(of: .regular)) i \(store.durableSeq(of: .incognito)) failing \(store.failingBrowsers) saving \(store.savingSeq.map(String.init) ?? "-")"
+            )
             let lagging: BrowserKind? =
-                store.durableSeq(of: .regular) > store.durableSeq(of: .incognito) && store.durableSeq(of: .regular) > store.durableSeq
+                store.durableSeq(of: .regular) > store.durableSeq(of: .incognito)
+                    && store.durableSeq(of: .regular) > store.durableSeq
                 ? .regular
-                : store.durableSeq(of: .incognito) > store.durableSeq(of: .regular) && store.durableSeq(of: .incognito) > store.durableSeq
+                : store.durableSeq(of: .incognito) > store.durableSeq(of: .regular)
+                    && store.durableSeq(of: .incognito) > store.durableSeq
                     ? .incognito : nil
             if let lagging {
                 laggingTurns += 1
@@ -112,9 +119,14 @@ import Testing
                 try turn(waiting: true)
                 turns += 1
             }
-            #expect(store.durableSeq == store.appliedSeq, "\(name): everything durable within 100 turns once the faults are gone (\(store.durableSeq) of \(store.appliedSeq))")
+            #expect(
+                store.durableSeq == store.appliedSeq,
+                "\(name): everything durable within 100 turns once the faults are gone (\(store.durableSeq) of \(store.appliedSeq))"
+            )
             if store.durableSeq == store.appliedSeq {
-                #expect(try contentsAfterPowerCut(engine.copy(), options: options) == (try WindowContents(store)), "\(name): a cut after settling keeps all")
+                #expect(
+                    try contentsAfterPowerCut(engine.copy(), options: options) == (try WindowContents(store)),
+                    "\(name): a cut after settling keeps all")
             }
         }
     }
@@ -124,7 +136,8 @@ import Testing
     /// `waiting`, each save lands before the next command; without, saves pipeline.
     @Test(arguments: 1...4, [true, false])
     func browsersLaggingInTurnManyTimes(savesInFlight: Int, waiting: Bool) throws {
-        let h = try Harness("inFlight \(savesInFlight) waiting \(waiting)", options: StoreOptions(savesInFlight: savesInFlight))
+        let h = try Harness(
+            "inFlight \(savesInFlight) waiting \(waiting)", options: StoreOptions(savesInFlight: savesInFlight))
         try h.command()
         try h.store.waitUntilDurable(1)
         for round in 0..<6 {
@@ -153,7 +166,8 @@ import Testing
     func moreLaggingSavesThanTheListKeeps(compactAfterRecords: Int) throws {
         let h = try Harness(
             "compactAfter \(compactAfterRecords)",
-            options: StoreOptions(compactAfterRecords: compactAfterRecords, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10))
+            options: StoreOptions(
+                compactAfterRecords: compactAfterRecords, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10))
         try h.command()
         try h.store.waitUntilDurable(1)
         h.engine.failures[h.engine.operationCount + 2] = .ioError
@@ -165,7 +179,9 @@ import Testing
             try h.turn(waiting: true)
             for _ in 0..<4 where h.store.savingSeq != nil { try h.turn(waiting: true) }
         }
-        #expect(h.store.durableSeq(of: .incognito) < h.store.durableSeq(of: .regular), "the incognito Browser lagged throughout")
+        #expect(
+            h.store.durableSeq(of: .incognito) < h.store.durableSeq(of: .regular),
+            "the incognito Browser lagged throughout")
         #expect(h.store.stores[0].generation == generation, "\(h.name): no snapshot holds a lagging save")
         h.clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
         h.engine.failures[h.engine.operationCount + 1] = .ioError
@@ -197,7 +213,10 @@ import Testing
                 try h.turn(waiting: round % 2 == 0)
             }
         }
-        #expect(h.alternations >= 2, "\(h.name): the lagging Browser changed \(h.alternations) times\n\(h.log.prefix(24).joined(separator: "\n"))")
+        #expect(
+            h.alternations >= 2,
+            "\(h.name): the lagging Browser changed \(h.alternations) times\n\(h.log.prefix(24).joined(separator: "\n"))"
+        )
         try h.settleAndCheck()
     }
 
@@ -256,7 +275,8 @@ import Testing
                 }
                 h.log.append("fail \(h.engine.failures.keys.sorted().map { $0 - h.engine.operationCount })")
             case 62..<74:
-                let milliseconds = [0, 50, 400, SavePolicy.maximumRetryMilliseconds][Int.random(in: 0..<4, using: &random)]
+                let milliseconds = [0, 50, 400, SavePolicy.maximumRetryMilliseconds][
+                    Int.random(in: 0..<4, using: &random)]
                 h.clock.advance(milliseconds: milliseconds)
                 h.log.append("+\(milliseconds) ms")
             case 74..<80:

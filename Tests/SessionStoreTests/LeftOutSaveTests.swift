@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A save recovery leaves out (never acknowledged: the other Browser did not make it durable)
 /// stays committed in its journal. When that recovery also rebuilds the files from memory (the

@@ -1,9 +1,10 @@
 import Foundation
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// `windows.order` that is there and does not read (EIO, EMFILE) is an error, never "no
 /// order": the supervisor would write its windows back in name order and lose the saved one.
@@ -15,7 +16,9 @@ import Testing
         let path = simulatedRoot.appending(RootLayout.order)
         let saved = [UUID(), UUID()]
         let file = try engine.open(path, .create)
-        try engine.perform([.write(file, Array(saved.map { $0.uuidString + "\n" }.joined().utf8), offset: 0, durable: true)])
+        try engine.perform([
+            .write(file, Array(saved.map { $0.uuidString + "\n" }.joined().utf8), offset: 0, durable: true)
+        ])
         engine.close(file)
         #expect(try RootLayout.savedOrder(root: simulatedRoot, engine: engine) == saved)
 

@@ -1,8 +1,9 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A save that finishes inside a command (`background`, an explicit `save`, `teardown`) puts
 /// its event in the store's one outbox, there as soon as the command returns: the worker loop
@@ -15,7 +16,9 @@ import Testing
 
     private func openTab(_ store: WindowStore, seq: UInt64) throws {
         let profile = store.regular.profile
-        try store.apply(seq: seq) { try store.regular.webStateList.insert(WebState(id: profile.makeWebStateID(), creationTime: .zero)) }
+        try store.apply(seq: seq) {
+            try store.regular.webStateList.insert(WebState(id: profile.makeWebStateID(), creationTime: .zero))
+        }
     }
 
     /// Save 1 is in flight when the scene goes to the background: the background's turn finishes

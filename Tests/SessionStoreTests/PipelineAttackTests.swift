@@ -1,11 +1,12 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Hostile round on the pipelined write path (issue 13): cuts and failures with several saves
 /// in flight and one Browser lagging. Each test states the promise it checks: nothing
@@ -24,7 +25,8 @@ import Testing
     private static func open(_ store: WindowStore, _ kind: BrowserKind, seq: UInt64) throws -> WindowContents {
         let browser = store.browser(kind)
         try store.apply(seq: seq) {
-            try browser.webStateList.insert(tab("https://\(kind.rawValue)-\(seq).example/", browser.profile), InsertionParams(activate: true))
+            try browser.webStateList.insert(
+                tab("https://\(kind.rawValue)-\(seq).example/", browser.profile), InsertionParams(activate: true))
         }
         return try WindowContents(store)
     }
@@ -151,7 +153,9 @@ import Testing
         engine.capacity = totalBytes(engine)
         let (first, firstRecovery) = try simulatedWindow(engine)
         #expect(try WindowContents(first) == acknowledged)
-        #expect(firstRecovery.regular.damaged.isEmpty, "a power cut with saves in flight is no damage: \(firstRecovery.regular.damaged)")
+        #expect(
+            firstRecovery.regular.damaged.isEmpty,
+            "a power cut with saves in flight is no damage: \(firstRecovery.regular.damaged)")
         engine.processKilled()
         engine.capacity = nil
 
@@ -179,7 +183,8 @@ import Testing
             let (again, _) = try simulatedWindow(disk)
             if try WindowContents(again) != acknowledged { lost.append(cut) }
         }
-        #expect(lost.isEmpty, "kills at these operations of the restart lost acknowledged tabs: \(lost) of \(operations)")
+        #expect(
+            lost.isEmpty, "kills at these operations of the restart lost acknowledged tabs: \(lost) of \(operations)")
     }
 
     /// A seeded campaign: commands in both Browsers (incognito sessions closed and made again),
@@ -194,7 +199,9 @@ import Testing
         var random = SeededGenerator(seed: 0xA77A_C4 &+ seed)
         let engine = FaultEngine(directories: [simulatedRoot])
         var order = SeededGenerator(seed: seed &* 977)
-        engine.completionOrder = { queued in Int.random(in: 0..<3, using: &order) == 0 ? nil : Int.random(in: 0..<queued, using: &order) }
+        engine.completionOrder = { queued in
+            Int.random(in: 0..<3, using: &order) == 0 ? nil : Int.random(in: 0..<queued, using: &order)
+        }
         for operation in 1...4000 where Int.random(in: 0..<(seed % 2 == 0 ? 12 : 40), using: &random) == 0 {
             engine.failures[operation] = Bool.random(using: &random) ? .ioError : .noSpace
         }
@@ -218,8 +225,11 @@ import Testing
         let (restored, recovery) = try simulatedWindow(engine, options: options)
         let got = try WindowContents(restored)
         let matches = (acknowledged...applied).filter { states[Int($0)] == got }
-        #expect(!matches.isEmpty, "seed \(seed): acknowledged \(acknowledged), applied \(applied), got \(got) \(recovery)")
-        #expect(recovery.seq >= acknowledged && states[Int(min(recovery.seq, applied))] == got, "seed \(seed): came back at seq \(recovery.seq), acknowledged \(acknowledged)")
+        #expect(
+            !matches.isEmpty, "seed \(seed): acknowledged \(acknowledged), applied \(applied), got \(got) \(recovery)")
+        #expect(
+            recovery.seq >= acknowledged && states[Int(min(recovery.seq, applied))] == got,
+            "seed \(seed): came back at seq \(recovery.seq), acknowledged \(acknowledged)")
         engine.powerCut()
         let (again, _) = try simulatedWindow(engine, options: options)
         #expect(try WindowContents(again) == got, "seed \(seed): a second cut after recovery")
@@ -269,7 +279,9 @@ import Testing
         engine.failures[engine.operationCount + 5] = .ioError
         store.apply(seq: 3) { store.incognito.webStateList.closeAll() }
         #expect(throws: StoreError.self) { try store.waitUntilDurable(3) }
-        #expect(engine.contents(of: store.incognito.sessionDirectory.appending(StoreLayout.deletionMarker)) != nil, "the marker stayed")
+        #expect(
+            engine.contents(of: store.incognito.sessionDirectory.appending(StoreLayout.deletionMarker)) != nil,
+            "the marker stayed")
         try Self.open(store, .incognito, seq: 4)
         try store.waitUntilDurable(4)
         let acknowledged = try WindowContents(store)

@@ -2,11 +2,12 @@ import BrowserModel
 import Foundation
 import HostLimits
 import IOUring
-@testable import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionFormat
+@testable import SessionStore
 
 /// Issue 13 item 3: saves are pipelined. While saves are in flight, commands go on being
 /// applied and the next save is submitted at once, up to `StoreOptions.savesInFlight`; they
@@ -51,7 +52,8 @@ import Testing
             let events = try store.poll()
             #expect(events.isEmpty, "\(events)")
         }
-        #expect(disk.inFlight == Limits.maxSavesInFlight, "saves 2 to \(bound + 1) in flight, \(bound + 2) waits for room")
+        #expect(
+            disk.inFlight == Limits.maxSavesInFlight, "saves 2 to \(bound + 1) in flight, \(bound + 2) waits for room")
         #expect(store.savingSeq == bound + 1 && store.durableSeq == 1)
 
         landing = true
@@ -60,7 +62,9 @@ import Testing
             acknowledged += durableEvents(try store.poll())
             #expect(store.durableSeq == acknowledged.last ?? 1)
         }
-        #expect(acknowledged == [bound + 1, bound + 2], "the newest landed first and waited for every one before it; then the last went alone")
+        #expect(
+            acknowledged == [bound + 1, bound + 2],
+            "the newest landed first and waited for every one before it; then the last went alone")
         #expect(try journal(disk, store).commits.map(\.commit.seq) == Array(1...bound + 2))
         let live = try WindowContents(store)
         #expect(try contentsAfterPowerCut(disk) == live)
@@ -89,7 +93,9 @@ import Testing
         var events: [SaveEvent] = []
         for _ in 0..<4 { events += try store.poll() }
         #expect(durableEvents(events).isEmpty && store.durableSeq == 1)
-        #expect(events.failures.count == 1 && events.failures.first?.error.errno == .ioError, "one failure for the Browser, not one per save")
+        #expect(
+            events.failures.count == 1 && events.failures.first?.error.errno == .ioError,
+            "one failure for the Browser, not one per save")
         #expect(store.stores[0].journalEnd == endBefore, "nothing confirmed")
 
         let stale = try journal(disk, store).commits.map(\.commit.seq)
@@ -184,7 +190,8 @@ import Testing
             var acknowledged: WindowContents?
             var overlapped = false
             do {
-                let store = WindowStore(root: root, windowID: windowID, engine: try UringEngine(), saveDelayMilliseconds: 0)
+                let store = WindowStore(
+                    root: root, windowID: windowID, engine: try UringEngine(), saveDelayMilliseconds: 0)
                 _ = try store.recover()
                 for seq in 1...200 as ClosedRange<UInt64> {
                     try openTab(store, seq: seq)
@@ -216,6 +223,8 @@ import Testing
             _ = try store.poll()
         }
         #expect(disk.inFlight == 1 && store.savingSeq == 1)
-        #expect(StoreOptions(savesInFlight: 99).savesInFlight == Limits.maxSavesInFlight && StoreOptions(savesInFlight: 0).savesInFlight == 1)
+        #expect(
+            StoreOptions(savesInFlight: 99).savesInFlight == Limits.maxSavesInFlight
+                && StoreOptions(savesInFlight: 0).savesInFlight == 1)
     }
 }

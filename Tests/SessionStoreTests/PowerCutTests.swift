@@ -1,8 +1,9 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Power cuts on the simulated disk: for seeded browsing sequences, a cut after every single
 /// storage operation (each write, sync, create, rename), with unsynced writes dropped or a
@@ -13,7 +14,8 @@ import Testing
 @Suite struct PowerCutTests {
     static let commands: UInt64 = 30
     /// Small thresholds, so a sequence this short compacts several times.
-    static let options = StoreOptions(compactAfterRecords: 12, compactAfterBytes: 4 << 10, journalPreallocation: 8 << 10)
+    static let options = StoreOptions(
+        compactAfterRecords: 12, compactAfterBytes: 4 << 10, journalPreallocation: 8 << 10)
 
     struct Run {
         var states: [WindowContents] = []
@@ -91,12 +93,14 @@ import Testing
                 let matches = (run.acknowledged...run.applied).filter { reference.states[Int($0)] == got }
                 #expect(
                     !matches.isEmpty,
-                    "seed \(seed) cut \(cut) \(end): acknowledged \(run.acknowledged), applied \(run.applied), recovered \(got) \(recovery)")
+                    "seed \(seed) cut \(cut) \(end): acknowledged \(run.acknowledged), applied \(run.applied), recovered \(got) \(recovery)"
+                )
                 // The seq it comes back at names that state and is never below one acknowledged:
                 // a restart that went back would hand the same seq to a different command.
                 #expect(
                     recovery.seq >= run.acknowledged && reference.states[Int(recovery.seq)] == got,
-                    "seed \(seed) cut \(cut) \(end): came back at seq \(recovery.seq), acknowledged \(run.acknowledged)")
+                    "seed \(seed) cut \(cut) \(end): came back at seq \(recovery.seq), acknowledged \(run.acknowledged)"
+                )
                 #expect(recovery.regular.repairError == nil && recovery.incognito.repairError == nil)
                 recoveries += 1
 
@@ -182,7 +186,9 @@ import Testing
             _ = try store.poll()
             turns += 1
         }
-        #expect(store.appliedSeq > 0 && store.durableSeq == store.appliedSeq, "seed \(seed): durable \(store.durableSeq) of \(store.appliedSeq)")
+        #expect(
+            store.appliedSeq > 0 && store.durableSeq == store.appliedSeq,
+            "seed \(seed): durable \(store.durableSeq) of \(store.appliedSeq)")
         #expect(store.nextDeadline == nil, "background cancelled the delayed save")
         #expect(try contentsAfterPowerCut(engine) == live, "seed \(seed): a power cut after the background save")
     }
@@ -195,7 +201,9 @@ import Testing
     /// the seeds every one of those. A write issued after the halt never lands; one queued
     /// when it struck (a ring has it in flight) may.
     @Test func aWriteInFlightLeavesASectorGranularPrefixAndOneAfterTheHaltNothing() throws {
-        let (first, queued, late) = (simulatedRoot.appending("first"), simulatedRoot.appending("queued"), simulatedRoot.appending("late"))
+        let (first, queued, late) = (
+            simulatedRoot.appending("first"), simulatedRoot.appending("queued"), simulatedRoot.appending("late")
+        )
         var firstEnds: Set<Int> = []
         var queuedEnds: Set<Int> = []
         for seed in 0..<200 as Range<UInt64> {
@@ -207,7 +215,9 @@ import Testing
             engine.completionOrder = { _ in 0 }
             engine.haltAfter = engine.operationCount
             _ = engine.submit([.write(files[0], [UInt8](repeating: 2, count: 2000), offset: 100, durable: true)])
-            _ = engine.submit([.write(files[1], [UInt8](repeating: 3, count: 700), offset: 0, durable: false), .sync(files[1])])
+            _ = engine.submit([
+                .write(files[1], [UInt8](repeating: 3, count: 700), offset: 0, durable: false), .sync(files[1]),
+            ])
             try engine.flush()
             let refused = try engine.reap(waiting: true)
             #expect(refused.count == 1 && (try? refused.first?.result.get()) == nil, "the halt refused the first write")

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Recovery that cannot continue the files writes a new snapshot from memory. The generation
 /// before it, plus its journal, does not reach that snapshot. So when the new snapshot is
@@ -15,7 +16,8 @@ import Testing
 /// tab's page). A snapshot written from memory is followed at once by a generation that
 /// continues it, so the newest snapshot always has a fallback that reaches it.
 @Suite struct RepairFromMemoryTests {
-    static let options = StoreOptions(compactAfterRecords: 1000, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+    static let options = StoreOptions(
+        compactAfterRecords: 1000, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
     static let regularDirectory = LeftOutSaveTests.regularDirectory
 
     enum FirstFault: CaseIterable {
@@ -41,7 +43,8 @@ import Testing
     }
 
     static func newestJournal(_ engine: FaultEngine) throws -> FilePath {
-        let name = try #require(try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.max())
+        let name = try #require(
+            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.max())
         return regularDirectory.appending(name)
     }
 
@@ -53,7 +56,9 @@ import Testing
             let (store, _) = try simulatedWindow(engine, options: Self.options)
             // Two generations, the newest journal holding six saves.
             for page in 1...3 { try Self.command(store, &seq, "https://before.example/\(page)") }
-            try store.apply(seq: seq + 1) { try LeftOutSaveTests.open("https://before.example/compacted", in: store.regular) }
+            try store.apply(seq: seq + 1) {
+                try LeftOutSaveTests.open("https://before.example/compacted", in: store.regular)
+            }
             seq += 1
             try store.stores[0].startSave(seq: seq, browsers: BrowserKind.regular.commitBit, compact: true)
             try store.settle()
@@ -70,7 +75,9 @@ import Testing
         case .newestSnapshotDamaged:
             try LeftOutSaveTests.damageNewestSnapshot(engine)
         case .fallbackJournalDamagedInTheMiddle:
-            let journals = try #require(try engine.directoryEntries(Self.regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
+            let journals = try #require(
+                try engine.directoryEntries(Self.regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }
+                    .sorted())
             try #require(journals.count == 2)
             let path = Self.regularDirectory.appending(journals[0])
             var bytes = try #require(engine.contents(of: path))

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// One fault at a time, with a recovery between each: every round opens tabs (each save
 /// acknowledged), flips one byte of the newest regular snapshot (its metadata or one of its
@@ -28,7 +29,9 @@ import Testing
             let (store, recovery) = try simulatedWindow(engine, options: Self.options)
             let urls = store.regular.webStateList.webStates.map(\.url)
             let missing = acknowledged.filter { !urls.contains($0) }
-            #expect(missing.isEmpty, "seed \(seed) round \(round): acknowledged tabs lost \(missing), came back at seq \(recovery.seq)")
+            #expect(
+                missing.isEmpty,
+                "seed \(seed) round \(round): acknowledged tabs lost \(missing), came back at seq \(recovery.seq)")
             guard missing.isEmpty else { return }
             var seq = recovery.seq
             for _ in 0..<Int.random(in: 1...4, using: &random) {

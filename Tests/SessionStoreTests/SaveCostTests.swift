@@ -1,10 +1,11 @@
 import Foundation
 import IOUring
 import Platform
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// What the save loop asks of the file system, counted: load-independent, unlike a timing.
 @Suite struct SaveCostTests {
@@ -59,7 +60,9 @@ private final class CountingEngine: IOEngine {
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try inner.open(path, mode) }
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try inner.openDirectory(path) }
     func close(_ file: EngineFile) { inner.close(file) }
-    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> { inner.enableDirectWrites(file) }
+    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> {
+        inner.enableDirectWrites(file)
+    }
     func size(of file: EngineFile) throws(IOEngineError) -> Int { try inner.size(of: file) }
     func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         try inner.read(file, offset: offset, count: count)

@@ -2,10 +2,11 @@ import BrowserModel
 import Foundation
 import Glibc
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Attack on the fix of the stress hang (ee1e41c): random faults, random completion order,
 /// pipelined saves, explicit saves and a hand-moved clock, on the simulated disk. After every
@@ -16,14 +17,17 @@ import Testing
 @Suite struct SaveLoopAttackTests {
     @Test(arguments: 0..<(UInt64(ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_SEEDS"] ?? "24") ?? 24))
     func randomFaultsNeitherSpinNorHangNorLoseWhatWasAcknowledged(seed: UInt64) throws {
-        if let only = ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_ONLY"].flatMap(UInt64.init), only != seed { return }
+        if let only = ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_ONLY"].flatMap(UInt64.init), only != seed {
+            return
+        }
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         var random = SeededGenerator(seed: seed &+ 1000)
         let options = StoreOptions(
             compactAfterRecords: Int.random(in: 4...24, using: &random), compactAfterBytes: 1 << 20,
             journalPreallocation: 16 << 10, savesInFlight: Int.random(in: 1...4, using: &random))
-        let (store, _) = try simulatedWindow(engine, options: options, delay: Bool.random(using: &random) ? 0 : 50, clock: clock)
+        let (store, _) = try simulatedWindow(
+            engine, options: options, delay: Bool.random(using: &random) ? 0 : 50, clock: clock)
         var browsing = WindowBrowsing(seed: seed, maxTabs: 8, incognitoOneIn: 2)
         var contents: [UInt64: WindowContents] = [0: try WindowContents(store)]
         var seq: UInt64 = 0
@@ -52,11 +56,15 @@ import Testing
             if saving == nil, let deadline = store.nextDeadline, deadline <= clock.now {
                 let events = poll()
                 let idle = store.savingSeq == nil && events.isEmpty && engine.operationCount == operations
-                #expect(!(idle && (store.nextDeadline ?? .max) <= clock.now), "seed \(seed): a past deadline the loop does nothing about (\(log.suffix(6)))")
+                #expect(
+                    !(idle && (store.nextDeadline ?? .max) <= clock.now),
+                    "seed \(seed): a past deadline the loop does nothing about (\(log.suffix(6)))")
             } else if saving != nil, engine.completionOrder == nil, engine.inFlight == 0 {
                 // A blocking engine: the worker polls with no timeout while a save is in flight.
                 let events = poll()
-                let stuck = store.savingSeq == saving && events.isEmpty && engine.operationCount == operations && engine.inFlight == 0
+                let stuck =
+                    store.savingSeq == saving && events.isEmpty && engine.operationCount == operations
+                    && engine.inFlight == 0
                 #expect(!stuck, "seed \(seed): a save in flight that no turn advances (\(log.suffix(6)))")
             }
         }
@@ -75,7 +83,9 @@ import Testing
             if !matches, ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_ONLY"] != nil {
                 let cut = engine.copy()
                 func walk(_ path: FilePath) -> [String] {
-                    guard let entries = try? cut.directoryEntries(path) else { return ["\(path) \(cut.contents(of: path)?.count ?? -1) bytes"] }
+                    guard let entries = try? cut.directoryEntries(path) else {
+                        return ["\(path) \(cut.contents(of: path)?.count ?? -1) bytes"]
+                    }
                     return entries.flatMap { walk(path.appending($0)) }
                 }
                 log.append("visible: \(walk(simulatedRoot))")
@@ -86,7 +96,8 @@ import Testing
             }
             #expect(
                 matches,
-                "seed \(seed): a cut brings back no state at or past durable seq \(durable) (applied \(seq)); it is the state after \(anyMatch)\nrestored \(restored)\ndurable  \(contents[durable].map(String.init(describing:)) ?? "?")\n\(log.suffix(ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_ONLY"] != nil ? 400 : 60).joined(separator: "\n"))")
+                "seed \(seed): a cut brings back no state at or past durable seq \(durable) (applied \(seq)); it is the state after \(anyMatch)\nrestored \(restored)\ndurable  \(contents[durable].map(String.init(describing:)) ?? "?")\n\(log.suffix(ProcessInfo.processInfo.environment["WINDOWHOST_ATTACK_ONLY"] != nil ? 400 : 60).joined(separator: "\n"))"
+            )
         }
 
         for _ in 0..<160 {
@@ -118,7 +129,8 @@ import Testing
                 }
                 log.append("fail \(errno)")
             case 72..<76:
-                engine.capacity = engine.capacity == nil ? totalBytes(engine) + Int.random(in: 0..<4096, using: &random) : nil
+                engine.capacity =
+                    engine.capacity == nil ? totalBytes(engine) + Int.random(in: 0..<4096, using: &random) : nil
                 log.append("capacity \(engine.capacity.map(String.init) ?? "none")")
             case 76..<82:
                 if engine.completionOrder == nil {
@@ -143,12 +155,16 @@ import Testing
             try turn(true)
             turns += 1
         }
-        #expect(store.durableSeq == store.appliedSeq, "seed \(seed): everything durable within 200 turns once the faults are gone")
+        #expect(
+            store.durableSeq == store.appliedSeq,
+            "seed \(seed): everything durable within 200 turns once the faults are gone")
         try checkPowerCut()
         if store.durableSeq == store.appliedSeq {
             let live = try WindowContents(store)
             let restored = try contentsAfterPowerCut(engine, options: options)
-            #expect(restored == live || knownMarkerLosses > 0, "seed \(seed): live \(live)\nrestored \(restored)\n\(log.suffix(40))")
+            #expect(
+                restored == live || knownMarkerLosses > 0,
+                "seed \(seed): live \(live)\nrestored \(restored)\n\(log.suffix(40))")
         }
     }
 }
@@ -164,15 +180,26 @@ extension SaveLoopAttackTests {
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(engine, clock: clock)
-        try store.apply(seq: 1) { try store.incognito.webStateList.insert(newTab("https://one.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 1) {
+            try store.incognito.webStateList.insert(
+                newTab("https://one.example/", store.incognito.profile), InsertionParams())
+        }
         try store.waitUntilDurable(1)
         engine.failures[engine.operationCount + operation] = .ioError
         store.apply(seq: 2) { store.incognito.webStateList.closeAll(includingPinned: true) }
         for _ in 0..<8 { _ = try? store.poll() }
-        try store.apply(seq: 3) { try store.incognito.webStateList.insert(newTab("https://three.example/", store.incognito.profile), InsertionParams()) }
-        try store.apply(seq: 4) { try store.regular.webStateList.insert(newTab("https://four.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 3) {
+            try store.incognito.webStateList.insert(
+                newTab("https://three.example/", store.incognito.profile), InsertionParams())
+        }
+        try store.apply(seq: 4) {
+            try store.regular.webStateList.insert(
+                newTab("https://four.example/", store.regular.profile), InsertionParams())
+        }
         let acknowledged = try turnUntilDurableAndKill(store, engine, clock, seq: 4, "failing operation \(operation)")
-        #expect(try contentsAfterPowerCut(engine) == acknowledged, "failing operation \(operation): a cut loses nothing acknowledged")
+        #expect(
+            try contentsAfterPowerCut(engine) == acknowledged,
+            "failing operation \(operation): a cut loses nothing acknowledged")
     }
 }
 
@@ -187,12 +214,16 @@ extension SaveLoopAttackTests {
         try withTemporaryDirectory { root in
             let engine = try UringEngine()
             let store = WindowStore(
-                root: root, windowID: windowID, engine: engine, options: StoreOptions(compactAfterRecords: 3), saveDelayMilliseconds: 0)
+                root: root, windowID: windowID, engine: engine, options: StoreOptions(compactAfterRecords: 3),
+                saveDelayMilliseconds: 0)
             _ = try store.recover()
             let descriptor = try #require(engine.completionDescriptor)
             var silent: [UInt64] = []
             for seq in 1...(12 as UInt64) {
-                try store.apply(seq: seq) { try store.regular.webStateList.insert(newTab("https://\(seq).example/", store.regular.profile), InsertionParams()) }
+                try store.apply(seq: seq) {
+                    try store.regular.webStateList.insert(
+                        newTab("https://\(seq).example/", store.regular.profile), InsertionParams())
+                }
                 try store.turn()
                 var turns = 0
                 while store.durableSeq < seq, turns < 100 {
@@ -223,7 +254,10 @@ extension SaveLoopAttackTests {
         engine.failures[engine.operationCount + operation] = .ioError
         // A teardown that succeeds ends the worker: only a failed one goes on serving.
         guard (try? store.teardown()) == nil else { return }
-        try store.apply(seq: 1) { try store.regular.webStateList.insert(newTab("https://one.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 1) {
+            try store.regular.webStateList.insert(
+                newTab("https://one.example/", store.regular.profile), InsertionParams())
+        }
         _ = try turnUntilDurableAndKill(store, engine, clock, seq: 1, "failing operation \(operation)")
     }
 }
@@ -243,8 +277,10 @@ extension SaveLoopAttackTests {
         let (store, _) = try simulatedWindow(engine, clock: clock)
         func both(_ seq: UInt64) throws {
             try store.apply(seq: seq) {
-                try store.regular.webStateList.insert(newTab("https://regular-\(seq).example/", store.regular.profile), InsertionParams())
-                try store.incognito.webStateList.insert(newTab("https://incognito-\(seq).example/", store.incognito.profile), InsertionParams())
+                try store.regular.webStateList.insert(
+                    newTab("https://regular-\(seq).example/", store.regular.profile), InsertionParams())
+                try store.incognito.webStateList.insert(
+                    newTab("https://incognito-\(seq).example/", store.incognito.profile), InsertionParams())
             }
         }
         try both(1)
@@ -256,9 +292,13 @@ extension SaveLoopAttackTests {
         engine.failures[engine.operationCount + 2] = .ioError
         try both(3)
         _ = try store.pollWhileSaving()
-        try store.apply(seq: 4) { try store.regular.webStateList.insert(newTab("https://regular-4.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 4) {
+            try store.regular.webStateList.insert(
+                newTab("https://regular-4.example/", store.regular.profile), InsertionParams())
+        }
         _ = try store.pollWhileSaving()
-        try #require(store.durableSeq(of: .regular) == 4 && store.durableSeq(of: .incognito) == 2 && store.durableSeq == 2)
+        try #require(
+            store.durableSeq(of: .regular) == 4 && store.durableSeq(of: .incognito) == 2 && store.durableSeq == 2)
 
         clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
         engine.failures[engine.operationCount + 1] = .ioError
@@ -301,17 +341,20 @@ extension SaveLoopAttackTests {
         try withTemporaryDirectory { root in
             let engine = try #require(IOEngineChoice(rawValue: engineName)).makeEngine().engine
             let options = StoreOptions(compactAfterRecords: 5, savesInFlight: 4)
-            let store = WindowStore(root: root, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0)
+            let store = WindowStore(
+                root: root, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0)
             _ = try store.recover()
             var urls: [[String]] = [[], []]
             var planted = false
             for seq in 1...(40 as UInt64) {
                 try store.apply(seq: seq) {
                     urls[0].append("https://regular-\(seq).example/")
-                    try store.regular.webStateList.insert(newTab(urls[0].last!, store.regular.profile), InsertionParams())
+                    try store.regular.webStateList.insert(
+                        newTab(urls[0].last!, store.regular.profile), InsertionParams())
                     if seq % 3 != 0 {
                         urls[1].append("https://incognito-\(seq).example/")
-                        try store.incognito.webStateList.insert(newTab(urls[1].last!, store.incognito.profile), InsertionParams())
+                        try store.incognito.webStateList.insert(
+                            newTab(urls[1].last!, store.incognito.profile), InsertionParams())
                     }
                 }
                 if !planted, lstatKind(store.incognito.sessionDirectory) == "directory" {
@@ -319,7 +362,9 @@ extension SaveLoopAttackTests {
                     for directory in [store.regular.sessionDirectory, store.incognito.sessionDirectory] {
                         for generation in 2...(30 as UInt64) {
                             mkfifo(directory.appending(StoreLayout.snapshotName(generation)).string, 0o600)
-                            mkdir(directory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix).string, 0o700)
+                            mkdir(
+                                directory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                                    .string, 0o700)
                             symlink("/nonexistent", directory.appending(StoreLayout.journalName(generation)).string)
                         }
                         mkdir(directory.appending(StoreLayout.spareJournal).string, 0o700)
@@ -340,9 +385,13 @@ extension SaveLoopAttackTests {
             #expect(planted)
             for directory in [store.regular.sessionDirectory, store.incognito.sessionDirectory] {
                 let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []
-                #expect(entries.contains { $0.hasPrefix(StoreLayout.damagedDirectory + ".not-a-directory") }, "compactions met the plants: \(entries)")
+                #expect(
+                    entries.contains { $0.hasPrefix(StoreLayout.damagedDirectory + ".not-a-directory") },
+                    "compactions met the plants: \(entries)")
             }
-            let reopened = WindowStore(root: root, windowID: UUID(uuidString: windowID.uuidString)!, engine: SyncEngine(), saveDelayMilliseconds: 0)
+            let reopened = WindowStore(
+                root: root, windowID: UUID(uuidString: windowID.uuidString)!, engine: SyncEngine(),
+                saveDelayMilliseconds: 0)
             _ = try reopened.recover()
             #expect(reopened.regular.webStateList.webStates.map(\.url) == urls[0])
             #expect(reopened.incognito.webStateList.webStates.map(\.url) == urls[1])
@@ -352,7 +401,9 @@ extension SaveLoopAttackTests {
 
 /// Turns the loop, each turn a full backoff later, until `seq` is durable (within a bound),
 /// then checks that a kill loses none of it; returns what was acknowledged.
-private func turnUntilDurableAndKill(_ store: WindowStore, _ engine: FaultEngine, _ clock: ManualClock, seq: UInt64, _ what: String) throws
+private func turnUntilDurableAndKill(
+    _ store: WindowStore, _ engine: FaultEngine, _ clock: ManualClock, seq: UInt64, _ what: String
+) throws
     -> WindowContents
 {
     var turns = 0

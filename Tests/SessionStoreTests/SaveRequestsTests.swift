@@ -1,5 +1,6 @@
-@testable import SessionStore
 import Testing
+
+@testable import SessionStore
 
 /// The queue of save requests: a save takes exactly the requests it made durable, oldest
 /// first, whatever part of the queue was already dropped, and the rest stay in order.

@@ -1,10 +1,11 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Failed saves, in process on the fault engine and a hand-moved clock: retried by themselves
 /// with backoff, reported once per episode, and failing one Browser at a time.
@@ -12,7 +13,9 @@ import Testing
     @Test func theBackoffDoublesFrom100MillisecondsAndIsCapped() {
         let delays = (1...9).map { SavePolicy.retryDelayMilliseconds(afterFailures: $0) }
         #expect(delays == [100, 200, 400, 800, 1600, 3200, 3200, 3200, 3200])
-        #expect(SavePolicy.retryDelayMilliseconds(afterFailures: .max) == SavePolicy.maximumRetryMilliseconds, "no shift overflows")
+        #expect(
+            SavePolicy.retryDelayMilliseconds(afterFailures: .max) == SavePolicy.maximumRetryMilliseconds,
+            "no shift overflows")
     }
 
     /// Three failed attempts, then the disk works: the save lands on the loop's own retries,
@@ -82,8 +85,14 @@ import Testing
         let before = try WindowContents(store)
 
         engine.capacity = totalBytes(engine)
-        try store.apply(seq: 2) { try store.incognito.webStateList.insert(newTab("https://private.example/", store.incognito.profile), InsertionParams()) }
-        try store.apply(seq: 3) { try store.regular.webStateList.insert(newTab("https://public.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 2) {
+            try store.incognito.webStateList.insert(
+                newTab("https://private.example/", store.incognito.profile), InsertionParams())
+        }
+        try store.apply(seq: 3) {
+            try store.regular.webStateList.insert(
+                newTab("https://public.example/", store.regular.profile), InsertionParams())
+        }
         let events = try store.pollWhileSaving()
         #expect(events.failures.map(\.browser) == [.incognito])
         #expect(store.durableSeq(of: .regular) == 3, "the regular Browser saved alone")
@@ -114,9 +123,15 @@ import Testing
         let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
         let firstSnapshot = incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string
         engine.failingOpens[firstSnapshot] = .noSpace
-        try store.apply(seq: 2) { try store.incognito.webStateList.insert(newTab("https://private.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 2) {
+            try store.incognito.webStateList.insert(
+                newTab("https://private.example/", store.incognito.profile), InsertionParams())
+        }
         store.stores[0].needsRebase = true
-        try store.apply(seq: 3) { try store.regular.webStateList.insert(newTab("https://public.example/", store.regular.profile), InsertionParams()) }
+        try store.apply(seq: 3) {
+            try store.regular.webStateList.insert(
+                newTab("https://public.example/", store.regular.profile), InsertionParams())
+        }
         let events = try store.pollWhileSaving()
         #expect(events.failures.map(\.browser) == [.incognito])
         #expect(store.durableSeq(of: .regular) == 1, "the regular Browser waits instead of writing a snapshot")
@@ -141,14 +156,17 @@ import Testing
 
         for next in 1...64 { engine.failures[engine.operationCount + next] = .ioError }
         try store.apply(seq: 2) {
-            try store.incognito.webStateList.insert(newTab("https://private.example/", store.incognito.profile), InsertionParams())
-            try store.regular.webStateList.insert(newTab("https://public.example/", store.regular.profile), InsertionParams())
+            try store.incognito.webStateList.insert(
+                newTab("https://private.example/", store.incognito.profile), InsertionParams())
+            try store.regular.webStateList.insert(
+                newTab("https://public.example/", store.regular.profile), InsertionParams())
         }
         #expect(Set(try store.pollWhileSaving().failures.map(\.browser)) == [.regular, .incognito])
 
         engine.failures = [:]
         let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
-        engine.failingOpens[incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string] = .noSpace
+        engine.failingOpens[incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string] =
+            .noSpace
         store.stores[0].needsRebase = true
         for attempt in 2...4 {
             clock.advance(milliseconds: SavePolicy.maximumRetryMilliseconds)
@@ -174,13 +192,25 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let clock = ManualClock()
         let (store, _) = try simulatedWindow(engine, clock: clock)
-        try store.apply(seq: 1) { try store.regular.webStateList.insert(newTab("https://one.example/", store.regular.profile), InsertionParams()) }
-        try store.apply(seq: 2) { try store.incognito.webStateList.insert(newTab("https://two.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 1) {
+            try store.regular.webStateList.insert(
+                newTab("https://one.example/", store.regular.profile), InsertionParams())
+        }
+        try store.apply(seq: 2) {
+            try store.incognito.webStateList.insert(
+                newTab("https://two.example/", store.incognito.profile), InsertionParams())
+        }
         try store.waitUntilDurable(2)
         let acknowledged = try WindowContents(store)
 
-        try store.apply(seq: 3) { try store.regular.webStateList.insert(newTab("https://three.example/", store.regular.profile), InsertionParams()) }
-        try store.apply(seq: 4) { try store.incognito.webStateList.insert(newTab("https://four.example/", store.incognito.profile), InsertionParams()) }
+        try store.apply(seq: 3) {
+            try store.regular.webStateList.insert(
+                newTab("https://three.example/", store.regular.profile), InsertionParams())
+        }
+        try store.apply(seq: 4) {
+            try store.incognito.webStateList.insert(
+                newTab("https://four.example/", store.incognito.profile), InsertionParams())
+        }
         // The group's writes run one per reap, in order: the regular append, then the incognito one.
         engine.completionOrder = { _ in 0 }
         engine.failures[engine.operationCount + 2] = .noSpace
@@ -209,7 +239,8 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
         let store = WindowStore(
-            root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0, keys: engine.keyring.keys(for: windowID))
+            root: simulatedRoot, windowID: windowID, engine: engine, options: options, saveDelayMilliseconds: 0,
+            keys: engine.keyring.keys(for: windowID))
         _ = try store.recover()
         var browsing = WindowBrowsing(seed: 22, maxTabs: 8, incognitoOneIn: 1_000_000)
         var seq: UInt64 = 0
@@ -222,7 +253,8 @@ import Testing
         // Full without a spare journal's room: a failed compaction that took the spare frees it
         // (removed with the attempt), and a disk with room again is not full. (A spare gone
         // from its name is not taken: the compaction creates its journal as before.)
-        let spare = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular").appending(StoreLayout.spareJournal)
+        let spare = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular").appending(
+            StoreLayout.spareJournal)
         if engine.contents(of: spare) != nil { try engine.removeFile(spare) }
         engine.capacity = totalBytes(engine)
         var events: [SaveEvent] = []

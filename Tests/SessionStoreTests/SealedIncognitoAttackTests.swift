@@ -1,14 +1,15 @@
 import BrowserModel
 import CLinuxShims
-import Glibc
 import Foundation
+import Glibc
 import IOUring
 import SessionFormat
 import SessionKeys
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Attacks on incognito at rest (issue 16): records of an older incognito session of the same
 /// window must never open in a newer one; a session in the clear from before sealing must not
@@ -27,7 +28,9 @@ import Testing
     }
 
     func urls(_ store: WindowStore) throws -> [String] {
-        try TabListContents(store.incognito.webStateList, realizing: true).tabs.map { $0.history?.items.last?.url ?? "" }
+        try TabListContents(store.incognito.webStateList, realizing: true).tabs.map {
+            $0.history?.items.last?.url ?? ""
+        }
     }
 
     /// The supervisor sets a crash-looping window aside (`set-aside/<UUID>-<time>`, the key
@@ -59,7 +62,9 @@ import Testing
             }
             let third = window(root, id, keyring)
             _ = try third.recover()
-            #expect(try !urls(third).contains(Self.old), "the set-aside session's records opened in the new session (same key, window and generation)")
+            #expect(
+                try !urls(third).contains(Self.old),
+                "the set-aside session's records opened in the new session (same key, window and generation)")
         }
     }
 
@@ -69,21 +74,29 @@ import Testing
     /// regular tabs). Today the files in the clear stay until the next incognito save.
     @Test func anUpgradedSessionInTheClearIsSealedWithoutWaitingForAnIncognitoChange() throws {
         try withTemporaryDirectory { root in
-            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/v1-690d51b/windows")
+            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "Fixtures/v1-690d51b/windows")
             let id = try #require(UUID(uuidString: "44BDCB45-11FA-41EC-AA5B-D784BD75B9A2"))
-            try FileManager.default.createDirectory(atPath: root.appending("windows").string, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: root.appending("windows").string, withIntermediateDirectories: true)
             try FileManager.default.copyItem(
-                atPath: fixture.appendingPathComponent(id.uuidString).path, toPath: root.appending("windows").appending(id.uuidString).string)
+                atPath: fixture.appendingPathComponent(id.uuidString).path,
+                toPath: root.appending("windows").appending(id.uuidString).string)
             let keyring = SimulatedKeyring()
             let store = window(root, id, keyring)
             _ = try store.recover()
             let restored = try urls(store)
-            try #require(restored.contains { $0.contains("secret.example") }, "the fixture's incognito tabs: \(restored)")
+            try #require(
+                restored.contains { $0.contains("secret.example") }, "the fixture's incognito tabs: \(restored)")
             let regular = store.regular
-            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try regular.webStateList.insert(tab(regular.profile, Self.new))
+            }
             try store.waitUntilDurable(store.appliedSeq)
             for secret in ["secret.example", "private.example"] {
-                #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in the clear while its tab is open: \(filesHolding(secret, under: root))")
+                #expect(
+                    filesHolding(secret, under: root).isEmpty,
+                    "\(secret) in the clear while its tab is open: \(filesHolding(secret, under: root))")
             }
         }
     }
@@ -104,13 +117,19 @@ import Testing
             try #require(staged > 0 && wh_key_publish(staged) == 0, "errno \(errno)")
             let regular = store.regular
             let incognito = store.incognito
-            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.old)) }
-            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try incognito.webStateList.insert(tab(incognito.profile, Self.old))
+            }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try regular.webStateList.insert(tab(regular.profile, Self.new))
+            }
             let regularSeq = store.appliedSeq
             // A failed wait is fine (a durable waiter hears of a failing save); five waits, each
             // retrying at once, that never see the regular tab durable are a stall.
             for _ in 0..<5 where store.durableSeq < regularSeq { try? store.waitUntilDurable(regularSeq) }
-            #expect(store.durableSeq >= regularSeq, "the regular tab is never acknowledged: durable \(store.durableSeq) of \(regularSeq)")
+            #expect(
+                store.durableSeq >= regularSeq,
+                "the regular tab is never acknowledged: durable \(store.durableSeq) of \(regularSeq)")
             #expect(filesHolding(Self.old, under: root).isEmpty)
         }
     }
@@ -136,9 +155,13 @@ import Testing
             _ = try store.recover()
             let regular = store.regular
             let incognito = store.incognito
-            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.new)) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try incognito.webStateList.insert(tab(incognito.profile, Self.new))
+            }
             let incognitoSeq = store.appliedSeq
-            try store.apply(seq: store.appliedSeq + 1) { try regular.webStateList.insert(tab(regular.profile, Self.new)) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try regular.webStateList.insert(tab(regular.profile, Self.new))
+            }
             #expect(throws: StoreError.self) { try store.waitUntilDurable(store.appliedSeq) }
             #expect(!store.incognitoInMemoryOnly && store.failingBrowsers == [.incognito])
             #expect(store.durableSeq < incognitoSeq, "durable \(store.durableSeq) past the incognito tab no save holds")
@@ -167,22 +190,33 @@ import Testing
             let seq = store.appliedSeq
             let directory = store.incognito.sessionDirectory
             let names = try FileManager.default.contentsOfDirectory(atPath: directory.string)
-            let newest = try #require(names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }.max())
+            let newest = try #require(
+                names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }.max())
             let forged = WebStateList()
             var history = NavigationHistory()
-            history.commit(NavigationItem(url: Self.new, title: "forged", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+            history.commit(
+                NavigationItem(url: Self.new, title: "forged", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
             let profile = Profile(stateDirectory: root)
             try forged.restore(
-                [RestoredTab(webState: WebState(id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history), opener: nil)],
+                [
+                    RestoredTab(
+                        webState: WebState(
+                            id: profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1),
+                            history: history), opener: nil)
+                ],
                 activeIndex: 0, pinnedCount: 0)
-            let snapshot = try SnapshotEncoder.encode(forged, lastCommandSeq: seq) { _ throws(SessionFormatError) in [] }
-            try Data(snapshot).write(to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(newest + 1)).string))
+            let snapshot = try SnapshotEncoder.encode(forged, lastCommandSeq: seq) { _ throws(SessionFormatError) in []
+            }
+            try Data(snapshot).write(
+                to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(newest + 1)).string))
             try Data(JournalFile.header + [UInt8](repeating: 0, count: 4096))
                 .write(to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(newest + 1)).string))
             let again = window(root, id, keyring)
             _ = try again.recover()
             let restored = try urls(again)
-            #expect(!restored.contains(Self.new), "a forged generation in the clear was restored as the sealed session: \(restored)")
+            #expect(
+                !restored.contains(Self.new),
+                "a forged generation in the clear was restored as the sealed session: \(restored)")
         }
     }
 }

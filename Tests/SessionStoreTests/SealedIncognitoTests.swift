@@ -4,10 +4,11 @@ import CTestShims
 import Foundation
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Incognito at rest (issue 16), on a real disk with the real kernel keyring: while incognito
 /// tabs are open and durable no file under the root holds their URLs; they come back with the
@@ -26,8 +27,13 @@ import Testing
     /// Opens the secrets incognito (one navigated) and one regular tab; waits until durable.
     func browse(_ store: WindowStore) throws {
         var seq = store.appliedSeq
-        func next() -> UInt64 { seq += 1; return seq }
-        try store.apply(seq: next()) { try store.regular.webStateList.insert(tab(store.regular.profile, Self.regularURL)) }
+        func next() -> UInt64 {
+            seq += 1
+            return seq
+        }
+        try store.apply(seq: next()) {
+            try store.regular.webStateList.insert(tab(store.regular.profile, Self.regularURL))
+        }
         // Durable alone: a damaged incognito save after it leaves it standing.
         try store.waitUntilDurable(seq)
         for url in Self.secrets {
@@ -36,7 +42,9 @@ import Testing
         }
         try store.apply(seq: next()) {
             _ = try store.incognito.webStateList.webState(at: 0).commitNavigation(
-                to: NavigationItem(url: Self.secrets[0] + "/deeper", title: "secret title", timestamp: Timestamp(microsecondsSinceEpoch: 2)))
+                to: NavigationItem(
+                    url: Self.secrets[0] + "/deeper", title: "secret title",
+                    timestamp: Timestamp(microsecondsSinceEpoch: 2)))
         }
         try store.waitUntilDurable(store.appliedSeq)
     }
@@ -60,7 +68,9 @@ import Testing
             // The grep works: the regular URL is found.
             #expect(!filesHolding(Self.regularURL, under: root).isEmpty)
             for secret in Self.secrets + ["secret title"] {
-                #expect(filesHolding(secret, under: root).isEmpty, "\(secret) is in the clear in \(filesHolding(secret, under: root))")
+                #expect(
+                    filesHolding(secret, under: root).isEmpty,
+                    "\(secret) is in the clear in \(filesHolding(secret, under: root))")
             }
             // A new process (the worker killed) finds the key and the tabs.
             let again = window(root, id)
@@ -114,9 +124,13 @@ import Testing
             _ = try keys(root, id).key()
             let again = window(root, id)
             let recovery = try again.recover()
-            #expect(!recovery.incognito.damaged.isEmpty, "the files the key does not open are damage: \(recovery.incognito)")
+            #expect(
+                !recovery.incognito.damaged.isEmpty, "the files the key does not open are damage: \(recovery.incognito)"
+            )
             #expect(recovery.seq == 1 && recovery.regular.damaged.isEmpty)
-            #expect(try TabListContents(again.regular.webStateList, realizing: true) == regular, "the acknowledged regular tab")
+            #expect(
+                try TabListContents(again.regular.webStateList, realizing: true) == regular,
+                "the acknowledged regular tab")
         }
     }
 
@@ -135,7 +149,9 @@ import Testing
             #expect(try keys(root, id).existingKey() == nil, "the key outlived its session")
             #expect(lstatKind(incognito.sessionDirectory) == nil)
             // A new incognito session gets a new key.
-            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[1])) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[1]))
+            }
             try store.waitUntilDurable(store.appliedSeq)
             #expect(try keys(root, id).existingKey() != nil)
             #expect(filesHolding(Self.secrets[1], under: root).isEmpty)
@@ -154,7 +170,9 @@ import Testing
             try keys(root, id).revoke()
             let replacement = try keys(root, id).key()
             let incognito = store.incognito
-            try store.apply(seq: store.appliedSeq + 1) { try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[2] + "after")) }
+            try store.apply(seq: store.appliedSeq + 1) {
+                try incognito.webStateList.insert(tab(incognito.profile, Self.secrets[2] + "after"))
+            }
             try store.waitUntilDurable(store.appliedSeq)
             let expected = try WindowContents(store)
             #expect(try keys(root, id).existingKey() == replacement)
@@ -169,15 +187,23 @@ import Testing
     /// in memory only, said once; nothing of it reaches the disk; the regular Browser saves.
     @Test func aRefusedKeyringKeepsIncognitoInMemoryOnly() throws {
         try withTemporaryDirectory { root in
-            let outcome = try onOwnThread { () throws -> (events: [SaveEvent], onDisk: Bool, durable: Bool, memoryOnly: Bool) in
-                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else { throw HostFailure("seccomp refused: errno \(errno)") }
+            let outcome = try onOwnThread {
+                () throws -> (events: [SaveEvent], onDisk: Bool, durable: Bool, memoryOnly: Bool) in
+                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else {
+                    throw HostFailure("seccomp refused: errno \(errno)")
+                }
                 let store = window(root, UUID())
                 _ = try store.recover()
                 try browse(store)
-                return (store.takeEvents(), lstatKind(store.incognito.sessionDirectory) != nil, store.durableSeq == store.appliedSeq, store.incognitoInMemoryOnly)
+                return (
+                    store.takeEvents(), lstatKind(store.incognito.sessionDirectory) != nil,
+                    store.durableSeq == store.appliedSeq, store.incognitoInMemoryOnly
+                )
             }
             #expect(outcome.memoryOnly && outcome.durable && !outcome.onDisk)
-            #expect(outcome.events.filter { if case .incognitoInMemoryOnly = $0 { true } else { false } }.count == 1, "\(outcome.events)")
+            #expect(
+                outcome.events.filter { if case .incognitoInMemoryOnly = $0 { true } else { false } }.count == 1,
+                "\(outcome.events)")
             #expect(filesHolding(Self.secrets[0], under: root).isEmpty)
             #expect(!filesHolding(Self.regularURL, under: root).isEmpty)
         }
@@ -189,7 +215,8 @@ import Testing
     @Test func aSessionInTheClearIsSealedAtRestore() throws {
         try withTemporaryDirectory { scratch in
             let root = scratch.appending("root")
-            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/v1-690d51b")
+            let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+                "Fixtures/v1-690d51b")
             try FileManager.default.copyItem(atPath: fixture.path, toPath: root.string)
             try FileManager.default.removeItem(atPath: root.string + "/expected.json")
             let id = try #require(UUID(uuidString: "44BDCB45-11FA-41EC-AA5B-D784BD75B9A2"))
@@ -199,12 +226,18 @@ import Testing
             let store = window(root, id)
             let recovery = try store.recover()
             #expect(recovery.incognito.repairError == nil, "\(recovery.incognito)")
-            let urls = try TabListContents(store.incognito.webStateList, realizing: true).tabs.compactMap { $0.history?.currentItem?.url }
+            let urls = try TabListContents(store.incognito.webStateList, realizing: true).tabs.compactMap {
+                $0.history?.currentItem?.url
+            }
             #expect(urls == secrets)
-            for secret in secrets { #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in \(filesHolding(secret, under: root))") }
+            for secret in secrets {
+                #expect(filesHolding(secret, under: root).isEmpty, "\(secret) in \(filesHolding(secret, under: root))")
+            }
             let again = window(root, id)
             _ = try again.recover()
-            #expect(try TabListContents(again.incognito.webStateList, realizing: true) == TabListContents(store.incognito.webStateList, realizing: true))
+            #expect(
+                try TabListContents(again.incognito.webStateList, realizing: true)
+                    == TabListContents(store.incognito.webStateList, realizing: true))
         }
     }
 
@@ -215,7 +248,9 @@ import Testing
             let id = UUID()
             defer { try? keys(root, id).revoke() }
             _ = try browsedWindow(root, id)
-            let journals = everyFile(under: root).filter { $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix) }
+            let journals = everyFile(under: root).filter {
+                $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix)
+            }
             let journal = try #require(journals.first)
             // The first mutation record after the header block: flip a payload byte, fix its CRC.
             var bytes = journal.bytes
@@ -233,7 +268,9 @@ import Testing
             let again = window(root, id)
             let recovery = try again.recover()
             #expect(!recovery.incognito.damaged.isEmpty, "\(recovery.incognito)")
-            #expect(recovery.incognito.damaged.contains { if case .unopenable = $0.error { true } else { false } }, "\(recovery.incognito.damaged)")
+            #expect(
+                recovery.incognito.damaged.contains { if case .unopenable = $0.error { true } else { false } },
+                "\(recovery.incognito.damaged)")
             #expect(try TabListContents(again.regular.webStateList, realizing: true).tabs.count == 1, "\(recovery)")
         }
     }

@@ -33,11 +33,16 @@ import Testing
         #expect(SetAsideShelf.entry(named: legacy, kind: .other, root: Self.root)?.reason == .badEntry)
         #expect(SetAsideShelf.entry(named: legacy, kind: .symlink, root: Self.root)?.holdsWindowSession == false)
         let handedOut = try #require(SetAsideShelf.entry(named: "handed-out-\(stamp)", kind: .file, root: Self.root))
-        #expect(handedOut.reason == .damagedFile && handedOut.window == nil && handedOut.at == Self.at && !handedOut.holdsWindowSession)
+        #expect(
+            handedOut.reason == .damagedFile && handedOut.window == nil && handedOut.at == Self.at
+                && !handedOut.holdsWindowSession)
         let foreign = try #require(SetAsideShelf.entry(named: "notes.txt", kind: .directory, root: Self.root))
-        #expect(foreign.reason == .unrecorded && foreign.window == nil && foreign.at == nil && !foreign.holdsWindowSession)
+        #expect(
+            foreign.reason == .unrecorded && foreign.window == nil && foreign.at == nil && !foreign.holdsWindowSession)
         // A reason token that is only a prefix of the rest is no reason.
-        #expect(SetAsideShelf.entry(named: legacy + "-crash-loopy", kind: .directory, root: Self.root)?.reason == .unrecorded)
+        #expect(
+            SetAsideShelf.entry(named: legacy + "-crash-loopy", kind: .directory, root: Self.root)?.reason
+                == .unrecorded)
     }
 
     @Test(arguments: [
@@ -58,9 +63,12 @@ import Testing
             let id = SetAsideShelf.baseName(Self.window.uuidString, at: date, reason: .symlink)
             #expect(SetAsideShelf.entry(named: id, kind: .symlink, root: Self.root)?.at == date, "\(id)")
         }
-        for stamp in ["20261324T000000Z", "20260230T000000Z", "20250229T000000Z", "20261124T240000Z", "20261124T006000Z",
-                      "20261124T000060Z", "2026112AT000000Z", "20261124X000000Z", "20261124T000000z", "+2026124T000000Z"] {
-            let entry = SetAsideShelf.entry(named: "\(Self.window.uuidString)-\(stamp)-crash-loop", kind: .directory, root: Self.root)
+        for stamp in [
+            "20261324T000000Z", "20260230T000000Z", "20250229T000000Z", "20261124T240000Z", "20261124T006000Z",
+            "20261124T000060Z", "2026112AT000000Z", "20261124X000000Z", "20261124T000000z", "+2026124T000000Z",
+        ] {
+            let entry = SetAsideShelf.entry(
+                named: "\(Self.window.uuidString)-\(stamp)-crash-loop", kind: .directory, root: Self.root)
             #expect(entry?.at == nil && entry?.reason == .unrecorded, "\(stamp)")
         }
     }
@@ -72,9 +80,14 @@ import Testing
         let parsed = try #require(SetAsideShelf.adoption(marker: marker))
         #expect(parsed.id == id && parsed.target == target)
         #expect(marker.utf8.count <= 255, "fits NAME_MAX with the longest id")
-        #expect(SetAsideShelf.adoptionMarker(id: String(repeating: "x", count: SetAsideShelf.maxIDBytes), target: target).utf8.count <= 255)
+        #expect(
+            SetAsideShelf.adoptionMarker(id: String(repeating: "x", count: SetAsideShelf.maxIDBytes), target: target)
+                .utf8.count <= 255)
         #expect(SetAsideShelf.entry(named: marker, kind: .file, root: Self.root) == nil, "a marker is never an entry")
-        for name in [id, ".adopting-", ".adopting-\(target.uuidString)", ".adopting-\(target.uuidString)-", ".adopting-\(target.uuidString)-../x", ".adopting-nope-\(id)"] {
+        for name in [
+            id, ".adopting-", ".adopting-\(target.uuidString)", ".adopting-\(target.uuidString)-",
+            ".adopting-\(target.uuidString)-../x", ".adopting-nope-\(id)",
+        ] {
             #expect(SetAsideShelf.adoption(marker: name) == nil, "\(name)")
         }
     }

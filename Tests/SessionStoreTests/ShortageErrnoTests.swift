@@ -1,9 +1,10 @@
 import BrowserModel
 import IOUring
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// EAGAIN is a shortage (what `fork`/`clone`, `io_uring_setup`, `memfd_create` and some
 /// allocations return when short; an open `O_NONBLOCK` meets it at a lease): it comes back by
@@ -17,25 +18,34 @@ import Testing
             #expect(IOUringError(setupErrno: errno).isResourceShortage, "\(errno)")
         }
         #expect(Errno.wouldBlock == .resourceTemporarilyUnavailable, "one errno on Linux")
-        for errno in [Errno.ioError, .permissionDenied, .noSuchFileOrDirectory, .noSpace, .notPermitted, .isDirectory, .tooManySymbolicLinkLevels, .resourceBusy] {
+        for errno in [
+            Errno.ioError, .permissionDenied, .noSuchFileOrDirectory, .noSpace, .notPermitted, .isDirectory,
+            .tooManySymbolicLinkLevels, .resourceBusy,
+        ] {
             #expect(!errno.isResourceShortage, "\(errno)")
             #expect(!IOEngineError("open", path: "/x", errno: errno).isResourceShortage, "\(errno)")
         }
         #expect(!IOUringError.unavailable(.notPermitted).isResourceShortage, "io_uring refused is no shortage")
-        #expect(!IOUringError.submitFailed(.resourceTemporarilyUnavailable).isResourceShortage, "only setup: a full ring is retried where it is")
+        #expect(
+            !IOUringError.submitFailed(.resourceTemporarilyUnavailable).isResourceShortage,
+            "only setup: a full ring is retried where it is")
     }
 
     /// Storage that does not answer is the file system's failure as a whole, never the
     /// session's: a restore that meets one is retried, and the window never set aside for it.
     /// What a path's own entry answers (a missing file, a symlink, a directory) is not.
     @Test func storageUnavailableIsTheFileSystemsFailureNotAnEntrys() {
-        let unavailable: [Errno] = [.ioError, .socketNotConnected, .staleNFSFileHandle, .noSpace, .diskQuotaExceeded, .readOnlyFileSystem, .timedOut]
+        let unavailable: [Errno] = [
+            .ioError, .socketNotConnected, .staleNFSFileHandle, .noSpace, .diskQuotaExceeded, .readOnlyFileSystem,
+            .timedOut,
+        ]
         for errno in unavailable + [Errno(rawValue: 117), Errno(rawValue: 121), Errno(rawValue: 123)] {
             #expect(errno.isStorageUnavailable && !errno.isResourceShortage, "\(errno)")
             #expect(IOEngineError("read", path: "/x", errno: errno).isStorageUnavailable, "\(errno)")
         }
         let entries: [Errno] = [
-            .permissionDenied, .noSuchFileOrDirectory, .isDirectory, .notDirectory, .tooManySymbolicLinkLevels, .fileTooLarge, .invalidArgument,
+            .permissionDenied, .noSuchFileOrDirectory, .isDirectory, .notDirectory, .tooManySymbolicLinkLevels,
+            .fileTooLarge, .invalidArgument,
             .noSuchAddressOrDevice, .operationNotSupportedByDevice,
         ]
         for errno in entries + [.tooManyOpenFiles, .noMemory] {
@@ -58,17 +68,24 @@ import Testing
         }
         try store.settle()
         let directory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
-        let snapshots = try #require(try engine.directoryEntries(directory)).filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.sorted()
+        let snapshots = try #require(try engine.directoryEntries(directory)).filter {
+            $0.hasPrefix(StoreLayout.snapshotPrefix)
+        }.sorted()
         let newest = try #require(snapshots.last)
         func files() throws -> [String: [UInt8]] {
             var files: [String: [UInt8]] = [:]
-            for name in try engine.directoryEntries(directory) ?? [] { files[name] = engine.contents(of: directory.appending(name)) }
+            for name in try engine.directoryEntries(directory) ?? [] {
+                files[name] = engine.contents(of: directory.appending(name))
+            }
             return files
         }
         let before = try files()
 
         engine.failingOpens[directory.appending(newest).string] = .resourceTemporarilyUnavailable
-        #expect(throws: StoreError.io(IOEngineError("open", path: directory.appending(newest).string, errno: .resourceTemporarilyUnavailable))) {
+        #expect(
+            throws: StoreError.io(
+                IOEngineError("open", path: directory.appending(newest).string, errno: .resourceTemporarilyUnavailable))
+        ) {
             try simulatedWindow(engine)
         }
         #expect(try files() == before, "nothing set aside, nothing rewritten")

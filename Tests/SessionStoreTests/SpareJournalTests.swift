@@ -1,16 +1,18 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Issue 13 item 2: the next journal is written ahead of need (`journal.spare`), so a compaction
 /// renames it into place and writes its header only, not a whole zero-filled journal in the
 /// save; a spare a kill, a power cut or a full disk interrupts costs no acknowledged save.
 @Suite struct SpareJournalTests {
-    static let options = StoreOptions(compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+    static let options = StoreOptions(
+        compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
     static let regularDirectory = LeftOutSaveTests.regularDirectory
     static let incognitoDirectory = regularDirectory.removingLastComponent().appending("incognito")
     static let regularSpare = regularDirectory.appending(StoreLayout.spareJournal)
@@ -63,7 +65,9 @@ import Testing
         let browsing = try Browsing(disk)
         try browsing.untilSpareReady()
         let spare = try #require(disk.contents(of: Self.regularSpare))
-        #expect(spare.count == Self.options.journalPreallocation && spare.allSatisfy { $0 == 0 }, "zeros to the preallocation")
+        #expect(
+            spare.count == Self.options.journalPreallocation && spare.allSatisfy { $0 == 0 },
+            "zeros to the preallocation")
         let regular = browsing.store.stores[0]
         let generation = browsing.regularGeneration
         var compactingSave: UInt64?
@@ -75,11 +79,15 @@ import Testing
         let newGeneration = browsing.regularGeneration
         #expect(newGeneration > generation, "a compaction ran")
         // Without the spare the save wrote the whole 16 KiB journal besides its snapshot.
-        #expect(try #require(compactingSave) < UInt64(Self.options.journalPreallocation), "bytes the compacting save wrote")
+        #expect(
+            try #require(compactingSave) < UInt64(Self.options.journalPreallocation), "bytes the compacting save wrote")
         #expect(disk.contents(of: Self.regularSpare) == nil, "the spare became the new journal")
-        let journal = try #require(disk.contents(of: Self.regularDirectory.appending(StoreLayout.journalName(newGeneration))))
+        let journal = try #require(
+            disk.contents(of: Self.regularDirectory.appending(StoreLayout.journalName(newGeneration))))
         #expect(journal.count == Self.options.journalPreallocation)
-        #expect(Array(journal.prefix(BrowserStore.minimumBlock)) == JournalFile.header(blockSize: BrowserStore.minimumBlock))
+        #expect(
+            Array(journal.prefix(BrowserStore.minimumBlock)) == JournalFile.header(blockSize: BrowserStore.minimumBlock)
+        )
 
         // Appends go to it, and every acknowledged save comes back, after a kill and a power cut.
         for _ in 0..<3 { try browsing.command() }
@@ -109,13 +117,16 @@ import Testing
             }
             let restored = try Browsing(disk)
             #expect(try WindowContents(restored.store) == live, "seed \(seed)")
-            #expect(disk.contents(of: Self.regularSpare) == nil, "seed \(seed): the leftover spare is deleted at recovery")
+            #expect(
+                disk.contents(of: Self.regularSpare) == nil, "seed \(seed): the leftover spare is deleted at recovery")
             restored.seq = restored.store.appliedSeq
             let generation = restored.regularGeneration
             try restored.untilSpareReady()
             for _ in 0..<16 where restored.regularGeneration == generation { try restored.command() }
             #expect(restored.regularGeneration > generation, "seed \(seed)")
-            #expect(try contentsAfterPowerCut(disk, options: Self.options) == WindowContents(restored.store), "seed \(seed)")
+            #expect(
+                try contentsAfterPowerCut(disk, options: Self.options) == WindowContents(restored.store), "seed \(seed)"
+            )
         }
     }
 
@@ -131,7 +142,9 @@ import Testing
             var before = try WindowContents(browsing.store)
             while true {
                 browsing.seq += 1
-                try browsing.store.apply(seq: browsing.seq) { try LeftOutSaveTests.open("https://cut.example/\(browsing.seq)", in: browsing.store.regular) }
+                try browsing.store.apply(seq: browsing.seq) {
+                    try LeftOutSaveTests.open("https://cut.example/\(browsing.seq)", in: browsing.store.regular)
+                }
                 if browsing.store.stores[0].shouldCompact { break }
                 try browsing.store.waitUntilDurable(browsing.seq)
                 before = try WindowContents(browsing.store)
@@ -145,7 +158,9 @@ import Testing
             let (restored, recovery) = try simulatedWindow(disk, options: Self.options)
             let contents = try WindowContents(restored)
             #expect(recovery.regular.damaged.isEmpty, "halt \(halt): \(recovery.regular.damaged)")
-            #expect(contents == after || (!acknowledged && contents == before), "halt \(halt), acknowledged \(acknowledged)")
+            #expect(
+                contents == after || (!acknowledged && contents == before), "halt \(halt), acknowledged \(acknowledged)"
+            )
             #expect(disk.contents(of: Self.regularSpare) == nil, "halt \(halt)")
         }
     }
@@ -161,7 +176,10 @@ import Testing
         disk.failures[disk.operationCount + 1] = .noSpace
         try browsing.command()
         let events = browsing.store.takeEvents()
-        #expect(!events.contains { if case .failed = $0 { true } else if case .compactionFailed = $0 { true } else { false } }, "\(events)")
+        #expect(
+            !events.contains {
+                if case .failed = $0 { true } else if case .compactionFailed = $0 { true } else { false }
+            }, "\(events)")
         #expect(browsing.store.durableSeq == browsing.seq)
         #expect(disk.contents(of: Self.regularSpare) == nil, "the failed spare is deleted")
         guard case .failed = browsing.store.stores[0].spare else {

@@ -1,11 +1,12 @@
 import BrowserModel
 import Foundation
 import IOUring
-@testable import SessionStore
 import SessionFormat
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 @Suite struct StoreRoundTripTests {
     /// The same seeded browsing, saved on each engine, restores to the same window.
@@ -46,7 +47,8 @@ private func browseThenRestore(
     in directory: FilePath, seed: UInt64, commands: UInt64, engine: () throws -> any IOEngine
 ) throws -> WindowRecovery {
     let options = StoreOptions(compactAfterRecords: 40, compactAfterBytes: 16 << 10)
-    let first = WindowStore(root: directory, windowID: windowID, engine: try engine(), options: options, saveDelayMilliseconds: 0)
+    let first = WindowStore(
+        root: directory, windowID: windowID, engine: try engine(), options: options, saveDelayMilliseconds: 0)
     _ = try first.recover()
     var browsing = WindowBrowsing(seed: seed)
     for seq in 1...commands {
@@ -200,6 +202,7 @@ private func browseThenRestore(
         _ = try store.poll()
         #expect(try store.poll(waiting: true) == [.durable(seq + 20)])
         #expect(engine.operationCount - before <= 2, "one append per Browser for all the requests")
-        #expect(store.saveLatency.totalCount - latencyCountBefore == UInt64(requests), "each request's latency is recorded")
+        #expect(
+            store.saveLatency.totalCount - latencyCountBefore == UInt64(requests), "each request's latency is recorded")
     }
 }

@@ -2,10 +2,11 @@ import BrowserModel
 import Foundation
 import IOUring
 import Platform
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 let simulatedRoot = FilePath("/sim")
 let windowID = UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!

@@ -3,10 +3,11 @@ import Foundation
 import Glibc
 import IOUring
 import Platform
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A hostile tester's find: while a window runs, its session directory, its window directory or
 /// its journal is moved away (a symlink put in its place). The journal's descriptor still
@@ -34,7 +35,8 @@ import Testing
             switch swap {
             case .sessionDirectory: moved = session
             case .windowDirectory: moved = window
-            case .journal: moved = session.appending(try #require(names(in: session).first { $0.hasPrefix("journal-") }))
+            case .journal:
+                moved = session.appending(try #require(names(in: session).first { $0.hasPrefix("journal-") }))
             }
             try #require(rename(moved.string, elsewhere.string) == 0)
             if swap != .journal { try #require(symlink(elsewhere.string, moved.string) == 0) }
@@ -62,13 +64,18 @@ import Testing
             urls.append("https://after.example/4")
             try openTab(store, seq: 4, url: urls.last!)
             try store.waitUntilDurable(4)
-            #expect(lstatKind(window) == "directory" && lstatKind(session) == "directory", "real directories inside the root")
+            #expect(
+                lstatKind(window) == "directory" && lstatKind(session) == "directory",
+                "real directories inside the root")
 
             // What was moved is kept as itself, its target untouched (the one refused append landed there).
-            #expect(names(in: swap == .journal ? elsewhere.removingLastComponent() : elsewhere) == outside, "nothing outside created or removed")
+            #expect(
+                names(in: swap == .journal ? elsewhere.removingLastComponent() : elsewhere) == outside,
+                "nothing outside created or removed")
             if swap != .journal {
                 let damaged = moved.removingLastComponent().appending(StoreLayout.damagedDirectory)
-                let setAside = try #require(names(in: damaged).first { $0.hasPrefix(moved.lastComponent!.string + "-") })
+                let setAside = try #require(
+                    names(in: damaged).first { $0.hasPrefix(moved.lastComponent!.string + "-") })
                 #expect(lstatKind(damaged.appending(setAside)) == "symlink", "moved aside as itself")
                 #expect(readLink(damaged.appending(setAside)) == elsewhere.string)
             }
@@ -103,8 +110,13 @@ import Testing
 
             let restarted = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0)
             _ = try restarted.recover()
-            #expect(restarted.regular.webStateList.webStates.map(\.url) == ["https://regular.example/1", "https://regular.example/3"])
-            #expect(restarted.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/2"], "the Browser that did not save is back too")
+            #expect(
+                restarted.regular.webStateList.webStates.map(\.url) == [
+                    "https://regular.example/1", "https://regular.example/3",
+                ])
+            #expect(
+                restarted.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/2"],
+                "the Browser that did not save is back too")
         }
     }
 
@@ -149,7 +161,9 @@ import Testing
         let canary = base.appending("canary")
         try #require(mkdir(canary.string, 0o700) == 0)
         try Data("keep".utf8).write(to: URL(fileURLWithPath: canary.appending("keep").string))
-        let removers: [(FilePath) throws -> Void] = [{ try NoFollow.removeTree($0) }, { try SyncEngine().removeTree($0) }]
+        let removers: [(FilePath) throws -> Void] = [
+            { try NoFollow.removeTree($0) }, { try SyncEngine().removeTree($0) },
+        ]
         for (index, remove) in removers.enumerated() {
             let top = base.appending("deep-\(index)")
             try plantDeepTree(at: top, depth: 100_000, canary: canary)
@@ -187,7 +201,9 @@ private func openTab(_ store: WindowStore, seq: UInt64, url: String, incognito: 
     history.commit(NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1)))
     try store.apply(seq: seq) {
         try browser.webStateList.insert(
-            WebState(id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1), history: history))
+            WebState(
+                id: browser.profile.makeWebStateID(), creationTime: Timestamp(microsecondsSinceEpoch: 1),
+                history: history))
     }
 }
 
@@ -201,12 +217,15 @@ private func readLink(_ path: FilePath) -> String? {
 
 /// A window recovered on a real, empty root under a temporary directory, on a clock the test
 /// moves; `elsewhere` is a free path beside the root, where a test moves what it swaps out.
-private func withSwappableWindow(_ body: (_ root: FilePath, _ elsewhere: FilePath, _ store: WindowStore, _ clock: ManualClock) throws -> Void) throws {
+private func withSwappableWindow(
+    _ body: (_ root: FilePath, _ elsewhere: FilePath, _ store: WindowStore, _ clock: ManualClock) throws -> Void
+) throws {
     try withTemporaryDirectory { base in
         let root = base.appending("root")
         try #require(mkdir(root.string, 0o700) == 0)
         let clock = ManualClock()
-        let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
+        let store = WindowStore(
+            root: root, windowID: windowID, engine: SyncEngine(), saveDelayMilliseconds: 0, clock: { clock.now })
         _ = try store.recover()
         try body(root, base.appending("elsewhere"), store, clock)
     }

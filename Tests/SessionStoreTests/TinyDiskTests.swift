@@ -1,17 +1,19 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// A disk with room for the window's tabs but not for two preallocated journals (a 2 MiB tmpfs
 /// and the default 1.1 MB preallocation): the second Browser's session could never be created,
 /// and its saves failed forever while the first Browser's went on (hostile round). A journal the
 /// disk has no room to preallocate is created with its header only and grows by its appends.
 @Suite struct TinyDiskTests {
-    static let options = StoreOptions(compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
+    static let options = StoreOptions(
+        compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
 
     @Test func bothBrowsersSaveOnADiskWithRoomForOnlyOnePreallocatedJournal() throws {
         let engine = FaultEngine(directories: [simulatedRoot])
@@ -26,7 +28,9 @@ import Testing
             for page in 1...12 {
                 for browser in [store.regular, store.incognito] {
                     seq += 1
-                    try store.apply(seq: seq) { try LeftOutSaveTests.open("https://tiny.example/\(browser.kind)/\(page)", in: browser) }
+                    try store.apply(seq: seq) {
+                        try LeftOutSaveTests.open("https://tiny.example/\(browser.kind)/\(page)", in: browser)
+                    }
                     try store.waitUntilDurable(seq)
                     #expect(store.durableSeq == seq)
                 }

@@ -1,10 +1,11 @@
 import BrowserModel
 import IOUring
 import SessionFormat
-@testable import SessionStore
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import SessionStore
 
 /// Issue 13 items 2 and 4: the first save of a window costs what a steady save costs (its files
 /// are made before the window takes commands), and a save larger than a snapshot of the list is
@@ -91,7 +92,8 @@ import Testing
             disk.processKilled()
             let (restored, recovery) = try simulatedWindow(disk)
             let contents = try WindowContents(restored)
-            #expect(contents == after || (!acknowledged && contents == before), "halt after \(halt): \(recovery.regular)")
+            #expect(
+                contents == after || (!acknowledged && contents == before), "halt after \(halt): \(recovery.regular)")
         }
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
+import TestSupport
+import Testing
+
 @testable import HostControl
 @testable import HostCoordination
 @testable import StatusServer
 @testable import Supervisor
-import TestSupport
-import Testing
 
 /// Issue 15, attacked: a compromised worker writes its slot's counters and latency buckets
 /// between scrapes. The exposition's counters must never go down or below zero, and another
@@ -28,7 +29,9 @@ import Testing
             "failing":null,"restarts":0,"saving_seq":0,"lost_seqs":[]}
             """
         }
-        let json = #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["# + windows.joined(separator: ",") + "]}"
+        let json =
+            #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["#
+            + windows.joined(separator: ",") + "]}"
         exporter.hostObservation.publish(try ReplyCoding.decoder().decode(StatusReply.self, from: Data(json.utf8)))
         return (region, exporter)
     }
@@ -59,7 +62,8 @@ import Testing
         var last = 0.0
         for scrape in 0..<1100 {
             write(scrape.isMultiple(of: 2) ? UInt64.max : (1 << 53) - 1, field, of: slot)
-            let value = try #require(PrometheusScrape(text: exporter.render()).value(family, ["window": hostile.uuidString]))
+            let value = try #require(
+                PrometheusScrape(text: exporter.render()).value(family, ["window": hostile.uuidString]))
             guard value >= last, value >= 0 else {
                 Issue.record("scrape \(scrape): \(family) went from \(last) to \(value)")
                 return
@@ -77,13 +81,17 @@ import Testing
         let bucket = LatencyBuckets.index(of: 700)
         for scrape in 0..<3 {
             // Falls, then rises: each scrape sees a fresh 1000 (or 999) samples.
-            write(1000 - UInt64(scrape % 2), SharedField("bucket", at: SlotLayout.latency.offset + bucket * 8, UInt64.self), of: region.slot(0))
+            write(
+                1000 - UInt64(scrape % 2),
+                SharedField("bucket", at: SlotLayout.latency.offset + bucket * 8, UInt64.self), of: region.slot(0))
             for _ in 0..<5 { region.slot(1).recordSave(microseconds: 300) }
             let scraped = PrometheusScrape(text: exporter.render())
             let saves = scraped.value("windowhost_saves_total", ["window": honest.uuidString])
             let histogram = scraped.value("windowhost_save_duration_seconds_count", ["window": honest.uuidString])
             #expect(saves == Double(5 * (scrape + 1)))
-            #expect(histogram == saves, "scrape \(scrape): the honest window's histogram holds \(histogram ?? -1) of its \(saves ?? -1) saves")
+            #expect(
+                histogram == saves,
+                "scrape \(scrape): the honest window's histogram holds \(histogram ?? -1) of its \(saves ?? -1) saves")
         }
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
+import TestSupport
+import Testing
+
 @testable import HostControl
 @testable import HostCoordination
 @testable import StatusServer
 @testable import Supervisor
-import TestSupport
-import Testing
 
 /// The exporter and the live feed against a real shared region, with no supervisor process:
 /// what workers publish is counted once, whatever they write, and only for the window a slot
@@ -14,7 +15,9 @@ import Testing
 
     /// A region whose slot 0 holds `window`, and an exporter reading it through a status that
     /// says so (as the supervisor's loop publishes it).
-    func setUp(states: [String] = ["foreground"], applied: UInt64 = 7, durable: UInt64 = 5) throws -> (SharedRegion, MetricsExporter) {
+    func setUp(states: [String] = ["foreground"], applied: UInt64 = 7, durable: UInt64 = 5) throws -> (
+        SharedRegion, MetricsExporter
+    ) {
         let region = try SharedRegion(slotCount: 2, supervisorPID: getpid())
         region.slot(0).windowID = window
         let exporter = MetricsExporter(maxSamplesPerScrape: 1000)
@@ -32,7 +35,9 @@ import Testing
                 "failing":null,"restarts":0,"saving_seq":0,"lost_seqs":[]}
                 """
         }
-        let json = #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["# + windows.joined(separator: ",") + "]}"
+        let json =
+            #"{"supervisor_pid":1,"root":"/r","socket":"/s","set_aside":[],"order":[],"windows":["#
+            + windows.joined(separator: ",") + "]}"
         return try ReplyCoding.decoder().decode(StatusReply.self, from: Data(json.utf8))
     }
 
@@ -47,18 +52,22 @@ import Testing
         #expect(first.value("windowhost_saves_total", ["window": window.uuidString]) == 4)
         #expect(first.value("windowhost_save_failures_total", ["window": window.uuidString]) == 1)
         #expect(first.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 4)
-        #expect(first.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0001"]) == 1)
-        #expect(first.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0005"]) == 3)
+        #expect(
+            first.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0001"]) == 1)
+        #expect(
+            first.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0005"]) == 3)
         #expect(first.value("windowhost_durable_lag", ["window": window.uuidString]) == 2)
         #expect(first.value("windowhost_windows", ["state": "foreground"]) == 1)
         #expect(first.value("windowhost_windows", ["state": "crashed"]) == 0)
         // Nothing new: nothing added.
-        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 4)
+        #expect(
+            try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 4)
         slot.recordSave(microseconds: 20_000)
         let third = try scrape(exporter)
         #expect(third.value("windowhost_saves_total", ["window": window.uuidString]) == 5)
         #expect(third.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 5)
-        #expect(third.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.01"]) == 4)
+        #expect(
+            third.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.01"]) == 4)
     }
 
     /// Counters that fall (cleared, or written down by a compromised worker) count from zero
@@ -84,7 +93,8 @@ import Testing
         var last = 0.0
         for round in 0..<40 {
             word.storeBytes(of: round % 2 == 0 ? UInt64.max : 0, as: UInt64.self)
-            let shown = try #require(try scrape(exporter).value("windowhost_saves_total", ["window": window.uuidString]))
+            let shown = try #require(
+                try scrape(exporter).value("windowhost_saves_total", ["window": window.uuidString]))
             #expect(shown >= last && shown <= Double((1 << 53) - 1), "round \(round): \(shown) after \(last)")
             last = shown
         }
@@ -99,7 +109,8 @@ import Testing
         (buckets.base + LatencyBuckets.index(of: 700) * 8).storeBytes(of: UInt64(1) << 40, as: UInt64.self)
         let first = try scrape(exporter)
         #expect(first.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 1000)
-        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
+        #expect(
+            try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
     }
 
     /// More saves between two scrapes than one scrape records: all of them reach the histogram
@@ -108,11 +119,15 @@ import Testing
         let (region, exporter) = try setUp()
         for _ in 0..<1500 { region.slot(0).recordSave(microseconds: 80) }
         for _ in 0..<700 { region.slot(0).recordSave(microseconds: 3000) }
-        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 1000)
-        #expect(try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
+        #expect(
+            try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 1000)
+        #expect(
+            try scrape(exporter).value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2000)
         let last = try scrape(exporter)
         #expect(last.value("windowhost_save_duration_seconds_count", ["window": window.uuidString]) == 2200)
-        #expect(last.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0001"]) == 1500)
+        #expect(
+            last.value("windowhost_save_duration_seconds_bucket", ["window": window.uuidString, "le": "0.0001"]) == 1500
+        )
     }
 
     /// A slot that no longer holds the window the status names (freed and taken by another
@@ -156,7 +171,9 @@ import Testing
 
     @Test func eventsKeepTheNewestWithinCapacity() throws {
         let (_, exporter) = try setUp()
-        for index in 0..<(HostObservation.eventCapacity + 10) { exporter.hostObservation.restarting(window, .crash, at: Double(index)) }
+        for index in 0..<(HostObservation.eventCapacity + 10) {
+            exporter.hostObservation.restarting(window, .crash, at: Double(index))
+        }
         let (events, last) = exporter.hostObservation.events(after: 0)
         #expect(events.count == HostObservation.eventCapacity)
         #expect(events.first?.id == 11 && events.last?.id == last && last == UInt64(HostObservation.eventCapacity + 10))

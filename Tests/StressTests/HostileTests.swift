@@ -1,23 +1,39 @@
 import Foundation
 import Glibc
-@testable import Stress
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Stress
 
 /// The pieces of `stress --hostile` that judge and act, shown able to see what they must see.
 @Suite(.serialized) struct HostileTests {
     /// The canary sees a write through a symlink, a deletion through one, and an entry made in
     /// it, each the way a host that follows a planted symlink would change it.
     @Test func theCanarySeesEveryWayASymlinkCanBeFollowed() throws {
-        let base = FilePath(FileManager.default.temporaryDirectory.path).appending("windowhost-canary-\(UUID().uuidString)")
+        let base = FilePath(FileManager.default.temporaryDirectory.path).appending(
+            "windowhost-canary-\(UUID().uuidString)")
         try FileManager.default.createDirectory(atPath: base.string, withIntermediateDirectories: true)
         defer { removeTestRoot(base.string) }
         // Each through a symlink to the canary, as a host that follows one would do it.
         let changes: [(String, (FilePath) throws -> Void)] = [
-            ("truncated", { link in _ = FileManager.default.createFile(atPath: link.appending("canary").string, contents: Data()) }),
-            ("nested file deleted", { link in try FileManager.default.removeItem(atPath: link.appending("nested").appending("canary").string) }),
-            ("entry created", { link in _ = FileManager.default.createFile(atPath: link.appending("journal-1").string, contents: Data()) }),
+            (
+                "truncated",
+                { link in _ = FileManager.default.createFile(atPath: link.appending("canary").string, contents: Data())
+                }
+            ),
+            (
+                "nested file deleted",
+                { link in
+                    try FileManager.default.removeItem(atPath: link.appending("nested").appending("canary").string)
+                }
+            ),
+            (
+                "entry created",
+                { link in
+                    _ = FileManager.default.createFile(atPath: link.appending("journal-1").string, contents: Data())
+                }
+            ),
         ]
         for (index, (name, change)) in changes.enumerated() {
             let canary = try Canary(directory: base.appending("canary\(index)"), seed: 1)
@@ -33,7 +49,9 @@ import Testing
     /// ENOSPC, and gives them all back.
     @Test func theFillerFillsASmallTmpfsToENOSPCAndFreesIt() throws {
         try #require(geteuid() == 0, "mounting a tmpfs needs root: run the tests as root")
-        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-fill-\(UUID().uuidString)").path
+        let mountPoint = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-fill-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
         defer { removeTestRoot(mountPoint) }
         let mounted = mount("tmpfs", mountPoint, "tmpfs", 0, "size=2m,mode=0700")

@@ -14,7 +14,10 @@ import Testing
         var windows = [OracleWindow()]
         var window = OracleWindow()
         for id in 1...count {
-            _ = window.apply(.open(url: "https://\(id).example/", incognito: id % 3 == 0, index: nil, opener: nil, background: false), tab: Int64(id))
+            _ = window.apply(
+                .open(
+                    url: "https://\(id).example/", incognito: id % 3 == 0, index: nil, opener: nil, background: false),
+                tab: Int64(id))
             history.applied(seq: UInt64(id), window: window)
             windows.append(window)
         }
@@ -44,7 +47,8 @@ import Testing
     @Test func tabsNoCommandCreatedAreUnexpectedAndAnyOtherStateIsTorn() {
         var (history, windows) = history(opens: 4, acknowledged: 2)
         var stranger = windows[2]
-        _ = stranger.apply(.open(url: "https://never.example/", incognito: false, index: nil, opener: nil, background: false), tab: 99)
+        _ = stranger.apply(
+            .open(url: "https://never.example/", incognito: false, index: nil, opener: nil, background: false), tab: 99)
         #expect(history.recovered(digest: stranger.digest, dump: dump(of: stranger), appliedSeq: 3) == .unexpected)
 
         (history, windows) = self.history(opens: 4, acknowledged: 2)
@@ -61,7 +65,8 @@ import Testing
     /// later state was taken, and the next forward made the model and the host part.
     @Test func aStateIsMatchedByItsHistoriesNotItsPagesAlone() {
         var window = OracleWindow()
-        _ = window.apply(.open(url: "https://a.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
+        _ = window.apply(
+            .open(url: "https://a.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
         var history = WindowHistory(start: OracleWindow(), seq: 0)
         history.applied(seq: 1, window: window)
         history.acknowledge(1)
@@ -71,7 +76,9 @@ import Testing
         _ = window.apply(.go(tab: 1, .back), tab: nil)
         history.applied(seq: 3, window: window)
         #expect(window.digest == beforeBoth.digest && window != beforeBoth)
-        #expect(history.recovered(digest: beforeBoth.digest, dump: dump(of: beforeBoth), appliedSeq: 1) == .intact(recovered: 0))
+        #expect(
+            history.recovered(digest: beforeBoth.digest, dump: dump(of: beforeBoth), appliedSeq: 1)
+                == .intact(recovered: 0))
         #expect(history.current == beforeBoth, "the model goes on from the state that came back")
         var forward = history.current
         _ = forward.apply(.go(tab: 1, .forward), tab: nil)
@@ -81,9 +88,11 @@ import Testing
     @Test func theModelRefusesWhatTheHostMustRefuse() {
         var window = OracleWindow()
         let closedUnknown = window.apply(.close(tab: 5), tab: nil)
-        let openedPastTheEnd = window.apply(.open(url: "x", incognito: false, index: 3, opener: nil, background: false), tab: 1)
+        let openedPastTheEnd = window.apply(
+            .open(url: "x", incognito: false, index: 3, opener: nil, background: false), tab: 1)
         let opened = window.apply(.open(url: "x", incognito: false, index: 0, opener: nil, background: false), tab: 1)
-        let openedFromAStranger = window.apply(.open(url: "y", incognito: false, index: nil, opener: 42, background: false), tab: 2)
+        let openedFromAStranger = window.apply(
+            .open(url: "y", incognito: false, index: nil, opener: 42, background: false), tab: 2)
         #expect(!closedUnknown && !openedPastTheEnd && opened && !openedFromAStranger)
         #expect(window.digest == OracleWindow(dump: dump(of: window)).digest, "a dump reads back to the same model")
     }
@@ -109,7 +118,8 @@ import Testing
     @Test func theOraclesHistoryStepsAsARealTabsDoes() throws {
         var random = SeededGenerator(seed: 3)
         var window = OracleWindow()
-        let opened = window.apply(.open(url: "https://0.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
+        let opened = window.apply(
+            .open(url: "https://0.example/", incognito: false, index: nil, opener: nil, background: false), tab: 1)
         #expect(opened)
         let time = Timestamp(microsecondsSinceEpoch: 1)
         var history = NavigationHistory()
@@ -128,7 +138,8 @@ import Testing
             let applied = window.apply(command, tab: nil)
             #expect(applied)
             switch command {
-            case .navigate(_, let url): try tab.commitNavigation(to: try NavigationItem.checked(url: url, timestamp: time))
+            case .navigate(_, let url):
+                try tab.commitNavigation(to: try NavigationItem.checked(url: url, timestamp: time))
             case .go(_, let direction):
                 let target = try #require(try tab.navigationHistory().currentIndex) + direction.offset
                 if try tab.navigationHistory().items.indices.contains(target) { try tab.goToItem(at: target) }
@@ -150,7 +161,9 @@ import Testing
     @Test func aTabLearnedFromADumpIsSentNoStepAndEveryOtherVerbIs() {
         var window = OracleWindow()
         for id in 1...4 as ClosedRange<Int64> {
-            _ = window.apply(.open(url: "https://\(id).example/", incognito: id == 4, index: nil, opener: nil, background: false), tab: id)
+            _ = window.apply(
+                .open(url: "https://\(id).example/", incognito: id == 4, index: nil, opener: nil, background: false),
+                tab: id)
         }
         let learned = OracleWindow(dump: dump(of: window))
         var copy = learned
@@ -167,7 +180,10 @@ import Testing
     @Test func aWindowTheOracleCannotExplainIsDescribedFieldByField() {
         var window = OracleWindow()
         for id in 1...3 as ClosedRange<Int64> {
-            _ = window.apply(.open(url: "https://\(id).example/", incognito: false, index: nil, opener: id == 3 ? 1 : nil, background: false), tab: id)
+            _ = window.apply(
+                .open(
+                    url: "https://\(id).example/", incognito: false, index: nil, opener: id == 3 ? 1 : nil,
+                    background: false), tab: id)
         }
         #expect(window.differences(from: dump(of: window)).isEmpty)
         var shown = dump(of: window)
@@ -176,7 +192,8 @@ import Testing
         shown.regular.tabs[1].url = "https://other.example/"
         #expect(
             window.differences(from: shown) == [
-                "regular active 1, the model 3", "tab 2 shows https://other.example/, the model https://2.example/", "tab 3 opener -, the model 1",
+                "regular active 1, the model 3", "tab 2 shows https://other.example/, the model https://2.example/",
+                "tab 3 opener -, the model 1",
             ])
     }
 
@@ -186,10 +203,14 @@ import Testing
                 activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
                 tabs: list.tabs.enumerated().map { index, tab in
                     DumpReply.Tab(
-                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true, pinned: index < list.pinnedCount, opener: tab.openerID,
-                        historyIndex: window.pages[tab.id].map { Int32($0.current) }, historyCount: Int32(window.pages[tab.id]?.urls.count ?? 0), lastActiveTimeUs: 0)
+                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true,
+                        pinned: index < list.pinnedCount, opener: tab.openerID,
+                        historyIndex: window.pages[tab.id].map { Int32($0.current) },
+                        historyCount: Int32(window.pages[tab.id]?.urls.count ?? 0), lastActiveTimeUs: 0)
                 })
         }
-        return DumpReply(window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular), incognito: browser(window.incognito))
+        return DumpReply(
+            window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular),
+            incognito: browser(window.incognito))
     }
 }

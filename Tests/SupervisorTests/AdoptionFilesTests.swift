@@ -2,10 +2,11 @@ import Foundation
 import Glibc
 import IOUring
 import SessionStore
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Supervisor
 
 /// The moves behind `ctl adopt` and `ctl discard`, on a real disk: each step leaves either the
 /// entry where it was or the marker that sends it back.
@@ -28,14 +29,17 @@ import Testing
             let window = UUID()
             try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending("regular"))
             try SupervisorFiles.makeDirectory(canary)
-            try Data("tabs\n".utf8).write(to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))
+            try Data("tabs\n".utf8).write(
+                to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))
             try #require(mkdir(canary.string, 0o700) == 0 || errno == EEXIST)
             try Data("keep".utf8).write(to: URL(fileURLWithPath: canary.appending("file").string))
             let path = try #require(try files.setAside(window, reason: .crashLoop, at: Date()))
             entry = try #require(try SetAsideShelf.entry(root: root, id: path.lastComponent!.string))
         }
 
-        func names(_ directory: FilePath) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? [] }
+        func names(_ directory: FilePath) -> [String] {
+            (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? []
+        }
         func remove() { removeTestRoot(base.string) }
     }
 
@@ -51,7 +55,9 @@ import Testing
         #expect(ended.map(\.id) == [shelf.entry.id] && ended.map(\.target) == [target])
         #expect(shelf.names(shelf.files.setAside) == [shelf.entry.id], "back under its own id, the marker gone")
         #expect(shelf.names(shelf.files.windows).isEmpty)
-        #expect(FileManager.default.contents(atPath: shelf.entry.path.appending("regular/journal-1").string) == Data("tabs\n".utf8))
+        #expect(
+            FileManager.default.contents(atPath: shelf.entry.path.appending("regular/journal-1").string)
+                == Data("tabs\n".utf8))
     }
 
     @Test func aKillBeforeTheMoveLeavesTheEntryAndOnlyTheMarkerGoes() throws {
@@ -61,7 +67,8 @@ import Testing
         // The marker as `beginAdoption` writes it, the rename not yet made.
         let marker = shelf.files.setAside.appending(SetAsideShelf.adoptionMarker(id: shelf.entry.id, target: target))
         let identity = try SupervisorFiles.identity(ofDirectory: shelf.entry.path)
-        try Data(SetAsideShelf.markerContent(device: identity.device, inode: identity.inode)).write(to: URL(fileURLWithPath: marker.string))
+        try Data(SetAsideShelf.markerContent(device: identity.device, inode: identity.inode)).write(
+            to: URL(fileURLWithPath: marker.string))
         #expect(try shelf.files.recoverAdoptions().returned.isEmpty, "nothing to send back")
         #expect(shelf.names(shelf.files.setAside) == [shelf.entry.id])
         #expect(shelf.names(shelf.files.windows).isEmpty)

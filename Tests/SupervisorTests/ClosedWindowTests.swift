@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Supervisor
 
 /// Windows closed for good: the registry retires them for ever, and the files take a window
 /// away in one rename a start recognises.
@@ -41,14 +42,17 @@ import Testing
             try #require(mkdir(root.string, 0o700) == 0)
             let files = SupervisorFiles(root: root)
             try SupervisorFiles.makeDirectory(files.windowDirectory(a).appending("regular"))
-            try Data("tabs\n".utf8).write(to: URL(fileURLWithPath: files.windowDirectory(a).appending("regular/keep").string))
+            try Data("tabs\n".utf8).write(
+                to: URL(fileURLWithPath: files.windowDirectory(a).appending("regular/keep").string))
             try SupervisorFiles.makeDirectory(files.windowDirectory(b))
 
             let (away, unsynced) = try files.discardWindow(a)
             #expect(unsynced == nil)
             #expect(!files.hasSession(a) && files.hasSession(b))
             #expect(away == files.setAside.appending(".discarding-\(a.uuidString)"))
-            #expect(FileManager.default.contents(atPath: away.appending("regular/keep").string) == Data("tabs\n".utf8), "whole until removed")
+            #expect(
+                FileManager.default.contents(atPath: away.appending("regular/keep").string) == Data("tabs\n".utf8),
+                "whole until removed")
             #expect(files.windowsBeingDiscarded() == [a])
             #expect(throws: (any Error).self, "no directory: nothing to take") { try files.discardWindow(c) }
             files.removeDiscarded([away])
@@ -62,7 +66,8 @@ import Testing
             let root = base.appending("root")
             try #require(mkdir(root.string, 0o700) == 0)
             let files = SupervisorFiles(root: root)
-            try SupervisorFiles.makeDirectory(files.setAside.appending(".discarding-\(a.uuidString)-20261127T203500Z-crash-loop"))
+            try SupervisorFiles.makeDirectory(
+                files.setAside.appending(".discarding-\(a.uuidString)-20261127T203500Z-crash-loop"))
             #expect(files.windowsBeingDiscarded().isEmpty)
             #expect(files.discardedLeftovers().count == 1)
         }

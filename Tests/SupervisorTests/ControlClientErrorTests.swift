@@ -12,7 +12,10 @@ import Testing
     let path: String
 
     init() {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("control-client-\(UUID().uuidString.prefix(8)).sock").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "control-client-\(UUID().uuidString.prefix(8)).sock"
+            ).path
     }
 
     /// A Unix stream socket bound at `path`, listening when `backlog` is given.
@@ -29,7 +32,9 @@ import Testing
         try #require(fd >= 0)
         var address = try #require(UnixSocketAddress.make(FilePath(path)))
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         try #require(result == 0 && (backlog.map { listen(fd, $0) == 0 } ?? true), "bind or listen: \(errno)")
         return fd
@@ -53,7 +58,8 @@ import Testing
         let reply = ControlClient.call(request, socket: FilePath(path), timeout: 1)
         #expect(reply.code == .temporary)
         #expect(
-            reply.error == "no reply to 'status' came within the 1 s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded",
+            reply.error
+                == "no reply to 'status' came within the 1 s timeout (--timeout): the supervisor at \(path) may be stopped or overloaded",
             "\(reply.error ?? "")")
     }
 
@@ -87,7 +93,9 @@ import Testing
             served.signal()
         }
         let request = ControlRequest.status
-        #expect(throws: ControlClientError.noReply) { try ControlClient.exchange(request, socket: FilePath(path), timeout: 10) }
+        #expect(throws: ControlClientError.noReply) {
+            try ControlClient.exchange(request, socket: FilePath(path), timeout: 10)
+        }
         let reply = ControlClient.call(request, socket: FilePath(path), timeout: 10)
         #expect(reply == .failure(.unavailable, "the supervisor closed the connection without a reply"))
         served.wait()

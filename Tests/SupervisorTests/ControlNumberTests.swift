@@ -1,12 +1,13 @@
-@testable import HostControl
 import HostCoordination
-@testable import Supervisor
 import Testing
+
+@testable import HostControl
+@testable import Supervisor
 
 /// Numbers in a control reply are JSON doubles: `ctl` reads them as integers only where a
 /// double holds one exactly (up to 2⁵³ − 1), and never traps on any other.
 @Suite struct ControlNumberTests {
-    @Test(arguments: [9.223372036854775807e18, 1.8446744073709552e19, -1e300, 1e300, 9007199254740992, 0.5])
+    @Test(arguments: [9.223372036854775807e18, 1.8446744073709552e19, -1e300, 1e300, 9_007_199_254_740_992, 0.5])
     func aNumberNoSeqCanBeIsNoInteger(value: Double) {
         #expect(JSONValue.number(value).int == nil)
     }

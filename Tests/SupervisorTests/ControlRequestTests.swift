@@ -26,9 +26,11 @@ import Testing
         .window(id, .scene(.background)), .window(id, .scene(.foreground)), .window(id, .scene(.disconnect)),
         .window(id, .save(wait: true)), .window(id, .save(wait: false)), .window(id, .dump),
         .window(id, .waitDurable(seq: 7)), .window(id, .waitDurable(seq: nil)),
-        .window(id, .kill(signal: SIGKILL, wait: true, aim: true)), .window(id, .kill(signal: SIGSEGV, wait: false, aim: false)),
+        .window(id, .kill(signal: SIGKILL, wait: true, aim: true)),
+        .window(id, .kill(signal: SIGSEGV, wait: false, aim: false)),
         .window(id, .kill(signal: 40, wait: true, aim: false)),
-        .setAside, .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
+        .setAside,
+        .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
         .adopt(entry: "e-2", asNewWindow: true), .discard(entry: "handed-out-20261124T040000Z-damaged-file"),
         .closeWindow(id),
     ]
@@ -55,7 +57,9 @@ import Testing
         for request in Self.everyVerb {
             let line = try JSONEncoder().encode(request)
             #expect(!line.contains(UInt8(ascii: "\n")))
-            #expect(try JSONDecoder().decode(ControlRequest.self, from: line) == request, "\(String(decoding: line, as: UTF8.self))")
+            #expect(
+                try JSONDecoder().decode(ControlRequest.self, from: line) == request,
+                "\(String(decoding: line, as: UTF8.self))")
             let object = try JSONDecoder().decode([String: JSONValue].self, from: line)
             #expect(object["verb"]?.string == request.verb.rawValue)
         }
@@ -73,21 +77,55 @@ import Testing
             (#"{"verb":"shutdown"}"#, .shutdown),
             (
                 #"{"verb":"open","window":"\#(window)","url":"https://a.example/","incognito":true,"index":2,"opener":5,"background":true,"wait":true,"signal":"KILL","aim":true,"seq":7,"histogram":true,"tab":3}"#,
-                .window(Self.id, .tab(.open(url: "https://a.example/", incognito: true, index: 2, opener: 5, background: true)))
+                .window(
+                    Self.id,
+                    .tab(.open(url: "https://a.example/", incognito: true, index: 2, opener: 5, background: true)))
             ),
-            (#"{"verb":"open","window":"\#(window)"}"#, .window(Self.id, .tab(.open(url: "about:blank", incognito: false, index: nil, opener: nil, background: false)))),
-            (#"{"verb":"open","window":"\#(window.lowercased())","url":""}"#, .window(Self.id, .tab(.open(url: "", incognito: false, index: nil, opener: nil, background: false)))),
-            (#"{"verb":"navigate","window":"\#(window)","tab":3,"url":"https://b.example/"}"#, .window(Self.id, .tab(.navigate(tab: 3, url: "https://b.example/")))),
+            (
+                #"{"verb":"open","window":"\#(window)"}"#,
+                .window(
+                    Self.id,
+                    .tab(.open(url: "about:blank", incognito: false, index: nil, opener: nil, background: false)))
+            ),
+            (
+                #"{"verb":"open","window":"\#(window.lowercased())","url":""}"#,
+                .window(Self.id, .tab(.open(url: "", incognito: false, index: nil, opener: nil, background: false)))
+            ),
+            (
+                #"{"verb":"navigate","window":"\#(window)","tab":3,"url":"https://b.example/"}"#,
+                .window(Self.id, .tab(.navigate(tab: 3, url: "https://b.example/")))
+            ),
             (#"{"verb":"close","window":"\#(window)","tab":3}"#, .window(Self.id, .tab(.close(tab: 3)))),
             (#"{"verb":"activate","window":"\#(window)","tab":-1}"#, .window(Self.id, .tab(.activate(tab: -1)))),
-            (#"{"verb":"move","window":"\#(window)","tab":4,"index":\#(Limits.maxTabsPerBrowser)}"#, .window(Self.id, .tab(.move(tab: 4, index: Limits.maxTabsPerBrowser)))),
-            (#"{"verb":"replace","window":"\#(window)","tab":4,"url":"https://c.example/"}"#, .window(Self.id, .tab(.replace(tab: 4, url: "https://c.example/")))),
+            (
+                #"{"verb":"move","window":"\#(window)","tab":4,"index":\#(Limits.maxTabsPerBrowser)}"#,
+                .window(Self.id, .tab(.move(tab: 4, index: Limits.maxTabsPerBrowser)))
+            ),
+            (
+                #"{"verb":"replace","window":"\#(window)","tab":4,"url":"https://c.example/"}"#,
+                .window(Self.id, .tab(.replace(tab: 4, url: "https://c.example/")))
+            ),
             (#"{"verb":"close-all","window":"\#(window)"}"#, .window(Self.id, .tab(.closeAll(incognito: false)))),
-            (#"{"verb":"close-all","window":"\#(window)","incognito":true}"#, .window(Self.id, .tab(.closeAll(incognito: true)))),
-            (#"{"verb":"pin","window":"\#(window)","tab":3,"index":0}"#, .window(Self.id, .tab(.setPinned(tab: 3, pinned: true)))),
-            (#"{"verb":"unpin","window":"\#(window)","tab":-3}"#, .window(Self.id, .tab(.setPinned(tab: -3, pinned: false)))),
-            (#"{"verb":"back","window":"\#(window)","tab":3,"incognito":true}"#, .window(Self.id, .tab(.go(tab: 3, .back)))),
-            (#"{"verb":"forward","window":"\#(window)","tab":9223372036854775807}"#, .window(Self.id, .tab(.go(tab: .max, .forward)))),
+            (
+                #"{"verb":"close-all","window":"\#(window)","incognito":true}"#,
+                .window(Self.id, .tab(.closeAll(incognito: true)))
+            ),
+            (
+                #"{"verb":"pin","window":"\#(window)","tab":3,"index":0}"#,
+                .window(Self.id, .tab(.setPinned(tab: 3, pinned: true)))
+            ),
+            (
+                #"{"verb":"unpin","window":"\#(window)","tab":-3}"#,
+                .window(Self.id, .tab(.setPinned(tab: -3, pinned: false)))
+            ),
+            (
+                #"{"verb":"back","window":"\#(window)","tab":3,"incognito":true}"#,
+                .window(Self.id, .tab(.go(tab: 3, .back)))
+            ),
+            (
+                #"{"verb":"forward","window":"\#(window)","tab":9223372036854775807}"#,
+                .window(Self.id, .tab(.go(tab: .max, .forward)))
+            ),
             (#"{"verb":"background","window":"\#(window)"}"#, .window(Self.id, .scene(.background))),
             (#"{"verb":"foreground","window":"\#(window)"}"#, .window(Self.id, .scene(.foreground))),
             (#"{"verb":"disconnect","window":"\#(window)"}"#, .window(Self.id, .scene(.disconnect))),
@@ -96,9 +134,18 @@ import Testing
             (#"{"verb":"dump","window":"\#(window)"}"#, .window(Self.id, .dump)),
             (#"{"verb":"wait-durable","window":"\#(window)"}"#, .window(Self.id, .waitDurable(seq: nil))),
             (#"{"verb":"wait-durable","window":"\#(window)","seq":7}"#, .window(Self.id, .waitDurable(seq: 7))),
-            (#"{"verb":"kill","window":"\#(window)"}"#, .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: false))),
-            (#"{"verb":"kill","window":"\#(window)","signal":"sigsegv","wait":false,"aim":true}"#, .window(Self.id, .kill(signal: SIGSEGV, wait: false, aim: true))),
-            (#"{"verb":"kill","window":"\#(window)","signal":"19"}"#, .window(Self.id, .kill(signal: SIGSTOP, wait: true, aim: false))),
+            (
+                #"{"verb":"kill","window":"\#(window)"}"#,
+                .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: false))
+            ),
+            (
+                #"{"verb":"kill","window":"\#(window)","signal":"sigsegv","wait":false,"aim":true}"#,
+                .window(Self.id, .kill(signal: SIGSEGV, wait: false, aim: true))
+            ),
+            (
+                #"{"verb":"kill","window":"\#(window)","signal":"19"}"#,
+                .window(Self.id, .kill(signal: SIGSTOP, wait: true, aim: false))
+            ),
         ]
         for (line, expected) in lines {
             #expect(try Self.decode(line) == expected, "\(line)")
@@ -145,10 +192,22 @@ import Testing
             (#"{"verb":"kill","window":"\#(window)","signal":"NOPE"}"#, .usage, "unknown signal 'NOPE'"),
             (#"{"verb":"kill","window":"\#(window)","signal":"65"}"#, .usage, "unknown signal '65'"),
             (#"{"verb":"adopt"}"#, .usage, "adopt needs an entry id (ctl set-aside lists them)"),
-            (#"{"verb":"discard","window":"\#(window)"}"#, .usage, "discard needs an entry id (ctl set-aside lists them)"),
-            (#"{"verb":"adopt","entry":"../windows/x"}"#, .badData, "'../windows/x' is no set-aside entry id (ctl set-aside lists them)"),
-            (#"{"verb":"discard","entry":".adopting-x"}"#, .badData, "'.adopting-x' is no set-aside entry id (ctl set-aside lists them)"),
-            (#"{"verb":"discard","entry":"a\u0000b"}"#, .badData, #"'a\0b' is no set-aside entry id (ctl set-aside lists them)"#),
+            (
+                #"{"verb":"discard","window":"\#(window)"}"#, .usage,
+                "discard needs an entry id (ctl set-aside lists them)"
+            ),
+            (
+                #"{"verb":"adopt","entry":"../windows/x"}"#, .badData,
+                "'../windows/x' is no set-aside entry id (ctl set-aside lists them)"
+            ),
+            (
+                #"{"verb":"discard","entry":".adopting-x"}"#, .badData,
+                "'.adopting-x' is no set-aside entry id (ctl set-aside lists them)"
+            ),
+            (
+                #"{"verb":"discard","entry":"a\u0000b"}"#, .badData,
+                #"'a\0b' is no set-aside entry id (ctl set-aside lists them)"#
+            ),
         ]
         for (line, code, message) in cases {
             let refusal = Self.refusal(line)
@@ -162,7 +221,9 @@ import Testing
             #"{"verb":"replace","window":"\#(window)","tab":1,"url":"https://bad.example/\tx"}"#,
         ] {
             let refusal = Self.refusal(line)
-            #expect(refusal?.code == .badData && refusal?.message.contains("control character") == true, "\(line): \(String(describing: refusal))")
+            #expect(
+                refusal?.code == .badData && refusal?.message.contains("control character") == true,
+                "\(line): \(String(describing: refusal))")
         }
     }
 
@@ -173,17 +234,24 @@ import Testing
     @Test func everySignalNameReadsAsItsNumber() throws {
         #expect(Set(SignalName.numbers.values).count == SignalName.numbers.count, "one name for each number")
         for (name, number) in SignalName.numbers {
-            #expect(SignalName.number(name) == number && SignalName.number("sig" + name.lowercased()) == number && SignalName.name(number) == name)
+            #expect(
+                SignalName.number(name) == number && SignalName.number("sig" + name.lowercased()) == number
+                    && SignalName.name(number) == name)
             let request = try Self.decode(#"{"verb":"kill","window":"\#(Self.id.uuidString)","signal":"\#(name)"}"#)
             #expect(request == .window(Self.id, .kill(signal: number, wait: true, aim: false)))
         }
-        for signal in SignalName.stopping + SignalName.ignoredByDefault { #expect(SignalName.numbers.values.contains(signal)) }
+        for signal in SignalName.stopping + SignalName.ignoredByDefault {
+            #expect(SignalName.numbers.values.contains(signal))
+        }
         #expect(SignalName.list(SignalName.ignoredByDefault) == "CONT, CHLD, URG, WINCH")
         #expect(SignalName.list(SignalName.stopping) == "STOP, TSTP, TTIN, TTOU")
     }
 
     @Test func aMalformedRequestIsADecodingError() {
-        for line in [#"{"window":"x"}"#, #"{"verb":3}"#, #"{"verb":"close","window":"\#(Self.id.uuidString)","tab":"1"}"#, #"[]"#] {
+        for line in [
+            #"{"window":"x"}"#, #"{"verb":3}"#, #"{"verb":"close","window":"\#(Self.id.uuidString)","tab":"1"}"#,
+            #"[]"#,
+        ] {
             #expect(throws: DecodingError.self, "\(line)") { _ = try Self.decode(line) }
         }
     }
@@ -207,15 +275,21 @@ import Testing
             #expect(read.request == UInt64(number) + 1)
             #expect(try WindowCommand(read) == command)
         }
-        #expect { _ = try WindowCommand(WorkerCommand()) } throws: { ($0 as? UndecodableCommand)?.description == "a command with no action" }
+        #expect { _ = try WindowCommand(WorkerCommand()) } throws: {
+            ($0 as? UndecodableCommand)?.description == "a command with no action"
+        }
         var unknown = WorkerCommand()
         var event = SceneEvent()
         event.kind = .UNRECOGNIZED(9)
         unknown.scene = event
-        #expect { _ = try WindowCommand(unknown) } throws: { ($0 as? UndecodableCommand)?.description == "a scene event of unknown kind 9" }
+        #expect { _ = try WindowCommand(unknown) } throws: {
+            ($0 as? UndecodableCommand)?.description == "a scene event of unknown kind 9"
+        }
         var step = HistoryStep()
         (step.tab, step.direction) = (1, .UNRECOGNIZED(2))
         unknown.step = step
-        #expect { _ = try WindowCommand(unknown) } throws: { ($0 as? UndecodableCommand)?.description == "a history step of unknown direction 2" }
+        #expect { _ = try WindowCommand(unknown) } throws: {
+            ($0 as? UndecodableCommand)?.description == "a history step of unknown direction 2"
+        }
     }
 }

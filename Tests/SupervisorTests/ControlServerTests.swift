@@ -1,13 +1,14 @@
 import Foundation
 import Glibc
-@testable import HostControl
 import HostLimits
 import IOUring
 import Platform
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import HostControl
+@testable import Supervisor
 
 /// The control server without a supervisor or a worker: real sockets in this process, the
 /// clock passed in, so eviction, timeouts and slow readers are seen turn by turn.
@@ -15,7 +16,10 @@ import Testing
     let directory: String
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-control-server-\(UUID().uuidString.prefix(8))").path
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "windowhost-control-server-\(UUID().uuidString.prefix(8))"
+            ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 
@@ -25,7 +29,9 @@ import Testing
 
     /// One turn of a loop: poll (at most `wait` ms), then service.
     @discardableResult
-    func turn(_ server: ControlServer, now: UInt64 = monotonicNanoseconds(), wait: Int32 = 20) -> [(ControlServer.ClientID, ControlRequest)] {
+    func turn(_ server: ControlServer, now: UInt64 = monotonicNanoseconds(), wait: Int32 = 20) -> [(
+        ControlServer.ClientID, ControlRequest
+    )] {
         var descriptors = server.pollDescriptors(accepting: true, now: now)
         _ = poll(&descriptors, nfds_t(descriptors.count), wait)
         return server.service(descriptors, now: now)
@@ -36,7 +42,9 @@ import Testing
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = try #require(UnixSocketAddress.make(path))
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         try #require(connected == 0, "connect: \(Errno(rawValue: errno))")
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
@@ -216,11 +224,17 @@ import Testing
         #expect(requests.isEmpty, "\(requests)")
         for (fd, key) in zip(clients, ["window", "window", "verb"]) {
             let refused = try reply(fd)
-            #expect(refused == .failure(.usage, "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"))
+            #expect(
+                refused
+                    == .failure(
+                        .usage,
+                        "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"
+                    ))
         }
 
         // Keys repeated only inside a nested value, or text that looks like a key, are no repeat.
-        let once = #"{"verb":"open","window":"\#(a)","url":"https://a.example/?\"window\":1","x":{"window":1,"window":2},"y":[{"verb":1}]}"#
+        let once =
+            #"{"verb":"open","window":"\#(a)","url":"https://a.example/?\"window\":1","x":{"window":1,"window":2},"y":[{"verb":1}]}"#
         #expect(ControlRequest.topLevelKeys(in: Array(once.utf8)) == ["verb", "window", "url", "x", "y"])
         #expect(ControlRequest.repeatedKey(in: Array(once.utf8)) == nil)
         for notAnObject in ["", "[1,2]", #""verb""#, #"{"verb":"status""#, #"{"verb"#, #"{"a\"#] {
@@ -234,7 +248,10 @@ import Testing
         do {
             _ = try ControlServer(path: path, maxClients: 1, idleTimeout: 1)
         } catch {
-            guard case .notASocket = error else { Issue.record("\(error)"); return }
+            guard case .notASocket = error else {
+                Issue.record("\(error)")
+                return
+            }
         }
         #expect(try String(contentsOfFile: path.string, encoding: .utf8) == "precious")
     }
@@ -245,7 +262,10 @@ import Testing
             _ = try ControlServer(path: path, maxClients: 1, idleTimeout: 1)
             Issue.record("a second server took a live socket")
         } catch {
-            guard case .inUse = error else { Issue.record("\(error)"); return }
+            guard case .inUse = error else {
+                Issue.record("\(error)")
+                return
+            }
         }
         // The first one still answers.
         let client = try connectClient()

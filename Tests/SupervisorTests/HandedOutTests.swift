@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import HostLimits
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Supervisor
 
 /// `ROOT/handed-out`, the per-window ceilings of seqs and tab ids: its one parse refuses every
 /// damaged file with a typed error, and a ceiling is raised by a block without ever trapping.
@@ -24,12 +25,15 @@ import Testing
         let full = (0..<UInt64(LostSeqs.capacity)).map { ($0 * 10 + 1)...($0 * 10 + 5) }
         let windows = [
             first: entry(4097, 12, lost: [2...3, 5...4097]),
-            second: entry(Limits.maxCommandSeq, Limits.maxWebStateID, lost: full + [(Limits.maxCommandSeq - 1)...Limits.maxCommandSeq]),
+            second: entry(
+                Limits.maxCommandSeq, Limits.maxWebStateID,
+                lost: full + [(Limits.maxCommandSeq - 1)...Limits.maxCommandSeq]),
         ]
         #expect(try HandedOut.parse(HandedOut.encode(windows)) == windows)
         #expect(try HandedOut.parse(HandedOut.encode([:])) == [:])
-        #expect(String(decoding: HandedOut.encode([first: entry(7, 3, lost: [2...4])]), as: UTF8.self)
-            == "windowhost-handed-out 1\n\(first.uuidString) 7 3 2-4\nend 1\n")
+        #expect(
+            String(decoding: HandedOut.encode([first: entry(7, 3, lost: [2...4])]), as: UTF8.self)
+                == "windowhost-handed-out 1\n\(first.uuidString) 7 3 2-4\nend 1\n")
     }
 
     @Test func aDamagedFileIsATypedErrorNeverATrap() {
@@ -48,12 +52,18 @@ import Testing
             (text(["windowhost-handed-out 1", "\(first.uuidString)  7 3", "end 1"]), .badLine(2)),
             (text(["windowhost-handed-out 1", "\(first.uuidString) -7 3", "end 1"]), .badLine(2)),
             (text(["windowhost-handed-out 1", "\(first.uuidString) 7 +3", "end 1"]), .badLine(2)),
-            (text(["windowhost-handed-out 1", "\(first.uuidString) \(Limits.maxCommandSeq + 1) 3", "end 1"]),
-             .numberPastMaximum(line: 2, "\(Limits.maxCommandSeq + 1)")),
-            (text(["windowhost-handed-out 1", "\(first.uuidString) 7 \(Limits.maxWebStateID + 1)", "end 1"]),
-             .numberPastMaximum(line: 2, "\(Limits.maxWebStateID + 1)")),
-            (text(["windowhost-handed-out 1", "\(first.uuidString) 99999999999999999999999 3", "end 1"]),
-             .numberPastMaximum(line: 2, "99999999999999999999999")),
+            (
+                text(["windowhost-handed-out 1", "\(first.uuidString) \(Limits.maxCommandSeq + 1) 3", "end 1"]),
+                .numberPastMaximum(line: 2, "\(Limits.maxCommandSeq + 1)")
+            ),
+            (
+                text(["windowhost-handed-out 1", "\(first.uuidString) 7 \(Limits.maxWebStateID + 1)", "end 1"]),
+                .numberPastMaximum(line: 2, "\(Limits.maxWebStateID + 1)")
+            ),
+            (
+                text(["windowhost-handed-out 1", "\(first.uuidString) 99999999999999999999999 3", "end 1"]),
+                .numberPastMaximum(line: 2, "99999999999999999999999")
+            ),
             (text(["windowhost-handed-out 1", line, line, "end 2"]), .duplicateWindow(line: 3, first)),
             (text(["windowhost-handed-out 1", "\(line) 2-", "end 1"]), .badLine(2)),
             (text(["windowhost-handed-out 1", "\(line) 2-3-4", "end 1"]), .badLine(2)),
@@ -62,27 +72,45 @@ import Testing
             (text(["windowhost-handed-out 1", "\(line) 2-8", "end 1"]), .badLostSeqs(line: 2)),
             (text(["windowhost-handed-out 1", "\(line) 4-5 1-2", "end 1"]), .badLostSeqs(line: 2)),
             (text(["windowhost-handed-out 1", "\(line) 1-2 3-4", "end 1"]), .badLostSeqs(line: 2)),
-            (text(["windowhost-handed-out 1", "\(first.uuidString) 999 3" + String(repeating: " 1-1", count: LostSeqs.capacity + 1), "end 1"]),
-             .badLostSeqs(line: 2)),
-            ([UInt8](repeating: UInt8(ascii: "\n"), count: Limits.maxHandedOutBytes + 1), .oversize(Limits.maxHandedOutBytes + 1)),
+            (
+                text([
+                    "windowhost-handed-out 1",
+                    "\(first.uuidString) 999 3" + String(repeating: " 1-1", count: LostSeqs.capacity + 1), "end 1",
+                ]),
+                .badLostSeqs(line: 2)
+            ),
+            (
+                [UInt8](repeating: UInt8(ascii: "\n"), count: Limits.maxHandedOutBytes + 1),
+                .oversize(Limits.maxHandedOutBytes + 1)
+            ),
         ]
         for (bytes, expected) in cases {
-            #expect(throws: expected, "\(String(decoding: bytes.prefix(200), as: UTF8.self).debugDescription)") { try HandedOut.parse(bytes) }
+            #expect(throws: expected, "\(String(decoding: bytes.prefix(200), as: UTF8.self).debugDescription)") {
+                try HandedOut.parse(bytes)
+            }
         }
     }
 
     @Test func aCeilingIsRaisedByABlockAndSaturatesAtTheMaximum() throws {
         let ceiling = HandedOutCeiling(seq: 10, tab: 5)
         #expect(try ceiling.covering(HandedOutCeiling(seq: 10, tab: 0)) == ceiling, "covered: no write")
-        #expect(try ceiling.covering(HandedOutCeiling(seq: 11, tab: 5)) == HandedOutCeiling(seq: 11 + HandedOutCeiling.block, tab: 5))
-        #expect(try ceiling.covering(HandedOutCeiling(seq: 3, tab: 6)) == HandedOutCeiling(seq: 10, tab: 6 + Int64(HandedOutCeiling.block)))
+        #expect(
+            try ceiling.covering(HandedOutCeiling(seq: 11, tab: 5))
+                == HandedOutCeiling(seq: 11 + HandedOutCeiling.block, tab: 5))
+        #expect(
+            try ceiling.covering(HandedOutCeiling(seq: 3, tab: 6))
+                == HandedOutCeiling(seq: 10, tab: 6 + Int64(HandedOutCeiling.block)))
         let top = HandedOutCeiling(seq: Limits.maxCommandSeq, tab: Limits.maxWebStateID)
         #expect(try HandedOutCeiling.zero.covering(top) == top, "near the maximum the block is cut, never wraps")
-        #expect(try HandedOutCeiling.zero.covering(HandedOutCeiling(seq: Limits.maxCommandSeq - 1, tab: 1)).seq == Limits.maxCommandSeq)
+        #expect(
+            try HandedOutCeiling.zero.covering(HandedOutCeiling(seq: Limits.maxCommandSeq - 1, tab: 1)).seq
+                == Limits.maxCommandSeq)
         #expect(throws: HandedOutError.numberPastMaximum(line: nil, "\(Limits.maxCommandSeq + 1)")) {
             try HandedOutCeiling.zero.covering(HandedOutCeiling(seq: Limits.maxCommandSeq + 1, tab: 0))
         }
-        #expect(throws: HandedOutError.numberPastMaximum(line: nil, "-1")) { try HandedOutCeiling.zero.covering(HandedOutCeiling(seq: 0, tab: -1)) }
+        #expect(throws: HandedOutError.numberPastMaximum(line: nil, "-1")) {
+            try HandedOutCeiling.zero.covering(HandedOutCeiling(seq: 0, tab: -1))
+        }
     }
 
     /// Written private (0600 whatever the umask), read back; a symlink in its place is set aside
@@ -93,7 +121,10 @@ import Testing
         let root = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
         defer { removeTestRoot(root.string) }
         let files = SupervisorFiles(root: root)
-        guard case .missing = try files.handedOutRecord(at: Date()) else { Issue.record("no file: missing"); return }
+        guard case .missing = try files.handedOutRecord(at: Date()) else {
+            Issue.record("no file: missing")
+            return
+        }
 
         let old = umask(0)
         defer { umask(old) }
@@ -101,18 +132,28 @@ import Testing
         try files.makeHandedOut(ceilings).close()
         var status = stat()
         #expect(lstat(files.handedOut.string, &status) == 0 && status.st_mode & 0o777 == 0o600)
-        guard case .read(let read) = try files.handedOutRecord(at: Date()) else { Issue.record("not read"); return }
+        guard case .read(let read) = try files.handedOutRecord(at: Date()) else {
+            Issue.record("not read")
+            return
+        }
         #expect(read == ceilings)
 
         let outside = root.appending("outside")
         try Data(HandedOut.encode(ceilings)).write(to: URL(fileURLWithPath: outside.string))
         try #require(unlink(files.handedOut.string) == 0 && symlink(outside.string, files.handedOut.string) == 0)
-        guard case .damaged(_, let path?) = try files.handedOutRecord(at: Date()) else { Issue.record("a symlink is damage"); return }
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: path.string) == outside.string, "moved as itself")
+        guard case .damaged(_, let path?) = try files.handedOutRecord(at: Date()) else {
+            Issue.record("a symlink is damage")
+            return
+        }
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: path.string) == outside.string, "moved as itself")
         #expect(lstat(files.handedOut.string, &status) != 0, "out of the way")
 
         try Data("windowhost-handed-out 1\n".utf8).write(to: URL(fileURLWithPath: files.handedOut.string))
-        guard case .damaged(let reason, let moved?) = try files.handedOutRecord(at: Date()) else { Issue.record("cut short: damage"); return }
+        guard case .damaged(let reason, let moved?) = try files.handedOutRecord(at: Date()) else {
+            Issue.record("cut short: damage")
+            return
+        }
         #expect(reason.contains("cut short") && moved.removingLastComponent() == files.setAside)
     }
 
@@ -133,8 +174,12 @@ import Testing
         var second = try HandedOut.encodeSlot(new)
         second += [UInt8](repeating: 0xA5, count: HandedOut.slotBytes)
         #expect(try HandedOut.parseFile(second) == new)
-        #expect(throws: HandedOutError.noCopyReads) { try HandedOut.parseFile([UInt8](repeating: 0xFF, count: HandedOut.fileBytes)) }
-        #expect(throws: HandedOutError.noCopyReads) { try HandedOut.parseFile([UInt8](repeating: 0, count: HandedOut.fileBytes)) }
+        #expect(throws: HandedOutError.noCopyReads) {
+            try HandedOut.parseFile([UInt8](repeating: 0xFF, count: HandedOut.fileBytes))
+        }
+        #expect(throws: HandedOutError.noCopyReads) {
+            try HandedOut.parseFile([UInt8](repeating: 0, count: HandedOut.fileBytes))
+        }
     }
 
     /// On a full disk the file is written in place through the descriptor held: no new
@@ -150,20 +195,26 @@ import Testing
         mount.arguments = ["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", root.string]
         try mount.run()
         mount.waitUntilExit()
-        try #require(mount.terminationStatus == 0, "mounting a 1 MiB tmpfs at \(root) was refused (this test needs root): it fails rather than skips")
+        try #require(
+            mount.terminationStatus == 0,
+            "mounting a 1 MiB tmpfs at \(root) was refused (this test needs root): it fails rather than skips")
         defer { _ = umount2(root.string, Int32(MNT_DETACH)) }
         let files = SupervisorFiles(root: root)
         let fd = try files.makeHandedOut([first: entry(4097, 12)])
         defer { try? fd.close() }
         // Fill the disk.
-        let filler = try FileDescriptor.open(root.appending("filler").string, .writeOnly, options: [.create], permissions: .ownerReadWrite)
+        let filler = try FileDescriptor.open(
+            root.appending("filler").string, .writeOnly, options: [.create], permissions: .ownerReadWrite)
         let chunk = [UInt8](repeating: 1, count: 64 << 10)
         while (try? filler.writeAll(chunk)) != nil {}
         try filler.close()
         let recorded = [first: entry(8193, 12, lost: [4098...4100]), second: entry(3, 2)]
         #expect(throws: Errno.noSpace) { try files.makeHandedOut(recorded) }
         try SupervisorFiles.writeHandedOut(recorded, inPlace: fd)
-        guard case .read(let read) = try files.handedOutRecord(at: Date()) else { Issue.record("not read"); return }
+        guard case .read(let read) = try files.handedOutRecord(at: Date()) else {
+            Issue.record("not read")
+            return
+        }
         #expect(read == recorded)
     }
 }

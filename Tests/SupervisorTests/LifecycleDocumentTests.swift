@@ -1,6 +1,7 @@
 import Foundation
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// docs/architecture.md's lifecycle tables name the states and events `WindowLifecycle` has, and
 /// every one of them: a state or event added, renamed or removed in one and not the other fails
@@ -51,12 +52,16 @@ import Testing
     }
 
     static let states: [WindowLifecycle.State] = [
-        .reserved, .spawning, .starting, .ready, .disconnecting(saving: true), .restartPending(at: 0, .crash), .stopped(shown: .free), .gone,
+        .reserved, .spawning, .starting, .ready, .disconnecting(saving: true), .restartPending(at: 0, .crash),
+        .stopped(shown: .free), .gone,
     ]
     static let events: [WindowLifecycle.Event] = [
-        .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady, .workerDied(cleanExit: false, noFault: false), .setAsideDone,
-        .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground), .killRequested,
-        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .reapFailed, .shutdownDeadlinePassed, .shutdownBegan,
+        .spawnBegan, .spawned, .spawnFailed(shortage: false), .becameReady,
+        .workerDied(cleanExit: false, noFault: false), .setAsideDone,
+        .setAsideFailed, .restartTimerFired, .disconnectRequested, .disconnectFailed, .sceneChanged(.foreground),
+        .killRequested,
+        .killAbandoned, .watchdogFired, .misbehaved, .probeAsked, .floorsProbed, .adoptionEnded, .reapFailed,
+        .shutdownDeadlinePassed, .shutdownBegan,
     ]
 
     /// The cells of the table whose header row is `header`, row by row.
@@ -64,7 +69,9 @@ import Testing
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let start = try #require(lines.firstIndex(of: header), "no table headed '\(header)'")
         return lines[(start + 2)...].prefix { $0.hasPrefix("|") }.map { line in
-            line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast().map { $0.trimmingCharacters(in: .whitespaces) }
+            line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast().map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
         }
     }
 
@@ -79,15 +86,25 @@ import Testing
     }
 
     @Test func theTransitionTableNamesEveryStateAndEventAndNoOther() throws {
-        let rows = try table("| state | event | next state | actions |", in: String(contentsOf: Self.document, encoding: .utf8))
+        let rows = try table(
+            "| state | event | next state | actions |", in: String(contentsOf: Self.document, encoding: .utf8))
         #expect(rows.count >= Self.events.count)
-        let stateNames = Set(Self.states.map(Self.name)), eventNames = Set(Self.events.map(Self.name))
+        let stateNames = Set(Self.states.map(Self.name))
+        let eventNames = Set(Self.events.map(Self.name))
         let documentedStates = rows.flatMap { names(in: $0[0]) }
         let documentedEvents = rows.flatMap { names(in: $0[1]) }
-        #expect(Set(documentedStates).subtracting(stateNames).isEmpty, "not states: \(Set(documentedStates).subtracting(stateNames))")
-        #expect(Set(documentedEvents).subtracting(eventNames).isEmpty, "not events: \(Set(documentedEvents).subtracting(eventNames))")
-        #expect(stateNames.subtracting(documentedStates).subtracting(["gone"]).isEmpty, "states no row starts from: \(stateNames.subtracting(documentedStates))")
-        #expect(eventNames.subtracting(documentedEvents).isEmpty, "events no row takes: \(eventNames.subtracting(documentedEvents))")
+        #expect(
+            Set(documentedStates).subtracting(stateNames).isEmpty,
+            "not states: \(Set(documentedStates).subtracting(stateNames))")
+        #expect(
+            Set(documentedEvents).subtracting(eventNames).isEmpty,
+            "not events: \(Set(documentedEvents).subtracting(eventNames))")
+        #expect(
+            stateNames.subtracting(documentedStates).subtracting(["gone"]).isEmpty,
+            "states no row starts from: \(stateNames.subtracting(documentedStates))")
+        #expect(
+            eventNames.subtracting(documentedEvents).isEmpty,
+            "events no row takes: \(eventNames.subtracting(documentedEvents))")
     }
 
     /// The shown table has a row for each state, and for no other.

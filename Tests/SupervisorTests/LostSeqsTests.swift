@@ -1,5 +1,6 @@
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// The seqs lost with killed workers, as the supervisor keeps them for durable answers.
 @Suite struct LostSeqsTests {
@@ -43,7 +44,9 @@ import Testing
         for range in inserted { lost.insert(range) }
         #expect(lost.ranges.count == LostSeqs.capacity)
         #expect(lost.ranges.first == 1...52, "the six oldest joined")
-        for range in inserted { #expect(lost.range(holding: range.lowerBound) != nil && lost.range(holding: range.upperBound) != nil) }
+        for range in inserted {
+            #expect(lost.range(holding: range.lowerBound) != nil && lost.range(holding: range.upperBound) != nil)
+        }
         lost.insert((UInt64.max - 1)...UInt64.max)
         lost.insert(UInt64.max...UInt64.max)
         #expect(lost.ranges.last == (UInt64.max - 1)...UInt64.max)

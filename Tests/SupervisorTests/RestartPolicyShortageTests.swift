@@ -9,7 +9,9 @@ extension RestartPolicyTests {
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
         // One failed start: the next one would set the session aside.
-        #expect(policy.decide(&history, now: 0, diedBeforeReady: true, requested: false) == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: 0, diedBeforeReady: true, requested: false)
+                == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
         let delays = (0..<9).map { _ in policy.retryAfterShortage(&history) }
         #expect(delays == [100, 200, 400, 800, 1600, 3200, 3200, 3200, 3200].map { $0 * 1_000_000 })
         #expect(history.shortages == 9 && history.restarts == 1, "shortages are neither deaths nor restarts")
@@ -24,11 +26,15 @@ extension RestartPolicyTests {
     @Test func aShortageBetweenTwoFailedStartsDoesNotResetOrAdvanceTheCount() {
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
-        #expect(policy.decide(&history, now: 0, diedBeforeReady: true, requested: false) == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: 0, diedBeforeReady: true, requested: false)
+                == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
         for _ in 0..<50 { _ = policy.retryAfterShortage(&history) }
         policy.started(&history)
         // The second real failed start, however many shortages came between, is the limit.
-        #expect(policy.decide(&history, now: second, diedBeforeReady: true, requested: false) == .setAside(thenRestartAfter: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: second, diedBeforeReady: true, requested: false)
+                == .setAside(thenRestartAfter: policy.initialBackoffNanoseconds))
     }
 
     @Test func onlyTheSupervisorsOwnResourcesAreAShortage() {

@@ -1,6 +1,7 @@
 import HostLimits
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// One window's seqs without processes: what a worker's restart, a reply, a lost range and a
 /// floor probe do to them, as the supervisor drives the book.

@@ -3,10 +3,11 @@ import Glibc
 import IOUring
 import Platform
 import SessionStore
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Supervisor
 
 /// Planted bookkeeping under `set-aside/` as the supervisor's start meets it
 /// (`SupervisorFiles.recoverAdoptions`), on a real disk: no planted name may stop every start,
@@ -26,11 +27,16 @@ import Testing
             window = UUID()
             try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending("regular"))
             try SupervisorFiles.makeDirectory(files.setAside)
-            try Data("tabs\n".utf8).write(to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))
+            try Data("tabs\n".utf8).write(
+                to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))
         }
 
-        func names(_ directory: FilePath) -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? [] }
-        var journal: Data? { FileManager.default.contents(atPath: files.windowDirectory(window).appending("regular/journal-1").string) }
+        func names(_ directory: FilePath) -> [String] {
+            (try? FileManager.default.contentsOfDirectory(atPath: directory.string).sorted()) ?? []
+        }
+        var journal: Data? {
+            FileManager.default.contents(atPath: files.windowDirectory(window).appending("regular/journal-1").string)
+        }
         func remove() { removeTestRoot(base.string) }
     }
 
@@ -76,10 +82,14 @@ import Testing
         try SupervisorFiles.makeDirectory(canary)
         try Data("keep".utf8).write(to: URL(fileURLWithPath: canary.appending("file").string))
         let target = root.window.uuidString
-        for name in [".adopting-\(target)-.hidden", ".adopting-\(target)-" + String(repeating: "a", count: 161), ".adopting-\(target)"] {
+        for name in [
+            ".adopting-\(target)-.hidden", ".adopting-\(target)-" + String(repeating: "a", count: 161),
+            ".adopting-\(target)",
+        ] {
             try NoFollow.open(root.files.setAside.appending(name), .create).close()
         }
-        #expect(symlink(canary.string, root.files.setAside.appending(".adopting-\(UUID().uuidString)-link").string) == 0)
+        #expect(
+            symlink(canary.string, root.files.setAside.appending(".adopting-\(UUID().uuidString)-link").string) == 0)
         _ = try? root.files.recoverAdoptions()
         #expect(root.names(root.files.windows) == [target])
         #expect(root.journal == Data("tabs\n".utf8))

@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import SessionStore
-@testable import Supervisor
 import SystemPackage
 import TestSupport
 import Testing
+
+@testable import Supervisor
 
 /// `ROOT/set-aside/` is only where whole windows go: something else under its name makes way.
 @Suite struct SetAsideTests {
@@ -28,11 +29,19 @@ import Testing
         let moved = try #require(try files.setAside(window, reason: .crashLoop, at: Date()))
         #expect(moved.removingLastComponent() == files.setAside)
         var status = stat()
-        #expect(lstat(files.setAside.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR && status.st_mode & 0o777 == 0o700)
+        #expect(
+            lstat(files.setAside.string, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+                && status.st_mode & 0o777 == 0o700)
         #expect(FileManager.default.contents(atPath: moved.appending("keep").string) == Data("tabs\n".utf8))
-        let beside = try FileManager.default.contentsOfDirectory(atPath: root.string).filter { $0.hasPrefix("set-aside.not-a-directory-") }
+        let beside = try FileManager.default.contentsOfDirectory(atPath: root.string).filter {
+            $0.hasPrefix("set-aside.not-a-directory-")
+        }
         #expect(beside.count == 1)
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: root.appending(beside[0]).string) == canary.string)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: canary.string).isEmpty, "nothing went through the symlink")
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: root.appending(beside[0]).string) == canary.string
+        )
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: canary.string).isEmpty,
+            "nothing went through the symlink")
     }
 }

@@ -1,7 +1,8 @@
 import Glibc
 import Platform
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// How the supervisor finds its children (`Strays`): by the ppid after the last `)` of
 /// /proc/<pid>/stat, whatever the comm field holds.

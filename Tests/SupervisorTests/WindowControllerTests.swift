@@ -1,7 +1,8 @@
 import Foundation
 import HostCoordination
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// One window's controller without processes: what it decides alone, as the supervisor drives
 /// it between spawns, stats, saves and kills.
@@ -54,7 +55,9 @@ import Testing
         #expect(window.handle(.floorsProbed, now: 0) == [.kill])
         #expect(window.floorProbe == nil && window.lifecycle.killRequested)
         #expect(window.handle(.workerDied(cleanExit: false, noFault: false), now: 5) == [.spawn])
-        #expect(window.lifecycle.state == .restartPending(at: 5, .crash) && window.lifecycle.history.failedStarts == 0, "no failed start counted")
+        #expect(
+            window.lifecycle.state == .restartPending(at: 5, .crash) && window.lifecycle.history.failedStarts == 0,
+            "no failed start counted")
         for event in [WindowLifecycle.Event.spawnBegan, .spawned, .becameReady] { _ = window.handle(event, now: 5) }
         #expect(window.lifecycle.state == .ready)
     }
@@ -80,7 +83,8 @@ import Testing
         let quiet = window.takeDurableWaiters(durable: 5, saveFailures: 2, failing: false)
         #expect(quiet.done.map(\.client) == [1] && quiet.failed.isEmpty, "saves not failing now: a count is no failure")
         let failing = window.takeDurableWaiters(durable: 5, saveFailures: 2, failing: true)
-        #expect(failing.done.isEmpty && failing.failed.map(\.client) == [2], "client 3 asked after the failures counted")
+        #expect(
+            failing.done.isEmpty && failing.failed.map(\.client) == [2], "client 3 asked after the failures counted")
         #expect(window.durableWaiters.map(\.client) == [3])
         #expect(window.takeDurableWaiters(above: 8).map(\.client) == [3] && window.durableWaiters.isEmpty)
     }
@@ -134,7 +138,9 @@ import Testing
         #expect(window.durableReply(durable: 12).lostSeqs?.count == 1)
         #expect(window.durableAnswer(durable: 4, target: 4).code == .ok)
         window.accept(stats(applied: 6, durable: 6, memoryOnlySince: 6))
-        #expect(window.durableAnswer(durable: 6, target: 5).code == .ok, "the memory-only change is after the seq waited for")
+        #expect(
+            window.durableAnswer(durable: 6, target: 5).code == .ok,
+            "the memory-only change is after the seq waited for")
         #expect(window.durableAnswer(durable: 6, target: 6).code == .memoryOnly)
     }
 
@@ -146,14 +152,23 @@ import Testing
         window.spawnedAt = 100
         for event in [WindowLifecycle.Event.spawnBegan, .spawned] { _ = window.handle(event, now: 100) }
         #expect(window.watch(heartbeat: 0, now: 150, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil)
-        #expect(window.watch(heartbeat: 0, now: 161, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .notRestored)
+        #expect(
+            window.watch(heartbeat: 0, now: 161, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .notRestored)
         window.readyAt = 161
         _ = window.handle(.becameReady, now: 161)
         window.startWatching(heartbeat: 7, now: 161)
-        #expect(window.watch(heartbeat: 7, now: 171, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil, "not past the watchdog")
-        #expect(window.watch(heartbeat: 7, now: 172, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .silent(nanoseconds: 11))
-        #expect(window.watch(heartbeat: 8, now: 180, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil, "it moved")
+        #expect(
+            window.watch(heartbeat: 7, now: 171, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil,
+            "not past the watchdog")
+        #expect(
+            window.watch(heartbeat: 7, now: 172, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60)
+                == .silent(nanoseconds: 11))
+        #expect(
+            window.watch(heartbeat: 8, now: 180, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil,
+            "it moved")
         #expect(window.watch(heartbeat: 8, now: 190, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil)
-        #expect(window.watch(heartbeat: 8, now: 191, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .silent(nanoseconds: 11))
+        #expect(
+            window.watch(heartbeat: 8, now: 191, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60)
+                == .silent(nanoseconds: 11))
     }
 }

@@ -1,6 +1,7 @@
 import HostCoordination
-@testable import Supervisor
 import Testing
+
+@testable import Supervisor
 
 /// The window lifecycle without processes: every row of its table, the stories the supervisor
 /// depends on, and its invariants over random event sequences.
@@ -32,12 +33,15 @@ import Testing
     @Test func aSpawnFailureIsAShortageOrAFailedStart() {
         var short = window(after: [.spawnBegan])
         #expect(short.handle(.spawnFailed(shortage: true), now: 0) == [])
-        #expect(short.state == .restartPending(at: policy.initialBackoffNanoseconds, .spawnShortage) && short.shown == .starting)
+        #expect(
+            short.state == .restartPending(at: policy.initialBackoffNanoseconds, .spawnShortage)
+                && short.shown == .starting)
         #expect(short.history.restarts == 0 && short.history.shortages == 1)
 
         var failed = window(after: [.spawnBegan])
         #expect(failed.handle(.spawnFailed(shortage: false), now: 0) == [])
-        #expect(failed.state == .restartPending(at: policy.initialBackoffNanoseconds, .crash) && failed.shown == .crashed)
+        #expect(
+            failed.state == .restartPending(at: policy.initialBackoffNanoseconds, .crash) && failed.shown == .crashed)
         #expect(failed.history.restarts == 1)
     }
 
@@ -59,7 +63,9 @@ import Testing
     @Test func aWorkerShortOfItsOwnResourcesWhileRestoringBacksOff() {
         var life = window(after: starting)
         #expect(life.handle(.workerDied(cleanExit: false, noFault: true), now: 0) == [])
-        #expect(life.state == .restartPending(at: policy.initialBackoffNanoseconds, .workerShortage) && life.shown == .crashed)
+        #expect(
+            life.state == .restartPending(at: policy.initialBackoffNanoseconds, .workerShortage)
+                && life.shown == .crashed)
         #expect(life.history.restarts == 0 && life.history.shortages == 1)
         // Ready again: the shortage is over.
         for event in starting + [.becameReady] { _ = life.handle(event, now: second) }
@@ -71,7 +77,9 @@ import Testing
         _ = life.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
         for event in starting { _ = life.handle(event, now: second) }
         #expect(life.handle(.workerDied(cleanExit: false, noFault: false), now: second) == [.setAside])
-        #expect(life.state == .restartPending(at: second + policy.initialBackoffNanoseconds, .setAside) && life.shown == .setAside)
+        #expect(
+            life.state == .restartPending(at: second + policy.initialBackoffNanoseconds, .setAside)
+                && life.shown == .setAside)
         // Set aside: it starts empty when its delay is over.
         #expect(life.handle(.setAsideDone, now: second) == [])
         #expect(life.handle(.restartTimerFired, now: second + policy.initialBackoffNanoseconds) == [.spawn])
@@ -91,7 +99,9 @@ import Testing
             #expect(life.shown == .setAside)
             guard !adoptionEnds else { continue }
             #expect(life.handle(.adoptionEnded, now: second) == [] && !life.adopting)
-            #expect(life.handle(.disconnectRequested, now: second) == [.finishDisconnect(clean: true)] && life.state == .gone)
+            #expect(
+                life.handle(.disconnectRequested, now: second) == [.finishDisconnect(clean: true)]
+                    && life.state == .gone)
             #expect(life.handle(.adoptionEnded, now: second) == [], "an adoption may end with its window gone")
         }
     }
@@ -101,7 +111,10 @@ import Testing
         _ = life.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
         for event in starting { _ = life.handle(event, now: 0) }
         #expect(life.handle(.workerDied(cleanExit: false, noFault: false), now: second) == [.setAside])
-        #expect(life.handle(.setAsideFailed, now: second) == [.reportCannotStart(retryNanoseconds: policy.maximumBackoffNanoseconds)])
+        #expect(
+            life.handle(.setAsideFailed, now: second) == [
+                .reportCannotStart(retryNanoseconds: policy.maximumBackoffNanoseconds)
+            ])
         #expect(life.restartAt == second + policy.maximumBackoffNanoseconds)
     }
 
@@ -109,7 +122,9 @@ import Testing
         var immediate = RestartPolicy()
         immediate.initialBackoffNanoseconds = 0
         var life = WindowLifecycle(policy: immediate)
-        for event in starting + [.workerDied(cleanExit: false, noFault: false)] + starting { _ = life.handle(event, now: 0) }
+        for event in starting + [.workerDied(cleanExit: false, noFault: false)] + starting {
+            _ = life.handle(event, now: 0)
+        }
         #expect(life.handle(.workerDied(cleanExit: false, noFault: false), now: 0) == [.setAside])
         #expect(life.handle(.setAsideDone, now: 0) == [.spawn])
     }
@@ -120,18 +135,28 @@ import Testing
         #expect(fromReady.shown == .disconnecting)
         // A second disconnect does not wait for the save.
         #expect(fromReady.handle(.disconnectRequested, now: 0) == [.kill])
-        #expect(fromReady.handle(.workerDied(cleanExit: true, noFault: false), now: 0) == [.finishDisconnect(clean: true)])
+        #expect(
+            fromReady.handle(.workerDied(cleanExit: true, noFault: false), now: 0) == [.finishDisconnect(clean: true)])
         #expect(fromReady.state == .gone && fromReady.shown == .free)
 
         var killed = window(after: ready + [.disconnectRequested])
-        #expect(killed.handle(.workerDied(cleanExit: false, noFault: false), now: 0) == [.finishDisconnect(clean: false)])
+        #expect(
+            killed.handle(.workerDied(cleanExit: false, noFault: false), now: 0) == [.finishDisconnect(clean: false)])
 
         // Before it was ready nothing of it was unsaved: clean however the worker went.
         var fromStarting = window(after: starting)
-        #expect(fromStarting.handle(.disconnectRequested, now: 0) == [.kill] && fromStarting.state == .disconnecting(saving: false))
-        #expect(fromStarting.handle(.workerDied(cleanExit: false, noFault: false), now: 0) == [.finishDisconnect(clean: true)])
+        #expect(
+            fromStarting.handle(.disconnectRequested, now: 0) == [.kill]
+                && fromStarting.state == .disconnecting(saving: false))
+        #expect(
+            fromStarting.handle(.workerDied(cleanExit: false, noFault: false), now: 0) == [
+                .finishDisconnect(clean: true)
+            ])
 
-        for events: [Life.Event] in [[], starting + [.workerDied(cleanExit: false, noFault: false)], ready + [.shutdownBegan, .workerDied(cleanExit: true, noFault: false)]] {
+        for events: [Life.Event] in [
+            [], starting + [.workerDied(cleanExit: false, noFault: false)],
+            ready + [.shutdownBegan, .workerDied(cleanExit: true, noFault: false)],
+        ] {
             var idle = window(after: events)
             #expect(idle.handle(.disconnectRequested, now: 0) == [.finishDisconnect(clean: true)], "\(events)")
             #expect(idle.state == .gone)
@@ -151,7 +176,9 @@ import Testing
         #expect(life.handle(.sceneChanged(.background), now: 0) == [] && life.shown == .starting)
         _ = life.handle(.becameReady, now: 0)
         #expect(life.shown == .background)
-        for event in [Life.Event.workerDied(cleanExit: false, noFault: false)] + ready { _ = life.handle(event, now: 0) }
+        for event in [Life.Event.workerDied(cleanExit: false, noFault: false)] + ready {
+            _ = life.handle(event, now: 0)
+        }
         #expect(life.shown == .background)
         _ = life.handle(.sceneChanged(.foreground), now: 0)
         #expect(life.shown == .foreground)
@@ -284,7 +311,10 @@ import Testing
             if case .disconnecting = before, case .workerDied = event { #expect(life.state == .gone) }
             for action in actions {
                 switch action {
-                case .spawn: forced += [.spawnBegan, random.next() % 4 == 0 ? .spawnFailed(shortage: random.next() % 2 == 0) : .spawned]
+                case .spawn:
+                    forced += [
+                        .spawnBegan, random.next() % 4 == 0 ? .spawnFailed(shortage: random.next() % 2 == 0) : .spawned,
+                    ]
                 case .setAside:
                     #expect(!life.adopting, "an adopted session is given back, not set aside again")
                     forced.append(random.next() % 3 == 0 ? .setAsideFailed : .setAsideDone)
@@ -302,22 +332,38 @@ import Testing
 
     /// One event the supervisor could see in `life`'s state (nil when none: the window is gone).
     func randomEvent(_ life: Life, _ random: inout SplitMix) -> Life.Event? {
-        let died = Life.Event.workerDied(cleanExit: random.next() % 2 == 0, noFault: life.state == .starting && random.next() % 3 == 0)
+        let died = Life.Event.workerDied(
+            cleanExit: random.next() % 2 == 0, noFault: life.state == .starting && random.next() % 3 == 0)
         let scene = Life.Event.sceneChanged(random.next() % 2 == 0 ? .background : .foreground)
         var choices: [Life.Event]
         switch life.state {
         case .reserved: choices = [.spawnBegan]
         case .spawning: choices = [.spawned, .spawnFailed(shortage: true), .spawnFailed(shortage: false)]
         case .starting:
-            let probe: [Life.Event] = switch life.floorProbe {
-            case nil: [.becameReady]
-            case .needed: [.probeAsked]
-            case .asked: [.floorsProbed]
-            }
-            choices = probe + [died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved, .reapFailed]
-        case .ready: choices = [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved] + (life.stopping ? [.disconnectFailed] : [])
-        case .disconnecting(let saving): choices = [died, .disconnectRequested, .shutdownBegan, scene, .killRequested, .misbehaved] + (saving ? [.disconnectFailed] : [])
-        case .restartPending: choices = life.stopping ? [.disconnectRequested, scene] : [.restartTimerFired, .restartTimerFired, .disconnectRequested, .shutdownBegan, scene]
+            let probe: [Life.Event] =
+                switch life.floorProbe {
+                case nil: [.becameReady]
+                case .needed: [.probeAsked]
+                case .asked: [.floorsProbed]
+                }
+            choices =
+                probe + [
+                    died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved,
+                    .reapFailed,
+                ]
+        case .ready:
+            choices =
+                [died, died, .killRequested, .disconnectRequested, .shutdownBegan, scene, .watchdogFired, .misbehaved]
+                + (life.stopping ? [.disconnectFailed] : [])
+        case .disconnecting(let saving):
+            choices =
+                [died, .disconnectRequested, .shutdownBegan, scene, .killRequested, .misbehaved]
+                + (saving ? [.disconnectFailed] : [])
+        case .restartPending:
+            choices =
+                life.stopping
+                ? [.disconnectRequested, scene]
+                : [.restartTimerFired, .restartTimerFired, .disconnectRequested, .shutdownBegan, scene]
         case .stopped: choices = [.disconnectRequested, scene, .shutdownBegan]
         case .gone: return nil
         }

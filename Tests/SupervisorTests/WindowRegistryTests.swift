@@ -1,7 +1,8 @@
 import Foundation
+import Testing
+
 @testable import HostControl
 @testable import Supervisor
-import Testing
 
 /// Firefox for iOS's WindowManagerTests, ported: the assertions `ANCHORS.md` lists, and the
 /// rules of the window-management document around them.
@@ -37,7 +38,9 @@ import Testing
         var seen: Set<UUID> = []
         for _ in 0..<50 { #expect(seen.insert(registry.reserve()).inserted) }
         // Even a generator that keeps proposing a UUID already reserved, or a sentinel.
-        var proposals = [a, WindowRegistry.unavailable, WindowRegistry.unitTestDefault, WindowRegistry.uiTestDefault, b]
+        var proposals = [
+            a, WindowRegistry.unavailable, WindowRegistry.unitTestDefault, WindowRegistry.uiTestDefault, b,
+        ]
         let next = registry.reserve { proposals.removeFirst() }
         #expect(next == b)
     }
@@ -154,7 +157,8 @@ import Testing
     }
 
     @Test func sentinelsOnDiskAreNeverWindows() {
-        var registry = WindowRegistry(onDisk: [WindowRegistry.unavailable, a], savedOrder: [WindowRegistry.unavailable, a])
+        var registry = WindowRegistry(
+            onDisk: [WindowRegistry.unavailable, a], savedOrder: [WindowRegistry.unavailable, a])
         #expect(registry.order == [a])
         #expect(registry.reserve() == a)
     }
@@ -167,7 +171,9 @@ import Testing
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
         for index in 0..<20 {
-            #expect(policy.decide(&history, now: UInt64(index) * 1000, diedBeforeReady: index % 2 == 0, requested: true) == .restartNow)
+            #expect(
+                policy.decide(&history, now: UInt64(index) * 1000, diedBeforeReady: index % 2 == 0, requested: true)
+                    == .restartNow)
         }
         #expect(history.restarts == 20)
         #expect(policy.decide(&history, now: 30_000, diedBeforeReady: false, requested: false) == .restartNow)
@@ -176,19 +182,30 @@ import Testing
     @Test func twoFailedStartsInARowSetTheSessionAside() {
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
-        #expect(policy.decide(&history, now: 0, diedBeforeReady: true, requested: false) == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
-        #expect(policy.decide(&history, now: second, diedBeforeReady: true, requested: false) == .setAside(thenRestartAfter: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: 0, diedBeforeReady: true, requested: false)
+                == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: second, diedBeforeReady: true, requested: false)
+                == .setAside(thenRestartAfter: policy.initialBackoffNanoseconds))
         // A start that succeeds in between resets the count.
-        #expect(policy.decide(&history, now: 2 * second, diedBeforeReady: true, requested: false) == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: 2 * second, diedBeforeReady: true, requested: false)
+                == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
         #expect(policy.decide(&history, now: 3 * second, diedBeforeReady: false, requested: false) == .restartNow)
-        #expect(policy.decide(&history, now: 40 * second, diedBeforeReady: true, requested: false) == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
+        #expect(
+            policy.decide(&history, now: 40 * second, diedBeforeReady: true, requested: false)
+                == .restartAfter(nanoseconds: policy.initialBackoffNanoseconds))
     }
 
     @Test func pastTheBudgetRestartsBackOffDoublingToTheCap() {
         let policy = RestartPolicy()
         var history = RestartPolicy.History()
         var decisions: [RestartPolicy.Decision] = []
-        for index in 0..<12 { decisions.append(policy.decide(&history, now: UInt64(index) * 100_000_000, diedBeforeReady: false, requested: false)) }
+        for index in 0..<12 {
+            decisions.append(
+                policy.decide(&history, now: UInt64(index) * 100_000_000, diedBeforeReady: false, requested: false))
+        }
         #expect(decisions.prefix(5).allSatisfy { $0 == .restartNow })
         let delays = decisions.dropFirst(5).map { decision -> UInt64 in
             if case .restartAfter(let delay) = decision { return delay }
@@ -202,10 +219,13 @@ import Testing
 
 @Suite struct ControlProtocolTests {
     @Test func requestsAndRepliesRoundTripAsOneLineOfJSON() throws {
-        let request = ControlRequest.window(UUID(), .tab(.open(url: "https://example.com/a b", incognito: true, index: 3, opener: nil, background: false)))
+        let request = ControlRequest.window(
+            UUID(),
+            .tab(.open(url: "https://example.com/a b", incognito: true, index: 3, opener: nil, background: false)))
         let decoded = try JSONDecoder().decode(ControlRequest.self, from: JSONEncoder().encode(request))
         #expect(decoded == request)
-        let reply = ControlReply.ok(.object(["tab": JSONValue(7), "list": .array([.bool(true), .null, .string("x")]), "p": .number(1.5)]))
+        let reply = ControlReply.ok(
+            .object(["tab": JSONValue(7), "list": .array([.bool(true), .null, .string("x")]), "p": .number(1.5)]))
         let line = try JSONEncoder().encode(reply)
         #expect(!line.contains(UInt8(ascii: "\n")))
         #expect(try JSONDecoder().decode(ControlReply.self, from: line) == reply)
@@ -213,7 +233,9 @@ import Testing
     }
 
     @Test func signalNamesAreTakenWithOrWithoutSIGAndAsNumbers() {
-        #expect(SignalName.number("KILL") == SIGKILL && SignalName.number("sigterm") == SIGTERM && SignalName.number("9") == 9)
+        #expect(
+            SignalName.number("KILL") == SIGKILL && SignalName.number("sigterm") == SIGTERM
+                && SignalName.number("9") == 9)
         #expect(SignalName.number("NOPE") == nil && SignalName.number("0") == nil && SignalName.number("65") == nil)
     }
 }

@@ -12,12 +12,15 @@ import Testing
 /// was, a failed spawn is a typed failure, and closing twice closes once.
 @Suite struct WorkerProcessTests {
     private static let launch = WorkerLaunch(
-        slot: 0, generation: 1, window: UUID(), root: "/nonexistent", saveDelayMilliseconds: 0, io: "sync", supervisorPID: getpid(),
+        slot: 0, generation: 1, window: UUID(), root: "/nonexistent", saveDelayMilliseconds: 0, io: "sync",
+        supervisorPID: getpid(),
         seqFloor: 0, tabFloor: 0, compactAfterRecords: nil)
 
     /// An executable script running `body`, removed by `remove`.
     private func script(_ body: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("worker-process-\(UUID().uuidString).sh").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "worker-process-\(UUID().uuidString).sh"
+        ).path
         try Data("#!/bin/sh\n\(body)\n".utf8).write(to: URL(fileURLWithPath: path))
         try #require(chmod(path, 0o700) == 0)
         return path
@@ -25,11 +28,15 @@ import Testing
 
     /// Three files opened read-only to hand over at the numbers the worker inherits besides
     /// its command doorbell, which the spawn makes.
-    private func inheritable() throws -> (files: [WorkerLaunch.Descriptor: String], descriptors: [WorkerLaunch.Descriptor: Int32]) {
+    private func inheritable() throws -> (
+        files: [WorkerLaunch.Descriptor: String], descriptors: [WorkerLaunch.Descriptor: Int32]
+    ) {
         var files: [WorkerLaunch.Descriptor: String] = [:]
         var descriptors: [WorkerLaunch.Descriptor: Int32] = [:]
         for descriptor in [WorkerLaunch.Descriptor.slotMemory, .supervisorBell, .supervisorLock] {
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("worker-process-\(descriptor)-\(UUID().uuidString)").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "worker-process-\(descriptor)-\(UUID().uuidString)"
+            ).path
             try Data().write(to: URL(fileURLWithPath: path))
             let fd = open(path, O_RDONLY | O_CLOEXEC)
             try #require(fd >= 0)
@@ -48,7 +55,9 @@ import Testing
 
     @Test(.timeLimit(.minutes(10))) func theDescriptorsArriveAtTheNumbersTheLaunchNames() throws {
         let (files, descriptors) = try inheritable()
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("worker-process-\(UUID().uuidString).out").path
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "worker-process-\(UUID().uuidString).out"
+        ).path
         let executable = try script(#"for n in 3 4 5 6; do readlink /proc/$$/fd/$n; done > "\#(output)""#)
         defer {
             for (_, fd) in descriptors { close(fd) }
@@ -57,7 +66,9 @@ import Testing
         let worker = try WorkerProcess.spawn(Self.launch, executable: executable, inheriting: descriptors)
         #expect(try waitForEnd(worker) == .exited(status: 0))
         let lines = try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n").map(String.init)
-        #expect(lines == [files[.slotMemory], "anon_inode:[eventfd]", files[.supervisorBell], files[.supervisorLock]], "\(lines)")
+        #expect(
+            lines == [files[.slotMemory], "anon_inode:[eventfd]", files[.supervisorBell], files[.supervisorLock]],
+            "\(lines)")
         worker.close()
     }
 
@@ -91,6 +102,8 @@ import Testing
         let failure = #expect(throws: WorkerProcess.SpawnFailure.self) {
             try WorkerProcess.spawn(Self.launch, executable: "/nonexistent/windowhost", inheriting: descriptors)
         }
-        #expect(failure?.call == "posix_spawn" && failure?.errno == .noSuchFileOrDirectory, "\(String(describing: failure))")
+        #expect(
+            failure?.call == "posix_spawn" && failure?.errno == .noSuchFileOrDirectory, "\(String(describing: failure))"
+        )
     }
 }

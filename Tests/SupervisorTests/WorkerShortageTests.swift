@@ -13,13 +13,17 @@ extension RestartPolicyTests {
         // Exits before ready that say nothing of the session: its own shortage, storage that
         // does not answer (69), a loader short of descriptors (127), exits no restore makes.
         for status: Int32 in [0, 1, 69, 70, 75, 78, 127] {
-            #expect(RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: true), "\(status)")
+            #expect(
+                RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: status, signaled: false, beforeReady: true),
+                "\(status)")
         }
         // A restore that failed (74) or crashed (any signal), and any death after ready: judged
         // as a death.
         #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: 74, signaled: false, beforeReady: true))
         for signal: Int32 in [SIGSEGV, SIGILL, SIGTRAP, SIGABRT, SIGKILL, 75] {
-            #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: signal, signaled: true, beforeReady: true), "\(signal)")
+            #expect(
+                !RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: signal, signaled: true, beforeReady: true),
+                "\(signal)")
         }
         #expect(!RestartPolicy.diedOfNoFaultOfTheSession(workerExitStatus: 75, signaled: false, beforeReady: false))
     }
@@ -36,7 +40,9 @@ extension RestartPolicyTests {
             return policy.decide(&history, now: now, diedBeforeReady: true, requested: false)
         }
         let shortages = (0..<8).map { died(75, at: UInt64($0) * second) }
-        #expect(shortages == [100, 200, 400, 800, 1600, 3200, 3200, 3200].map { .restartAfter(nanoseconds: $0 * 1_000_000) })
+        #expect(
+            shortages
+                == [100, 200, 400, 800, 1600, 3200, 3200, 3200].map { .restartAfter(nanoseconds: $0 * 1_000_000) })
         #expect(history.restarts == 0, "no death counted")
         // The window restores at last: the shortage is over, and its backoff starts again.
         policy.started(&history)

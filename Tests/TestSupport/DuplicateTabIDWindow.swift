@@ -25,7 +25,8 @@ public func onePageTab(_ id: Int64, _ url: String) throws(FixtureError) -> WebSt
 /// recovery's tests and `inspect`'s, so both judge the same damage.
 public func writeWindowWithATabIDInBothBrowsers(_ root: FilePath, windowID: UUID, compactAfterRecords: Int?) throws {
     let options = compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions()
-    let store = WindowStore(root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
+    let store = WindowStore(
+        root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
     _ = try store.recover()
     try store.apply(seq: 1) { try store.regular.webStateList.insert(try onePageTab(5, "https://regular.example/")) }
     try store.apply(seq: 2) { try store.incognito.webStateList.insert(try onePageTab(7, "https://private.example/")) }

@@ -136,7 +136,9 @@ public final class FaultEngine: BlockingChainEngine {
         switch operation {
         case .write(let file, let bytes, let offset, let durable):
             let (path, inode) = try fileHandle(file, "write")
-            if directHandles.contains(file.rawValue), let block = directAlignment?.block, offset % block != 0 || bytes.count % block != 0 {
+            if directHandles.contains(file.rawValue), let block = directAlignment?.block,
+                offset % block != 0 || bytes.count % block != 0
+            {
                 throw IOEngineError("write(O_DIRECT)", path: path, errno: .invalidArgument)
             }
             try gate("write", path, writing: InFlightWrite(inode: inode, offset: offset, bytes: bytes))
@@ -150,7 +152,9 @@ public final class FaultEngine: BlockingChainEngine {
                 inode.unsynced.append((offset, bytes))
             }
         case .sync(let file):
-            guard let handle = handles[file.rawValue] else { throw IOEngineError("sync", path: "?", errno: .badFileDescriptor) }
+            guard let handle = handles[file.rawValue] else {
+                throw IOEngineError("sync", path: "?", errno: .badFileDescriptor)
+            }
             try gate("sync", handle.path)
             switch handle.node {
             case .file(let inode):
@@ -215,7 +219,8 @@ public final class FaultEngine: BlockingChainEngine {
             if random != nil {
                 let kept = Int.random(in: 0...inode.unsynced.count, using: &random!)
                 for (index, write) in inode.unsynced.prefix(kept).enumerated() {
-                    let length = index == kept - 1 ? Int.random(in: 0...write.bytes.count, using: &random!) : write.bytes.count
+                    let length =
+                        index == kept - 1 ? Int.random(in: 0...write.bytes.count, using: &random!) : write.bytes.count
                     Self.apply(Array(write.bytes.prefix(length)), at: write.offset, to: &inode.data)
                 }
             }
@@ -353,7 +358,9 @@ public final class FaultEngine: BlockingChainEngine {
 
     public func removeDirectory(_ path: FilePath) throws(IOEngineError) {
         let key = path.string
-        guard case .directory? = visible[key] else { throw IOEngineError("rmdir", path: key, errno: .noSuchFileOrDirectory) }
+        guard case .directory? = visible[key] else {
+            throw IOEngineError("rmdir", path: key, errno: .noSuchFileOrDirectory)
+        }
         guard !visible.keys.contains(where: { Self.parent(of: $0) == key && $0 != key }) else {
             throw IOEngineError("rmdir", path: key, errno: .directoryNotEmpty)
         }
@@ -388,7 +395,9 @@ public final class FaultEngine: BlockingChainEngine {
     /// Whether `path` still names the simulated file `file` is open on (a directory: any
     /// directory, the fault engine gives them no identity).
     public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool {
-        guard let handle = handles[file.rawValue] else { throw IOEngineError("fstat", path: "fd \(file.rawValue)", errno: .badFileDescriptor) }
+        guard let handle = handles[file.rawValue] else {
+            throw IOEngineError("fstat", path: "fd \(file.rawValue)", errno: .badFileDescriptor)
+        }
         switch (handle.node, visible[path.string]) {
         case (.file(let open), .file(let named)?): return open === named
         case (.directory, .directory?): return true
@@ -404,7 +413,8 @@ public final class FaultEngine: BlockingChainEngine {
         }
     }
 
-    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]?
+    {
         let key = path.string
         guard case .directory? = visible[key] else { return nil }
         return visible.filter { Self.parent(of: $0.key) == key && $0.key != key }
@@ -480,7 +490,9 @@ public final class FaultEngine: BlockingChainEngine {
         if let errno = failures[operationCount] { throw IOEngineError(operation, path: path, errno: errno) }
     }
 
-    private func fileHandle(_ file: EngineFile, _ operation: String) throws(IOEngineError) -> (path: String, inode: Inode) {
+    private func fileHandle(_ file: EngineFile, _ operation: String) throws(IOEngineError) -> (
+        path: String, inode: Inode
+    ) {
         guard let handle = handles[file.rawValue], case .file(let inode) = handle.node else {
             throw IOEngineError(operation, path: "fd \(file.rawValue)", errno: .badFileDescriptor)
         }
@@ -517,4 +529,3 @@ public final class FaultEngine: BlockingChainEngine {
         data.replaceSubrange(offset..<offset + bytes.count, with: bytes)
     }
 }
-

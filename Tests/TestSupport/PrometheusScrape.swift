@@ -13,7 +13,9 @@ public struct PrometheusScrape: Sendable {
             let (metric, rest) = series.firstIndex(of: "{").map { (series[..<$0], series[$0...]) } ?? (series, "")
             guard metric == name else { continue }
             var found: [String: String] = [:]
-            for match in rest.matches(of: /([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/) { found[String(match.1)] = String(match.2) }
+            for match in rest.matches(of: /([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/) {
+                found[String(match.1)] = String(match.2)
+            }
             if found == labels { return Double(line[line.index(after: space)...]) }
         }
         return nil

@@ -18,7 +18,8 @@ public func withTemporaryDirectory(_ body: (FilePath) throws -> Void) throws {
 public func removeTestRoot(_ path: String) {
     var directories = [path]
     if let walker = FileManager.default.enumerator(atPath: path) {
-        for case let name as String in walker where walker.fileAttributes?[.type] as? FileAttributeType == .typeDirectory {
+        for case let name as String in walker
+        where walker.fileAttributes?[.type] as? FileAttributeType == .typeDirectory {
             directories.append(path + "/" + name)
             if walker.level >= 2 { walker.skipDescendants() }
         }

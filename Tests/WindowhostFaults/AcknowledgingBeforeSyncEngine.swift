@@ -33,16 +33,24 @@ final class AcknowledgingBeforeSyncEngine: IOEngine {
     func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try engine.open(path, mode) }
     func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try engine.openDirectory(path) }
     func close(_ file: EngineFile) { engine.close(file) }
-    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> { engine.enableDirectWrites(file) }
+    func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> {
+        engine.enableDirectWrites(file)
+    }
     func size(of file: EngineFile) throws(IOEngineError) -> Int { try engine.size(of: file) }
-    func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] { try engine.read(file, offset: offset, count: count) }
+    func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
+        try engine.read(file, offset: offset, count: count)
+    }
 
     func kind(_ path: FilePath) throws(IOEngineError) -> EntryKind? { try engine.kind(path) }
     func makeDirectory(_ path: FilePath) throws(IOEngineError) { try engine.makeDirectory(path) }
-    func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) { try engine.rename(source, to: destination) }
+    func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) {
+        try engine.rename(source, to: destination)
+    }
     func removeFile(_ path: FilePath) throws(IOEngineError) { try engine.removeFile(path) }
     func removeDirectory(_ path: FilePath) throws(IOEngineError) { try engine.removeDirectory(path) }
-    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? { try engine.listDirectory(path) }
+    func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
+        try engine.listDirectory(path)
+    }
     func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? { try engine.directoryEntries(path) }
     func removeTree(_ path: FilePath) throws(IOEngineError) { try engine.removeTree(path) }
     func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool { try engine.isAt(file, path) }

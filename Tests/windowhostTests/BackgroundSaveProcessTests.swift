@@ -19,7 +19,8 @@ import Testing
         for index in 0..<4 { _ = host.open(window, "https://background\(index).example/") }
         _ = host.open(window, "https://private.example/", incognito: true)
         let dump = try #require(host.call(.dump, window: window).result)
-        try #require(dump["durable_seq"]?.int == 0 && dump["applied_seq"]?.int == 5, "the delayed save has not run: \(dump)")
+        try #require(
+            dump["durable_seq"]?.int == 0 && dump["applied_seq"]?.int == 5, "the delayed save has not run: \(dump)")
         return dump
     }
 
@@ -55,7 +56,10 @@ import Testing
         let before = try Self.browseUnsaved(host, window)
         #expect(host.call(.scene(.background), window: window).code == .ok)
         let durable = waitFor({ host.windows()[window]?.durableSeq == 5 }, seconds: Double(Self.durableWithinSeconds))
-        #expect(durable, "background saved nothing within \(Self.durableWithinSeconds) s: \(String(describing: host.windows()[window]))")
+        #expect(
+            durable,
+            "background saved nothing within \(Self.durableWithinSeconds) s: \(String(describing: host.windows()[window]))"
+        )
         let killed = try host.ctl(["kill", "--window", window])
         #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
         let restored = try #require(host.call(.dump, window: window).result)

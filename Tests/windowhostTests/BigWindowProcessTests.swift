@@ -42,9 +42,12 @@ import Testing
         host.process.waitUntilExit()
         #expect(host.process.terminationStatus == 0, "\(host.log.suffix(2000))")
 
-        let snapshotBytes = (try? FileManager.default.subpathsOfDirectory(atPath: root.path))?
+        let snapshotBytes =
+            (try? FileManager.default.subpathsOfDirectory(atPath: root.path))?
             .filter { $0.contains("/regular/snapshot-") }
-            .compactMap { try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent($0).path)[.size] as? Int }
+            .compactMap {
+                try? FileManager.default.attributesOfItem(atPath: root.appendingPathComponent($0).path)[.size] as? Int
+            }
             .max() ?? 0
         #expect(snapshotBytes > 2 * tabs * 65_000, "metadata and histories in one snapshot: \(snapshotBytes)")
 
@@ -56,6 +59,8 @@ import Testing
         #expect(after?.digest == before.digest, "the same tabs, URLs and order")
         #expect(after?.durableSeq == before.appliedSeq)
         #expect(next.terminate() == 0)
-        print("big window: \(tabs) tabs, snapshot \(snapshotBytes) bytes; opened and saved in \(saved.timeIntervalSince(started)) s, restored by \(Date().timeIntervalSince(saved)) s later")
+        print(
+            "big window: \(tabs) tabs, snapshot \(snapshotBytes) bytes; opened and saved in \(saved.timeIntervalSince(started)) s, restored by \(Date().timeIntervalSince(saved)) s later"
+        )
     }
 }

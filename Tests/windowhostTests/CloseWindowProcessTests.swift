@@ -10,7 +10,9 @@ import Testing
 /// leaves no directory, no order entry and never comes back; a kill at any instant of a close
 /// leaves the window whole or gone, and the next start finishes it.
 @Suite(.serialized) struct CloseWindowProcessTests {
-    static func directory(_ root: URL, _ window: String) -> String { root.appendingPathComponent("windows/\(window)").path }
+    static func directory(_ root: URL, _ window: String) -> String {
+        root.appendingPathComponent("windows/\(window)").path
+    }
 
     static func discarding(_ root: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)) ?? [])
@@ -45,8 +47,10 @@ import Testing
         let gone = try host.ctl(["close-window", "--window", closed])
         #expect(try KernelKeyring().find(key) == nil, "revoked with the window")
         #expect(gone.status == 0 && gone.output.contains("closed for good \(closed)"), "\(gone.output)")
-        #expect(!FileManager.default.fileExists(atPath: Self.directory(root, closed)), "the directory went in the rename")
-        #expect(waitFor({ Self.discarding(root).isEmpty }, seconds: 10), "its bytes are removed: \(Self.discarding(root))")
+        #expect(
+            !FileManager.default.fileExists(atPath: Self.directory(root, closed)), "the directory went in the rename")
+        #expect(
+            waitFor({ Self.discarding(root).isEmpty }, seconds: 10), "its bytes are removed: \(Self.discarding(root))")
         let status = try Self.status(host)
         #expect(status.order == [kept] && WindowOrderProcessTests.order(root) == [kept] && status.closedWindows == 0)
         #expect(try host.ctl(["close-window", "--window", closed]).status == 65, "already gone")
@@ -86,13 +90,17 @@ import Testing
         let (kept, first, second, third) = (windows[0], windows[1], windows[2], windows[3])
         for window in [first, second] { try #require(try host.ctl(["disconnect", "--window", window]).status == 0) }
         var status = try Self.status(host)
-        #expect(status.closedWindowsEvicted == 0 && status.closedWindows == 2 && status.order == [kept, third, second, first])
+        #expect(
+            status.closedWindowsEvicted == 0 && status.closedWindows == 2
+                && status.order == [kept, third, second, first])
         try #require(try host.ctl(["disconnect", "--window", third]).status == 0)
         status = try Self.status(host)
         #expect(status.order == [kept, third, second], "the least recently closed went: \(status.order)")
         #expect(status.closedWindows == 2 && status.keepClosed == 2 && status.closedWindowsEvicted == 1)
         #expect(!FileManager.default.fileExists(atPath: Self.directory(root, first)))
-        #expect(FileManager.default.fileExists(atPath: Self.directory(root, second)) && FileManager.default.fileExists(atPath: Self.directory(root, third)))
+        #expect(
+            FileManager.default.fileExists(atPath: Self.directory(root, second))
+                && FileManager.default.fileExists(atPath: Self.directory(root, third)))
         #expect(host.log.contains("closed window deleted") && host.log.contains(first))
         let text = try host.ctl(["status"])
         #expect(text.output.contains("closed windows kept: 2 of 2; deleted past it: 1"), "\(text.output)")
@@ -118,8 +126,12 @@ import Testing
         try #require(try host.ctl(["disconnect", "--window", windows[0]]).status == 0)
         let status = try Self.status(host)
         #expect(status.closedWindowsEvicted == 1 && status.order == [windows[1], windows[2]], "\(status.order)")
-        #expect(!FileManager.default.fileExists(atPath: Self.directory(root, windows[0])), "the window this supervisor closed went")
-        for window in windows[1...] { #expect(FileManager.default.fileExists(atPath: Self.directory(root, window)), "\(window) was never closed") }
+        #expect(
+            !FileManager.default.fileExists(atPath: Self.directory(root, windows[0])),
+            "the window this supervisor closed went")
+        for window in windows[1...] {
+            #expect(FileManager.default.fileExists(atPath: Self.directory(root, window)), "\(window) was never closed")
+        }
         #expect(host.terminate() == 0)
     }
 
@@ -130,14 +142,20 @@ import Testing
         defer { removeHostFiles(root) }
         // A symlink named like a window directory: set aside at start, as its own UUID.
         let planted = UUID().uuidString
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("windows"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("windows"), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: Self.directory(root, planted), withDestinationPath: "/tmp")
         let host = try HostProcess(root: root, scenes: 1)
         defer { if host.process.isRunning { host.kill9() } }
         let kept = try #require(host.windowIDs().first)
         let closed = try Self.closedWindow(host)
-        let before = (try Self.status(host).order, try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted())
-        let setAside = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path).sorted()
+        let before = (
+            try Self.status(host).order,
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted()
+        )
+        let setAside = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent("set-aside").path
+        ).sorted()
         #expect(setAside.contains { $0.hasPrefix(planted) }, "\(setAside)")
 
         let cases: [([String], Int32)] = [
@@ -155,8 +173,12 @@ import Testing
             #expect(refused.status == code, "\(arguments): \(refused.output)")
         }
         #expect(try Self.status(host).order == before.0)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted() == before.1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path).sorted() == setAside)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted()
+                == before.1)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path).sorted()
+                == setAside)
         #expect(host.windowIDs() == [kept])
         #expect(host.terminate() == 0)
     }
@@ -175,9 +197,13 @@ import Testing
         defer { try? KernelKeyring().revoke(key) }
         host.kill9()
         let setAside = root.appendingPathComponent("set-aside")
-        try FileManager.default.createDirectory(at: setAside, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try #require(rename(Self.directory(root, closed), setAside.appendingPathComponent(".discarding-\(closed)").path) == 0)
-        #expect(try WindowOrderProcessTests.order(root) == [kept, closed] && KernelKeyring().find(key) != nil, "the state a kill leaves")
+        try FileManager.default.createDirectory(
+            at: setAside, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try #require(
+            rename(Self.directory(root, closed), setAside.appendingPathComponent(".discarding-\(closed)").path) == 0)
+        #expect(
+            try WindowOrderProcessTests.order(root) == [kept, closed] && KernelKeyring().find(key) != nil,
+            "the state a kill leaves")
 
         let next = try HostProcess(root: root, scenes: 1)
         defer { if next.process.isRunning { next.kill9() } }
@@ -227,7 +253,9 @@ import Testing
                 outcomes["gone", default: 0] += 1
                 #expect(order == [kept], "delay \(delay): gone from the order: \(order)")
             }
-            #expect(waitFor({ Self.discarding(root).isEmpty }, seconds: 10), "delay \(delay): the start finished the close: \(Self.discarding(root))")
+            #expect(
+                waitFor({ Self.discarding(root).isEmpty }, seconds: 10),
+                "delay \(delay): the start finished the close: \(Self.discarding(root))")
             #expect(!FileManager.default.fileExists(atPath: Self.directory(root, closed)))
             let fresh = try next.call(.connect).decode(ConnectReply.self).window
             #expect(fresh != closed, "never handed out again")

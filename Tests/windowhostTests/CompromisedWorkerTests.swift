@@ -2,9 +2,10 @@ import Atomics
 import CLinuxShims
 import Foundation
 import Glibc
-@testable import HostCoordination
 import Supervisor
 import Testing
+
+@testable import HostCoordination
 
 /// Plays a compromised worker (issue 12, isolation): from window B's worker's own descriptors,
 /// as root, it writes random bytes over every memfd B holds, tries to shrink them, then crafts
@@ -34,39 +35,55 @@ import Testing
         // Round 1: seeded random bytes over all of every memfd B holds.
         var seed: UInt64 = 0x5EED_0012
         var attacked = try attack(host, b, after: 0) { memory, size in
-            for offset in stride(from: 0, to: size, by: 8) { memory.storeBytes(of: splitMix(&seed), toByteOffset: offset, as: UInt64.self) }
+            for offset in stride(from: 0, to: size, by: 8) {
+                memory.storeBytes(of: splitMix(&seed), toByteOffset: offset, as: UInt64.self)
+            }
         }
         // Then crafted states, each against the restarted worker's slot.
         let crafted: [(String, (WindowSlot) -> Void)] = [
-            ("reply tail below head", { slot in
-                store(4096, at: slot.replyRing.base)
-                store(64, at: slot.replyRing.base + 64)
-            }),
-            ("length past the capacity", { slot in
-                let ring = slot.replyRing
-                store(0, at: ring.base)
-                (ring.base + MessageRing.headerSize).storeBytes(of: UInt32(ring.capacity + 1).littleEndian, as: UInt32.self)
-                store(UInt64(ring.capacity), at: ring.base + 64)
-            }),
+            (
+                "reply tail below head",
+                { slot in
+                    store(4096, at: slot.replyRing.base)
+                    store(64, at: slot.replyRing.base + 64)
+                }
+            ),
+            (
+                "length past the capacity",
+                { slot in
+                    let ring = slot.replyRing
+                    store(0, at: ring.base)
+                    (ring.base + MessageRing.headerSize).storeBytes(
+                        of: UInt32(ring.capacity + 1).littleEndian, as: UInt32.self)
+                    store(UInt64(ring.capacity), at: ring.base + 64)
+                }
+            ),
             ("reply tail 2^64-1", { slot in store(.max, at: slot.replyRing.base + 64) }),
-            ("seqs above 2^53", { slot in
-                var stats = WorkerStats()
-                stats.appliedSeq = (1 << 53) + 1
-                stats.durableSeq = (1 << 53) + 1
-                stats.regularTabs = .max
-                stats.incognitoTabs = .max
-                slot.publish(stats)
-            }),
-            ("durable above applied", { slot in
-                var stats = WorkerStats()
-                stats.appliedSeq = 2
-                stats.durableSeq = 9
-                slot.publish(stats)
-            }),
+            (
+                "seqs above 2^53",
+                { slot in
+                    var stats = WorkerStats()
+                    stats.appliedSeq = (1 << 53) + 1
+                    stats.durableSeq = (1 << 53) + 1
+                    stats.regularTabs = .max
+                    stats.incognitoTabs = .max
+                    slot.publish(stats)
+                }
+            ),
+            (
+                "durable above applied",
+                { slot in
+                    var stats = WorkerStats()
+                    stats.appliedSeq = 2
+                    stats.durableSeq = 9
+                    slot.publish(stats)
+                }
+            ),
         ]
         for (name, craft) in crafted {
             attacked = try attack(host, b, after: attacked) { memory, size in
-                let slot = try #require(SlotMemory.attachedView(memory, size: size), "B's slot header was written again: \(name)")
+                let slot = try #require(
+                    SlotMemory.attachedView(memory, size: size), "B's slot header was written again: \(name)")
                 craft(slot)
             }
             #expect(host.process.isRunning, "the supervisor lives after \(name): \(host.log)")
@@ -94,7 +111,9 @@ import Testing
         }
         var timings: [Double] = []
         for window in [a, c] {
-            let opened = try host.ctlBounded(["open", "--window", window, "--url", "https://\(window.prefix(8))-after.example/"])
+            let opened = try host.ctlBounded([
+                "open", "--window", window, "--url", "https://\(window.prefix(8))-after.example/",
+            ])
             #expect(opened.status == 0 && opened.seconds < 5, "\(opened)")
             let durable = try host.ctlBounded(["wait-durable", "--window", window])
             #expect(durable.status == 0 && durable.seconds < 5, "\(durable)")
@@ -116,7 +135,9 @@ import Testing
         let bTabs = Set(tabs(host, b))
         #expect(Set(before[b] ?? []).isSubset(of: bTabs), "B has every durable tab: \(bTabs) \(host.log)")
         let bMemory = memfds(of: restarted)
-        #expect(bMemory.count == 1 && othersMemory.isDisjoint(with: bMemory.map { $0.inode }), "B holds its own slot's memfd only: \(bMemory)")
+        #expect(
+            bMemory.count == 1 && othersMemory.isDisjoint(with: bMemory.map { $0.inode }),
+            "B holds its own slot's memfd only: \(bMemory)")
         #expect(host.terminate() == 0, "\(host.log)")
     }
 }
@@ -124,12 +145,13 @@ import Testing
 /// The window's worker pid once it is ready with a pid other than `not`.
 private func readyPID(_ host: HostProcess, _ window: String, not previous: Int32, seconds: Double = 20) -> Int32? {
     var pid: Int32?
-    _ = waitFor({
-        let entry = host.windows()[window]
-        guard entry?.state == "foreground", let live = entry?.pid, live != 0, live != previous else { return false }
-        pid = live
-        return true
-    }, seconds: seconds)
+    _ = waitFor(
+        {
+            let entry = host.windows()[window]
+            guard entry?.state == "foreground", let live = entry?.pid, live != 0, live != previous else { return false }
+            pid = live
+            return true
+        }, seconds: seconds)
     return pid
 }
 
@@ -145,7 +167,8 @@ private func memfds(of pid: Int32) -> [(fd: Int32, inode: UInt64)] {
     let directory = "/proc/\(pid)/fd"
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
     return entries.compactMap { name in
-        guard let fd = Int32(name), let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)"),
+        guard let fd = Int32(name),
+            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)"),
             target.hasPrefix("/memfd:")
         else { return nil }
         var status = stat()
@@ -160,7 +183,8 @@ private func memfds(of pid: Int32) -> [(fd: Int32, inode: UInt64)] {
 /// then a shrink is tried (after the mapping is gone: it would fault whoever maps it) and the
 /// supervisor's doorbell rung. The worker attacked, whose death the next round waits for.
 private func attack(
-    _ host: HostProcess, _ window: String, after previous: Int32, scribble: (UnsafeMutableRawPointer, Int) throws -> Void
+    _ host: HostProcess, _ window: String, after previous: Int32,
+    scribble: (UnsafeMutableRawPointer, Int) throws -> Void
 ) throws -> Int32 {
     let pid = try #require(readyPID(host, window, not: previous, seconds: 30), "the worker is back: \(host.log)")
     let held = memfds(of: pid)
@@ -212,5 +236,6 @@ private func splitMix(_ state: inout UInt64) -> UInt64 {
 }
 
 private func store(_ value: UInt64, at pointer: UnsafeMutableRawPointer) {
-    UnsafeAtomic<UInt64>(at: pointer.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)).store(value, ordering: .releasing)
+    UnsafeAtomic<UInt64>(at: pointer.assumingMemoryBound(to: UInt64.AtomicRepresentation.self)).store(
+        value, ordering: .releasing)
 }

@@ -37,7 +37,9 @@ import Testing
         // An index no list can have: named as given, not clamped to 2147483647.
         for verb in [["open"], ["move", "--tab", "1"]] {
             let index = try host.ctl(verb + ["--window", window, "--index", "99999999999"])
-            #expect(index.status == 65 && index.output.contains("99999999999") && !index.output.contains("2147483647"), "\(index.output)")
+            #expect(
+                index.status == 65 && index.output.contains("99999999999") && !index.output.contains("2147483647"),
+                "\(index.output)")
         }
 
         // None of the refusals took a seq, and the window serves on.

@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import Supervisor
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// `ctl` never waits forever: a stopped supervisor, a socket nobody accepts on and a kill that
 /// cannot kill all end in bounded time with a clear answer.
@@ -79,7 +79,9 @@ import TestSupport
         // start holds at once (a doorbell and three descriptors lifted for the child).
         let fds = "/proc/\(supervisor)/fd"
         let open = try FileManager.default.contentsOfDirectory(atPath: fds).compactMap(Int.init)
-        func target(_ fd: Int) -> String { (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fds)/\(fd)")) ?? "" }
+        func target(_ fd: Int) -> String {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fds)/\(fd)")) ?? ""
+        }
         let pidfd = try #require(open.filter { target($0).contains("pidfd") }.max())
         let doorbell = try #require(open.filter { target($0).contains("eventfd") }.max())
         let held = Set(open).subtracting([pidfd, doorbell])
@@ -91,11 +93,15 @@ import TestSupport
         }
         // The soft limit only: raising a hard limit again needs CAP_SYS_RESOURCE.
         let hard = try #require(Self.hardDescriptorLimit(of: supervisor))
-        let lowered = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(limit):\(hard)"])
+        let lowered = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(limit):\(hard)"])
         try #require(lowered.status == 0, "\(lowered.output)")
         Glibc.kill(Int32(worker), SIGKILL)
         // Once the supervisor has seen the death, no worker starts while the limit holds.
-        #expect(waitFor({ host.call(.status, timeout: 2).result?["windows"]?.array?.first?["state"]?.string != "foreground" }, seconds: 10))
+        #expect(
+            waitFor(
+                { host.call(.status, timeout: 2).result?["windows"]?.array?.first?["state"]?.string != "foreground" },
+                seconds: 10))
 
         let session = root.appendingPathComponent("windows/\(window)/regular").path
         let setAside = root.appendingPathComponent("set-aside").path
@@ -103,12 +109,15 @@ import TestSupport
         let until = Date().addingTimeInterval(4)
         while Date() < until {
             #expect(host.process.isRunning)
-            #expect(((try? FileManager.default.contentsOfDirectory(atPath: setAside)) ?? []).isEmpty, "nothing set aside")
+            #expect(
+                ((try? FileManager.default.contentsOfDirectory(atPath: setAside)) ?? []).isEmpty, "nothing set aside")
             #expect(FileManager.default.fileExists(atPath: session), "the session stays")
             let status = host.call(.status, timeout: 2)
             if let result = status.result {
                 #expect(result["set_aside"]?.array?.isEmpty ?? true, "\(result)")
-                #expect(result["windows"]?.array?.first?["state"]?.string != "foreground", "no worker can start yet: \(result)")
+                #expect(
+                    result["windows"]?.array?.first?["state"]?.string != "foreground",
+                    "no worker can start yet: \(result)")
             }
             // A command to a window without a worker is refused, and takes no seq.
             let refused = host.call(.open("https://refused.example/"), window: window, timeout: 2)
@@ -118,7 +127,8 @@ import TestSupport
         #expect(sawRefusal)
         #expect(host.log.contains("short of resources"), "\(host.log)")
 
-        let raised = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(hard):\(hard)"])
+        let raised = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=\(hard):\(hard)"])
         try #require(raised.status == 0, "\(raised.output)")
         #expect(waitFor({ host.windows()[window]?.state == "foreground" }, seconds: 20), "\(host.log)")
         let dump = try #require(host.call(.dump, window: window, timeout: 10).result)
@@ -139,9 +149,19 @@ import TestSupport
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://first.example/") != nil)
-        #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(#""code":64"#))
-        #expect(try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8) + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)).contains(#""code":64"#))
-        for line in [#"{"verb":"teleport","window":"\#(window)"}"#, #"{"verb":"navigate","window":"\#(window)","tab":1}"#, #"{"verb":"move","window":"\#(window)","tab":1}"#] {
+        #expect(
+            try rawSocketReplyText(host.socket, Array(#"{"verb":"open","window":"\#(window)","#.utf8) + [10]).contains(
+                #""code":64"#))
+        #expect(
+            try rawSocketReplyText(
+                host.socket,
+                Array(#"{"verb":"open","window":"\#(window)","url":""#.utf8)
+                    + Array(repeating: UInt8(ascii: "a"), count: 1 << 20)
+            ).contains(#""code":64"#))
+        for line in [
+            #"{"verb":"teleport","window":"\#(window)"}"#, #"{"verb":"navigate","window":"\#(window)","tab":1}"#,
+            #"{"verb":"move","window":"\#(window)","tab":1}"#,
+        ] {
             #expect(try rawSocketReplyText(host.socket, Array(line.utf8) + [10]).contains(#""code":64"#), "\(line)")
         }
         #expect(host.call(.open("about:blank"), window: UUID().uuidString).code == .badData)
@@ -154,7 +174,9 @@ import TestSupport
     /// The hard `Max open files` of `pid`, from /proc.
     static func hardDescriptorLimit(of pid: Int32) -> String? {
         let limits = procText("/proc/\(pid)/limits") ?? ""
-        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else {
+            return nil
+        }
         let fields = line.split(separator: " ")
         return fields.count >= 5 ? String(fields[4]) : nil
     }

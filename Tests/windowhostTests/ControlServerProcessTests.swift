@@ -11,10 +11,13 @@ import Testing
 @Suite(.serialized) struct ControlServerProcessTests {
     /// A connection to `path` that never blocks the test: nil when the backlog is full.
     func idleConnection(_ path: String) -> Int32? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0, var address = UnixSocketAddress.make(FilePath(path)) else { return nil }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard connected == 0 else {
             close(fd)
@@ -33,10 +36,12 @@ import Testing
         let window = try #require(host.windowIDs().first)
         // A few descriptors above what it holds now (a memfd per slot, the ring, the root's
         // lock…): EMFILE long before the client cap.
-        let held = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(host.process.processIdentifier)/fd").count
+        let held = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(host.process.processIdentifier)/fd")
+            .count
         let limit = held + 8
         let limited = try runProcess(
-            URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(host.process.processIdentifier)", "--nofile=\(limit):\(limit)"])
+            URL(fileURLWithPath: "/usr/bin/prlimit"),
+            ["--pid", "\(host.process.processIdentifier)", "--nofile=\(limit):\(limit)"])
         try #require(limited.status == 0, "\(limited.output)")
 
         var idle: [Int32] = []
@@ -53,7 +58,10 @@ import Testing
             let status = try runWindowhost(["ctl", "--socket", host.socket, "status", "--json"], prefix: bounded)
             #expect(status.status == 0 && status.output.contains(window), "round \(round): \(status.output)")
             let open = try runWindowhost(
-                ["ctl", "--socket", host.socket, "open", "--window", window, "--url", "https://idle-\(round).example/", "--json"],
+                [
+                    "ctl", "--socket", host.socket, "open", "--window", window, "--url",
+                    "https://idle-\(round).example/", "--json",
+                ],
                 prefix: bounded)
             #expect(open.status == 0, "round \(round): \(open.output)")
             #expect(Date().timeIntervalSince(started) < 5, "round \(round) took \(Date().timeIntervalSince(started)) s")
@@ -92,7 +100,8 @@ import Testing
         // each send for its 1 s timeout needs more than 10 s.
         var peek = [UInt8](repeating: 0, count: 1)
         let requested = Date()
-        let allBegan = waitFor({ slow.allSatisfy { recv($0, &peek, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0 } }, seconds: 20)
+        let allBegan = waitFor(
+            { slow.allSatisfy { recv($0, &peek, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0 } }, seconds: 20)
         let beginning = Date().timeIntervalSince(requested)
         #expect(allBegan && beginning < 8, "the replies took \(beginning) s to begin")
         let started = Date()
@@ -107,7 +116,9 @@ import Testing
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         for fd in slow {
             var hangUp = pollfd(fd: fd, events: 0, revents: 0)
-            #expect(poll(&hangUp, 1, 20_000) == 1 && hangUp.revents & Int16(POLLHUP) != 0, "a slow reader's connection is still open")
+            #expect(
+                poll(&hangUp, 1, 20_000) == 1 && hangUp.revents & Int16(POLLHUP) != 0,
+                "a slow reader's connection is still open")
             var total = 0
             while case let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)), count > 0 { total += count }
             #expect(total > 0 && total < 320_000, "a slow reader got \(total) bytes of its dump")
@@ -126,7 +137,8 @@ import Testing
             try? FileManager.default.removeItem(at: precious)
         }
         try Data("precious".utf8).write(to: precious)
-        let run = try runWindowhostBounded(["run", "--root", root.path, "--scenes", "0", "--socket", precious.path], seconds: 20)
+        let run = try runWindowhostBounded(
+            ["run", "--root", root.path, "--scenes", "0", "--socket", precious.path], seconds: 20)
         #expect(run.status == 73, "\(run.output)")
         #expect(run.output.contains(precious.path), "\(run.output)")
         #expect(try String(contentsOf: precious, encoding: .utf8) == "precious")
@@ -142,7 +154,8 @@ import Testing
             removeHostFiles(second)
         }
         let host = try HostProcess(root: first, scenes: 1)
-        let run = try runWindowhostBounded(["run", "--root", second.path, "--scenes", "0", "--socket", host.socket], seconds: 5)
+        let run = try runWindowhostBounded(
+            ["run", "--root", second.path, "--scenes", "0", "--socket", host.socket], seconds: 5)
         #expect(run.status == 75, "\(run.output)")
         #expect(host.call(.status, timeout: 10).code == .ok)
         #expect(host.terminate() == 0)
@@ -153,7 +166,8 @@ import Testing
     @Test(.timeLimit(.minutes(10))) func aStaleSocketIsReplaced() throws {
         let root = temporaryRoot("socket-stale")
         defer { removeHostFiles(root) }
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let path = root.appendingPathComponent("ctl.sock").path
         close(try boundSocket(path))
         let host = try HostProcess(root: root, scenes: 1)

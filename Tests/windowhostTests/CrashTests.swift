@@ -6,7 +6,6 @@ import SessionStore
 import SystemPackage
 import Testing
 
-
 /// The reference model: the same seeded commands on a plain list, no storage.
 private struct ReferenceRun {
     let seed: UInt64
@@ -74,7 +73,9 @@ private struct ReferenceRun {
             let lines = String(decoding: try Data(contentsOf: acknowledgements), as: UTF8.self).split(separator: "\n")
             if let recovered = lines.first(where: { $0.hasPrefix("recovered ") }) {
                 // The last command that changed something: commands that change nothing write nothing.
-                #expect(UInt64(recovered.dropFirst(10)).map { $0 <= max(acknowledged, applied) } ?? false, "kill \(kill): \(recovered)")
+                #expect(
+                    UInt64(recovered.dropFirst(10)).map { $0 <= max(acknowledged, applied) } ?? false,
+                    "kill \(kill): \(recovered)")
             }
             if let last = lines.last(where: { $0.hasPrefix("durable ") }), let seq = UInt64(last.dropFirst(8)) {
                 acknowledged = seq
@@ -88,7 +89,8 @@ private struct ReferenceRun {
             let recovery = try store.recover()
             let got = try TabListContents(store.regular.webStateList, realizing: true)
             let matches = try (acknowledged...max(acknowledged, applied)).filter { try reference.state(at: $0) == got }
-            #expect(!matches.isEmpty, "kill \(kill): acknowledged \(acknowledged), applied \(applied), \(recovery.regular)")
+            #expect(
+                !matches.isEmpty, "kill \(kill): acknowledged \(acknowledged), applied \(applied), \(recovery.regular)")
             #expect(recovery.regular.damaged.isEmpty, "kill \(kill): a crash tears at most the last save")
         }
         #expect(acknowledged > 100, "the children made progress between kills")

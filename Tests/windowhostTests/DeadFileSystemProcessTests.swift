@@ -18,10 +18,14 @@ import Testing
     static let generousTimeout = "120"
 
     /// The restores a host's log says failed (`restored` is a success).
-    static func failedRestores(in log: String) -> Int { log.components(separatedBy: "[SceneWorker] restore ").count - 1 }
+    static func failedRestores(in log: String) -> Int {
+        log.components(separatedBy: "[SceneWorker] restore ").count - 1
+    }
 
     /// The log lines where the supervisor set, or decided to set, a session aside.
-    static func setAsideLines(in log: String) -> [Substring] { log.split(separator: "\n").filter { $0.contains("set aside") } }
+    static func setAsideLines(in log: String) -> [Substring] {
+        log.split(separator: "\n").filter { $0.contains("set aside") }
+    }
 
     /// The storage dies under a serving window: `wait-durable`, `save --wait` and `disconnect`
     /// answer 74, the window goes on serving, and saves once the storage is back.
@@ -70,10 +74,15 @@ import Testing
 
         let limit = RestartPolicy().failedStartLimit
         let failedRestores = { Self.failedRestores(in: dead.host.log) }
-        #expect(waitFor({ failedRestores() > limit + 1 }, seconds: 60), "more failed restores than a crash loop takes: \(failedRestores())")
+        #expect(
+            waitFor({ failedRestores() > limit + 1 }, seconds: 60),
+            "more failed restores than a crash loop takes: \(failedRestores())")
         dead.revive()
-        #expect(waitFor({ (try? dead.host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the storage answers")
-        #expect(SetAsideProcessTests.urls(dead.host, window) == ["https://before.example/"], "the window came back whole")
+        #expect(
+            waitFor({ (try? dead.host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60),
+            "restores once the storage answers")
+        #expect(
+            SetAsideProcessTests.urls(dead.host, window) == ["https://before.example/"], "the window came back whole")
         #expect(SetAsideProcessTests.setAsideNames(dead.root) == [], "nothing was set aside")
         let setAside = Self.setAsideLines(in: dead.host.log)
         #expect(setAside.isEmpty, "\(setAside)")
@@ -91,7 +100,8 @@ import Testing
         let fuse = try FUSERoot(name: "fuse")
         defer { fuse.remove() }
         // The logs and the socket off the mount: they are the test's eyes while it is dead.
-        let host = try HostProcess(root: fuse.root, scenes: 1, logs: fuse.base, socket: fuse.base.appendingPathComponent("ctl.sock"))
+        let host = try HostProcess(
+            root: fuse.root, scenes: 1, logs: fuse.base, socket: fuse.base.appendingPathComponent("ctl.sock"))
         defer { if host.process.isRunning { host.kill9() } }
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://before.example/") != nil)
@@ -105,11 +115,17 @@ import Testing
             #expect(run.status == 74, "\(verb): \(run.output)")
         }
         let failedRestores = { DeadFileSystemProcessTests.failedRestores(in: host.log) }
-        #expect(waitFor({ failedRestores() > RestartPolicy().failedStartLimit + 1 }, seconds: 60), "\(failedRestores()) failed restores")
+        #expect(
+            waitFor({ failedRestores() > RestartPolicy().failedStartLimit + 1 }, seconds: 60),
+            "\(failedRestores()) failed restores")
 
         try fuse.mountAgain()
-        #expect(waitFor({ (try? host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60), "restores once the file system answers")
-        #expect(SetAsideProcessTests.urls(host, window) == ["https://before.example/"], "every durable tab, and the one a kill lost is not")
+        #expect(
+            waitFor({ (try? host.ctl(["wait-durable", "--window", window]).status) == 0 }, seconds: 60),
+            "restores once the file system answers")
+        #expect(
+            SetAsideProcessTests.urls(host, window) == ["https://before.example/"],
+            "every durable tab, and the one a kill lost is not")
         #expect(SetAsideProcessTests.setAsideNames(fuse.root) == [], "nothing was set aside")
         // Nor tried: a set-aside that met the dead mount failed, but one made the moment the
         // file system came back would have restarted the window empty.
@@ -132,7 +148,8 @@ private final class FUSERoot {
         base = temporaryRoot(name)
         (source, mountPoint) = (base.appendingPathComponent("source"), base.appendingPathComponent("mount"))
         for directory in [source, mountPoint, source.appendingPathComponent("root")] {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
         try mountAgain()
     }
@@ -145,8 +162,14 @@ private final class FUSERoot {
         bindfs.arguments = ["-f", source.path, mountPoint.path]
         try bindfs.run()
         daemon = bindfs
-        let mounted = waitFor({ FileManager.default.fileExists(atPath: root.appendingPathComponent(".").path) && isMountPoint() }, seconds: 10)
-        guard mounted else { throw HostFailure("bindfs did not mount \(source.path) at \(mountPoint.path) (is /dev/fuse there, and may this process mount?)") }
+        let mounted = waitFor(
+            { FileManager.default.fileExists(atPath: root.appendingPathComponent(".").path) && isMountPoint() },
+            seconds: 10)
+        guard mounted else {
+            throw HostFailure(
+                "bindfs did not mount \(source.path) at \(mountPoint.path) (is /dev/fuse there, and may this process mount?)"
+            )
+        }
     }
 
     func killDaemon() throws {
@@ -157,11 +180,14 @@ private final class FUSERoot {
         let probe = open(mountPoint.appendingPathComponent("probe").path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
         let error = errno
         if probe >= 0 { close(probe) }
-        guard probe < 0, error == ENOTCONN else { throw HostFailure("the mount still answers once its daemon is dead (errno \(error))") }
+        guard probe < 0, error == ENOTCONN else {
+            throw HostFailure("the mount still answers once its daemon is dead (errno \(error))")
+        }
     }
 
     private func isMountPoint() -> Bool {
-        (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8))?.contains(" \(mountPoint.path) fuse") == true
+        (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8))?.contains(" \(mountPoint.path) fuse")
+            == true
     }
 
     func remove() {
@@ -181,16 +207,25 @@ private struct DeadFileSystem {
         root = temporaryRoot("dead-\(name)-\(errno)")
         trigger = root.appendingPathExtension("dead")
         let preload = root.appendingPathExtension("so")
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("DeadFileSystem/dead-file-system.c")
-        let compiled = try runProcess(URL(fileURLWithPath: "/usr/bin/cc"), ["-shared", "-fPIC", "-O1", "-o", preload.path, source.path, "-ldl"])
-        guard compiled.status == 0 else { throw HostFailure("cannot compile the dead file system preload with /usr/bin/cc: \(compiled.output)") }
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "DeadFileSystem/dead-file-system.c")
+        let compiled = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/cc"), ["-shared", "-fPIC", "-O1", "-o", preload.path, source.path, "-ldl"])
+        guard compiled.status == 0 else {
+            throw HostFailure("cannot compile the dead file system preload with /usr/bin/cc: \(compiled.output)")
+        }
         host = try HostProcess(
             root: root, scenes: 1, arguments: ["--io", "sync"],
-            environment: ["LD_PRELOAD": preload.path, "DEAD_FS_ROOT": root.path, "DEAD_FS_TRIGGER": trigger.path, "DEAD_FS_ERRNO": "\(errno)"])
+            environment: [
+                "LD_PRELOAD": preload.path, "DEAD_FS_ROOT": root.path, "DEAD_FS_TRIGGER": trigger.path,
+                "DEAD_FS_ERRNO": "\(errno)",
+            ])
     }
 
     func kill() throws {
-        guard FileManager.default.createFile(atPath: trigger.path, contents: nil) else { throw HostFailure("cannot create \(trigger.path)") }
+        guard FileManager.default.createFile(atPath: trigger.path, contents: nil) else {
+            throw HostFailure("cannot create \(trigger.path)")
+        }
     }
 
     func revive() { unlink(trigger.path) }

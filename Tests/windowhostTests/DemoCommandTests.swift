@@ -39,7 +39,8 @@ private func mode(_ path: String) throws -> Int {
         }
         let damaged = regular.appendingPathComponent("damaged")
         #expect(try mode(damaged.path) == 0o700)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: damaged.path).count == 1, "set aside, never deleted")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: damaged.path).count == 1, "set aside, never deleted")
     }
 
     @Test func theSameSeedGivesTheSameCommandsAndWindow() throws {
@@ -49,11 +50,15 @@ private func mode(_ path: String) throws -> Int {
         // and which tabs a replayed journal realized; the commands, the tab count and the
         // restored window's equality with the live one must not.
         let stable = { (text: String) in
-            text.split(separator: "\n").filter { $0.hasPrefix("  #") || $0.hasPrefix("restored:") }.map { $0.prefix { $0 != "," } }
+            text.split(separator: "\n").filter { $0.hasPrefix("  #") || $0.hasPrefix("restored:") }.map {
+                $0.prefix { $0 != "," }
+            }
         }
         #expect(first.status == 0 && second.status == 0)
         #expect(!stable(first.output).isEmpty && stable(first.output) == stable(second.output))
-        #expect(first.output.contains("every history compared: yes") && second.output.contains("every history compared: yes"))
+        #expect(
+            first.output.contains("every history compared: yes")
+                && second.output.contains("every history compared: yes"))
     }
 
     @Test func badArgumentsExitWithUsage() throws {
@@ -61,15 +66,22 @@ private func mode(_ path: String) throws -> Int {
         #expect(try run(["demo", "--seed", "minus-one"]).status == 64)
         #expect(try run(["demo", "--io", "floppy"]).status == 64)
         #expect(try run(["no-such-verb"]).status == 64)
-        #expect(try run(["save-loop", "--root", "/nonexistent", "--until", "1"]).status == 64, "save-loop is the test build's alone")
+        #expect(
+            try run(["save-loop", "--root", "/nonexistent", "--until", "1"]).status == 64,
+            "save-loop is the test build's alone")
     }
 }
 
 @Suite struct InspectCommandTests {
     @Test func inspectShowsTheSavedWindowAndNamesCorruptionWithExitCodes() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-inspect-\(UUID().uuidString)")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-inspect-\(UUID().uuidString)")
         defer { removeHostFiles(root) }
-        #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"], binary: windowhostFaultsBinary).status == 0)
+        #expect(
+            try runWindowhost(
+                ["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"],
+                binary: windowhostFaultsBinary
+            ).status == 0)
 
         let clean = try run(["inspect", root.path, "--json"])
         #expect(clean.status == 0, "\(clean.output)")
@@ -82,16 +94,23 @@ private func mode(_ path: String) throws -> Int {
         #expect((browser["tabs"] as? [[String: Any]])?.isEmpty == false)
         // Each file the tabs were read from, with its format: snapshots are written in 2.
         let files = try #require(browser["files"] as? [[String: Any]])
-        #expect(files.first?["name"] as? String == "snapshot-" + String(format: "%016llx", browser["generation"] as? Int ?? -1))
+        #expect(
+            files.first?["name"] as? String == "snapshot-"
+                + String(format: "%016llx", browser["generation"] as? Int ?? -1))
         #expect(files.first?["version"] as? Int == 2, "\(files)")
-        #expect(files.dropFirst().allSatisfy { ($0["name"] as? String)?.hasPrefix("journal-") == true && $0["version"] as? Int == 1 })
+        #expect(
+            files.dropFirst().allSatisfy {
+                ($0["name"] as? String)?.hasPrefix("journal-") == true && $0["version"] as? Int == 1
+            })
         let text = try run(["inspect", root.path])
         #expect(text.output.contains("files: snapshot-") && text.output.contains("(format 2)"), "\(text.output)")
 
         // Damage the newest snapshot's metadata: exit 65, the file and offset named, the window
         // still shown (from the generation before), and nothing on disk changed by looking.
         let directory = root.appendingPathComponent("windows/5A7E100F-0000-4000-8000-000000000001/regular")
-        let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("snapshot-") }.max())
+        let snapshot = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("snapshot-") }
+                .max())
         let path = directory.appendingPathComponent(snapshot)
         var bytes = try [UInt8](Data(contentsOf: path))
         bytes[30] ^= 0x01
@@ -101,7 +120,9 @@ private func mode(_ path: String) throws -> Int {
         #expect(damaged.status == 65, "\(damaged.output)")
         #expect(damaged.output.contains("CORRUPT \(path.path) at byte 16"))
         #expect(damaged.output.contains("regular:"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == before, "inspect reads only")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == before, "inspect reads only"
+        )
 
         #expect(try run(["inspect", root.appendingPathComponent("missing").path]).status == 66)
         #expect(try run(["inspect", root.path, "--window", "not-a-uuid"]).status == 64)

@@ -14,8 +14,10 @@ import Testing
     private func listedCodes(_ arguments: [String]) throws -> [Int32] {
         let help = try runWindowhost(arguments + ["--help"]).output
         let paragraph = try #require(
-            help.components(separatedBy: "\n\n").first { $0.hasPrefix("Exit codes") }, "no exit-code paragraph in: \(help)")
-        let entries = paragraph.replacingOccurrences(of: "\n", with: " ").drop { $0 != ":" }.dropFirst().split(separator: ";")
+            help.components(separatedBy: "\n\n").first { $0.hasPrefix("Exit codes") },
+            "no exit-code paragraph in: \(help)")
+        let entries = paragraph.replacingOccurrences(of: "\n", with: " ").drop { $0 != ":" }.dropFirst().split(
+            separator: ";")
         return try entries.map { entry in
             try #require(Int32(entry.split(separator: " ").first ?? ""), "'\(entry)' does not start with a code")
         }
@@ -27,7 +29,9 @@ import Testing
 
     /// Every code a control reply can carry, 70 (a reply that does not decode) among them.
     @Test func ctlsHelpListsEveryCodeItExitsWith() throws {
-        let replyCodes: [ControlCode] = [.ok, .usage, .badData, .unavailable, .software, .memoryOnly, .ioError, .temporary, .seqExhausted]
+        let replyCodes: [ControlCode] = [
+            .ok, .usage, .badData, .unavailable, .software, .memoryOnly, .ioError, .temporary, .seqExhausted,
+        ]
         #expect(try listedCodes(["ctl"]) == replyCodes.map(\.rawValue))
     }
 
@@ -63,7 +67,9 @@ import Testing
         let window = UUID().uuidString
         for arguments in [["open", "--window", window], ["--json", "open", "--window", window]] {
             let run = try runWindowhost(["ctl", "--socket", path, "--timeout", "10"] + arguments)
-            #expect(run.status == 70 && run.output.contains("does not read as CommandReply"), "\(arguments): \(run.status) \(run.output)")
+            #expect(
+                run.status == 70 && run.output.contains("does not read as CommandReply"),
+                "\(arguments): \(run.status) \(run.output)")
         }
         shutdown(fd, Int32(SHUT_RDWR))
     }

@@ -41,13 +41,17 @@ import Testing
             for window in expected.dumps {
                 let dump = try dump(window.window, host)
                 #expect(dump.lists == window.lists, "window \(window.window)")
-                #expect(dump.appliedSeq == window.appliedSeq && dump.durableSeq == window.durableSeq, "window \(window.window)")
+                #expect(
+                    dump.appliedSeq == window.appliedSeq && dump.durableSeq == window.durableSeq,
+                    "window \(window.window)")
                 // Restored lazily, snapshot and journal alike: only each Browser's displayed
                 // (active) tab is realized.
                 let shown = try host.call(.dump, window: window.window).decode(DumpReply.self)
                 for list in [shown.regular, shown.incognito] {
                     let active = list.activeIndex.map { [list.tabs[Int($0)].id] } ?? []
-                    #expect(list.tabs.filter(\.realized).map(\.id) == active, "window \(window.window): \(list.tabs.map { ($0.id, $0.realized) })")
+                    #expect(
+                        list.tabs.filter(\.realized).map(\.id) == active,
+                        "window \(window.window): \(list.tabs.map { ($0.id, $0.realized) })")
                 }
             }
             #expect(host.terminate() == 0, "\(host.log)")
@@ -71,7 +75,8 @@ import Testing
                 var lists = window.lists
                 for incognito in [false, true] where !lists[incognito].tabs.isEmpty {
                     for page in 1...6 {
-                        let url = "https://upgrade.example/\(window.window.prefix(8))/\(incognito ? "incognito" : "regular")/\(page)"
+                        let url =
+                            "https://upgrade.example/\(window.window.prefix(8))/\(incognito ? "incognito" : "regular")/\(page)"
                         lists[incognito].tabs.append(try open(url, in: window.window, incognito: incognito, host))
                     }
                 }
@@ -88,7 +93,9 @@ import Testing
                 #expect(!new.isEmpty, "\(directory.path) compacted")
                 for generation in new {
                     let version = try snapshotVersion(directory, generation)
-                    #expect(version == Self.upgradedVersion, "\(directory.path)/\(DiskLayout.snapshotName(generation)) is version \(version)")
+                    #expect(
+                        version == Self.upgradedVersion,
+                        "\(directory.path)/\(DiskLayout.snapshotName(generation)) is version \(version)")
                 }
             }
 
@@ -123,19 +130,25 @@ import Testing
             var page = 0
             while snapshotGenerations(root)[directory]?.max() == old, page < 12 {
                 page += 1
-                lists.regular.tabs.append(try open("https://fallback.example/\(page)", in: window.window, incognito: false, host))
+                lists.regular.tabs.append(
+                    try open("https://fallback.example/\(page)", in: window.window, incognito: false, host))
                 #expect(try host.ctl(["wait-durable", "--window", window.window]).status == 0)
             }
             let newest = try #require(snapshotGenerations(root)[directory]?.max())
             #expect(newest == old + (writtenFromMemory ? 2 : 1), "one compaction")
             for later in 1...2 {
-                lists.regular.tabs.append(try open("https://after.example/\(later)", in: window.window, incognito: false, host))
+                lists.regular.tabs.append(
+                    try open("https://after.example/\(later)", in: window.window, incognito: false, host))
             }
             #expect(try host.ctl(["wait-durable", "--window", window.window]).status == 0)
             #expect(try dump(window.window, host).lists == lists)
             #expect(host.terminate() == 0, "\(host.log)")
-            #expect(snapshotGenerations(root)[directory] == [newest - 1, newest], "the generation before is kept as the fallback")
-            if !writtenFromMemory { #expect(try snapshotVersion(directory, old) == 1, "the fallback is the old binary's") }
+            #expect(
+                snapshotGenerations(root)[directory] == [newest - 1, newest],
+                "the generation before is kept as the fallback")
+            if !writtenFromMemory {
+                #expect(try snapshotVersion(directory, old) == 1, "the fallback is the old binary's")
+            }
 
             // A byte of the list metadata, which restore reads, so the damage shows at once.
             let path = directory.appendingPathComponent(DiskLayout.snapshotName(newest))
@@ -149,7 +162,10 @@ import Testing
             #expect(try dump(window.window, again).lists == lists)
             #expect(again.terminate() == 0, "\(again.log)")
             let setAside = damageSetAside(root)
-            #expect(setAside.contains { $0.hasPrefix("windows/\(window.window)/regular/damaged/\(DiskLayout.snapshotName(newest))") }, "\(setAside)")
+            #expect(
+                setAside.contains {
+                    $0.hasPrefix("windows/\(window.window)/regular/damaged/\(DiskLayout.snapshotName(newest))")
+                }, "\(setAside)")
         }
     }
 
@@ -178,7 +194,9 @@ import Testing
     /// 30 ms in a debug build).
     private func positions(_ count: Int, seed: UInt64) -> [Int] {
         let sample = 300
-        guard ProcessInfo.processInfo.environment["WINDOWHOST_UPGRADE_SWEEP"] != "all", count > Framing.fileHeaderSize + sample else {
+        guard ProcessInfo.processInfo.environment["WINDOWHOST_UPGRADE_SWEEP"] != "all",
+            count > Framing.fileHeaderSize + sample
+        else {
             return Array(0..<count)
         }
         var random = SeededGenerator(seed: seed)
@@ -198,12 +216,14 @@ import Testing
         let id = try #require(UUID(uuidString: window.window))
         let root = FilePath("/sim")
         let base = FaultEngine(directories: [root])
-        let source = Self.fixtureURL(fixture).appendingPathComponent(DiskLayout.windows).appendingPathComponent(window.window)
+        let source = Self.fixtureURL(fixture).appendingPathComponent(DiskLayout.windows).appendingPathComponent(
+            window.window)
         for kind in try FileManager.default.contentsOfDirectory(atPath: source.path) {
             let directory = root.appending(DiskLayout.windows).appending(window.window).appending(kind)
             try base.makeDirectories(directory)
             for name in try FileManager.default.contentsOfDirectory(atPath: source.appendingPathComponent(kind).path) {
-                let bytes = try [UInt8](Data(contentsOf: source.appendingPathComponent(kind).appendingPathComponent(name)))
+                let bytes = try [UInt8](
+                    Data(contentsOf: source.appendingPathComponent(kind).appendingPathComponent(name)))
                 let file = try base.open(directory.appending(name), .create)
                 try base.perform([.write(file, bytes, offset: 0, durable: false), .sync(file)])
                 base.close(file)
@@ -223,7 +243,9 @@ import Testing
             let disk = base.copy()
             disk.overwrite(snapshot, with: bytes)
             // A small preallocation: recovery rewrites a damaged Browser into a new generation.
-            let store = WindowStore(root: root, windowID: id, engine: disk, options: StoreOptions(journalPreallocation: 8 << 10), saveDelayMilliseconds: 0)
+            let store = WindowStore(
+                root: root, windowID: id, engine: disk, options: StoreOptions(journalPreallocation: 8 << 10),
+                saveDelayMilliseconds: 0)
             let recovery: WindowRecovery
             do {
                 recovery = try store.recover()
@@ -237,14 +259,18 @@ import Testing
             if lists == window.lists && recovery.seq == window.appliedSeq {
                 exact += 1
             } else {
-                #expect(!setAside.isEmpty || !degraded.isEmpty, "\(fixture): \(what) came back changed with no damage reported: \(lists)")
+                #expect(
+                    !setAside.isEmpty || !degraded.isEmpty,
+                    "\(fixture): \(what) came back changed with no damage reported: \(lists)")
                 reported += 1
             }
         }
         // A flip or cut that leaves the snapshot whole does not exist (every byte is framed and
         // checked, or a history read on demand), yet each falls back to a whole generation.
         #expect(exact > 0 && exact + reported == tried.count, "\(fixture): \(exact) exact, \(reported) reported")
-        #expect(reported == 0, "\(fixture): \(reported) of \(tried.count) lost acknowledged tabs though the fallback is whole")
+        #expect(
+            reported == 0,
+            "\(fixture): \(reported) of \(tried.count) lost acknowledged tabs though the fallback is whole")
     }
 
     // MARK: files
@@ -261,8 +287,10 @@ import Testing
         try withTemporaryDirectory { directory in
             let root = URL(fileURLWithPath: directory.string).appendingPathComponent("root")
             func copy(_ source: URL, to target: URL) throws {
-                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-                for name in try FileManager.default.contentsOfDirectory(atPath: source.path) where name != "expected.json" {
+                try FileManager.default.createDirectory(
+                    at: target, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                for name in try FileManager.default.contentsOfDirectory(atPath: source.path)
+                where name != "expected.json" {
                     let from = source.appendingPathComponent(name)
                     let to = target.appendingPathComponent(name)
                     var isDirectory: ObjCBool = false
@@ -282,7 +310,8 @@ import Testing
 
     /// Where a Browser of `window` keeps its generations under `root`.
     private func browserDirectory(_ root: URL, _ window: String, incognito: Bool) -> URL {
-        root.appendingPathComponent(DiskLayout.windows).appendingPathComponent(window).appendingPathComponent(incognito ? "incognito" : "regular")
+        root.appendingPathComponent(DiskLayout.windows).appendingPathComponent(window).appendingPathComponent(
+            incognito ? "incognito" : "regular")
     }
 
     /// Each Browser directory under `root/windows` and the snapshot generations it holds.
@@ -292,7 +321,9 @@ import Testing
         for window in (try? FileManager.default.contentsOfDirectory(atPath: windows.path)) ?? [] {
             for kind in ["regular", "incognito"] {
                 let directory = windows.appendingPathComponent(window).appendingPathComponent(kind)
-                if FileManager.default.fileExists(atPath: directory.path) { found[directory] = snapshotGenerations(in: directory) }
+                if FileManager.default.fileExists(atPath: directory.path) {
+                    found[directory] = snapshotGenerations(in: directory)
+                }
             }
         }
         return found
@@ -325,9 +356,13 @@ import Testing
     // MARK: the binary
 
     /// Today's `inspect ROOT --deep --json`: its status, its output, and the output decoded.
-    private func inspect(_ root: URL) throws -> (status: Int32, output: String, view: () throws -> FixtureView.Inspect) {
+    private func inspect(_ root: URL) throws -> (status: Int32, output: String, view: () throws -> FixtureView.Inspect)
+    {
         let run = try runWindowhost(["inspect", root.path, "--deep", "--json"])
-        return (run.status, run.output, { try FixtureView.decoder.decode(FixtureView.Inspect.self, from: Data(run.output.utf8)) })
+        return (
+            run.status, run.output,
+            { try FixtureView.decoder.decode(FixtureView.Inspect.self, from: Data(run.output.utf8)) }
+        )
     }
 
     /// Today's `ctl dump --window W --json`, which must succeed.
@@ -339,8 +374,10 @@ import Testing
 
     /// Opens `url` at the end of a Browser, in the background (the active tab stays): the tab
     /// as `dump` then shows it.
-    private func open(_ url: String, in window: String, incognito: Bool, _ host: HostProcess) throws -> FixtureView.Tab {
-        let run = try host.ctl(["open", "--window", window, "--url", url, "--background"] + (incognito ? ["--incognito"] : []))
+    private func open(_ url: String, in window: String, incognito: Bool, _ host: HostProcess) throws -> FixtureView.Tab
+    {
+        let run = try host.ctl(
+            ["open", "--window", window, "--url", url, "--background"] + (incognito ? ["--incognito"] : []))
         try #require(run.status == 0, "\(run.output)")
         let id = try #require(Int64(run.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(run.output)")
         return FixtureView.Tab(id: id, url: url, title: "", pinned: false, opener: nil)
@@ -401,7 +438,8 @@ struct FixtureView: Decodable {
                 let tabs = try list.webStates.indices.map { index in
                     let webState = try list.webState(at: index)
                     return Tab(
-                        id: webState.id.rawValue, url: webState.url, title: webState.title, pinned: list.isPinned(at: index),
+                        id: webState.id.rawValue, url: webState.url, title: webState.title,
+                        pinned: list.isPinned(at: index),
                         opener: try list.opener(at: index)?.openerID.rawValue)
                 }
                 return List(activeIndex: list.activeIndex, tabs: tabs)

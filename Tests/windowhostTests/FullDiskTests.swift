@@ -35,10 +35,14 @@ import Testing
         #expect(save.status == 74 && save.seconds < 2, "save --wait: \(save.output) in \(save.seconds) s")
 
         let disconnect = try host.ctlBounded(["disconnect", "--window", window])
-        #expect(disconnect.status == 74 && disconnect.seconds < 2, "disconnect: \(disconnect.output) in \(disconnect.seconds) s")
+        #expect(
+            disconnect.status == 74 && disconnect.seconds < 2,
+            "disconnect: \(disconnect.output) in \(disconnect.seconds) s")
         let serving = try #require(host.windows()[window])
         #expect(serving.state == "foreground", "a failed disconnect goes back to serving: \(serving)")
-        let more = try host.ctlBounded(["open", "--window", window, "--incognito", "--url", "https://still-serving.example/"])
+        let more = try host.ctlBounded([
+            "open", "--window", window, "--incognito", "--url", "https://still-serving.example/",
+        ])
         #expect(more.status == 0, "and takes commands: \(more.output)")
 
         // Backoff retries run meanwhile (100, 200, 400 ms…): counted, logged once.
@@ -48,19 +52,27 @@ import Testing
         #expect(failures >= 4, "every failed attempt is counted: \(stats.output)")
         // tmpfs: the journals are written through the page cache, said once and in the stats.
         #expect(try #require(statsLine(stats.output)?.windows.first).directIo == false, "\(stats.output)")
-        #expect(host.log.components(separatedBy: "windowhost: journal writes buffered: the file system is in memory (tmpfs)").count - 1 == 1, "\(host.log)")
+        #expect(
+            host.log.components(
+                separatedBy: "windowhost: journal writes buffered: the file system is in memory (tmpfs)"
+            ).count - 1 == 1, "\(host.log)")
         #expect(host.windows()[window]?.failing?.browsers == ["incognito"])
-        #expect(host.log.components(separatedBy: "saves are failing").count - 1 == 1, "one line per episode: \(host.log)")
+        #expect(
+            host.log.components(separatedBy: "saves are failing").count - 1 == 1, "one line per episode: \(host.log)")
 
         // Space comes back: the save lands by itself. `status` reads shared memory only.
         disk.free()
         let freedAt = Date()
-        let landed = waitFor({
-            let status = host.windows()[window]
-            return status != nil && status?.durableSeq == status?.appliedSeq && status?.failing == nil
-        }, seconds: 6)
+        let landed = waitFor(
+            {
+                let status = host.windows()[window]
+                return status != nil && status?.durableSeq == status?.appliedSeq && status?.failing == nil
+            }, seconds: 6)
         let recovery = Date().timeIntervalSince(freedAt)
-        #expect(landed, "the save lands within seconds of space returning, no command sent: \(String(describing: host.windows()[window]))")
+        #expect(
+            landed,
+            "the save lands within seconds of space returning, no command sent: \(String(describing: host.windows()[window]))"
+        )
         #expect(recovery < 4, "landed \(recovery) s after space returned")
         #expect(host.log.contains("saves work again"), "the episode's end is logged")
         let durable = try host.ctlBounded(["wait-durable", "--window", window])
@@ -76,7 +88,9 @@ import Testing
         let host = try HostProcess(root: disk.root, scenes: 1, saveDelay: 60_000, logs: disk.logs)
         defer { if host.process.isRunning { host.kill9() } }
         let window = try #require(host.windowIDs().first)
-        #expect(try host.ctlBounded(["open", "--window", window, "--incognito", "--url", "https://delayed.example/"]).status == 0)
+        #expect(
+            try host.ctlBounded(["open", "--window", window, "--incognito", "--url", "https://delayed.example/"]).status
+                == 0)
         try disk.fill()
         #expect(host.windows()[window]?.saveFailures == 0, "nothing tried yet")
         let save = try host.ctlBounded(["save", "--wait", "--window", window])
@@ -84,9 +98,12 @@ import Testing
         let wait = try host.ctlBounded(["wait-durable", "--window", window])
         #expect(wait.status == 74 && wait.seconds < 2, "wait-durable: \(wait.output) in \(wait.seconds) s")
         let stats = try host.ctlBounded(["--json", "stats"])
-        #expect(try #require(statsLine(stats.output)?.windows.first).saves.saveFailures >= 2, "explicit saves count: \(stats.output)")
+        #expect(
+            try #require(statsLine(stats.output)?.windows.first).saves.saveFailures >= 2,
+            "explicit saves count: \(stats.output)")
         disk.free()
-        #expect(try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
+        #expect(
+            try host.ctlBounded(["save", "--wait", "--window", window]).status == 0, "an explicit save retries at once")
         #expect(host.terminate() == 0, "\(host.log)")
     }
 
@@ -107,9 +124,13 @@ import Testing
         try disk.fill()
         // The saved window's regular journal has room preallocated; a first incognito save
         // needs new files.
-        #expect(try host.ctlBounded(["open", "--window", saved, "--incognito", "--url", "https://private.example/"]).status == 0)
+        #expect(
+            try host.ctlBounded(["open", "--window", saved, "--incognito", "--url", "https://private.example/"]).status
+                == 0)
         #expect(try host.ctlBounded(["open", "--window", saved, "--url", "https://after.example/"]).status == 0)
-        #expect(try host.ctlBounded(["open", "--window", unsaved, "--incognito", "--url", "https://lost.example/"]).status == 0)
+        #expect(
+            try host.ctlBounded(["open", "--window", unsaved, "--incognito", "--url", "https://lost.example/"]).status
+                == 0)
         #expect(waitFor({ host.windows()[saved]?.failing?.browsers == ["incognito"] }, seconds: 3))
 
         let stopStart = Date()
@@ -155,12 +176,15 @@ struct Tmpfs {
         mountPoint = base.appendingPathComponent("mnt")
         logs = base
         try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-        let (status, output) = try runProcess(URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint.path])
+        let (status, output) = try runProcess(
+            URL(fileURLWithPath: "/bin/mount"), ["-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", mountPoint.path])
         guard status == 0 else {
             removeTestRoot(base.path)
-            throw HostFailure("cannot mount a tmpfs (this test needs root to fill a real disk; uid \(getuid())): \(output)")
+            throw HostFailure(
+                "cannot mount a tmpfs (this test needs root to fill a real disk; uid \(getuid())): \(output)")
         }
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
     }
 
     /// Writes a file until the filesystem refuses with ENOSPC.
@@ -177,7 +201,9 @@ struct Tmpfs {
                 continue
             }
             if count < 0, errno == EINTR { continue }
-            guard count < 0, errno == ENOSPC else { throw HostFailure("filling stopped without ENOSPC: \(String(cString: strerror(errno)))") }
+            guard count < 0, errno == ENOSPC else {
+                throw HostFailure("filling stopped without ENOSPC: \(String(cString: strerror(errno)))")
+            }
             break
         }
         // What is left below a page goes too, byte by byte.

@@ -14,15 +14,19 @@ import Testing
     /// 4cdde3f: posix_spawn fails with EMFILE ("the supervisor is short of resources") at every
     /// retry while the streams last, and the 4th window's `connect` hangs until killed at 20 s.
     @Test(.timeLimit(.minutes(2))) func heldHTTPConnectionsLeaveDescriptorsToStartWorkers() throws {
-        let host = try HostProcess(root: temporaryRoot("http-descriptors"), scenes: 2, arguments: ["--http", "127.0.0.1:0"])
+        let host = try HostProcess(
+            root: temporaryRoot("http-descriptors"), scenes: 2, arguments: ["--http", "127.0.0.1:0"])
         defer { removeHostFiles(host.root) }
         #expect(waitFor({ host.output.contains("\nhttp ") }, seconds: 10), "no http line: \(host.output)")
         let line = try #require(host.output.split(separator: "\n").first { $0.hasPrefix("http http://127.0.0.1:") })
         let http = HTTPTarget(port: try #require(UInt16(line.split(separator: ":").last ?? "")))
         let supervisor = host.process.processIdentifier
-        let limited = try runProcess(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=80:80"])
+        let limited = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", "\(supervisor)", "--nofile=80:80"])
         try #require(limited.status == 0, "prlimit: \(limited.output)")
-        func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(supervisor)/fd").count) ?? 0 }
+        func descriptors() -> Int {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(supervisor)/fd").count) ?? 0
+        }
         let before = descriptors()
 
         var streams: [Int32] = []
@@ -41,17 +45,22 @@ import Testing
         for index in 2..<16 {
             let connected = try host.ctlBounded(["connect"], seconds: 20)
             guard connected.status == 0 else {
-                Issue.record("window \(index + 1) of 16 with 32 HTTP streams held: connect \(connected.status) after \(connected.seconds) s: \(connected.output)")
+                Issue.record(
+                    "window \(index + 1) of 16 with 32 HTTP streams held: connect \(connected.status) after \(connected.seconds) s: \(connected.output)"
+                )
                 break
             }
         }
-        #expect(!host.log.contains("Too many open files"), "\(host.log.split(separator: "\n").filter { $0.contains("Too many open files") }.prefix(3))")
+        #expect(
+            !host.log.contains("Too many open files"),
+            "\(host.log.split(separator: "\n").filter { $0.contains("Too many open files") }.prefix(3))")
         // A worker that crashes is started again, streams or not.
         let window = try #require(host.windowIDs().first)
         let crashed = try #require(host.windows()[window]?.pid)
         Glibc.kill(crashed, SIGKILL)
         #expect(
-            waitFor({ (host.windows()[window].map { $0.pid != crashed && $0.state == "foreground" }) == true }, seconds: 10),
+            waitFor(
+                { (host.windows()[window].map { $0.pid != crashed && $0.state == "foreground" }) == true }, seconds: 10),
             "the crashed worker was not started again with 32 HTTP streams held")
         for fd in streams { close(fd) }
         streams = []

@@ -10,15 +10,19 @@ import Testing
 /// HTTP client, however slow, delays a command.
 @Suite(.serialized) struct HTTPStatusProcessTests {
     /// The package's root, for the browser script and the screenshot under `.build/`.
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// A supervisor serving HTTP on a port it picks: the host, and the address its `http` line printed.
     func hostServingHTTP(_ name: String, scenes: Int, arguments: [String] = []) throws -> (HostProcess, HTTPTarget) {
-        let host = try HostProcess(root: temporaryRoot(name), scenes: scenes, arguments: ["--http", "127.0.0.1:0"] + arguments)
+        let host = try HostProcess(
+            root: temporaryRoot(name), scenes: scenes, arguments: ["--http", "127.0.0.1:0"] + arguments)
         #expect(waitFor({ host.output.contains("\nhttp ") }, seconds: 10), "no http line: \(host.output)")
         let lines = host.output.split(separator: "\n")
         // The http line follows the ready line, as scripts expect.
-        try #require(lines.count == 2 && lines[0].hasPrefix("ready ") && lines[1].hasPrefix("http http://127.0.0.1:"), "\(host.output)")
+        try #require(
+            lines.count == 2 && lines[0].hasPrefix("ready ") && lines[1].hasPrefix("http http://127.0.0.1:"),
+            "\(host.output)")
         let port = try #require(Int(lines[1].split(separator: ":").last ?? ""), "\(lines[1])")
         #expect(port > 0)
         return (host, HTTPTarget(port: UInt16(port)))
@@ -42,16 +46,24 @@ import Testing
         #expect(try host.ctl(["kill", "--window", window]).status == 0)
         let crashed = try #require(host.windows()[other]?.pid)
         Glibc.kill(crashed, SIGKILL)
-        #expect(waitFor({ (host.windows()[other].map { $0.pid != crashed && $0.state == "foreground" }) == true }, seconds: 20), "\(host.log)")
+        #expect(
+            waitFor(
+                { (host.windows()[other].map { $0.pid != crashed && $0.state == "foreground" }) == true }, seconds: 20),
+            "\(host.log)")
         let hung = try #require(host.windows()[other]?.pid)
         Glibc.kill(hung, SIGSTOP)
-        #expect(waitFor({ (host.windows()[other].map { $0.pid != hung && $0.state == "foreground" }) == true }, seconds: 20), "\(host.log)")
+        #expect(
+            waitFor(
+                { (host.windows()[other].map { $0.pid != hung && $0.state == "foreground" }) == true }, seconds: 20),
+            "\(host.log)")
         // The loop publishes its status every 100 ms.
         usleep(300_000)
 
         let after = try http.metrics()
         try checkWithPromtool(after.text)
-        #expect(after.value("windowhost_commands_total", ["verb": "open"]) == before.value("windowhost_commands_total", ["verb": "open"]).map { $0 + 5 })
+        #expect(
+            after.value("windowhost_commands_total", ["verb": "open"])
+                == before.value("windowhost_commands_total", ["verb": "open"]).map { $0 + 5 })
         #expect(after.value("windowhost_commands_total", ["verb": "kill"]) == 1)
         let saves = try #require(after.value("windowhost_saves_total", ["window": window]))
         #expect(saves >= 1 && saves > (before.value("windowhost_saves_total", ["window": window]) ?? 0))
@@ -84,7 +96,9 @@ import Testing
         func stable(_ text: String) throws -> NSDictionary {
             let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
             var copy = object
-            copy["windows"] = (object["windows"] as? [[String: Any]])?.map { window in window.filter { $0.key != "heartbeat_age_ms" } }
+            copy["windows"] = (object["windows"] as? [[String: Any]])?.map { window in
+                window.filter { $0.key != "heartbeat_age_ms" }
+            }
             return copy as NSDictionary
         }
         #expect(try stable(ctl.output) == stable(served.body), "ctl: \(ctl.output)\nhttp: \(served.body)")
@@ -102,13 +116,16 @@ import Testing
         defer { for fd in held { close(fd) } }
         for index in 0..<48 {
             guard let fd = http.connect() else { continue }
-            let bytes = index % 3 == 0 ? "GET /api/live HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "
+            let bytes =
+                index % 3 == 0
+                ? "GET /api/live HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "
             _ = bytes.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             held.append(fd)
         }
         #expect(held.count >= 40)
         for round in 0..<5 {
-            let open = try host.ctlBounded(["open", "--window", window, "--url", "https://hostile-http-\(round).example/"], seconds: 10)
+            let open = try host.ctlBounded(
+                ["open", "--window", window, "--url", "https://hostile-http-\(round).example/"], seconds: 10)
             #expect(open.status == 0, "round \(round): \(open.output)")
             let status = try host.ctlBounded(["status", "--json"], seconds: 10)
             #expect(status.status == 0 && status.output.contains(window), "round \(round): \(status.output)")
@@ -129,7 +146,9 @@ import Testing
         defer { removeHostFiles(host.root) }
         func openStream() throws -> (fd: Int32, head: String) {
             let fd = try #require(http.connect())
-            _ = "GET /api/live HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            _ = "GET /api/live HTTP/1.1\r\nHost: x\r\n\r\n".withCString {
+                send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL))
+            }
             var limit = timeval(tv_sec: 5, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             var buffer = [UInt8](repeating: 0, count: 512)
@@ -163,19 +182,35 @@ import Testing
     @Test(.timeLimit(.minutes(2))) func anAddressThatDoesNotBindExits69BeforeAnyWindow() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(listener) }
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: UInt32(0x7F00_0001).bigEndian), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var address = sockaddr_in(
+            sin_family: sa_family_t(AF_INET), sin_port: 0, sin_addr: in_addr(s_addr: UInt32(0x7F00_0001).bigEndian),
+            sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try #require(withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
+        try #require(
+            withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
+            } == 0)
         try #require(listen(listener, 4) == 0)
-        try #require(withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } } == 0)
+        try #require(
+            withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+            } == 0)
         let busy = UInt16(bigEndian: address.sin_port)
-        for (argument, code) in [("127.0.0.1:\(busy)", Int32(69)), ("192.0.2.1:8080", 69), ("127.0.0.1:70000", 64), ("nohost:", 64), ("[::1", 64)] {
+        for (argument, code) in [
+            ("127.0.0.1:\(busy)", Int32(69)), ("192.0.2.1:8080", 69), ("127.0.0.1:70000", 64), ("nohost:", 64),
+            ("[::1", 64),
+        ] {
             let root = temporaryRoot("http-refused")
             defer { removeHostFiles(root) }
-            let run = try runWindowhostBounded(["run", "--root", root.path, "--scenes", "1", "--http", argument], seconds: 30)
+            let run = try runWindowhostBounded(
+                ["run", "--root", root.path, "--scenes", "1", "--http", argument], seconds: 30)
             #expect(run.status == code, "--http \(argument): \(run.output)")
-            #expect(!run.output.split(separator: "\n").contains { $0.hasPrefix("ready ") }, "--http \(argument): \(run.output)")
-            #expect(run.output.contains("--http") || run.output.contains("cannot serve HTTP"), "--http \(argument): \(run.output)")
+            #expect(
+                !run.output.split(separator: "\n").contains { $0.hasPrefix("ready ") },
+                "--http \(argument): \(run.output)")
+            #expect(
+                run.output.contains("--http") || run.output.contains("cannot serve HTTP"),
+                "--http \(argument): \(run.output)")
         }
     }
 
@@ -188,36 +223,53 @@ import Testing
         let windows = host.windowIDs()
         try #require(windows.count == 16)
         for (index, window) in windows.enumerated() {
-            for tab in 0..<(1 + index % 3) { #expect(host.open(window, "https://dashboard-\(index)-\(tab).example/") != nil) }
+            for tab in 0..<(1 + index % 3) {
+                #expect(host.open(window, "https://dashboard-\(index)-\(tab).example/") != nil)
+            }
         }
         #expect(try host.ctl(["kill", "--window", windows[3]]).status == 0)
         // A session set aside (a copy of a saved window, named as a crash loop would name it),
         // which `ctl set-aside` finds and summarizes: the page lists it.
         #expect(host.call(.waitDurable(seq: nil), window: windows[2]).code == .ok)
         let entry = "\(UUID().uuidString)-20261124T040000Z-crash-loop"
-        try FileManager.default.createDirectory(at: host.root.appendingPathComponent("set-aside"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: host.root.appendingPathComponent("set-aside"), withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         try FileManager.default.copyItem(
-            atPath: host.root.appendingPathComponent("windows/\(windows[2])").path, toPath: host.root.appendingPathComponent("set-aside/\(entry)").path)
+            atPath: host.root.appendingPathComponent("windows/\(windows[2])").path,
+            toPath: host.root.appendingPathComponent("set-aside/\(entry)").path)
         let listed = try host.ctl(["set-aside"])
         #expect(listed.status == 0 && listed.output.contains("tabs 3+0"), "\(listed.output)")
         // One point of the chart per second: the saves above are in the next one.
         usleep(1_500_000)
         let screenshot = Self.packageRoot.appendingPathComponent(".build/dashboard.png")
         try? FileManager.default.removeItem(at: screenshot)
-        let cards = "document.querySelectorAll('.card').length === 16 && document.querySelectorAll('#aside tr.entry').length === 1"
-        let chart = "Number(document.getElementById('chart').dataset.points) > 0 && Number(document.getElementById('chart').dataset.marks) >= 2"
+        let cards =
+            "document.querySelectorAll('.card').length === 16 && document.querySelectorAll('#aside tr.entry').length === 1"
+        let chart =
+            "Number(document.getElementById('chart').dataset.points) > 0 && Number(document.getElementById('chart').dataset.marks) >= 2"
         let loaded = try runProcess(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["python3", Self.packageRoot.appendingPathComponent("Tests/windowhostTests/Browser/load-page.py").path, http.url("/"), "\(cards) && \(chart)", screenshot.path, "30"])
-        try #require(loaded.status == 0, "headless Chromium did not load the page (Debian's chromium package: scripts/test.sh installs it): \(loaded.output)")
+            [
+                "python3", Self.packageRoot.appendingPathComponent("Tests/windowhostTests/Browser/load-page.py").path,
+                http.url("/"), "\(cards) && \(chart)", screenshot.path, "30",
+            ])
+        try #require(
+            loaded.status == 0,
+            "headless Chromium did not load the page (Debian's chromium package: scripts/test.sh installs it): \(loaded.output)"
+        )
         let page = try #require(try JSONSerialization.jsonObject(with: Data(loaded.output.utf8)) as? [String: Any])
         let html = try #require(page["html"] as? String)
         #expect(page["ready"] as? Bool == true, "the page never showed 16 cards and a chart with points and marks")
         for window in windows { #expect(html.contains("id=\"window-\(window)\""), "no card for \(window)") }
-        #expect(html.contains("id=\"aside-\(entry)\"") && html.contains("<td>crash_loop</td>") && html.contains("<td>3+0</td>"), "the set-aside entry is not listed")
+        #expect(
+            html.contains("id=\"aside-\(entry)\"") && html.contains("<td>crash_loop</td>")
+                && html.contains("<td>3+0</td>"), "the set-aside entry is not listed")
         let points = html.firstMatch(of: /data-points="(\d+)"/).flatMap { Int($0.1) } ?? 0
         #expect(points > 0, "the chart has no points")
-        #expect(html.contains("class=\"mark kill\"") && html.contains("class=\"mark recovered\""), "no kill or recovery marked")
+        #expect(
+            html.contains("class=\"mark kill\"") && html.contains("class=\"mark recovered\""),
+            "no kill or recovery marked")
         #expect(FileManager.default.fileExists(atPath: screenshot.path))
         #expect(host.terminate() == 0)
     }
@@ -225,7 +277,9 @@ import Testing
     /// Runs Debian's `promtool check metrics` on an exposition: it must parse and lint clean.
     func checkWithPromtool(_ text: String) throws {
         let promtool = URL(fileURLWithPath: "/usr/bin/promtool")
-        try #require(FileManager.default.isExecutableFile(atPath: promtool.path), "no /usr/bin/promtool (Debian's prometheus package: scripts/test.sh installs it)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: promtool.path),
+            "no /usr/bin/promtool (Debian's prometheus package: scripts/test.sh installs it)")
         let process = Process()
         process.executableURL = promtool
         process.arguments = ["check", "metrics"]
@@ -253,9 +307,13 @@ struct HTTPTarget {
     func connect() -> Int32? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
-        var address = sockaddr_in(sin_family: sa_family_t(AF_INET), sin_port: port.bigEndian, sin_addr: in_addr(s_addr: UInt32(0x7F00_0001).bigEndian), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
+        var address = sockaddr_in(
+            sin_family: sa_family_t(AF_INET), sin_port: port.bigEndian,
+            sin_addr: in_addr(s_addr: UInt32(0x7F00_0001).bigEndian), sin_zero: (0, 0, 0, 0, 0, 0, 0, 0))
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(fd)
@@ -289,7 +347,9 @@ struct HTTPTarget {
             bytes += chunk[..<got]
         }
         let text = String(decoding: bytes, as: UTF8.self)
-        guard let split = text.range(of: "\r\n\r\n"), let status = Int(text.split(separator: " ").dropFirst().first ?? "") else {
+        guard let split = text.range(of: "\r\n\r\n"),
+            let status = Int(text.split(separator: " ").dropFirst().first ?? "")
+        else {
             throw HostFailure("not an HTTP reply from \(url(path)): \(text)")
         }
         var body = String(text[split.upperBound...])
@@ -300,7 +360,9 @@ struct HTTPTarget {
     /// `/metrics`, which must answer 200.
     func metrics() throws -> PrometheusScrape {
         let response = try get("/metrics")
-        guard response.status == 200 else { throw HostFailure("/metrics answered \(response.status): \(response.body)") }
+        guard response.status == 200 else {
+            throw HostFailure("/metrics answered \(response.status): \(response.body)")
+        }
         return PrometheusScrape(text: response.body)
     }
 

@@ -10,7 +10,8 @@ import SystemPackage
 import TestSupport
 
 /// The built `windowhost` next to the test bundle.
-let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("windowhost")
+let windowhostBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    .appendingPathComponent("windowhost")
 /// Its test build (Tests/WindowhostFaults): the same commands plus `save-loop`, and the fault
 /// switches (`WINDOWHOST_FAULT_*`) read from its environment. What a test that sets one runs.
 let windowhostFaultsBinary = windowhostBinary.deletingLastPathComponent().appendingPathComponent("windowhost-faults")
@@ -21,11 +22,14 @@ func runWindowhost(
     _ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil, binary: URL = windowhostBinary
 ) throws -> (status: Int32, output: String) {
     if prefix.isEmpty { return try runProcess(binary, arguments, environment: environment) }
-    return try runProcess(URL(fileURLWithPath: "/usr/bin/env"), prefix + [binary.path] + arguments, environment: environment)
+    return try runProcess(
+        URL(fileURLWithPath: "/usr/bin/env"), prefix + [binary.path] + arguments, environment: environment)
 }
 
 /// Runs `executable ARGUMENTS` to the end: its status and stdout + stderr.
-func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+func runProcess(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws -> (
+    status: Int32, output: String
+) {
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
@@ -44,7 +48,8 @@ func runProcess(_ executable: URL, _ arguments: [String], environment: [String: 
 /// (nil when stopped), its stdout + stderr and how long it ran: a hang fails a test instead of
 /// stalling it.
 func runWindowhostBounded(
-    _ arguments: [String], prefix: [String] = [], seconds: Double = 10, until marker: String? = nil, stoppingWith signal: Int32 = SIGKILL
+    _ arguments: [String], prefix: [String] = [], seconds: Double = 10, until marker: String? = nil,
+    stoppingWith signal: Int32 = SIGKILL
 ) throws -> (status: Int32?, output: String, seconds: Double) {
     let process = Process()
     if prefix.isEmpty {
@@ -54,7 +59,8 @@ func runWindowhostBounded(
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = prefix + [windowhostBinary.path] + arguments
     }
-    let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-bounded-\(UUID().uuidString)")
+    let output = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "windowhost-bounded-\(UUID().uuidString)")
     _ = FileManager.default.createFile(atPath: output.path, contents: nil)
     defer { try? FileManager.default.removeItem(at: output) }
     let handle = try FileHandle(forWritingTo: output)
@@ -82,7 +88,8 @@ final class HostProcess {
     /// `socket`: the control socket (default: `ctl.sock` in the root, `run`'s own default).
     /// `binary`: `windowhostFaultsBinary` for a host whose `environment` sets a fault switch.
     init(
-        root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:], logs: URL? = nil,
+        root: URL, scenes: Int, saveDelay: Int = 0, arguments: [String] = [], environment: [String: String] = [:],
+        logs: URL? = nil,
         socket: URL? = nil, binary: URL = windowhostBinary
     ) throws {
         self.root = root
@@ -93,12 +100,15 @@ final class HostProcess {
         _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
         _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
         process.executableURL = binary
-        process.arguments = ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"] + (socket.map { ["--socket", $0.path] } ?? []) + arguments
+        process.arguments =
+            ["run", "--root", root.path, "--scenes", "\(scenes)", "--save-delay", "\(saveDelay)"]
+            + (socket.map { ["--socket", $0.path] } ?? []) + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: stdout)
         process.standardError = try FileHandle(forWritingTo: stderr)
         try process.run()
-        guard waitFor({ self.output.contains("ready ") || !self.process.isRunning }, seconds: 30), process.isRunning else {
+        guard waitFor({ self.output.contains("ready ") || !self.process.isRunning }, seconds: 30), process.isRunning
+        else {
             throw HostFailure("no ready line: \(output) \(log)")
         }
     }
@@ -125,12 +135,16 @@ final class HostProcess {
     /// `windowhost ctl --socket S ARGUMENTS` with `arguments` as shell words, as a script passes
     /// bytes (`printf` escapes) that argv in Swift cannot: `"$2"` in them is `window`.
     func ctlThroughShell(_ arguments: String, window: String) throws -> (status: Int32, output: String) {
-        try runProcess(URL(fileURLWithPath: "/bin/sh"), ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, socket, window])
+        try runProcess(
+            URL(fileURLWithPath: "/bin/sh"),
+            ["-c", #"exec "$0" ctl --socket "$1" "# + arguments, windowhostBinary.path, socket, window])
     }
 
     /// `windowhost ctl` with a bound: a call still running after `seconds` is killed and
     /// reported as status -1, so a hang fails the test rather than stalling it.
-    func ctlBounded(_ arguments: [String], seconds: Double = 10) throws -> (status: Int32, output: String, seconds: Double) {
+    func ctlBounded(_ arguments: [String], seconds: Double = 10) throws -> (
+        status: Int32, output: String, seconds: Double
+    ) {
         let run = try runWindowhostBounded(["ctl", "--socket", socket] + arguments, seconds: seconds)
         guard let status = run.status else { return (-1, "hung for \(seconds) s: \(run.output)", run.seconds) }
         return (status, run.output, run.seconds)
@@ -194,7 +208,6 @@ func isRunning(_ pid: Int32) -> Bool {
     return state != "Z" && state != "X"
 }
 
-
 func temporaryRoot(_ name: String) -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-\(name)-\(UUID().uuidString.prefix(8))")
 }
@@ -234,7 +247,9 @@ func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
     defer { close(fd) }
     guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
     let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
     }
     guard connected == 0 else { throw HostFailure("connect: \(errno)") }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

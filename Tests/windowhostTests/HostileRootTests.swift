@@ -72,7 +72,8 @@ import Testing
         let files = FileManager.default.enumerator(atPath: root.path)?.allObjects.compactMap { $0 as? String } ?? []
         for name in files {
             guard let data = FileManager.default.contents(atPath: root.path + "/" + name) else { continue }
-            #expect(!String(decoding: data, as: UTF8.self).contains("secret.example"), "\(name) keeps the closed tab's URL")
+            #expect(
+                !String(decoding: data, as: UTF8.self).contains("secret.example"), "\(name) keeps the closed tab's URL")
         }
     }
 
@@ -137,18 +138,20 @@ import Testing
         #expect(host.windowIDs() == [window])
         let tabs = host.call(.dump, window: window).result?["regular"]?["tabs"]?.array
         #expect(tabs?.first?["url"]?.string == "https://lower.example/", "restored with its tab")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window], "one canonical spelling on disk")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: windows) == [window], "one canonical spelling on disk")
         #expect(host.terminate() == 0)
 
         // Three spellings: the uppercase one is the window; the other two are set aside, kept.
         // Every other letter lowercased, counting letters only: a UUID whose letters all sit at
         // odd offsets would otherwise give the canonical spelling back.
         var letters = 0
-        let mixed = String(window.map { character -> Character in
-            guard character.isLetter else { return character }
-            letters += 1
-            return letters.isMultiple(of: 2) ? Character(character.lowercased()) : character
-        })
+        let mixed = String(
+            window.map { character -> Character in
+                guard character.isLetter else { return character }
+                letters += 1
+                return letters.isMultiple(of: 2) ? Character(character.lowercased()) : character
+            })
         try #require(mixed != window && mixed != window.lowercased(), "\(window) has two letters at least")
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + window.lowercased())
         try FileManager.default.copyItem(atPath: windows + window, toPath: windows + mixed)
@@ -157,7 +160,9 @@ import Testing
         let asides = host.call(.status).result?["set_aside"]?.array ?? []
         #expect(asides.count == 2 && asides.allSatisfy { $0["uuid"]?.string == window })
         for aside in asides {
-            #expect(FileManager.default.fileExists(atPath: (aside["path"]?.string ?? "") + "/regular"), "the other spellings are kept")
+            #expect(
+                FileManager.default.fileExists(atPath: (aside["path"]?.string ?? "") + "/regular"),
+                "the other spellings are kept")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: windows) == [window])
         #expect(host.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.count == 1)
@@ -193,10 +198,11 @@ import Testing
         try #require(symlink("/etc", root + "/windows/0F0F0F0F-1111-4222-8333-444455556666") == 0)
         // The host's workers may still be closing their files (EBUSY) for a moment after it exits.
         var remounted = false
-        _ = waitFor({
-            remounted = Glibc.mount("tmpfs", mount, "tmpfs", UInt(MS_REMOUNT | MS_RDONLY), "size=8m") == 0
-            return remounted || errno != EBUSY
-        }, seconds: 10)
+        _ = waitFor(
+            {
+                remounted = Glibc.mount("tmpfs", mount, "tmpfs", UInt(MS_REMOUNT | MS_RDONLY), "size=8m") == 0
+                return remounted || errno != EBUSY
+            }, seconds: 10)
         guard remounted else {
             Issue.record("remounting \(mount) read-only was refused: \(Errno(rawValue: errno))")
             return
@@ -220,11 +226,13 @@ import Testing
         let root = base + "/root"
         let (sound, damaged) = try twoSavedWindows(root)
         let directory = root + "/windows/\(damaged)/regular"
-        let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
+        let snapshot = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
         try chownTree(root, to: 65534)
         try #require(chmod(directory + "/" + snapshot, 0o000) == 0)
 
-        let result = try runWindowhost(["inspect", root], prefix: ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        let result = try runWindowhost(
+            ["inspect", root], prefix: ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"])
         #expect(result.status == 65, "\(result.output)")
         #expect(result.output.contains("https://sound.example/"), "the other window is shown: \(result.output)")
         #expect(result.output.contains("window \(sound)"))
@@ -237,9 +245,14 @@ import Testing
     @Test func inspectDeepChecksEveryHistoryAndNamesTheTabAndOffset() throws {
         let root = temporaryRoot("deep")
         defer { removeHostFiles(root) }
-        #expect(try runWindowhost(["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"], binary: windowhostFaultsBinary).status == 0)
+        #expect(
+            try runWindowhost(
+                ["save-loop", "--root", root.path, "--seed", "5", "--until", "40", "--compact-after", "12"],
+                binary: windowhostFaultsBinary
+            ).status == 0)
         let directory = root.path + "/windows/5A7E100F-0000-4000-8000-000000000001/regular"
-        let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
+        let snapshot = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
         let path = directory + "/" + snapshot
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         // The last byte is in the last tab's history frame (the history section ends the file).
@@ -288,8 +301,12 @@ private func makeCanary(_ base: String) throws -> String {
 }
 
 private func expectCanaryIntact(_ canary: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-    #expect(try FileManager.default.contentsOfDirectory(atPath: canary) == ["keep"], "nothing created outside the root", sourceLocation: sourceLocation)
-    #expect(try String(contentsOfFile: canary + "/keep", encoding: .utf8) == canaryText, "untouched", sourceLocation: sourceLocation)
+    #expect(
+        try FileManager.default.contentsOfDirectory(atPath: canary) == ["keep"], "nothing created outside the root",
+        sourceLocation: sourceLocation)
+    #expect(
+        try String(contentsOfFile: canary + "/keep", encoding: .utf8) == canaryText, "untouched",
+        sourceLocation: sourceLocation)
 }
 
 private func chownTree(_ path: String, to user: uid_t) throws {
@@ -299,7 +316,6 @@ private func chownTree(_ path: String, to user: uid_t) throws {
         guard lchown(path + "/" + name, user, user) == 0 else { throw Errno(rawValue: errno) }
     }
 }
-
 
 /// The root's fixed entries (`windows/`, `supervisor.lock`, …) not what the host needs there:
 /// `run` refuses (77) naming the entry, what it is and the fix; `inspect` reports it (65).
@@ -332,7 +348,8 @@ extension HostileRootTests {
         #expect(run.output.contains("\(windows) is \(found), not a directory"), "\(run.output)")
         #expect(run.output.contains("never follows symlinks under its root"), "\(run.output)")
         #expect(run.output.contains("Move it away"), "\(run.output)")
-        #expect(!FileManager.default.fileExists(atPath: root + "/supervisor.lock"), "refused before anything is written")
+        #expect(
+            !FileManager.default.fileExists(atPath: root + "/supervisor.lock"), "refused before anything is written")
 
         let inspect = try runWindowhost(["inspect", root])
         #expect(inspect.status == 65, "\(inspect.output)")

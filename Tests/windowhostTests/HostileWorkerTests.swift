@@ -2,10 +2,11 @@ import Atomics
 import CLinuxShims
 import Foundation
 import Glibc
-@testable import HostCoordination
 import Supervisor
-import Testing
 import TestSupport
+import Testing
+
+@testable import HostCoordination
 
 /// What a compromised worker did to the supervisor in hostile round 7, each against one window
 /// A: junk replies that held up every window, a heartbeat written once and left, and strays
@@ -52,7 +53,10 @@ import TestSupport
         let misbehaved = host.log.split(separator: "\n").filter { $0.contains("worker misbehaved") }
         #expect(misbehaved.allSatisfy { $0.contains("window=\(a)") && $0.contains("not sent") }, "\(misbehaved)")
         stop.store(true, ordering: .relaxed)
-        #expect(waitFor({ host.windows()[a].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 1 } == true }, seconds: 10), "\(host.log)")
+        #expect(
+            waitFor(
+                { host.windows()[a].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 1 } == true },
+                seconds: 10), "\(host.log)")
         #expect(!host.log.contains("set aside"), "\(host.log)")
         #expect(host.terminate() == 0, "\(host.log)")
     }
@@ -75,7 +79,9 @@ import TestSupport
         #expect(waitFor({ processState(pid) == "T" }, seconds: 2))
         slot.heartbeat = value
         #expect(
-            waitFor({ host.windows()[window].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 1 } == true }, seconds: 5),
+            waitFor(
+                { host.windows()[window].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 1 } == true },
+                seconds: 5),
             "\(host.log)")
         #expect(host.log.contains("worker hung"), "\(host.log)")
         #expect(host.terminate() == 0, "\(host.log)")
@@ -87,7 +93,9 @@ import TestSupport
     /// window comes back with its durable tabs instead of failing to start and being set aside.
     @Test func whatADeadWorkerLeavesIsKilledAndReaped() throws {
         for tool in [gdb, "/usr/bin/python3"] {
-            try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is needed to make a worker leave processes behind (scripts/test.sh installs it)")
+            try #require(
+                FileManager.default.isExecutableFile(atPath: tool),
+                "\(tool) is needed to make a worker leave processes behind (scripts/test.sh installs it)")
         }
         let root = temporaryRoot("strays")
         defer { removeHostFiles(root) }
@@ -134,19 +142,26 @@ import TestSupport
         let system = try #require(addressOfSystem(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
         let mapped = try #require(slotMapping(in: pid), "\(mappingLookups(worker: pid)) \(host.log)")
         let gdbRun = try runGDB([
-            "-nx", "-batch", "--readnever", "-iex", "set auto-solib-add off", "-iex", "set debuginfod enabled off", "-p", "\(pid)", "-ex",
+            "-nx", "-batch", "--readnever", "-iex", "set auto-solib-add off", "-iex", "set debuginfod enabled off",
+            "-p", "\(pid)", "-ex",
             "call ((int(*)(const char*))\(system))((const char*)\(mapped + UInt(commandOffset)))",
         ])
         // The scribbling may get the worker killed before the call returns: what shows that
         // the call ran is the scribbler's mark, not gdb's `$1 = 0`.
         #expect(FileManager.default.fileExists(atPath: scribbled.path), "the scribbler ran: \(gdbRun)")
         // The scribbler gets A's worker killed, and what the worker left goes with it.
-        #expect(waitFor({ host.log.contains("durable seq 9 above applied seq 2") }, seconds: 5), "the scribbler ran: \(host.log)")
         #expect(
-            waitFor({ host.windows()[a].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 2 } == true }, seconds: 10),
+            waitFor({ host.log.contains("durable seq 9 above applied seq 2") }, seconds: 5),
+            "the scribbler ran: \(host.log)")
+        #expect(
+            waitFor(
+                { host.windows()[a].map { $0.state == "foreground" && $0.pid != pid && $0.tabs == 2 } == true },
+                seconds: 10),
             "A comes back with its durable tabs: \(host.log)")
         let workers = Set(host.windows().values.map(\.pid))
-        #expect(waitFor({ children(of: host.process.processIdentifier).allSatisfy { workers.contains($0.pid) } }, seconds: 1.5),
+        #expect(
+            waitFor(
+                { children(of: host.process.processIdentifier).allSatisfy { workers.contains($0.pid) } }, seconds: 1.5),
             "no stray and no zombie is left: \(children(of: host.process.processIdentifier)) \(host.log)")
         #expect(host.log.contains("a stray child of the supervisor"), "\(host.log)")
         #expect(!host.log.contains("set aside"), "\(host.log)")
@@ -164,9 +179,12 @@ private func runGDB(_ arguments: [String]) throws -> String {
     // Through python3, which unblocks every signal first: gdb inherits the test process's
     // signal mask, and with SIGCHLD blocked it never hears that its call returned.
     process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-    process.arguments = [
-        "-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])", gdb,
-    ] + arguments
+    process.arguments =
+        [
+            "-c",
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])",
+            gdb,
+        ] + arguments
     process.standardInput = FileHandle.nullDevice
     let output = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-gdb-\(UUID().uuidString)")
     _ = FileManager.default.createFile(atPath: output.path, contents: nil)
@@ -204,7 +222,9 @@ private func junkReply(request: UInt64, tabs: Int) -> [UInt8] {
         } while value > 0
         return bytes
     }
-    func field(_ number: UInt64, _ payload: [UInt8]) -> [UInt8] { varint(number << 3 | 2) + varint(UInt64(payload.count)) + payload }
+    func field(_ number: UInt64, _ payload: [UInt8]) -> [UInt8] {
+        varint(number << 3 | 2) + varint(UInt64(payload.count)) + payload
+    }
     var browser: [UInt8] = []
     for id in 1...tabs { browser += field(1, [0x08] + varint(UInt64(id)) + [0x12, 0x01, UInt8(ascii: "u")]) }
     return [0x08] + varint(request) + field(12, field(1, browser))
@@ -213,7 +233,8 @@ private func junkReply(request: UInt64, tabs: Int) -> [UInt8] {
 /// The address of libc's `system` in `pid`: where libc is loaded there, plus the symbol's
 /// offset from where the same file is loaded here.
 private func addressOfSystem(in pid: Int32) -> UInt? {
-    guard let symbol = dlsym(nil, "system"), let here = firstMapping(in: getpid(), where: isLibc), let there = firstMapping(in: pid, where: isLibc)
+    guard let symbol = dlsym(nil, "system"), let here = firstMapping(in: getpid(), where: isLibc),
+        let there = firstMapping(in: pid, where: isLibc)
     else { return nil }
     return there + (UInt(bitPattern: symbol) - here)
 }
@@ -235,7 +256,9 @@ private func firstMapping(in pid: Int32, where matches: (Substring) -> Bool) -> 
 /// What each lookup behind `addressOfSystem` and `slotMapping` found, for a failure message.
 private func mappingLookups(worker pid: Int32) -> String {
     func found(_ address: UInt?) -> String { address.map { "0x" + String($0, radix: 16) } ?? "none" }
-    func lines(_ pid: Int32) -> String { procText("/proc/\(pid)/maps").map { "\($0.split(separator: "\n").count) lines" } ?? "unreadable" }
+    func lines(_ pid: Int32) -> String {
+        procText("/proc/\(pid)/maps").map { "\($0.split(separator: "\n").count) lines" } ?? "unreadable"
+    }
     return "dlsym system: \(dlsym(nil, "system") == nil ? "none" : "found"); "
         + "libc here (\(lines(getpid())) of maps): \(found(firstMapping(in: getpid(), where: isLibc))); "
         + "in worker \(pid) (\(lines(pid)) of maps, state \(processState(pid).map(String.init) ?? "gone")): "

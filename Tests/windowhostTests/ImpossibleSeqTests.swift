@@ -27,7 +27,9 @@ import Testing
         #expect(opened.status == 0, "\(opened.output)")
         #expect(try host.ctlBounded(["wait-durable", "--window", damaged]).status == 0)
         let applied = host.windows()[damaged]?.appliedSeq
-        #expect(applied.map { $0 <= Int64(Limits.maxCommandSeq) } ?? false, "a seq the window can have: \(String(describing: applied))")
+        #expect(
+            applied.map { $0 <= Int64(Limits.maxCommandSeq) } ?? false,
+            "a seq the window can have: \(String(describing: applied))")
 
         #expect(try host.ctlBounded(["open", "--window", healthy, "--url", "https://other.example/"]).status == 0)
         #expect(try host.ctlBounded(["wait-durable", "--window", healthy]).status == 0)
@@ -49,18 +51,24 @@ import Testing
         defer { if host.process.isRunning { host.kill9() } }
         try #require(waitFor({ host.windows()[full]?.state == "foreground" }, seconds: 20), "\(host.log)")
         let refused = try host.ctlBounded(["open", "--window", full, "--url", "https://one-more.example/"])
-        #expect(refused.status == 76 && refused.output.contains("highest command seq") && refused.output.contains("ctl connect"), "\(refused.output)")
+        #expect(
+            refused.status == 76 && refused.output.contains("highest command seq")
+                && refused.output.contains("ctl connect"), "\(refused.output)")
         // Every tab command, whatever it is, is refused the same way.
         for verb in [
-            ["navigate", "--tab", "1", "--url", "https://b.example/"], ["close", "--tab", "1"], ["activate", "--tab", "1"],
-            ["move", "--tab", "1", "--index", "0"], ["replace", "--tab", "1", "--url", "https://c.example/"], ["close-all"],
+            ["navigate", "--tab", "1", "--url", "https://b.example/"], ["close", "--tab", "1"],
+            ["activate", "--tab", "1"],
+            ["move", "--tab", "1", "--index", "0"], ["replace", "--tab", "1", "--url", "https://c.example/"],
+            ["close-all"],
             ["open", "--incognito", "--url", "https://d.example/"],
         ] {
             let other = try host.ctlBounded([verb[0], "--window", full] + verb.dropFirst())
             #expect(other.status == 76 && other.output.contains("highest command seq"), "\(verb): \(other.output)")
         }
         let dump = try host.ctlBounded(["dump", "--window", full])
-        #expect(dump.status == 0 && dump.output.contains("applied \(Limits.maxCommandSeq)"), "printed exactly: \(dump.output)")
+        #expect(
+            dump.status == 0 && dump.output.contains("applied \(Limits.maxCommandSeq)"),
+            "printed exactly: \(dump.output)")
         #expect(try host.ctlBounded(["save", "--wait", "--window", full]).status == 0)
         #expect(try host.ctlBounded(["open", "--window", healthy, "--url", "https://other.example/"]).status == 0)
         #expect(host.process.isRunning)
@@ -86,7 +94,9 @@ private func twoSavedWindows(_ root: URL) throws -> (String, String) {
 /// regular journal, in its preallocated room: what recovery takes for the last save.
 private func appendCommit(seq: UInt64, to window: String, in root: URL) throws {
     let directory = root.appendingPathComponent("windows/\(window)/regular")
-    let journals = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("journal-") }.sorted()
+    let journals = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+        $0.hasPrefix("journal-")
+    }.sorted()
     let path = directory.appendingPathComponent(try #require(journals.last)).path
     let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
     let scan = try JournalFile.scan(InMemoryBytes(bytes))

@@ -42,8 +42,14 @@ import Testing
         let window = try #require(host.windowIDs().first)
         defer { try? KernelKeyring().revoke(try keyName(root, window)) }
         try browse(host, window)
-        #expect(!filesHolding("https://kept-regular.example/", under: FilePath(root.path)).isEmpty, "the search finds what is in the clear")
-        for secret in Self.secrets { #expect(filesHolding(secret, under: FilePath(root.path)).isEmpty, "\(secret) in \(filesHolding(secret, under: FilePath(root.path)))") }
+        #expect(
+            !filesHolding("https://kept-regular.example/", under: FilePath(root.path)).isEmpty,
+            "the search finds what is in the clear")
+        for secret in Self.secrets {
+            #expect(
+                filesHolding(secret, under: FilePath(root.path)).isEmpty,
+                "\(secret) in \(filesHolding(secret, under: FilePath(root.path)))")
+        }
         host.kill9()
         let again = try HostProcess(root: root, scenes: 1)
         #expect(try incognitoURLs(again, window) == Self.secrets, "\(again.log)")
@@ -87,11 +93,13 @@ import Testing
         #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
         try FileManager.default.moveItem(at: root, to: away)
         let socketAway = FilePath(away.appendingPathComponent("ctl.sock").path)
-        let opened = ControlClient.call(.window(id, .open(Self.secrets[1], incognito: true)), socket: socketAway, timeout: 10)
+        let opened = ControlClient.call(
+            .window(id, .open(Self.secrets[1], incognito: true)), socket: socketAway, timeout: 10)
         let waited = ControlClient.call(.window(id, .waitDurable(seq: nil)), socket: socketAway, timeout: 10)
         try FileManager.default.moveItem(at: away, to: root)
         #expect((try? opened.decode(CommandReply.self))?.tab != nil, "\(opened)")
-        #expect(waited.code == ControlCode.ioError, "B answered durable while its key's name could not be had: \(waited)")
+        #expect(
+            waited.code == ControlCode.ioError, "B answered durable while its key's name could not be had: \(waited)")
         #expect(host.windows()[window]?.incognitoStorage == "sealed")
         #expect(host.open(window, Self.secrets[2], incognito: true) != nil)
         #expect(host.open(window, "https://kept-regular.example/") != nil)
@@ -117,7 +125,9 @@ import Testing
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             box.result = Result {
-                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else { throw HostFailure("seccomp refused: errno \(errno)") }
+                guard wh_deny_keyring_in_this_thread(EPERM) == 0 else {
+                    throw HostFailure("seccomp refused: errno \(errno)")
+                }
                 return try HostProcess(root: root, scenes: 1)
             }
             done.signal()
@@ -135,7 +145,8 @@ import Testing
         #expect(host.open(window, "https://regular-before.example/") != nil)
         let before = try host.ctl(["wait-durable", "--window", window])
         #expect(before.status == 0 && before.output.hasPrefix("durable "), "\(before.output)")
-        let regularSeq = try #require(UInt64(before.output.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
+        let regularSeq = try #require(
+            UInt64(before.output.split(separator: " ")[1].trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(host.open(window, "https://kept-in-memory.example/", incognito: true) != nil)
         #expect(host.windows()[window]?.incognitoStorage == "memory_only")
         let waited = try host.ctl(["wait-durable", "--window", window])
@@ -143,12 +154,18 @@ import Testing
         let saved = try host.ctl(["save", "--wait", "--window", window])
         #expect(saved.status == 71, "\(saved)")
         let json = try host.ctl(["--json", "wait-durable", "--window", window])
-        let reply = try ReplyCoding.decoder().decode(DurableReply.self, from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
-        #expect(json.status == 71 && reply.memoryOnlySince == regularSeq + 1 && reply.durableSeq == regularSeq + 1, "\(json)")
+        let reply = try ReplyCoding.decoder().decode(
+            DurableReply.self,
+            from: Data(try #require(json.output.split(separator: "\n").first { $0.hasPrefix("{") }).utf8))
+        #expect(
+            json.status == 71 && reply.memoryOnlySince == regularSeq + 1 && reply.durableSeq == regularSeq + 1,
+            "\(json)")
         // A wait for the regular command before it is still answered durable.
         #expect(try host.ctl(["wait-durable", "--window", window, "--seq", "\(regularSeq)"]).status == 0)
         #expect(host.open(window, "https://regular-after.example/") != nil)
-        #expect(try host.ctl(["wait-durable", "--window", window]).status == 71, "a later regular command covers the incognito one")
+        #expect(
+            try host.ctl(["wait-durable", "--window", window]).status == 71,
+            "a later regular command covers the incognito one")
         host.kill9()
         let again = try hostWithoutKeyring(root)
         let dump = try again.call(.dump, window: window).decode(DumpReply.self)

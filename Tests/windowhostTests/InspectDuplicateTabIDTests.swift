@@ -13,8 +13,11 @@ import Testing
 @Suite struct InspectDuplicateTabIDTests {
     private let windowID = UUID(uuidString: "0D0D0D0D-0000-4000-8000-000000000011")!
 
-    @Test(arguments: [nil, 1] as [Int?]) func inspectReportsATabIDInBothBrowsersAndExits65(compactAfterRecords: Int?) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inspect-dup-\(getpid())-\(compactAfterRecords ?? 0)")
+    @Test(arguments: [nil, 1] as [Int?]) func inspectReportsATabIDInBothBrowsersAndExits65(compactAfterRecords: Int?)
+        throws
+    {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "inspect-dup-\(getpid())-\(compactAfterRecords ?? 0)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { removeTestRoot(directory.path) }
         let root = FilePath(directory.path)
@@ -32,6 +35,8 @@ import Testing
 
         let result = try runWindowhost(["inspect", directory.path])
         #expect(result.status == 65, "\(result.output)")
-        #expect(result.output.contains("CORRUPT") && result.output.contains("tab identifier 5 appears twice"), "\(result.output)")
+        #expect(
+            result.output.contains("CORRUPT") && result.output.contains("tab identifier 5 appears twice"),
+            "\(result.output)")
     }
 }

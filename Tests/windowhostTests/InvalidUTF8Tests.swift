@@ -28,7 +28,9 @@ import Testing
         }
 
         // Straight to the socket: the same bytes in a JSON string.
-        let line = Array(#"{"verb":"open","window":""#.utf8) + Array(window.utf8) + Array(#"","url":"https://bad.example/"#.utf8) + [0xFF]
+        let line =
+            Array(#"{"verb":"open","window":""#.utf8) + Array(window.utf8)
+            + Array(#"","url":"https://bad.example/"#.utf8) + [0xFF]
             + Array(#""}"#.utf8) + [10]
         let reply = try rawSocketReplyText(host.socket, line)
         #expect(reply.contains(#""code":65"#) && reply.contains("not valid UTF-8"), "\(reply)")

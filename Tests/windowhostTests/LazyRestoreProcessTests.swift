@@ -18,7 +18,8 @@ import Testing
         var ids: [Int64] = []
         for index in 0..<tabs { ids.append(try #require(host.open(window, "https://lazy\(index).example/"))) }
         for (index, id) in ids.enumerated() {
-            let navigated = host.call(.tab(.navigate(tab: id, url: "https://lazy\(index).example/next")), window: window)
+            let navigated = host.call(
+                .tab(.navigate(tab: id, url: "https://lazy\(index).example/next")), window: window)
             try #require(navigated.code == .ok, "\(navigated)")
         }
         // Activated after every other tab was made: its last-active time is the newest.
@@ -35,14 +36,21 @@ import Testing
     static func expectLazy(_ after: DumpReply, as before: DumpReply, displayed: Bool, _ how: String) {
         let realized = after.regular.tabs.filter(\.realized).map(\.id)
         let active = after.regular.activeIndex.map { after.regular.tabs[Int($0)].id }
-        #expect(realized == (displayed ? active.map { [$0] } ?? [] : []), "after \(how): realized \(realized), active \(String(describing: active))")
-        #expect(after.regular.tabs.map(\.id) == before.regular.tabs.map(\.id) && after.regular.activeIndex == before.regular.activeIndex, "after \(how)")
-        #expect(after.regular.tabs.map(\.url) == before.regular.tabs.map(\.url), "after \(how): pages answered without realizing")
+        #expect(
+            realized == (displayed ? active.map { [$0] } ?? [] : []),
+            "after \(how): realized \(realized), active \(String(describing: active))")
+        #expect(
+            after.regular.tabs.map(\.id) == before.regular.tabs.map(\.id)
+                && after.regular.activeIndex == before.regular.activeIndex, "after \(how)")
+        #expect(
+            after.regular.tabs.map(\.url) == before.regular.tabs.map(\.url),
+            "after \(how): pages answered without realizing")
         #expect(after.regular.tabs.map(\.title) == before.regular.tabs.map(\.title), "after \(how)")
         #expect(after.digest == before.digest, "after \(how)")
         // The time the activation stamped (journaled in its record) comes back.
         let times = { (dump: DumpReply) in dump.regular.tabs.map(\.lastActiveTimeUs) }
-        #expect(times(after) == times(before), "after \(how): last-active times \(times(after)), saved \(times(before))")
+        #expect(
+            times(after) == times(before), "after \(how): last-active times \(times(after)), saved \(times(before))")
     }
 
     @Test func aKilledWorkerRestoresItsJournalLazily() throws {
@@ -63,14 +71,19 @@ import Testing
         let navigated = before.regular.tabs.allSatisfy(\.realized)
         #expect(navigated, "every tab was navigated, so realized: \(before.regular.tabs)")
         let active = before.regular.tabs[1]
-        #expect(before.regular.tabs.allSatisfy { $0.id == active.id || ($0.lastActiveTimeUs ?? 0) < (active.lastActiveTimeUs ?? 0) }, "activation stamped the tab")
+        #expect(
+            before.regular.tabs.allSatisfy {
+                $0.id == active.id || ($0.lastActiveTimeUs ?? 0) < (active.lastActiveTimeUs ?? 0)
+            }, "activation stamped the tab")
         let killed = try host.ctl(["kill", "--window", window])
         #expect(killed.status == 0, "\(killed.output)")
         let after = try host.call(.dump, window: window).decode(DumpReply.self)
         Self.expectLazy(after, as: before, displayed: true, "ctl kill")
         // Inspect reads the files the same way, realizing nothing, and shows the times.
         let inspect = try runWindowhost(["inspect", root.path, "--json"])
-        #expect(inspect.output.contains("\"last_active_time_us\":\(active.lastActiveTimeUs ?? -1)"), "\(inspect.output.prefix(2000))")
+        #expect(
+            inspect.output.contains("\"last_active_time_us\":\(active.lastActiveTimeUs ?? -1)"),
+            "\(inspect.output.prefix(2000))")
         #expect(host.terminate() == 0)
     }
 
@@ -123,14 +136,18 @@ import Testing
         #expect(host.call(.tab(.activate(tab: third)), window: window).code == .ok)
         let activated = try host.call(.dump, window: window).decode(DumpReply.self)
         #expect(activated.regular.tabs.filter(\.realized).isEmpty, "a background scene's active tab stays unrealized")
-        #expect((activated.regular.tabs[2].lastActiveTimeUs ?? 0) > (before.regular.tabs[1].lastActiveTimeUs ?? 0), "activation stamps the time")
+        #expect(
+            (activated.regular.tabs[2].lastActiveTimeUs ?? 0) > (before.regular.tabs[1].lastActiveTimeUs ?? 0),
+            "activation stamps the time")
 
         let forward = host.call(.scene(.foreground), window: window)
         #expect(forward.code == .ok, "\(forward)")
         #expect(try forward.decode(CommandReply.self).seq == activated.appliedSeq + 1, "the stamp takes the next seq")
         let shown = try host.call(.dump, window: window).decode(DumpReply.self)
         #expect(shown.regular.tabs.filter(\.realized).map(\.id) == [third], "\(shown.regular.tabs)")
-        #expect((shown.regular.tabs[2].lastActiveTimeUs ?? 0) > (activated.regular.tabs[2].lastActiveTimeUs ?? 0), "coming forward stamps the active tab")
+        #expect(
+            (shown.regular.tabs[2].lastActiveTimeUs ?? 0) > (activated.regular.tabs[2].lastActiveTimeUs ?? 0),
+            "coming forward stamps the active tab")
         // Neither dump nor status realized anything meanwhile.
         _ = host.windows()
         let again = try host.call(.dump, window: window).decode(DumpReply.self)
@@ -141,7 +158,10 @@ import Testing
         let killedAgain = try host.ctl(["kill", "--window", window])
         #expect(killedAgain.status == 0, "\(killedAgain.output)")
         let restored = try host.call(.dump, window: window).decode(DumpReply.self)
-        #expect(restored.appliedSeq == shown.appliedSeq && restored.regular.tabs[2].lastActiveTimeUs == shown.regular.tabs[2].lastActiveTimeUs, "the foreground's stamp was journaled")
+        #expect(
+            restored.appliedSeq == shown.appliedSeq
+                && restored.regular.tabs[2].lastActiveTimeUs == shown.regular.tabs[2].lastActiveTimeUs,
+            "the foreground's stamp was journaled")
         #expect(host.terminate() == 0)
     }
 }

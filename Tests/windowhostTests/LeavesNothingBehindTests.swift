@@ -34,9 +34,12 @@ import Testing
         #expect(before.files.isEmpty, "\(before)")
         let environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary.path]) { $1 }
 
-        let demo = try runProcess(windowhostBinary, ["demo", "--seed", "3", "--commands", "80", "--save-delay", "0"], environment: environment)
+        let demo = try runProcess(
+            windowhostBinary, ["demo", "--seed", "3", "--commands", "80", "--save-delay", "0"], environment: environment
+        )
         #expect(demo.status == 0, "\(demo.output)")
-        let stress = try runProcess(windowhostBinary, ["stress", "--kills", "3", "--scenes", "2", "--seed", "5"], environment: environment)
+        let stress = try runProcess(
+            windowhostBinary, ["stress", "--kills", "3", "--scenes", "2", "--seed", "5"], environment: environment)
         #expect(stress.status == 0, "\(stress.output)")
 
         let root = temporary.appendingPathComponent("windowhost-leftovers")
@@ -44,13 +47,16 @@ import Testing
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://leftover.example/", incognito: true) != nil)
         #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
-        #expect(Set(try Self.leftovers(in: temporary).keys).subtracting(before.keys).count == 1, "the open window's key, until its root goes")
+        #expect(
+            Set(try Self.leftovers(in: temporary).keys).subtracting(before.keys).count == 1,
+            "the open window's key, until its root goes")
         #expect(host.terminate() == 0)
         removeHostFiles(root)
 
         let after = try Self.leftovers(in: temporary)
         #expect(after.files.isEmpty, "files left: \(after.files)")
-        #expect(Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
+        #expect(
+            Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
     }
 
     /// How a test asks a command to stop.
@@ -81,7 +87,8 @@ import Testing
         arguments: zip(
             ["demo", "demo", "stress", "stress", "bench", "bench", "stress", "bench", "stress", "bench"],
             [
-                Stop.signal(SIGINT), .signal(SIGHUP), .signal(SIGHUP), .signal(SIGTERM), .signal(SIGTERM), .signal(SIGINT), .signalToGroup(SIGINT),
+                Stop.signal(SIGINT), .signal(SIGHUP), .signal(SIGHUP), .signal(SIGTERM), .signal(SIGTERM),
+                .signal(SIGINT), .signalToGroup(SIGINT),
                 .signalToGroup(SIGINT), .readerGone, .readerGone,
             ]))
     func aCommandStoppedLeavesNoFileAndNoKey(command: String, stop: Stop) throws {
@@ -109,18 +116,23 @@ import Testing
             signal = SIGPIPE
             try output.fileHandleForReading.close()
         }
-        let text = stop == .readerGone ? "" : String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text =
+            stop == .readerGone
+            ? "" : String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(started, "\(command) never started: \(text)")
         #expect(process.terminationReason == .exit, "\(command) died of a signal instead of stopping: \(text)")
         #expect(process.terminationStatus == (command == "stress" ? 1 : 128 + signal), "\(text)")
         if stop != .readerGone {
-            #expect(text.contains(command == "stress" ? "stopped by a signal" : "stopped by SIG\(SignalName.name(signal))"), "\(text)")
+            #expect(
+                text.contains(command == "stress" ? "stopped by a signal" : "stopped by SIG\(SignalName.name(signal))"),
+                "\(text)")
             #expect(!text.contains("did not get ready") && !text.contains("exited with status"), "\(text)")
         }
         let after = try Self.leftovers(in: temporary)
         #expect(after.files.isEmpty, "files left: \(after.files)")
-        #expect(Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
+        #expect(
+            Set(after.keys).subtracting(before.keys).isEmpty, "keys left: \(Set(after.keys).subtracting(before.keys))")
     }
 
     /// A signal the command was started ignoring (`nohup`'s SIGHUP) stays ignored: the
@@ -151,7 +163,8 @@ import Testing
         ]
         let process = Process()
         process.executableURL = URL(fileURLWithPath: prefix.first ?? windowhostBinary.path)
-        process.arguments = prefix.dropFirst() + (prefix.isEmpty ? [] : [windowhostBinary.path]) + (arguments[command] ?? [])
+        process.arguments =
+            prefix.dropFirst() + (prefix.isEmpty ? [] : [windowhostBinary.path]) + (arguments[command] ?? [])
         process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary.path]) { $1 }
         let output = Pipe()
         process.standardOutput = output
@@ -163,18 +176,25 @@ import Testing
     /// `stress --hostile --root R` mounts a tmpfs of its own on R, which goes at the end: the
     /// keys of its windows, named by that tmpfs, go with it, also when R is a symlink to the
     /// directory (the keys are named by the directory, as `run` resolves it).
-    @Test(.timeLimit(.minutes(5)), arguments: [false, true]) func aHostileCampaignOnARootGivenLeavesNoKey(throughASymlink: Bool) throws {
+    @Test(.timeLimit(.minutes(5)), arguments: [false, true]) func aHostileCampaignOnARootGivenLeavesNoKey(
+        throughASymlink: Bool
+    ) throws {
         let base = temporaryRoot("hostile-keys")
         defer { removeTestRoot(base.path) }
         let report = base.appendingPathComponent("report.json")
         let root = base.appendingPathComponent(throughASymlink ? "link" : "host")
         if throughASymlink {
-            try FileManager.default.createDirectory(at: base.appendingPathComponent("target"), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: base.appendingPathComponent("target"), withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(atPath: root.path, withDestinationPath: "target")
         }
-        let campaign = try runWindowhost(["stress", "--hostile", "--root", root.path, "--kills", "4", "--scenes", "2", "--seed", "5", "--json", report.path])
+        let campaign = try runWindowhost([
+            "stress", "--hostile", "--root", root.path, "--kills", "4", "--scenes", "2", "--seed", "5", "--json",
+            report.path,
+        ])
         #expect(campaign.status == 0, "\(campaign.output)")
-        let windows = Set(try JSONDecoder().decode(CampaignReport.self, from: Data(contentsOf: report)).timeline.compactMap(\.window))
+        let windows = Set(
+            try JSONDecoder().decode(CampaignReport.self, from: Data(contentsOf: report)).timeline.compactMap(\.window))
         #expect(!windows.isEmpty)
         let keys = (procText("/proc/keys") ?? "").split(separator: "\n").filter { line in
             let flags = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? ""

@@ -32,7 +32,9 @@ import Testing
 
         disk.free()
         #expect(waitFor({ order() == [windows[1], windows[0]] }, seconds: 5), "the order lands by itself: \(order())")
-        #expect(host.log.components(separatedBy: "cannot write windows.order").count == 2, "one error line per episode: \(host.log)")
+        #expect(
+            host.log.components(separatedBy: "cannot write windows.order").count == 2,
+            "one error line per episode: \(host.log)")
         #expect(waitFor({ host.log.contains("windows.order written again") }, seconds: 2), "\(host.log)")
     }
 
@@ -50,7 +52,11 @@ import Testing
         let gone = try host.ctlBounded(["disconnect", "--window", windows[0]])
         #expect(gone.status == 0, "\(gone.output)")
         #expect(!FileManager.default.fileExists(atPath: directory), "an unused window's directory goes")
-        let order = { ((try? String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+        let order = {
+            ((try? String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)) ?? "").split(
+                separator: "\n"
+            ).map(String.init)
+        }
         #expect(waitFor({ order() == [windows[1]] }, seconds: 5), "\(order())")
         #expect(host.terminate() == 0, "\(host.log)")
     }

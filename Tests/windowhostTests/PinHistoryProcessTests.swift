@@ -10,14 +10,18 @@ import Testing
 /// changes nothing takes no seq; hostile input is refused with its code and changes nothing.
 @Suite struct PinHistoryProcessTests {
     /// `ctl --json VERB --window W …`: the exit status and the reply's object (nil unless 0).
-    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (status: Int32, result: JSONValue?) {
+    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (
+        status: Int32, result: JSONValue?
+    ) {
         let run = try host.ctl(["--json", verb, "--window", window] + arguments)
         let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
         return (run.status, run.status == 0 ? try? JSONDecoder().decode(JSONValue.self, from: Data(line.utf8)) : nil)
     }
 
     /// The seq `verb` on `tab` replied with; the command must succeed.
-    private func seq(_ host: HostProcess, _ verb: String, _ window: String, tab: Int64, _ more: [String] = []) throws -> Int64 {
+    private func seq(_ host: HostProcess, _ verb: String, _ window: String, tab: Int64, _ more: [String] = []) throws
+        -> Int64
+    {
         let reply = try ctl(host, verb, window, ["--tab", "\(tab)"] + more)
         try #require(reply.status == 0, "\(verb) \(tab): \(host.log.suffix(2000))")
         return try #require(reply.result?["seq"]?.int)
@@ -38,7 +42,10 @@ import Testing
             shown.tabs.append(["active \(browser["active_index"]?.int.map(String.init) ?? "none")"])
             for tab in browser["tabs"]?.array ?? [] {
                 let id = try #require(tab["id"]?.int)
-                shown.tabs.append(["\(id)", "\(tab["pinned"]?.bool ?? false)", tab["url"]?.string ?? "", "\(tab["history_count"]?.int ?? -1)"])
+                shown.tabs.append([
+                    "\(id)", "\(tab["pinned"]?.bool ?? false)", tab["url"]?.string ?? "",
+                    "\(tab["history_count"]?.int ?? -1)",
+                ])
                 if let index = tab["history_index"]?.int { shown.indices[id] = index }
             }
         }
@@ -61,7 +68,9 @@ import Testing
         for url in ["https://b.example/1", "https://b.example/2"] {
             #expect(try ctl(host, "navigate", window, ["--tab", "2", "--url", url]).status == 0)
         }
-        #expect(try ctl(host, "navigate", window, ["--tab", "\(incognito)", "--url", "https://private.example/1"]).status == 0)
+        #expect(
+            try ctl(host, "navigate", window, ["--tab", "\(incognito)", "--url", "https://private.example/1"]).status
+                == 0)
         var last = try seq(host, "back", window, tab: 2)
         #expect(try seq(host, "back", window, tab: 2) == last + 1)
         last += 1
@@ -80,7 +89,11 @@ import Testing
         last += 5
 
         let before = try shown(host, window)
-        #expect(before.tabs[1...4] == [["2", "true", "https://b.example/1", "3"], ["4", "true", "https://d.example/", "1"], ["3", "false", "https://c.example/", "1"], ["1", "false", "https://a.example/", "1"]])
+        #expect(
+            before.tabs[1...4] == [
+                ["2", "true", "https://b.example/1", "3"], ["4", "true", "https://d.example/", "1"],
+                ["3", "false", "https://c.example/", "1"], ["1", "false", "https://a.example/", "1"],
+            ])
         #expect(before.tabs.last == ["\(incognito)", "true", "https://private.example/0", "2"])
         #expect(before.indices[2] == 1 && before.indices[incognito] == 0, "the stepped tabs are realized: \(before)")
         let text = try host.ctl(["dump", "--window", window]).output
@@ -90,7 +103,9 @@ import Testing
         #expect(try host.ctl(["kill", "--window", window]).status == 0)
         let afterWorker = try shown(host, window)
         #expect(afterWorker.tabs == before.tabs)
-        #expect(afterWorker.indices.allSatisfy { before.indices[$0.key] == $0.value }, "\(afterWorker.indices) against \(before.indices)")
+        #expect(
+            afterWorker.indices.allSatisfy { before.indices[$0.key] == $0.value },
+            "\(afterWorker.indices) against \(before.indices)")
 
         let worker = try #require(host.windows()[window]?.pid)
         host.kill9()
@@ -100,7 +115,9 @@ import Testing
         try #require(next.windowIDs() == [window], "\(next.log.suffix(2000))")
         let afterSupervisor = try shown(next, window)
         #expect(afterSupervisor.tabs == before.tabs)
-        #expect(afterSupervisor.indices.allSatisfy { before.indices[$0.key] == $0.value }, "\(afterSupervisor.indices) against \(before.indices)")
+        #expect(
+            afterSupervisor.indices.allSatisfy { before.indices[$0.key] == $0.value },
+            "\(afterSupervisor.indices) against \(before.indices)")
         // The history index came back: one forward reaches the last entry, the next changes nothing.
         let forward = try seq(next, "forward", window, tab: 2)
         #expect(forward > last)
@@ -127,7 +144,8 @@ import Testing
         for verb in ["pin", "unpin", "back", "forward"] {
             var refusals: [([String], Int32)] = [
                 (["--window", window, "--tab=-1"], 65), (["--window", window, "--tab", "0"], 65),
-                (["--window", window, "--tab", "\(Int64.max)"], 65), (["--window", window, "--tab", "\(stranger + 1)"], 65),
+                (["--window", window, "--tab", "\(Int64.max)"], 65),
+                (["--window", window, "--tab", "\(stranger + 1)"], 65),
                 (["--window", UUID().uuidString, "--tab", "1"], 65), (["--window", "nope", "--tab", "1"], 64),
                 (["--window", window, "--tab", "99999999999999999999"], 64), (["--window", window], 64),
                 (["--window", window, "--tab", "1", "--incognito"], 64),
@@ -147,7 +165,8 @@ import Testing
         #expect(waiting.status == 75, "\(waiting.output)")
         #expect(waitFor({ host.windows()[window]?.state == "foreground" }, seconds: 20), "\(host.log.suffix(2000))")
         let restored = try #require(try ctl(host, "dump", window).result)
-        #expect(restored["regular"] == before["regular"] && restored["applied_seq"] == before["applied_seq"], "\(restored)")
+        #expect(
+            restored["regular"] == before["regular"] && restored["applied_seq"] == before["applied_seq"], "\(restored)")
         #expect(try ctl(host, "dump", other).result?["applied_seq"]?.int == 1)
         #expect(host.terminate() == 0)
     }

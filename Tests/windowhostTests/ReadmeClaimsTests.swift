@@ -6,7 +6,9 @@ import Testing
 /// What README.md states that the code can check: its exit-code table is the one `windowhost
 /// --help` prints (from `ControlCode`), and the engines it lists are the ones `--io` takes.
 @Suite struct ReadmeClaimsTests {
-    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md").standardizedFileURL
+    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "../../README.md"
+    ).standardizedFileURL
 
     @Test func theExitCodeTableIsTheHelpsTable() throws {
         let text = try String(contentsOf: Self.readme, encoding: .utf8)
@@ -17,7 +19,9 @@ import Testing
         }
         let help = try runWindowhost(["--help"]).output
         let paragraph = try #require(help.components(separatedBy: "\n\n").first { $0.hasPrefix("Exit codes") })
-        let entries = paragraph.replacingOccurrences(of: "\n", with: " ").drop { $0 != ":" }.dropFirst().split(separator: ";").map {
+        let entries = paragraph.replacingOccurrences(of: "\n", with: " ").drop { $0 != ":" }.dropFirst().split(
+            separator: ";"
+        ).map {
             $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "."))
         }
         #expect(rows == entries)

@@ -6,8 +6,8 @@ import HostCoordination
 import Platform
 import Supervisor
 import SystemPackage
-import Testing
 import TestSupport
+import Testing
 
 /// One supervisor per root, even when someone who can write the root swaps `supervisor.lock`
 /// under the one that runs: a second supervisor would serve the same windows, and its saves
@@ -65,15 +65,21 @@ import TestSupport
         Thread.detachNewThread {
             if !held.fileHandleForReading.availableData.isEmpty { locked.store(true, ordering: .relaxed) }
         }
-        try #require(waitFor({ locked.load(ordering: .relaxed) }, seconds: 30), "flock took supervisor.lock once the workers were gone")
+        try #require(
+            waitFor({ locked.load(ordering: .relaxed) }, seconds: 30),
+            "flock took supervisor.lock once the workers were gone")
         let second = try StartingSupervisor(root: root)
         defer { second.stop() }
         usleep(500_000)
-        #expect(second.process.isRunning && !second.isReady, "started while a worker of the supervisor before could still write: \(second.output)")
+        #expect(
+            second.process.isRunning && !second.isReady,
+            "started while a worker of the supervisor before could still write: \(second.output)")
         #expect(holder.isRunning, "killed before the grace for workers passed")
         #expect(waitFor({ second.isReady }, seconds: 30), "ready once the last holder is gone: \(second.output)")
         #expect(waitFor({ !holder.isRunning }, seconds: 5) && holder.terminationReason == .uncaughtSignal)
-        #expect(second.output.contains("pid=\(holder.processIdentifier)"), "the log names what was killed: \(second.output)")
+        #expect(
+            second.output.contains("pid=\(holder.processIdentifier)"), "the log names what was killed: \(second.output)"
+        )
     }
 
     /// A worker is untrusted. One compromised that forks, or hands its descriptor 6 on, kept
@@ -138,7 +144,9 @@ import TestSupport
             // process once this one is reaped, and pids wrap within a test run.
             let pidfd = wh_pidfd_open(standIn)
             try #require(pidfd >= 0, "pidfd_open: \(errno)")
-            try #require(waitFor({ FileManager.default.fileExists(atPath: ready) }, seconds: 30), "the stand-in holds the lock its way")
+            try #require(
+                waitFor({ FileManager.default.fileExists(atPath: ready) }, seconds: 30),
+                "the stand-in holds the lock its way")
             usleep(200_000)
             return (standIn, pidfd)
         }
@@ -152,7 +160,8 @@ import TestSupport
         }
 
         let second = try runWindowhostBounded(
-            ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path], seconds: 30, until: "ready ")
+            ["run", "--root", root.path, "--scenes", "1", "--socket", root.appendingPathComponent("ctl2.sock").path],
+            seconds: 30, until: "ready ")
         #expect(second.output.contains("ready "), "\(second.output)")
         #expect(
             second.output.contains("pid=\(standIn)") && second.output.contains("cmdline=/usr/bin/python3 -c"),
@@ -169,7 +178,9 @@ import TestSupport
         let reaped = wh_pidfd_reap(pidfd, &code, &signaled)
         // ECHILD: ended, and reaped by whatever else in this process waits for children.
         if reaped != -1 || errno != ECHILD {
-            #expect(reaped == 1 && signaled == 1 && code == SIGKILL, "killed: \(reaped), code \(code), signaled \(signaled)")
+            #expect(
+                reaped == 1 && signaled == 1 && code == SIGKILL, "killed: \(reaped), code \(code), signaled \(signaled)"
+            )
         }
     }
 
@@ -188,7 +199,8 @@ import TestSupport
         let arguments = ["run", "--root", root.path, "--scenes", "1"]
         let refused = try runWindowhostBounded(arguments, seconds: 30, until: "ready ")
         #expect(refused.status == 75, "\(refused.output)")
-        #expect(refused.output.contains("supervisor.lock is held by no process this host can find"), "\(refused.output)")
+        #expect(
+            refused.output.contains("supervisor.lock is held by no process this host can find"), "\(refused.output)")
         #expect(!refused.output.contains("another supervisor runs"), "\(refused.output)")
         for end in pair { close(end) }
         pair = [-1, -1]
@@ -247,7 +259,8 @@ private func sendDescriptor(_ descriptor: Int32, over socket: Int32) -> Bool {
 /// said `ready` yet, and what it logged.
 private final class StartingSupervisor {
     let process = Process()
-    private let log = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-starting-\(UUID().uuidString)")
+    private let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "windowhost-starting-\(UUID().uuidString)")
 
     init(root: URL) throws {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)

@@ -10,7 +10,9 @@ import Testing
 /// it replied before; and a command that changes nothing takes no seq.
 @Suite struct SeqNumberingTests {
     /// `ctl --json VERB --window W …`: the exit status and the reply's object (nil unless 0).
-    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (status: Int32, result: JSONValue?) {
+    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (
+        status: Int32, result: JSONValue?
+    ) {
         let run = try host.ctl(["--json", verb, "--window", window] + arguments)
         let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
         return (run.status, run.status == 0 ? try? JSONDecoder().decode(JSONValue.self, from: Data(line.utf8)) : nil)
@@ -41,20 +43,30 @@ import Testing
         // Killed through ctl (it returns once the window is restored): nothing was durable.
         #expect(try host.ctl(["kill", "--window", window]).status == 0)
         let restored = try ctl(host, "dump", window)
-        #expect(restored.result?["regular"]?["tabs"]?.array?.isEmpty == true, "nothing was durable: \(String(describing: restored.result))")
+        #expect(
+            restored.result?["regular"]?["tabs"]?.array?.isEmpty == true,
+            "nothing was durable: \(String(describing: restored.result))")
         // The window's own seqs say what it holds: a durable seq is one on disk, whatever was lost.
         #expect(restored.result?["applied_seq"]?.int == 0 && restored.result?["durable_seq"]?.int == 0)
         #expect(try ctl(host, "wait-durable", window).result?["durable_seq"]?.int == 0)
-        #expect(try ctl(host, "wait-durable", window, ["--seq", "2"]).status == 75, "seq 2 was lost: no wait ever ends for it")
+        #expect(
+            try ctl(host, "wait-durable", window, ["--seq", "2"]).status == 75,
+            "seq 2 was lost: no wait ever ends for it")
         // A command that changes nothing shows the window's seq: not below one replied before.
         let nothing = try ctl(host, "close-all", window, ["--incognito"])
-        #expect(nothing.status == 0 && (nothing.result?["seq"]?.int ?? -1) >= 3, "\(String(describing: nothing.result))")
+        #expect(
+            nothing.status == 0 && (nothing.result?["seq"]?.int ?? -1) >= 3, "\(String(describing: nothing.result))")
         try open("https://after-kill.example/")
 
         // Killed by SIGKILL of its pid, as the tester did.
         let pid = try #require(host.windows()[window]?.pid)
         Glibc.kill(pid_t(pid), SIGKILL)
-        try #require(waitFor({ (host.windows()[window]?.pid).map { $0 != pid } == true && host.windows()[window]?.state == "foreground" }, seconds: 20))
+        try #require(
+            waitFor(
+                {
+                    (host.windows()[window]?.pid).map { $0 != pid } == true
+                        && host.windows()[window]?.state == "foreground"
+                }, seconds: 20))
         try open("https://after-sigkill.example/", ["--incognito"])
 
         #expect(seqs == [1, 2, 3, 4, 5], "each change a new seq, in order: \(seqs)")
@@ -68,16 +80,22 @@ import Testing
         // seq 4 took its command for durable.)
         let durable = try ctl(host, "wait-durable", window)
         #expect(durable.result?["durable_seq"]?.int == 5)
-        #expect(durable.result?["lost_seqs"] == .array([.array([JSONValue(1), JSONValue(4)])]), "\(String(describing: durable.result))")
+        #expect(
+            durable.result?["lost_seqs"] == .array([.array([JSONValue(1), JSONValue(4)])]),
+            "\(String(describing: durable.result))")
         #expect(try ctl(host, "wait-durable", window, ["--seq", "4"]).status == 75)
         #expect(try ctl(host, "wait-durable", window, ["--seq", "5"]).result?["durable_seq"]?.int == 5)
         #expect(try ctl(host, "wait-durable", window, ["--seq", "6"]).status == 65, "no command 6 yet")
-        #expect(try host.ctl(["wait-durable", "--window", window]).output.contains("durable 5 (lost with a killed worker, never durable: 1-4)"))
+        #expect(
+            try host.ctl(["wait-durable", "--window", window]).output.contains(
+                "durable 5 (lost with a killed worker, never durable: 1-4)"))
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let back = try ctl(next, "dump", window)
         #expect(back.result?["applied_seq"]?.int == 5, "\(String(describing: back.result))")
-        let urls = ["regular", "incognito"].flatMap { back.result?[$0]?["tabs"]?.array ?? [] }.compactMap { $0["url"]?.string }
+        let urls = ["regular", "incognito"].flatMap { back.result?[$0]?["tabs"]?.array ?? [] }.compactMap {
+            $0["url"]?.string
+        }
         #expect(urls == ["https://after-sigkill.example/"], "\(urls)")
         #expect(next.terminate() == 0)
     }
@@ -97,12 +115,19 @@ import Testing
             ("close-all", ["--incognito"]), ("activate", ["--tab", "2"]), ("move", ["--tab", "2", "--index", "1"]),
         ] {
             let reply = try ctl(host, verb, window, arguments)
-            #expect(reply.status == 0 && reply.result?["seq"]?.int == 2, "\(verb) changes nothing: \(String(describing: reply.result))")
+            #expect(
+                reply.status == 0 && reply.result?["seq"]?.int == 2,
+                "\(verb) changes nothing: \(String(describing: reply.result))")
         }
-        for (verb, arguments) in [("close", ["--tab", "99"]), ("navigate", ["--tab", "99", "--url", "https://x.example/"]), ("move", ["--tab", "1", "--index", "7"])] {
+        for (verb, arguments) in [
+            ("close", ["--tab", "99"]), ("navigate", ["--tab", "99", "--url", "https://x.example/"]),
+            ("move", ["--tab", "1", "--index", "7"]),
+        ] {
             #expect(try ctl(host, verb, window, arguments).status == 65, "\(verb) \(arguments)")
         }
-        #expect(try ctl(host, "navigate", window, ["--tab", "1", "--url", "https://one.example/next"]).result?["seq"]?.int == 3)
+        #expect(
+            try ctl(host, "navigate", window, ["--tab", "1", "--url", "https://one.example/next"]).result?["seq"]?.int
+                == 3)
         #expect(try ctl(host, "close-all", window).result?["seq"]?.int == 4)
         #expect(try ctl(host, "close-all", window).result?["seq"]?.int == 4, "nothing left to close")
         let dump = try ctl(host, "dump", window)

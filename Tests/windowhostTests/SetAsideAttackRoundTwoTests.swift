@@ -79,10 +79,12 @@ import Testing
         let before = Set(host.windows().keys)
         let adopting = try Life.startAdopting(host, id)
         var target: String?
-        #expect(waitFor({
-            target = host.windows().keys.first { !before.contains($0) }
-            return target != nil || !adopting.isRunning
-        }, seconds: 20))
+        #expect(
+            waitFor(
+                {
+                    target = host.windows().keys.first { !before.contains($0) }
+                    return target != nil || !adopting.isRunning
+                }, seconds: 20))
         if let target { try interrupt(host, target) }
         adopting.waitUntilExit()
         let answered = adopting.terminationStatus
@@ -96,7 +98,9 @@ import Testing
         defer { _ = host.terminate() }
         let windows = Self.holding(host, session)
         let entries = try Life.entries(host).filter { $0["id"]?.string == id }
-        #expect(windows.count + entries.count == 1, "adopt \(answered): windows \(windows) entries \(entries) \(names) \(host.log.suffix(3000))")
+        #expect(
+            windows.count + entries.count == 1,
+            "adopt \(answered): windows \(windows) entries \(entries) \(names) \(host.log.suffix(3000))")
         if answered == 0 { #expect(windows.count == 1 && entries.isEmpty, "adopt answered 0, so a window has it") }
         #expect(Life.urls(host, ids[1]) == urls[ids[1]])
     }
@@ -111,7 +115,8 @@ import Testing
         let text = "windowhost-handed-out 1\n\(window) \(limit - 10) 100\nend 1\n"
         try Data(text.utf8).write(to: root.appendingPathComponent("handed-out"))
         var host = try HostProcess(root: root, scenes: 1)
-        let high = try host.call(.open("https://high.example/", incognito: false), window: window).decode(CommandReply.self)
+        let high = try host.call(.open("https://high.example/", incognito: false), window: window).decode(
+            CommandReply.self)
         #expect(high.seq > limit - 10, "numbered above the ceiling: \(high)")
         #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(host.terminate() == 0)
@@ -123,7 +128,9 @@ import Testing
         defer { _ = host.terminate() }
         let entry = try #require(try Life.entries(host).first)
         let id = try #require(entry["id"]?.string)
-        #expect(entry["summary"]?.string == "read" && entry["durable_seq"]?.int.flatMap { UInt64(exactly: $0) } == high.seq, "\(entry)")
+        #expect(
+            entry["summary"]?.string == "read" && entry["durable_seq"]?.int.flatMap { UInt64(exactly: $0) } == high.seq,
+            "\(entry)")
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output)")
         try #require(try Self.reply(adopted.output)["window"]?.string == window, "own UUID: \(adopted.output)")
@@ -170,14 +177,18 @@ import Testing
         /// A crash loop sets the session aside; then a host without the fault adopts it back.
         func crashLoopAndAdopt() throws {
             // Two scenes: the window the adopting host made for its scene opens first.
-            host = try HostProcess(root: root, scenes: 2, saveDelay: 60_000, environment: [Life.fault: window], binary: windowhostFaultsBinary)
+            host = try HostProcess(
+                root: root, scenes: 2, saveDelay: 60_000, environment: [Life.fault: window],
+                binary: windowhostFaultsBinary)
             try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
             let id = try #require(try Life.entries(host).first?["id"]?.string)
             #expect(host.terminate() == 0)
             host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
             let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
             try #require(adopted.status == 0, "\(adopted.output)")
-            try #require(try Self.reply(adopted.output)["window"]?.string == window, "adopted under its own UUID: \(adopted.output)")
+            try #require(
+                try Self.reply(adopted.output)["window"]?.string == window,
+                "adopted under its own UUID: \(adopted.output)")
         }
         func check(_ when: String) throws {
             for seq in lost {
@@ -186,8 +197,12 @@ import Testing
             }
             let fresh = try open("https://\(when)-fresh.example/")
             let earlier = shown.dropLast()
-            #expect(earlier.allSatisfy { fresh.seq > $0.seq }, "\(when): seq \(fresh.seq) shown before: \(earlier.map(\.seq))")
-            #expect(earlier.allSatisfy { (fresh.tab ?? 0) > ($0.tab ?? 0) }, "\(when): tab \(fresh.tab ?? -1) shown before: \(earlier.map { $0.tab ?? -1 })")
+            #expect(
+                earlier.allSatisfy { fresh.seq > $0.seq },
+                "\(when): seq \(fresh.seq) shown before: \(earlier.map(\.seq))")
+            #expect(
+                earlier.allSatisfy { (fresh.tab ?? 0) > ($0.tab ?? 0) },
+                "\(when): tab \(fresh.tab ?? -1) shown before: \(earlier.map { $0.tab ?? -1 })")
         }
 
         _ = try open("https://saved-one.example/")
@@ -225,7 +240,10 @@ import Testing
         let saved = try open("https://saved-two.example/")
         #expect(host.call(.save(wait: true), window: window).code == .ok)
         #expect(saved.seq > lost.max() ?? 0)
-        for seq in lost { #expect(try host.ctlBounded(["wait-durable", "--window", window, "--seq", "\(seq)"], seconds: 20).status == 75) }
+        for seq in lost {
+            #expect(
+                try host.ctlBounded(["wait-durable", "--window", window, "--seq", "\(seq)"], seconds: 20).status == 75)
+        }
         #expect(host.terminate() == 0)
 
         host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
@@ -273,7 +291,9 @@ import Testing
             #expect(asked.status == 75, "seq \(seq) was lost: \(asked.status) \(asked.output)")
         }
         let fresh = try open("https://after.example/")
-        #expect(([saved] + lost).allSatisfy { fresh.seq > $0.seq && (fresh.tab ?? 0) > ($0.tab ?? 0) }, "\(fresh) above \(lost)")
+        #expect(
+            ([saved] + lost).allSatisfy { fresh.seq > $0.seq && (fresh.tab ?? 0) > ($0.tab ?? 0) },
+            "\(fresh) above \(lost)")
     }
 
     /// A discard of an entry holding 10,000 files, the supervisor SIGKILLed right after it
@@ -285,7 +305,8 @@ import Testing
         let entry = root.appendingPathComponent("set-aside/\(id)/regular")
         try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
         for n in 0..<10_000 {
-            let fd = Glibc.open(entry.appendingPathComponent("f\(n)").path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let fd = Glibc.open(
+                entry.appendingPathComponent("f\(n)").path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             try #require(fd >= 0)
             close(fd)
         }
@@ -294,8 +315,11 @@ import Testing
         defer { try? FileManager.default.removeItem(at: canary) }
         let leftover = root.appendingPathComponent("set-aside/.discarding-old/inner")
         try FileManager.default.createDirectory(at: leftover, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: leftover.appendingPathComponent("link").path, withDestinationPath: canary.path)
-        try FileManager.default.createSymbolicLink(atPath: leftover.appendingPathComponent("keep").path, withDestinationPath: canary.appendingPathComponent("keep").path)
+        try FileManager.default.createSymbolicLink(
+            atPath: leftover.appendingPathComponent("link").path, withDestinationPath: canary.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: leftover.appendingPathComponent("keep").path,
+            withDestinationPath: canary.appendingPathComponent("keep").path)
 
         var host = try HostProcess(root: root, scenes: 1)
         let discarded = try host.ctlBounded(["discard", id], seconds: 30)
@@ -364,12 +388,16 @@ import Testing
             (host.call(.dump, window: back).result?["incognito"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
         }
         #expect(incognitoURLs() == ["https://secret.example/"], "\(host.log.suffix(2000))")
-        #expect(host.open(back, "https://new-secret.example/", incognito: true) != nil, "incognito works in the adopted window")
+        #expect(
+            host.open(back, "https://new-secret.example/", incognito: true) != nil,
+            "incognito works in the adopted window")
         #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
         #expect(host.terminate() == 0)
         host = try HostProcess(root: root, scenes: 2)
         defer { _ = host.terminate() }
-        #expect(Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"], "\(host.log.suffix(2000))")
+        #expect(
+            Life.urls(host, back) == ["https://regular-a.example/", "https://regular-b.example/"],
+            "\(host.log.suffix(2000))")
         #expect(incognitoURLs() == ["https://secret.example/", "https://new-secret.example/"], "\(incognitoURLs())")
     }
 
@@ -381,7 +409,8 @@ import Testing
         var (host, _, _) = try Life.crashLoop(root)
         #expect(host.terminate() == 0)
         try FileManager.default.createSymbolicLink(
-            atPath: root.appendingPathComponent("set-aside/\(UUID().uuidString)-\(SetAsideAttackTests.stamp)-symlink").path, withDestinationPath: "/")
+            atPath: root.appendingPathComponent("set-aside/\(UUID().uuidString)-\(SetAsideAttackTests.stamp)-symlink")
+                .path, withDestinationPath: "/")
         host = try HostProcess(root: root, scenes: 2, arguments: ["--http", "127.0.0.1:0"])
         defer { _ = host.terminate() }
         #expect(waitFor({ host.output.contains("\nhttp ") }, seconds: 10))

@@ -35,7 +35,8 @@ import Testing
         let id = "\(window)-\(stamp)-crash-loop"
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
-        try FileManager.default.moveItem(at: root.appendingPathComponent("windows/\(window)"), to: shelf.appendingPathComponent(id))
+        try FileManager.default.moveItem(
+            at: root.appendingPathComponent("windows/\(window)"), to: shelf.appendingPathComponent(id))
         return id
     }
 
@@ -53,7 +54,8 @@ import Testing
     }
 
     static func windowNames(_ root: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path)) ?? []).sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path)) ?? [])
+            .sorted()
     }
 
     /// A planted directory named like an adoption marker (of no window at all) must not keep
@@ -64,7 +66,8 @@ import Testing
         defer { removeHostFiles(root) }
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(
-            at: shelf.appendingPathComponent(".adopting-\(UUID().uuidString)-planted"), withIntermediateDirectories: true)
+            at: shelf.appendingPathComponent(".adopting-\(UUID().uuidString)-planted"),
+            withIntermediateDirectories: true)
         let host = try? HostProcess(root: root, scenes: 1)
         #expect(host != nil, "the host starts despite a planted marker directory")
         if let host {
@@ -79,14 +82,17 @@ import Testing
         let (root, window, urls) = try Self.sessionRoot("attack-marker-dir-window")
         defer { removeHostFiles(root) }
         let shelf = root.appendingPathComponent("set-aside")
-        try FileManager.default.createDirectory(at: shelf.appendingPathComponent(".adopting-\(window)-planted"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: shelf.appendingPathComponent(".adopting-\(window)-planted"), withIntermediateDirectories: true)
         let host = try? HostProcess(root: root, scenes: 1)
         #expect(host != nil, "the host starts despite a planted marker directory")
         if let host {
             #expect(SetAsideProcessTests.urls(host, window) == urls, "the window keeps its tabs")
             #expect(host.terminate() == 0)
         }
-        #expect(!FileManager.default.fileExists(atPath: shelf.appendingPathComponent("planted").path), "\(SetAsideProcessTests.setAsideNames(root))")
+        #expect(
+            !FileManager.default.fileExists(atPath: shelf.appendingPathComponent("planted").path),
+            "\(SetAsideProcessTests.setAsideNames(root))")
     }
 
     /// A planted marker file naming a window that is no adoption's (a closed window with its
@@ -98,11 +104,15 @@ import Testing
         defer { removeHostFiles(root) }
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
-        #expect(FileManager.default.createFile(atPath: shelf.appendingPathComponent(".adopting-\(window)-planted").path, contents: nil))
+        #expect(
+            FileManager.default.createFile(
+                atPath: shelf.appendingPathComponent(".adopting-\(window)-planted").path, contents: nil))
         let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         #expect(SetAsideProcessTests.urls(host, window) == urls, "the window keeps its tabs: \(host.log)")
-        #expect(SetAsideProcessTests.setAsideNames(root).allSatisfy { $0 != "planted" }, "\(SetAsideProcessTests.setAsideNames(root))")
+        #expect(
+            SetAsideProcessTests.setAsideNames(root).allSatisfy { $0 != "planted" },
+            "\(SetAsideProcessTests.setAsideNames(root))")
     }
 
     /// Ids that try to leave `set-aside/`, name the host's own bookkeeping or are not ids at
@@ -119,17 +129,21 @@ import Testing
         // The entry moved into this root, and bookkeeping names planted beside it.
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
-        try FileManager.default.moveItem(at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))
+        try FileManager.default.moveItem(
+            at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))
         let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         let marker = ".adopting-\(UUID().uuidString)-\(id)"
         #expect(FileManager.default.createFile(atPath: shelf.appendingPathComponent(marker).path, contents: nil))
-        try FileManager.default.createDirectory(at: shelf.appendingPathComponent(".discarding-x/inner"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: shelf.appendingPathComponent(".discarding-x/inner"), withIntermediateDirectories: true)
         let before = (SetAsideProcessTests.setAsideNames(root), Self.windowNames(root))
 
         let hostile = [
-            "..", ".", "../windows/\(window)", "../windows", canary.path, "\(id)/..", "\(id)/../..", marker, ".discarding-x",
-            "\(id)\n", "a\nb", "entré", String(repeating: "a", count: 161), String(repeating: "a", count: 4096), " \(id)", "",
+            "..", ".", "../windows/\(window)", "../windows", canary.path, "\(id)/..", "\(id)/../..", marker,
+            ".discarding-x",
+            "\(id)\n", "a\nb", "entré", String(repeating: "a", count: 161), String(repeating: "a", count: 4096),
+            " \(id)", "",
             window, "\(window)-\(Self.stamp)-crash-loop",
         ]
         for name in hostile {
@@ -138,7 +152,9 @@ import Testing
                 #expect([64, 65].contains(run.status), "\(verb) \(name.debugDescription): \(run.status) \(run.output)")
             }
             let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", name], seconds: 10)
-            #expect(inspected.status != nil && inspected.status != 0, "inspect \(name.debugDescription): \(inspected.status.map { "\($0)" } ?? "hung") \(inspected.output)")
+            #expect(
+                inspected.status != nil && inspected.status != 0,
+                "inspect \(name.debugDescription): \(inspected.status.map { "\($0)" } ?? "hung") \(inspected.output)")
         }
         #expect((SetAsideProcessTests.setAsideNames(root), Self.windowNames(root)) == before, "nothing moved")
         #expect(Self.canaryIntact(canary))
@@ -172,16 +188,21 @@ import Testing
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         let linkID = "\(outside.window)-\(Self.stamp)-crash-loop"
         let canaryLinkID = "\(UUID().uuidString)-\(Self.stamp)-crash-loop"
-        try FileManager.default.createSymbolicLink(atPath: shelf.appendingPathComponent(linkID).path, withDestinationPath: session.path)
-        try FileManager.default.createSymbolicLink(atPath: shelf.appendingPathComponent(canaryLinkID).path, withDestinationPath: canary.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: shelf.appendingPathComponent(linkID).path, withDestinationPath: session.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: shelf.appendingPathComponent(canaryLinkID).path, withDestinationPath: canary.path)
         // A discarding leftover that is a symlink to the canary: removed at start as itself.
-        try FileManager.default.createSymbolicLink(atPath: shelf.appendingPathComponent(".discarding-gone").path, withDestinationPath: canary.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: shelf.appendingPathComponent(".discarding-gone").path, withDestinationPath: canary.path)
 
         var host = try HostProcess(root: root, scenes: 1)
         let listed = try SetAsideProcessTests.entries(host)
         #expect(Set(listed.compactMap { $0["id"]?.string }) == [linkID, canaryLinkID], "\(listed)")
         for entry in listed {
-            #expect(entry["kind"]?.string == "symlink" && entry["summary"]?.string == "not_a_session" && entry["tabs"]?.int == 0, "\(entry)")
+            #expect(
+                entry["kind"]?.string == "symlink" && entry["summary"]?.string == "not_a_session"
+                    && entry["tabs"]?.int == 0, "\(entry)")
         }
         for id in [linkID, canaryLinkID] {
             let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id, "--json"], seconds: 10)
@@ -192,9 +213,13 @@ import Testing
         #expect(host.windows().count == 1 && SetAsideProcessTests.urls(host, window) == urls)
         #expect(try host.ctlBounded(["discard", canaryLinkID]).status == 0)
         #expect(try host.ctlBounded(["discard", linkID]).status == 0)
-        #expect(waitFor({ SetAsideProcessTests.setAsideNames(root).isEmpty }, seconds: 10), "\(SetAsideProcessTests.setAsideNames(root))")
+        #expect(
+            waitFor({ SetAsideProcessTests.setAsideNames(root).isEmpty }, seconds: 10),
+            "\(SetAsideProcessTests.setAsideNames(root))")
         #expect(Self.canaryIntact(canary))
-        #expect(try SetAsideProcessTests.tree(session).filter { $0.key != "keep" } == sessionFiles, "the session outside untouched")
+        #expect(
+            try SetAsideProcessTests.tree(session).filter { $0.key != "keep" } == sessionFiles,
+            "the session outside untouched")
         #expect(FileManager.default.fileExists(atPath: session.appendingPathComponent("keep").path))
         #expect(host.terminate() == 0)
 
@@ -203,7 +228,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
         let realID = try Self.setAsideByHand(outside.root, outside.window)
-        try FileManager.default.moveItem(at: outside.root.appendingPathComponent("set-aside/\(realID)"), to: elsewhere.appendingPathComponent(realID))
+        try FileManager.default.moveItem(
+            at: outside.root.appendingPathComponent("set-aside/\(realID)"), to: elsewhere.appendingPathComponent(realID)
+        )
         try FileManager.default.removeItem(at: shelf)
         try FileManager.default.createSymbolicLink(atPath: shelf.path, withDestinationPath: elsewhere.path)
         host = try HostProcess(root: root, scenes: 1)
@@ -212,7 +239,9 @@ import Testing
         #expect(try host.ctlBounded(["discard", realID]).status == 65)
         let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", realID], seconds: 10)
         #expect(inspected.status == 65, "\(inspected.output)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path) == [realID], "the linked directory untouched")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: elsewhere.path) == [realID],
+            "the linked directory untouched")
         #expect(SetAsideProcessTests.urls(host, window) == urls)
         #expect(host.terminate() == 0)
     }
@@ -230,16 +259,19 @@ import Testing
         let id = "\(UUID().uuidString)-\(Self.stamp)-crash-loop"
         let entry = root.appendingPathComponent("set-aside/\(id)")
         try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: entry.appendingPathComponent("regular").path, withDestinationPath: browser.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: entry.appendingPathComponent("regular").path, withDestinationPath: browser.path)
         let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         let listed = try SetAsideProcessTests.entries(host).first
         #expect(listed?["tabs"]?.int == 0, "\(String(describing: listed))")
-        let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id, "--json", "--deep"], seconds: 10)
+        let inspected = try runWindowhostBounded(
+            ["inspect", root.path, "--set-aside", id, "--json", "--deep"], seconds: 10)
         #expect(!inspected.output.contains("attack-inner-link-outside-t"), "read through the link: \(inspected.output)")
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         if adopted.status == 0 {
-            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+            let back = try #require(
+                try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
             #expect(SetAsideProcessTests.urls(host, back).isEmpty, "restored through the link")
             #expect(host.open(back, "https://written.example/") != nil)
             #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
@@ -268,13 +300,19 @@ import Testing
         let before = try Self.contents(root.appendingPathComponent("set-aside/\(id)"))
         #expect(host.call(.scene(.disconnect), window: ids[0]).code == .ok)
         let adopting = try SetAsideProcessTests.startAdopting(host, id)
-        #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
+        #expect(
+            waitFor(
+                { host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10
+            ))
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         adopting.waitUntilExit()
         #expect(adopting.terminationStatus != 0, "not adopted")
         // A stop leaves the marker and the session in `windows/` (as a kill does) or the entry back.
         let stopped = SetAsideProcessTests.setAsideNames(root)
-        #expect(stopped == [id] || (stopped.count == 1 && stopped[0].hasPrefix(".adopting-") && stopped[0].hasSuffix("-\(id)")), "\(stopped)")
+        #expect(
+            stopped == [id]
+                || (stopped.count == 1 && stopped[0].hasPrefix(".adopting-") && stopped[0].hasSuffix("-\(id)")),
+            "\(stopped)")
 
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
@@ -312,7 +350,8 @@ import Testing
         let listed = try host.ctlBounded(["--json", "set-aside"], seconds: 30)
         #expect(listed.status == 0, "\(listed.output)")
         for name in [id, fifoID] {
-            let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", name, "--json"], seconds: 10)
+            let inspected = try runWindowhostBounded(
+                ["inspect", root.path, "--set-aside", name, "--json"], seconds: 10)
             #expect(inspected.status != nil, "inspect \(name) hung")
         }
         let entries = try SetAsideProcessTests.entries(host)
@@ -325,9 +364,11 @@ import Testing
         // kept (moved to `damaged/`, never opened), the other window untouched.
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 60)
         #expect(adopted.status == 0, "\(adopted.output)")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try #require(
+            try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
         let damaged = root.appendingPathComponent("windows/\(back)/regular/damaged")
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: damaged.path)) ?? []).count == 2, "both FIFOs kept")
+        #expect(
+            ((try? FileManager.default.contentsOfDirectory(atPath: damaged.path)) ?? []).count == 2, "both FIFOs kept")
         #expect(SetAsideProcessTests.urls(host, window) == urls)
         #expect(try host.ctlBounded(["discard", fifoID]).status == 0)
     }
@@ -349,14 +390,18 @@ import Testing
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output)")
         let reply = try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))
-        try #require(reply["window"]?.string == window && reply["as_new_window"]?.bool == false, "the scenario: adopted under its own UUID \(reply)")
+        try #require(
+            reply["window"]?.string == window && reply["as_new_window"]?.bool == false,
+            "the scenario: adopted under its own UUID \(reply)")
         #expect(SetAsideProcessTests.urls(host, window) == ["https://saved.example/"])
         for seq in lost.map(\.seq) {
             let asked = try host.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"])
             #expect(asked.status == 75, "seq \(seq) was lost: \(asked.status) \(asked.output)")
         }
         let fresh = try open("https://after.example/")
-        #expect(([saved] + lost).allSatisfy { fresh.seq > $0.seq && (fresh.tab ?? 0) > ($0.tab ?? 0) }, "\(fresh) above every one handed out \(lost)")
+        #expect(
+            ([saved] + lost).allSatisfy { fresh.seq > $0.seq && (fresh.tab ?? 0) > ($0.tab ?? 0) },
+            "\(fresh) above every one handed out \(lost)")
         #expect(host.call(.save(wait: true), window: window).code == .ok)
         for seq in lost.map(\.seq) {
             let asked = try host.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"])
@@ -388,20 +433,27 @@ import Testing
         #expect(full.status != -1, "adopt hung on a full disk: \(full.output)")
         let names = SetAsideProcessTests.setAsideNames(disk.root)
         if full.status == 0 {
-            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(full.output.utf8))["window"]?.string)
+            let back = try #require(
+                try JSONDecoder().decode(JSONValue.self, from: Data(full.output.utf8))["window"]?.string)
             #expect(SetAsideProcessTests.urls(host, back) == urls)
         } else {
             #expect(names == [id] || names.contains { $0.hasPrefix(".adopting-") }, "\(names)")
-            if names == [id] { #expect(try SetAsideProcessTests.tree(disk.root.appendingPathComponent("set-aside/\(id)")).keys == files.keys) }
+            if names == [id] {
+                #expect(
+                    try SetAsideProcessTests.tree(disk.root.appendingPathComponent("set-aside/\(id)")).keys
+                        == files.keys)
+            }
         }
         #expect(host.windows()[other] != nil, "the other window serves")
         disk.free()
         if full.status != 0 {
-            let state = waitFor({ (try? SetAsideProcessTests.entries(host).first?["state"]?.string) == "set_aside" }, seconds: 30)
+            let state = waitFor(
+                { (try? SetAsideProcessTests.entries(host).first?["state"]?.string) == "set_aside" }, seconds: 30)
             #expect(state, "\(String(describing: try? SetAsideProcessTests.entries(host)))")
             let again = try host.ctlBounded(["--json", "adopt", id], seconds: 60)
             try #require(again.status == 0, "\(again.output) \(host.log.suffix(3000))")
-            let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(again.output.utf8))["window"]?.string)
+            let back = try #require(
+                try JSONDecoder().decode(JSONValue.self, from: Data(again.output.utf8))["window"]?.string)
             #expect(SetAsideProcessTests.urls(host, back) == urls)
         }
         #expect(host.terminate() == 0)
@@ -419,7 +471,9 @@ import Testing
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         for n in 0..<5_000 {
-            let fd = open(shelf.appendingPathComponent(String(format: "junk%06d", n)).path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let fd = open(
+                shelf.appendingPathComponent(String(format: "junk%06d", n)).path,
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             try #require(fd >= 0)
             close(fd)
         }
@@ -430,13 +484,16 @@ import Testing
         let listed = try JSONDecoder().decode(JSONValue.self, from: Data(status.output.utf8))["set_aside"]?.array ?? []
         #expect(listed.count == 1_024 && listed.first?["id"]?.string == "junk000000", "the first 1,024 by name")
         #expect(host.log.contains("holds 5000 entries"), "the rest are named in the log")
-        let opened = try host.ctlBounded(["open", "--window", window, "--url", "https://during-flood.example/"], seconds: 30)
+        let opened = try host.ctlBounded(
+            ["open", "--window", window, "--url", "https://during-flood.example/"], seconds: 30)
         #expect(opened.status == 0, "\(opened.output)")
         let discarded = try host.ctlBounded(["discard", "junk000001"], seconds: 30)
         #expect(discarded.status == 0, "\(discarded.output)")
         #expect(!FileManager.default.fileExists(atPath: shelf.appendingPathComponent("junk000001").path))
         let again = try host.ctlBounded(["--json", "set-aside"], seconds: 30)
-        #expect(again.status == 0 && !again.output.contains("junk000001") && again.output.contains("junk001024"), "the next name moves up")
+        #expect(
+            again.status == 0 && !again.output.contains("junk000001") && again.output.contains("junk001024"),
+            "the next name moves up")
         #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         #expect(SetAsideProcessTests.urls(host, window) == urls + ["https://during-flood.example/"])
     }
@@ -458,7 +515,8 @@ import Testing
         #expect(host.terminate() == 0)
         let id = try Self.setAsideByHand(root, window)
         let browser = root.appendingPathComponent("set-aside/\(id)/regular")
-        let journalName = try #require(try FileManager.default.contentsOfDirectory(atPath: browser.path).first { $0.hasPrefix("journal-") })
+        let journalName = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: browser.path).first { $0.hasPrefix("journal-") })
         let journal = browser.appendingPathComponent(journalName)
         var bytes = try Data(contentsOf: journal)
         // A byte of the second save's URL flipped: damage in the middle, a valid save after it (a
@@ -468,7 +526,9 @@ import Testing
         try bytes.write(to: journal)
 
         let inspected = try runWindowhostBounded(["inspect", root.path, "--set-aside", id], seconds: 10)
-        #expect(inspected.output.contains("https://first-save.example/") && inspected.output.contains("CORRUPT"), "\(inspected.output)")
+        #expect(
+            inspected.output.contains("https://first-save.example/") && inspected.output.contains("CORRUPT"),
+            "\(inspected.output)")
         #expect(!inspected.output.contains("https://third-save.example/"), "\(inspected.output)")
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
@@ -476,12 +536,15 @@ import Testing
         #expect(entry["damaged"]?.bool == true && entry["regular_tabs"]?.int == 1, "\(entry)")
         let adopted = try host.ctlBounded(["--json", "adopt", id], seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output)")
-        let back = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let back = try #require(
+            try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
         #expect(SetAsideProcessTests.urls(host, back) == ["https://first-save.example/"])
         let damaged = root.appendingPathComponent("windows/\(back)/regular/damaged")
         let kept = try FileManager.default.contentsOfDirectory(atPath: damaged.path)
         #expect(kept.count == 1 && kept.allSatisfy { $0.hasPrefix(journalName) }, "\(kept)")
-        #expect(kept.first.map { try? Data(contentsOf: damaged.appendingPathComponent($0)) } == bytes, "the damaged journal kept byte for byte")
+        #expect(
+            kept.first.map { try? Data(contentsOf: damaged.appendingPathComponent($0)) } == bytes,
+            "the damaged journal kept byte for byte")
     }
 
     /// A host at its capacity: adopt answers 75 and nothing moves, no marker stays. Then two
@@ -494,14 +557,17 @@ import Testing
         let id = try Self.setAsideByHand(other.root, other.window)
         let shelf = root.appendingPathComponent("set-aside")
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
-        try FileManager.default.moveItem(at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))
+        try FileManager.default.moveItem(
+            at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))
         let files = try SetAsideProcessTests.tree(shelf.appendingPathComponent(id))
 
         var host = try HostProcess(root: root, scenes: 2, arguments: ["--capacity", "2"])
         #expect(host.windows().count == 2)
         #expect(try host.ctlBounded(["adopt", id]).status == 75)
         #expect(try host.ctlBounded(["adopt", "--as-new-window", id]).status == 75)
-        #expect(SetAsideProcessTests.setAsideNames(root) == [id], "no marker left: \(SetAsideProcessTests.setAsideNames(root))")
+        #expect(
+            SetAsideProcessTests.setAsideNames(root) == [id],
+            "no marker left: \(SetAsideProcessTests.setAsideNames(root))")
         #expect(try SetAsideProcessTests.tree(shelf.appendingPathComponent(id)) == files)
         #expect(SetAsideProcessTests.urls(host, window) == urls)
         #expect(host.terminate() == 0)
@@ -521,7 +587,9 @@ import Testing
         let codes = runs.map(\.terminationStatus).sorted()
         #expect(codes == [0, 65] || codes == [0, 75], "\(codes)")
         let adopted = host.windows().keys.filter { SetAsideProcessTests.urls(host, $0) == other.urls }
-        #expect(adopted.count == 1, "the session came back once: \(host.windows().keys.map { ($0, SetAsideProcessTests.urls(host, $0)) })")
+        #expect(
+            adopted.count == 1,
+            "the session came back once: \(host.windows().keys.map { ($0, SetAsideProcessTests.urls(host, $0)) })")
         #expect(SetAsideProcessTests.urls(host, window) == urls)
         #expect(SetAsideProcessTests.setAsideNames(root).isEmpty, "\(SetAsideProcessTests.setAsideNames(root))")
     }

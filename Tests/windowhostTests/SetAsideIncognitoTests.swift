@@ -19,7 +19,9 @@ import Testing
     typealias Life = SetAsideProcessTests
 
     static let regular = ["https://regular-a.example/", "https://regular-b.example/"]
-    static func secrets() -> [String] { (0..<2).map { "https://adopt-secret-\($0)-\(UUID().uuidString.prefix(8)).example/" } }
+    static func secrets() -> [String] {
+        (0..<2).map { "https://adopt-secret-\($0)-\(UUID().uuidString.prefix(8)).example/" }
+    }
 
     static func incognitoURLs(_ host: HostProcess, _ window: String) -> [String] {
         (host.call(.dump, window: window).result?["incognito"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
@@ -41,21 +43,25 @@ import Testing
     /// (still running, the fault still set), the window and the entry's id.
     static func setAside(_ root: URL, _ secrets: [String]) throws -> (host: HostProcess, window: String, id: String) {
         let window = try browse(root, secrets)
-        let host = try HostProcess(root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
+        let host = try HostProcess(
+            root: root, scenes: 1, environment: [Life.fault: window], binary: windowhostFaultsBinary)
         try #require(waitFor({ (try? Life.entries(host).count) == 1 }, seconds: 30), "\(host.log.suffix(2000))")
         return (host, window, try #require(try Life.entries(host).first?["id"]?.string))
     }
 
     /// `ctl --json adopt ENTRY`, which must succeed: the window the entry became.
     static func adopt(_ host: HostProcess, _ entry: String, asNewWindow: Bool) throws -> String {
-        let adopted = try host.ctlBounded(["--json", "adopt", entry] + (asNewWindow ? ["--as-new-window"] : []), seconds: 30)
+        let adopted = try host.ctlBounded(
+            ["--json", "adopt", entry] + (asNewWindow ? ["--as-new-window"] : []), seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
         return try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
     }
 
     /// Revokes `window`'s key: a test leaves no key in the uid's keyring.
     static func revokeKey(of window: String, in root: URL) {
-        guard let id = UUID(uuidString: window), let name = try? WindowKeyName(root: root.path, window: id) else { return }
+        guard let id = UUID(uuidString: window), let name = try? WindowKeyName(root: root.path, window: id) else {
+            return
+        }
         try? KernelKeyring().revoke(name)
     }
 
@@ -75,15 +81,22 @@ import Testing
         let secrets = Self.secrets()
         var (host, window, id) = try Self.setAside(root, secrets)
         let entry = try #require(try Life.entries(host).first)
-        #expect(entry["incognito_tabs"]?.int == 2 && entry["regular_tabs"]?.int == 2, "the summary reads the incognito tabs: \(entry)")
+        #expect(
+            entry["incognito_tabs"]?.int == 2 && entry["regular_tabs"]?.int == 2,
+            "the summary reads the incognito tabs: \(entry)")
         let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
-        #expect(try KernelKeyring().record(record)?.entries.map(\.window.uuidString) == [window], "the key went with the entry")
-        #expect(try KernelKeyring().find(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: window)))) == nil, "the window's own name is free")
+        #expect(
+            try KernelKeyring().record(record)?.entries.map(\.window.uuidString) == [window],
+            "the key went with the entry")
+        #expect(
+            try KernelKeyring().find(WindowKeyName(root: root.path, window: try #require(UUID(uuidString: window))))
+                == nil, "the window's own name is free")
         #expect(host.terminate() == 0)
 
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
-        let adopted = try host.ctlBounded(["--json", "adopt", id] + (asNewWindow ? ["--as-new-window"] : []), seconds: 30)
+        let adopted = try host.ctlBounded(
+            ["--json", "adopt", id] + (asNewWindow ? ["--as-new-window"] : []), seconds: 30)
         try #require(adopted.status == 0, "\(adopted.output) \(host.log.suffix(2000))")
         let reply = try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))
         let back = try #require(reply["window"]?.string)
@@ -92,16 +105,20 @@ import Testing
         #expect(Life.urls(host, back) == Self.regular)
         #expect(Self.incognitoURLs(host, back) == secrets, "every acknowledged incognito tab: \(host.log.suffix(2000))")
         #expect(try KernelKeyring().record(record) == nil, "the entry's keys revoked once the adoption ended")
-        for secret in secrets { #expect(filesHolding(secret, under: FilePath(root.path)).isEmpty, "\(secret) in the clear") }
+        for secret in secrets {
+            #expect(filesHolding(secret, under: FilePath(root.path)).isEmpty, "\(secret) in the clear")
+        }
 
         let killed = try host.ctlBounded(["kill", "--window", back], seconds: 30)
         #expect(killed.status == 0, "\(killed.output)")
-        #expect(Self.incognitoURLs(host, back) == secrets, "sealed under the window's own key: \(host.log.suffix(2000))")
+        #expect(
+            Self.incognitoURLs(host, back) == secrets, "sealed under the window's own key: \(host.log.suffix(2000))")
         #expect(host.open(back, "https://after-adoption.example/", incognito: true) != nil)
         #expect(host.call(.waitDurable(seq: nil), window: back).code == .ok)
         #expect(host.terminate() == 0)
         host = try HostProcess(root: root, scenes: 2)
-        #expect(Self.incognitoURLs(host, back) == secrets + ["https://after-adoption.example/"], "\(host.log.suffix(2000))")
+        #expect(
+            Self.incognitoURLs(host, back) == secrets + ["https://after-adoption.example/"], "\(host.log.suffix(2000))")
         #expect(!host.log.contains("can never be read"), "\(host.log.suffix(2000))")
         Self.revokeKey(of: back, in: root)
     }
@@ -139,7 +156,9 @@ import Testing
         let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
         var filled = try #require(try KernelKeyring().record(record))
         while filled.entries.count < Limits.maxKeysPerSessionRecord {
-            filled = try filled.adding(SessionKeyRecord.Entry(window: UUID(), key: (0..<KernelKeyring.keyBytes).map { _ in UInt8.random(in: 0...255) }))
+            filled = try filled.adding(
+                SessionKeyRecord.Entry(
+                    window: UUID(), key: (0..<KernelKeyring.keyBytes).map { _ in UInt8.random(in: 0...255) }))
         }
         try KernelKeyring().store(filled, as: record)
         #expect(host.call(.scene(.disconnect), window: window).code == .ok)
@@ -163,7 +182,9 @@ import Testing
         #expect(host.log.contains("adoption abandoned"))
         let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
         let kept = try #require(try KernelKeyring().record(record), "the entry keeps its keys")
-        #expect(kept.entries.allSatisfy { $0.window.uuidString == window } && !kept.entries.isEmpty, "\(kept.entries.map(\.window))")
+        #expect(
+            kept.entries.allSatisfy { $0.window.uuidString == window } && !kept.entries.isEmpty,
+            "\(kept.entries.map(\.window))")
         #expect(host.terminate() == 0)
 
         host = try HostProcess(root: root, scenes: 1)
@@ -184,20 +205,29 @@ import Testing
         var (host, window, id) = try Self.setAside(root, secrets)
         #expect(host.call(.scene(.disconnect), window: window).code == .ok)
         let adopting = try Life.startAdopting(host, id)
-        #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
+        #expect(
+            waitFor(
+                { host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10
+            ))
         // Past the adopting worker's first restore, which wrote the session again under the
         // window's new key and then aborted (the third abort: two made the crash loop), and
         // before the second, 100 ms later, which would end the adoption.
-        #expect(waitFor({ host.log.components(separatedBy: "aborting while restoring").count == 4 }, seconds: 20), "\(host.log.suffix(2000))")
+        #expect(
+            waitFor({ host.log.components(separatedBy: "aborting while restoring").count == 4 }, seconds: 20),
+            "\(host.log.suffix(2000))")
         host.kill9()
         adopting.waitUntilExit()
-        #expect(Life.setAsideNames(root).contains { $0.hasPrefix(".adopting-") }, "killed mid-adoption: \(Life.setAsideNames(root))")
+        #expect(
+            Life.setAsideNames(root).contains { $0.hasPrefix(".adopting-") },
+            "killed mid-adoption: \(Life.setAsideNames(root))")
 
         host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         #expect(Life.setAsideNames(root) == [id], "\(Life.setAsideNames(root))")
         let record = try Self.recordName(Self.entryDirectory(root, id), root: root)
-        #expect(try KernelKeyring().record(record)?.entries.count == 2, "the key the session was written under went back with it")
+        #expect(
+            try KernelKeyring().record(record)?.entries.count == 2,
+            "the key the session was written under went back with it")
         let back = try Self.adopt(host, id, asNewWindow: true)
         #expect(Self.incognitoURLs(host, back) == secrets, "\(host.log.suffix(2000))")
         Self.revokeKey(of: back, in: root)
@@ -237,7 +267,8 @@ import Testing
         let directory = root.appendingPathComponent("windows/\(window)")
         #expect(try SessionKeyRecords.keep(root: FilePath(root.path), window: id, directory: FilePath(directory.path)))
         let entry = "\(window)-\(SetAsideAttackTests.stamp)-crash-loop"
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("set-aside"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("set-aside"), withIntermediateDirectories: true)
         try FileManager.default.moveItem(at: directory, to: Self.entryDirectory(root, entry))
 
         let host = try HostProcess(root: root, scenes: 1)
@@ -260,7 +291,8 @@ import Testing
         _ = try #require(UUID(uuidString: window))
         defer { Self.revokeKey(of: window, in: root) }
         let windows = root.appendingPathComponent("windows")
-        try FileManager.default.copyItem(at: windows.appendingPathComponent(window), to: windows.appendingPathComponent(window.lowercased()))
+        try FileManager.default.copyItem(
+            at: windows.appendingPathComponent(window), to: windows.appendingPathComponent(window.lowercased()))
 
         let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }

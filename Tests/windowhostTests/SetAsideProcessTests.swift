@@ -28,7 +28,9 @@ import Testing
             #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         }
         #expect(host.terminate() == 0)
-        host = try HostProcess(root: root, scenes: 2, environment: [fault: ids[index]].merging(extra) { $1 }, binary: windowhostFaultsBinary)
+        host = try HostProcess(
+            root: root, scenes: 2, environment: [fault: ids[index]].merging(extra) { $1 },
+            binary: windowhostFaultsBinary)
         return (host, ids, urls)
     }
 
@@ -44,7 +46,8 @@ import Testing
     }
 
     static func setAsideNames(_ root: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)) ?? []).sorted()
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)) ?? [])
+            .sorted()
     }
 
     /// The whole life: a crash loop sets the session aside; `ctl set-aside` lists it (the same
@@ -62,13 +65,17 @@ import Testing
         let entry = listed[0]
         let id = try #require(entry["id"]?.string)
         #expect(entry["uuid"]?.string == poisoned && entry["reason"]?.string == "crash_loop")
-        #expect(entry["browsers"]?.array == [.string("regular")] && entry["tabs"]?.int == 3 && entry["durable_seq"]?.int == 3, "\(entry)")
+        #expect(
+            entry["browsers"]?.array == [.string("regular")] && entry["tabs"]?.int == 3
+                && entry["durable_seq"]?.int == 3, "\(entry)")
         let at = try #require(entry["at"]?.string.flatMap { ISO8601DateFormatter().date(from: $0) })
         #expect(abs(at.timeIntervalSinceNow) < 60)
         let status = try #require(host.call(.status).result?["set_aside"])
         #expect(status == .array([.object(entry)]), "status lists the same entries")
         let text = try host.ctl(["set-aside"])
-        #expect(text.status == 0 && text.output.contains(id) && text.output.contains("crash_loop") && text.output.contains("tabs 3+0"), "\(text.output)")
+        #expect(
+            text.status == 0 && text.output.contains(id) && text.output.contains("crash_loop")
+                && text.output.contains("tabs 3+0"), "\(text.output)")
 
         // Read only, as for live windows: the tabs, then the JSON.
         let inspected = try runWindowhost(["inspect", root.path, "--set-aside", id])
@@ -110,7 +117,8 @@ import Testing
         host = try HostProcess(root: root, scenes: 3, environment: [Self.fault: ids[1]], binary: windowhostFaultsBinary)
         let planted = UUID().uuidString
         #expect(host.terminate() == 0)
-        try FileManager.default.createSymbolicLink(atPath: root.appendingPathComponent("windows/\(planted)").path, withDestinationPath: "/")
+        try FileManager.default.createSymbolicLink(
+            atPath: root.appendingPathComponent("windows/\(planted)").path, withDestinationPath: "/")
         host = try HostProcess(root: root, scenes: 3)
         let two = try Self.entries(host)
         #expect(Set(two.compactMap { $0["reason"]?.string }) == ["crash_loop", "symlink"], "\(two)")
@@ -158,22 +166,30 @@ import Testing
         // The fault is still set for the window's own UUID: adopting under it crash-loops.
         let adopting = try Self.startAdopting(host, id)
         var refused: [ControlCode] = []
-        #expect(waitFor({
-            let listed = host.call(.setAside).result?["set_aside"]?.array?.first
-            guard listed?["state"]?.string == "adopting" else { return false }
-            refused = [host.call(.discard(entry: id)).code, host.call(.adopt(entry: id, asNewWindow: true)).code]
-            return true
-        }, seconds: 10))
+        #expect(
+            waitFor(
+                {
+                    let listed = host.call(.setAside).result?["set_aside"]?.array?.first
+                    guard listed?["state"]?.string == "adopting" else { return false }
+                    refused = [
+                        host.call(.discard(entry: id)).code, host.call(.adopt(entry: id, asNewWindow: true)).code,
+                    ]
+                    return true
+                }, seconds: 10))
         adopting.waitUntilExit()
         #expect(refused == [.temporary, .temporary], "while it is adopted")
         #expect(adopting.terminationStatus == 65)
 
         let after = try Self.entries(host)
         #expect(after.map { $0["id"]?.string } == [id] && after.first?["state"]?.string == "set_aside", "\(after)")
-        #expect(try Self.tree(root.appendingPathComponent("set-aside/\(id)")).keys == before.keys, "the same files, nothing lost")
+        #expect(
+            try Self.tree(root.appendingPathComponent("set-aside/\(id)")).keys == before.keys,
+            "the same files, nothing lost")
         #expect(host.windows()[poisoned] == nil, "the window it was to be is gone")
         let now = try #require(host.windows()[ids[1]])
-        #expect(now.pid == other.pid && now.restarts == 0 && Self.urls(host, ids[1]) == urls[ids[1]], "the other window untouched")
+        #expect(
+            now.pid == other.pid && now.restarts == 0 && Self.urls(host, ids[1]) == urls[ids[1]],
+            "the other window untouched")
         #expect(host.log.contains("adoption abandoned"))
         #expect(host.terminate() == 0)
     }
@@ -188,10 +204,15 @@ import Testing
         let before = try Self.tree(root.appendingPathComponent("set-aside/\(id)"))
         #expect(host.call(.scene(.disconnect), window: ids[0]).code == .ok)
         let adopting = try Self.startAdopting(host, id)
-        #expect(waitFor({ host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10))
+        #expect(
+            waitFor(
+                { host.call(.setAside).result?["set_aside"]?.array?.first?["state"]?.string == "adopting" }, seconds: 10
+            ))
         host.kill9()
         adopting.waitUntilExit()
-        #expect(Self.setAsideNames(root).contains { $0.hasPrefix(".adopting-") } || Self.setAsideNames(root) == [id], "\(Self.setAsideNames(root))")
+        #expect(
+            Self.setAsideNames(root).contains { $0.hasPrefix(".adopting-") } || Self.setAsideNames(root) == [id],
+            "\(Self.setAsideNames(root))")
 
         host = try HostProcess(root: root, scenes: 1)
         #expect(Self.setAsideNames(root) == [id], "back under its id, the marker gone")
@@ -215,11 +236,13 @@ import Testing
 
         host = try HostProcess(root: root, scenes: 1)
         let listed = try Self.entries(host)
-        #expect(listed.map { $0["id"]?.string } == [legacy] && listed.first?["reason"]?.string == "unrecorded", "\(listed)")
+        #expect(
+            listed.map { $0["id"]?.string } == [legacy] && listed.first?["reason"]?.string == "unrecorded", "\(listed)")
         #expect(listed.first?["uuid"]?.string == ids[0] && listed.first?["tabs"]?.int == 3)
         let adopted = try host.ctl(["--json", "adopt", legacy, "--as-new-window"])
         try #require(adopted.status == 0, "\(adopted.output)")
-        let window = try #require(try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
+        let window = try #require(
+            try JSONDecoder().decode(JSONValue.self, from: Data(adopted.output.utf8))["window"]?.string)
         #expect(Self.urls(host, window) == urls[ids[0]])
         #expect(Self.setAsideNames(root).isEmpty)
         #expect(host.terminate() == 0)
@@ -229,7 +252,9 @@ import Testing
     /// (the supervisor and the worker SIGKILLed); then a start where it crash-loops, so its
     /// session is set aside and it restarts empty, takes no command and leaves nothing on disk.
     /// The host is stopped when this returns.
-    static func lostSeqsThenSetAside(_ root: URL) throws -> (window: String, saved: CommandReply, lost: [CommandReply], id: String) {
+    static func lostSeqsThenSetAside(_ root: URL) throws -> (
+        window: String, saved: CommandReply, lost: [CommandReply], id: String
+    ) {
         var host = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         let window = try #require(host.windowIDs().first)
         func open(_ url: String) throws -> CommandReply {
@@ -266,8 +291,11 @@ import Testing
         var found: [String: Int] = [:]
         let enumerator = try #require(FileManager.default.enumerator(atPath: directory.path))
         while let path = enumerator.nextObject() as? String {
-            let attributes = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(path).path)
-            if attributes[.type] as? FileAttributeType == .typeRegular { found[path] = (attributes[.size] as? Int) ?? -1 }
+            let attributes = try FileManager.default.attributesOfItem(
+                atPath: directory.appendingPathComponent(path).path)
+            if attributes[.type] as? FileAttributeType == .typeRegular {
+                found[path] = (attributes[.size] as? Int) ?? -1
+            }
         }
         return found
     }

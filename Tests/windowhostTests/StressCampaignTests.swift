@@ -1,14 +1,15 @@
 import Foundation
 import Glibc
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct StressCampaignTests {
     /// A short seeded campaign against real processes: 300 kills of workers (some aimed at a
     /// save in flight) and of the supervisor, and now and then a damaged snapshot, every
     /// recovery judged by the oracle.
     @Test func threeHundredKillsLoseNothingAcknowledged() throws {
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-\(UUID().uuidString).json")
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-stress-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
         let (status, output) = try runWindowhost([
             "stress", "--kills", "300", "--kill-rate", "40", "--scenes", "3", "--seed", "11", "--json", report.path,
@@ -19,7 +20,9 @@ import TestSupport
         #expect(count("kills") == 300 && count("seed") == 11)
         #expect(count("lost") == 0 && count("unexpected") == 0 && count("torn") == 0)
         #expect(count("recoveries") >= 300, "every kill's windows were checked")
-        #expect(count("supervisor_kills") >= 1 && count("killed_while_saving") >= 10 && count("corruptions") >= 5, "\(object)")
+        #expect(
+            count("supervisor_kills") >= 1 && count("killed_while_saving") >= 10 && count("corruptions") >= 5,
+            "\(object)")
         // The campaign is paced by time (--kill-rate): how much it does between kills depends on
         // the machine (2,022 acknowledged in release on a loaded 2-core machine, under 1,000 in
         // debug under CI load). At least one acknowledged command per kill on average, whatever it is.
@@ -39,19 +42,26 @@ import TestSupport
     /// test build alone: the shipped command ignores the switch) the oracle reports lost commands
     /// and the campaign fails with a reproducing line.
     @Test func powerCutsLoseNothingAcknowledgedUnlessSavesAreAcknowledgedBeforeTheSync() throws {
-        let arguments = ["stress", "--power-cut", "--kills", "40", "--kill-rate", "20", "--scenes", "3", "--seed", "5", "--damage-one-in", "0"]
+        let arguments = [
+            "stress", "--power-cut", "--kills", "40", "--kill-rate", "20", "--scenes", "3", "--seed", "5",
+            "--damage-one-in", "0",
+        ]
         let honest = try runWindowhost(arguments)
         #expect(honest.status == 0 && honest.output.contains("nothing acknowledged was lost"), "\(honest.output)")
 
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-bug-\(UUID().uuidString).json")
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-stress-bug-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
         var environment = ProcessInfo.processInfo.environment
         environment["WINDOWHOST_FAULT_ACK_BEFORE_SYNC"] = "1"
         let shipped = try runWindowhost(arguments, environment: environment)
         #expect(shipped.status == 0 && shipped.output.contains("nothing acknowledged was lost"), "\(shipped.output)")
-        let buggy = try runWindowhost(arguments + ["--json", report.path], environment: environment, binary: windowhostFaultsBinary)
+        let buggy = try runWindowhost(
+            arguments + ["--json", report.path], environment: environment, binary: windowhostFaultsBinary)
         #expect(buggy.status == 1)
-        #expect(buggy.output.contains("acknowledged commands lost") && buggy.output.contains("reproduce: windowhost stress --seed 5"))
+        #expect(
+            buggy.output.contains("acknowledged commands lost")
+                && buggy.output.contains("reproduce: windowhost stress --seed 5"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: report)) as? [String: Any])
         #expect(((object["lost"] as? NSNumber)?.intValue ?? 0) > 0)
     }
@@ -61,10 +71,12 @@ import TestSupport
     /// it mounts a tmpfs for its root and unmounts it after; a refused mount fails it.
     @Test func aHostileWorldLosesNothingAcknowledgedAndNeverHangs() throws {
         try #require(geteuid() == 0, "the hostile campaign mounts a tmpfs: run the tests as root")
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-stress-hostile-\(UUID().uuidString).json")
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-stress-hostile-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
         let (status, output) = try runWindowhost([
-            "stress", "--hostile", "--kills", "25", "--kill-rate", "5", "--scenes", "3", "--seed", "7", "--json", report.path,
+            "stress", "--hostile", "--kills", "25", "--kill-rate", "5", "--scenes", "3", "--seed", "7", "--json",
+            report.path,
         ])
         #expect(status == 0, "\(output)")
         #expect(output.contains("a tmpfs of"), "\(output)")
@@ -82,10 +94,12 @@ import TestSupport
 
     /// `--hostile` fills the filesystem under its root, so it refuses one it may not mount over.
     @Test func aHostileCampaignRefusesARootItCannotFillSafely() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-hostile-busy-\(UUID().uuidString)")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "windowhost-hostile-busy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { removeHostFiles(root) }
-        _ = FileManager.default.createFile(atPath: root.appendingPathComponent("kept").path, contents: Data("mine".utf8))
+        _ = FileManager.default.createFile(
+            atPath: root.appendingPathComponent("kept").path, contents: Data("mine".utf8))
         let refused = try runWindowhost(["stress", "--hostile", "--kills", "1", "--root", root.path])
         #expect(refused.status == 64, "\(refused.output)")
         #expect(FileManager.default.contents(atPath: root.appendingPathComponent("kept").path) == Data("mine".utf8))

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import Testing
 import TestSupport
+import Testing
 
 /// A stress campaign killed with SIGKILL (it can clean nothing up) leaves no supervisor or
 /// worker behind: the supervisor it spawns dies with it (`PR_SET_PDEATHSIG`), and the workers
@@ -35,11 +35,14 @@ private func killCampaignOnceItsSupervisorRuns(_ root: URL, hostile: Bool = fals
     let campaign = Process()
     campaign.executableURL = windowhostBinary
     campaign.arguments =
-        ["stress"] + (hostile ? ["--hostile"] : []) + ["--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path]
+        ["stress"] + (hostile ? ["--hostile"] : []) + [
+            "--duration", "60", "--kill-rate", "1", "--scenes", "2", "--seed", "3", "--root", root.path,
+        ]
     campaign.standardOutput = FileHandle.nullDevice
     campaign.standardError = FileHandle.nullDevice
     try campaign.run()
-    try #require(waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
+    try #require(
+        waitFor({ processes(mentioning: root.path).contains { $0 != campaign.processIdentifier } }, seconds: 30))
 
     Glibc.kill(campaign.processIdentifier, SIGKILL)
     campaign.waitUntilExit()

@@ -21,9 +21,13 @@ import Testing
         for round in 1...5 {
             for _ in 0..<6 {
                 let incognito = Int.random(in: 0..<4, using: &random) == 0
-                let tab = try #require(host.open(window, "https://site\(Int.random(in: 0..<99, using: &random)).example/", incognito: incognito))
+                let tab = try #require(
+                    host.open(
+                        window, "https://site\(Int.random(in: 0..<99, using: &random)).example/", incognito: incognito))
                 if Bool.random(using: &random) {
-                    #expect(host.call(.tab(.navigate(tab: tab, url: "https://next.example/\(round)")), window: window).code == .ok)
+                    #expect(
+                        host.call(.tab(.navigate(tab: tab, url: "https://next.example/\(round)")), window: window).code
+                            == .ok)
                 }
             }
             #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
@@ -33,7 +37,9 @@ import Testing
             let killed = try host.ctl(["kill", "--window", window])
             #expect(killed.status == 0 && killed.output.contains("restored by"), "\(killed.output)")
             let after = try #require(host.call(.dump, window: window).result)
-            #expect(after["digest"] == before["digest"] && after["regular"] == stripRealized(before["regular"], like: after["regular"]))
+            #expect(
+                after["digest"] == before["digest"]
+                    && after["regular"] == stripRealized(before["regular"], like: after["regular"]))
             #expect(after["durable_seq"] == before["durable_seq"])
             let status = try #require(host.windows()[window])
             #expect(status.pid != pid && status.generation == UInt32(round + 1) && status.state == "foreground")
@@ -77,7 +83,8 @@ import Testing
     /// `run`'s whole process group: the supervisor takes it (every window saves, then
     /// everything exits 0), and its workers, in groups of their own, do not die of it first. A
     /// change waiting on a long save delay is on disk after.
-    @Test(arguments: [SIGINT, SIGTERM, SIGHUP]) func ctrlCToTheGroupSavesEveryWindowBeforeTheExit(signal: Int32) throws {
+    @Test(arguments: [SIGINT, SIGTERM, SIGHUP]) func ctrlCToTheGroupSavesEveryWindowBeforeTheExit(signal: Int32) throws
+    {
         let root = temporaryRoot("supervisor-ctrl-c")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 2, saveDelay: 600_000)
@@ -92,7 +99,9 @@ import Testing
 
         let next = try HostProcess(root: root, scenes: 2)
         for window in windows {
-            #expect(next.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.first?["url"]?.string == "https://unsaved.example/")
+            #expect(
+                next.call(.dump, window: window).result?["regular"]?["tabs"]?.array?.first?["url"]?.string
+                    == "https://unsaved.example/")
         }
         #expect(next.terminate() == 0)
     }
@@ -133,7 +142,9 @@ import Testing
         #expect(host.terminate() == 0)
 
         let poisoned = ids[0]
-        host = try HostProcess(root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned], binary: windowhostFaultsBinary)
+        host = try HostProcess(
+            root: root, scenes: 2, environment: ["WINDOWHOST_FAULT_ABORT_RESTORE": poisoned],
+            binary: windowhostFaultsBinary)
         let status = try #require(host.call(.status).result)
         let aside = try #require(status["set_aside"]?.array?.first)
         #expect(aside["uuid"]?.string == poisoned)
@@ -143,7 +154,8 @@ import Testing
         let windows = host.windows()
         #expect(windows[poisoned]?.tabs == 0 && windows[poisoned]?.state == "foreground", "restarted empty")
         #expect(windows[ids[1]]?.tabs == 1 && windows[ids[1]]?.restarts == 0, "the other window is untouched")
-        #expect(host.open(poisoned, "https://after.example/") != nil && host.open(ids[1], "https://after.example/") != nil)
+        #expect(
+            host.open(poisoned, "https://after.example/") != nil && host.open(ids[1], "https://after.example/") != nil)
         #expect(host.log.contains("set aside"))
         #expect(host.terminate() == 0)
     }
@@ -153,16 +165,22 @@ import Testing
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
-        for line in ["this is not json", #"{"verb": 7}"#, #"{"verb": "fly"}"#, #"{"verb": "open"}"#, #"{"verb": "open", "window": "nope"}"#] {
+        for line in [
+            "this is not json", #"{"verb": 7}"#, #"{"verb": "fly"}"#, #"{"verb": "open"}"#,
+            #"{"verb": "open", "window": "nope"}"#,
+        ] {
             #expect(try rawRequest(host.socket, Array((line + "\n").utf8))["code"]?.int == 64, "\(line)")
         }
         #expect(try rawRequest(host.socket, [UInt8](repeating: UInt8(ascii: "x"), count: 70_000))["code"]?.int == 64)
 
         #expect(try host.ctl(["close", "--window", window, "--tab", "424242"]).status == 65)
         #expect(try host.ctl(["dump", "--window", UUID().uuidString]).status == 65)
-        #expect(try host.ctl(["move", "--window", window, "--tab", "1"]).status == 64, "a missing option is a usage error")
+        #expect(
+            try host.ctl(["move", "--window", window, "--tab", "1"]).status == 64, "a missing option is a usage error")
         #expect(try host.ctl(["kill", "--window", window, "--signal", "BOGUS"]).status == 64)
-        #expect(try runWindowhost(["ctl", "--socket", root.appendingPathComponent("nobody.sock").path, "status"]).status == 69)
+        #expect(
+            try runWindowhost(["ctl", "--socket", root.appendingPathComponent("nobody.sock").path, "status"]).status
+                == 69)
 
         let tab = try host.ctl(["open", "--window", window, "--url", "https://still.example/"])
         #expect(tab.status == 0 && Int(tab.output.trimmingCharacters(in: .whitespacesAndNewlines)) != nil)
@@ -180,7 +198,10 @@ import Testing
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let asNobody = { () throws -> Int32 in
-            try runWindowhost(["ctl", "--socket", host.socket, "status"], prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]).status
+            try runWindowhost(
+                ["ctl", "--socket", host.socket, "status"],
+                prefix: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            ).status
         }
         // The directories on the way must let the other user reach the socket at all.
         #expect(chmod(root.path, 0o711) == 0)
@@ -231,13 +252,14 @@ private func stripRealized(_ before: JSONValue?, like after: JSONValue?) -> JSON
     guard case .object(var browser) = before, let tabs = browser["tabs"]?.array, let afterTabs = after?["tabs"]?.array,
         tabs.count == afterTabs.count
     else { return before }
-    browser["tabs"] = .array(zip(tabs, afterTabs).map { tab, restored in
-        guard case .object(var fields) = tab else { return tab }
-        fields["realized"] = restored["realized"]
-        // A dump shows the current history entry of a realized tab only: it reads no stored history.
-        if restored["realized"] == .bool(false) { fields["history_index"] = nil }
-        return .object(fields)
-    })
+    browser["tabs"] = .array(
+        zip(tabs, afterTabs).map { tab, restored in
+            guard case .object(var fields) = tab else { return tab }
+            fields["realized"] = restored["realized"]
+            // A dump shows the current history entry of a realized tab only: it reads no stored history.
+            if restored["realized"] == .bool(false) { fields["history_index"] = nil }
+            return .object(fields)
+        })
     return .object(browser)
 }
 

@@ -10,7 +10,9 @@ import Testing
 /// seq or tab id a client was given for a command that was lost, and `wait-durable` says such
 /// a seq is lost (75), never durable (0).
 @Suite struct SupervisorRestartSeqTests {
-    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (status: Int32, result: JSONValue?) {
+    private func ctl(_ host: HostProcess, _ verb: String, _ window: String, _ arguments: [String] = []) throws -> (
+        status: Int32, result: JSONValue?
+    ) {
         let run = try host.ctl(["--json", verb, "--window", window] + arguments)
         let line = run.output.split(separator: "\n").last.map(String.init) ?? ""
         return (run.status, run.status == 0 ? try? JSONDecoder().decode(JSONValue.self, from: Data(line.utf8)) : nil)
@@ -47,7 +49,9 @@ import Testing
         var saved: [Int64] = [1]
         var lost: [Int64] = [2, 3]
         var status = stat()
-        #expect(lstat(root.appendingPathComponent("handed-out").path, &status) == 0 && status.st_mode & 0o7777 == 0o600, "private")
+        #expect(
+            lstat(root.appendingPathComponent("handed-out").path, &status) == 0 && status.st_mode & 0o7777 == 0o600,
+            "private")
         try killAll(host, window)
 
         // Twice: the second supervisor's ceilings must survive its own death too.
@@ -55,21 +59,34 @@ import Testing
             let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
             try #require(next.windowIDs() == [window], "the saved window comes back: \(next.log.suffix(2000))")
             for seq in saved {
-                #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 0, "round \(round): seq \(seq) was saved")
+                #expect(
+                    try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 0,
+                    "round \(round): seq \(seq) was saved")
             }
             for seq in lost {
-                #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 75, "round \(round): seq \(seq) was lost")
+                #expect(
+                    try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 75,
+                    "round \(round): seq \(seq) was lost")
             }
-            let fresh = [try open(next, window, "https://after-\(round)-a.example/"), try open(next, window, "https://after-\(round)-b.example/")]
+            let fresh = [
+                try open(next, window, "https://after-\(round)-a.example/"),
+                try open(next, window, "https://after-\(round)-b.example/"),
+            ]
             for new in fresh {
-                #expect(seen.allSatisfy { new.seq > $0.seq && new.tab > $0.tab }, "round \(round): \(new) above every one seen before \(seen)")
+                #expect(
+                    seen.allSatisfy { new.seq > $0.seq && new.tab > $0.tab },
+                    "round \(round): \(new) above every one seen before \(seen)")
             }
             #expect(try next.ctl(["save", "--wait", "--window", window]).status == 0)
             for seq in lost {
-                #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 75, "round \(round): seq \(seq) is still lost once saved")
+                #expect(
+                    try next.ctl(["wait-durable", "--window", window, "--seq", "\(seq)"]).status == 75,
+                    "round \(round): seq \(seq) is still lost once saved")
             }
             for new in fresh {
-                #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(new.seq)"]).status == 0, "round \(round): seq \(new.seq) saved")
+                #expect(
+                    try next.ctl(["wait-durable", "--window", window, "--seq", "\(new.seq)"]).status == 0,
+                    "round \(round): seq \(new.seq) saved")
             }
             seen += fresh
             saved += fresh.map(\.seq)
@@ -109,7 +126,9 @@ import Testing
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 75)
         let fresh = try open(next, window, "https://after.example/")
-        #expect(fresh.seq > 1 << 32 && fresh.tab > 1 << 32 && seen.allSatisfy { fresh.seq > $0.seq && fresh.tab > $0.tab }, "\(fresh)")
+        #expect(
+            fresh.seq > 1 << 32 && fresh.tab > 1 << 32 && seen.allSatisfy { fresh.seq > $0.seq && fresh.tab > $0.tab },
+            "\(fresh)")
         #expect(try next.ctl(["save", "--wait", "--window", window]).status == 0)
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 75, "still lost once saved")
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "\(fresh.seq)"]).status == 0)
@@ -145,7 +164,8 @@ import Testing
         #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         // The bare text form, as a person writes it: the window's seqs 1 and 2 said lost.
-        try Data("windowhost-handed-out 1\n\(window) 2 2 1-2\nend 1\n".utf8).write(to: root.appendingPathComponent("handed-out"))
+        try Data("windowhost-handed-out 1\n\(window) 2 2 1-2\nend 1\n".utf8).write(
+            to: root.appendingPathComponent("handed-out"))
 
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)

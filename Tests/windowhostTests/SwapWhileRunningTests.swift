@@ -46,13 +46,20 @@ import Testing
         // The save right after the swap (started by `open`, the save delay being 0) failed; the
         // wait after it found the window healed, or got 74.
         let status = host.windows()[window]
-        #expect((status?.saveFailures ?? 0) >= 1, "the save into the moved directory failed: \(String(describing: status))")
-        #expect(acknowledged.count == 3 + 12 - refused && acknowledged.last == "https://during.example/11", "it heals: \(acknowledged)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).sorted() == outside, "nothing outside created or removed")
+        #expect(
+            (status?.saveFailures ?? 0) >= 1, "the save into the moved directory failed: \(String(describing: status))")
+        #expect(
+            acknowledged.count == 3 + 12 - refused && acknowledged.last == "https://during.example/11",
+            "it heals: \(acknowledged)")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: elsewhere).sorted() == outside,
+            "nothing outside created or removed")
         #expect(host.terminate() == 0, "nothing unsaved at the end: \(host.log)")
 
         host = try HostProcess(root: root, scenes: 1)
-        let tabs = (host.call(.dump, window: window).result?["regular"]?["tabs"]?.array ?? []).compactMap { $0["url"]?.string }
+        let tabs = (host.call(.dump, window: window).result?["regular"]?["tabs"]?.array ?? []).compactMap {
+            $0["url"]?.string
+        }
         for url in acknowledged { #expect(tabs.contains(url), "acknowledged \(url) is back: \(tabs)") }
         let damaged = root.path + "/windows/\(window)/damaged"
         let asides = (try? FileManager.default.contentsOfDirectory(atPath: damaged)) ?? []

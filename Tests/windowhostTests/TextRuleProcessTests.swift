@@ -24,7 +24,8 @@ import Testing
             #"replace --window "$2" --tab 1 --url "$(printf 'https://bad.example/\033x')""#,
         ] {
             let refused = try host.ctlThroughShell(arguments, window: window)
-            #expect(refused.status == 65 && refused.output.contains("control character"), "\(arguments): \(refused.output)")
+            #expect(
+                refused.status == 65 && refused.output.contains("control character"), "\(arguments): \(refused.output)")
         }
 
         // Straight to the socket: escapes JSON allows, whose text is no URL or no text.
@@ -36,14 +37,17 @@ import Testing
             let reply = try raw(url)
             #expect(reply.contains(#""code":65"#) && reply.contains("control character"), "\(url): \(reply)")
         }
-        for url in [#"https://bad.example/\ud800"#, #"https://bad.example/\udfff\ud800"#, #"https://bad.example/\ud800\u0041"#] {
+        for url in [
+            #"https://bad.example/\ud800"#, #"https://bad.example/\udfff\ud800"#, #"https://bad.example/\ud800\u0041"#,
+        ] {
             let reply = try raw(url)
             #expect(reply.contains(#""code":65"#) && reply.contains("surrogate"), "\(url): \(reply)")
         }
         // A window named with more after a NUL: `UUID(uuidString:)` stopped at the NUL and the
         // tab went to that window (0, seq taken). Refused as no UUID (64), nothing applied.
         for suffix in [#"\u0000junk"#, #"\u0000"#] {
-            let line = #"{"verb":"open","window":""# + window + suffix + #"","url":"https://nul-window.example/"}"# + "\n"
+            let line =
+                #"{"verb":"open","window":""# + window + suffix + #"","url":"https://nul-window.example/"}"# + "\n"
             let reply = try rawSocketReplyText(host.socket, Array(line.utf8))
             #expect(reply.contains(#""code":64"#) && reply.contains("is not a UUID"), "\(suffix): \(reply)")
         }

@@ -28,7 +28,9 @@ import Testing
         usleep(6_000_000)
         let restartsLater = host.windows().values.first?.restarts ?? -1
         #expect(restartsLater - restartsAfterAnswer <= 3, "retried slowly: \(restartsAfterAnswer) → \(restartsLater)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: canary.path).isEmpty, "nothing went through the symlink")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: canary.path).isEmpty, "nothing went through the symlink"
+        )
 
         #expect(unlink(windows) == 0)
         #expect(rename(windows + ".real", windows) == 0)

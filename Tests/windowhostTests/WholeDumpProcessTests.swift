@@ -23,7 +23,8 @@ import Testing
             let prefix = "https://tab\(index).example/"
             // Every third URL holds 12,000 quotes and backslashes, which JSON doubles (the
             // request stays within `Limits.maxControlRequestBytes`).
-            let filler = (index % 3 == 0 ? String(repeating: #"\""#, count: 6_000) : "") + String(repeating: "q", count: 50_000)
+            let filler =
+                (index % 3 == 0 ? String(repeating: #"\""#, count: 6_000) : "") + String(repeating: "q", count: 50_000)
             let url = String((prefix + filler).prefix(50_000))
             let incognito = index % 4 == 3
             try #require(host.open(window, url, incognito: incognito) != nil, "open \(index): \(host.log.suffix(500))")
@@ -68,7 +69,8 @@ import Testing
             left -= bytes
         }
         for (index, url) in urls.enumerated() {
-            try #require(host.open(window, url, incognito: index % 3 == 2) != nil, "open \(index): \(host.log.suffix(500))")
+            try #require(
+                host.open(window, url, incognito: index % 3 == 2) != nil, "open \(index): \(host.log.suffix(500))")
         }
         let before = try #require(host.windows()[window])
         #expect(before.tabs == UInt64(urls.count) && before.appliedSeq == UInt64(urls.count))
@@ -82,7 +84,9 @@ import Testing
         let shown = dump.regular.tabs + dump.incognito.tabs
         #expect(shown.reduce(0) { $0 + $1.url.utf8.count + $1.title.utf8.count } == Limits.maxWindowTextBytes)
         #expect(Set(shown.map(\.url)) == Set(urls), "every URL whole")
-        print("a window of \(Limits.maxWindowTextBytes) bytes of URLs (\(urls.count) tabs) dumped as \(line.utf8.count) bytes of JSON in \(seconds) s")
+        print(
+            "a window of \(Limits.maxWindowTextBytes) bytes of URLs (\(urls.count) tabs) dumped as \(line.utf8.count) bytes of JSON in \(seconds) s"
+        )
         let text = try host.ctl(["dump", "--window", window])
         #expect(text.status == 0 && text.output.split(separator: "\n").count == urls.count + 3, "a line per tab")
 
@@ -95,7 +99,9 @@ import Testing
         ]
         for arguments in refusals {
             let run = try host.ctl(arguments)
-            #expect(run.status == 65 && run.output.contains("Limits.maxWindowTextBytes"), "\(arguments[0]): \(run.output.prefix(300))")
+            #expect(
+                run.status == 65 && run.output.contains("Limits.maxWindowTextBytes"),
+                "\(arguments[0]): \(run.output.prefix(300))")
         }
         let after = try #require(host.windows()[window])
         #expect(after.appliedSeq == before.appliedSeq && after.tabs == before.tabs, "nothing applied, no seq taken")

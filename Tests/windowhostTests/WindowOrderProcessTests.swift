@@ -23,7 +23,8 @@ import Testing
         for round in 0..<2 {
             let workers = host.windows().values.map(\.pid)
             host.kill9()
-            #expect(waitFor({ !workers.contains(where: isRunning) }, seconds: 10), "the workers died with their supervisor")
+            #expect(
+                waitFor({ !workers.contains(where: isRunning) }, seconds: 10), "the workers died with their supervisor")
             host = try HostProcess(root: root, scenes: 3)
             #expect(host.windowIDs() == saved, "round \(round): the windows reopen in their saved order")
             let status = try host.call(.status).decode(StatusReply.self)

@@ -14,7 +14,10 @@ import Testing
         defer { removeHostFiles(root) }
         let windows = root.appendingPathComponent("windows")
         let ids = [UUID(), UUID()].map(\.uuidString).sorted().reversed()
-        for id in ids { try FileManager.default.createDirectory(at: windows.appendingPathComponent(id), withIntermediateDirectories: true) }
+        for id in ids {
+            try FileManager.default.createDirectory(
+                at: windows.appendingPathComponent(id), withIntermediateDirectories: true)
+        }
         try #require(chmod(root.path, 0o700) == 0 && chmod(windows.path, 0o700) == 0)
         let order = root.appendingPathComponent("windows.order")
         let saved = Data(ids.map { $0 + "\n" }.joined().utf8)
@@ -24,11 +27,14 @@ import Testing
         var listingFailures = 0
         for cap in 4...24 {
             let run = try runWindowhostBounded(
-                ["run", "--root", root.path, "--scenes", "0", "--io", "sync"], prefix: ["prlimit", "--nofile=\(cap):\(cap)"],
+                ["run", "--root", root.path, "--scenes", "0", "--io", "sync"],
+                prefix: ["prlimit", "--nofile=\(cap):\(cap)"],
                 until: "ready ", stoppingWith: SIGTERM)
             #expect(try Data(contentsOf: order) == saved, "cap \(cap): \(run.output)")
             let listings = [windows.path, root.appendingPathComponent("set-aside").path]
-            if run.status == 74, listings.contains(where: { run.output.contains("list \($0)") }) { listingFailures += 1 }
+            if run.status == 74, listings.contains(where: { run.output.contains("list \($0)") }) {
+                listingFailures += 1
+            }
             #expect(run.status == nil || run.status != 0, "cap \(cap): \(run.output)")
         }
         #expect(listingFailures > 0, "some cap makes the listing itself fail")

@@ -11,13 +11,16 @@ import Testing
 @Suite struct WorkerLaunchTests {
     static let launches = [
         WorkerLaunch(
-            slot: 0, generation: 1, window: UUID(), root: "/tmp/root", saveDelayMilliseconds: 0, io: "sync", supervisorPID: 1,
+            slot: 0, generation: 1, window: UUID(), root: "/tmp/root", saveDelayMilliseconds: 0, io: "sync",
+            supervisorPID: 1,
             seqFloor: 0, tabFloor: 0, compactAfterRecords: nil),
         WorkerLaunch(
-            slot: 15, generation: .max, window: UUID(), root: "/a root/with spaces", saveDelayMilliseconds: 2500, io: "uring",
+            slot: 15, generation: .max, window: UUID(), root: "/a root/with spaces", saveDelayMilliseconds: 2500,
+            io: "uring",
             supervisorPID: .max, seqFloor: (1 << 53) - 1, tabFloor: (1 << 53) - 1, compactAfterRecords: 2),
         WorkerLaunch(
-            slot: 3, generation: 7, window: UUID(), root: "relative", saveDelayMilliseconds: 10, io: nil, supervisorPID: 4242,
+            slot: 3, generation: 7, window: UUID(), root: "relative", saveDelayMilliseconds: 10, io: nil,
+            supervisorPID: 4242,
             seqFloor: 12, tabFloor: 9, compactAfterRecords: 4096, inBackground: true),
     ]
 

@@ -15,21 +15,24 @@ import Testing
 /// setting the session aside (`WorkerShortageTests`). Before, it exited 74 like a failed restore,
 /// and the second one set a good session aside.
 @Suite struct WorkerShortageProcessTests {
-    @Test(.timeLimit(.minutes(10))) func aWorkerShortOfDescriptorsWhileRestoringExitsTempfailAndTouchesNothing() throws {
+    @Test(.timeLimit(.minutes(10))) func aWorkerShortOfDescriptorsWhileRestoringExitsTempfailAndTouchesNothing() throws
+    {
         let root = temporaryRoot("worker-emfile")
         defer { removeHostFiles(root) }
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try #require(chmod(root.path, 0o700) == 0)
         let window = UUID()
         // A window with tabs in both Browsers, durable.
-        let store = WindowStore(root: FilePath(root.path), windowID: window, engine: SyncEngine(), saveDelayMilliseconds: 0)
+        let store = WindowStore(
+            root: FilePath(root.path), windowID: window, engine: SyncEngine(), saveDelayMilliseconds: 0)
         _ = try store.recover()
         for seq in 1...6 as ClosedRange<UInt64> {
             let browser = seq % 3 == 0 ? store.incognito : store.regular
             try store.apply(seq: seq) {
                 var history = NavigationHistory()
                 history.commit(NavigationItem(url: "https://tab\(seq).example/", timestamp: .zero))
-                try browser.webStateList.insert(WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history))
+                try browser.webStateList.insert(
+                    WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history))
             }
         }
         try store.waitUntilDurable(6)
@@ -42,7 +45,9 @@ import Testing
             let outcome = try runWorker(root: root, window: window, nofile: cap)
             switch outcome {
             case .exited(let status):
-                #expect(status == WorkerExit.restoreShortOfResources.status, "cap \(cap): a shortage is no failed restore (74)")
+                #expect(
+                    status == WorkerExit.restoreShortOfResources.status,
+                    "cap \(cap): a shortage is no failed restore (74)")
                 shortages += 1
             case .ready:
                 break
@@ -82,11 +87,14 @@ private func runWorker(root: URL, window: UUID, nofile cap: Int?) throws -> Work
         bell.close()
     }
     let worker = WorkerLaunch(
-        slot: 0, generation: 1, window: window, root: FilePath(root.path), saveDelayMilliseconds: 0, io: "sync", supervisorPID: getpid(),
+        slot: 0, generation: 1, window: window, root: FilePath(root.path), saveDelayMilliseconds: 0, io: "sync",
+        supervisorPID: getpid(),
         seqFloor: 0, tabFloor: 0, compactAfterRecords: nil
     ).arguments(executable: windowhostBinary.path)
     let arguments = (cap.map { ["/usr/bin/prlimit", "--nofile=\($0):\($0)"] } ?? []) + worker
-    let pid = try spawnProcess(arguments, inheriting: [memory.descriptor.rawValue, commands.descriptor.rawValue, bell.descriptor.rawValue]).get()
+    let pid = try spawnProcess(
+        arguments, inheriting: [memory.descriptor.rawValue, commands.descriptor.rawValue, bell.descriptor.rawValue]
+    ).get()
     let deadline = Date().addingTimeInterval(20)
     var status: Int32 = 0
     while Date() < deadline {
@@ -116,7 +124,8 @@ private func snapshotOfFiles(_ root: URL) throws -> [String: Data] {
         let path = windows.appendingPathComponent(relative).path
         var info = stat()
         guard lstat(path, &info) == 0 else { continue }
-        result[relative] = (info.st_mode & S_IFMT) == S_IFREG ? try Data(contentsOf: URL(fileURLWithPath: path)) : Data()
+        result[relative] =
+            (info.st_mode & S_IFMT) == S_IFREG ? try Data(contentsOf: URL(fileURLWithPath: path)) : Data()
     }
     return result
 }

@@ -16,14 +16,19 @@ private func windowSnapshot(tabs: Int) -> [UInt8] {
         var history = NavigationHistory()
         for step in 0..<3 {
             let time = Timestamp(microsecondsSinceEpoch: Int64(index * 3 + step))
-            history.commit(NavigationItem(url: "https://site\(index % 97).example/\(index)/\(step)", title: "Page \(index).\(step)", timestamp: time))
+            history.commit(
+                NavigationItem(
+                    url: "https://site\(index % 97).example/\(index)/\(step)", title: "Page \(index).\(step)",
+                    timestamp: time))
         }
         let tab = WebState(id: profile.makeWebStateID(), creationTime: .zero, history: history)
         // Appending at the end is always valid.
         _ = try? list.insert(tab, InsertionParams(activate: index == min(1234, tabs - 1)))
     }
     do {
-        return try SnapshotEncoder.encode(list, lastCommandSeq: 1) { (_: WebState) throws(SessionFormatError) -> [UInt8] in [] }
+        return try SnapshotEncoder.encode(list, lastCommandSeq: 1) {
+            (_: WebState) throws(SessionFormatError) -> [UInt8] in []
+        }
     } catch {
         preconditionFailure("encoding a realized list cannot fail: \(error)")
     }
@@ -74,7 +79,8 @@ let benchmarks: @Sendable () -> Void = {
     // it), and each path alone: the tables are the fallback elsewhere.
     let kilobytes = [UInt8](repeating: 0xA5, count: 4096)
     let checksumConfiguration = Benchmark.Configuration(
-        metrics: [.wallClock], scalingFactor: .kilo, thresholds: [.wallClock: BenchmarkThresholds(relative: [.p90: 30])])
+        metrics: [.wallClock], scalingFactor: .kilo, thresholds: [.wallClock: BenchmarkThresholds(relative: [.p90: 30])]
+    )
     Benchmark("crc32c-4KiB", configuration: checksumConfiguration) { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(CRC32C.checksum(kilobytes))

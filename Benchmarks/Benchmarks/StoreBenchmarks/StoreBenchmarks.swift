@@ -42,8 +42,12 @@ private func savedWindow(_ engine: any IOEngine, tabs: Int, in directory: FilePa
     try store.apply(seq: 1) {
         for index in 0..<tabs {
             var history = NavigationHistory()
-            history.commit(NavigationItem(url: "https://site\(index).example/", title: "Site \(index)", timestamp: Timestamp(microsecondsSinceEpoch: 1)))
-            _ = try list.insert(WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: history))
+            history.commit(
+                NavigationItem(
+                    url: "https://site\(index).example/", title: "Site \(index)",
+                    timestamp: Timestamp(microsecondsSinceEpoch: 1)))
+            _ = try list.insert(
+                WebState(id: store.regular.profile.makeWebStateID(), creationTime: .zero, history: history))
         }
         try list.activate(at: 0)
     }
@@ -55,7 +59,9 @@ private func savedWindow(_ engine: any IOEngine, tabs: Int, in directory: FilePa
 private func navigate(_ store: WindowStore, seq: UInt64) throws {
     try store.apply(seq: seq) {
         try store.regular.webStateList.activeWebState?.commitNavigation(
-            to: NavigationItem(url: "https://example.com/\(seq)", title: "Page \(seq)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(seq))))
+            to: NavigationItem(
+                url: "https://example.com/\(seq)", title: "Page \(seq)",
+                timestamp: Timestamp(microsecondsSinceEpoch: Int64(seq))))
     }
 }
 
@@ -131,7 +137,8 @@ private let restoreTabs = 10_000
 /// one more allocation per tab anywhere on the path fails `benchmark thresholds check`.
 private func restoreBenchmarks() {
     let configuration = Benchmark.Configuration(
-        metrics: [.wallClock, .mallocCountTotal], timeUnits: .microseconds, maxDuration: .seconds(4), maxIterations: 200,
+        metrics: [.wallClock, .mallocCountTotal], timeUnits: .microseconds, maxDuration: .seconds(4),
+        maxIterations: 200,
         thresholds: [
             .wallClock: BenchmarkThresholds(relative: [.p90: 150]),
             .mallocCountTotal: BenchmarkThresholds(absolute: [.p90: restoreTabs / 2]),

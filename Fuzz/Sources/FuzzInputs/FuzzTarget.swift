@@ -56,11 +56,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     public func checkFlags(_ arguments: [String]) {
         let flag = "-malloc_limit_mb="
         guard let given = arguments.last(where: { $0.hasPrefix(flag) }).map({ Int($0.dropFirst(flag.count)) }) else {
-            FileHandle.standardError.write(Data("fuzz-\(rawValue): the format allows \(Self.allocationLimitMiB) MiB\n".utf8))
+            FileHandle.standardError.write(
+                Data("fuzz-\(rawValue): the format allows \(Self.allocationLimitMiB) MiB\n".utf8))
             return
         }
         guard given == Self.allocationLimitMiB else {
-            fatalError("fuzz-\(rawValue): -malloc_limit_mb=\(given.map(String.init) ?? "?"), the format allows \(Self.allocationLimitMiB)")
+            fatalError(
+                "fuzz-\(rawValue): -malloc_limit_mb=\(given.map(String.init) ?? "?"), the format allows \(Self.allocationLimitMiB)"
+            )
         }
     }
 }

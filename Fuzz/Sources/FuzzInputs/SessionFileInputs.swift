@@ -25,8 +25,11 @@ enum SessionFileInputs {
             for kind in SessionFileKind.allCases { _ = try? Framing.checkFileHeader(source, kind: kind) }
             for start in [0, Framing.fileHeaderSize] {
                 var offset = start
-                while offset < source.size, let record = try? Framing.readRecord(source, at: offset, expecting: allKinds) {
-                    precondition(record.end > offset && record.end <= source.size, "record at \(offset) ends at \(record.end)")
+                while offset < source.size,
+                    let record = try? Framing.readRecord(source, at: offset, expecting: allKinds)
+                {
+                    precondition(
+                        record.end > offset && record.end <= source.size, "record at \(offset) ends at \(record.end)")
                     offset = record.end
                 }
             }
@@ -39,7 +42,9 @@ enum SessionFileInputs {
         for source in sources(bytes) {
             guard let reader = try? SnapshotReader(source) else { continue }
             let count = reader.count
-            try expect(reader.activeIndex.map { (0..<count).contains($0) } ?? true, "active index \(String(describing: reader.activeIndex)) of \(count)")
+            try expect(
+                reader.activeIndex.map { (0..<count).contains($0) } ?? true,
+                "active index \(String(describing: reader.activeIndex)) of \(count)")
             try expect((0...count).contains(reader.pinnedCount), "pinned count \(reader.pinnedCount) of \(count)")
             let list = WebStateList()
             do {
@@ -55,7 +60,8 @@ enum SessionFileInputs {
                 do {
                     _ = try webState.navigationHistory()
                 } catch {
-                    try expect(!webState.isRealized, "tab \(webState.id) realized although its history failed: \(error)")
+                    try expect(
+                        !webState.isRealized, "tab \(webState.id) realized although its history failed: \(error)")
                     realizedAll = false
                 }
             }

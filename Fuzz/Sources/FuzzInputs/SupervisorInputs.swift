@@ -17,7 +17,8 @@ enum SupervisorInputs {
         do {
             saved = try withScratchRoot { root in
                 let files = SupervisorFiles(root: root)
-                let fd = try FileDescriptor.open(files.order, .writeOnly, options: [.create, .exclusiveCreate], permissions: .ownerReadWrite)
+                let fd = try FileDescriptor.open(
+                    files.order, .writeOnly, options: [.create, .exclusiveCreate], permissions: .ownerReadWrite)
                 try fd.closeAfter { _ = try fd.writeAll(bytes) }
                 return try files.savedOrder()
             }
@@ -28,11 +29,14 @@ enum SupervisorInputs {
         let onDisk = Array(saved.prefix(8)) + [notNamed, WindowRegistry.unavailable]
         let expected = Set(onDisk).subtracting(WindowRegistry.sentinels)
         var registry = WindowRegistry(onDisk: onDisk, savedOrder: saved)
-        try expect(registry.order.count == expected.count && Set(registry.order) == expected, "order \(registry.order) for \(expected)")
+        try expect(
+            registry.order.count == expected.count && Set(registry.order) == expected,
+            "order \(registry.order) for \(expected)")
         var handedOut: Set<UUID> = []
         for _ in 0...expected.count {
             let id = registry.reserve()
-            try expect(!WindowRegistry.sentinels.contains(id) && handedOut.insert(id).inserted, "\(id) handed out twice")
+            try expect(
+                !WindowRegistry.sentinels.contains(id) && handedOut.insert(id).inserted, "\(id) handed out twice")
             registry.configured(id)
         }
     }
@@ -42,15 +46,25 @@ enum SupervisorInputs {
     /// without passing the maxima.
     static func handedOut(_ bytes: [UInt8]) throws(FuzzFinding) {
         guard let windows = try? HandedOut.parseFile(bytes) else { return }
-        try expect((try? HandedOut.parse(HandedOut.encode(windows))) == windows, "encoded again, it does not parse back the same")
+        try expect(
+            (try? HandedOut.parse(HandedOut.encode(windows))) == windows,
+            "encoded again, it does not parse back the same")
         if let file = try? HandedOut.encodeFile(windows) {
             try expect((try? HandedOut.parseFile(file)) == windows, "written as a file, it does not read back the same")
         }
         for (id, window) in windows {
-            try expect(window.lost.ranges.allSatisfy { $0.lowerBound >= 1 && $0.upperBound <= window.ceiling.seq }, "\(id): lost seqs above the ceiling")
-            let next = HandedOutCeiling(seq: min(window.ceiling.seq + 1, Limits.maxCommandSeq), tab: min(window.ceiling.tab + 1, Limits.maxWebStateID))
-            guard let raised = try? window.ceiling.covering(next) else { throw FuzzFinding(description: "\(id): cannot raise \(window.ceiling)") }
-            try expect(raised.seq >= next.seq && raised.tab >= next.tab && Limits.isValidCommandSeq(raised.seq) && raised.tab <= Limits.maxWebStateID,
+            try expect(
+                window.lost.ranges.allSatisfy { $0.lowerBound >= 1 && $0.upperBound <= window.ceiling.seq },
+                "\(id): lost seqs above the ceiling")
+            let next = HandedOutCeiling(
+                seq: min(window.ceiling.seq + 1, Limits.maxCommandSeq),
+                tab: min(window.ceiling.tab + 1, Limits.maxWebStateID))
+            guard let raised = try? window.ceiling.covering(next) else {
+                throw FuzzFinding(description: "\(id): cannot raise \(window.ceiling)")
+            }
+            try expect(
+                raised.seq >= next.seq && raised.tab >= next.tab && Limits.isValidCommandSeq(raised.seq)
+                    && raised.tab <= Limits.maxWebStateID,
                 "\(id): \(window.ceiling) raised to \(raised) for \(next)")
         }
     }
@@ -65,7 +79,9 @@ enum SupervisorInputs {
         if let keys = ControlRequest.topLevelKeys(in: Array(line)), ControlRequest.repeatedKey(in: Array(line)) == nil,
             let object = (try? JSONSerialization.jsonObject(with: Data(line))) as? [String: Any]
         {
-            try expect(keys.count == object.count && Set(keys) == Set(object.keys), "top-level keys \(keys), a parser's \(object.keys.sorted())")
+            try expect(
+                keys.count == object.count && Set(keys) == Set(object.keys),
+                "top-level keys \(keys), a parser's \(object.keys.sorted())")
         }
         let request: ControlRequest
         do {
@@ -77,7 +93,9 @@ enum SupervisorInputs {
         } catch {
             throw FuzzFinding(description: "a request line refused with \(error), no typed refusal")
         }
-        let again = (try? JSONEncoder().encode(request)).flatMap { try? JSONDecoder().decode(ControlRequest.self, from: $0) }
+        let again = (try? JSONEncoder().encode(request)).flatMap {
+            try? JSONDecoder().decode(ControlRequest.self, from: $0)
+        }
         try expect(again == request, "\(request) re-encoded reads as \(String(describing: again))")
     }
 

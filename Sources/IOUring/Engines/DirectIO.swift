@@ -34,7 +34,9 @@ public enum DirectIO {
 
         public var description: String { "memory \(memory) B, offset and length \(block) B" }
 
-        private static func isPlausible(_ value: Int) -> Bool { value > 0 && value <= 1 << 16 && value & (value - 1) == 0 }
+        private static func isPlausible(_ value: Int) -> Bool {
+            value > 0 && value <= 1 << 16 && value & (value - 1) == 0
+        }
     }
 
     /// Why a file's writes go through the page cache instead.
@@ -52,7 +54,8 @@ public enum DirectIO {
         public var description: String {
             switch self {
             case .inMemory: "the file system is in memory (tmpfs)"
-            case .noAlignment: "the kernel reports no direct I/O alignment and the device's logical block size is unknown"
+            case .noAlignment:
+                "the kernel reports no direct I/O alignment and the device's logical block size is unknown"
             case .failed(let call, let errno): "\(call): \(errno)"
             }
         }
@@ -68,10 +71,13 @@ public enum DirectIO {
     /// one, else the logical block size of the file's device (sysfs) for both.
     public static func alignment(of fd: FileDescriptor) -> Result<Alignment, Refusal> {
         var geometry = wh_direct_io_geometry()
-        guard wh_direct_io_geometry_of(fd.rawValue, &geometry) == 0 else { return .failure(.failed("statx", Errno(rawValue: errno))) }
+        guard wh_direct_io_geometry_of(fd.rawValue, &geometry) == 0 else {
+            return .failure(.failed("statx", Errno(rawValue: errno)))
+        }
         if geometry.fs_type == tmpfsMagic { return .failure(.inMemory) }
         if geometry.memory_align > 0, geometry.offset_align > 0 {
-            return Alignment(memory: Int(geometry.memory_align), block: Int(geometry.offset_align)).map { .success($0) } ?? .failure(.noAlignment)
+            return Alignment(memory: Int(geometry.memory_align), block: Int(geometry.offset_align)).map { .success($0) }
+                ?? .failure(.noAlignment)
         }
         guard let logical = logicalBlockSize(major: geometry.dev_major, minor: geometry.dev_minor),
             let alignment = Alignment(memory: logical, block: logical)
@@ -83,12 +89,17 @@ public enum DirectIO {
     public static func enable(_ fd: FileDescriptor) throws(Refusal) {
         let flags = fcntl(fd.rawValue, F_GETFL)
         guard flags >= 0 else { throw .failed("fcntl(F_GETFL)", Errno(rawValue: errno)) }
-        guard fcntl(fd.rawValue, F_SETFL, flags | wh_open_flag_direct()) == 0 else { throw .failed("fcntl(F_SETFL, O_DIRECT)", Errno(rawValue: errno)) }
+        guard fcntl(fd.rawValue, F_SETFL, flags | wh_open_flag_direct()) == 0 else {
+            throw .failed("fcntl(F_SETFL, O_DIRECT)", Errno(rawValue: errno))
+        }
     }
 
     /// `queue/logical_block_size` of the device, or of the whole disk for a partition.
     private static func logicalBlockSize(major: UInt32, minor: UInt32) -> Int? {
-        for path in ["/sys/dev/block/\(major):\(minor)/queue/logical_block_size", "/sys/dev/block/\(major):\(minor)/../queue/logical_block_size"] {
+        for path in [
+            "/sys/dev/block/\(major):\(minor)/queue/logical_block_size",
+            "/sys/dev/block/\(major):\(minor)/../queue/logical_block_size",
+        ] {
             guard let fd = try? FileDescriptor.open(path, .readOnly) else { continue }
             defer { try? fd.close() }
             var buffer = [UInt8](repeating: 0, count: 32)
@@ -108,7 +119,8 @@ public final class AlignedBytes {
 
     /// `count` bytes at a multiple of `alignment` (a power of two); ENOMEM when there is no room.
     public init(count: Int, alignment: Int) throws(Errno) {
-        precondition(count >= 0 && alignment > 0 && alignment & (alignment - 1) == 0, "a count and a power-of-two alignment")
+        precondition(
+            count >= 0 && alignment > 0 && alignment & (alignment - 1) == 0, "a count and a power-of-two alignment")
         var memory: UnsafeMutableRawPointer?
         let result = posix_memalign(&memory, max(alignment, MemoryLayout<UnsafeRawPointer>.size), max(count, 1))
         guard result == 0, let memory else { throw Errno(rawValue: result == 0 ? ENOMEM : result) }

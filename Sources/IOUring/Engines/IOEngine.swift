@@ -73,7 +73,8 @@ extension Errno {
     /// or counted as a failed start. The one definition: `IOEngineError`, `IOUringError` and the
     /// supervisor's `RestartPolicy.isShortage` all ask it.
     public var isResourceShortage: Bool {
-        self == .tooManyOpenFiles || self == .tooManyOpenFilesInSystem || self == .noMemory || self == .resourceTemporarilyUnavailable
+        self == .tooManyOpenFiles || self == .tooManyOpenFilesInSystem || self == .noMemory
+            || self == .resourceTemporarilyUnavailable
     }
 
     /// Whether the file system under a path failed as a whole, which says nothing of the files
@@ -90,7 +91,8 @@ extension Errno {
     private static let storageUnavailable: Set<Errno> = Set(
         ([
             Glibc.EIO, Glibc.ENOTCONN, Glibc.ESTALE, Glibc.ETIMEDOUT, Glibc.EHOSTDOWN,
-            Glibc.EHOSTUNREACH, Glibc.ENETDOWN, Glibc.ENETUNREACH, Glibc.ECONNRESET, Glibc.ECONNABORTED, Glibc.ECONNREFUSED,
+            Glibc.EHOSTUNREACH, Glibc.ENETDOWN, Glibc.ENETUNREACH, Glibc.ECONNRESET, Glibc.ECONNABORTED,
+            Glibc.ECONNREFUSED,
             Glibc.ENOLINK, Glibc.ESHUTDOWN, Glibc.EROFS, Glibc.ENOSPC, Glibc.EDQUOT,
             // ENOMEDIUM, EREMOTEIO, EUCLEAN (asm-generic/errno.h: one numbering on every
             // architecture Linux runs this on), which the Glibc module does not export.
@@ -227,7 +229,7 @@ extension IOEngine {
     private func isDirectory(_ path: FilePath) throws(IOEngineError) -> Bool {
         do {
             return try kind(path) == .directory
-        } catch where error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels {
+        } catch  where error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels {
             return false
         }
     }

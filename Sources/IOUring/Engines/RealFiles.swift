@@ -87,7 +87,8 @@ struct RealFiles {
             do {
                 read = try bytes.withUnsafeMutableBytes { buffer in
                     try descriptor(file).read(
-                        fromAbsoluteOffset: Int64(offset + done), into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
+                        fromAbsoluteOffset: Int64(offset + done),
+                        into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]))
                 }
             } catch {
                 throw IOEngineError("pread", path: path(of: file), errno: (error as? Errno) ?? .ioError)
@@ -107,7 +108,9 @@ struct RealFiles {
     }
 
     func rename(_ source: FilePath, to destination: FilePath) throws(IOEngineError) {
-        try call("renameat", "\(source) → \(destination)") { () throws(Errno) in try NoFollow.rename(source, to: destination) }
+        try call("renameat", "\(source) → \(destination)") { () throws(Errno) in
+            try NoFollow.rename(source, to: destination)
+        }
     }
 
     func removeFile(_ path: FilePath) throws(IOEngineError) {
@@ -141,11 +144,14 @@ struct RealFiles {
         try call("opendir", path) { () throws(Errno) in try NoFollow.entryNames(path)?.map(\.name) }
     }
 
-    private func call<T>(_ operation: String, _ path: FilePath, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T {
+    private func call<T>(_ operation: String, _ path: FilePath, _ body: () throws(Errno) -> T) throws(IOEngineError)
+        -> T
+    {
         try call(operation, path.string, body)
     }
 
-    private func call<T>(_ operation: String, _ path: String, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T {
+    private func call<T>(_ operation: String, _ path: String, _ body: () throws(Errno) -> T) throws(IOEngineError) -> T
+    {
         do {
             return try body()
         } catch {
@@ -160,10 +166,14 @@ protocol RealFileEngine: IOEngine {
 }
 
 extension RealFileEngine {
-    public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile { try files.open(path, mode) }
+    public func open(_ path: FilePath, _ mode: OpenMode) throws(IOEngineError) -> EngineFile {
+        try files.open(path, mode)
+    }
     public func openDirectory(_ path: FilePath) throws(IOEngineError) -> EngineFile { try files.openDirectory(path) }
     public func close(_ file: EngineFile) { files.close(file) }
-    public func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> { files.enableDirectWrites(file) }
+    public func enableDirectWrites(_ file: EngineFile) -> Result<DirectIO.Alignment, DirectIO.Refusal> {
+        files.enableDirectWrites(file)
+    }
     public func size(of file: EngineFile) throws(IOEngineError) -> Int { try files.size(of: file) }
     public func read(_ file: EngineFile, offset: Int, count: Int) throws(IOEngineError) -> [UInt8] {
         try files.read(file, offset: offset, count: count)
@@ -177,16 +187,20 @@ extension RealFileEngine {
     public func removeDirectory(_ path: FilePath) throws(IOEngineError) { try files.removeDirectory(path) }
     public func removeTree(_ path: FilePath) throws(IOEngineError) { try files.removeTree(path) }
     public func isAt(_ file: EngineFile, _ path: FilePath) throws(IOEngineError) -> Bool { try files.isAt(file, path) }
-    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]? {
+    public func listDirectory(_ path: FilePath) throws(IOEngineError) -> [(name: FilePath.Component, kind: EntryKind)]?
+    {
         try files.listDirectory(path)
     }
-    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? { try files.directoryEntries(path) }
+    public func directoryEntries(_ path: FilePath) throws(IOEngineError) -> [String]? {
+        try files.directoryEntries(path)
+    }
 }
 
 extension FilePath {
     /// `self/base`, or `self/base-N` for the first N from 2 that `taken` says no entry has:
     /// where something moved aside goes, never over what is there.
-    public func appendingUnusedName<E: Error>(_ base: String, taken: (FilePath) throws(E) -> Bool) throws(E) -> FilePath {
+    public func appendingUnusedName<E: Error>(_ base: String, taken: (FilePath) throws(E) -> Bool) throws(E) -> FilePath
+    {
         var target = appending(base)
         var attempt = 1
         while try taken(target) {

@@ -39,7 +39,8 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
             }
             let directory = files.isDirectory(file)
             guard retryingOnInterrupt({ directory ? fsync(file.rawValue) : fdatasync(file.rawValue) }) == 0 else {
-                throw IOEngineError(directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
+                throw IOEngineError(
+                    directory ? "fsync" : "fdatasync", path: files.path(of: file), errno: Errno(rawValue: errno))
             }
         }
     }
@@ -60,7 +61,9 @@ public final class SyncEngine: RealFileEngine, BlockingChainEngine {
                 }
             }
             if written < 0 {
-                throw IOEngineError(durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file), errno: Errno(rawValue: errno))
+                throw IOEngineError(
+                    durable ? "pwritev2(RWF_DSYNC)" : "pwrite", path: files.path(of: file),
+                    errno: Errno(rawValue: errno))
             }
             // A short write is resumed for the remainder, as the ring engine does.
             done += written
@@ -82,7 +85,9 @@ extension BlockingChainEngine {
     public func returnToReap(_ completions: [IOCompletion]) { chains.returnFinished(completions) }
     public var hasCompletionsToReap: Bool { chains.hasFinished }
     public func submit(_ chain: [IOOperation]) -> IOTicket { chains.submit(chain) }
-    public func flush() throws(IOEngineError) { chains.run { operation throws(IOEngineError) in try perform(operation) } }
+    public func flush() throws(IOEngineError) {
+        chains.run { operation throws(IOEngineError) in try perform(operation) }
+    }
 
     public func reap(waiting: Bool) throws(IOEngineError) -> [IOCompletion] {
         try flush()
@@ -135,7 +140,9 @@ package struct BlockingChains {
     package var hasFinished: Bool { !finished.isEmpty }
 
     /// Completions taken and given back (`IOEngine.returnToReap`): taken again first.
-    package mutating func returnFinished(_ completions: [IOCompletion]) { finished.insert(contentsOf: completions, at: 0) }
+    package mutating func returnFinished(_ completions: [IOCompletion]) {
+        finished.insert(contentsOf: completions, at: 0)
+    }
 
     package mutating func takeFinished() -> [IOCompletion] {
         defer { finished.removeAll(keepingCapacity: true) }

@@ -117,7 +117,9 @@ public final class UringEngine: RealFileEngine {
             }
             unsubmitted = 0
         }
-        for completion in completions { try advance(IOTicket(rawValue: completion.userData), result: completion.result) }
+        for completion in completions {
+            try advance(IOTicket(rawValue: completion.userData), result: completion.result)
+        }
         try submitPrepared()
         defer { finished.removeAll(keepingCapacity: true) }
         return finished
@@ -183,7 +185,8 @@ public final class UringEngine: RealFileEngine {
     /// one (and a direct file's alignment is no more than a page), else a private copy.
     private func writeBuffer(_ bytes: [UInt8], for file: EngineFile) throws(IOEngineError) -> WriteBuffer {
         let alignment = files.directAlignment(of: file).map { max($0.memory, $0.block) } ?? 1
-        if let pool, bytes.count <= pool.bufferBytes, alignment <= RegisteredBuffers.alignment, let index = pool.take() {
+        if let pool, bytes.count <= pool.bufferBytes, alignment <= RegisteredBuffers.alignment, let index = pool.take()
+        {
             let target = pool.buffer(index)
             bytes.withUnsafeBytes { source in target.copyMemory(from: source) }
             return .registered(index, target)
@@ -216,7 +219,8 @@ public final class UringEngine: RealFileEngine {
                     fd: files.descriptor(file), buffer: remaining, offset: UInt64(offset + state.written),
                     userData: ticket.rawValue, dsync: durable, fixedBuffer: source.index)
             case .sync(let file):
-                try ring.prepareFsync(fd: files.descriptor(file), dataOnly: !files.isDirectory(file), userData: ticket.rawValue)
+                try ring.prepareFsync(
+                    fd: files.descriptor(file), dataOnly: !files.isDirectory(file), userData: ticket.rawValue)
             }
         } catch {
             throw IOEngineError("io_uring_enter", path: "ring", errno: error.errno)

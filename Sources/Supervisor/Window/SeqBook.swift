@@ -84,7 +84,8 @@ struct SeqBook: Equatable {
     /// replied, or shown by `status` (`published`: the dead worker's last words included).
     mutating func raiseFloorForSpawn(published: UInt64) {
         floor = max(floor, shown, applied, published)
-        precondition(floor >= shown && floor >= applied, "a new worker numbers above every seq shown: none is handed out twice")
+        precondition(
+            floor >= shown && floor >= applied, "a new worker numbers above every seq shown: none is handed out twice")
         checkInvariants()
     }
 
@@ -126,7 +127,11 @@ struct SeqBook: Equatable {
     /// each one changes (each takes a `max`).
     private func checkInvariants() {
         assert(tab >= 0, "tab ids are positive")
-        assert(lost.ranges.last.map { $0.upperBound <= floor } ?? true, "every lost seq lies at or below the floor: \(lost.ranges) over \(floor)")
-        assert(zip(lost.ranges, lost.ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "lost ranges ordered and apart")
+        assert(
+            lost.ranges.last.map { $0.upperBound <= floor } ?? true,
+            "every lost seq lies at or below the floor: \(lost.ranges) over \(floor)")
+        assert(
+            zip(lost.ranges, lost.ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound },
+            "lost ranges ordered and apart")
     }
 }

@@ -23,7 +23,8 @@ extension WindowController {
         restoreFailedOnStorage.map { storage in
             .failure(
                 .ioError,
-                "window \(id) cannot save: \(storage); durable through \(lastStats.durableSeq) of \(seqs.applied); it is restarted after a backoff")
+                "window \(id) cannot save: \(storage); durable through \(lastStats.durableSeq) of \(seqs.applied); it is restarted after a backoff"
+            )
         }
     }
 
@@ -37,7 +38,8 @@ extension WindowController {
         guard memoryOnly.code == .ok else { return memoryOnly }
         return ControlReply(
             code: .memoryOnly,
-            error: "window \(id): commands from \(since) changed incognito tabs kept in memory only (the kernel keyring is refused), "
+            error:
+                "window \(id): commands from \(since) changed incognito tabs kept in memory only (the kernel keyring is refused), "
                 + "never durable: a kill loses them; the regular Browser is durable through \(durable)",
             result: memoryOnly.result)
     }

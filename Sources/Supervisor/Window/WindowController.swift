@@ -78,7 +78,10 @@ final class WindowController {
         return isLive && lifecycle.state == .ready
     }
 
-    init(id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false, adoption: Adoption? = nil) {
+    init(
+        id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false,
+        adoption: Adoption? = nil
+    ) {
         self.id = id
         self.slot = slot
         self.lifecycle = WindowLifecycle(policy: policy, probingFloors: probingFloors, adopting: adoption != nil)
@@ -114,12 +117,16 @@ final class WindowController {
         seqs.raiseFloorForSpawn(published: lastStats.appliedSeq)
         generation += 1
         readyAt = nil
-        assert(lastStats.durableSeq <= seqs.floor, "durable < the next seq a worker may take: the new worker numbers above every seq applied")
+        assert(
+            lastStats.durableSeq <= seqs.floor,
+            "durable < the next seq a worker may take: the new worker numbers above every seq applied")
     }
 
     /// The durable waits a look at the slot ends: `done`, covered by `durable`; `failed`, asked
     /// before the slot's failed-save count passed theirs while saves fail. The others wait on.
-    func takeDurableWaiters(durable: UInt64, saveFailures failures: UInt64, failing: Bool) -> (done: [DurableWaiter], failed: [DurableWaiter]) {
+    func takeDurableWaiters(durable: UInt64, saveFailures failures: UInt64, failing: Bool) -> (
+        done: [DurableWaiter], failed: [DurableWaiter]
+    ) {
         var done: [DurableWaiter] = []
         var failed: [DurableWaiter] = []
         var waiting: [DurableWaiter] = []
@@ -161,7 +168,8 @@ final class WindowController {
         var expired: [ReadyWaiter] = []
         let (pid, isLive) = (pid, isLive)
         readyWaiters.removeAll { waiter in
-            guard case .restart(_, let oldPID, _, _, let deadline) = waiter, deadline <= now, isLive, pid == oldPID else { return false }
+            guard case .restart(_, let oldPID, _, _, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
+            else { return false }
             expired.append(waiter)
             return true
         }
