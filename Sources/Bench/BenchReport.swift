@@ -234,45 +234,9 @@ public struct BenchReport: Codable, Sendable {
         var lines: [String] = []
         lines.append("windowhost bench: \(machine); \(date); \(secondsPerCase) s per case under \(directory)")
         lines.append("")
-        lines.append("saves (one outstanding per window, request → durable)")
-        lines.append(
-            pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("saves/s", 11) + padLeft("MB/s", 9)
-                + padLeft("p50 µs", 9) + padLeft("p99 µs", 9) + padLeft("p99.9 µs", 10) + padLeft("max µs", 9)
-                + padLeft("p99×floor", 11) + padLeft("×rewrite", 10))
-        for row in results {
-            lines.append(
-                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8)
-                    + padLeft(format(row.savesPerSecond, 0), 11)
-                    + padLeft(format(row.megabytesPerSecond, 2), 9) + padLeft("\(row.p50)", 9)
-                    + padLeft("\(row.p99)", 9)
-                    + padLeft("\(row.p999)", 10) + padLeft("\(row.max)", 9)
-                    + padLeft(row.p99OverFloor.map { format($0, 2) } ?? "-", 11)
-                    + padLeft(row.savesOverRewrite.map { format($0, 2) } ?? "-", 10))
-        }
-        if let device {
-            lines.append("")
-            lines.append(
-                "floor and device writes: \(device.method); device alone, p50: a one-block direct write \(device.writeP50) µs, "
-                    + "a flush of an unchanged file \(device.flushP50) µs")
-        }
+        lines += saveLines
         lines += cpuLines + fioLines
-        if !openLoop.isEmpty {
-            lines.append("")
-            lines.append("open loop (small commands at a fixed rate per window, arrival → durable)")
-            lines.append(
-                pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12)
-                    + padLeft("writes/s", 10)
-                    + padLeft("p50 µs", 9) + padLeft("p99 µs", 9))
-            for point in openLoop {
-                lines.append(
-                    pad(point.engine, 8) + padLeft("\(point.windows)", 8)
-                        + padLeft(format(point.offeredPerSecond, 0), 11)
-                        + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12)
-                        + padLeft(format(point.writesPerSecond, 0), 10) + padLeft("\(point.p50)", 9)
-                        + padLeft("\(point.p99)", 9))
-            }
-            lines.append("(* under 95 % of the offered rate made durable: not kept up)")
-        }
+        lines += openLoopLines
         if let firstSave {
             lines.append("")
             lines.append(
@@ -305,6 +269,55 @@ public struct BenchReport: Codable, Sendable {
                 "  \(target.name): \(target.measured.map { format($0, 2) } ?? "-") (goal \(target.goal)): \(verdict)")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The closed-loop saves, a row per contender and size, and how the floor wrote.
+    private var saveLines: [String] {
+        var lines: [String] = []
+        lines.append("saves (one outstanding per window, request → durable)")
+        lines.append(
+            pad("engine", 15) + pad("size", 10) + padLeft("windows", 8) + padLeft("saves/s", 11) + padLeft("MB/s", 9)
+                + padLeft("p50 µs", 9) + padLeft("p99 µs", 9) + padLeft("p99.9 µs", 10) + padLeft("max µs", 9)
+                + padLeft("p99×floor", 11) + padLeft("×rewrite", 10))
+        for row in results {
+            lines.append(
+                pad(row.engine, 15) + pad(row.size, 10) + padLeft("\(row.windows)", 8)
+                    + padLeft(format(row.savesPerSecond, 0), 11)
+                    + padLeft(format(row.megabytesPerSecond, 2), 9) + padLeft("\(row.p50)", 9)
+                    + padLeft("\(row.p99)", 9)
+                    + padLeft("\(row.p999)", 10) + padLeft("\(row.max)", 9)
+                    + padLeft(row.p99OverFloor.map { format($0, 2) } ?? "-", 11)
+                    + padLeft(row.savesOverRewrite.map { format($0, 2) } ?? "-", 10))
+        }
+        if let device {
+            lines.append("")
+            lines.append(
+                "floor and device writes: \(device.method); device alone, p50: a one-block direct write \(device.writeP50) µs, "
+                    + "a flush of an unchanged file \(device.flushP50) µs")
+        }
+        return lines
+    }
+
+    /// The open-loop sweep (none when it did not run).
+    private var openLoopLines: [String] {
+        guard !openLoop.isEmpty else { return [] }
+        var lines: [String] = []
+        lines.append("")
+        lines.append("open loop (small commands at a fixed rate per window, arrival → durable)")
+        lines.append(
+            pad("engine", 8) + padLeft("windows", 8) + padLeft("offered/s", 11) + padLeft("achieved/s", 12)
+                + padLeft("writes/s", 10)
+                + padLeft("p50 µs", 9) + padLeft("p99 µs", 9))
+        for point in openLoop {
+            lines.append(
+                pad(point.engine, 8) + padLeft("\(point.windows)", 8)
+                    + padLeft(format(point.offeredPerSecond, 0), 11)
+                    + padLeft(format(point.achievedPerSecond, 0) + (point.keptUp ? "" : "*"), 12)
+                    + padLeft(format(point.writesPerSecond, 0), 10) + padLeft("\(point.p50)", 9)
+                    + padLeft("\(point.p99)", 9))
+        }
+        lines.append("(* under 95 % of the offered rate made durable: not kept up)")
+        return lines
     }
 
     /// The host restores, a row per window shape (none when they did not run).

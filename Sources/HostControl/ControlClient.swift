@@ -35,22 +35,50 @@ public enum ControlClient {
         _ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds
     ) throws(ControlClientError) -> ControlReply {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
-        // A durable wait lasts until the window's next save, which may be later than the
-        // timeout (a --save-delay above it): that, not a stopped supervisor, is the likely cause.
-        let waitsForASave =
-            switch request {
-            case .window(_, .waitDurable), .window(_, .save(wait: true)): true
-            default: false
-            }
-        let likelyCause =
-            waitsForASave
-            ? "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
-            : "the supervisor at \(path) may be stopped or overloaded"
-        func late(_ waitedFor: ControlClientError.Wait) -> ControlClientError {
-            .timedOut(waitedFor, seconds: timeout ?? 0, likelyCause: likelyCause)
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw .noSocket(Errno(rawValue: errno)) }
+        defer { close(fd) }
+        let call = Call(
+            fd: fd, deadline: deadline, timeoutSeconds: timeout ?? 0, likelyCause: likelyCause(request, socket: path))
+        try call.connect(to: path)
+        guard var line = try? JSONEncoder().encode(request) else { throw .unencodableRequest }
+        line.append(UInt8(ascii: "\n"))
+        try call.send(line)
+        let reply = try call.receiveLine(answering: request.verb.rawValue)
+        guard !reply.isEmpty else { throw .noReply }
+        do {
+            return try JSONDecoder().decode(ControlReply.self, from: Data(reply))
+        } catch {
+            throw .unreadableReply("\(error)")
         }
-        /// Waits until `fd` is ready for `events`; false when the deadline passes first.
-        func wait(_ fd: Int32, for events: Int32) -> Bool {
+    }
+
+    /// What a timeout most likely means. A durable wait lasts until the window's next save,
+    /// which may be later than the timeout (a --save-delay above it): that, not a stopped
+    /// supervisor, is the likely cause.
+    private static func likelyCause(_ request: ControlRequest, socket path: FilePath) -> String {
+        switch request {
+        case .window(_, .waitDurable), .window(_, .save(wait: true)):
+            "the window may not save before then (it saves --save-delay after a change; `save --wait` saves now)"
+        default:
+            "the supervisor at \(path) may be stopped or overloaded"
+        }
+    }
+
+    /// One call's nonblocking socket and its deadline: every step waits only until then.
+    private struct Call {
+        let fd: Int32
+        let deadline: UInt64
+        let timeoutSeconds: Int
+        let likelyCause: String
+
+        func late(_ waitedFor: ControlClientError.Wait) -> ControlClientError {
+            .timedOut(waitedFor, seconds: timeoutSeconds, likelyCause: likelyCause)
+        }
+
+        /// Waits until the socket is ready for `events`; false when the deadline passes first.
+        func wait(for events: Int32) -> Bool {
             while true {
                 let now = monotonicNanoseconds()
                 guard now < deadline else { return false }
@@ -62,60 +90,60 @@ public enum ControlClient {
             }
         }
 
-        let fd = socket(
-            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else { throw .noSocket(Errno(rawValue: errno)) }
-        defer { close(fd) }
-        guard var address = UnixSocketAddress.make(path) else { throw .socketPathTooLong(path) }
-        while true {
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        func connect(to path: FilePath) throws(ControlClientError) {
+            guard var address = UnixSocketAddress.make(path) else { throw .socketPathTooLong(path) }
+            while true {
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
+                }
+                if connected == 0 { return }
+                let error = errno
+                if error == EINTR { continue }
+                // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
+                // for: the connect is tried again until the deadline.
+                guard error == EAGAIN else { throw .noSupervisor(path, Errno(rawValue: error)) }
+                guard monotonicNanoseconds() < deadline else { throw late(.accept) }
+                usleep(10_000)
+            }
+        }
+
+        func send(_ line: Data) throws(ControlClientError) {
+            var sent = 0
+            while sent < line.count {
+                let count = line[sent...].withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
+                if count > 0 {
+                    sent += count
+                } else if count < 0, errno == EAGAIN || errno == EINTR {
+                    guard wait(for: Int32(POLLOUT)) else { throw late(.requestRead) }
+                } else {
+                    throw .hungUp(Errno(rawValue: errno))
                 }
             }
-            if connected == 0 { break }
-            let error = errno
-            if error == EINTR { continue }
-            // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
-            // for: the connect is tried again until the deadline.
-            guard error == EAGAIN else { throw .noSupervisor(path, Errno(rawValue: error)) }
-            guard monotonicNanoseconds() < deadline else { throw late(.accept) }
-            usleep(10_000)
         }
-        guard var line = try? JSONEncoder().encode(request) else { throw .unencodableRequest }
-        line.append(UInt8(ascii: "\n"))
-        var sent = 0
-        while sent < line.count {
-            let count = line[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if count > 0 {
-                sent += count
-            } else if count < 0, errno == EAGAIN || errno == EINTR {
-                guard wait(fd, for: Int32(POLLOUT)) else { throw late(.requestRead) }
-            } else {
-                throw .hungUp(Errno(rawValue: errno))
+
+        /// The reply's bytes through its newline, or until the supervisor closes; at most
+        /// `maxReplyBytes`.
+        func receiveLine(answering verb: String) throws(ControlClientError) -> [UInt8] {
+            var reply: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                // A server that streams without end never makes a read block: the deadline is
+                // checked on every read, not only in `wait`.
+                guard monotonicNanoseconds() < deadline else { throw late(.reply(verb)) }
+                let count = recv(fd, &chunk, chunk.count, 0)
+                if count < 0, errno == EAGAIN || errno == EINTR {
+                    guard wait(for: Int32(POLLIN)) else { throw late(.reply(verb)) }
+                    continue
+                }
+                guard count > 0 else { return reply }
+                guard reply.count + count <= maxReplyBytes else { throw .replyTooLong(limit: maxReplyBytes) }
+                reply += chunk[..<count]
+                if reply.last == UInt8(ascii: "\n") { return reply }
             }
-        }
-        var reply: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            // A server that streams without end never makes a read block: the deadline is
-            // checked on every read, not only in `wait`.
-            guard monotonicNanoseconds() < deadline else { throw late(.reply(request.verb.rawValue)) }
-            let count = recv(fd, &chunk, chunk.count, 0)
-            if count < 0, errno == EAGAIN || errno == EINTR {
-                guard wait(fd, for: Int32(POLLIN)) else { throw late(.reply(request.verb.rawValue)) }
-                continue
-            }
-            guard count > 0 else { break }
-            guard reply.count + count <= maxReplyBytes else { throw .replyTooLong(limit: maxReplyBytes) }
-            reply += chunk[..<count]
-            if reply.last == UInt8(ascii: "\n") { break }
-        }
-        guard !reply.isEmpty else { throw .noReply }
-        do {
-            return try JSONDecoder().decode(ControlReply.self, from: Data(reply))
-        } catch {
-            throw .unreadableReply("\(error)")
         }
     }
 }

@@ -255,7 +255,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
 
     /// The request's line as it goes over the wire: today's flat object, every field optional
     /// but `verb`, the fields a verb does not take ignored.
-    private struct Wire: Codable {
+    fileprivate struct Wire: Codable {
         var verb: String
         var window: String?
         var tab: Int64?
@@ -282,116 +282,85 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         guard let verb = Verb(rawValue: wire.verb) else {
             throw ControlFailure(code: .usage, message: "unknown verb '\(wire.verb)'")
         }
-        func tab() throws(ControlFailure) -> Int64 {
-            guard let tab = wire.tab else {
-                throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab")
-            }
-            return tab
-        }
-        func url() throws(ControlFailure) -> String {
-            guard let url = wire.url, !url.isEmpty else {
-                throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a URL")
-            }
-            try Self.check(url: url)
-            return url
-        }
-        /// An index as the user gave it: checked here, named unchanged, never clamped.
-        func index(_ given: Int) throws(ControlFailure) -> Int {
-            guard (0...Limits.maxTabsPerBrowser).contains(given) else {
-                throw ControlFailure(
-                    code: .badData,
-                    message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
-            }
-            return given
-        }
-        /// A set-aside entry's id as the user gave it: one the host could have named, or 65.
-        func entry() throws(ControlFailure) -> String {
-            guard let entry = wire.entry else {
-                throw ControlFailure(
-                    code: .usage, message: "\(verb.rawValue) needs an entry id (ctl set-aside lists them)")
-            }
-            guard SetAsideShelf.isValidID(entry) else {
-                throw ControlFailure(
-                    code: .badData,
-                    message:
-                        "'\(entry.debugDescription.dropFirst().dropLast())' is no set-aside entry id (ctl set-aside lists them)"
-                )
-            }
-            return entry
-        }
-        switch verb {
-        case .status:
-            self = .status
+        if let request = try Self.hostRequest(verb, wire) {
+            self = request
             return
-        case .stats:
-            self = .stats(histogram: wire.histogram ?? false)
-            return
-        case .connect:
-            self = .connect
-            return
-        case .shutdown:
-            self = .shutdown
-            return
-        case .setAside:
-            self = .setAside
-            return
-        case .adopt:
-            self = .adopt(entry: try entry(), asNewWindow: wire.newWindow ?? false)
-            return
-        case .discard:
-            self = .discard(entry: try entry())
-            return
-        case .closeWindow:
-            guard let text = wire.window else {
-                throw ControlFailure(code: .usage, message: "close-window needs a window")
-            }
-            self = .closeWindow(try Self.windowID(text))
-            return
-        default: break
         }
         guard let text = wire.window else {
             throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a window")
         }
         let id = try Self.windowID(text)
-        let request: WindowRequest
+        self = .window(id, try Self.windowRequest(verb, wire))
+    }
+
+    /// The request of a verb that names no window, or nil for one that does.
+    private static func hostRequest(_ verb: Verb, _ wire: Wire) throws(ControlFailure) -> ControlRequest? {
+        switch verb {
+        case .status: return .status
+        case .stats: return .stats(histogram: wire.histogram ?? false)
+        case .connect: return .connect
+        case .shutdown: return .shutdown
+        case .setAside: return .setAside
+        case .adopt: return .adopt(entry: try wire.entry(verb), asNewWindow: wire.newWindow ?? false)
+        case .discard: return .discard(entry: try wire.entry(verb))
+        case .closeWindow:
+            guard let text = wire.window else {
+                throw ControlFailure(code: .usage, message: "close-window needs a window")
+            }
+            return .closeWindow(try windowID(text))
+        default: return nil
+        }
+    }
+
+    /// The request of a verb that names a window, its fields checked.
+    private static func windowRequest(_ verb: Verb, _ wire: Wire) throws(ControlFailure) -> WindowRequest {
         switch verb {
         case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard, .closeWindow:
-            preconditionFailure("answered above")
+            preconditionFailure("answered by hostRequest")
         case .open:
             let url = wire.url ?? "about:blank"
-            try Self.check(url: url)
+            try check(url: url)
             var at: Int?
-            if let given = wire.index { at = try index(given) }
-            request = .tab(
+            if let given = wire.index { at = try checked(index: given) }
+            return .tab(
                 .open(
                     url: url, incognito: wire.incognito ?? false, index: at, opener: wire.opener,
                     background: wire.background ?? false))
         case .navigate:
-            let tab = try tab()
-            request = .tab(.navigate(tab: tab, url: try url()))
-        case .close: request = .tab(.close(tab: try tab()))
-        case .activate: request = .tab(.activate(tab: try tab()))
+            let tab = try wire.tab(verb)
+            return .tab(.navigate(tab: tab, url: try wire.url(verb)))
+        case .close: return .tab(.close(tab: try wire.tab(verb)))
+        case .activate: return .tab(.activate(tab: try wire.tab(verb)))
         case .move:
-            let tab = try tab()
+            let tab = try wire.tab(verb)
             guard let given = wire.index else { throw ControlFailure(code: .usage, message: "move needs an index") }
-            request = .tab(.move(tab: tab, index: try index(given)))
+            return .tab(.move(tab: tab, index: try checked(index: given)))
         case .replace:
-            let tab = try tab()
-            request = .tab(.replace(tab: tab, url: try url()))
-        case .closeAll: request = .tab(.closeAll(incognito: wire.incognito ?? false))
-        case .pin, .unpin: request = .tab(.setPinned(tab: try tab(), pinned: verb == .pin))
-        case .back, .forward: request = .tab(.go(tab: try tab(), verb == .back ? .back : .forward))
-        case .background: request = .scene(.background)
-        case .foreground: request = .scene(.foreground)
-        case .disconnect: request = .scene(.disconnect)
-        case .save: request = .save(wait: wire.wait ?? false)
-        case .dump: request = .dump
-        case .waitDurable: request = .waitDurable(seq: wire.seq)
+            let tab = try wire.tab(verb)
+            return .tab(.replace(tab: tab, url: try wire.url(verb)))
+        case .closeAll: return .tab(.closeAll(incognito: wire.incognito ?? false))
+        case .pin, .unpin: return .tab(.setPinned(tab: try wire.tab(verb), pinned: verb == .pin))
+        case .back, .forward: return .tab(.go(tab: try wire.tab(verb), verb == .back ? .back : .forward))
+        case .background: return .scene(.background)
+        case .foreground: return .scene(.foreground)
+        case .disconnect: return .scene(.disconnect)
+        case .save: return .save(wait: wire.wait ?? false)
+        case .dump: return .dump
+        case .waitDurable: return .waitDurable(seq: wire.seq)
         case .kill:
-            request = .kill(
+            return .kill(
                 signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: wire.aim ?? false)
         }
-        self = .window(id, request)
+    }
+
+    /// An index as the user gave it: checked here, named unchanged, never clamped.
+    private static func checked(index given: Int) throws(ControlFailure) -> Int {
+        guard (0...Limits.maxTabsPerBrowser).contains(given) else {
+            throw ControlFailure(
+                code: .badData,
+                message: "index \(given) outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)")
+        }
+        return given
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -476,5 +445,37 @@ public enum SignalName {
     /// `signal`'s name without SIG (`KILL`), or its number for one without a name here.
     public static func name(_ signal: Int32) -> String {
         numbers.first { $0.value == signal }?.key ?? "\(signal)"
+    }
+}
+
+extension ControlRequest.Wire {
+    /// The tab a verb needs.
+    fileprivate func tab(_ verb: Verb) throws(ControlFailure) -> Int64 {
+        guard let tab else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab") }
+        return tab
+    }
+
+    /// The URL a verb needs, checked as the command ring carries it.
+    fileprivate func url(_ verb: Verb) throws(ControlFailure) -> String {
+        guard let url, !url.isEmpty else {
+            throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a URL")
+        }
+        try ControlRequest.check(url: url)
+        return url
+    }
+
+    /// A set-aside entry's id as the user gave it: one the host could have named, or 65.
+    fileprivate func entry(_ verb: Verb) throws(ControlFailure) -> String {
+        guard let entry else {
+            throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs an entry id (ctl set-aside lists them)")
+        }
+        guard SetAsideShelf.isValidID(entry) else {
+            throw ControlFailure(
+                code: .badData,
+                message:
+                    "'\(entry.debugDescription.dropFirst().dropLast())' is no set-aside entry id (ctl set-aside lists them)"
+            )
+        }
+        return entry
     }
 }

@@ -128,12 +128,7 @@ struct FixedIndex {
                     guard navigationItemCount >= 0 else { return .negativeCount(Int(navigationItemCount)) }
                     let titleLength = Int(load(Field.titleLength, as: UInt32.self))
                     let urlLength = Int(load(Field.urlLength, as: UInt32.self))
-                    guard titleLength <= Limits.maxTitleBytes else {
-                        return .invalidNavigationItem(.titleTooLong(bytes: titleLength, limit: Limits.maxTitleBytes))
-                    }
-                    guard urlLength <= Limits.maxURLBytes else {
-                        return .invalidNavigationItem(.urlTooLong(bytes: urlLength, limit: Limits.maxURLBytes))
-                    }
+                    if let problem = Self.lengthProblem(title: titleLength, url: urlLength) { return problem }
                     let stringOffset = load(Field.stringOffset, as: UInt64.self)
                     let stringEnd = stringOffset.addingReportingOverflow(UInt64(titleLength + urlLength))
                     guard stringOffset == stringsEnd, !stringEnd.overflow, stringEnd.partialValue <= area else {
@@ -163,6 +158,17 @@ struct FixedIndex {
                 return nil
             }
         }
+    }
+
+    /// A title or URL longer than a navigation item may hold.
+    private static func lengthProblem(title: Int, url: Int) -> SessionFormatError.InvalidState? {
+        guard title <= Limits.maxTitleBytes else {
+            return .invalidNavigationItem(.titleTooLong(bytes: title, limit: Limits.maxTitleBytes))
+        }
+        guard url <= Limits.maxURLBytes else {
+            return .invalidNavigationItem(.urlTooLong(bytes: url, limit: Limits.maxURLBytes))
+        }
+        return nil
     }
 
     // MARK: Fields, read in place (checked by `read`)

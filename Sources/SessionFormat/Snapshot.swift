@@ -41,12 +41,7 @@ public enum SnapshotEncoder {
             let history = try historyPayload(webState, storedHistory: storedHistory)
             let frameLength = Framing.frameSize(payload: history.count, kind: .navigation, sealed: sealed)
             let metadata = webState.metadata
-            do {
-                try NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: .zero)
-                    .check()
-            } catch {
-                throw .invalidState(offset: Framing.fileHeaderSize, reason: .invalidNavigationItem(error))
-            }
+            try checkActivePage(metadata)
             let title = metadata.activePageTitle.utf8
             let url = metadata.activePageURL.utf8
             // Within the limits checked above, a tab's strings fit one record.
@@ -87,6 +82,15 @@ public enum SnapshotEncoder {
         for history in histories { try Framing.appendRecord(.navigation, payload: history, to: &bytes, seal: seal) }
         assert(bytes.count == sectionStart + sectionLength, "each history frame is as long as the index says")
         return bytes
+    }
+
+    /// The title and URL the index carries are held to a navigation item's bounds.
+    private static func checkActivePage(_ metadata: WebStateMetadata) throws(SessionFormatError) {
+        do {
+            try NavigationItem(url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: .zero).check()
+        } catch {
+            throw .invalidState(offset: Framing.fileHeaderSize, reason: .invalidNavigationItem(error))
+        }
     }
 
     /// The tab's navigation payload: encoded from memory when realized, else the stored one.
