@@ -135,8 +135,7 @@ let package = Package(
         .target(
             name: "Stress",
             dependencies: [
-                // Supervisor for `SupervisorConfiguration.Defaults.socket` alone (SupervisorProcess).
-                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "Supervisor", "IOUring",
+                "BrowserModel", "CLinuxShims", "HostControl", "HostCoordination", "HostLimits", "IOUring",
                 "Platform",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -108,7 +108,7 @@ public enum CoordinationBench {
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else {
+            guard retryingOnInterrupt({ poll(&fds, 2, -1) }) >= 0 else {
                 throw BenchError.system("poll", Errno(rawValue: errno))
             }
             if fds[0].revents != 0 {
@@ -193,12 +193,11 @@ public enum CoordinationBench {
         var bytes = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
-            let got = bytes.withUnsafeMutableBytes { read(socket, $0.baseAddress! + done, count - done) }
-            if got == 0 { return nil }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw BenchError.system("read", Errno(rawValue: errno))
+            let got = retryingOnInterrupt {
+                bytes.withUnsafeMutableBytes { read(socket, $0.baseAddress! + done, count - done) }
             }
+            if got == 0 { return nil }
+            guard got > 0 else { throw BenchError.system("read", Errno(rawValue: errno)) }
             done += got
         }
         return bytes

@@ -181,9 +181,9 @@ public enum FioBench {
         let deadline = monotonicNanoseconds() + UInt64(timeout * 1e9)
         var status: Int32 = 0
         while true {
-            let reaped = waitpid(pid, &status, WNOHANG)
+            let reaped = retryingOnInterrupt { waitpid(pid, &status, WNOHANG) }
             if reaped == pid { break }
-            if reaped < 0, errno != EINTR { throw .setup("waitpid: \(Errno(rawValue: errno))") }
+            if reaped < 0 { throw .setup("waitpid: \(Errno(rawValue: errno))") }
             if monotonicNanoseconds() >= deadline {
                 kill(pid, SIGKILL)
                 _ = retryingOnInterrupt { waitpid(pid, &status, 0) }

@@ -10,6 +10,7 @@ import struct Foundation.UUID
 ///
 ///     <root>/windows/<UUID>/<regular|incognito>/   one Browser's session (`BrowserKind.rawValue`)
 ///     <root>/windows.order, windows.order.tmp, handed-out, handed-out.tmp, set-aside/, supervisor.lock   the supervisor's
+///     <root>/ctl.sock   the control socket, unless `run --socket` puts it elsewhere
 ///
 /// In a session directory, generations count up from 1: snapshot N holds the list as journal
 /// N-1 left it, and journal N the saves after it. The newest two generations are kept, so a
@@ -32,6 +33,10 @@ public enum DiskLayout {
     public static let handedOutTemporary = "handed-out.tmp"
     public static let setAside = "set-aside"
     public static let lock = "supervisor.lock"
+    public static let controlSocket = "ctl.sock"
+
+    /// `<root>/ctl.sock`: where `run` listens and `ctl` and `stress` call when not told otherwise.
+    public static func defaultControlSocket(root: FilePath) -> FilePath { root.appending(controlSocket) }
 
     /// `<root>/windows/<UUID>`: the directory of one window's sessions.
     public static func windowDirectory(root: FilePath, id: UUID) -> FilePath {

@@ -93,14 +93,15 @@ public enum ControlClient {
         func connect(to path: FilePath) throws(ControlClientError) {
             guard var address = UnixSocketAddress.make(path) else { throw .socketPathTooLong(path) }
             while true {
-                let connected = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                let connected = retryingOnInterrupt {
+                    withUnsafePointer(to: &address) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                        }
                     }
                 }
                 if connected == 0 { return }
                 let error = errno
-                if error == EINTR { continue }
                 // A Unix socket whose backlog is full says EAGAIN and has no completion to poll
                 // for: the connect is tried again until the deadline.
                 guard error == EAGAIN else { throw .noSupervisor(path, Errno(rawValue: error)) }
@@ -112,12 +113,12 @@ public enum ControlClient {
         func send(_ line: Data) throws(ControlClientError) {
             var sent = 0
             while sent < line.count {
-                let count = line[sent...].withUnsafeBytes {
-                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                let count = retryingOnInterrupt {
+                    line[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 }
                 if count > 0 {
                     sent += count
-                } else if count < 0, errno == EAGAIN || errno == EINTR {
+                } else if count < 0, errno == EAGAIN {
                     guard wait(for: Int32(POLLOUT)) else { throw late(.requestRead) }
                 } else {
                     throw .hungUp(Errno(rawValue: errno))
@@ -134,8 +135,8 @@ public enum ControlClient {
                 // A server that streams without end never makes a read block: the deadline is
                 // checked on every read, not only in `wait`.
                 guard monotonicNanoseconds() < deadline else { throw late(.reply(verb)) }
-                let count = recv(fd, &chunk, chunk.count, 0)
-                if count < 0, errno == EAGAIN || errno == EINTR {
+                let count = retryingOnInterrupt { recv(fd, &chunk, chunk.count, 0) }
+                if count < 0, errno == EAGAIN {
                     guard wait(for: Int32(POLLIN)) else { throw late(.reply(verb)) }
                     continue
                 }

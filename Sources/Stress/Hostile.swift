@@ -1,6 +1,7 @@
 import BrowserModel
 import Foundation
 import Glibc
+import Platform
 import SystemPackage
 
 /// One thing `stress --hostile` did to the world around the store. Paths are under the root
@@ -112,12 +113,11 @@ struct DiskFiller {
         for chunk in [1 << 20, 4096, 512] {
             let bytes = [UInt8](repeating: 0xA5, count: chunk)
             while true {
-                let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, chunk) }
+                let written = retryingOnInterrupt { bytes.withUnsafeBytes { write(fd, $0.baseAddress, chunk) } }
                 if written > 0 {
                     total += written
                     continue
                 }
-                if written < 0, errno == EINTR { continue }
                 if written < 0, errno != ENOSPC {
                     throw StressError.hostile("write \(path): \(Errno(rawValue: errno))")
                 }

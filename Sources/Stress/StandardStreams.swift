@@ -1,4 +1,5 @@
 import Glibc
+import Platform
 
 /// Messages, progress and result lines on stdout and stderr that never stop the command:
 /// `FileHandle.write` traps on a write error, and a reader gone (`| head`, EPIPE) must let a
@@ -14,14 +15,11 @@ public enum StandardStreams {
         let bytes = Array(text.utf8)
         var written = 0
         while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count > 0 {
-                written += count
-            } else if count < 0, errno == EINTR {
-                continue
-            } else {
-                return
+            let count = retryingOnInterrupt {
+                bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
             }
+            guard count > 0 else { return }
+            written += count
         }
     }
 }

@@ -1,9 +1,9 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
 import HostControl
 import Platform
-import Supervisor
 import SystemPackage
 
 /// A `windowhost run` the campaign starts, kills and starts again on the same root. Its
@@ -30,7 +30,7 @@ public final class SupervisorProcess {
         replyTimeoutSeconds: Int = 60
     ) throws {
         self.replyTimeoutSeconds = replyTimeoutSeconds
-        socket = SupervisorConfiguration.Defaults.socket(root: root)
+        socket = DiskLayout.defaultControlSocket(root: root)
         stdout = URL(fileURLWithPath: root.string + ".stress-stdout")
         let log = URL(fileURLWithPath: root.string + ".stress-log")
         let privateFile: [FileAttributeKey: Any] = [.posixPermissions: 0o600]

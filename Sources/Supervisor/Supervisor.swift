@@ -23,9 +23,6 @@ public struct SupervisorConfiguration: Sendable {
         /// largest capacity, while an idle client costs only a descriptor until it is evicted.
         public static let maxClients = Limits.maxOpenWindows
         public static let clientTimeoutMilliseconds: UInt64 = 10_000
-
-        /// The control socket of the supervisor on `root` when `run --socket` is not given.
-        public static func socket(root: FilePath) -> FilePath { root.appending("ctl.sock") }
     }
 
     public var root: FilePath

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrowserModel
 import Foundation
 import HostControl
 import HostCoordination
@@ -79,7 +80,7 @@ struct ControlOptions: ParsableArguments {
 
     var socketPath: FilePath {
         (socket ?? ProcessInfo.processInfo.environment["WINDOWHOST_SOCKET"]).map { FilePath($0) }
-            ?? SupervisorConfiguration.Defaults.socket(root: FilePath(DefaultPaths.root))
+            ?? DiskLayout.defaultControlSocket(root: FilePath(DefaultPaths.root))
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrowserModel
 import Foundation
 import Glibc
 import HostLimits
@@ -152,7 +153,7 @@ struct RunCommand: ParsableCommand {
         let engineName = try io.makeEngine().name
         var configuration = SupervisorConfiguration(
             root: root, scenes: scenes,
-            socketPath: socket.map { FilePath($0) } ?? SupervisorConfiguration.Defaults.socket(root: root),
+            socketPath: socket.map { FilePath($0) } ?? DiskLayout.defaultControlSocket(root: root),
             saveDelayMilliseconds: saveDelay, io: engineName, executable: try Self.executablePath())
         configuration.watchdogMilliseconds = watchdog
         configuration.capacity = capacity

@@ -93,7 +93,7 @@ final class HostProcess {
         socket: URL? = nil, binary: URL = windowhostBinary
     ) throws {
         self.root = root
-        self.socket = (socket ?? root.appendingPathComponent("ctl.sock")).path
+        self.socket = (socket ?? root.appendingPathComponent(DiskLayout.controlSocket)).path
         let logBase = logs?.appendingPathComponent(root.lastPathComponent) ?? root
         stdout = logBase.appendingPathExtension("stdout")
         stderr = logBase.appendingPathExtension("stderr")
