@@ -20,6 +20,7 @@
 #include <linux/keyctl.h>
 #include <linux/openat2.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <liburing.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -393,3 +394,7 @@ uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count) {
     return crc;
 }
 #endif
+
+int wh_stdout_flushed(void) {
+    return fflush(stdout) == 0 && !ferror(stdout);
+}

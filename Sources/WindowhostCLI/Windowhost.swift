@@ -38,7 +38,7 @@ public struct Windowhost: ParsableCommand {
         .software: "a reply ctl cannot read (a supervisor of another version, or a bug)",
         .memoryOnly: "not durable: incognito tabs kept in memory only (the kernel keyring is refused)",
         .cantCreate: "cannot create the control socket (something that is not a socket at its path)",
-        .ioError: "an I/O error",
+        .ioError: "an I/O error (standard output too: results that could not be written)",
         .temporary:
             "temporary (a worker restarting, another supervisor on the root or at the socket, supervisor.lock still held by what a dead supervisor left, io_uring setup short of memory or rings): retry",
         .seqExhausted: "a window that has used the highest command seq (it takes no more tab commands)",
@@ -63,6 +63,16 @@ public struct Windowhost: ParsableCommand {
         }
         CommandFaults.install(faults)
         root.main(nil)
+        exitUnlessOutputWritten()
+    }
+
+    /// A command that ran to the end but whose output went nowhere (a full disk under a
+    /// redirect, a reader gone at its last lines) exits 74, not 0: a script must not take
+    /// results it never got for a success.
+    static func exitUnlessOutputWritten() {
+        guard !StandardStreams.flushOutput() else { return }
+        StandardStreams.error("windowhost: standard output could not be written: what the command printed is lost\n")
+        Glibc.exit(ControlCode.ioError.rawValue)
     }
 }
 

@@ -193,4 +193,11 @@ int wh_cpu_has_sse42(void);
 /// elsewhere (or off x86-64) it returns `crc` unchanged.
 uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count);
 
+// MARK: standard streams
+
+/// Flushes stdio's standard output: 1 when all that was printed reached the descriptor, 0 when
+/// a write failed (a reader gone, a full disk under a redirect). Swift 6 cannot name `stdout`,
+/// a mutable C global.
+int wh_stdout_flushed(void);
+
 #endif
