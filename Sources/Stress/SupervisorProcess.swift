@@ -73,7 +73,21 @@ public final class SupervisorProcess {
             usleep(2_000)
         }
         if isRunning { kill() }
-        throw StressError.supervisor("the supervisor did not get ready (see \(log.path))")
+        // Its own words, in the error: a campaign on a temporary root removes the log on its way out.
+        let exit = exitStatus.map { " (exit \($0))" } ?? " (killed after 60 s)"
+        throw StressError.supervisor(
+            "the supervisor did not get ready\(exit): \(Self.lastLines(of: log)) (its log: \(log.path))")
+    }
+
+    /// The last few lines of `log`, read from its last 4 KiB at most, on one line.
+    private static func lastLines(of log: URL, count: Int = 3) -> String {
+        guard let handle = try? FileHandle(forReadingFrom: log) else { return "no log" }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()) ?? 0
+        try? handle.seek(toOffset: size - min(size, 4096))
+        let text = String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
+        let lines = text.split(separator: "\n").suffix(count)
+        return lines.isEmpty ? "its log is empty" : lines.joined(separator: "; ")
     }
 
     deinit {
