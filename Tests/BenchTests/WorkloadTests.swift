@@ -29,7 +29,7 @@ private func temporaryDirectory() -> FilePath {
         }
         #expect(workload.bytesWritten > before)
         let window = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory.appending("windows").string).first)
+            try FileManager.default.contentsOfDirectory(atPath: directory.appending(DiskLayout.windows).string).first)
         let store = WindowStore(root: directory, windowID: try #require(UUID(uuidString: window)), engine: SyncEngine())
         let recovery = try store.recover()
         #expect(recovery.seq == 4)

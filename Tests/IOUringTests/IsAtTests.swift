@@ -1,3 +1,4 @@
+import BrowserModel
 import Glibc
 import IOUring
 import Platform
@@ -17,7 +18,7 @@ import Testing
     @Test(arguments: [true, false])
     func aFileIsAtItsPathUntilItOrADirectoryAboveItMoves(inKernel: Bool) throws {
         try withTemporaryDirectory { base in
-            let session = base.appending("window").appending("regular")
+            let session = base.appending("window").appending(BrowserKind.regular.rawValue)
             #expect(mkdir(base.appending("window").string, 0o700) == 0 && mkdir(session.string, 0o700) == 0)
             let path = session.appending("journal-1")
             let file = try FileDescriptor.open(
@@ -30,7 +31,7 @@ import Testing
 
             // A symlink on the way to the very same file.
             #expect(symlink(base.appending("window").string, base.appending("link").string) == 0)
-            #expect(try !isAt(base.appending("link").appending("regular").appending("journal-1")))
+            #expect(try !isAt(base.appending("link").appending(BrowserKind.regular.rawValue).appending("journal-1")))
 
             // The window directory moved out and a symlink to it in its place (the swap a
             // hostile user makes): the path still reaches the file, through a symlink.

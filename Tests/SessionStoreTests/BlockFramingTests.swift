@@ -35,7 +35,8 @@ import Testing
                 try store.waitUntilDurable(seq)
             }
             let alignment = try #require(try store.journalWrites?.get(), "ext4 takes direct writes")
-            let directory = root.appending("windows").appending(windowID.uuidString).appending("regular")
+            let directory = root.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+                BrowserKind.regular.rawValue)
             let journal = directory.appending(StoreLayout.journalName(store.stores[0].generation))
             let found = try scan(journal)
             #expect(found.headerEnd % alignment.block == 0 && found.headerEnd > Framing.fileHeaderSize)
@@ -85,11 +86,11 @@ import Testing
     /// when its snapshot is damaged, the old files.
     @Test func aFormatOneJournalIsContinuedByANewGeneration() throws {
         try withTemporaryDirectory { root in
-            let directory = root.appending("windows").appending(FormatOneScenario.window.uuidString)
+            let directory = root.appending(DiskLayout.windows).appending(FormatOneScenario.window.uuidString)
             try FileManager.default.createDirectory(
                 atPath: directory.removingLastComponent().string, withIntermediateDirectories: true)
             try FileManager.default.copyItem(atPath: Self.fixture.path, toPath: directory.string)
-            let regular = directory.appending("regular")
+            let regular = directory.appending(BrowserKind.regular.rawValue)
             let store = WindowStore(
                 root: root, windowID: FormatOneScenario.window, engine: try UringEngine(),
                 options: FormatOneScenario.options)
@@ -155,8 +156,10 @@ import Testing
             Issue.record("expected buffered writes on tmpfs, got \(String(describing: store.journalWrites))")
             return
         }
-        let journal = root.appending("windows").appending(windowID.uuidString).appending("regular")
-            .appending(StoreLayout.journalName(store.stores[0].generation))
+        let journal = root.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue
+        )
+        .appending(StoreLayout.journalName(store.stores[0].generation))
         let found = try scan(journal)
         #expect(found.commits.count == 5 && found.commits.allSatisfy { $0.end % BrowserStore.minimumBlock == 0 })
     }

@@ -18,7 +18,7 @@ import Testing
         .appendingPathComponent("Fixtures/format1-window")
 
     private func windowDirectory(_ root: FilePath, _ window: UUID = windowID) -> FilePath {
-        root.appending("windows").appending(window.uuidString)
+        root.appending(DiskLayout.windows).appending(window.uuidString)
     }
 
     private func files(_ directory: FilePath) -> Set<String> {
@@ -93,11 +93,14 @@ import Testing
             try store.settle()
             let expected = try TabListContents(store.regular.webStateList, realizing: false)
             let urls = store.regular.webStateList.webStates.map(\.url)
-            let snapshots = files(windowDirectory(root).appending("regular")).filter { $0.hasPrefix("snapshot-") }
+            let snapshots = files(windowDirectory(root).appending(BrowserKind.regular.rawValue)).filter {
+                $0.hasPrefix(DiskLayout.snapshotPrefix)
+            }
             let size =
                 try snapshots.map {
                     try FileManager.default.attributesOfItem(
-                        atPath: windowDirectory(root).appending("regular").appending($0).string)[.size] as? Int ?? 0
+                        atPath: windowDirectory(root).appending(BrowserKind.regular.rawValue).appending($0).string)[
+                            .size] as? Int ?? 0
                 }.max() ?? 0
             #expect(size > Limits.maxRecordPayloadBytes, "the metadata alone is over one record")
 
@@ -163,7 +166,8 @@ import Testing
                 try store.waitUntilDurable(seq)
             }
             let expected = try WindowContents(store)
-            let journalPath = windowDirectory(root).appending("regular").appending(StoreLayout.journalName(1))
+            let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
+                StoreLayout.journalName(1))
             let scan = try JournalFile.scan(FileBytes(path: journalPath))
             #expect(scan.commits.count == 3)
             let tail = try #require(scan.commits.last).end
@@ -203,7 +207,8 @@ import Testing
                 try store.waitUntilDurable(seq)
             }
             let expected = try WindowContents(store)
-            let journalPath = windowDirectory(root).appending("regular").appending(StoreLayout.journalName(1))
+            let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
+                StoreLayout.journalName(1))
             let tail = try #require(try JournalFile.scan(FileBytes(path: journalPath)).commits.last).end
             let handle = try FileDescriptor.open(journalPath, .writeOnly)
             _ = try handle.writeAll(toAbsoluteOffset: Int64(tail), JournalCommit(seq: 4, browsers: bits).frame)
@@ -232,7 +237,8 @@ import Testing
                     InsertionParams(activate: true))
             }
             try store.waitUntilDurable(1)
-            let journalPath = windowDirectory(root).appending("regular").appending(StoreLayout.journalName(1))
+            let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
+                StoreLayout.journalName(1))
             #expect(truncate(journalPath.string, 1 << 40) == 0, "a sparse 1 TiB file: \(Errno(rawValue: errno))")
 
             let start = ContinuousClock.now
@@ -253,7 +259,7 @@ import Testing
         let engine = FaultEngine(directories: [simulatedRoot])
         let options = StoreOptions(compactAfterRecords: 6, compactAfterBytes: 1 << 20)
         let (store, _) = try simulatedWindow(engine, options: options)
-        let directory = windowDirectory(simulatedRoot).appending("regular")
+        let directory = windowDirectory(simulatedRoot).appending(BrowserKind.regular.rawValue)
         var seq: UInt64 = 0
         var events: [SaveEvent] = []
         func command() throws {

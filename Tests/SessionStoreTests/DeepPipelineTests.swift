@@ -22,8 +22,10 @@ import Testing
     }
 
     private func journalPath(_ store: WindowStore) -> FilePath {
-        simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
-            .appending(StoreLayout.journalName(store.stores[0].generation))
+        simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue
+        )
+        .appending(StoreLayout.journalName(store.stores[0].generation))
     }
 
     /// The bound is what the device rewards (fio: 16 and more), not the old 4.

@@ -11,7 +11,8 @@ import Testing
 /// one-fallback promise for that history, but never a reason to drop acknowledged saves. The
 /// tab keeps the page its metadata names and the journal replays on over it.
 @Suite struct DoubleDamageTests {
-    static let directory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
+    static let directory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+        BrowserKind.regular.rawValue)
     /// Only tab A's history frame holds this URL: the metadata names each tab's current page.
     static let lostURL = "https://lost.example/first"
 

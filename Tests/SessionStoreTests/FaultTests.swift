@@ -7,8 +7,9 @@ import Testing
 
 @testable import SessionStore
 
-private let regularDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
-private let incognitoDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending(
+private let regularDirectory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+    BrowserKind.regular.rawValue)
+private let incognitoDirectory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
     "incognito")
 
 /// A window browsed for `commands` commands with every save waited for.

@@ -14,7 +14,8 @@ import Testing
 /// flipped byte (hostile round 5: `wait-durable` said 5, the incognito Browser came back empty).
 /// The first generation now goes down twice, like every snapshot no older generation reaches.
 @Suite struct FirstGenerationTests {
-    static let incognitoDirectory = LeftOutSaveTests.regularDirectory.removingLastComponent().appending("incognito")
+    static let incognitoDirectory = LeftOutSaveTests.regularDirectory.removingLastComponent().appending(
+        BrowserKind.incognito.rawValue)
 
     enum Session: CaseIterable {
         /// The window's first incognito session.

@@ -18,7 +18,7 @@ import Testing
 
     /// The window's regular Browser's session directory under `root`.
     private static func regularDirectory(_ root: FilePath, _ window: UUID = windowID) -> FilePath {
-        root.appending("windows").appending(window.uuidString).appending("regular")
+        root.appending(DiskLayout.windows).appending(window.uuidString).appending(BrowserKind.regular.rawValue)
     }
 
     /// The size of the file at `path`, 0 if none.
@@ -227,7 +227,8 @@ import Testing
             }
         }
         try store.settle()
-        let directory = root.appending("windows").appending(windowID.uuidString).appending("regular")
+        let directory = root.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue)
         return (try WindowContents(store), seq, directory)
     }
 

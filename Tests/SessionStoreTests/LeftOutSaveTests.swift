@@ -15,7 +15,8 @@ import Testing
 /// back there, or the window returns torn, or below what was acknowledged since (found by
 /// `windowhost stress`: "came back … in a state that matches no prefix of its commands").
 @Suite struct LeftOutSaveTests {
-    static let regularDirectory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
+    static let regularDirectory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+        BrowserKind.regular.rawValue)
 
     static func page(_ url: String) -> NavigationItem {
         NavigationItem(url: url, title: url, timestamp: Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000))

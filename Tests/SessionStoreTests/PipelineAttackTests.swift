@@ -254,7 +254,7 @@ import Testing
     /// The same with a kill: the worker is killed right after making `windows/<UUID>/`, before
     /// syncing its parent; the next worker saves a tab and acknowledges it; the power goes.
     @Test func aKillBetweenMkdirAndItsParentsSyncLosesNoLaterSave() throws {
-        let engine = FaultEngine(directories: [simulatedRoot.appending("windows")])
+        let engine = FaultEngine(directories: [simulatedRoot.appending(DiskLayout.windows)])
         engine.haltAfter = 1
         _ = try? simulatedWindow(engine)
         engine.processKilled()

@@ -29,8 +29,10 @@ import Testing
     }
 
     private func journal(_ disk: FaultEngine, _ store: WindowStore) throws -> JournalFile.Scan {
-        let path = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
-            .appending(StoreLayout.journalName(store.stores[0].generation))
+        let path = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue
+        )
+        .appending(StoreLayout.journalName(store.stores[0].generation))
         return try JournalFile.scan(InMemoryBytes(try #require(disk.contents(of: path))))
     }
 

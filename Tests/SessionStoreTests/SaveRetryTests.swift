@@ -120,7 +120,8 @@ import Testing
         let (engine, clock, store) = try regularWindowDurableThroughOne()
         let before = try WindowContents(store)
 
-        let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+        let incognito = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.incognito.rawValue)
         let firstSnapshot = incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string
         engine.failingOpens[firstSnapshot] = .noSpace
         try store.apply(seq: 2) {
@@ -164,7 +165,8 @@ import Testing
         #expect(Set(try store.pollWhileSaving().failures.map(\.browser)) == [.regular, .incognito])
 
         engine.failures = [:]
-        let incognito = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("incognito")
+        let incognito = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.incognito.rawValue)
         engine.failingOpens[incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string] =
             .noSpace
         store.stores[0].needsRebase = true
@@ -253,7 +255,9 @@ import Testing
         // Full without a spare journal's room: a failed compaction that took the spare frees it
         // (removed with the attempt), and a disk with room again is not full. (A spare gone
         // from its name is not taken: the compaction creates its journal as before.)
-        let spare = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular").appending(
+        let spare = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue
+        ).appending(
             StoreLayout.spareJournal)
         if engine.contents(of: spare) != nil { try engine.removeFile(spare) }
         engine.capacity = totalBytes(engine)

@@ -78,10 +78,10 @@ import Testing
                 "Fixtures/v1-690d51b/windows")
             let id = try #require(UUID(uuidString: "44BDCB45-11FA-41EC-AA5B-D784BD75B9A2"))
             try FileManager.default.createDirectory(
-                atPath: root.appending("windows").string, withIntermediateDirectories: true)
+                atPath: root.appending(DiskLayout.windows).string, withIntermediateDirectories: true)
             try FileManager.default.copyItem(
                 atPath: fixture.appendingPathComponent(id.uuidString).path,
-                toPath: root.appending("windows").appending(id.uuidString).string)
+                toPath: root.appending(DiskLayout.windows).appending(id.uuidString).string)
             let keyring = SimulatedKeyring()
             let store = window(root, id, keyring)
             _ = try store.recover()

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import IOUring
 import SessionStore
@@ -17,7 +18,7 @@ import Testing
         for id in [name, name + "-2", name + "-17"] {
             let entry = try #require(SetAsideShelf.entry(named: id, kind: .directory, root: Self.root))
             #expect(entry.window == Self.window && entry.at == Self.at && entry.reason == reason, "\(id)")
-            #expect(entry.path == Self.root.appending("set-aside").appending(id))
+            #expect(entry.path == Self.root.appending(DiskLayout.setAside).appending(id))
             #expect(entry.holdsWindowSession)
         }
     }

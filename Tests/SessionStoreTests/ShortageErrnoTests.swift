@@ -67,7 +67,8 @@ import Testing
             try store.waitUntilDurable(seq)
         }
         try store.settle()
-        let directory = simulatedRoot.appending("windows").appending(windowID.uuidString).appending("regular")
+        let directory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
+            BrowserKind.regular.rawValue)
         let snapshots = try #require(try engine.directoryEntries(directory)).filter {
             $0.hasPrefix(StoreLayout.snapshotPrefix)
         }.sorted()

@@ -14,7 +14,7 @@ import Testing
     static let options = StoreOptions(
         compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
     static let regularDirectory = LeftOutSaveTests.regularDirectory
-    static let incognitoDirectory = regularDirectory.removingLastComponent().appending("incognito")
+    static let incognitoDirectory = regularDirectory.removingLastComponent().appending(BrowserKind.incognito.rawValue)
     static let regularSpare = regularDirectory.appending(StoreLayout.spareJournal)
 
     /// A window on `disk` and the commands it takes: each opens a tab and waits until durable.

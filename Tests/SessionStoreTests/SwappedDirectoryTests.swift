@@ -36,7 +36,8 @@ import Testing
             case .sessionDirectory: moved = session
             case .windowDirectory: moved = window
             case .journal:
-                moved = session.appending(try #require(names(in: session).first { $0.hasPrefix("journal-") }))
+                moved = session.appending(
+                    try #require(names(in: session).first { $0.hasPrefix(DiskLayout.journalPrefix) }))
             }
             try #require(rename(moved.string, elsewhere.string) == 0)
             if swap != .journal { try #require(symlink(elsewhere.string, moved.string) == 0) }

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import IOUring
@@ -27,7 +28,7 @@ import Testing
             canary = base.appending("canary")
             files = SupervisorFiles(root: root)
             let window = UUID()
-            try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending("regular"))
+            try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending(BrowserKind.regular.rawValue))
             try SupervisorFiles.makeDirectory(canary)
             try Data("tabs\n".utf8).write(
                 to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import SystemPackage
@@ -41,7 +42,7 @@ import Testing
             let root = base.appending("root")
             try #require(mkdir(root.string, 0o700) == 0)
             let files = SupervisorFiles(root: root)
-            try SupervisorFiles.makeDirectory(files.windowDirectory(a).appending("regular"))
+            try SupervisorFiles.makeDirectory(files.windowDirectory(a).appending(BrowserKind.regular.rawValue))
             try Data("tabs\n".utf8).write(
                 to: URL(fileURLWithPath: files.windowDirectory(a).appending("regular/keep").string))
             try SupervisorFiles.makeDirectory(files.windowDirectory(b))

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import IOUring
@@ -25,7 +26,7 @@ import Testing
             base = template.withUnsafeBufferPointer { FilePath(platformString: $0.baseAddress!) }
             files = SupervisorFiles(root: base.appending("root"))
             window = UUID()
-            try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending("regular"))
+            try SupervisorFiles.makeDirectory(files.windowDirectory(window).appending(BrowserKind.regular.rawValue))
             try SupervisorFiles.makeDirectory(files.setAside)
             try Data("tabs\n".utf8).write(
                 to: URL(fileURLWithPath: files.windowDirectory(window).appending("regular/journal-1").string))

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -15,7 +16,8 @@ import Testing
     }
 
     static func discarding(_ root: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)) ?? [])
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.setAside).path))
+            ?? [])
             .filter { $0.hasPrefix(".discarding-") }
     }
 
@@ -143,7 +145,7 @@ import Testing
         // A symlink named like a window directory: set aside at start, as its own UUID.
         let planted = UUID().uuidString
         try FileManager.default.createDirectory(
-            at: root.appendingPathComponent("windows"), withIntermediateDirectories: true)
+            at: root.appendingPathComponent(DiskLayout.windows), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: Self.directory(root, planted), withDestinationPath: "/tmp")
         let host = try HostProcess(root: root, scenes: 1)
         defer { if host.process.isRunning { host.kill9() } }
@@ -151,10 +153,11 @@ import Testing
         let closed = try Self.closedWindow(host)
         let before = (
             try Self.status(host).order,
-            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted()
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.windows).path)
+                .sorted()
         )
         let setAside = try FileManager.default.contentsOfDirectory(
-            atPath: root.appendingPathComponent("set-aside").path
+            atPath: root.appendingPathComponent(DiskLayout.setAside).path
         ).sorted()
         #expect(setAside.contains { $0.hasPrefix(planted) }, "\(setAside)")
 
@@ -174,10 +177,12 @@ import Testing
         }
         #expect(try Self.status(host).order == before.0)
         #expect(
-            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path).sorted()
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.windows).path)
+                .sorted()
                 == before.1)
         #expect(
-            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path).sorted()
+            try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.setAside).path)
+                .sorted()
                 == setAside)
         #expect(host.windowIDs() == [kept])
         #expect(host.terminate() == 0)
@@ -196,7 +201,7 @@ import Testing
         let key = try WindowKeyName(root: root.path, window: try #require(UUID(uuidString: closed)))
         defer { try? KernelKeyring().revoke(key) }
         host.kill9()
-        let setAside = root.appendingPathComponent("set-aside")
+        let setAside = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(
             at: setAside, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try #require(

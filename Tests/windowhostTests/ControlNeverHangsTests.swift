@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Supervisor
@@ -104,7 +105,7 @@ import Testing
                 seconds: 10))
 
         let session = root.appendingPathComponent("windows/\(window)/regular").path
-        let setAside = root.appendingPathComponent("set-aside").path
+        let setAside = root.appendingPathComponent(DiskLayout.setAside).path
         var sawRefusal = false
         let until = Date().addingTimeInterval(4)
         while Date() < until {

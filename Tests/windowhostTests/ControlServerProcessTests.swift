@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -168,7 +169,7 @@ import Testing
         defer { removeHostFiles(root) }
         try FileManager.default.createDirectory(
             at: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
-        let path = root.appendingPathComponent("ctl.sock").path
+        let path = root.appendingPathComponent(DiskLayout.controlSocket).path
         close(try boundSocket(path))
         let host = try HostProcess(root: root, scenes: 1)
         #expect(host.call(.status, timeout: 10).code == .ok)

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Supervisor
@@ -101,7 +102,8 @@ import Testing
         defer { fuse.remove() }
         // The logs and the socket off the mount: they are the test's eyes while it is dead.
         let host = try HostProcess(
-            root: fuse.root, scenes: 1, logs: fuse.base, socket: fuse.base.appendingPathComponent("ctl.sock"))
+            root: fuse.root, scenes: 1, logs: fuse.base,
+            socket: fuse.base.appendingPathComponent(DiskLayout.controlSocket))
         defer { if host.process.isRunning { host.kill9() } }
         let window = try #require(host.windowIDs().first)
         #expect(host.open(window, "https://before.example/") != nil)

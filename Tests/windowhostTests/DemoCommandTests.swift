@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Testing
 
@@ -26,18 +27,21 @@ private func mode(_ path: String) throws -> Int {
         #expect(output.contains("fell back to generation"))
         #expect(output.contains("durable through command 150"))
 
-        let windows = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path)
+        let windows = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent(DiskLayout.windows).path)
         #expect(windows.count == 1)
-        let window = root.appendingPathComponent("windows").appendingPathComponent(try #require(windows.first))
+        let window = root.appendingPathComponent(DiskLayout.windows).appendingPathComponent(try #require(windows.first))
         #expect(try mode(window.path) == 0o700)
-        let regular = window.appendingPathComponent("regular")
+        let regular = window.appendingPathComponent(BrowserKind.regular.rawValue)
         #expect(try mode(regular.path) == 0o700)
         let files = try FileManager.default.contentsOfDirectory(atPath: regular.path)
-        #expect(files.contains { $0.hasPrefix("journal-") } && files.contains { $0.hasPrefix("snapshot-") })
-        for file in files where file != "damaged" {
+        #expect(
+            files.contains { $0.hasPrefix(DiskLayout.journalPrefix) }
+                && files.contains { $0.hasPrefix(DiskLayout.snapshotPrefix) })
+        for file in files where file != DiskLayout.damagedDirectory {
             #expect(try mode(regular.appendingPathComponent(file).path) == 0o600, "\(file)")
         }
-        let damaged = regular.appendingPathComponent("damaged")
+        let damaged = regular.appendingPathComponent(DiskLayout.damagedDirectory)
         #expect(try mode(damaged.path) == 0o700)
         #expect(
             try FileManager.default.contentsOfDirectory(atPath: damaged.path).count == 1, "set aside, never deleted")
@@ -100,7 +104,7 @@ private func mode(_ path: String) throws -> Int {
         #expect(files.first?["version"] as? Int == 2, "\(files)")
         #expect(
             files.dropFirst().allSatisfy {
-                ($0["name"] as? String)?.hasPrefix("journal-") == true && $0["version"] as? Int == 1
+                ($0["name"] as? String)?.hasPrefix(DiskLayout.journalPrefix) == true && $0["version"] as? Int == 1
             })
         let text = try run(["inspect", root.path])
         #expect(text.output.contains("files: snapshot-") && text.output.contains("(format 2)"), "\(text.output)")
@@ -109,8 +113,10 @@ private func mode(_ path: String) throws -> Int {
         // still shown (from the generation before), and nothing on disk changed by looking.
         let directory = root.appendingPathComponent("windows/5A7E100F-0000-4000-8000-000000000001/regular")
         let snapshot = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("snapshot-") }
-                .max())
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+                $0.hasPrefix(DiskLayout.snapshotPrefix)
+            }
+            .max())
         let path = directory.appendingPathComponent(snapshot)
         var bytes = try [UInt8](Data(contentsOf: path))
         bytes[30] ^= 0x01

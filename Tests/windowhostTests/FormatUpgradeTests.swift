@@ -230,8 +230,10 @@ import Testing
             }
             try base.syncDirectory(directory)
         }
-        let regular = root.appending(DiskLayout.windows).appending(window.window).appending("regular")
-        let generation = try #require(snapshotGenerations(in: source.appendingPathComponent("regular")).max())
+        let regular = root.appending(DiskLayout.windows).appending(window.window).appending(
+            BrowserKind.regular.rawValue)
+        let generation = try #require(
+            snapshotGenerations(in: source.appendingPathComponent(BrowserKind.regular.rawValue)).max())
         let snapshot = regular.appending(DiskLayout.snapshotName(generation))
         let pristine = try #require(base.contents(of: snapshot))
         #expect(pristine.count > Framing.fileHeaderSize)

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Supervisor
@@ -233,7 +234,7 @@ import Testing
         #expect(host.call(.waitDurable(seq: nil), window: windows[2]).code == .ok)
         let entry = "\(UUID().uuidString)-20261124T040000Z-crash-loop"
         try FileManager.default.createDirectory(
-            at: host.root.appendingPathComponent("set-aside"), withIntermediateDirectories: true,
+            at: host.root.appendingPathComponent(DiskLayout.setAside), withIntermediateDirectories: true,
             attributes: [.posixPermissions: 0o700])
         try FileManager.default.copyItem(
             atPath: host.root.appendingPathComponent("windows/\(windows[2])").path,

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import SystemPackage
@@ -227,7 +228,9 @@ import Testing
         let (sound, damaged) = try twoSavedWindows(root)
         let directory = root + "/windows/\(damaged)/regular"
         let snapshot = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
+            try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+                $0.hasPrefix(DiskLayout.snapshotPrefix)
+            }.max())
         try chownTree(root, to: 65534)
         try #require(chmod(directory + "/" + snapshot, 0o000) == 0)
 
@@ -252,7 +255,9 @@ import Testing
             ).status == 0)
         let directory = root.path + "/windows/5A7E100F-0000-4000-8000-000000000001/regular"
         let snapshot = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("snapshot-") }.max())
+            try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+                $0.hasPrefix(DiskLayout.snapshotPrefix)
+            }.max())
         let path = directory + "/" + snapshot
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         // The last byte is in the last tab's history frame (the history section ends the file).

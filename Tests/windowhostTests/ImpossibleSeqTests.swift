@@ -95,7 +95,7 @@ private func twoSavedWindows(_ root: URL) throws -> (String, String) {
 private func appendCommit(seq: UInt64, to window: String, in root: URL) throws {
     let directory = root.appendingPathComponent("windows/\(window)/regular")
     let journals = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
-        $0.hasPrefix("journal-")
+        $0.hasPrefix(DiskLayout.journalPrefix)
     }.sorted()
     let path = directory.appendingPathComponent(try #require(journals.last)).path
     let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))

@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import CTestShims
 import Foundation
@@ -92,7 +93,7 @@ import Testing
         #expect(host.open(window, Self.secrets[0], incognito: true) != nil)
         #expect(try host.ctl(["wait-durable", "--window", window]).status == 0)
         try FileManager.default.moveItem(at: root, to: away)
-        let socketAway = FilePath(away.appendingPathComponent("ctl.sock").path)
+        let socketAway = FilePath(away.appendingPathComponent(DiskLayout.controlSocket).path)
         let opened = ControlClient.call(
             .window(id, .open(Self.secrets[1], incognito: true)), socket: socketAway, timeout: 10)
         let waited = ControlClient.call(.window(id, .waitDurable(seq: nil)), socket: socketAway, timeout: 10)

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Testing
@@ -13,7 +14,7 @@ import Testing
         defer { if host.process.isRunning { host.kill9() } }
         let windows = host.windowIDs()
         try #require(windows.count == 2)
-        let orderPath = disk.root.appendingPathComponent("windows.order").path
+        let orderPath = disk.root.appendingPathComponent(DiskLayout.order).path
         func order() -> [String] {
             ((try? String(contentsOfFile: orderPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
@@ -53,7 +54,7 @@ import Testing
         #expect(gone.status == 0, "\(gone.output)")
         #expect(!FileManager.default.fileExists(atPath: directory), "an unused window's directory goes")
         let order = {
-            ((try? String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)) ?? "").split(
+            ((try? String(contentsOf: root.appendingPathComponent(DiskLayout.order), encoding: .utf8)) ?? "").split(
                 separator: "\n"
             ).map(String.init)
         }

@@ -1,4 +1,5 @@
 import Atomics
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
@@ -18,7 +19,7 @@ import Testing
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         defer { if host.process.isRunning { host.kill9() } }
-        let lock = root.appendingPathComponent("supervisor.lock").path
+        let lock = root.appendingPathComponent(DiskLayout.lock).path
         #expect(rename(lock, root.appendingPathComponent("moved.lock").path) == 0)
         #expect(FileManager.default.createFile(atPath: lock, contents: nil, attributes: [.posixPermissions: 0o600]))
 
@@ -40,7 +41,7 @@ import Testing
     @Test(.timeLimit(.minutes(10))) func aNewSupervisorWaitsUntilNoWorkerOfTheOneBeforeCanWrite() throws {
         let root = temporaryRoot("worker-lock")
         defer { removeHostFiles(root) }
-        let lock = root.appendingPathComponent("supervisor.lock").path
+        let lock = root.appendingPathComponent(DiskLayout.lock).path
         do {
             let host = try HostProcess(root: root, scenes: 2)
             let pids = host.windows().values.map(\.pid)

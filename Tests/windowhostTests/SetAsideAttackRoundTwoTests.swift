@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -113,7 +114,7 @@ import Testing
         defer { removeHostFiles(root) }
         let limit: UInt64 = (1 << 53) - 1
         let text = "windowhost-handed-out 1\n\(window) \(limit - 10) 100\nend 1\n"
-        try Data(text.utf8).write(to: root.appendingPathComponent("handed-out"))
+        try Data(text.utf8).write(to: root.appendingPathComponent(DiskLayout.handedOut))
         var host = try HostProcess(root: root, scenes: 1)
         let high = try host.call(.open("https://high.example/", incognito: false), window: window).decode(
             CommandReply.self)
@@ -272,7 +273,7 @@ import Testing
         defer { removeHostFiles(root) }
         let (window, saved, lost, id) = try Life.lostSeqsThenSetAside(root)
         // The file damaged by hand: its bytes flipped in the middle.
-        let file = root.appendingPathComponent("handed-out")
+        let file = root.appendingPathComponent(DiskLayout.handedOut)
         var bytes = try Data(contentsOf: file)
         for offset in stride(from: 0, to: min(bytes.count, 200), by: 1) { bytes[offset] ^= 0x5A }
         try bytes.write(to: file)
@@ -343,7 +344,7 @@ import Testing
         defer { removeHostFiles(other.root) }
         let id = try SetAsideAttackTests.setAsideByHand(other.root, other.window)
         let source = other.root.appendingPathComponent("set-aside/\(id)")
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         try FileManager.default.copyItem(at: source, to: shelf.appendingPathComponent(id))
         let host = try HostProcess(root: root, scenes: 1)

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -33,7 +34,7 @@ import Testing
     /// would name it: the entry's id.
     static func setAsideByHand(_ root: URL, _ window: String) throws -> String {
         let id = "\(window)-\(stamp)-crash-loop"
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         try FileManager.default.moveItem(
             at: root.appendingPathComponent("windows/\(window)"), to: shelf.appendingPathComponent(id))
@@ -54,7 +55,8 @@ import Testing
     }
 
     static func windowNames(_ root: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("windows").path)) ?? [])
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.windows).path))
+            ?? [])
             .sorted()
     }
 
@@ -64,7 +66,7 @@ import Testing
     @Test func aPlantedMarkerDirectoryDoesNotKeepTheHostFromStarting() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-marker-dir")
         defer { removeHostFiles(root) }
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(
             at: shelf.appendingPathComponent(".adopting-\(UUID().uuidString)-planted"),
             withIntermediateDirectories: true)
@@ -81,7 +83,7 @@ import Testing
     @Test func aPlantedMarkerDirectoryNamingAWindowNeitherMovesItNorStopsTheHost() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-marker-dir-window")
         defer { removeHostFiles(root) }
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(
             at: shelf.appendingPathComponent(".adopting-\(window)-planted"), withIntermediateDirectories: true)
         let host = try? HostProcess(root: root, scenes: 1)
@@ -102,7 +104,7 @@ import Testing
     @Test func aPlantedMarkerFileDoesNotTakeAnOrdinaryWindowOutOfTheSession() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-marker-file")
         defer { removeHostFiles(root) }
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         #expect(
             FileManager.default.createFile(
@@ -127,7 +129,7 @@ import Testing
         defer { removeHostFiles(other.root) }
         let id = try Self.setAsideByHand(other.root, other.window)
         // The entry moved into this root, and bookkeeping names planted beside it.
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         try FileManager.default.moveItem(
             at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))
@@ -184,7 +186,7 @@ import Testing
         let sessionFiles = try SetAsideProcessTests.tree(session)
         try Data("canary".utf8).write(to: session.appendingPathComponent("keep"))
 
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         let linkID = "\(outside.window)-\(Self.stamp)-crash-loop"
         let canaryLinkID = "\(UUID().uuidString)-\(Self.stamp)-crash-loop"
@@ -260,7 +262,7 @@ import Testing
         let entry = root.appendingPathComponent("set-aside/\(id)")
         try FileManager.default.createDirectory(at: entry, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(
-            atPath: entry.appendingPathComponent("regular").path, withDestinationPath: browser.path)
+            atPath: entry.appendingPathComponent(BrowserKind.regular.rawValue).path, withDestinationPath: browser.path)
         let host = try HostProcess(root: root, scenes: 1)
         defer { _ = host.terminate() }
         let listed = try SetAsideProcessTests.entries(host).first
@@ -331,7 +333,7 @@ import Testing
         let other = try Self.sessionRoot("attack-fifo-other")
         defer { removeHostFiles(other.root) }
         let id = try Self.setAsideByHand(other.root, other.window)
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         let entry = shelf.appendingPathComponent(id)
         try FileManager.default.moveItem(at: other.root.appendingPathComponent("set-aside/\(id)"), to: entry)
@@ -468,7 +470,7 @@ import Testing
     @Test func aFloodOfPlantedEntriesDoesNotBreakStatusOrSlowTheWindows() throws {
         let (root, window, urls) = try Self.sessionRoot("attack-flood")
         defer { removeHostFiles(root) }
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         for n in 0..<5_000 {
             let fd = open(
@@ -516,7 +518,9 @@ import Testing
         let id = try Self.setAsideByHand(root, window)
         let browser = root.appendingPathComponent("set-aside/\(id)/regular")
         let journalName = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: browser.path).first { $0.hasPrefix("journal-") })
+            try FileManager.default.contentsOfDirectory(atPath: browser.path).first {
+                $0.hasPrefix(DiskLayout.journalPrefix)
+            })
         let journal = browser.appendingPathComponent(journalName)
         var bytes = try Data(contentsOf: journal)
         // A byte of the second save's URL flipped: damage in the middle, a valid save after it (a
@@ -555,7 +559,7 @@ import Testing
         let other = try Self.sessionRoot("attack-full-other", tabs: 3)
         defer { removeHostFiles(other.root) }
         let id = try Self.setAsideByHand(other.root, other.window)
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.createDirectory(at: shelf, withIntermediateDirectories: true)
         try FileManager.default.moveItem(
             at: other.root.appendingPathComponent("set-aside/\(id)"), to: shelf.appendingPathComponent(id))

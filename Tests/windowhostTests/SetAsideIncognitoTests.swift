@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -268,7 +269,7 @@ import Testing
         #expect(try SessionKeyRecords.keep(root: FilePath(root.path), window: id, directory: FilePath(directory.path)))
         let entry = "\(window)-\(SetAsideAttackTests.stamp)-crash-loop"
         try FileManager.default.createDirectory(
-            at: root.appendingPathComponent("set-aside"), withIntermediateDirectories: true)
+            at: root.appendingPathComponent(DiskLayout.setAside), withIntermediateDirectories: true)
         try FileManager.default.moveItem(at: directory, to: Self.entryDirectory(root, entry))
 
         let host = try HostProcess(root: root, scenes: 1)
@@ -290,7 +291,7 @@ import Testing
         let window = try Self.browse(root, secrets)
         _ = try #require(UUID(uuidString: window))
         defer { Self.revokeKey(of: window, in: root) }
-        let windows = root.appendingPathComponent("windows")
+        let windows = root.appendingPathComponent(DiskLayout.windows)
         try FileManager.default.copyItem(
             at: windows.appendingPathComponent(window), to: windows.appendingPathComponent(window.lowercased()))
 

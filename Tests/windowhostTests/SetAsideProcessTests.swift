@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -46,7 +47,8 @@ import Testing
     }
 
     static func setAsideNames(_ root: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)) ?? [])
+        ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(DiskLayout.setAside).path))
+            ?? [])
             .sorted()
     }
 
@@ -231,7 +233,7 @@ import Testing
         let id = try #require(try Self.entries(host).first?["id"]?.string)
         #expect(host.terminate() == 0)
         let legacy = String(id.dropLast("-crash-loop".count))
-        let shelf = root.appendingPathComponent("set-aside")
+        let shelf = root.appendingPathComponent(DiskLayout.setAside)
         try FileManager.default.moveItem(at: shelf.appendingPathComponent(id), to: shelf.appendingPathComponent(legacy))
 
         host = try HostProcess(root: root, scenes: 1)

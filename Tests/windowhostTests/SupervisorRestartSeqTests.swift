@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -50,7 +51,8 @@ import Testing
         var lost: [Int64] = [2, 3]
         var status = stat()
         #expect(
-            lstat(root.appendingPathComponent("handed-out").path, &status) == 0 && status.st_mode & 0o7777 == 0o600,
+            lstat(root.appendingPathComponent(DiskLayout.handedOut).path, &status) == 0
+                && status.st_mode & 0o7777 == 0o600,
             "private")
         try killAll(host, window)
 
@@ -112,7 +114,7 @@ import Testing
         #expect(try host.ctl(["save", "--wait", "--window", window]).status == 0)
         seen.append(try open(host, window, "https://lost.example/"))
         try killAll(host, window)
-        let file = root.appendingPathComponent("handed-out")
+        let file = root.appendingPathComponent(DiskLayout.handedOut)
         var bytes = try Data(contentsOf: file)
         // One byte of the text in each of its two copies (one alone falls back to the other).
         let slot = bytes.count / 2
@@ -121,7 +123,8 @@ import Testing
 
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         try #require(next.windowIDs() == [window], "\(next.log.suffix(2000))")
-        let aside = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("set-aside").path)
+        let aside = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent(DiskLayout.setAside).path)
         #expect(aside.count == 1 && aside[0].hasPrefix("handed-out-"), "\(aside)")
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "2"]).status == 75)
@@ -165,7 +168,7 @@ import Testing
         #expect(host.terminate() == 0, "\(host.log.suffix(2000))")
         // The bare text form, as a person writes it: the window's seqs 1 and 2 said lost.
         try Data("windowhost-handed-out 1\n\(window) 2 2 1-2\nend 1\n".utf8).write(
-            to: root.appendingPathComponent("handed-out"))
+            to: root.appendingPathComponent(DiskLayout.handedOut))
 
         let next = try HostProcess(root: root, scenes: 1, saveDelay: 60_000)
         #expect(try next.ctl(["wait-durable", "--window", window, "--seq", "1"]).status == 0)

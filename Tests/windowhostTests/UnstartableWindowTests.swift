@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Testing
@@ -17,7 +18,7 @@ import Testing
         try FileManager.default.createDirectory(at: canary, withIntermediateDirectories: false)
         let host = try HostProcess(root: root, scenes: 0)
         defer { if host.process.isRunning { host.kill9() } }
-        let windows = root.appendingPathComponent("windows").path
+        let windows = root.appendingPathComponent(DiskLayout.windows).path
         #expect(rename(windows, windows + ".real") == 0)
         #expect(symlink(canary.path, windows) == 0)
 

@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import HostControl
@@ -36,7 +37,7 @@ import Testing
     }
 
     static func order(_ root: URL) -> [String] {
-        let text = (try? String(contentsOf: root.appendingPathComponent("windows.order"), encoding: .utf8)) ?? ""
+        let text = (try? String(contentsOf: root.appendingPathComponent(DiskLayout.order), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map(String.init)
     }
 }

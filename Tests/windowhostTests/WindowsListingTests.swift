@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import Glibc
 import Testing
@@ -12,14 +13,14 @@ import Testing
     @Test(.timeLimit(.minutes(10))) func aFailingListingStopsRunInsteadOfStartingEmpty() throws {
         let root = temporaryRoot("listing")
         defer { removeHostFiles(root) }
-        let windows = root.appendingPathComponent("windows")
+        let windows = root.appendingPathComponent(DiskLayout.windows)
         let ids = [UUID(), UUID()].map(\.uuidString).sorted().reversed()
         for id in ids {
             try FileManager.default.createDirectory(
                 at: windows.appendingPathComponent(id), withIntermediateDirectories: true)
         }
         try #require(chmod(root.path, 0o700) == 0 && chmod(windows.path, 0o700) == 0)
-        let order = root.appendingPathComponent("windows.order")
+        let order = root.appendingPathComponent(DiskLayout.order)
         let saved = Data(ids.map { $0 + "\n" }.joined().utf8)
         try saved.write(to: order)
         try #require(chmod(order.path, 0o600) == 0)
@@ -31,7 +32,7 @@ import Testing
                 prefix: ["prlimit", "--nofile=\(cap):\(cap)"],
                 until: "ready ", stoppingWith: SIGTERM)
             #expect(try Data(contentsOf: order) == saved, "cap \(cap): \(run.output)")
-            let listings = [windows.path, root.appendingPathComponent("set-aside").path]
+            let listings = [windows.path, root.appendingPathComponent(DiskLayout.setAside).path]
             if run.status == 74, listings.contains(where: { run.output.contains("list \($0)") }) {
                 listingFailures += 1
             }

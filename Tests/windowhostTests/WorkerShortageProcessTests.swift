@@ -117,7 +117,7 @@ private func runWorker(root: URL, window: UUID, nofile cap: Int?) throws -> Work
 
 /// Every entry under `root/windows`, with a file's bytes: what a restore must leave as it was.
 private func snapshotOfFiles(_ root: URL) throws -> [String: Data] {
-    let windows = root.appendingPathComponent("windows")
+    let windows = root.appendingPathComponent(DiskLayout.windows)
     var result: [String: Data] = [:]
     guard let walker = FileManager.default.enumerator(atPath: windows.path) else { return result }
     while let relative = walker.nextObject() as? String {
