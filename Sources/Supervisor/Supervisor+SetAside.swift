@@ -249,26 +249,20 @@ extension Supervisor {
 
     // MARK: the adoption's course
 
-    /// The adopted window restored: it saves now, and the adoption ends once that is durable.
-    func adoptionRestored(_ slot: Int) {
-        guard windows[slot]?.adoption != nil else { return }
-        _ = send(.adoptionSave, to: slot, client: nil)
-    }
-
     /// Each turn: an adoption whose save is durable ends, the entry leaving `set-aside/`.
     func completeAdoptions() {
         for slot in windows.keys.sorted() {
             guard let window = windows[slot], let adoption = window.adoption, let seq = adoption.savedSeq,
                 window.lastStats.durableSeq >= seq, window.isReady
             else { continue }
-            completeAdoption(slot)
+            completeAdoption(window)
         }
     }
 
     /// The adopted window restored and saved durably: the entry leaves `set-aside/` for good.
-    func completeAdoption(_ slot: Int) {
-        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
-        dispatch(slot, .adoptionEnded)
+    func completeAdoption(_ window: Window) {
+        guard let adoption = window.endAdoption() else { return }
+        window.dispatch(.adoptionEnded, in: self)
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: false)
             // Decided: the window's restore wrote the session again under its own key, so the
@@ -297,9 +291,9 @@ extension Supervisor {
     /// The adopted window could not restore or went before it saved: its session goes back to
     /// its entry, as it is now (a restore's repairs included), and the window goes. `why` is
     /// said to the one who asked.
-    func abandonAdoption(_ slot: Int, why: String) {
-        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
-        dispatch(slot, .adoptionEnded)
+    func abandonAdoption(_ window: Window, why: String) {
+        guard let adoption = window.endAdoption() else { return }
+        window.dispatch(.adoptionEnded, in: self)
         var said = "entry \(adoption.entry) was not adopted: \(why); it is set aside again, as it was"
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: true)

@@ -104,20 +104,21 @@ public enum SupervisorError: Error, CustomStringConvertible {
 /// socket and its clients, every worker's pidfd and the doorbell workers ring; timers for
 /// restarts and the watchdog. It owns the shared region, the window registry and the slots.
 ///
-/// This file holds its state, its start and the loop, which only dispatches. Each concern the
-/// loop dispatches to is an extension of its own: `Supervisor+Workers` (spawns, deaths,
-/// restarts, timers), `Supervisor+WorkerMessages` (stats, readiness, replies),
-/// `Supervisor+Control` (requests), `Supervisor+RootFiles` (`windows.order`, `handed-out`) and
+/// This file holds its state, its start and the loop, which only dispatches; the loop routes
+/// by slot (a pidfd, the timers) or by UUID (a request) to the window's `WindowController`,
+/// which holds every per-window state and carries out its lifecycle's actions, reaching the
+/// loop's resources through `WindowHost`. The supervisor's own concerns are extensions:
+/// `Supervisor+Workers` (slots, launches, strays, set-aside, timers), `Supervisor+WorkerMessages`
+/// (each window serviced, the checks of what a worker publishes, a window's first configure and
+/// its release), `Supervisor+Control` (requests routed, `kill`), `Supervisor+RootFiles`
+/// (`windows.order`, `handed-out`), `Supervisor+SetAside`, `Supervisor+CloseWindow` and
 /// `Supervisor+Reports` (`status`, `stats`, `dump`). The parts with no process behind them are
-/// types of their own: `WindowController` (one per window, with its `SeqBook`), `WindowLifecycle`,
+/// types of their own: `WindowController` (with its `SeqBook`), `WindowLifecycle`,
 /// `RestartPolicy`, `WorkerProcess`, `ControlServer`.
 public final class Supervisor {
     typealias ClientID = ControlServer.ClientID
 
     typealias Window = WindowController
-    typealias Pending = WindowController.Pending
-    typealias DurableWaiter = WindowController.DurableWaiter
-    typealias ReadyWaiter = WindowController.ReadyWaiter
 
     let configuration: SupervisorConfiguration
     var logger: Logger
@@ -391,30 +392,8 @@ public final class Supervisor {
     /// not saved is named at the end.
     func killWorkersPastShutdownDeadline() {
         guard let deadline = shutdownDeadline, monotonicNanoseconds() > deadline else { return }
-        for window in windows.values where window.isLive {
-            logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
-            if window.lastStats.durableSeq < window.seqs.applied {
-                noteKeptUnsaved(window.id, "its worker did not finish saving in time")
-            }
-            dispatch(window.slot, .shutdownDeadlinePassed)
-        }
+        for slot in windows.keys.sorted() { windows[slot]?.shutdownDeadlinePassed(in: self) }
         shutdownDeadline = .max
-    }
-
-    /// Sends `signal` to the window's worker, if it has one. One already dead (ESRCH) is fine:
-    /// its pidfd reports the death; any other failure is logged.
-    func signalWorker(_ window: Window, _ signal: Int32) {
-        guard let worker = window.worker else { return }
-        do throws(Errno) {
-            try worker.signal(signal)
-        } catch {
-            guard error != .noSuchProcess else { return }
-            logger.error(
-                "cannot signal the worker",
-                metadata: [
-                    "window": "\(window.id)", "pid": "\(worker.pid)", "signal": "\(signal)", "error": "\(error)",
-                ])
-        }
     }
 
     /// The exit status when shutdown could not save some window (EX_TEMPFAIL): what was
@@ -440,7 +419,7 @@ public final class Supervisor {
         let clients = Array(descriptors[2..<(2 + controlDescriptors.count)])
         let deaths = descriptors[(2 + controlDescriptors.count)...]
         if descriptors[0].revents != 0 { handleSignal() }
-        for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { reapWorker(worker.slot) }
+        for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { windows[worker.slot]?.reap(in: self) }
         handleWorkerBell()
         for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }
         runTimers()
@@ -493,4 +472,15 @@ public final class Supervisor {
         if repliesLeft { timeout = 0 }
         return Int32((timeout + 999_999) / 1_000_000)
     }
+}
+
+/// The loop's resources a window's controller reaches (`WindowHost`).
+extension Supervisor: WindowHost {
+    var isStopping: Bool { shutdownDeadline != nil }
+
+    func sharedSlot(_ index: Int) -> WindowSlot { region.slot(index) }
+
+    func holds(_ window: Window) -> Bool { windows[window.slot] === window }
+
+    func isConnected(_ client: ClientID) -> Bool { control.isConnected(client) }
 }

@@ -18,7 +18,7 @@ final class WindowController {
 
     let id: UUID
     let slot: Int
-    /// Its state, restarts and deaths: the only place either changes (`step`).
+    /// Its state, restarts and deaths: the only place either changes (`dispatch`).
     var lifecycle: WindowLifecycle
     var configured = false
     /// The worker serving it, from its spawn until its death is handled (`workerDied`).
@@ -229,7 +229,7 @@ final class WindowController {
             case dump
             /// The dump of the lifecycle's floor probe (`WindowLifecycle.FloorProbe`): never a client's.
             case floorProbe
-            /// The save an adopted window makes once restored (`Supervisor.adoptionRestored`).
+            /// The save an adopted window makes once restored (`WindowController.afterRestore`).
             case adoptionSave
 
             /// What the worker's ring carries for it.
