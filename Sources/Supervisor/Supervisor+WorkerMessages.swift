@@ -89,6 +89,7 @@ extension Supervisor {
         precondition(windows[window.slot] === window, "a window frees its own slot only")
         precondition(!window.isLive, "a slot is freed only once its worker is gone")
         windows[window.slot] = nil
+        keptUnsavedByWindowsGone += window.keptUnsaved.map { (window.id, $0) }
         let view = region.slot(window.slot)
         view.state = .free
         view.pid = 0

@@ -161,13 +161,11 @@ public final class Supervisor {
     let lock: Int32
     let startedAt = monotonicNanoseconds()
     var shutdownDeadline: UInt64?
-    /// Windows whose unsaved changes shutdown could not save, and why: named at the end, and
-    /// the exit status is then 75.
-    var keptUnsaved: [(window: UUID, reason: String)] = []
+    /// What shutdown could not save of windows gone since (`release`): the open ones keep
+    /// their own (`WindowController.keptUnsaved`), named with these at the end.
+    var keptUnsavedByWindowsGone: [(window: UUID, reason: String)] = []
     var initialScenesPending: Int
 
-    /// `kill --aim`s waiting for their window's slot to show a save in flight (`retryAimedKills`).
-    var aimedKills: [AimedKill] = []
     /// `handed-out`, held open for writes in place (`SupervisorFiles.writeHandedOut`): a full
     /// disk or a shortage of descriptors cannot stop them. Nil until the file is made.
     var handedOutFile: FileDescriptor?
@@ -370,6 +368,11 @@ public final class Supervisor {
         }
         control.stop()
         lowerHandedOutToShown()
+        let keptUnsaved =
+            keptUnsavedByWindowsGone
+            + windows.keys.sorted().compactMap { windows[$0] }.flatMap { window in
+                window.keptUnsaved.map { (window: window.id, reason: $0) }
+            }
         guard keptUnsaved.isEmpty else {
             for (window, reason) in keptUnsaved {
                 logger.error("window kept unsaved changes", metadata: ["window": "\(window)", "reason": "\(reason)"])
@@ -454,7 +457,7 @@ public final class Supervisor {
     func handleWorkerBell() {
         bell.clear()
         serviceWorkers()
-        retryAimedKills()
+        for slot in windows.keys.sorted() { windows[slot]?.retryAimedKills(in: self) }
     }
 
     func timeoutMilliseconds() -> Int32 {
@@ -468,7 +471,7 @@ public final class Supervisor {
         }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
         // An aimed kill looks at its window's slot again every millisecond.
-        if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }
+        if windows.values.contains(where: { !$0.aimedKills.isEmpty }) { timeout = min(timeout, 1_000_000) }
         if repliesLeft { timeout = 0 }
         return Int32((timeout + 999_999) / 1_000_000)
     }

@@ -130,14 +130,10 @@ extension WindowController {
         {
             accept(stats)
         }
-        if host.isStopping, !cleanExit, readyAt != nil, lastStats.durableSeq < seqs.applied,
-            !host.keptUnsaved.contains(where: { $0.window == id })
-        {
-            host.keptUnsaved.append(
-                (
-                    id,
-                    "its worker \(description) with commands up to \(seqs.applied) applied and \(lastStats.durableSeq) durable"
-                ))
+        if host.isStopping, !cleanExit, readyAt != nil, lastStats.durableSeq < seqs.applied, keptUnsaved.isEmpty {
+            keptUnsaved.append(
+                "its worker \(description) with commands up to \(seqs.applied) applied and \(lastStats.durableSeq) durable"
+            )
         }
         let diedBeforeReady = readyAt == nil
         let reason: RestartReason = lifecycle.killRequested ? .kill : killedByWatchdog ? .watchdog : .crash
@@ -291,6 +287,7 @@ extension WindowController {
             : .failure(.ioError, "the worker \(description) while disconnecting")
         for pending in pending.values { if let client = pending.client { host.answer(client, reply) } }
         for client in exitWaiters { host.answer(client, reply) }
+        answerAimedKillsAtExit(in: host)
     }
 
     /// Sends `signal` to the window's worker, if it has one. One already dead (ESRCH) is fine:

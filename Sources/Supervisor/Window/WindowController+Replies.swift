@@ -119,7 +119,7 @@ extension WindowController {
             "disconnect failed: the window goes on serving with its unsaved changes",
             metadata: ["window": "\(id)", "error": "\(failure.message)"])
         if asked.kind == .shutdownDisconnect || host.isStopping {
-            host.keptUnsaved.append((id, failure.message))
+            keptUnsaved.append(failure.message)
         }
         dispatch(.disconnectFailed, description: "could not save for its disconnect", in: host)
         if let client = asked.client {

@@ -7,12 +7,12 @@ import SessionStore
 /// A control client's request to this window: checked against the window's state, sent to its
 /// worker, and answered when the reply comes (`WindowController+Replies`).
 extension WindowController {
-    /// `request` from `client`, but `kill`, which the supervisor aims.
+    /// `request` from `client`.
     func handle(_ request: WindowRequest, from client: ClientID, in host: any WindowHost) {
         let kind: Pending.Kind
         switch request {
-        case .kill:
-            assertionFailure("a kill is the supervisor's to aim")
+        case .kill(let signal, let wait, let aim):
+            kill(KillRequest(signal: signal, wait: wait, aim: aim), client, in: host)
             return
         case .waitDurable(let seq):
             waitDurable(seq ?? seqs.applied, for: client, in: host)

@@ -86,7 +86,7 @@ extension WindowController {
         guard isLive else { return }
         host.logger.warning("worker did not exit in time: killed", metadata: ["window": "\(id)"])
         if lastStats.durableSeq < seqs.applied {
-            host.keptUnsaved.append((id, "its worker did not finish saving in time"))
+            keptUnsaved.append("its worker did not finish saving in time")
         }
         dispatch(.shutdownDeadlinePassed, in: host)
     }

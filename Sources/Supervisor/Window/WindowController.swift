@@ -54,6 +54,11 @@ final class WindowController {
     var adoption: Adoption?
     /// The `close-window` client this window's disconnect answers, once it is deleted.
     var closingForGood: ClientID?
+    /// Why shutdown could not save the window's changes, each time it could not: named at the
+    /// end, and the exit status is then 75.
+    var keptUnsaved: [String] = []
+    /// `kill --aim`s waiting for the slot to show a save in flight (`retryAimedKills`).
+    var aimedKills: [AimedKill] = []
 
     var isLive: Bool { worker != nil }
     /// Killed for breaking the protocol: nothing more it publishes is read.

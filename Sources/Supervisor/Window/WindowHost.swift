@@ -12,8 +12,6 @@ protocol WindowHost: AnyObject {
     var logger: Logger { get }
     /// Shutdown began: no restart from now on, and what a window could not save is named.
     var isStopping: Bool { get }
-    /// Windows whose unsaved changes shutdown could not save, and why.
-    var keptUnsaved: [(window: UUID, reason: String)] { get set }
 
     /// The window's slot in the shared region.
     func sharedSlot(_ index: Int) -> WindowSlot
