@@ -80,7 +80,7 @@ extension Supervisor {
     /// saved), its slot is freed, and its UUID closed or released in the registry.
     func release(_ window: Window, cleanExit: Bool, description: String) {
         if window.adoption != nil {
-            if cleanExit, window.readyAt != nil {
+            if cleanExit, window.workerRestored {
                 completeAdoption(window)
             } else {
                 abandonAdoption(window, why: "the window went (\(description)) before it had restored and saved")

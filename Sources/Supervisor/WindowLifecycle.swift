@@ -167,6 +167,10 @@ struct WindowLifecycle: Sendable, Equatable {
     private(set) var stopping = false
     /// Why the live worker is being killed, if the supervisor kills it.
     private(set) var kills: Kills = []
+    /// The live worker, or the last one, restored the window (`becameReady`): cleared when the
+    /// next is spawned. Ready is `state == .ready`; this says what a death or a disconnect
+    /// follows (a death after a restore is no failed start; an adoption restored completes).
+    private(set) var workerRestored = false
     /// The floor probe still to be asked, or asked and not answered; nil once answered (or when
     /// none is needed).
     private(set) var floorProbe: FloorProbe?
@@ -225,9 +229,11 @@ struct WindowLifecycle: Sendable, Equatable {
 
     /// What the states do not say by themselves (at most one worker, and no restart waiting
     /// while one lives, they do): a requested kill is of a live worker, nothing is spawned
-    /// once stopping, and a window whose floors are probed is never ready.
+    /// once stopping, a window whose floors are probed is never ready, and a ready window's
+    /// worker restored it while a starting one's has not.
     var invariantsHold: Bool {
         !(killRequested && !hasWorker) && !(stopping && state == .spawning) && !(floorProbe != nil && state == .ready)
+            && !(state == .ready && !workerRestored) && !((state == .starting || state == .spawning) && workerRestored)
     }
 
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
@@ -240,6 +246,7 @@ struct WindowLifecycle: Sendable, Equatable {
             guard !stopping else { return violation(event) }
             state = .spawning
             kills = []
+            workerRestored = false
             // A probe that died unanswered is asked of the next worker.
             if floorProbe == .asked { floorProbe = .needed }
             return []
@@ -255,6 +262,7 @@ struct WindowLifecycle: Sendable, Equatable {
         case (.starting, .becameReady) where floorProbe == nil:
             policy.started(&history)
             state = .ready
+            workerRestored = true
             return []
 
         case (.starting, .workerDied(_, let noFault)), (.ready, .workerDied(_, let noFault)):

@@ -84,7 +84,7 @@ extension WindowController {
 
     /// The worker exited with `status`: what that says of the window's storage, then its death.
     private func exited(status: Int32, in host: any WindowHost) {
-        let beforeReady = readyAt == nil
+        let beforeReady = !workerRestored
         // An adoption whose storage does not answer is judged as a failed restore: after the
         // failed-start limit it is undone and its client answered, not left adopting for as
         // long as the storage is away.
@@ -130,12 +130,12 @@ extension WindowController {
         {
             accept(stats)
         }
-        if host.isStopping, !cleanExit, readyAt != nil, lastStats.durableSeq < seqs.applied, keptUnsaved.isEmpty {
+        if host.isStopping, !cleanExit, workerRestored, lastStats.durableSeq < seqs.applied, keptUnsaved.isEmpty {
             keptUnsaved.append(
                 "its worker \(description) with commands up to \(seqs.applied) applied and \(lastStats.durableSeq) durable"
             )
         }
-        let diedBeforeReady = readyAt == nil
+        let diedBeforeReady = !workerRestored
         let reason: RestartReason = lifecycle.killRequested ? .kill : killedByWatchdog ? .watchdog : .crash
         let event: WindowLifecycle.Event =
             spawned ? .workerDied(cleanExit: cleanExit, noFault: shortOfResources) : .spawnFailed(shortage: false)

@@ -22,7 +22,7 @@ extension WindowController {
             accept(stats)
         }
         let justReady =
-            isLive && readyAt == nil && lifecycle.state == .starting && view.readyGeneration == generation
+            isLive && lifecycle.state == .starting && view.readyGeneration == generation
         if justReady, floorProbe == nil { becameReady(in: host) }
         let repliesLeft = drainReplies(budget: .perTurn, in: host)
         seqs.apply(lastStats.appliedSeq)
@@ -68,11 +68,10 @@ extension WindowController {
         let now = monotonicNanoseconds()
         let view = host.sharedSlot(slot)
         assert(worker.map { $0.pidfd >= 0 } == true, "a ready window has a live pidfd")
-        readyAt = now
         restoreFailedOnStorage = nil
         startWatching(heartbeat: view.heartbeat, now: now)
         dispatch(.becameReady, in: host)
-        assert(lifecycle.state == .ready, "a restored window whose floors need no probe is ready")
+        assert(lifecycle.state == .ready && workerRestored, "a restored window whose floors need no probe is ready")
         if let stats = view.readStats(), Supervisor.violation(in: stats) == nil { accept(stats) }
         nameWhatRestoreLost(in: host)
         if let died = diedAt {

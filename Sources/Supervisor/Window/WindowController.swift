@@ -25,7 +25,6 @@ final class WindowController {
     var worker: WorkerProcess?
     var generation: UInt32 = 0
     var spawnedAt: UInt64 = 0
-    var readyAt: UInt64?
     var reservedAt: UInt64
     var diedAt: UInt64?
     var lastRecoveryNanoseconds: UInt64?
@@ -75,13 +74,11 @@ final class WindowController {
     var history: RestartPolicy.History { lifecycle.history }
     var restartAt: UInt64? { lifecycle.restartAt }
 
-    /// Serving: the lifecycle says ready (only `becameReady` leads there, and it stamps
-    /// `readyAt`; a failed disconnect leads back only from a worker that was ready) and its
-    /// worker is not yet seen dead.
-    var isReady: Bool {
-        assert(lifecycle.state != .ready || readyAt != nil, "a ready window has its readiness time")
-        return isLive && lifecycle.state == .ready
-    }
+    /// Serving: the lifecycle says ready (only `becameReady` leads there; a failed disconnect
+    /// leads back only from a worker that was ready) and its worker is not yet seen dead.
+    var isReady: Bool { isLive && lifecycle.state == .ready }
+    /// The live worker, or the last one, restored the window (`WindowLifecycle.workerRestored`).
+    var workerRestored: Bool { lifecycle.workerRestored }
 
     init(
         id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false,
@@ -121,7 +118,6 @@ final class WindowController {
         assert(worker == nil, "a window has one worker at a time")
         seqs.raiseFloorForSpawn(published: lastStats.appliedSeq)
         generation += 1
-        readyAt = nil
         assert(
             lastStats.durableSeq <= seqs.floor,
             "durable < the next seq a worker may take: the new worker numbers above every seq applied")
@@ -202,7 +198,7 @@ final class WindowController {
     /// future) and left there is no heartbeat. Notes the word when it moved.
     func watch(heartbeat: UInt64, now: UInt64, watchdogNanoseconds: UInt64, startTimeoutNanoseconds: UInt64) -> Hang? {
         guard lifecycle.state == .ready else {
-            guard readyAt == nil, now - spawnedAt > startTimeoutNanoseconds else { return nil }
+            guard !lifecycle.workerRestored, now - spawnedAt > startTimeoutNanoseconds else { return nil }
             return .notRestored
         }
         guard heartbeat == heartbeatSeen else {
