@@ -188,34 +188,7 @@ public final class Supervisor {
         files = SupervisorFiles(root: configuration.root, logger: logger)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
-        try SupervisorFiles.makeDirectory(configuration.root)
-        // Before the lock is opened or anything made: a symlink there is never followed.
-        let misplaced = RootLayout.misplacedEntries(root: configuration.root)
-        guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
-        try SupervisorFiles.makeDirectory(files.windows)
-        // The lock is the root directory itself (flock: the kernel drops it when the holder
-        // dies, so a killed supervisor leaves none). A file under the root can be swapped under
-        // its holder by anyone who can write the root, and a second supervisor would then lock
-        // the new file; the directory cannot be swapped without writing its parent.
-        do {
-            rootLock = try NoFollow.openDirectory(configuration.root).rawValue
-        } catch {
-            throw SupervisorError.setup("open \(configuration.root)", error)
-        }
-        guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
-        // supervisor.lock too: what supervisors of earlier versions lock, and what every worker
-        // holds (inherited, read-only) until its last thread is gone. A supervisor killed takes
-        // its workers with it (PR_SET_PDEATHSIG), but not at once: a worker's io_uring writes in
-        // flight finish in its io-wq threads first. The next supervisor waits for them here, so
-        // no write of a dead window's worker lands over what a new worker restored and saved.
-        lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
-        do {
-            try NoFollow.setPrivateMode(lock, 0o600)
-        } catch {
-            throw SupervisorError.setup("fchmod \(files.lock)", error)
-        }
-        try Self.takeLockFromLeftovers(lock, path: files.lock, logger: self.logger)
+        (rootLock, lock) = try Self.takeRoot(configuration.root, files: files, logger: self.logger)
         guard wh_set_child_subreaper(1) == 0 else {
             throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno))
         }
@@ -246,23 +219,8 @@ public final class Supervisor {
                 ])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
-        switch try files.handedOutRecord(at: Date()) {
-        case .missing:
-            break
-        case .read(let record):
-            // A window with no session left is gone for good: the next write drops it. One with
-            // a session set aside is not: adopted back under its UUID, it numbers above these.
-            let kept = Set(
-                scan.windows
-                    + ((try? SetAsideShelf.entries(root: configuration.root).entries) ?? []).compactMap(\.window))
-            handedOut = record.filter { kept.contains($0.key) }
-        case .damaged(let reason, let path):
-            handedOutDamaged = true
-            if let name = path?.lastComponent?.string { details[name] = reason }
-            logger.error(
-                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
-                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
-        }
+        (handedOut, handedOutDamaged) = try Self.readHandedOut(
+            files: files, onDisk: scan.windows, details: &details, logger: logger)
         // Held from the start, so later writes need neither space nor a descriptor; one of an
         // older form (or none) is made anew now, while there is room. Not after damage: the
         // windows' fallback floors are written as their probes answer.
@@ -279,6 +237,68 @@ public final class Supervisor {
         finishClosesUnderWay()
         files.revokeRecords(of: files.discardedLeftovers())
         files.removeDiscarded(files.discardedLeftovers())
+    }
+
+    /// Takes the root for this supervisor: its directories made, nothing misplaced in them, the
+    /// root's own lock (one supervisor per root) and `supervisor.lock`, once no worker of a dead
+    /// supervisor can still write. The two locks' descriptors.
+    private static func takeRoot(
+        _ root: FilePath, files: SupervisorFiles, logger: Logger
+    ) throws -> (rootLock: Int32, lock: Int32) {
+        try SupervisorFiles.makeDirectory(root)
+        // Before the lock is opened or anything made: a symlink there is never followed.
+        let misplaced = RootLayout.misplacedEntries(root: root)
+        guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
+        try SupervisorFiles.makeDirectory(files.windows)
+        // The lock is the root directory itself (flock: the kernel drops it when the holder
+        // dies, so a killed supervisor leaves none). A file under the root can be swapped under
+        // its holder by anyone who can write the root, and a second supervisor would then lock
+        // the new file; the directory cannot be swapped without writing its parent.
+        let rootLock: Int32
+        do {
+            rootLock = try NoFollow.openDirectory(root).rawValue
+        } catch {
+            throw SupervisorError.setup("open \(root)", error)
+        }
+        guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(root) }
+        // supervisor.lock too: what supervisors of earlier versions lock, and what every worker
+        // holds (inherited, read-only) until its last thread is gone. A supervisor killed takes
+        // its workers with it (PR_SET_PDEATHSIG), but not at once: a worker's io_uring writes in
+        // flight finish in its io-wq threads first. The next supervisor waits for them here, so
+        // no write of a dead window's worker lands over what a new worker restored and saved.
+        let lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
+        do {
+            try NoFollow.setPrivateMode(lock, 0o600)
+        } catch {
+            throw SupervisorError.setup("fchmod \(files.lock)", error)
+        }
+        try Self.takeLockFromLeftovers(lock, path: files.lock, logger: logger)
+        return (rootLock, lock)
+    }
+
+    /// `handed-out` as read at the start: each window's entry whose session is still on disk
+    /// or set aside, and whether the file was damaged (set aside, and not trusted).
+    private static func readHandedOut(
+        files: SupervisorFiles, onDisk: [UUID], details: inout [String: String], logger: Logger
+    ) throws -> (record: [UUID: HandedOutWindow], damaged: Bool) {
+        switch try files.handedOutRecord(at: Date()) {
+        case .missing:
+            return ([:], false)
+        case .read(let record):
+            // A window with no session left is gone for good: the next write drops it. One with
+            // a session set aside is not: adopted back under its UUID, it numbers above these.
+            let kept = Set(
+                onDisk
+                    + ((try? SetAsideShelf.entries(root: files.root).entries) ?? []).compactMap(\.window))
+            return (record.filter { kept.contains($0.key) }, false)
+        case .damaged(let reason, let path):
+            if let name = path?.lastComponent?.string { details[name] = reason }
+            logger.error(
+                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
+                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
+            return ([:], true)
+        }
     }
 
     /// Takes `supervisor.lock`. The root's own lock is ours, so no supervisor of this version
