@@ -33,6 +33,7 @@ extension Supervisor {
 
     /// The disconnect a `close-window` asked for has ended: the window, closed now, is deleted.
     func finishCloseForGood(_ id: UUID, client: ClientID) {
+        assert(!windows.values.contains { $0.id == id }, "a window closed for good holds no slot")
         guard registry.isClosed(id) else {
             // Nothing of it was on disk: the registry forgot it; its UUID is retired all the same.
             registry.retire(id)

@@ -187,6 +187,7 @@ extension Supervisor {
         }
         shelf[id] = nil
         if summaryJob?.id == id { summaryJob?.stale = true }
+        assert(summaryJob.map { $0.id != id || $0.stale } ?? true, "no summary is read of an entry discarded")
         files.removeDiscarded([away])
         logger.warning(
             "set-aside entry discarded",
@@ -243,6 +244,7 @@ extension Supervisor {
         }
         shelf[id]?.adoptingAs = target
         if summaryJob?.id == id { summaryJob?.stale = true }
+        assert(registry.reserved.contains(target), "the adopted session's window is reserved")
         logger.warning("adopting a set-aside entry", metadata: ["entry": "\(id)", "window": "\(target)"])
         openWindow(target, slot: slot, adoption: Adoption(entry: id, client: client, asNewWindow: target != own))
     }
@@ -262,7 +264,9 @@ extension Supervisor {
     /// The adopted window restored and saved durably: the entry leaves `set-aside/` for good.
     func completeAdoption(_ window: Window) {
         guard let adoption = window.endAdoption() else { return }
+        assert(shelf[adoption.entry]?.adoptingAs.map { $0 == window.id } ?? true, "an entry is adopted as one window")
         window.dispatch(.adoptionEnded, in: self)
+        assert(!window.lifecycle.adopting, "the adoption ended with its data")
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: false)
             // Decided: the window's restore wrote the session again under its own key, so the
@@ -294,6 +298,7 @@ extension Supervisor {
     func abandonAdoption(_ window: Window, why: String) {
         guard let adoption = window.endAdoption() else { return }
         window.dispatch(.adoptionEnded, in: self)
+        assert(!window.lifecycle.adopting, "the adoption ended with its data")
         var said = "entry \(adoption.entry) was not adopted: \(why); it is set aside again, as it was"
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: true)
@@ -347,9 +352,11 @@ extension Supervisor {
             }
         }
         setAsideWaiters = waiting
+        assert(pending || setAsideWaiters.isEmpty, "no list waits once every summary is read")
     }
 
     private func startSummary(_ id: String, now: UInt64) {
+        assert(summaryJob == nil, "one summary child at a time")
         var pipe: [Int32] = [-1, -1]
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { if devNull >= 0 { close(devNull) } }

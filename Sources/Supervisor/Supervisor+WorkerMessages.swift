@@ -87,6 +87,7 @@ extension Supervisor {
             }
         }
         precondition(windows[window.slot] === window, "a window frees its own slot only")
+        precondition(window.lifecycle.state == .gone, "a slot is freed only once its window's lifecycle is gone")
         precondition(!window.isLive, "a slot is freed only once its worker is gone")
         windows[window.slot] = nil
         keptUnsavedByWindowsGone += window.keptUnsaved.map { (window.id, $0) }

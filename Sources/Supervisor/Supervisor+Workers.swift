@@ -19,6 +19,8 @@ extension Supervisor {
     func connectScene(waiter: ClientID?) -> UUID? {
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else { return nil }
         let id = registry.reserve()
+        assert(!windows.values.contains { $0.id == id }, "a reserved UUID is no open window's")
+        assert(registry.reserved.contains(id), "a new scene's UUID is reserved until it is configured")
         openWindow(id, slot: slot, waiter: waiter)
         return id
     }
@@ -39,6 +41,8 @@ extension Supervisor {
         if let waiter { window.readyWaiters.append(.connect(waiter)) }
         // A new reservation starts with no save counters; spawn writes the rest of the slot.
         region.slot(slot).resetWorkerFields(keepingCounters: false)
+        // A window overwritten in its slot would lose its worker and its clients' waits.
+        precondition(windows[slot] == nil, "a slot holds one window")
         windows[slot] = window
         window.spawn(in: self)
         logger.info("scene connected", metadata: ["window": "\(id)", "slot": "\(slot)"])
@@ -169,5 +173,6 @@ extension Supervisor {
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
         for slot in windows.keys.sorted() { windows[slot]?.beginShutdown(in: self) }
+        assert(windows.values.allSatisfy { $0.lifecycle.stopping }, "every window stops, none restarts")
     }
 }

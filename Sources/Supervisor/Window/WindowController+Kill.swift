@@ -69,6 +69,7 @@ extension WindowController {
     func retryAimedKills(in host: any WindowHost) {
         let waiting = aimedKills
         aimedKills = []
+        assert(waiting.allSatisfy { $0.request.aim }, "only an aimed kill waits")
         for aimed in waiting { kill(aimed.request, aimed.client, aimedUntil: aimed.deadline, in: host) }
     }
 

@@ -56,6 +56,7 @@ extension WindowController {
             }
             replies += 1
             bytesRead += bytes.count
+            assert(replies <= budget.replies, "a turn handles at most its budget of replies")
             guard let message = try? WorkerReply(serializedBytes: bytes) else {
                 misbehaved("a reply of \(bytes.count) bytes that does not decode", in: host)
                 return false

@@ -149,6 +149,7 @@ final class WindowController {
     func takeDurableWaiters(above seq: UInt64) -> [DurableWaiter] {
         let stale = durableWaiters.filter { $0.seq > seq }
         durableWaiters.removeAll { $0.seq > seq }
+        assert(durableWaiters.allSatisfy { $0.seq <= seq }, "no wait is left for a seq no save covers")
         return stale
     }
 
@@ -160,6 +161,8 @@ final class WindowController {
             connecting.append(client)
             return true
         }
+        assert(
+            !readyWaiters.contains { if case .connect = $0 { true } else { false } }, "every connect waiter is taken")
         return connecting
     }
 
@@ -187,6 +190,7 @@ final class WindowController {
 
     /// The watchdog's count starts at `now`, from whatever the heartbeat word holds.
     func startWatching(heartbeat: UInt64, now: UInt64) {
+        assert(now >= heartbeatChangedAt, "the supervisor's clock only rises")
         heartbeatSeen = heartbeat
         heartbeatChangedAt = now
     }
