@@ -234,7 +234,6 @@ extension WindowController {
                 }
             }
         }
-        assert(lifecycle.state != .gone || !host.holds(self), "a window gone holds no slot")
     }
 
     /// Carries out one action of the lifecycle's: the event its outcome is, if it has one.
