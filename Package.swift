@@ -286,6 +286,7 @@ let package = Package(
             name: "SupervisorTests",
             dependencies: [
                 "Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),

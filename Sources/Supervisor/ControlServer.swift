@@ -302,6 +302,9 @@ final class ControlServer {
             guard client.phase == .reading else { continue }
             client.lastActivity = now
             client.input += chunk[..<count]
+            assert(
+                client.input.count <= Limits.maxControlRequestBytes + chunk.count,
+                "a line past the bound is refused before more is read")
             if client.input.contains(UInt8(ascii: "\n")) || client.input.count > Limits.maxControlRequestBytes { break }
         }
         guard client.phase == .reading else { return nil }
@@ -312,42 +315,7 @@ final class ControlServer {
             client.input = []
             client.phase = .awaiting
             clients[id] = client
-            // Text is refused, not mended: a decoder that replaced bad bytes with U+FFFD would
-            // have a URL stored and acknowledged that the client never sent (65, bad data).
-            guard String(validating: line, as: UTF8.self) != nil else {
-                answer(id, .failure(.badData, "request is not valid UTF-8: refused, nothing was done"))
-                return nil
-            }
-            // Well-formed JSON whose text is no text: the data is bad, not the request's shape.
-            if let offset = Self.loneSurrogateEscape(in: Array(line)) {
-                answer(
-                    id,
-                    .failure(
-                        .badData,
-                        "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"
-                    ))
-                return nil
-            }
-            if let key = ControlRequest.repeatedKey(in: Array(line)) {
-                answer(
-                    id,
-                    .failure(
-                        .usage,
-                        "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"
-                    ))
-                return nil
-            }
-            do {
-                return try JSONDecoder().decode(ControlRequest.self, from: line)
-            } catch let refusal as ControlFailure {
-                // Valid JSON the supervisor refuses before reaching a window: an unknown verb,
-                // a field missing or out of range (`ControlRequest`'s decoding).
-                answer(id, .failure(refusal.code, refusal.message))
-                return nil
-            } catch {
-                answer(id, .failure(.usage, "malformed request: \(error)"))
-                return nil
-            }
+            return decode(line, from: id)
         }
         clients[id] = client
         if client.input.count > Limits.maxControlRequestBytes {
@@ -359,6 +327,47 @@ final class ControlServer {
                 ))
         }
         return nil
+    }
+
+    /// The request a complete line holds, or nil once `id` was answered with its refusal.
+    private func decode(_ line: Data, from id: ClientID) -> ControlRequest? {
+        assert(clients[id]?.phase == .awaiting, "a line is decoded once its client awaits the answer")
+        // Text is refused, not mended: a decoder that replaced bad bytes with U+FFFD would
+        // have a URL stored and acknowledged that the client never sent (65, bad data).
+        guard String(validating: line, as: UTF8.self) != nil else {
+            answer(id, .failure(.badData, "request is not valid UTF-8: refused, nothing was done"))
+            return nil
+        }
+        // Well-formed JSON whose text is no text: the data is bad, not the request's shape.
+        if let offset = Self.loneSurrogateEscape(in: Array(line)) {
+            answer(
+                id,
+                .failure(
+                    .badData,
+                    "request escapes half a surrogate pair alone at byte \(offset), which is no character: refused, nothing was done"
+                ))
+            return nil
+        }
+        if let key = ControlRequest.repeatedKey(in: Array(line)) {
+            answer(
+                id,
+                .failure(
+                    .usage,
+                    "request names the key \"\(key)\" twice, which parsers read differently: refused, nothing was done"
+                ))
+            return nil
+        }
+        do {
+            return try JSONDecoder().decode(ControlRequest.self, from: line)
+        } catch let refusal as ControlFailure {
+            // Valid JSON the supervisor refuses before reaching a window: an unknown verb,
+            // a field missing or out of range (`ControlRequest`'s decoding).
+            answer(id, .failure(refusal.code, refusal.message))
+            return nil
+        } catch {
+            answer(id, .failure(.usage, "malformed request: \(error)"))
+            return nil
+        }
     }
 
     /// Where a JSON string in `line` escapes half of a UTF-16 surrogate pair alone (`\ud800` not
@@ -439,6 +448,7 @@ final class ControlServer {
             }
             guard count > 0 else { break }
             client.written += count
+            assert(client.written <= client.output.count, "a send never passes the reply")
             client.lastActivity = now
         }
         drop(id)
@@ -446,6 +456,7 @@ final class ControlServer {
 
     private func drop(_ id: ClientID) {
         guard let client = clients.removeValue(forKey: id) else { return }
+        assert(client.fd >= 0, "a client holds its descriptor until it is dropped")
         Glibc.close(client.fd)
     }
 

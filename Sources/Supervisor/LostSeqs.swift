@@ -20,6 +20,10 @@ struct LostSeqs: Equatable {
         }
         mergeOldestPastCapacity()
         assert(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound }, "ranges ordered and apart")
+        // Never by forgetting: every seq named lost stays named (`range(holding:)`).
+        precondition(
+            self.range(holding: range.lowerBound) != nil && self.range(holding: range.upperBound) != nil,
+            "a seq named lost stays lost")
     }
 
     /// Past `capacity`, the two oldest ranges become one that spans both.
@@ -28,12 +32,16 @@ struct LostSeqs: Equatable {
             ranges[1] = ranges[0].lowerBound...ranges[1].upperBound
             ranges.removeFirst()
         }
+        assert(ranges.count <= Self.capacity, "bounded")
     }
 
     func range(holding seq: UInt64) -> ClosedRange<UInt64>? { ranges.first { $0.contains(seq) } }
 
     /// Forgets a range the window's own state contradicts (it holds a seq as durable).
-    mutating func remove(_ range: ClosedRange<UInt64>) { ranges.removeAll { $0 == range } }
+    mutating func remove(_ range: ClosedRange<UInt64>) {
+        ranges.removeAll { $0 == range }
+        assert(!ranges.contains(range), "a range forgotten is gone")
+    }
 
     /// Takes `seq` alone out of the range holding it, which splits in two: the seqs on either
     /// side stay lost. At `capacity`, the split may be merged back (the seq then stays said

@@ -18,17 +18,8 @@ import SystemPackage
 /// | unknown, a sentinel, a set-aside entry's UUID, already deleted | 65, nothing changed |
 extension Supervisor {
     func closeWindow(_ id: UUID, for client: ClientID) {
-        if let slot = windows.first(where: { $0.value.id == id })?.key, let window = windows[slot] {
-            guard window.isReady, window.closingForGood == nil, window.exitWaiters.isEmpty else {
-                return answer(
-                    client, .failure(.temporary, "window \(id) is \(window.state); retry once it is ready or closed"))
-            }
-            guard send(.scene(.disconnect), to: slot, client: nil) else {
-                return answer(client, .failure(.temporary, "the worker's command ring is full; retry"))
-            }
-            windows[slot]?.closingForGood = client
-            dispatch(slot, .disconnectRequested, description: "closed for good")
-            return
+        if let window = windows.values.first(where: { $0.id == id }) {
+            return window.closeForGood(for: client, in: self)
         }
         guard registry.isClosed(id) else {
             return answer(
@@ -42,6 +33,7 @@ extension Supervisor {
 
     /// The disconnect a `close-window` asked for has ended: the window, closed now, is deleted.
     func finishCloseForGood(_ id: UUID, client: ClientID) {
+        assert(!windows.values.contains { $0.id == id }, "a window closed for good holds no slot")
         guard registry.isClosed(id) else {
             // Nothing of it was on disk: the registry forgot it; its UUID is retired all the same.
             registry.retire(id)

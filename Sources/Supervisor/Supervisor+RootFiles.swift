@@ -17,6 +17,7 @@ extension Supervisor {
     /// backoff until one lands, with no order change needed; the episode is logged once, at
     /// its start and its end.
     func saveOrder() {
+        assert(Set(registry.order).count == registry.order.count, "a window is named once in the order")
         do {
             try files.saveOrder(registry.order)
             if let retry = orderRetry {
@@ -70,6 +71,9 @@ extension Supervisor {
         }
         handedOutRetry = nil
         handedOut = record
+        // No reply shows a seq or tab id above what is durably recorded.
+        precondition(
+            entry.ceiling.seq >= needed.seq && entry.ceiling.tab >= needed.tab, "the ceiling covers what was asked")
         return nil
     }
 
@@ -124,6 +128,7 @@ extension Supervisor {
     /// backoff (`SavePolicy`: 100 ms doubling to 3.2 s).
     static func retry(after previous: (at: UInt64, failures: Int)?) -> (at: UInt64, failures: Int) {
         let failures = (previous?.failures ?? 0) + 1
+        assert(failures > 0, "one more failure")
         let delay = SavePolicy.retryDelayMilliseconds(afterFailures: failures) * 1_000_000
         return (at: monotonicNanoseconds() + delay, failures: failures)
     }

@@ -187,6 +187,7 @@ extension Supervisor {
         }
         shelf[id] = nil
         if summaryJob?.id == id { summaryJob?.stale = true }
+        assert(summaryJob.map { $0.id != id || $0.stale } ?? true, "no summary is read of an entry discarded")
         files.removeDiscarded([away])
         logger.warning(
             "set-aside entry discarded",
@@ -243,17 +244,12 @@ extension Supervisor {
         }
         shelf[id]?.adoptingAs = target
         if summaryJob?.id == id { summaryJob?.stale = true }
+        assert(registry.reserved.contains(target), "the adopted session's window is reserved")
         logger.warning("adopting a set-aside entry", metadata: ["entry": "\(id)", "window": "\(target)"])
         openWindow(target, slot: slot, adoption: Adoption(entry: id, client: client, asNewWindow: target != own))
     }
 
     // MARK: the adoption's course
-
-    /// The adopted window restored: it saves now, and the adoption ends once that is durable.
-    func adoptionRestored(_ slot: Int) {
-        guard windows[slot]?.adoption != nil else { return }
-        _ = send(.adoptionSave, to: slot, client: nil)
-    }
 
     /// Each turn: an adoption whose save is durable ends, the entry leaving `set-aside/`.
     func completeAdoptions() {
@@ -261,14 +257,16 @@ extension Supervisor {
             guard let window = windows[slot], let adoption = window.adoption, let seq = adoption.savedSeq,
                 window.lastStats.durableSeq >= seq, window.isReady
             else { continue }
-            completeAdoption(slot)
+            completeAdoption(window)
         }
     }
 
     /// The adopted window restored and saved durably: the entry leaves `set-aside/` for good.
-    func completeAdoption(_ slot: Int) {
-        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
-        dispatch(slot, .adoptionEnded)
+    func completeAdoption(_ window: Window) {
+        guard let adoption = window.endAdoption() else { return }
+        assert(shelf[adoption.entry]?.adoptingAs.map { $0 == window.id } ?? true, "an entry is adopted as one window")
+        window.dispatch(.adoptionEnded, in: self)
+        assert(!window.lifecycle.adopting, "the adoption ended with its data")
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: false)
             // Decided: the window's restore wrote the session again under its own key, so the
@@ -297,9 +295,10 @@ extension Supervisor {
     /// The adopted window could not restore or went before it saved: its session goes back to
     /// its entry, as it is now (a restore's repairs included), and the window goes. `why` is
     /// said to the one who asked.
-    func abandonAdoption(_ slot: Int, why: String) {
-        guard let window = windows[slot], let adoption = window.endAdoption() else { return }
-        dispatch(slot, .adoptionEnded)
+    func abandonAdoption(_ window: Window, why: String) {
+        guard let adoption = window.endAdoption() else { return }
+        window.dispatch(.adoptionEnded, in: self)
+        assert(!window.lifecycle.adopting, "the adoption ended with its data")
         var said = "entry \(adoption.entry) was not adopted: \(why); it is set aside again, as it was"
         do {
             try files.endAdoption(adoption.entry, as: window.id, returning: true)
@@ -353,9 +352,11 @@ extension Supervisor {
             }
         }
         setAsideWaiters = waiting
+        assert(pending || setAsideWaiters.isEmpty, "no list waits once every summary is read")
     }
 
     private func startSummary(_ id: String, now: UInt64) {
+        assert(summaryJob == nil, "one summary child at a time")
         var pipe: [Int32] = [-1, -1]
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
         defer { if devNull >= 0 { close(devNull) } }

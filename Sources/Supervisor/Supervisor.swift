@@ -11,110 +11,25 @@ import Platform
 import SessionStore
 import SystemPackage
 
-public struct SupervisorConfiguration: Sendable {
-    /// What `run` takes when not told otherwise: the one statement of each default.
-    public enum Defaults {
-        public static let scenes = 1
-        /// Chrome's delay from a change to its save.
-        public static let saveDelayMilliseconds: UInt64 = 2500
-        public static let watchdogMilliseconds: UInt64 = 3000
-        public static let capacity = 16
-        /// Room for one waiting `ctl` (a `kill --wait`, a `wait-durable`) per window at the
-        /// largest capacity, while an idle client costs only a descriptor until it is evicted.
-        public static let maxClients = Limits.maxOpenWindows
-        public static let clientTimeoutMilliseconds: UInt64 = 10_000
-    }
-
-    public var root: FilePath
-    public var scenes: Int
-    public var socketPath: FilePath
-    public var saveDelayMilliseconds: UInt64
-    /// Passed to every worker as `--io`.
-    public var io: String
-    /// The `windowhost` binary workers are spawned from.
-    public var executable: String
-    /// A worker whose heartbeat is older than this is hung: killed and restarted.
-    public var watchdogMilliseconds = Defaults.watchdogMilliseconds
-    /// A worker that has not restored its window by then is killed (a failed start).
-    public var startTimeoutMilliseconds: UInt64 = 60_000
-    public var restartPolicy = RestartPolicy()
-    /// Windows that may be open at once (slots in the region).
-    public var capacity = Defaults.capacity
-    /// Closed windows kept on disk (nil: `capacity`); past it the least recently closed is
-    /// deleted for good.
-    public var keepClosed: Int?
-    /// Passed to every worker: compact a journal past this many records (the store's default
-    /// when nil). Small values make compaction happen under a stress campaign's kills.
-    public var compactAfterRecords: Int?
-    /// Control connections at once (`ControlServer`): at the cap, the longest-idle one is
-    /// dropped for a new one.
-    public var maxClients = Defaults.maxClients
-    /// A control client that sends no complete request, or does not read its reply, for this
-    /// long is dropped.
-    public var clientTimeoutMilliseconds = Defaults.clientTimeoutMilliseconds
-    /// Where the loop publishes its status, events and metrics for other threads (`run
-    /// --http`); nil: nowhere.
-    public var observation: HostObservation?
-
-    public init(
-        root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String
-    ) {
-        self.root = root
-        self.scenes = scenes
-        self.socketPath = socketPath
-        self.saveDelayMilliseconds = saveDelayMilliseconds
-        self.io = io
-        self.executable = executable
-    }
-}
-
-public enum SupervisorError: Error, CustomStringConvertible {
-    case alreadyRunning(FilePath)
-    /// `windows/`, `windows.order` or `supervisor.lock` is not what the host needs there:
-    /// refused before anything is written, for the user to move away. Each one found.
-    case misplacedEntries([MisplacedEntry])
-    /// `supervisor.lock` still held once every holder found was killed and
-    /// `Supervisor.workerExitWaitNanoseconds` passed: `pids` are the holders still found (none
-    /// when the descriptor sits where no `/proc/<pid>/fd` shows it, in a unix socket's queue).
-    /// No supervisor runs: the root's own lock was free.
-    case lockHeldByLeftovers(FilePath, pids: [Int32])
-    case setup(String, Errno)
-    case region(RegionError)
-    case socket(ControlSocketError)
-
-    public var description: String {
-        switch self {
-        case .alreadyRunning(let root): "another supervisor runs on \(root)"
-        case .misplacedEntries(let entries): entries.map(\.description).joined(separator: "\n")
-        case .lockHeldByLeftovers(let lock, let pids) where pids.isEmpty:
-            "\(lock) is held by no process this host can find (its descriptor may sit unreceived in a unix socket's queue), and no supervisor runs; try again later, and if it stays held once no process of an earlier supervisor is left, remove \(lock) and start again"
-        case .lockHeldByLeftovers(let lock, let pids):
-            "\(lock) is still held by \(pids.map { "pid \($0)" }.joined(separator: ", ")), after SIGKILL (refused, or not done yet: see the log), and no supervisor runs; once they are gone, start again"
-        case .setup(let step, let errno): "\(step): \(errno)"
-        case .region(let error): "\(error)"
-        case .socket(let error): "\(error)"
-        }
-    }
-}
-
 /// The supervisor: one thread, one poll(2) loop over the termination signals, the control
 /// socket and its clients, every worker's pidfd and the doorbell workers ring; timers for
 /// restarts and the watchdog. It owns the shared region, the window registry and the slots.
 ///
-/// This file holds its state, its start and the loop, which only dispatches. Each concern the
-/// loop dispatches to is an extension of its own: `Supervisor+Workers` (spawns, deaths,
-/// restarts, timers), `Supervisor+WorkerMessages` (stats, readiness, replies),
-/// `Supervisor+Control` (requests), `Supervisor+RootFiles` (`windows.order`, `handed-out`) and
+/// This file holds its state, its start and the loop, which only dispatches; the loop routes
+/// by slot (a pidfd, the timers) or by UUID (a request) to the window's `WindowController`,
+/// which holds every per-window state and carries out its lifecycle's actions, reaching the
+/// loop's resources through `WindowHost`. The supervisor's own concerns are extensions:
+/// `Supervisor+Workers` (slots, launches, strays, set-aside, timers), `Supervisor+WorkerMessages`
+/// (each window serviced, the checks of what a worker publishes, a window's first configure and
+/// its release), `Supervisor+Control` (requests routed, `kill`), `Supervisor+RootFiles`
+/// (`windows.order`, `handed-out`), `Supervisor+SetAside`, `Supervisor+CloseWindow` and
 /// `Supervisor+Reports` (`status`, `stats`, `dump`). The parts with no process behind them are
-/// types of their own: `WindowController` (one per window, with its `SeqBook`), `WindowLifecycle`,
+/// types of their own: `WindowController` (with its `SeqBook`), `WindowLifecycle`,
 /// `RestartPolicy`, `WorkerProcess`, `ControlServer`.
 public final class Supervisor {
     typealias ClientID = ControlServer.ClientID
 
     typealias Window = WindowController
-    typealias Pending = WindowController.Pending
-    typealias DurableWaiter = WindowController.DurableWaiter
-    typealias ReadyWaiter = WindowController.ReadyWaiter
 
     let configuration: SupervisorConfiguration
     var logger: Logger
@@ -157,13 +72,11 @@ public final class Supervisor {
     let lock: Int32
     let startedAt = monotonicNanoseconds()
     var shutdownDeadline: UInt64?
-    /// Windows whose unsaved changes shutdown could not save, and why: named at the end, and
-    /// the exit status is then 75.
-    var keptUnsaved: [(window: UUID, reason: String)] = []
+    /// What shutdown could not save of windows gone since (`release`): the open ones keep
+    /// their own (`WindowController.keptUnsaved`), named with these at the end.
+    var keptUnsavedByWindowsGone: [(window: UUID, reason: String)] = []
     var initialScenesPending: Int
 
-    /// `kill --aim`s waiting for their window's slot to show a save in flight (`retryAimedKills`).
-    var aimedKills: [AimedKill] = []
     /// `handed-out`, held open for writes in place (`SupervisorFiles.writeHandedOut`): a full
     /// disk or a shortage of descriptors cannot stop them. Nil until the file is made.
     var handedOutFile: FileDescriptor?
@@ -186,34 +99,7 @@ public final class Supervisor {
         files = SupervisorFiles(root: configuration.root, logger: logger)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
-        try SupervisorFiles.makeDirectory(configuration.root)
-        // Before the lock is opened or anything made: a symlink there is never followed.
-        let misplaced = RootLayout.misplacedEntries(root: configuration.root)
-        guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
-        try SupervisorFiles.makeDirectory(files.windows)
-        // The lock is the root directory itself (flock: the kernel drops it when the holder
-        // dies, so a killed supervisor leaves none). A file under the root can be swapped under
-        // its holder by anyone who can write the root, and a second supervisor would then lock
-        // the new file; the directory cannot be swapped without writing its parent.
-        do {
-            rootLock = try NoFollow.openDirectory(configuration.root).rawValue
-        } catch {
-            throw SupervisorError.setup("open \(configuration.root)", error)
-        }
-        guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(configuration.root) }
-        // supervisor.lock too: what supervisors of earlier versions lock, and what every worker
-        // holds (inherited, read-only) until its last thread is gone. A supervisor killed takes
-        // its workers with it (PR_SET_PDEATHSIG), but not at once: a worker's io_uring writes in
-        // flight finish in its io-wq threads first. The next supervisor waits for them here, so
-        // no write of a dead window's worker lands over what a new worker restored and saved.
-        lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
-        do {
-            try NoFollow.setPrivateMode(lock, 0o600)
-        } catch {
-            throw SupervisorError.setup("fchmod \(files.lock)", error)
-        }
-        try Self.takeLockFromLeftovers(lock, path: files.lock, logger: self.logger)
+        (rootLock, lock) = try Self.takeRoot(configuration.root, files: files, logger: self.logger)
         guard wh_set_child_subreaper(1) == 0 else {
             throw SupervisorError.setup("PR_SET_CHILD_SUBREAPER", Errno(rawValue: errno))
         }
@@ -244,23 +130,8 @@ public final class Supervisor {
                 ])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
-        switch try files.handedOutRecord(at: Date()) {
-        case .missing:
-            break
-        case .read(let record):
-            // A window with no session left is gone for good: the next write drops it. One with
-            // a session set aside is not: adopted back under its UUID, it numbers above these.
-            let kept = Set(
-                scan.windows
-                    + ((try? SetAsideShelf.entries(root: configuration.root).entries) ?? []).compactMap(\.window))
-            handedOut = record.filter { kept.contains($0.key) }
-        case .damaged(let reason, let path):
-            handedOutDamaged = true
-            if let name = path?.lastComponent?.string { details[name] = reason }
-            logger.error(
-                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
-                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
-        }
+        (handedOut, handedOutDamaged) = try Self.readHandedOut(
+            files: files, onDisk: scan.windows, details: &details, logger: logger)
         // Held from the start, so later writes need neither space nor a descriptor; one of an
         // older form (or none) is made anew now, while there is room. Not after damage: the
         // windows' fallback floors are written as their probes answer.
@@ -277,6 +148,68 @@ public final class Supervisor {
         finishClosesUnderWay()
         files.revokeRecords(of: files.discardedLeftovers())
         files.removeDiscarded(files.discardedLeftovers())
+    }
+
+    /// Takes the root for this supervisor: its directories made, nothing misplaced in them, the
+    /// root's own lock (one supervisor per root) and `supervisor.lock`, once no worker of a dead
+    /// supervisor can still write. The two locks' descriptors.
+    private static func takeRoot(
+        _ root: FilePath, files: SupervisorFiles, logger: Logger
+    ) throws -> (rootLock: Int32, lock: Int32) {
+        try SupervisorFiles.makeDirectory(root)
+        // Before the lock is opened or anything made: a symlink there is never followed.
+        let misplaced = RootLayout.misplacedEntries(root: root)
+        guard misplaced.isEmpty else { throw SupervisorError.misplacedEntries(misplaced) }
+        try SupervisorFiles.makeDirectory(files.windows)
+        // The lock is the root directory itself (flock: the kernel drops it when the holder
+        // dies, so a killed supervisor leaves none). A file under the root can be swapped under
+        // its holder by anyone who can write the root, and a second supervisor would then lock
+        // the new file; the directory cannot be swapped without writing its parent.
+        let rootLock: Int32
+        do {
+            rootLock = try NoFollow.openDirectory(root).rawValue
+        } catch {
+            throw SupervisorError.setup("open \(root)", error)
+        }
+        guard flock(rootLock, LOCK_EX | LOCK_NB) == 0 else { throw SupervisorError.alreadyRunning(root) }
+        // supervisor.lock too: what supervisors of earlier versions lock, and what every worker
+        // holds (inherited, read-only) until its last thread is gone. A supervisor killed takes
+        // its workers with it (PR_SET_PDEATHSIG), but not at once: a worker's io_uring writes in
+        // flight finish in its io-wq threads first. The next supervisor waits for them here, so
+        // no write of a dead window's worker lands over what a new worker restored and saved.
+        let lock = open(files.lock.string, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw SupervisorError.setup("open \(files.lock)", Errno(rawValue: errno)) }
+        do {
+            try NoFollow.setPrivateMode(lock, 0o600)
+        } catch {
+            throw SupervisorError.setup("fchmod \(files.lock)", error)
+        }
+        try Self.takeLockFromLeftovers(lock, path: files.lock, logger: logger)
+        return (rootLock, lock)
+    }
+
+    /// `handed-out` as read at the start: each window's entry whose session is still on disk
+    /// or set aside, and whether the file was damaged (set aside, and not trusted).
+    private static func readHandedOut(
+        files: SupervisorFiles, onDisk: [UUID], details: inout [String: String], logger: Logger
+    ) throws -> (record: [UUID: HandedOutWindow], damaged: Bool) {
+        switch try files.handedOutRecord(at: Date()) {
+        case .missing:
+            return ([:], false)
+        case .read(let record):
+            // A window with no session left is gone for good: the next write drops it. One with
+            // a session set aside is not: adopted back under its UUID, it numbers above these.
+            let kept = Set(
+                onDisk
+                    + ((try? SetAsideShelf.entries(root: files.root).entries) ?? []).compactMap(\.window))
+            return (record.filter { kept.contains($0.key) }, false)
+        case .damaged(let reason, let path):
+            if let name = path?.lastComponent?.string { details[name] = reason }
+            logger.error(
+                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
+                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
+            return ([:], true)
+        }
     }
 
     /// Takes `supervisor.lock`. The root's own lock is ours, so no supervisor of this version
@@ -366,6 +299,11 @@ public final class Supervisor {
         }
         control.stop()
         lowerHandedOutToShown()
+        let keptUnsaved =
+            keptUnsavedByWindowsGone
+            + windows.keys.sorted().compactMap { windows[$0] }.flatMap { window in
+                window.keptUnsaved.map { (window: window.id, reason: $0) }
+            }
         guard keptUnsaved.isEmpty else {
             for (window, reason) in keptUnsaved {
                 logger.error("window kept unsaved changes", metadata: ["window": "\(window)", "reason": "\(reason)"])
@@ -388,30 +326,8 @@ public final class Supervisor {
     /// not saved is named at the end.
     func killWorkersPastShutdownDeadline() {
         guard let deadline = shutdownDeadline, monotonicNanoseconds() > deadline else { return }
-        for window in windows.values where window.isLive {
-            logger.warning("worker did not exit in time: killed", metadata: ["window": "\(window.id)"])
-            if window.lastStats.durableSeq < window.seqs.applied {
-                noteKeptUnsaved(window.id, "its worker did not finish saving in time")
-            }
-            dispatch(window.slot, .shutdownDeadlinePassed)
-        }
+        for slot in windows.keys.sorted() { windows[slot]?.shutdownDeadlinePassed(in: self) }
         shutdownDeadline = .max
-    }
-
-    /// Sends `signal` to the window's worker, if it has one. One already dead (ESRCH) is fine:
-    /// its pidfd reports the death; any other failure is logged.
-    func signalWorker(_ window: Window, _ signal: Int32) {
-        guard let worker = window.worker else { return }
-        do throws(Errno) {
-            try worker.signal(signal)
-        } catch {
-            guard error != .noSuchProcess else { return }
-            logger.error(
-                "cannot signal the worker",
-                metadata: [
-                    "window": "\(window.id)", "pid": "\(worker.pid)", "signal": "\(signal)", "error": "\(error)",
-                ])
-        }
     }
 
     /// The exit status when shutdown could not save some window (EX_TEMPFAIL): what was
@@ -437,7 +353,7 @@ public final class Supervisor {
         let clients = Array(descriptors[2..<(2 + controlDescriptors.count)])
         let deaths = descriptors[(2 + controlDescriptors.count)...]
         if descriptors[0].revents != 0 { handleSignal() }
-        for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { reapWorker(worker.slot) }
+        for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { windows[worker.slot]?.reap(in: self) }
         handleWorkerBell()
         for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }
         runTimers()
@@ -472,7 +388,7 @@ public final class Supervisor {
     func handleWorkerBell() {
         bell.clear()
         serviceWorkers()
-        retryAimedKills()
+        for slot in windows.keys.sorted() { windows[slot]?.retryAimedKills(in: self) }
     }
 
     func timeoutMilliseconds() -> Int32 {
@@ -486,8 +402,19 @@ public final class Supervisor {
         }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
         // An aimed kill looks at its window's slot again every millisecond.
-        if !aimedKills.isEmpty { timeout = min(timeout, 1_000_000) }
+        if windows.values.contains(where: { !$0.aimedKills.isEmpty }) { timeout = min(timeout, 1_000_000) }
         if repliesLeft { timeout = 0 }
         return Int32((timeout + 999_999) / 1_000_000)
     }
+}
+
+/// The loop's resources a window's controller reaches (`WindowHost`).
+extension Supervisor: WindowHost {
+    var isStopping: Bool { shutdownDeadline != nil }
+
+    func sharedSlot(_ index: Int) -> WindowSlot { region.slot(index) }
+
+    func holds(_ window: Window) -> Bool { windows[window.slot] === window }
+
+    func isConnected(_ client: ClientID) -> Bool { control.isConnected(client) }
 }

@@ -167,6 +167,10 @@ struct WindowLifecycle: Sendable, Equatable {
     private(set) var stopping = false
     /// Why the live worker is being killed, if the supervisor kills it.
     private(set) var kills: Kills = []
+    /// The live worker, or the last one, restored the window (`becameReady`): cleared when the
+    /// next is spawned. Ready is `state == .ready`; this says what a death or a disconnect
+    /// follows (a death after a restore is no failed start; an adoption restored completes).
+    private(set) var workerRestored = false
     /// The floor probe still to be asked, or asked and not answered; nil once answered (or when
     /// none is needed).
     private(set) var floorProbe: FloorProbe?
@@ -225,21 +229,36 @@ struct WindowLifecycle: Sendable, Equatable {
 
     /// What the states do not say by themselves (at most one worker, and no restart waiting
     /// while one lives, they do): a requested kill is of a live worker, nothing is spawned
-    /// once stopping, and a window whose floors are probed is never ready.
+    /// once stopping, a window whose floors are probed is never ready, and a ready window's
+    /// worker restored it while a starting one's has not.
     var invariantsHold: Bool {
         !(killRequested && !hasWorker) && !(stopping && state == .spawning) && !(floorProbe != nil && state == .ready)
+            && !(state == .ready && !workerRestored) && !((state == .starting || state == .spawning) && workerRestored)
     }
 
+    /// The table, split by the events' concerns; a pair no part has is a violation.
     private mutating func transition(_ event: Event, now: UInt64) -> [Action] {
         if let actions = carriedTransition(event) { return actions }
-        switch (state, event) {
-        case (.gone, _):
-            return violation(event)
+        guard state != .gone else { return violation(event) }
+        let actions: [Action]?
+        switch event {
+        case .spawnBegan, .spawned, .spawnFailed, .becameReady: actions = startTransition(event, now: now)
+        case .workerDied, .setAsideDone, .setAsideFailed, .restartTimerFired: actions = deathTransition(event, now: now)
+        case .disconnectRequested, .disconnectFailed: actions = disconnectTransition(event)
+        case .shutdownBegan: actions = shutdownTransition()
+        default: actions = nil
+        }
+        return actions ?? violation(event)
+    }
 
+    /// A worker spawned, and its restore.
+    private mutating func startTransition(_ event: Event, now: UInt64) -> [Action]? {
+        switch (state, event) {
         case (.reserved, .spawnBegan), (.restartPending, .spawnBegan):
-            guard !stopping else { return violation(event) }
+            guard !stopping else { return nil }
             state = .spawning
             kills = []
+            workerRestored = false
             // A probe that died unanswered is asked of the next worker.
             if floorProbe == .asked { floorProbe = .needed }
             return []
@@ -251,12 +270,19 @@ struct WindowLifecycle: Sendable, Equatable {
             return []
         case (.spawning, .spawnFailed(shortage: false)):
             return died(beforeReady: true, noFault: false, now: now)
-
         case (.starting, .becameReady) where floorProbe == nil:
             policy.started(&history)
             state = .ready
+            workerRestored = true
             return []
+        default:
+            return nil
+        }
+    }
 
+    /// A worker's death, and the restart it leads to.
+    private mutating func deathTransition(_ event: Event, now: UInt64) -> [Action]? {
+        switch (state, event) {
         case (.starting, .workerDied(_, let noFault)), (.ready, .workerDied(_, let noFault)):
             guard !stopping else {
                 kills.remove(.requested)
@@ -269,7 +295,6 @@ struct WindowLifecycle: Sendable, Equatable {
             state = .gone
             // Killed before it was ready: nothing of it was unsaved.
             return [.finishDisconnect(clean: cleanExit || !saving)]
-
         case (.restartPending(let at, .setAside), .setAsideDone):
             return at <= now && !stopping ? [.spawn] : []
         case (.restartPending(_, .setAside), .setAsideFailed):
@@ -278,7 +303,14 @@ struct WindowLifecycle: Sendable, Equatable {
             return [.reportCannotStart(retryNanoseconds: policy.maximumBackoffNanoseconds)]
         case (.restartPending(let at, _), .restartTimerFired):
             return at <= now && !stopping ? [.spawn] : []
+        default:
+            return nil
+        }
+    }
 
+    /// A disconnect asked, and a disconnect whose save failed.
+    private mutating func disconnectTransition(_ event: Event) -> [Action]? {
+        switch (state, event) {
         case (.starting, .disconnectRequested):
             state = .disconnecting(saving: false)
             return [.kill]
@@ -292,34 +324,34 @@ struct WindowLifecycle: Sendable, Equatable {
             (.stopped, .disconnectRequested):
             state = .gone
             return [.finishDisconnect(clean: true)]
-
         case (.ready, .disconnectFailed), (.disconnecting, .disconnectFailed):
             // The worker could not save and goes on serving: so does the window; while
             // stopping it goes anyway, and the exit status says what was lost.
             state = .ready
             return stopping ? [.kill] : []
-
-        case (_, .shutdownBegan):
-            guard !stopping else { return [] }
-            stopping = true
-            switch state {
-            case .ready:
-                return [.sendShutdownDisconnect]
-            case .starting, .disconnecting(saving: false):
-                // Not restored yet: nothing of it is unsaved.
-                return [.terminate]
-            case .disconnecting(saving: true):
-                // Its disconnect is saving: the worker exits when it is done, or says it failed.
-                return []
-            case .reserved, .spawning, .restartPending:
-                state = .stopped(shown: shown)
-                return []
-            case .stopped, .gone:
-                return []
-            }
-
         default:
-            return violation(event)
+            return nil
+        }
+    }
+
+    /// Shutdown began: how the window's worker goes, if it has one.
+    private mutating func shutdownTransition() -> [Action] {
+        guard !stopping else { return [] }
+        stopping = true
+        switch state {
+        case .ready:
+            return [.sendShutdownDisconnect]
+        case .starting, .disconnecting(saving: false):
+            // Not restored yet: nothing of it is unsaved.
+            return [.terminate]
+        case .disconnecting(saving: true):
+            // Its disconnect is saving: the worker exits when it is done, or says it failed.
+            return []
+        case .reserved, .spawning, .restartPending:
+            state = .stopped(shown: shown)
+            return []
+        case .stopped, .gone:
+            return []
         }
     }
 

@@ -41,7 +41,7 @@ import Testing
         #expect(window.killedForMisbehaving, "nothing it left is read until the next worker")
         window.prepareSpawn()
         #expect(window.generation == 2 && window.seqs.floor == 6, "status showed 6")
-        #expect(window.readyAt == nil)
+        #expect(!window.workerRestored)
         _ = window.handle(.spawnBegan, now: 0)
         #expect(!window.killedForMisbehaving && !window.killedByWatchdog)
         #expect(window.floorProbe == .needed, "the probe is asked of the next worker")
@@ -109,17 +109,23 @@ import Testing
         #expect(window.waitsForRestart)
     }
 
-    /// Ready only once the lifecycle says so and a worker serves.
+    /// Ready only once the lifecycle says so and a worker serves; what the worker restored is
+    /// the lifecycle's until the next worker is spawned.
     @Test func readyIsTheLifecyclesReadyWithAWorker() {
         let window = controller()
         #expect(!window.isReady && !window.isLive && window.state == .reserved)
         _ = window.handle(.spawnBegan, now: 0)
         _ = window.handle(.spawned, now: 0)
-        window.readyAt = 1
         #expect(!window.isReady, "starting, and no process behind it")
         #expect(window.handle(.becameReady, now: 1) == [])
         #expect(!window.isReady, "no worker process: not live")
-        #expect(window.state == .foreground)
+        #expect(window.state == .foreground && window.workerRestored)
+        _ = window.handle(.workerDied(cleanExit: false, noFault: false), now: 2)
+        #expect(window.workerRestored, "its death follows a restore: no failed start")
+        #expect(window.history.failedStarts == 0)
+        _ = window.handle(.restartTimerFired, now: .max)
+        _ = window.handle(.spawnBegan, now: .max)
+        #expect(!window.workerRestored, "the next worker has restored nothing yet")
     }
 
     /// A restore names the seqs shown above it lost, and does not believe a lost range holding
@@ -154,7 +160,6 @@ import Testing
         #expect(window.watch(heartbeat: 0, now: 150, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == nil)
         #expect(
             window.watch(heartbeat: 0, now: 161, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60) == .notRestored)
-        window.readyAt = 161
         _ = window.handle(.becameReady, now: 161)
         window.startWatching(heartbeat: 7, now: 161)
         #expect(

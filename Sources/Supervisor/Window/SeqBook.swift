@@ -54,6 +54,7 @@ struct SeqBook: Equatable {
     /// The worker's seq, from a reply or its stats: it only rises while one worker serves.
     mutating func apply(_ seq: UInt64) {
         applied = max(applied, seq)
+        assert(applied >= seq, "the worker's seq only rises while it serves")
         checkInvariants()
     }
 
@@ -61,6 +62,7 @@ struct SeqBook: Equatable {
     /// floor keeps them from being handed out again).
     mutating func restored(_ seq: UInt64) {
         applied = seq
+        assert(floor >= shown, "a restore lowers applied, never the floor above what was shown")
         checkInvariants()
     }
 

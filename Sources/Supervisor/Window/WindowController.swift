@@ -18,14 +18,13 @@ final class WindowController {
 
     let id: UUID
     let slot: Int
-    /// Its state, restarts and deaths: the only place either changes (`step`).
+    /// Its state, restarts and deaths: the only place either changes (`dispatch`).
     var lifecycle: WindowLifecycle
     var configured = false
     /// The worker serving it, from its spawn until its death is handled (`workerDied`).
     var worker: WorkerProcess?
     var generation: UInt32 = 0
     var spawnedAt: UInt64 = 0
-    var readyAt: UInt64?
     var reservedAt: UInt64
     var diedAt: UInt64?
     var lastRecoveryNanoseconds: UInt64?
@@ -54,6 +53,11 @@ final class WindowController {
     var adoption: Adoption?
     /// The `close-window` client this window's disconnect answers, once it is deleted.
     var closingForGood: ClientID?
+    /// Why shutdown could not save the window's changes, each time it could not: named at the
+    /// end, and the exit status is then 75.
+    var keptUnsaved: [String] = []
+    /// `kill --aim`s waiting for the slot to show a save in flight (`retryAimedKills`).
+    var aimedKills: [AimedKill] = []
 
     var isLive: Bool { worker != nil }
     /// Killed for breaking the protocol: nothing more it publishes is read.
@@ -70,13 +74,11 @@ final class WindowController {
     var history: RestartPolicy.History { lifecycle.history }
     var restartAt: UInt64? { lifecycle.restartAt }
 
-    /// Serving: the lifecycle says ready (only `becameReady` leads there, and it stamps
-    /// `readyAt`; a failed disconnect leads back only from a worker that was ready) and its
-    /// worker is not yet seen dead.
-    var isReady: Bool {
-        assert(lifecycle.state != .ready || readyAt != nil, "a ready window has its readiness time")
-        return isLive && lifecycle.state == .ready
-    }
+    /// Serving: the lifecycle says ready (only `becameReady` leads there; a failed disconnect
+    /// leads back only from a worker that was ready) and its worker is not yet seen dead.
+    var isReady: Bool { isLive && lifecycle.state == .ready }
+    /// The live worker, or the last one, restored the window (`WindowLifecycle.workerRestored`).
+    var workerRestored: Bool { lifecycle.workerRestored }
 
     init(
         id: UUID, slot: Int, policy: RestartPolicy, reservedAt: UInt64, probingFloors: Bool = false,
@@ -116,7 +118,6 @@ final class WindowController {
         assert(worker == nil, "a window has one worker at a time")
         seqs.raiseFloorForSpawn(published: lastStats.appliedSeq)
         generation += 1
-        readyAt = nil
         assert(
             lastStats.durableSeq <= seqs.floor,
             "durable < the next seq a worker may take: the new worker numbers above every seq applied")
@@ -148,6 +149,7 @@ final class WindowController {
     func takeDurableWaiters(above seq: UInt64) -> [DurableWaiter] {
         let stale = durableWaiters.filter { $0.seq > seq }
         durableWaiters.removeAll { $0.seq > seq }
+        assert(durableWaiters.allSatisfy { $0.seq <= seq }, "no wait is left for a seq no save covers")
         return stale
     }
 
@@ -159,6 +161,8 @@ final class WindowController {
             connecting.append(client)
             return true
         }
+        assert(
+            !readyWaiters.contains { if case .connect = $0 { true } else { false } }, "every connect waiter is taken")
         return connecting
     }
 
@@ -186,6 +190,7 @@ final class WindowController {
 
     /// The watchdog's count starts at `now`, from whatever the heartbeat word holds.
     func startWatching(heartbeat: UInt64, now: UInt64) {
+        assert(now >= heartbeatChangedAt, "the supervisor's clock only rises")
         heartbeatSeen = heartbeat
         heartbeatChangedAt = now
     }
@@ -197,7 +202,7 @@ final class WindowController {
     /// future) and left there is no heartbeat. Notes the word when it moved.
     func watch(heartbeat: UInt64, now: UInt64, watchdogNanoseconds: UInt64, startTimeoutNanoseconds: UInt64) -> Hang? {
         guard lifecycle.state == .ready else {
-            guard readyAt == nil, now - spawnedAt > startTimeoutNanoseconds else { return nil }
+            guard !lifecycle.workerRestored, now - spawnedAt > startTimeoutNanoseconds else { return nil }
             return .notRestored
         }
         guard heartbeat == heartbeatSeen else {
@@ -229,7 +234,7 @@ final class WindowController {
             case dump
             /// The dump of the lifecycle's floor probe (`WindowLifecycle.FloorProbe`): never a client's.
             case floorProbe
-            /// The save an adopted window makes once restored (`Supervisor.adoptionRestored`).
+            /// The save an adopted window makes once restored (`WindowController.afterRestore`).
             case adoptionSave
 
             /// What the worker's ring carries for it.
