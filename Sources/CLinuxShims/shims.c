@@ -23,6 +23,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -393,3 +394,5 @@ uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count) {
     return crc;
 }
 #endif
+
+int wh_malloc_trim(void) { return malloc_trim(0); }

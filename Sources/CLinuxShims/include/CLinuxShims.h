@@ -193,4 +193,8 @@ int wh_cpu_has_sse42(void);
 /// elsewhere (or off x86-64) it returns `crc` unchanged.
 uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count);
 
+/// `malloc_trim(0)`: glibc's free memory handed back to the kernel wherever it lies in the heap
+/// (free returns only its top). Whether any was. (<malloc.h> is not in Glibc's module.)
+int wh_malloc_trim(void);
+
 #endif
