@@ -121,6 +121,10 @@ public final class WebStateList {
     }
 
     private var entries: [Entry] = []
+    /// The identifiers of the tabs in `entries`: an insert's duplicate check, and a lookup of a
+    /// tab the list lacks, answer without walking the tabs (a journal replaying thousands of
+    /// inserts walked the whole list at each one).
+    private var memberIDs: Set<WebStateID> = []
     public private(set) var activeIndex: Int?
     /// Tabs at indices below this are pinned.
     public private(set) var pinnedCount = 0
@@ -149,7 +153,8 @@ public final class WebStateList {
     }
 
     public func index(of id: WebStateID) -> Int? {
-        entries.firstIndex { $0.webState.id == id }
+        guard memberIDs.contains(id) else { return nil }
+        return entries.firstIndex { $0.webState.id == id }
     }
 
     public func opener(at index: Int) throws(WebStateListError) -> WebStateOpener? {
@@ -330,6 +335,7 @@ public final class WebStateList {
             let delegate = list.delegate
             for tab in tabs { delegate?.willAddWebState(tab.webState, to: list) }
             list.entries = tabs.map { Entry(webState: $0.webState, opener: $0.opener) }
+            list.memberIDs.reserveCapacity(tabs.count)
             for tab in tabs { list.hold(tab.webState) }
             list.pinnedCount = pinnedCount
             list.activeIndex = activeIndex
@@ -380,6 +386,7 @@ public final class WebStateList {
         }
         var seen = Set<WebStateID>()
         let present = Set(entries.map(\.webState.id))
+        if present != memberIDs { violations.append("member identifiers \(memberIDs.count) are not its tabs'") }
         for (index, entry) in entries.enumerated() {
             if !seen.insert(entry.webState.id).inserted {
                 violations.append("tab \(entry.webState.id) appears twice")
@@ -440,6 +447,8 @@ public final class WebStateList {
         assert(webState.list == nil, "tab \(webState.id) is in another list")
         webState.list = self
         textBytes += webState.textBytes
+        let added = memberIDs.insert(webState.id).inserted
+        assert(added, "tab \(webState.id) joins the list once")
     }
 
     /// A tab left the list.
@@ -447,6 +456,8 @@ public final class WebStateList {
         assert(webState.list === self, "tab \(webState.id) is not this list's")
         webState.list = nil
         textBytes -= webState.textBytes
+        let removed = memberIDs.remove(webState.id)
+        assert(removed != nil, "tab \(webState.id) leaves the list it was in")
         assert(textBytes >= 0, "a list's text never counts below zero")
     }
 

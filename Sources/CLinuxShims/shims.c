@@ -24,6 +24,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <malloc.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -398,3 +399,5 @@ uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count) {
 int wh_stdout_flushed(void) {
     return fflush(stdout) == 0 && !ferror(stdout);
 }
+
+int wh_malloc_trim(void) { return malloc_trim(0); }

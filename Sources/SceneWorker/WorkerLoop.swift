@@ -119,6 +119,10 @@ public final class WorkerLoop {
         slot.heartbeat = monotonicNanoseconds()
         slot.readyGeneration = identity.generation
         supervisor.ring()
+        // What the restore made and dropped (a journal's decoded records: a 10,000-tab window's
+        // are ~15 MiB) lies under the tabs made after it, where glibc's free never returns pages;
+        // given back here, once the window is ready, so its memory is what it holds.
+        _ = wh_malloc_trim()
         while true {
             guard getppid() == identity.supervisorPID else { return .orphaned }
             commands.clear()

@@ -200,4 +200,10 @@ uint32_t wh_crc32c_sse42(uint32_t crc, const void *bytes, size_t count);
 /// a mutable C global.
 int wh_stdout_flushed(void);
 
+// MARK: memory
+
+/// `malloc_trim(0)`: glibc's free memory handed back to the kernel wherever it lies in the heap
+/// (free returns only its top). Whether any was. (<malloc.h> is not in Glibc's module.)
+int wh_malloc_trim(void);
+
 #endif
