@@ -248,7 +248,7 @@ let package = Package(
         .testTarget(
             name: "IOUringTests",
             dependencies: [
-                "IOUring", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
+                "IOUring", "BrowserModel", "CLinuxShims", "CTestShims", "Platform", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -265,7 +265,8 @@ let package = Package(
         .testTarget(
             name: "BenchTests",
             dependencies: [
-                "Bench", "SessionStore", "HostLimits", "Platform", "TestSupport",
+                "Bench", "BrowserModel", "IOUring", "SessionFormat", "SessionStore", "HostLimits", "Platform",
+                "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // fio's JSON output captured on this machine, read from its path (#filePath).
@@ -285,7 +286,8 @@ let package = Package(
         .testTarget(
             name: "SupervisorTests",
             dependencies: [
-                "Supervisor", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform", "TestSupport",
+                "Supervisor", "BrowserModel", "HostControl", "HostCoordination", "HostLimits", "IOUring", "Platform",
+                "SessionStore", "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -309,8 +311,8 @@ let package = Package(
         .testTarget(
             name: "SessionStoreTests",
             dependencies: [
-                "SessionStore", "SessionFormat", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims", "CTestShims",
-                "Platform", "TestSupport",
+                "SessionStore", "SessionFormat", "SessionKeys", "BrowserModel", "IOUring", "HostLimits", "CLinuxShims",
+                "CTestShims", "Platform", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
             ],
             // Session files read from their path (#filePath), not bundled.

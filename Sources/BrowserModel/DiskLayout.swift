@@ -5,7 +5,7 @@ import struct Foundation.UUID
 /// Every name the host gives under its root, and how a session's path is built from them: the
 /// one owner of the on-disk layout (docs/storage-format.md). It lives here, in the lowest module
 /// that builds such a path (a `Profile` places its Browsers' sessions), so that every other user
-/// (SessionStore's `RootLayout` and `StoreLayout`, the supervisor, `stress`, `demo`) reaches it
+/// (SessionStore's stores and `RootLayout`, the supervisor, `stress`, `demo`) reaches it
 /// through modules it already depends on.
 ///
 ///     <root>/windows/<UUID>/<regular|incognito>/   one Browser's session (`BrowserKind.rawValue`)

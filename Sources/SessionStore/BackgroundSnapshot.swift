@@ -1,3 +1,4 @@
+import BrowserModel
 import IOUring
 import SessionFormat
 import SystemPackage
@@ -80,7 +81,7 @@ extension BrowserStore {
     }
 
     private func temporaryPath(_ generation: UInt64) -> FilePath {
-        directory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+        directory.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
     }
 
     /// Renames the written snapshot into place and starts the directory's sync.
@@ -89,7 +90,7 @@ extension BrowserStore {
             backgroundSnapshot == nil && generation <= self.generation,
             "the snapshot in place is of a generation appends reached")
         do throws(IOEngineError) {
-            try engine.rename(temporaryPath(generation), to: directory.appending(StoreLayout.snapshotName(generation)))
+            try engine.rename(temporaryPath(generation), to: directory.appending(DiskLayout.snapshotName(generation)))
         } catch {
             engine.close(file)
             giveUp(generation: generation, .io(error), renamed: false)
@@ -115,7 +116,7 @@ extension BrowserStore {
             backgroundSnapshot == nil && snapshot.generation > snapshotGeneration,
             "a background snapshot proves a newer start of the chain")
         defer { engine.close(snapshot.file) }
-        let path = directory.appending(StoreLayout.snapshotName(snapshot.generation))
+        let path = directory.appending(DiskLayout.snapshotName(snapshot.generation))
         let reader: SnapshotReader
         do throws(StoreError) {
             reader = try readBack(path, seq: snapshot.seq, generation: snapshot.generation)

@@ -330,10 +330,10 @@ public final class BrowserStore {
             let entries = try io({ try engine.directoryEntries(directory) })
         else { return false }
         let listing = StoreListing(entries: entries)
-        let names = listing.snapshots.map(StoreLayout.snapshotName) + listing.journals.map(StoreLayout.journalName)
+        let names = listing.snapshots.map(DiskLayout.snapshotName) + listing.journals.map(DiskLayout.journalName)
         for name in names {
             guard let bytes = try? EngineBytes(engine, path: directory.appending(name)) else { continue }
-            let kind: SessionFileKind = name.hasPrefix(StoreLayout.snapshotPrefix) ? .snapshot : .journal
+            let kind: SessionFileKind = name.hasPrefix(DiskLayout.snapshotPrefix) ? .snapshot : .journal
             if let header = try? Framing.checkFileHeader(bytes, kind: kind), header.sealed { return true }
         }
         return false
@@ -352,7 +352,7 @@ public final class BrowserStore {
     /// generation from memory where the directory belongs, though this Browser changed nothing.
     func verifyInPlace() {
         guard isIdle, let journal,
-            misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation))) != nil
+            misplacement(of: journal, at: directory.appending(DiskLayout.journalName(generation))) != nil
         else {
             return
         }
@@ -484,7 +484,7 @@ public final class BrowserStore {
         // A deletion that stopped part-way (its marker durable) is finished first: a session
         // made inside that directory would go with it at the next start.
         if try io({ try engine.kind(directory) }) == .directory,
-            try io({ try engine.kind(directory.appending(StoreLayout.deletionMarker)) }) != nil
+            try io({ try engine.kind(directory.appending(DiskLayout.deletionMarker)) }) != nil
         {
             try removeDeletedSession()
         }
@@ -506,9 +506,9 @@ public final class BrowserStore {
         var newJournal: (file: EngineFile, block: Int)?
         do {
             for generation in generations {
-                let snapshotFile = try createFresh(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                let snapshotFile = try createFresh(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
                 opened.append(snapshotFile)
-                let journalFile = try createFresh(StoreLayout.journalName(generation))
+                let journalFile = try createFresh(DiskLayout.journalName(generation))
                 opened.append(journalFile)
                 let block = writeDirect(journalFile)
                 // Nothing is ever appended to the twin's journal.
@@ -528,10 +528,10 @@ public final class BrowserStore {
                 if generation == newGeneration { newJournal = (journalFile, block) }
             }
             for generation in generations {
-                let name = StoreLayout.snapshotName(generation)
+                let name = DiskLayout.snapshotName(generation)
                 try io {
                     try engine.rename(
-                        directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+                        directory.appending(name + DiskLayout.temporarySuffix), to: directory.appending(name))
                 }
             }
             try io { try engine.syncDirectory(directory) }
@@ -612,7 +612,7 @@ public final class BrowserStore {
             // The reader refuses a larger journal: this save waits for a compaction instead.
             throw .io(
                 IOEngineError(
-                    "append", path: directory.appending(StoreLayout.journalName(generation)).string,
+                    "append", path: directory.appending(DiskLayout.journalName(generation)).string,
                     errno: .fileTooLarge))
         }
         let ticket = engine.submit([.write(journal, bytes, offset: offset, durable: true)])
@@ -724,18 +724,18 @@ public final class BrowserStore {
                 highestGeneration = generation
                 twin = NewGeneration(
                     generation: generation,
-                    snapshotFile: try create(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix),
-                    journalFile: try create(StoreLayout.journalName(generation)))
+                    snapshotFile: try create(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix),
+                    journalFile: try create(DiskLayout.journalName(generation)))
             }
             let newGeneration = try nextGeneration()
-            let snapshotFile = try create(StoreLayout.snapshotName(newGeneration) + StoreLayout.temporarySuffix)
-            let spare = takeSpare(as: StoreLayout.journalName(newGeneration))
+            let snapshotFile = try create(DiskLayout.snapshotName(newGeneration) + DiskLayout.temporarySuffix)
+            let spare = takeSpare(as: DiskLayout.journalName(newGeneration))
             let journalFile: EngineFile
             if let spare {
                 created.append(spare)
                 journalFile = spare
             } else {
-                journalFile = try create(StoreLayout.journalName(newGeneration))
+                journalFile = try create(DiskLayout.journalName(newGeneration))
             }
             return CompactionFiles(
                 twin: twin, generation: newGeneration, snapshotFile: snapshotFile, journalFile: journalFile,
@@ -760,8 +760,8 @@ public final class BrowserStore {
             for file in made.created { engine.close(file) }
             for written in generations {
                 try? engine.removeFile(
-                    directory.appending(StoreLayout.snapshotName(written) + StoreLayout.temporarySuffix))
-                try? engine.removeFile(directory.appending(StoreLayout.journalName(written)))
+                    directory.appending(DiskLayout.snapshotName(written) + DiskLayout.temporarySuffix))
+                try? engine.removeFile(directory.appending(DiskLayout.journalName(written)))
             }
             throw error
         }
@@ -849,7 +849,7 @@ public final class BrowserStore {
             guard !overflow else {
                 throw .io(IOEngineError("new generation", path: directory.string, errno: .overflow))
             }
-            let path = directory.appending(StoreLayout.snapshotName(candidate))
+            let path = directory.appending(DiskLayout.snapshotName(candidate))
             guard let kind = try io({ try engine.kind(path) }) else { return candidate }
             let reason = SessionFormatError.readFailed(
                 offset: 0, reason: "\(Self.describe(kind)) under a new snapshot's name")
@@ -1072,10 +1072,10 @@ public final class BrowserStore {
     private func rename(_ compaction: Compaction) -> SaveProgress? {
         var compaction = compaction
         for (index, written) in compaction.newGenerations.enumerated() {
-            let name = StoreLayout.snapshotName(written.generation)
+            let name = DiskLayout.snapshotName(written.generation)
             do {
                 try engine.rename(
-                    directory.appending(name + StoreLayout.temporarySuffix), to: directory.appending(name))
+                    directory.appending(name + DiskLayout.temporarySuffix), to: directory.appending(name))
             } catch {
                 // After the twin went into place, given up as renamed: the next generation goes past it.
                 abandon(compaction, renamed: index > 0)
@@ -1123,7 +1123,7 @@ public final class BrowserStore {
     private func landed(_ result: Result<Void, IOEngineError>) -> Result<Void, StoreError> {
         if case .failure(let error) = result { return .failure(.io(error)) }
         if let journal,
-            let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation)))
+            let misplaced = misplacement(of: journal, at: directory.appending(DiskLayout.journalName(generation)))
         {
             // Durable, but outside the root (the journal or a directory above it was moved or
             // swapped for a symlink): not acknowledged. The journal is given up once nothing
@@ -1187,7 +1187,7 @@ public final class BrowserStore {
         switch result {
         case .success:
             if let journal,
-                let misplaced = misplacement(of: journal, at: directory.appending(StoreLayout.journalName(generation)))
+                let misplaced = misplacement(of: journal, at: directory.appending(DiskLayout.journalName(generation)))
             {
                 // Durable, but outside the root (the journal or a directory above it was moved
                 // or swapped for a symlink): not acknowledged. The journal is given up and the
@@ -1229,8 +1229,8 @@ public final class BrowserStore {
         } else {
             for written in compaction.newGenerations {
                 try? engine.removeFile(
-                    directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
-                try? engine.removeFile(directory.appending(StoreLayout.journalName(written.generation)))
+                    directory.appending(DiskLayout.snapshotName(written.generation) + DiskLayout.temporarySuffix))
+                try? engine.removeFile(directory.appending(DiskLayout.journalName(written.generation)))
             }
             deferCompaction()
         }
@@ -1253,7 +1253,7 @@ public final class BrowserStore {
     private func finishCompaction(_ compaction: Compaction) -> StoreError? {
         var reader: SnapshotReader?
         for written in compaction.newGenerations {
-            let path = directory.appending(StoreLayout.snapshotName(written.generation))
+            let path = directory.appending(DiskLayout.snapshotName(written.generation))
             do throws(StoreError) {
                 reader = try readBack(path, seq: compaction.seq, generation: written.generation)
             } catch {
@@ -1264,9 +1264,9 @@ public final class BrowserStore {
         // Read by path: acknowledged only if the files written are the ones there.
         for written in compaction.newGenerations {
             if let misplaced = misplacement(
-                of: written.snapshotFile, at: directory.appending(StoreLayout.snapshotName(written.generation)))
+                of: written.snapshotFile, at: directory.appending(DiskLayout.snapshotName(written.generation)))
                 ?? misplacement(
-                    of: written.journalFile, at: directory.appending(StoreLayout.journalName(written.generation)))
+                    of: written.journalFile, at: directory.appending(DiskLayout.journalName(written.generation)))
             {
                 abandon(compaction, renamed: true)
                 return .io(misplaced)
@@ -1327,11 +1327,11 @@ public final class BrowserStore {
         }
         guard fallback > 0, let entries = try? engine.directoryEntries(directory) else { return }
         let listing = StoreListing(entries: entries)
-        for old in listing.snapshots where old < fallback && !keptInPlace.contains(StoreLayout.snapshotName(old)) {
-            try? engine.removeFile(directory.appending(StoreLayout.snapshotName(old)))
+        for old in listing.snapshots where old < fallback && !keptInPlace.contains(DiskLayout.snapshotName(old)) {
+            try? engine.removeFile(directory.appending(DiskLayout.snapshotName(old)))
         }
-        for old in listing.journals where old < fallback && !keptInPlace.contains(StoreLayout.journalName(old)) {
-            try? engine.removeFile(directory.appending(StoreLayout.journalName(old)))
+        for old in listing.journals where old < fallback && !keptInPlace.contains(DiskLayout.journalName(old)) {
+            try? engine.removeFile(directory.appending(DiskLayout.journalName(old)))
         }
     }
 
@@ -1370,7 +1370,7 @@ public final class BrowserStore {
         if try io({ try engine.kind(directory) }) == .directory {
             // The marker first, durably: a crash part-way through (journals gone, a snapshot
             // left) must not bring back a session that was deleted.
-            engine.close(try createFresh(StoreLayout.deletionMarker))
+            engine.close(try createFresh(DiskLayout.deletionMarker))
             // Deleted from here on, whatever stops the rest, its own sync included (the marker
             // may be durable even when the sync reports a failure): recovery finishes a marked
             // directory's deletion, so no later save may go into it (`createIfNeeded` finishes
@@ -1407,11 +1407,11 @@ public final class BrowserStore {
     func removeDeletedSession() throws(StoreError) {
         // Each entry by its exact name: one that is not UTF-8 goes too.
         for entry in try io({ try engine.listDirectory(directory) }) ?? []
-        where entry.name.string != StoreLayout.deletionMarker {
+        where entry.name.string != DiskLayout.deletionMarker {
             try clear(directory.appending(entry.name), into: directory.removingLastComponent())
         }
         try io { try engine.syncDirectory(directory) }
-        try clear(directory.appending(StoreLayout.deletionMarker), into: directory.removingLastComponent())
+        try clear(directory.appending(DiskLayout.deletionMarker), into: directory.removingLastComponent())
         try io { try engine.removeDirectory(directory) }
         try io { try engine.syncDirectory(directory.removingLastComponent()) }
     }

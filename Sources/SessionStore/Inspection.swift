@@ -75,7 +75,7 @@ public enum SessionInspector {
     )
         throws(StoreError) -> [WindowInspection]
     {
-        let windows = root.appending(RootLayout.windows)
+        let windows = root.appending(DiskLayout.windows)
         let onDisk = try io { try engine.listDirectory(windows) } ?? []
         let order = try io { try RootLayout.savedOrder(root: root, engine: engine) }
         var entries = onDisk.compactMap { entry in
@@ -174,7 +174,7 @@ public enum SessionInspector {
             BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)")
         }
         if deep, let reader = loaded.reader {
-            let path = store.directory.appending(StoreLayout.snapshotName(loaded.generation)).string
+            let path = store.directory.appending(DiskLayout.snapshotName(loaded.generation)).string
             for index in 0..<reader.count {
                 do {
                     _ = try reader.history(at: index)
@@ -200,10 +200,10 @@ public enum SessionInspector {
                 realizedAtSave: realizedAtSave[webState.id] ?? true,
                 lastActiveTimeUs: webState.lastActiveTime.microsecondsSinceEpoch)
         }
-        let snapshotBytes = loaded.reader.map { _ in fileSize(store, StoreLayout.snapshotName(loaded.generation)) } ?? 0
+        let snapshotBytes = loaded.reader.map { _ in fileSize(store, DiskLayout.snapshotName(loaded.generation)) } ?? 0
         let files =
             (loaded.reader.map {
-                [BrowserInspection.StoredFile(name: StoreLayout.snapshotName(loaded.generation), version: $0.version)]
+                [BrowserInspection.StoredFile(name: DiskLayout.snapshotName(loaded.generation), version: $0.version)]
             } ?? [])
             + loaded.journals.map {
                 BrowserInspection.StoredFile(name: $0.path.lastComponent?.string ?? "", version: $0.scan.version)

@@ -141,7 +141,7 @@ extension BrowserStore {
             return loaded
         }
         guard let entries = try io({ try engine.directoryEntries(directory) }) else { return loaded }
-        if entries.contains(StoreLayout.deletionMarker) {
+        if entries.contains(DiskLayout.deletionMarker) {
             // A deletion a crash interrupted: finished now, and nothing of it restored.
             if !readOnly { try removeDeletedSession() }
             return loaded
@@ -175,7 +175,7 @@ extension BrowserStore {
         _ listing: StoreListing, excluding excluded: Set<UInt64>, into loaded: inout LoadedSession
     ) throws(StoreError) {
         for generation in listing.snapshots where !excluded.contains(generation) {
-            let path = directory.appending(StoreLayout.snapshotName(generation))
+            let path = directory.appending(DiskLayout.snapshotName(generation))
             guard let source = try openListed(path, into: &loaded) else { continue }
             do throws(SessionFormatError) {
                 let reader = try openSnapshot(source, generation, into: &loaded)
@@ -204,20 +204,20 @@ extension BrowserStore {
         let listedSnapshots = Set(listing.snapshots)
         // A listing that fails is thrown, not taken for an empty `damaged/`: the journal of a
         // snapshot set aside there would go as an orphan.
-        let damagedEntries = try io { try engine.directoryEntries(directory.appending(StoreLayout.damagedDirectory)) }
-        let renamedInPlace = entries.filter { $0.contains(StoreLayout.damagedInPlaceInfix) }
+        let damagedEntries = try io { try engine.directoryEntries(directory.appending(DiskLayout.damagedDirectory)) }
+        let renamedInPlace = entries.filter { $0.contains(DiskLayout.damagedInPlaceInfix) }
         let setAsideSnapshots = Set(
             ((damagedEntries ?? []) + renamedInPlace).compactMap { name in
-                StoreLayout.generation(
-                    of: String(name.prefix(StoreLayout.snapshotPrefix.count + StoreLayout.generationDigits)),
-                    prefix: StoreLayout.snapshotPrefix)
+                DiskLayout.generation(
+                    of: String(name.prefix(DiskLayout.snapshotPrefix.count + DiskLayout.generationDigits)),
+                    prefix: DiskLayout.snapshotPrefix)
             })
         let snapshotExisted = { (generation: UInt64) in
             listedSnapshots.contains(generation) || setAsideSnapshots.contains(generation)
         }
         var unused: Set<UInt64> = []
         for orphan in listing.journals where orphan > loaded.generation && orphan < below && !snapshotExisted(orphan) {
-            let path = directory.appending(StoreLayout.journalName(orphan))
+            let path = directory.appending(DiskLayout.journalName(orphan))
             guard try holdsNoSave(path, orphan) else { continue }
             unused.insert(orphan)
             if !readOnly { try? engine.removeFile(path) }
@@ -246,7 +246,7 @@ extension BrowserStore {
     private func loadJournal(_ generation: UInt64, followed: Bool, into loaded: inout LoadedSession) throws(StoreError)
         -> Bool
     {
-        let path = directory.appending(StoreLayout.journalName(generation))
+        let path = directory.appending(DiskLayout.journalName(generation))
         guard let source = try openListed(path, into: &loaded) else { return false }
         let scan: JournalFile.Scan
         do throws(SessionFormatError) {
@@ -387,7 +387,7 @@ extension BrowserStore {
             do throws(SessionFormatError) {
                 try reader.verifyEveryFrame()
             } catch {
-                damage += setAside(directory.appending(StoreLayout.snapshotName(fallback.generation)), error)
+                damage += setAside(directory.appending(DiskLayout.snapshotName(fallback.generation)), error)
             }
         }
         // A torn tail ends the chain here; the real fallback goes on into the newest journal,
@@ -457,7 +457,7 @@ extension BrowserStore {
             // may still read its own frame from them) and the new snapshot written below
             // holds the degraded histories.
             loaded.needsRebase = true
-            let snapshot = directory.appending(StoreLayout.snapshotName(loaded.generation))
+            let snapshot = directory.appending(DiskLayout.snapshotName(loaded.generation))
             damaged += degradedTabs.map { DamagedFile(path: snapshot.string, setAsideAt: nil, error: $0.reason) }
         }
         precondition(
@@ -511,7 +511,7 @@ extension BrowserStore {
         }
         damaged = fallback.damaged
         damaged.append(
-            contentsOf: setAside(directory.appending(StoreLayout.snapshotName(loaded.generation)), failure.error))
+            contentsOf: setAside(directory.appending(DiskLayout.snapshotName(loaded.generation)), failure.error))
         fallback.needsRebase = true
         loaded = fallback
         outcome = retry
@@ -531,7 +531,7 @@ extension BrowserStore {
         // A spare journal a kill or power cut left is never trusted (its zeros may not all have
         // landed): deleted here, not by `load` (a restore that throws touches no file), and
         // written again once the store is idle. None is ever read.
-        try? clear(directory.appending(StoreLayout.spareJournal), into: directory)
+        try? clear(directory.appending(DiskLayout.spareJournal), into: directory)
         assert(windowSeq >= restored.seq, "the window comes back at the newest of its Browsers' seqs")
         return repair(restored.loaded, seq: windowSeq)
     }
@@ -602,7 +602,7 @@ extension BrowserStore {
                 historySources.restored = reader
             } catch {
                 outcome.failure = ReplayFailure(
-                    path: directory.appending(StoreLayout.snapshotName(loaded.generation)), error: error)
+                    path: directory.appending(DiskLayout.snapshotName(loaded.generation)), error: error)
                 return outcome
             }
         }
@@ -799,12 +799,12 @@ extension BrowserStore {
     func setAside(_ path: FilePath, _ reason: SessionFormatError, under parent: FilePath? = nil) -> [DamagedFile] {
         guard !readOnly else { return [DamagedFile(path: path.string, setAsideAt: nil, error: reason)] }
         let parent = parent ?? self.directory
-        let directory = parent.appending(StoreLayout.damagedDirectory)
+        let directory = parent.appending(DiskLayout.damagedDirectory)
         let name = path.lastComponent?.string ?? "file"
         var reported: [DamagedFile] = []
         do throws(IOEngineError) {
             if let kind = try engine.kind(directory), kind != .directory {
-                let away = try unusedName(under: parent, "\(StoreLayout.damagedDirectory).not-a-directory-\(time(nil))")
+                let away = try unusedName(under: parent, "\(DiskLayout.damagedDirectory).not-a-directory-\(time(nil))")
                 try engine.rename(directory, to: away)
                 try engine.syncDirectory(parent)
                 reported.append(
@@ -822,7 +822,7 @@ extension BrowserStore {
             let inPlace: FilePath
             do throws(IOEngineError) {
                 inPlace = try unusedName(
-                    under: path.removingLastComponent(), "\(name)\(StoreLayout.damagedInPlaceInfix)\(time(nil))")
+                    under: path.removingLastComponent(), "\(name)\(DiskLayout.damagedInPlaceInfix)\(time(nil))")
                 try engine.rename(path, to: inPlace)
             } catch {
                 if path.removingLastComponent() == self.directory { keptInPlace.insert(name) }

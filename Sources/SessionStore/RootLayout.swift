@@ -22,16 +22,10 @@ import SystemPackage
 /// - `windows.order.tmp` and `handed-out.tmp` are the host's scratch names: whatever has one is
 ///   removed as itself.
 public enum RootLayout {
-    public static let windows = DiskLayout.windows
-    public static let order = DiskLayout.order
-    public static let orderTemporary = DiskLayout.orderTemporary
-    public static let handedOut = DiskLayout.handedOut
-    public static let handedOutTemporary = DiskLayout.handedOutTemporary
-    public static let setAside = DiskLayout.setAside
-    public static let lock = DiskLayout.lock
-
     /// The entries that must be of one kind, and that kind.
-    static let required: [(name: String, kind: EntryKind)] = [(windows, .directory), (order, .file), (lock, .file)]
+    static let required: [(name: String, kind: EntryKind)] = [
+        (DiskLayout.windows, .directory), (DiskLayout.order, .file), (DiskLayout.lock, .file),
+    ]
 
     /// Every required entry under `root` that exists and is not of its kind, checked as itself
     /// (`lstat`): a missing one is fine (the host creates it).
@@ -51,7 +45,7 @@ public enum RootLayout {
     /// does not read (EIO, EMFILE) is thrown, never taken for no order: the supervisor would
     /// write its windows back in name order, and the saved order would be lost.
     public static func savedOrder(root: FilePath, engine: any IOEngine) throws(IOEngineError) -> [UUID] {
-        let path = root.appending(order)
+        let path = root.appending(DiskLayout.order)
         let bytes: EngineBytes
         do {
             bytes = try EngineBytes(engine, path: path)

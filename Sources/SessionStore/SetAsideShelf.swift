@@ -53,7 +53,7 @@ public enum SetAsideShelf {
     static let adoptingPrefix = ".adopting-"
     static let discardingPrefix = ".discarding-"
 
-    public static func directory(root: FilePath) -> FilePath { root.appending(RootLayout.setAside) }
+    public static func directory(root: FilePath) -> FilePath { root.appending(DiskLayout.setAside) }
 
     /// The base name for something set aside now: `<prefix>-<UTC time>-<reason>`; the mover
     /// appends `-N` when that name is taken.
@@ -87,8 +87,8 @@ public enum SetAsideShelf {
         if rest.utf8.count >= 37, let parsed = UUID(exactly: String(rest.prefix(36))), rest.dropFirst(36).first == "-" {
             window = parsed
             rest = rest.dropFirst(37)
-        } else if rest.hasPrefix(RootLayout.handedOut + "-") {
-            rest = rest.dropFirst(RootLayout.handedOut.count + 1)
+        } else if rest.hasPrefix(DiskLayout.handedOut + "-") {
+            rest = rest.dropFirst(DiskLayout.handedOut.count + 1)
         }
         var at: Date?
         if let date = date(stamp: rest.prefix(16)) {
@@ -99,7 +99,7 @@ public enum SetAsideShelf {
         let reason: SetAsideReason
         if let named {
             reason = named
-        } else if id.hasPrefix(RootLayout.handedOut + "-") {
+        } else if id.hasPrefix(DiskLayout.handedOut + "-") {
             reason = .damagedFile
         } else if window != nil, kind == .symlink {
             reason = .symlink

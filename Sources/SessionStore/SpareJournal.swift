@@ -1,3 +1,4 @@
+import BrowserModel
 import Glibc
 import IOUring
 import SessionFormat
@@ -57,7 +58,7 @@ extension BrowserStore {
         else { return }
         let file: EngineFile
         do {
-            file = try createFresh(StoreLayout.spareJournal)
+            file = try createFresh(DiskLayout.spareJournal)
         } catch {
             spare = .failed(generation: generation)
             return
@@ -110,7 +111,7 @@ extension BrowserStore {
         guard case .ready(let file) = spare else { return nil }
         spare = .none
         do {
-            try engine.rename(directory.appending(StoreLayout.spareJournal), to: directory.appending(name))
+            try engine.rename(directory.appending(DiskLayout.spareJournal), to: directory.appending(name))
         } catch {
             discardSpare(file)
             return nil
@@ -137,6 +138,6 @@ extension BrowserStore {
     /// Closes a spare given up and removes its name.
     private func discardSpare(_ file: EngineFile) {
         engine.close(file)
-        try? clear(directory.appending(StoreLayout.spareJournal), into: directory)
+        try? clear(directory.appending(DiskLayout.spareJournal), into: directory)
     }
 }

@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
@@ -57,17 +58,17 @@ extension Supervisor {
             // (docs/recovery.md, Known limits).
             if handedOutRetry == nil {
                 logger.error(
-                    "cannot write \(RootLayout.handedOut) (\(error)): serving on, written again with backoff until it lands",
+                    "cannot write \(DiskLayout.handedOut) (\(error)): serving on, written again with backoff until it lands",
                     metadata: ["window": "\(id)"])
             }
             handedOutRetry = Self.retry(after: handedOutRetry)
             return nil
         } catch {
-            logger.error("cannot write \(RootLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
+            logger.error("cannot write \(DiskLayout.handedOut): \(error)", metadata: ["window": "\(id)"])
             return "\(error)"
         }
         if let retry = handedOutRetry {
-            logger.notice("\(RootLayout.handedOut) written again", metadata: ["failed_attempts": "\(retry.failures)"])
+            logger.notice("\(DiskLayout.handedOut) written again", metadata: ["failed_attempts": "\(retry.failures)"])
         }
         handedOutRetry = nil
         handedOut = record
@@ -119,7 +120,7 @@ extension Supervisor {
             handedOut = record
         } catch {
             logger.warning(
-                "cannot lower the ceilings in \(RootLayout.handedOut) at the stop; the next start numbers above them: \(error)"
+                "cannot lower the ceilings in \(DiskLayout.handedOut) at the stop; the next start numbers above them: \(error)"
             )
         }
     }

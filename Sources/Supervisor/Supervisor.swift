@@ -1,3 +1,4 @@
+import BrowserModel
 import CLinuxShims
 import Foundation
 import Glibc
@@ -206,7 +207,7 @@ public final class Supervisor {
         case .damaged(let reason, let path):
             if let name = path?.lastComponent?.string { details[name] = reason }
             logger.error(
-                "\(RootLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
+                "\(DiskLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
                 metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
             return ([:], true)
         }

@@ -23,13 +23,13 @@ struct SupervisorFiles {
         self.logger = logger
     }
 
-    var windows: FilePath { root.appending(RootLayout.windows) }
-    var order: FilePath { root.appending(RootLayout.order) }
-    var orderTemporary: FilePath { root.appending(RootLayout.orderTemporary) }
-    var setAside: FilePath { root.appending(RootLayout.setAside) }
-    var handedOut: FilePath { root.appending(RootLayout.handedOut) }
-    var handedOutTemporary: FilePath { root.appending(RootLayout.handedOutTemporary) }
-    var lock: FilePath { root.appending(RootLayout.lock) }
+    var windows: FilePath { root.appending(DiskLayout.windows) }
+    var order: FilePath { root.appending(DiskLayout.order) }
+    var orderTemporary: FilePath { root.appending(DiskLayout.orderTemporary) }
+    var setAside: FilePath { root.appending(DiskLayout.setAside) }
+    var handedOut: FilePath { root.appending(DiskLayout.handedOut) }
+    var handedOutTemporary: FilePath { root.appending(DiskLayout.handedOutTemporary) }
+    var lock: FilePath { root.appending(DiskLayout.lock) }
 
     /// A window's directory: always the canonical (uppercase) spelling of its UUID.
     func windowDirectory(_ id: UUID) -> FilePath { windows.appending(id.uuidString) }
@@ -193,7 +193,7 @@ struct SupervisorFiles {
         do {
             try makeSetAsideDirectory(at: date)
             let destination = try Self.unusedName(
-                under: setAside, SetAsideShelf.baseName(RootLayout.handedOut, at: date, reason: .damagedFile))
+                under: setAside, SetAsideShelf.baseName(DiskLayout.handedOut, at: date, reason: .damagedFile))
             try NoFollow.rename(handedOut, to: destination, replacing: false)
             try Self.syncDirectory(setAside)
             try Self.syncDirectory(root)
@@ -519,7 +519,7 @@ struct SupervisorFiles {
     private func makeSetAsideDirectory(at date: Date) throws {
         if let kind = try NoFollow.kind(setAside), kind != .directory {
             let away = try Self.unusedName(
-                under: root, "\(RootLayout.setAside).not-a-directory-\(SetAsideShelf.stamp(date))")
+                under: root, "\(DiskLayout.setAside).not-a-directory-\(SetAsideShelf.stamp(date))")
             try NoFollow.rename(setAside, to: away)
             try Self.syncDirectory(root)
             logger.warning(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrowserModel
 import Foundation
 import Glibc
 import SessionStore
@@ -100,7 +101,7 @@ struct InspectCommand: ParsableCommand {
     private func inspect(setAside id: String, root resolved: FilePath) throws {
         guard let entry = try SetAsideShelf.entry(root: resolved, id: id) else {
             StandardStreams.error(
-                "windowhost inspect: no set-aside entry '\(id)' under \(root)/\(RootLayout.setAside)\n")
+                "windowhost inspect: no set-aside entry '\(id)' under \(root)/\(DiskLayout.setAside)\n")
             throw ExitCode(.badData)
         }
         let window = SessionInspector.inspect(setAside: entry, root: resolved, deep: deep)

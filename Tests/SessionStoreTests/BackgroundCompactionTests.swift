@@ -23,7 +23,7 @@ import Testing
         func install(on disk: FaultEngine) {
             disk.completionOrder = { [unowned disk, unowned self] _ in
                 disk.queuedPaths.firstIndex { path in
-                    !(self.holding && (path?.hasSuffix(StoreLayout.temporarySuffix) ?? false))
+                    !(self.holding && (path?.hasSuffix(DiskLayout.temporarySuffix) ?? false))
                 }
             }
         }
@@ -69,7 +69,7 @@ import Testing
             "the snapshot is held, the chain starts where it did")
         #expect(
             disk.contents(
-                of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+                of: Self.regularDirectory.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix))
                 != nil)
         let live = try WindowContents(browsing.store)
         // A kill or a power cut now: the old snapshot, its journal and the new journal hold it all.
@@ -163,7 +163,7 @@ import Testing
         #expect(!regular.hasBackgroundWork && regular.snapshotGeneration == base && regular.generation == generation)
         #expect(
             disk.contents(
-                of: Self.regularDirectory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix))
+                of: Self.regularDirectory.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix))
                 == nil)
         let live = try WindowContents(browsing.store)
         let killed = disk.copy()

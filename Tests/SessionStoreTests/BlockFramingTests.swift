@@ -37,7 +37,7 @@ import Testing
             let alignment = try #require(try store.journalWrites?.get(), "ext4 takes direct writes")
             let directory = root.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
                 BrowserKind.regular.rawValue)
-            let journal = directory.appending(StoreLayout.journalName(store.stores[0].generation))
+            let journal = directory.appending(DiskLayout.journalName(store.stores[0].generation))
             let found = try scan(journal)
             #expect(found.headerEnd % alignment.block == 0 && found.headerEnd > Framing.fileHeaderSize)
             #expect(found.commits.count == 20)
@@ -106,13 +106,13 @@ import Testing
             try store.settle()
             // Written from memory (generation 2 does not reach it): twice, as 3 and 4.
             #expect(store.stores[0].generation == 4, "a new generation")
-            #expect(FileManager.default.fileExists(atPath: regular.appending(StoreLayout.snapshotName(3)).string))
+            #expect(FileManager.default.fileExists(atPath: regular.appending(DiskLayout.snapshotName(3)).string))
 
             // Its saves go on as appends on block boundaries.
             try store.apply(seq: 110) { try store.regular.webStateList.activate(at: 0) }
             try store.waitUntilDurable(110)
             let newest = store.stores[0].generation
-            let found = try scan(regular.appending(StoreLayout.journalName(newest)))
+            let found = try scan(regular.appending(DiskLayout.journalName(newest)))
             #expect(found.commits.count == 1 && found.commits.allSatisfy { $0.end % 512 == 0 })
             let afterAppend = try WindowContents(store)
 
@@ -125,7 +125,7 @@ import Testing
 
             // The newest snapshot damaged: the generation before (written in the same save)
             // and its journal restore the same window.
-            let snapshot = regular.appending(StoreLayout.snapshotName(newest))
+            let snapshot = regular.appending(DiskLayout.snapshotName(newest))
             var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: snapshot.string)))
             bytes[Framing.fileHeaderSize + 4] ^= 0x5A
             try Data(bytes).write(to: URL(fileURLWithPath: snapshot.string))
@@ -159,7 +159,7 @@ import Testing
         let journal = root.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.regular.rawValue
         )
-        .appending(StoreLayout.journalName(store.stores[0].generation))
+        .appending(DiskLayout.journalName(store.stores[0].generation))
         let found = try scan(journal)
         #expect(found.commits.count == 5 && found.commits.allSatisfy { $0.end % BrowserStore.minimumBlock == 0 })
     }

@@ -167,7 +167,7 @@ import Testing
             }
             let expected = try WindowContents(store)
             let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
-                StoreLayout.journalName(1))
+                DiskLayout.journalName(1))
             let scan = try JournalFile.scan(FileBytes(path: journalPath))
             #expect(scan.commits.count == 3)
             let tail = try #require(scan.commits.last).end
@@ -208,7 +208,7 @@ import Testing
             }
             let expected = try WindowContents(store)
             let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
-                StoreLayout.journalName(1))
+                DiskLayout.journalName(1))
             let tail = try #require(try JournalFile.scan(FileBytes(path: journalPath)).commits.last).end
             let handle = try FileDescriptor.open(journalPath, .writeOnly)
             _ = try handle.writeAll(toAbsoluteOffset: Int64(tail), JournalCommit(seq: 4, browsers: bits).frame)
@@ -238,7 +238,7 @@ import Testing
             }
             try store.waitUntilDurable(1)
             let journalPath = windowDirectory(root).appending(BrowserKind.regular.rawValue).appending(
-                StoreLayout.journalName(1))
+                DiskLayout.journalName(1))
             #expect(truncate(journalPath.string, 1 << 40) == 0, "a sparse 1 TiB file: \(Errno(rawValue: errno))")
 
             let start = ContinuousClock.now
@@ -276,11 +276,11 @@ import Testing
             // The snapshot too, which is read back in the background: before any later save.
             repeat { events += try store.poll(waiting: true) } while store.writesInFlight
         }
-        while engine.contents(of: directory.appending(StoreLayout.snapshotName(2))) == nil { try command() }
+        while engine.contents(of: directory.appending(DiskLayout.snapshotName(2))) == nil { try command() }
         let before = Set((try engine.directoryEntries(directory)) ?? [])
-        #expect(before.contains(StoreLayout.snapshotName(1)) && before.contains(StoreLayout.journalName(1)))
+        #expect(before.contains(DiskLayout.snapshotName(1)) && before.contains(DiskLayout.journalName(1)))
         // The next compaction's snapshot is damaged once it is in place, before the read-back.
-        let third = directory.appending(StoreLayout.snapshotName(3))
+        let third = directory.appending(DiskLayout.snapshotName(3))
         var damaged = false
         engine.completionOrder = { _ in
             if !damaged, var bytes = engine.contents(of: third) {
@@ -300,7 +300,7 @@ import Testing
 
         try command()
         let final = Set((try engine.directoryEntries(directory)) ?? [])
-        #expect(final.contains(StoreLayout.snapshotName(4)), "the next save rebased: \(final.sorted())")
+        #expect(final.contains(DiskLayout.snapshotName(4)), "the next save rebased: \(final.sorted())")
         let expected = try WindowContents(store)
         let (restored, recovery) = try simulatedWindow(engine.copy(), options: options)
         #expect(recovery.regular.damaged.isEmpty)

@@ -25,7 +25,7 @@ import Testing
         simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.regular.rawValue
         )
-        .appending(StoreLayout.journalName(store.stores[0].generation))
+        .appending(DiskLayout.journalName(store.stores[0].generation))
     }
 
     /// The bound is what the device rewards (fio: 16 and more), not the old 4.

@@ -52,7 +52,7 @@ import Testing
         for index in [1, 0, 1, 0] { try command { try list.activate(at: index) } }
         // The newest snapshot is proven in the background.
         try store.settle()
-        #expect(try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count == 2)
+        #expect(try engine.directoryEntries(directory)?.filter { $0.hasPrefix(DiskLayout.snapshotPrefix) }.count == 2)
         if navigatingA { try command { try tabA.commitNavigation(to: page("https://a.example/fourth", 5)) } }
         try command {
             let tabC = WebState(id: profile.makeWebStateID(), creationTime: .zero)
@@ -70,7 +70,7 @@ import Testing
         let needle = Array(lostURL.utf8)
         var damaged = 0
         for name in try engine.directoryEntries(directory) ?? []
-        where name.hasPrefix(StoreLayout.snapshotPrefix) && (snapshot == nil || name == snapshot) {
+        where name.hasPrefix(DiskLayout.snapshotPrefix) && (snapshot == nil || name == snapshot) {
             let path = directory.appending(name)
             var bytes = try #require(engine.contents(of: path))
             var found = false
@@ -93,7 +93,7 @@ import Testing
         // Every acknowledged save is there: nothing was set aside, the seq is the last one.
         #expect(recovery.seq == seq)
         #expect(recovery.regular.damaged.allSatisfy { $0.setAsideAt == nil }, "\(recovery.regular.damaged)")
-        #expect(try engine.directoryEntries(Self.directory.appending(StoreLayout.damagedDirectory)) == nil)
+        #expect(try engine.directoryEntries(Self.directory.appending(DiskLayout.damagedDirectory)) == nil)
         let tabs = restored.regular.webStateList.webStates
         #expect(tabs.map(\.id) == live.regular.tabs.map(\.id))
         #expect(recovery.regular.degradedTabs == [tabs[0].id], "\(recovery.regular)")
@@ -123,11 +123,11 @@ import Testing
     @Test func aShortageReadingTheFallbackFailsTheRestoreInsteadOfDegrading() throws {
         let (engine, live, seq) = try Self.prepared()
         let generations = try #require(try engine.directoryEntries(Self.directory)).compactMap {
-            StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix)
+            DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix)
         }.sorted()
         try #require(generations.count == 2)
-        #expect(try Self.damageTabAInEverySnapshot(engine, only: StoreLayout.snapshotName(generations[1])) == 1)
-        let fallback = Self.directory.appending(StoreLayout.snapshotName(generations[0]))
+        #expect(try Self.damageTabAInEverySnapshot(engine, only: DiskLayout.snapshotName(generations[1])) == 1)
+        let fallback = Self.directory.appending(DiskLayout.snapshotName(generations[0]))
         func files() throws -> [String: [UInt8]] {
             var files: [String: [UInt8]] = [:]
             for name in try engine.directoryEntries(Self.directory) ?? [] {

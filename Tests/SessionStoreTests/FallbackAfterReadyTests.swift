@@ -28,7 +28,7 @@ import Testing
         try store.settle()
         for page in 1...3 { try RepairFromMemoryTests.command(store, &seq, "https://journal.example/\(page)") }
         let journals = try #require(
-            try engine.directoryEntries(directory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.sorted())
+            try engine.directoryEntries(directory)?.filter { $0.hasPrefix(DiskLayout.journalPrefix) }.sorted())
         try #require(journals.count == 2)
         let fallbackJournal = directory.appending(journals[0])
         if damagingFallback {
@@ -83,7 +83,7 @@ import Testing
     @Test func aHistoryFrameDamagedInTheFallbacksSnapshotIsFoundAtTheFirstTurn() throws {
         let (engine, seq, live) = try Self.threeGenerations()
         let fallback = Self.directory.appending(
-            StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+            DiskLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         try Self.flipLast(Self.lostURL, in: fallback, engine)
         let (store, recovery) = try simulatedWindow(engine, options: Self.options)
         #expect(recovery.seq == seq && recovery.regular.damaged.isEmpty)
@@ -104,7 +104,7 @@ import Testing
     @Test func aTornTailInTheFallbacksJournalIsRewrittenAtTheFirstTurn() throws {
         let (engine, seq, live) = try Self.threeGenerations()
         let journal = Self.directory.appending(
-            StoreLayout.journalName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+            DiskLayout.journalName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         var bytes = try #require(engine.contents(of: journal))
         let end = try JournalFile.scan(InMemoryBytes(bytes)).commits.last?.end ?? 0
         try #require(end + 64 < bytes.count && bytes[end...].allSatisfy { $0 == 0 })
@@ -175,7 +175,7 @@ import Testing
         let (engine, seq, _) = try Self.twoGenerations(damagingFallback: false)
         let (store, _) = try simulatedWindow(engine, options: Self.options)
         let olderSnapshot = Self.directory.appending(
-            StoreLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
+            DiskLayout.snapshotName(try #require(try LeftOutSaveTests.snapshots(engine).first)))
         let newestJournal = try RepairFromMemoryTests.newestJournal(engine)
         let journalBefore = engine.contents(of: newestJournal)
         engine.failingOpens[olderSnapshot.string] = .tooManyOpenFiles

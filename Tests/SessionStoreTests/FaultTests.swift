@@ -119,10 +119,10 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     ///   before (its snapshot plus both journals): every tab is whole.
     @Test func aDamagedNewestSnapshotFallsBackWithoutLosingAHistory() throws {
         let (engine, _, live) = try Self.prepared()
-        let path = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
+        let path = try Self.newest(DiskLayout.snapshotPrefix, in: engine)
         let bytes = try #require(engine.contents(of: path))
         #expect(
-            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.snapshotPrefix) }.count
+            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(DiskLayout.snapshotPrefix) }.count
                 == 2)
         let metadataEnd =
             Framing.fileHeaderSize + Framing.recordHeaderSize
@@ -175,7 +175,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     /// (found by `stress --seed 12`: a window that came back torn).
     @Test func aHistoryDamagedAfterAFallbackReadsThroughTheSetAsideGenerationsJournal() throws {
         let (engine, _, live) = try Self.prepared()
-        let newest = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
+        let newest = try Self.newest(DiskLayout.snapshotPrefix, in: engine)
         var bytes = try #require(engine.contents(of: newest))
         bytes[Framing.fileHeaderSize + Framing.recordHeaderSize + 3] ^= 0x10
         engine.overwrite(newest, with: bytes)
@@ -184,7 +184,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         #expect(try WindowContents(rebuilt) == live)
         try rebuilt.settle()
 
-        let snapshot = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
+        let snapshot = try Self.newest(DiskLayout.snapshotPrefix, in: engine)
         #expect(snapshot != newest, "the fallback was written into a new generation")
         let rebuiltBytes = try #require(engine.contents(of: snapshot))
         var checked = 0
@@ -210,7 +210,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     /// a later recovery gives the same window.
     @Test func compactionGoesOnAfterADamagedHistory() throws {
         let (engine, _, _) = try Self.prepared()
-        let path = try Self.newest(StoreLayout.snapshotPrefix, in: engine)
+        let path = try Self.newest(DiskLayout.snapshotPrefix, in: engine)
         var bytes = try #require(engine.contents(of: path))
         bytes[bytes.count - 20] ^= 0x08
         engine.overwrite(path, with: bytes)
@@ -235,7 +235,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     /// (Taken for a torn tail, the saves after the damage would be zeroed without a word.)
     @Test func damageWithValidSavesAfterItIsReportedAndTheJournalSetAsideWhole() throws {
         let (engine, states, live) = try Self.prepared()
-        let path = try Self.newest(StoreLayout.journalPrefix, in: engine)
+        let path = try Self.newest(DiskLayout.journalPrefix, in: engine)
         let name = try #require(path.lastComponent?.string)
         let bytes = try #require(engine.contents(of: path))
         let commits = try JournalFile.scan(InMemoryBytes(bytes)).commits
@@ -258,7 +258,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
                     "flip \(offset): the report points into the damaged save: \(entry)")
                 let aside = entry.setAsideAt.map { FilePath($0) }
                 #expect(
-                    aside?.removingLastComponent() == regularDirectory.appending(StoreLayout.damagedDirectory),
+                    aside?.removingLastComponent() == regularDirectory.appending(DiskLayout.damagedDirectory),
                     "flip \(offset): \(entry)")
                 #expect(
                     aside.flatMap { disk.contents(of: $0) } == copy,
@@ -285,7 +285,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
     /// the last save loses nothing.
     @Test func aDamagedJournalGivesAStateTheWindowHad() throws {
         let (engine, states, live) = try Self.prepared()
-        let path = try Self.newest(StoreLayout.journalPrefix, in: engine)
+        let path = try Self.newest(DiskLayout.journalPrefix, in: engine)
         let bytes = try #require(engine.contents(of: path))
         let used = (bytes.lastIndex { $0 != 0 } ?? 0) + 1
         var variants: [(String, [UInt8])] = []
@@ -382,8 +382,8 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         let snapshot = try SnapshotEncoder.encode(list, lastCommandSeq: 1) { _ throws(SessionFormatError) in [] }
         let engine = FaultEngine(directories: [regularDirectory])
         for (name, bytes) in [
-            (StoreLayout.snapshotName(1), snapshot),
-            (StoreLayout.journalName(1), JournalFile.header + [UInt8](repeating: 0, count: 4096)),
+            (DiskLayout.snapshotName(1), snapshot),
+            (DiskLayout.journalName(1), JournalFile.header + [UInt8](repeating: 0, count: 4096)),
         ] {
             let file = try engine.open(regularDirectory.appending(name), .create)
             try engine.perform([.write(file, bytes, offset: 0, durable: true)])
@@ -451,7 +451,7 @@ private func savedWindow(_ engine: FaultEngine, seed: UInt64, commands: UInt64, 
         // Every history in the new snapshot is its own tab's (a fallback would mask it).
         let newest = try #require(try snapshots().first)
         let reader = try SnapshotReader(
-            EngineBytes(engine, path: generation.appending(StoreLayout.snapshotName(newest))))
+            EngineBytes(engine, path: generation.appending(DiskLayout.snapshotName(newest))))
         for index in 0..<reader.count {
             #expect(throws: Never.self, "item \(index)") { _ = try reader.history(at: index) }
         }

@@ -47,11 +47,11 @@ import Testing
             live = try WindowContents(store)
         }
         let snapshots = try (engine.directoryEntries(Self.incognitoDirectory) ?? []).compactMap {
-            StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix)
+            DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix)
         }.sorted()
         let newest = try #require(snapshots.last)
         if session == .createdAgain { #expect(newest > 1, "a session created again starts above generation 1") }
-        let path = Self.incognitoDirectory.appending(StoreLayout.snapshotName(newest))
+        let path = Self.incognitoDirectory.appending(DiskLayout.snapshotName(newest))
         var bytes = try #require(engine.contents(of: path))
         bytes[Framing.fileHeaderSize + 4] ^= 0x5A
         engine.overwrite(path, with: bytes)

@@ -43,7 +43,7 @@ import Testing
     /// checksum made right; realizing A from that snapshot must then fail.
     private static func disguise(_ disguise: Disguise, in directory: FilePath) throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter {
-            $0.hasPrefix(StoreLayout.snapshotPrefix)
+            $0.hasPrefix(DiskLayout.snapshotPrefix)
         }.sorted()
         let url = URL(fileURLWithPath: directory.appending(try #require(names.last)).string)
         var bytes = Array(try Data(contentsOf: url))

@@ -29,7 +29,7 @@ import Testing
     /// The snapshot names in `directory`, oldest first.
     private static func snapshots(_ directory: FilePath) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []).filter {
-            $0.hasPrefix(StoreLayout.snapshotPrefix)
+            $0.hasPrefix(DiskLayout.snapshotPrefix)
         }.sorted()
     }
 
@@ -67,9 +67,9 @@ import Testing
             let directory = Self.regularDirectory(root)
             try FileManager.default.createDirectory(atPath: directory.string, withIntermediateDirectories: true)
             let crafted = try Self.aliasedSnapshot(seq: 1)
-            try Data(crafted).write(to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(2)).string))
+            try Data(crafted).write(to: URL(fileURLWithPath: directory.appending(DiskLayout.snapshotName(2)).string))
             try Data(JournalFile.header(blockSize: 4096)).write(
-                to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(2)).string))
+                to: URL(fileURLWithPath: directory.appending(DiskLayout.journalName(2)).string))
             let options = StoreOptions(compactAfterRecords: 4, compactAfterBytes: 1 << 20)
             let store = WindowStore(
                 root: root, windowID: windowID, engine: SyncEngine(), options: options, saveDelayMilliseconds: 0)
@@ -133,9 +133,9 @@ import Testing
                     }
                 }
             }
-            #expect(Self.snapshots(directory) == [StoreLayout.snapshotName(1), StoreLayout.snapshotName(2)])
+            #expect(Self.snapshots(directory) == [DiskLayout.snapshotName(1), DiskLayout.snapshotName(2)])
             // Up to the first compaction: snapshot 3 (format 2) and snapshot 2 (format 1) before it.
-            while Self.snapshots(directory).last == StoreLayout.snapshotName(2) {
+            while Self.snapshots(directory).last == DiskLayout.snapshotName(2) {
                 try navigateA(1)
                 try store.settle()
             }
@@ -235,7 +235,7 @@ import Testing
     /// Swaps entries 0 and 1's history ranges in the newest snapshot, checksum made right.
     private static func swapFrames(in directory: FilePath) throws -> String {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.string).filter {
-            $0.hasPrefix(StoreLayout.snapshotPrefix)
+            $0.hasPrefix(DiskLayout.snapshotPrefix)
         }.sorted()
         let newest = try #require(names.last)
         let url = URL(fileURLWithPath: directory.appending(newest).string)

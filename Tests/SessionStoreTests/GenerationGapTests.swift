@@ -26,7 +26,7 @@ import Testing
             #expect(store.stores[0].generation == 1)
         }
         // What a compaction killed before its rename leaves under the next number.
-        for name in [StoreLayout.journalName(2), StoreLayout.snapshotName(2) + StoreLayout.temporarySuffix] {
+        for name in [DiskLayout.journalName(2), DiskLayout.snapshotName(2) + DiskLayout.temporarySuffix] {
             let file = try engine.open(Self.regularDirectory.appending(name), .create)
             try engine.perform([.write(file, JournalFile.header, offset: 0, durable: true)])
             engine.close(file)
@@ -77,7 +77,7 @@ import Testing
             #expect(store.stores[kind == .regular ? 0 : 1].generation == 1)
             live = try WindowContents(store)
         }
-        let path = directory.appending(StoreLayout.snapshotName(1))
+        let path = directory.appending(DiskLayout.snapshotName(1))
         var bytes = try #require(engine.contents(of: path))
         bytes[Framing.fileHeaderSize + 2] ^= 0x20
         engine.overwrite(path, with: bytes)

@@ -56,7 +56,7 @@ import Testing
             }
             try plant(.symlink(to: canary.string), at: deep)
             let temporary = store.regular.sessionDirectory.appending(
-                StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix)
+                DiskLayout.snapshotName(9) + DiskLayout.temporarySuffix)
             try plant(.directory, at: temporary)
             try plant(.directory, at: temporary.appending("inside"))
 
@@ -65,7 +65,7 @@ import Testing
             for _ in 0..<20 where !events.contains(.deletedIncognito) { events += try store.poll(waiting: true) }
             #expect(events.contains(.deletedIncognito), "\(events)")
             #expect(lstatKind(incognito) == nil, "the incognito directory is gone")
-            let windowDamaged = incognito.removingLastComponent().appending(StoreLayout.damagedDirectory)
+            let windowDamaged = incognito.removingLastComponent().appending(DiskLayout.damagedDirectory)
             let windowDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: windowDamaged.string)) ?? []
             let movedTree = try #require(windowDamagedNames.first { $0.hasPrefix("tree-") }, "\(windowDamagedNames)")
             #expect(
@@ -74,10 +74,10 @@ import Testing
             let restored = try realWindow(root)
             #expect(restored.regular.webStateList.webStates.map(\.url) == ["https://kept.example/"])
             #expect(lstatKind(temporary) == nil, "the temporary's name is free again")
-            let storeDamaged = store.regular.sessionDirectory.appending(StoreLayout.damagedDirectory)
+            let storeDamaged = store.regular.sessionDirectory.appending(DiskLayout.damagedDirectory)
             let storeDamagedNames = (try? FileManager.default.contentsOfDirectory(atPath: storeDamaged.string)) ?? []
             #expect(
-                storeDamagedNames.contains { $0.hasPrefix(StoreLayout.snapshotName(9) + StoreLayout.temporarySuffix) },
+                storeDamagedNames.contains { $0.hasPrefix(DiskLayout.snapshotName(9) + DiskLayout.temporarySuffix) },
                 "\(storeDamagedNames)")
             try expectCanaryIntact(canary)
         }
@@ -92,8 +92,8 @@ import Testing
             let before = try WindowContents(store)
             let regular = store.regular.sessionDirectory
             let incognito = store.incognito.sessionDirectory
-            let directoryEntry = regular.appending(StoreLayout.snapshotName(7))
-            let fifoEntry = incognito.appending(StoreLayout.snapshotName(9))
+            let directoryEntry = regular.appending(DiskLayout.snapshotName(7))
+            let fifoEntry = incognito.appending(DiskLayout.snapshotName(9))
             try plant(.directory, at: directoryEntry)
             try plant(.directory, at: directoryEntry.appending("inside"))
             try plant(.fifo, at: fifoEntry)
@@ -105,7 +105,7 @@ import Testing
             #expect(recovery.incognito.damaged.map(\.path) == [fifoEntry.string])
             let movedDirectory = try #require(recovery.regular.damaged.first?.setAsideAt)
             let movedFIFO = try #require(recovery.incognito.damaged.first?.setAsideAt)
-            #expect(movedDirectory.hasPrefix(regular.appending(StoreLayout.damagedDirectory).string + "/"))
+            #expect(movedDirectory.hasPrefix(regular.appending(DiskLayout.damagedDirectory).string + "/"))
             #expect(lstatKind(FilePath(movedDirectory)) == "directory")
             #expect(
                 lstatKind(FilePath(movedDirectory).appending("inside")) == "directory", "set aside whole, not deleted")
@@ -144,8 +144,8 @@ import Testing
                     // Every free snapshot name ahead holds a FIFO: the incognito session's
                     // directory exists once its first save has made it.
                     for generation in 1...(24 as UInt64)
-                    where lstatKind(incognito.appending(StoreLayout.snapshotName(generation))) == nil {
-                        try plant(.fifo, at: incognito.appending(StoreLayout.snapshotName(generation)))
+                    where lstatKind(incognito.appending(DiskLayout.snapshotName(generation))) == nil {
+                        try plant(.fifo, at: incognito.appending(DiskLayout.snapshotName(generation)))
                     }
                 }
                 urls[0].append("https://regular-\(seq).example/")
@@ -161,7 +161,7 @@ import Testing
             }
             let damaged =
                 (try? FileManager.default.contentsOfDirectory(
-                    atPath: incognito.appending(StoreLayout.damagedDirectory).string)) ?? []
+                    atPath: incognito.appending(DiskLayout.damagedDirectory).string)) ?? []
             #expect(!damaged.isEmpty, "a FIFO was set aside by a compaction")
             let restored = try realWindow(root)
             #expect(restored.regular.webStateList.webStates.map(\.url) == urls[0])
@@ -186,7 +186,7 @@ import Testing
             let setAside = try #require(recovery.regular.damaged.first?.setAsideAt)
             #expect(
                 setAside.hasPrefix(
-                    regular.removingLastComponent().appending(StoreLayout.damagedDirectory).string + "/regular-"))
+                    regular.removingLastComponent().appending(DiskLayout.damagedDirectory).string + "/regular-"))
             #expect(lstatKind(FilePath(setAside)) == "symlink", "moved as itself")
             #expect(store.regular.webStateList.isEmpty)
             #expect(store.incognito.webStateList.webStates.map(\.url) == ["https://incognito.example/"])
@@ -206,7 +206,7 @@ import Testing
                 root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 1...(8 as UInt64) {
-                let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                let temporary = regular.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
                 if generation.isMultiple(of: 2) {
                     try plant(.symlink(to: canary.appending("keep").string), at: temporary)
                 } else {
@@ -216,7 +216,7 @@ import Testing
             }
             try openRegularTabsDurably(store, seqs: 2...6)
             let snapshots = try FileManager.default.contentsOfDirectory(atPath: regular.string).filter {
-                StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) ?? 0 >= 3
+                DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) ?? 0 >= 3
             }
             #expect(!snapshots.isEmpty, "compaction wrote new generations past the planted temporaries")
             try expectCanaryIntact(canary)
@@ -354,8 +354,8 @@ extension HostileFilesTests {
         try withRootAndCanary { root, canary in
             let store = try savedWindow(root, regular: "https://kept.example/")
             let regular = store.regular.sessionDirectory
-            let damaged = regular.appending(StoreLayout.damagedDirectory)
-            let planted = regular.appending(StoreLayout.snapshotName(7))
+            let damaged = regular.appending(DiskLayout.damagedDirectory)
+            let planted = regular.appending(DiskLayout.snapshotName(7))
             try plant(.symlink(to: canary.string), at: damaged)
             try plant(.fifo, at: planted)
 
@@ -387,8 +387,8 @@ extension HostileFilesTests {
             let options = StoreOptions(compactAfterRecords: 2)
             let store = try savedWindow(root, options: options, regular: "https://kept.example/")
             let regular = store.regular.sessionDirectory
-            let damaged = regular.appending(StoreLayout.damagedDirectory)
-            let planted = regular.appending(StoreLayout.snapshotName(7))
+            let damaged = regular.appending(DiskLayout.damagedDirectory)
+            let planted = regular.appending(DiskLayout.snapshotName(7))
             let garbage = Data("not a snapshot, but the host promised never to delete it\n".utf8)
             try garbage.write(to: URL(fileURLWithPath: planted.string))
             try #require(mkdir(damaged.string, 0o700) == 0)
@@ -414,7 +414,7 @@ extension HostileFilesTests {
                 try again.waitUntilDurable(seq)
             }
             let generations = try FileManager.default.contentsOfDirectory(atPath: regular.string)
-                .compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+                .compactMap { DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) }
             #expect((generations.max() ?? 0) > 10, "several compactions ran: \(generations)")
             #expect(FileManager.default.contents(atPath: kept) == garbage, "the damaged file is still there, whole")
             #expect(again.regular.webStateList.webStates.count == 20)
@@ -471,16 +471,16 @@ extension HostileFilesTests {
                 root, options: StoreOptions(compactAfterRecords: 2), regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
             for generation in 2...(8 as UInt64) {
-                let temporary = regular.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                let temporary = regular.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
                 try plant(.directory, at: temporary)
                 try plantFile(named: [0xFF, 0xFE], in: temporary)
                 try plant(.symlink(to: canary.string), at: temporary.appending("inside"))
             }
             try openRegularTabsDurably(store, seqs: 2...6)
             let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
-            let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            let generations = names.compactMap { DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) }
             #expect(generations.contains { $0 >= 3 }, "compaction wrote new generations: \(names)")
-            #expect(lstatKind(regular.appending(StoreLayout.snapshotName(2) + StoreLayout.temporarySuffix)) == nil)
+            #expect(lstatKind(regular.appending(DiskLayout.snapshotName(2) + DiskLayout.temporarySuffix)) == nil)
             try expectCanaryIntact(canary)
             #expect(try realWindow(root).regular.webStateList.count == 6)
         }
@@ -496,26 +496,26 @@ extension HostileFilesTests {
             let options = StoreOptions(compactAfterRecords: 2)
             let store = try savedWindow(root, options: options, regular: "https://one.example/")
             let regular = store.regular.sessionDirectory
-            try plant(.directory, at: regular.appending(StoreLayout.snapshotName(2)))
+            try plant(.directory, at: regular.appending(DiskLayout.snapshotName(2)))
             try plant(
-                .symlink(to: canary.string), at: regular.appending(StoreLayout.snapshotName(2)).appending("inside"))
-            try plant(.fifo, at: regular.appending(StoreLayout.snapshotName(3)))
-            try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(StoreLayout.snapshotName(4)))
+                .symlink(to: canary.string), at: regular.appending(DiskLayout.snapshotName(2)).appending("inside"))
+            try plant(.fifo, at: regular.appending(DiskLayout.snapshotName(3)))
+            try plant(.symlink(to: canary.appending("keep").string), at: regular.appending(DiskLayout.snapshotName(4)))
 
             try openRegularTabsDurably(store, seqs: 2...12)
             let names = try FileManager.default.contentsOfDirectory(atPath: regular.string)
-            let generations = names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }
+            let generations = names.compactMap { DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) }
             #expect(generations.contains { $0 >= 5 }, "compaction went past the planted names: \(names)")
-            let damaged = regular.appending(StoreLayout.damagedDirectory)
+            let damaged = regular.appending(DiskLayout.damagedDirectory)
             let setAside = try FileManager.default.contentsOfDirectory(atPath: damaged.string)
             let kinds = Dictionary(
                 uniqueKeysWithValues: setAside.map {
-                    (String($0.prefix(StoreLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0)))
+                    (String($0.prefix(DiskLayout.snapshotPrefix.count + 16)), lstatKind(damaged.appending($0)))
                 })
-            #expect(kinds[StoreLayout.snapshotName(2)] == "directory", "\(setAside)")
-            #expect(kinds[StoreLayout.snapshotName(3)] == "other", "\(setAside)")
-            #expect(kinds[StoreLayout.snapshotName(4)] == "symlink", "\(setAside)")
-            if let directory = setAside.first(where: { $0.hasPrefix(StoreLayout.snapshotName(2)) }) {
+            #expect(kinds[DiskLayout.snapshotName(2)] == "directory", "\(setAside)")
+            #expect(kinds[DiskLayout.snapshotName(3)] == "other", "\(setAside)")
+            #expect(kinds[DiskLayout.snapshotName(4)] == "symlink", "\(setAside)")
+            if let directory = setAside.first(where: { $0.hasPrefix(DiskLayout.snapshotName(2)) }) {
                 #expect(lstatKind(damaged.appending(directory).appending("inside")) == "symlink", "set aside whole")
             }
             try expectCanaryIntact(canary)

@@ -30,7 +30,7 @@ import Testing
 
     static func snapshots(_ engine: FaultEngine) throws -> [UInt64] {
         try (engine.directoryEntries(regularDirectory) ?? []).compactMap {
-            StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix)
+            DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix)
         }.sorted()
     }
 
@@ -38,7 +38,7 @@ import Testing
     /// falls back to the generation before.
     static func damageNewestSnapshot(_ engine: FaultEngine) throws {
         let newest = try #require(try snapshots(engine).last)
-        let path = regularDirectory.appending(StoreLayout.snapshotName(newest))
+        let path = regularDirectory.appending(DiskLayout.snapshotName(newest))
         var bytes = try #require(engine.contents(of: path))
         bytes[Framing.fileHeaderSize + Framing.recordHeaderSize + 2] ^= 0x5A
         engine.overwrite(path, with: bytes)

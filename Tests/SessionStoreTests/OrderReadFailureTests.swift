@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import IOUring
 import SystemPackage
@@ -13,7 +14,7 @@ import Testing
     @Test(arguments: [Errno.ioError, .tooManyOpenFiles])
     func anOrderFileThatDoesNotReadIsThrown(errno: Errno) throws {
         let engine = FaultEngine(directories: [simulatedRoot])
-        let path = simulatedRoot.appending(RootLayout.order)
+        let path = simulatedRoot.appending(DiskLayout.order)
         let saved = [UUID(), UUID()]
         let file = try engine.open(path, .create)
         try engine.perform([

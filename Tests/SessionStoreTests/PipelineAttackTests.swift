@@ -280,7 +280,7 @@ import Testing
         store.apply(seq: 3) { store.incognito.webStateList.closeAll() }
         #expect(throws: StoreError.self) { try store.waitUntilDurable(3) }
         #expect(
-            engine.contents(of: store.incognito.sessionDirectory.appending(StoreLayout.deletionMarker)) != nil,
+            engine.contents(of: store.incognito.sessionDirectory.appending(DiskLayout.deletionMarker)) != nil,
             "the marker stayed")
         try Self.open(store, .incognito, seq: 4)
         try store.waitUntilDurable(4)

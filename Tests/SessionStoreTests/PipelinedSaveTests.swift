@@ -32,7 +32,7 @@ import Testing
         let path = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.regular.rawValue
         )
-        .appending(StoreLayout.journalName(store.stores[0].generation))
+        .appending(DiskLayout.journalName(store.stores[0].generation))
         return try JournalFile.scan(InMemoryBytes(try #require(disk.contents(of: path))))
     }
 

@@ -44,7 +44,7 @@ import Testing
 
     static func newestJournal(_ engine: FaultEngine) throws -> FilePath {
         let name = try #require(
-            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }.max())
+            try engine.directoryEntries(regularDirectory)?.filter { $0.hasPrefix(DiskLayout.journalPrefix) }.max())
         return regularDirectory.appending(name)
     }
 
@@ -76,7 +76,7 @@ import Testing
             try LeftOutSaveTests.damageNewestSnapshot(engine)
         case .fallbackJournalDamagedInTheMiddle:
             let journals = try #require(
-                try engine.directoryEntries(Self.regularDirectory)?.filter { $0.hasPrefix(StoreLayout.journalPrefix) }
+                try engine.directoryEntries(Self.regularDirectory)?.filter { $0.hasPrefix(DiskLayout.journalPrefix) }
                     .sorted())
             try #require(journals.count == 2)
             let path = Self.regularDirectory.appending(journals[0])

@@ -43,7 +43,7 @@ import Testing
             }
             let snapshots = try LeftOutSaveTests.snapshots(engine)
             if snapshots.count >= 2, let newest = snapshots.last {
-                let path = LeftOutSaveTests.regularDirectory.appending(StoreLayout.snapshotName(newest))
+                let path = LeftOutSaveTests.regularDirectory.appending(DiskLayout.snapshotName(newest))
                 var bytes = try #require(engine.contents(of: path))
                 bytes[Int.random(in: Framing.fileHeaderSize..<bytes.count, using: &random)] ^= 0xFF
                 engine.overwrite(path, with: bytes)

@@ -74,7 +74,7 @@ import Testing
             let restored = try contentsAfterPowerCut(engine.copy(), options: options)
             let matches = contents.filter { $0.key >= durable && $0.key <= seq }.contains { $0.value == restored }
             // The known class (`aFailedIncognitoDeletion...`): a marker left in a live session.
-            let marker = store.incognito.sessionDirectory.appending(StoreLayout.deletionMarker)
+            let marker = store.incognito.sessionDirectory.appending(DiskLayout.deletionMarker)
             if !matches, store.stores[1].isOnDisk, (try? engine.kind(marker)) != nil {
                 knownMarkerLosses += 1
                 return
@@ -361,14 +361,14 @@ extension SaveLoopAttackTests {
                     planted = true
                     for directory in [store.regular.sessionDirectory, store.incognito.sessionDirectory] {
                         for generation in 2...(30 as UInt64) {
-                            mkfifo(directory.appending(StoreLayout.snapshotName(generation)).string, 0o600)
+                            mkfifo(directory.appending(DiskLayout.snapshotName(generation)).string, 0o600)
                             mkdir(
-                                directory.appending(StoreLayout.snapshotName(generation) + StoreLayout.temporarySuffix)
+                                directory.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
                                     .string, 0o700)
-                            symlink("/nonexistent", directory.appending(StoreLayout.journalName(generation)).string)
+                            symlink("/nonexistent", directory.appending(DiskLayout.journalName(generation)).string)
                         }
-                        mkdir(directory.appending(StoreLayout.spareJournal).string, 0o700)
-                        close(open(directory.appending(StoreLayout.damagedDirectory).string, O_CREAT | O_WRONLY, 0o600))
+                        mkdir(directory.appending(DiskLayout.spareJournal).string, 0o700)
+                        close(open(directory.appending(DiskLayout.damagedDirectory).string, O_CREAT | O_WRONLY, 0o600))
                     }
                 }
                 // Mostly pipelined turns; now and then an explicit save.
@@ -386,7 +386,7 @@ extension SaveLoopAttackTests {
             for directory in [store.regular.sessionDirectory, store.incognito.sessionDirectory] {
                 let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.string)) ?? []
                 #expect(
-                    entries.contains { $0.hasPrefix(StoreLayout.damagedDirectory + ".not-a-directory") },
+                    entries.contains { $0.hasPrefix(DiskLayout.damagedDirectory + ".not-a-directory") },
                     "compactions met the plants: \(entries)")
             }
             let reopened = WindowStore(

@@ -122,7 +122,7 @@ import Testing
 
         let incognito = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.incognito.rawValue)
-        let firstSnapshot = incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string
+        let firstSnapshot = incognito.appending(DiskLayout.snapshotName(1) + DiskLayout.temporarySuffix).string
         engine.failingOpens[firstSnapshot] = .noSpace
         try store.apply(seq: 2) {
             try store.incognito.webStateList.insert(
@@ -167,7 +167,7 @@ import Testing
         engine.failures = [:]
         let incognito = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.incognito.rawValue)
-        engine.failingOpens[incognito.appending(StoreLayout.snapshotName(1) + StoreLayout.temporarySuffix).string] =
+        engine.failingOpens[incognito.appending(DiskLayout.snapshotName(1) + DiskLayout.temporarySuffix).string] =
             .noSpace
         store.stores[0].needsRebase = true
         for attempt in 2...4 {
@@ -258,7 +258,7 @@ import Testing
         let spare = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.regular.rawValue
         ).appending(
-            StoreLayout.spareJournal)
+            DiskLayout.spareJournal)
         if engine.contents(of: spare) != nil { try engine.removeFile(spare) }
         engine.capacity = totalBytes(engine)
         var events: [SaveEvent] = []

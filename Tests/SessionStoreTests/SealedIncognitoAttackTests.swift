@@ -191,7 +191,7 @@ import Testing
             let directory = store.incognito.sessionDirectory
             let names = try FileManager.default.contentsOfDirectory(atPath: directory.string)
             let newest = try #require(
-                names.compactMap { StoreLayout.generation(of: $0, prefix: StoreLayout.snapshotPrefix) }.max())
+                names.compactMap { DiskLayout.generation(of: $0, prefix: DiskLayout.snapshotPrefix) }.max())
             let forged = WebStateList()
             var history = NavigationHistory()
             history.commit(
@@ -208,9 +208,9 @@ import Testing
             let snapshot = try SnapshotEncoder.encode(forged, lastCommandSeq: seq) { _ throws(SessionFormatError) in []
             }
             try Data(snapshot).write(
-                to: URL(fileURLWithPath: directory.appending(StoreLayout.snapshotName(newest + 1)).string))
+                to: URL(fileURLWithPath: directory.appending(DiskLayout.snapshotName(newest + 1)).string))
             try Data(JournalFile.header + [UInt8](repeating: 0, count: 4096))
-                .write(to: URL(fileURLWithPath: directory.appending(StoreLayout.journalName(newest + 1)).string))
+                .write(to: URL(fileURLWithPath: directory.appending(DiskLayout.journalName(newest + 1)).string))
             let again = window(root, id, keyring)
             _ = try again.recover()
             let restored = try urls(again)

@@ -249,7 +249,7 @@ import Testing
             defer { try? keys(root, id).revoke() }
             _ = try browsedWindow(root, id)
             let journals = everyFile(under: root).filter {
-                $0.path.contains("/incognito/") && $0.path.contains(StoreLayout.journalPrefix)
+                $0.path.contains("/incognito/") && $0.path.contains(DiskLayout.journalPrefix)
             }
             let journal = try #require(journals.first)
             // The first mutation record after the header block: flip a payload byte, fix its CRC.

@@ -70,7 +70,7 @@ import Testing
         let directory = simulatedRoot.appending(DiskLayout.windows).appending(windowID.uuidString).appending(
             BrowserKind.regular.rawValue)
         let snapshots = try #require(try engine.directoryEntries(directory)).filter {
-            $0.hasPrefix(StoreLayout.snapshotPrefix)
+            $0.hasPrefix(DiskLayout.snapshotPrefix)
         }.sorted()
         let newest = try #require(snapshots.last)
         func files() throws -> [String: [UInt8]] {

@@ -15,7 +15,7 @@ import Testing
         compactAfterRecords: 8, compactAfterBytes: 1 << 20, journalPreallocation: 16 << 10)
     static let regularDirectory = LeftOutSaveTests.regularDirectory
     static let incognitoDirectory = regularDirectory.removingLastComponent().appending(BrowserKind.incognito.rawValue)
-    static let regularSpare = regularDirectory.appending(StoreLayout.spareJournal)
+    static let regularSpare = regularDirectory.appending(DiskLayout.spareJournal)
 
     /// A window on `disk` and the commands it takes: each opens a tab and waits until durable.
     final class Browsing {
@@ -83,7 +83,7 @@ import Testing
             try #require(compactingSave) < UInt64(Self.options.journalPreallocation), "bytes the compacting save wrote")
         #expect(disk.contents(of: Self.regularSpare) == nil, "the spare became the new journal")
         let journal = try #require(
-            disk.contents(of: Self.regularDirectory.appending(StoreLayout.journalName(newGeneration))))
+            disk.contents(of: Self.regularDirectory.appending(DiskLayout.journalName(newGeneration))))
         #expect(journal.count == Self.options.journalPreallocation)
         #expect(
             Array(journal.prefix(BrowserStore.minimumBlock)) == JournalFile.header(blockSize: BrowserStore.minimumBlock)
@@ -204,7 +204,7 @@ import Testing
     @Test(arguments: [false, true]) func incognitoCloseLeavesNoSpare(inFlight: Bool) throws {
         let disk = FaultEngine(directories: [simulatedRoot])
         let browsing = try Browsing(disk)
-        let incognitoSpare = Self.incognitoDirectory.appending(StoreLayout.spareJournal)
+        let incognitoSpare = Self.incognitoDirectory.appending(DiskLayout.spareJournal)
         if inFlight {
             // Each reap runs one chain, the oldest: the spare's stays queued until the next one.
             disk.completionOrder = { _ in 0 }

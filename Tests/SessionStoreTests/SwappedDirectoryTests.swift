@@ -74,7 +74,7 @@ import Testing
                 names(in: swap == .journal ? elsewhere.removingLastComponent() : elsewhere) == outside,
                 "nothing outside created or removed")
             if swap != .journal {
-                let damaged = moved.removingLastComponent().appending(StoreLayout.damagedDirectory)
+                let damaged = moved.removingLastComponent().appending(DiskLayout.damagedDirectory)
                 let setAside = try #require(
                     names(in: damaged).first { $0.hasPrefix(moved.lastComponent!.string + "-") })
                 #expect(lstatKind(damaged.appending(setAside)) == "symlink", "moved aside as itself")

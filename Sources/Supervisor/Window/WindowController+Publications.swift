@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import HostControl
 import HostCoordination
@@ -138,7 +139,7 @@ extension WindowController {
         seqs.jumpFloors(restoredSeq: dump.appliedSeq, restoredTab: tabs.max() ?? 0, by: jump)
         _ = host.recordHandedOut(self, covering: HandedOutCeiling(seq: seqs.floor, tab: seqs.tab))
         host.logger.warning(
-            "no \(RootLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
+            "no \(DiskLayout.handedOut) entry to trust: the window numbers \(jump) above what it restored; its worker restarts with those floors",
             metadata: ["window": "\(id)", "seq_floor": "\(seqs.floor)", "tab_floor": "\(seqs.tab)"])
         dispatch(.floorsProbed, in: host)
     }

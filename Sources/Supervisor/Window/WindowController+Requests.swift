@@ -1,3 +1,4 @@
+import BrowserModel
 import Foundation
 import HostControl
 import HostCoordination
@@ -98,7 +99,7 @@ extension WindowController {
                 client,
                 .failure(
                     .ioError,
-                    "cannot record the seqs window \(id) may hand out (\(RootLayout.handedOut)), so the command was not sent: \(failure)"
+                    "cannot record the seqs window \(id) may hand out (\(DiskLayout.handedOut)), so the command was not sent: \(failure)"
                 ))
             return false
         }
