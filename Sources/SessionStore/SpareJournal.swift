@@ -3,7 +3,7 @@ import IOUring
 import SessionFormat
 
 /// A store's next journal, written ahead of need (issue 13): `journal.spare`, zeros to the
-/// preallocated size, synced, out of the page cache. A compaction renames it to its new
+/// room the next generation is expected to fill (`BrowserStore.nextJournalSize`), synced, out of the page cache. A compaction renames it to its new
 /// generation's journal and writes only the header block, instead of the whole zero-filled file
 /// in the save. Its write is no part of a save: no save waits for it or reports its failure, and
 /// recovery deletes a spare it finds, so none is ever read or trusted unwritten.
@@ -65,7 +65,7 @@ extension BrowserStore {
         let block = writeDirect(file)
         // Direct writes leave nothing in the page cache, and a file in memory has nothing to drop.
         let buffered = if case .failure(let refusal) = directWrites, refusal != .inMemory { true } else { false }
-        let size = preallocatedSize(blockSize: block)
+        let size = nextJournalSize(blockSize: block)
         guard size > JournalFile.header(blockSize: block).count else {
             // A preallocation of one block or less: a new journal is its header alone.
             discardSpare(file)
