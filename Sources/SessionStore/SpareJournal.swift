@@ -3,10 +3,11 @@ import IOUring
 import SessionFormat
 
 /// A store's next journal, written ahead of need (issue 13): `journal.spare`, zeros to the
-/// room the next generation is expected to fill (`BrowserStore.nextJournalSize`), synced, out of the page cache. A compaction renames it to its new
-/// generation's journal and writes only the header block, instead of the whole zero-filled file
-/// in the save. Its write is no part of a save: no save waits for it or reports its failure, and
-/// recovery deletes a spare it finds, so none is ever read or trusted unwritten.
+/// room the next generation is expected to fill (`BrowserStore.nextJournalSize`), synced, out
+/// of the page cache. A compaction renames it to its new generation's journal and writes only
+/// the header block, instead of the whole zero-filled file in the save. Its write is no part
+/// of a save: no save waits for it or reports its failure, and recovery deletes a spare it
+/// finds, so none is ever read or trusted unwritten.
 enum SpareJournal {
     /// None: one is written when the store is next idle with its journal past half a threshold.
     case none
