@@ -84,6 +84,9 @@ public final class BrowserStore {
     var largestSave = 0
     /// The next journal, written ahead of need in the background (`SpareJournal.swift`).
     var spare = SpareJournal.none
+    /// The window's other Browser's store, whose ready spare this one gives up when the disk
+    /// has no room for a file a session needs (`makeRoomAfterNoSpace`); set by the window.
+    weak var otherBrowser: BrowserStore?
     /// How this Browser's files are sealed: the incognito Browser's, once its window's key is
     /// held (`WindowStore`); nil, in the clear.
     var sealing: RecordSeal.Key?
@@ -136,6 +139,11 @@ public final class BrowserStore {
     /// change too), for the store's life. Else on a disk smaller than two preallocations (a
     /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
     var journalsGrowByAppend = false
+    /// Whether new journals (and spares) are written full of zeros: not once this store's or
+    /// the other Browser's journals grow by append. They share the disk, and zeros written for
+    /// one Browser's later saves would take the room the other's growing journal needs for
+    /// saves it makes now (a tiny disk: the incognito Browser's appends failed so).
+    var preallocatesJournals: Bool { !journalsGrowByAppend && otherBrowser?.journalsGrowByAppend != true }
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
     var unreportedCompactionFailure: StoreError?
@@ -510,8 +518,10 @@ public final class BrowserStore {
             newJournal = try writeEmptyGenerations(
                 (twinGeneration.map { [$0] } ?? []) + [newGeneration], emptyThrough: seq)
         } catch {
-            if error.errno == .noSpace, !journalsGrowByAppend {
-                journalsGrowByAppend = true
+            // A full disk: tried again with the window's spares' room, then with a journal of
+            // its header alone (`makeRoomAfterNoSpace`).
+            let growing = journalsGrowByAppend
+            if error.errno == .noSpace, makeRoomAfterNoSpace() || !growing {
                 return try createIfNeeded(emptyThrough: seq)
             }
             throw error
@@ -585,7 +595,7 @@ public final class BrowserStore {
     /// blocks), written so appends land in space already written.
     private func preallocatedJournal(blockSize: Int, size: Int) -> [UInt8] {
         let header = JournalFile.header(blockSize: blockSize, sealed: sealing != nil)
-        if journalsGrowByAppend { return header }
+        if !preallocatesJournals { return header }
         return header + [UInt8](repeating: 0, count: max(0, size - header.count))
     }
 
@@ -1044,9 +1054,10 @@ public final class BrowserStore {
     /// last completion meant for the save.
     private func advance(_ compaction: Compaction, progress: SaveProgress?) -> SaveProgress? {
         if let failure = compaction.failure {
-            // The next one tries without the journal's preallocated room.
-            if failure.errno == .noSpace { journalsGrowByAppend = true }
-            abandon(compaction, renamed: compaction.renamed)
+            // A full disk: the next save tries again at once with the window's spares' room,
+            // or, none left, after the deferral without the journal's preallocated room.
+            let retrying = failure.errno == .noSpace && makeRoomAfterNoSpace()
+            abandon(compaction, renamed: compaction.renamed, deferring: !retrying)
             if compaction.acknowledgeAtEnd { return .failed(failure) }
             unreportedCompactionFailure = failure
             return progress
@@ -1270,7 +1281,8 @@ public final class BrowserStore {
     /// Gives up a compaction that failed: its files are removed (the old generation is intact)
     /// and unsaved records wait for the next save. After a rename whose directory sync failed
     /// it is unknown which snapshot survives a power cut: the next save writes a new one.
-    private func abandon(_ compaction: Compaction, renamed: Bool) {
+    /// Not `deferring`, a compaction not renamed is tried again by the next save.
+    private func abandon(_ compaction: Compaction, renamed: Bool, deferring: Bool = true) {
         if let directory = compaction.journalDirectory { engine.close(directory) }
         for written in compaction.newGenerations {
             engine.close(written.snapshotFile)
@@ -1286,7 +1298,7 @@ public final class BrowserStore {
                     directory.appending(StoreLayout.snapshotName(written.generation) + StoreLayout.temporarySuffix))
                 try? engine.removeFile(directory.appending(StoreLayout.journalName(written.generation)))
             }
-            deferCompaction()
+            if deferring { deferCompaction() }
         }
         staged = writing + staged
         writing.removeAll()

@@ -203,6 +203,32 @@ import Testing
         #expect(try WindowContents(try simulatedWindow(disk, options: Self.options).0) == live)
     }
 
+    /// A disk with no room for a new session's files: the window's ready spare (here the other
+    /// Browser's), written ahead of need, gives its room to them, and the session is made again
+    /// with its journal preallocated, not one that grows by append.
+    @Test func aReadySpareGivesItsRoomToANewSessionsFiles() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let browsing = try Browsing(disk)
+        try browsing.untilSpareReady()
+        let spare = try #require(disk.contents(of: Self.regularSpare))
+        // Room for the incognito session's preallocated journal, not for its snapshot too; for
+        // both once the spare goes.
+        disk.capacity = totalBytes(disk) + Self.options.journalPreallocation
+        try browsing.command(incognito: true)
+        #expect(browsing.store.durableSeq == browsing.seq)
+        #expect(disk.contents(of: Self.regularSpare) == nil, "the spare of \(spare.count) B gave its room")
+        guard case .failed = browsing.store.stores[0].spare else {
+            Issue.record("written again in this generation: \(browsing.store.stores[0].spare)")
+            return
+        }
+        let incognito = browsing.store.stores[1]
+        #expect(incognito.preallocatesJournals, "no Browser fell back to journals that grow by append")
+        #expect(
+            disk.contents(of: Self.incognitoDirectory.appending(StoreLayout.journalName(incognito.generation)))?.count
+                == Self.options.journalPreallocation)
+        try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
+    }
+
     /// Closing the last incognito tab deletes its session, the spare too: nothing of it is left,
     /// whether the spare was ready or still being written.
     @Test(arguments: [false, true]) func incognitoCloseLeavesNoSpare(inFlight: Bool) throws {
