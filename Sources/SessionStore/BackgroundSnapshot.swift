@@ -140,8 +140,8 @@ extension BrowserStore {
             needsRebase = true
         } else {
             try? engine.removeFile(temporaryPath(generation))
-            if error.errno == .noSpace { journalsGrowByAppend = true }
-            deferCompaction()
+            // A full disk: the next save tries again at once with the window's spares' room.
+            if !(error.errno == .noSpace && makeRoomAfterNoSpace()) { deferCompaction() }
         }
         unreportedCompactionFailure = error
     }

@@ -13,9 +13,10 @@ public struct StoreOptions: Sendable {
     public var compactAfterRecords: Int
     /// …or this many bytes.
     public var compactAfterBytes: Int
-    /// A new journal is written full of zeros to this size up front, so an append never grows
-    /// the file and a durable write flushes data only. By default: room for the records before
-    /// compaction (about 256 bytes each), plus 64 KiB.
+    /// A new journal is written full of zeros up front, so an append never grows the file and a
+    /// durable write flushes data only: the first to this size, later ones to the room their
+    /// generation is expected to fill, at most this (`BrowserStore.nextJournalSize`). By
+    /// default: room for the records before compaction (about 256 bytes each), plus 64 KiB.
     public var journalPreallocation: Int
     /// How many saves may be in flight at once (pipelined: the next is submitted before the one
     /// before completes), 1 through `Limits.maxSavesInFlight`; acknowledged in seq order.
@@ -78,8 +79,14 @@ public final class BrowserStore {
     /// journal opened for writing answered (`writeDirect`); nil before one was.
     private(set) var directWrites: Result<DirectIO.Alignment, DirectIO.Refusal>?
     var journalRecords = 0
+    /// The most bytes one save appended to the journal: the room a save crossing a threshold
+    /// may take past it (`nextJournalSize`).
+    var largestSave = 0
     /// The next journal, written ahead of need in the background (`SpareJournal.swift`).
     var spare = SpareJournal.none
+    /// The window's other Browser's store, whose ready spare this one gives up when the disk
+    /// has no room for a file a session needs (`makeRoomAfterNoSpace`); set by the window.
+    weak var otherBrowser: BrowserStore?
     /// How this Browser's files are sealed: the incognito Browser's, once its window's key is
     /// held (`WindowStore`); nil, in the clear.
     var sealing: RecordSeal.Key?
@@ -132,6 +139,11 @@ public final class BrowserStore {
     /// change too), for the store's life. Else on a disk smaller than two preallocations (a
     /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
     var journalsGrowByAppend = false
+    /// Whether new journals (and spares) are written full of zeros: not once this store's or
+    /// the other Browser's journals grow by append. They share the disk, and zeros written for
+    /// one Browser's later saves would take the room the other's growing journal needs for
+    /// saves it makes now (a tiny disk: the incognito Browser's appends failed so).
+    var preallocatesJournals: Bool { !journalsGrowByAppend && otherBrowser?.journalsGrowByAppend != true }
     /// A compaction that failed while the save riding on it succeeded: reported, not retried
     /// until the deferral passes.
     var unreportedCompactionFailure: StoreError?
@@ -501,7 +513,42 @@ public final class BrowserStore {
             highestGeneration = twinGeneration ?? highestGeneration
         }
         let newGeneration = try nextGeneration()
-        let generations = (twinGeneration.map { [$0] } ?? []) + [newGeneration]
+        let newJournal: (file: EngineFile, block: Int)
+        do {
+            newJournal = try writeEmptyGenerations(
+                (twinGeneration.map { [$0] } ?? []) + [newGeneration], emptyThrough: seq)
+        } catch {
+            // A full disk: tried again with the window's spares' room, then with a journal of
+            // its header alone (`makeRoomAfterNoSpace`).
+            let growing = journalsGrowByAppend
+            if error.errno == .noSpace, makeRoomAfterNoSpace() || !growing {
+                return try createIfNeeded(emptyThrough: seq)
+            }
+            throw error
+        }
+        precondition(newGeneration > (twinGeneration ?? 0), "a session is made above its twin")
+        journal = newJournal.file
+        journalBlock = newJournal.block
+        journalEnd = JournalFile.header(blockSize: journalBlock).count
+        journalRecords = 0
+        largestSave = 0
+        generation = newGeneration
+        snapshotGeneration = newGeneration
+        generationSealed = sealing != nil
+        highestGeneration = newGeneration
+        assert(
+            journalEnd % journalBlock == 0 && isIdle, "a new journal's first save starts on a block, nothing in flight")
+    }
+
+    /// Writes each of `generations` (oldest first) an empty snapshot and a journal, synced, then
+    /// renames the snapshots into place and syncs the directory and every parent up to the
+    /// root. Only the last, the newest, gets a preallocated journal: nothing is ever appended to
+    /// the twin's. Returns that journal, open, and its framing block; every other file is closed
+    /// (every one, when this throws).
+    private func writeEmptyGenerations(_ generations: [UInt64], emptyThrough seq: UInt64) throws(StoreError) -> (
+        file: EngineFile, block: Int
+    ) {
+        guard let newest = generations.last else { preconditionFailure("a session is made of a generation") }
         var opened: [EngineFile] = []
         var newJournal: (file: EngineFile, block: Int)?
         do {
@@ -511,10 +558,9 @@ public final class BrowserStore {
                 let journalFile = try createFresh(DiskLayout.journalName(generation))
                 opened.append(journalFile)
                 let block = writeDirect(journalFile)
-                // Nothing is ever appended to the twin's journal.
                 let journalBytes =
-                    generation == newGeneration
-                    ? preallocatedJournal(blockSize: block)
+                    generation == newest
+                    ? preallocatedJournal(blockSize: block, size: preallocatedSize(blockSize: block))
                     : JournalFile.header(blockSize: block, sealed: sealing != nil)
                 let empty = try emptySnapshot(through: seq, generation: generation)
                 try io {
@@ -525,7 +571,7 @@ public final class BrowserStore {
                         .write(journalFile, journalBytes, offset: 0, durable: false), .sync(journalFile),
                     ])
                 }
-                if generation == newGeneration { newJournal = (journalFile, block) }
+                if generation == newest { newJournal = (journalFile, block) }
             }
             for generation in generations {
                 let name = DiskLayout.snapshotName(generation)
@@ -538,39 +584,45 @@ public final class BrowserStore {
             try syncEveryParentUpToTheRoot()
         } catch {
             for file in opened { engine.close(file) }
-            if error.errno == .noSpace, !journalsGrowByAppend {
-                journalsGrowByAppend = true
-                return try createIfNeeded(emptyThrough: seq)
-            }
             throw error
         }
-        for file in opened where file != newJournal?.file { engine.close(file) }
-        precondition(
-            newJournal != nil && newGeneration > (twinGeneration ?? 0),
-            "a session is made above its twin, with a journal to append to")
-        journal = newJournal?.file
-        journalBlock = newJournal?.block ?? Self.minimumBlock
-        journalEnd = JournalFile.header(blockSize: journalBlock).count
-        journalRecords = 0
-        generation = newGeneration
-        snapshotGeneration = newGeneration
-        generationSealed = sealing != nil
-        highestGeneration = newGeneration
-        assert(
-            journalEnd % journalBlock == 0 && isIdle, "a new journal's first save starts on a block, nothing in flight")
+        guard let newJournal else { preconditionFailure("the newest generation's journal was written") }
+        for file in opened where file != newJournal.file { engine.close(file) }
+        return newJournal
     }
 
-    /// A new journal's bytes: its header block, then zeros to the preallocation (a whole
-    /// number of blocks), written so appends land in space already written.
-    private func preallocatedJournal(blockSize: Int) -> [UInt8] {
+    /// A new journal's bytes: its header block, then zeros to `size` (a whole number of
+    /// blocks), written so appends land in space already written.
+    private func preallocatedJournal(blockSize: Int, size: Int) -> [UInt8] {
         let header = JournalFile.header(blockSize: blockSize, sealed: sealing != nil)
-        if journalsGrowByAppend { return header }
-        return header + [UInt8](repeating: 0, count: max(0, preallocatedSize(blockSize: blockSize) - header.count))
+        if !preallocatesJournals { return header }
+        return header + [UInt8](repeating: 0, count: max(0, size - header.count))
     }
 
     /// A preallocated journal's size in bytes: the preallocation, in whole blocks.
     func preallocatedSize(blockSize: Int) -> Int {
         min(options.journalPreallocation, Limits.maxJournalBytes) / blockSize * blockSize
+    }
+
+    /// The size, in whole blocks, to preallocate the next generation's journal to: the bytes
+    /// its saves take before a threshold compacts it, at this journal's bytes per record
+    /// (framing and padding included), plus the save that crosses the threshold (it lands in
+    /// the journal too) and an eighth for records that grow; at most the configured
+    /// preallocation, which is all a journal holding no record yet gets. The configured one
+    /// assumes ~256 B a record; a save replacing a 500-tab window's tabs frames ~90 B a record,
+    /// and its generations filled less than half of it, every zero past that written for
+    /// nothing (two thirds of a large save's bytes). A journal that outgrows its room grows by
+    /// its appends, each flush then carrying the size change, until the next compaction.
+    func nextJournalSize(blockSize: Int) -> Int {
+        let configured = preallocatedSize(blockSize: blockSize)
+        let filled = journalEnd - JournalFile.header(blockSize: journalBlock).count
+        guard journalRecords > 0, filled > 0 else { return configured }
+        let (scaled, overflow) = filled.multipliedReportingOverflow(by: max(options.compactAfterRecords, 1))
+        let atThreshold = max(0, min(overflow ? Int.max : scaled / journalRecords, options.compactAfterBytes))
+        let room = atThreshold.addingReportingOverflow(largestSave)
+        guard !room.overflow, room.partialValue < configured else { return configured }
+        let size = JournalFile.header(blockSize: blockSize).count + room.partialValue + room.partialValue / 8
+        return min(configured, (size + blockSize - 1) / blockSize * blockSize)
     }
 
     // MARK: saving
@@ -657,7 +709,7 @@ public final class BrowserStore {
         let journalBytes =
             made.usesSpare
             ? JournalFile.header(blockSize: newJournalBlock, sealed: sealing != nil)
-            : preallocatedJournal(blockSize: newJournalBlock)
+            : preallocatedJournal(blockSize: newJournalBlock, size: nextJournalSize(blockSize: newJournalBlock))
         // Saves move to the new journal before its snapshot is in place: its name is made
         // durable with it. A directory that does not open leaves the compaction in the save.
         let journalDirectory = append != nil && twin == nil ? try? engine.openDirectory(directory) : nil
@@ -962,62 +1014,73 @@ public final class BrowserStore {
             if case .failure(let error) = result { return .failed(error) }
             return .durable(appends[index].seq)
         case .compacting(var compaction):
-            var progress: SaveProgress?
-            if let append = compaction.append, append.ticket == completion.ticket {
-                compaction.append = nil
-                progress = finishAppend(completion.result, seq: compaction.seq, bytes: append.bytes)
-                if case .failed(let error) = progress { compaction.failure = error }
-            } else if compaction.snapshotWrite == completion.ticket {
-                compaction.snapshotWrite = nil
-                if case .failure(let error) = completion.result {
-                    compaction.failure = compaction.failure ?? .io(error)
-                }
-            } else {
-                compaction.files.remove(completion.ticket)
-                if compaction.files.isEmpty, let directory = compaction.journalDirectory {
-                    engine.close(directory)
-                    compaction.journalDirectory = nil
-                }
-                if let sync = compaction.directorySync, sync.ticket == completion.ticket {
-                    engine.close(sync.directory)
-                    compaction.directorySync = nil
-                }
-                if case .failure(let error) = completion.result {
-                    compaction.failure = compaction.failure ?? .io(error)
-                }
-            }
+            let progress = take(completion, into: &compaction)
             guard compaction.written else {
                 state = .compacting(compaction)
                 return progress
             }
-            if let failure = compaction.failure {
-                // The next one tries without the journal's preallocated room.
-                if failure.errno == .noSpace { journalsGrowByAppend = true }
-                abandon(compaction, renamed: compaction.renamed)
+            return advance(compaction, progress: progress)
+        }
+    }
+
+    /// Notes one of a compaction's writes finished; the save's progress when it was the append
+    /// riding on it.
+    private func take(_ completion: IOCompletion, into compaction: inout Compaction) -> SaveProgress? {
+        if let append = compaction.append, append.ticket == completion.ticket {
+            compaction.append = nil
+            let progress = finishAppend(completion.result, seq: compaction.seq, bytes: append.bytes)
+            if case .failed(let error) = progress { compaction.failure = error }
+            return progress
+        }
+        if compaction.snapshotWrite == completion.ticket {
+            compaction.snapshotWrite = nil
+        } else {
+            compaction.files.remove(completion.ticket)
+            if compaction.files.isEmpty, let directory = compaction.journalDirectory {
+                engine.close(directory)
+                compaction.journalDirectory = nil
+            }
+            if let sync = compaction.directorySync, sync.ticket == completion.ticket {
+                engine.close(sync.directory)
+                compaction.directorySync = nil
+            }
+        }
+        if case .failure(let error) = completion.result { compaction.failure = compaction.failure ?? .io(error) }
+        return nil
+    }
+
+    /// The next step of a compaction whose writes the save waits for are done: give it up, rename
+    /// its snapshot, wait for the partner, move appends on, or finish it. `progress` is what its
+    /// last completion meant for the save.
+    private func advance(_ compaction: Compaction, progress: SaveProgress?) -> SaveProgress? {
+        if let failure = compaction.failure {
+            // A full disk: the next save tries again at once with the window's spares' room,
+            // or, none left, after the deferral without the journal's preallocated room.
+            let retrying = failure.errno == .noSpace && makeRoomAfterNoSpace()
+            abandon(compaction, renamed: compaction.renamed, deferring: !retrying)
+            if compaction.acknowledgeAtEnd { return .failed(failure) }
+            unreportedCompactionFailure = failure
+            return progress
+        }
+        if compaction.renamed {
+            if let failure = finishCompaction(compaction) {
+                // The new snapshot does not read back, or is not where it belongs: nothing
+                // was removed, and the next save writes another.
                 if compaction.acknowledgeAtEnd { return .failed(failure) }
                 unreportedCompactionFailure = failure
                 return progress
             }
-            if compaction.renamed {
-                if let failure = finishCompaction(compaction) {
-                    // The new snapshot does not read back, or is not where it belongs: nothing
-                    // was removed, and the next save writes another.
-                    if compaction.acknowledgeAtEnd { return .failed(failure) }
-                    unreportedCompactionFailure = failure
-                    return progress
-                }
-                return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
-            }
-            if compaction.awaitsPartners {
-                state = .compacting(compaction)
-                return progress
-            }
-            if compaction.inBackground {
-                moveAppends(to: compaction)
-                return progress
-            }
-            return rename(compaction) ?? progress
+            return compaction.acknowledgeAtEnd ? .durable(compaction.seq) : progress
         }
+        if compaction.awaitsPartners {
+            state = .compacting(compaction)
+            return progress
+        }
+        if compaction.inBackground {
+            moveAppends(to: compaction)
+            return progress
+        }
+        return rename(compaction) ?? progress
     }
 
     /// Whether a compaction has written everything and waits for the other Browser's write.
@@ -1143,6 +1206,7 @@ public final class BrowserStore {
         appends.removeFirst()
         journalEnd = first.offset + first.bytes
         journalRecords += first.records.count
+        largestSave = max(largestSave, first.bytes)
         assert(
             journalEnd % journalBlock == 0 && journalEnd <= Limits.maxJournalBytes,
             "a confirmed save ends on a block, inside the journal's limit")
@@ -1202,6 +1266,7 @@ public final class BrowserStore {
             assert(unconfirmed == nil, "one save at a time rides on a compaction")
             journalEnd += bytes
             journalRecords += writing.count
+            largestSave = max(largestSave, bytes)
             unconfirmed = (writing, bytes)
             writing.removeAll()
             return .durable(seq)
@@ -1216,7 +1281,8 @@ public final class BrowserStore {
     /// Gives up a compaction that failed: its files are removed (the old generation is intact)
     /// and unsaved records wait for the next save. After a rename whose directory sync failed
     /// it is unknown which snapshot survives a power cut: the next save writes a new one.
-    private func abandon(_ compaction: Compaction, renamed: Bool) {
+    /// Not `deferring`, a compaction not renamed is tried again by the next save.
+    private func abandon(_ compaction: Compaction, renamed: Bool, deferring: Bool = true) {
         if let directory = compaction.journalDirectory { engine.close(directory) }
         for written in compaction.newGenerations {
             engine.close(written.snapshotFile)
@@ -1232,7 +1298,7 @@ public final class BrowserStore {
                     directory.appending(DiskLayout.snapshotName(written.generation) + DiskLayout.temporarySuffix))
                 try? engine.removeFile(directory.appending(DiskLayout.journalName(written.generation)))
             }
-            deferCompaction()
+            if deferring { deferCompaction() }
         }
         staged = writing + staged
         writing.removeAll()
@@ -1300,6 +1366,7 @@ public final class BrowserStore {
         journalEnd = JournalFile.header(blockSize: journalBlock).count
         retractedEnd = 0
         journalRecords = 0
+        largestSave = 0
         generation = newGeneration
         generationSealed = sealing != nil
         highestGeneration = newGeneration
@@ -1393,6 +1460,7 @@ public final class BrowserStore {
         journalEnd = 0
         retractedEnd = 0
         journalRecords = 0
+        largestSave = 0
         needsRebase = false
         unframedChanges = 0
         uncheckedFallback = nil

@@ -4,10 +4,11 @@ import IOUring
 import SessionFormat
 
 /// A store's next journal, written ahead of need (issue 13): `journal.spare`, zeros to the
-/// preallocated size, synced, out of the page cache. A compaction renames it to its new
-/// generation's journal and writes only the header block, instead of the whole zero-filled file
-/// in the save. Its write is no part of a save: no save waits for it or reports its failure, and
-/// recovery deletes a spare it finds, so none is ever read or trusted unwritten.
+/// room the next generation is expected to fill (`BrowserStore.nextJournalSize`), synced, out
+/// of the page cache. A compaction renames it to its new generation's journal and writes only
+/// the header block, instead of the whole zero-filled file in the save. Its write is no part
+/// of a save: no save waits for it or reports its failure, and recovery deletes a spare it
+/// finds, so none is ever read or trusted unwritten.
 enum SpareJournal {
     /// None: one is written when the store is next idle with its journal past half a threshold.
     case none
@@ -18,8 +19,9 @@ enum SpareJournal {
     case ready(EngineFile)
     /// Given up while in flight (the session was deleted): closed when its write completes.
     case dropped(IOTicket, EngineFile)
-    /// Its write failed (a full disk, say): none is written until a compaction moves the store
-    /// past this generation.
+    /// Its write failed (a full disk, say), or it was given up for a file a session needs
+    /// (`makeRoomAfterNoSpace`): none is written until a compaction moves the store past this
+    /// generation.
     case failed(generation: UInt64)
 
     /// The chain in flight, if any.
@@ -42,18 +44,19 @@ enum SpareJournal {
 extension BrowserStore {
     /// Starts writing a spare journal when the store takes one and is idle: its journal is past
     /// half a compaction threshold (a compaction is coming; a window that saves little never
-    /// writes one), no spare exists, and none failed in this generation. Stores whose journals grow by append (a full disk) keep none: a ready one is
-    /// deleted, its room worth more to the next snapshot. A chain it queues goes with the
-    /// caller's next flush.
+    /// writes one), no spare exists, and none failed in this generation. A store that does not
+    /// preallocate journals (its or the other Browser's grow by append: a full disk) keeps none:
+    /// a ready one is deleted, its room worth more to the next snapshot and the other's appends.
+    /// A chain it queues goes with the caller's next flush.
     func startSpareIfIdle() {
         // A blocking `perform` hands back the completions it meets (`IOEngine.returnToReap`).
         assert(spare.ticket == nil || engine.inFlight > 0, "a spare being written has its write in the engine")
         if case .failed(let failedIn) = spare, generation > failedIn { spare = .none }
-        if journalsGrowByAppend, case .ready(let file) = spare {
+        if !preallocatesJournals, case .ready(let file) = spare {
             discardSpare(file)
             spare = .none
         }
-        guard case .none = spare, !readOnly, !journalsGrowByAppend, isIdle, journal != nil,
+        guard case .none = spare, !readOnly, preallocatesJournals, isIdle, journal != nil,
             journalRecords * 2 >= options.compactAfterRecords || journalEnd * 2 >= options.compactAfterBytes
         else { return }
         let file: EngineFile
@@ -66,7 +69,7 @@ extension BrowserStore {
         let block = writeDirect(file)
         // Direct writes leave nothing in the page cache, and a file in memory has nothing to drop.
         let buffered = if case .failure(let refusal) = directWrites, refusal != .inMemory { true } else { false }
-        let size = preallocatedSize(blockSize: block)
+        let size = nextJournalSize(blockSize: block)
         guard size > JournalFile.header(blockSize: block).count else {
             // A preallocation of one block or less: a new journal is its header alone.
             discardSpare(file)
@@ -133,6 +136,25 @@ extension BrowserStore {
         case .none, .dropped:
             break
         }
+    }
+
+    /// A file a session needs (a new session's, a compaction's) found the disk full (`ENOSPC`).
+    /// A spare is written ahead of need and must never take that file's room: the window's
+    /// ready spares (this Browser's and the other's) are given up, their files removed, and none
+    /// is written again in their generations; true when one was, and the step that failed is
+    /// worth trying again. None left, this store's journals grow by append from now on.
+    func makeRoomAfterNoSpace() -> Bool {
+        let gaveUp = [self, otherBrowser].reduce(false) { gaveUp, store in store?.giveUpReadySpare() == true || gaveUp }
+        if !gaveUp { journalsGrowByAppend = true }
+        return gaveUp
+    }
+
+    /// Gives up the ready spare, if any: true when there was one.
+    private func giveUpReadySpare() -> Bool {
+        guard case .ready(let file) = spare else { return false }
+        discardSpare(file)
+        spare = .failed(generation: generation)
+        return true
     }
 
     /// Closes a spare given up and removes its name.

@@ -224,6 +224,8 @@ public final class WindowStore {
                 kind: browser.kind, window: windowID, directory: browser.sessionDirectory, list: browser.webStateList,
                 profile: browser.profile, engine: engine, options: options)
         }
+        stores[0].otherBrowser = stores[1]
+        stores[1].otherBrowser = stores[0]
         savesInFlightBound = options.savesInFlight
         groupCommit = options.groupCommit
     }

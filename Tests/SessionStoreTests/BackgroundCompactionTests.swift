@@ -73,12 +73,7 @@ import Testing
                 != nil)
         let live = try WindowContents(browsing.store)
         // A kill or a power cut now: the old snapshot, its journal and the new journal hold it all.
-        let killed = disk.copy()
-        killed.processKilled()
-        let (afterKill, recovery) = try simulatedWindow(killed, options: Self.options)
-        #expect(recovery.regular.damaged.isEmpty, "\(recovery.regular.damaged)")
-        #expect(try WindowContents(afterKill) == live)
-        #expect(try contentsAfterPowerCut(disk.copy(), options: Self.options) == live)
+        try expectKillAndPowerCutKeep(live, on: disk, options: Self.options)
         // Released, it is proven and the chain starts there; the generation before stays as the fallback.
         gate.holding = false
         try browsing.store.settle()

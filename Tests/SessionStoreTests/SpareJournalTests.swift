@@ -65,9 +65,12 @@ import Testing
         let browsing = try Browsing(disk)
         try browsing.untilSpareReady()
         let spare = try #require(disk.contents(of: Self.regularSpare))
+        // Zeros to the room this generation's records say the next one fills, at most the
+        // configured preallocation (`JournalSizingTests`).
         #expect(
-            spare.count == Self.options.journalPreallocation && spare.allSatisfy { $0 == 0 },
-            "zeros to the preallocation")
+            (BrowserStore.minimumBlock...Self.options.journalPreallocation).contains(spare.count)
+                && spare.count % BrowserStore.minimumBlock == 0 && spare.allSatisfy { $0 == 0 },
+            "zeros to the next journal's room: \(spare.count) B")
         let regular = browsing.store.stores[0]
         let generation = browsing.regularGeneration
         var compactingSave: UInt64?
@@ -84,7 +87,7 @@ import Testing
         #expect(disk.contents(of: Self.regularSpare) == nil, "the spare became the new journal")
         let journal = try #require(
             disk.contents(of: Self.regularDirectory.appending(DiskLayout.journalName(newGeneration))))
-        #expect(journal.count == Self.options.journalPreallocation)
+        #expect(journal.count == spare.count)
         #expect(
             Array(journal.prefix(BrowserStore.minimumBlock)) == JournalFile.header(blockSize: BrowserStore.minimumBlock)
         )
@@ -193,10 +196,37 @@ import Testing
             try browsing.command()
         }
         try browsing.untilSpareReady()
-        #expect(disk.contents(of: Self.regularSpare)?.count == Self.options.journalPreallocation)
+        #expect(
+            (disk.contents(of: Self.regularSpare)?.count ?? 0) > BrowserStore.minimumBlock, "a spare written again")
         let live = try WindowContents(browsing.store)
         disk.processKilled()
         #expect(try WindowContents(try simulatedWindow(disk, options: Self.options).0) == live)
+    }
+
+    /// A disk with no room for a new session's files: the window's ready spare (here the other
+    /// Browser's), written ahead of need, gives its room to them, and the session is made again
+    /// with its journal preallocated, not one that grows by append.
+    @Test func aReadySpareGivesItsRoomToANewSessionsFiles() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let browsing = try Browsing(disk)
+        try browsing.untilSpareReady()
+        let spare = try #require(disk.contents(of: Self.regularSpare))
+        // Room for the incognito session's preallocated journal, not for its snapshot too; for
+        // both once the spare goes.
+        disk.capacity = totalBytes(disk) + Self.options.journalPreallocation
+        try browsing.command(incognito: true)
+        #expect(browsing.store.durableSeq == browsing.seq)
+        #expect(disk.contents(of: Self.regularSpare) == nil, "the spare of \(spare.count) B gave its room")
+        guard case .failed = browsing.store.stores[0].spare else {
+            Issue.record("written again in this generation: \(browsing.store.stores[0].spare)")
+            return
+        }
+        let incognito = browsing.store.stores[1]
+        #expect(incognito.preallocatesJournals, "no Browser fell back to journals that grow by append")
+        #expect(
+            disk.contents(of: Self.incognitoDirectory.appending(DiskLayout.journalName(incognito.generation)))?.count
+                == Self.options.journalPreallocation)
+        try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
     }
 
     /// Closing the last incognito tab deletes its session, the spare too: nothing of it is left,

@@ -58,6 +58,20 @@ func contentsAfterPowerCut(_ disk: FaultEngine, options: StoreOptions = pipeline
     return try WindowContents(try simulatedWindow(disk, options: options).0)
 }
 
+/// Expects the window on `disk` to come back as `live` after a kill (no damage reported) and,
+/// apart, after a power cut, each on a copy of the disk as it is now.
+func expectKillAndPowerCutKeep(
+    _ live: WindowContents, on disk: FaultEngine, options: StoreOptions,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let killed = disk.copy()
+    killed.processKilled()
+    let (afterKill, recovery) = try simulatedWindow(killed, options: options)
+    #expect(recovery.regular.damaged.isEmpty, "\(recovery.regular.damaged)", sourceLocation: sourceLocation)
+    #expect(try WindowContents(afterKill) == live, sourceLocation: sourceLocation)
+    #expect(try contentsAfterPowerCut(disk.copy(), options: options) == live, sourceLocation: sourceLocation)
+}
+
 /// A monotonic clock the test moves by hand.
 final class ManualClock {
     var now: UInt64 = 1_000_000_000
