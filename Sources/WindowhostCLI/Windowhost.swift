@@ -62,15 +62,27 @@ public struct Windowhost: ParsableCommand {
             Glibc.exit(ControlCode.badData.rawValue)
         }
         CommandFaults.install(faults)
-        root.main(nil)
-        exitUnlessOutputWritten()
+        var status: Int32 = 0
+        do {
+            var command = try root.parseAsRoot(nil)
+            try command.run()
+        } catch {
+            // What `ParsableCommand.main` does on the way out, but through the output check below:
+            // help, the version and `throw ExitCode(…)` would otherwise exit before it.
+            status = root.exitCode(for: error).rawValue
+            let text = root.fullMessage(for: error)
+            if !text.isEmpty {
+                if status == 0 { StandardStreams.output(text + "\n") } else { StandardStreams.error(text + "\n") }
+            }
+        }
+        exit(status, unlessOutputLost: ())
     }
 
-    /// A command that ran to the end but whose output went nowhere (a full disk under a
-    /// redirect, a reader gone at its last lines) exits 74, not 0: a script must not take
+    /// Exits with `status`; a command that would exit 0 but whose output went nowhere (a full
+    /// disk under a redirect, a reader gone at its last lines) exits 74: a script must not take
     /// results it never got for a success.
-    static func exitUnlessOutputWritten() {
-        guard !StandardStreams.flushOutput() else { return }
+    static func exit(_ status: Int32, unlessOutputLost: Void) -> Never {
+        guard status == 0, !StandardStreams.flushOutput() else { Glibc.exit(status) }
         StandardStreams.error("windowhost: standard output could not be written: what the command printed is lost\n")
         Glibc.exit(ControlCode.ioError.rawValue)
     }
