@@ -2,9 +2,9 @@ import Foundation
 import Glibc
 import Testing
 
-/// Hostile round (hr42) on "a command whose output went nowhere exits 74": the paths that end
-/// the process before `exitUnlessOutputWritten` runs (ArgumentParser's help and version, and
-/// `run`, which ends by throwing its status as an `ExitCode`).
+/// "A command whose output went nowhere exits 74", on the paths where ArgumentParser would end
+/// the process itself: help and the version, and `run`, which ends by throwing its status as an
+/// `ExitCode`.
 @Suite struct OutputLostAttackTests {
     /// Help and version text lost on a full disk is no success either.
     @Test(arguments: [["--help"], ["--version"], ["bench", "--help"], ["ctl", "--help"], ["inspect", "--help"]])
@@ -15,7 +15,7 @@ import Testing
 
     /// A supervisor whose `ready` line went nowhere still serves, and says so when it stops.
     @Test func aRunWhoseReadyLineWasLostSaysSoAtExit() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-hr42-\(UUID().uuidString)")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("windowhost-test-\(UUID().uuidString)")
         defer { removeHostFiles(root) }
         let log = root.appendingPathExtension("stderr")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)

@@ -2,12 +2,12 @@ import Foundation
 import Glibc
 import Testing
 
-/// Hostile round (hr42) on the supervisor's refactor: a client waiting on its window when the
-/// supervisor shuts down is answered, as a `wait-durable` waiting then is (75), never left to
-/// find its connection closed with no reply (which `ctl` reports as 69, no supervisor).
+/// A client waiting on its window when the supervisor shuts down is answered, as a `wait-durable`
+/// waiting then is (75), never left to find its connection closed with no reply (which `ctl`
+/// reports as 69, no supervisor).
 @Suite struct ShutdownWaitersAttackTests {
     @Test func aKillWaitingForTheWatchdogWhenTheSupervisorShutsDownIsAnswered() throws {
-        let root = temporaryRoot("hr42-shutdown-kill")
+        let root = temporaryRoot("shutdown-kill")
         defer { removeHostFiles(root) }
         let host = try HostProcess(root: root, scenes: 1)
         let window = try #require(host.windowIDs().first)
