@@ -144,7 +144,10 @@ extension BrowserStore {
     /// is written again in their generations; true when one was, and the step that failed is
     /// worth trying again. None left, this store's journals grow by append from now on.
     func makeRoomAfterNoSpace() -> Bool {
-        let gaveUp = [self, otherBrowser].reduce(false) { gaveUp, store in store?.giveUpReadySpare() == true || gaveUp }
+        // Both are given up: neither Browser's spare may take the room.
+        let ownGaveUp = giveUpReadySpare()
+        let otherGaveUp = otherBrowser?.giveUpReadySpare() == true
+        let gaveUp = ownGaveUp || otherGaveUp
         if !gaveUp { journalsGrowByAppend = true }
         return gaveUp
     }

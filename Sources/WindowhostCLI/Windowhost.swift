@@ -75,13 +75,13 @@ public struct Windowhost: ParsableCommand {
                 if status == 0 { StandardStreams.output(text + "\n") } else { StandardStreams.error(text + "\n") }
             }
         }
-        exit(status, unlessOutputLost: ())
+        exitReportingLostOutput(status)
     }
 
     /// Exits with `status`; a command that would exit 0 but whose output went nowhere (a full
     /// disk under a redirect, a reader gone at its last lines) exits 74: a script must not take
     /// results it never got for a success.
-    static func exit(_ status: Int32, unlessOutputLost: Void) -> Never {
+    static func exitReportingLostOutput(_ status: Int32) -> Never {
         guard status == 0, !StandardStreams.flushOutput() else { Glibc.exit(status) }
         StandardStreams.error("windowhost: standard output could not be written: what the command printed is lost\n")
         Glibc.exit(ControlCode.ioError.rawValue)

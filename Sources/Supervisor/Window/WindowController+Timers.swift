@@ -78,9 +78,7 @@ extension WindowController {
             host.answer(client, .failure(.temporary, "shutting down before the close ended: the window stays, whole"))
         }
         // A `kill` waiting for its window's restart: none follows a shutdown.
-        let waitingForRestart = readyWaiters.filter { if case .restart = $0 { true } else { false } }
-        readyWaiters.removeAll { if case .restart = $0 { true } else { false } }
-        for case .restart(let client, let oldPID, _, let signal, _) in waitingForRestart {
+        for case .restart(let client, let oldPID, _, let signal, _) in takeRestartWaiters() {
             host.answer(
                 client,
                 .failure(
@@ -88,7 +86,6 @@ extension WindowController {
                     "shutting down: the worker \(oldPID) of window \(id) was sent SIG\(signal), and no restart follows")
             )
         }
-        assert(!waitsForRestart, "no kill waits for a restart once shutdown begins")
         dispatch(.shutdownBegan, description: "shutdown", in: host)
     }
 

@@ -166,6 +166,18 @@ final class WindowController {
         return connecting
     }
 
+    /// Every `kill` waiting for the window's restart (a shutdown: none follows).
+    func takeRestartWaiters() -> [ReadyWaiter] {
+        var waiting: [ReadyWaiter] = []
+        readyWaiters.removeAll { waiter in
+            guard case .restart = waiter else { return false }
+            waiting.append(waiter)
+            return true
+        }
+        assert(!waitsForRestart, "every kill waiting for a restart is taken")
+        return waiting
+    }
+
     /// The `kill`s whose wait ended by `now` while the worker they signalled still serves: the
     /// signal did not kill. Whether a kill still waits is then `waitsForRestart`.
     func takeExpiredKillWaiters(now: UInt64) -> [ReadyWaiter] {
