@@ -25,48 +25,6 @@ extension Supervisor {
         }
     }
 
-    /// The slot's stats now, unless they are impossible (`violation`): reports show only stats
-    /// the supervisor would act on.
-    func checkedStats(_ view: WindowSlot) -> WorkerStats? {
-        view.readStats().flatMap { Self.violation(in: $0) == nil ? $0 : nil }
-    }
-
-    /// What makes a dump impossible, if anything: numbers a client's tools compute with are
-    /// within the model's bounds before any reply shows them.
-    static func violation(in dump: WindowDump) -> String? {
-        for tab in dump.regular.tabs + dump.incognito.tabs {
-            guard (0...Int32(Limits.maxNavigationEntries)).contains(tab.historyCount) else {
-                return
-                    "tab \(tab.id) with \(tab.historyCount) history entries, outside 0...\(Limits.maxNavigationEntries)"
-            }
-            guard !tab.hasHistoryIndex || (0..<tab.historyCount).contains(tab.historyIndex) else {
-                return "tab \(tab.id) at history entry \(tab.historyIndex) of \(tab.historyCount)"
-            }
-        }
-        return nil
-    }
-
-    /// What makes a worker's published stats impossible, if anything: a worker that publishes
-    /// them misbehaves (a bug, or damage it read and did not refuse).
-    static func violation(in stats: WorkerStats) -> String? {
-        guard Limits.isValidCommandSeq(stats.appliedSeq) else {
-            return "applied seq \(stats.appliedSeq) above \(Limits.maxCommandSeq)"
-        }
-        guard stats.durableSeq <= stats.appliedSeq else {
-            return "durable seq \(stats.durableSeq) above applied seq \(stats.appliedSeq)"
-        }
-        guard JournalWrites(rawValue: stats.journalWrites) != nil else {
-            return "journal writes \(stats.journalWrites), no such mode"
-        }
-        guard IncognitoStorage(rawValue: stats.incognitoStorage) != nil else {
-            return "incognito storage \(stats.incognitoStorage), no such mode"
-        }
-        guard stats.memoryOnlySince <= stats.appliedSeq else {
-            return "memory-only seq \(stats.memoryOnlySince) above applied seq \(stats.appliedSeq)"
-        }
-        return nil
-    }
-
     /// A window's first restore: it is open in the registry and `windows.order`, and counts
     /// toward the initial scenes `run` waits for.
     func configured(_ window: Window) {

@@ -46,7 +46,7 @@ extension WindowController {
 
     /// Why a durable wait failed: what shared memory says of the window's failing saves.
     var saveFailureMessage: String {
-        let error = Supervisor.describeErrno(lastStats.failingErrno)
+        let error = WorkerStats.describeErrno(lastStats.failingErrno)
         let browsers = BrowserKind.having(commitBits: lastStats.failingBrowsers).map(\.rawValue)
         return "a save of window \(id) failed (\(browsers.joined(separator: " and ")) Browser): \(error); "
             + "durable through \(lastStats.durableSeq) of \(seqs.applied); the window retries by itself"

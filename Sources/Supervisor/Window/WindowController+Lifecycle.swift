@@ -126,7 +126,7 @@ extension WindowController {
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !killedForMisbehaving, let stats = host.sharedSlot(slot).readStats(),
-            Supervisor.violation(in: stats) == nil
+            stats.violation == nil
         {
             accept(stats)
         }

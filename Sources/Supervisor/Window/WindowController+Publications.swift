@@ -16,7 +16,7 @@ extension WindowController {
         let view = host.sharedSlot(slot)
         guard !killedForMisbehaving else { return false }
         if isLive, let stats = view.readStats() {
-            if let violation = Supervisor.violation(in: stats) {
+            if let violation = stats.violation {
                 misbehaved(violation, in: host)
                 return false
             }
@@ -73,7 +73,7 @@ extension WindowController {
         startWatching(heartbeat: view.heartbeat, now: now)
         dispatch(.becameReady, in: host)
         assert(lifecycle.state == .ready && workerRestored, "a restored window whose floors need no probe is ready")
-        if let stats = view.readStats(), Supervisor.violation(in: stats) == nil { accept(stats) }
+        if let stats = view.readStats(), stats.violation == nil { accept(stats) }
         nameWhatRestoreLost(in: host)
         if let died = diedAt {
             lastRecoveryNanoseconds = now - died

@@ -89,7 +89,7 @@ extension WindowController {
         case .dump(let dump) where asked.kind == .floorProbe:
             probeFloors(dump, in: host)
         case .dump(let dump):
-            if let violation = Supervisor.violation(in: dump) {
+            if let violation = dump.violation {
                 if let client = asked.client {
                     host.answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
                 }
@@ -98,7 +98,7 @@ extension WindowController {
             }
             // A client gone costs no conversion (a dump may be thousands of tabs).
             if let client = asked.client, host.isConnected(client) {
-                host.answer(client, .ok(Supervisor.dumpReply(dump, window: id)))
+                host.answer(client, .ok(DumpReply(dump, window: id)))
             }
         case .done(let done):
             handleDone(done, request: reply.request, asked, in: host)
@@ -144,7 +144,7 @@ extension WindowController {
     /// A command done: its seq (and tab id) checked, recorded and shown, and its client answered
     /// as what it asked decides.
     func handleDone(_ done: CommandDone, request: UInt64, _ asked: Pending, in host: any WindowHost) {
-        if let violation = Self.violation(in: done) {
+        if let violation = done.violation {
             if let client = asked.client {
                 host.answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
             }
@@ -193,16 +193,5 @@ extension WindowController {
             break
         }
         if let client = asked.client { host.answer(client, .ok(result)) }
-    }
-
-    /// What makes a command's reply impossible, if anything: a seq or tab id past the model's.
-    static func violation(in done: CommandDone) -> String? {
-        guard Limits.isValidCommandSeq(done.appliedSeq) else {
-            return "reply with applied seq \(done.appliedSeq) above \(Limits.maxCommandSeq)"
-        }
-        guard !done.hasTab || (1...Limits.maxWebStateID).contains(done.tab) else {
-            return "reply with tab id \(done.tab) outside 1...\(Limits.maxWebStateID)"
-        }
-        return nil
     }
 }

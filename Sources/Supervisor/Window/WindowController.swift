@@ -106,7 +106,7 @@ final class WindowController {
     /// across the window's workers: those changes are gone with the one that held them, and no
     /// durable answer may cover them (`durableAnswer`), whichever read saw the word first.
     func accept(_ stats: WorkerStats) {
-        assert(Supervisor.violation(in: stats) == nil, "only checked stats are accepted")
+        assert(stats.violation == nil, "only checked stats are accepted")
         lastStats = stats
         guard stats.memoryOnlySince != 0 else { return }
         memoryOnlySince = min(memoryOnlySince ?? stats.memoryOnlySince, stats.memoryOnlySince)

@@ -1,0 +1,58 @@
+import Foundation
+import Histogram
+import HostControl
+import HostCoordination
+import HostLimits
+
+/// A window's line of `status` and of `stats`: what its controller knows, with what its slot
+/// shows now when that checks (`WindowSlot.checkedStats`), else the stats it last accepted.
+extension WindowController {
+    func status(_ view: WindowSlot, now: UInt64) -> WindowStatus {
+        let stats = view.checkedStats ?? lastStats
+        let heartbeat = view.heartbeat
+        return WindowStatus(
+            uuid: id.uuidString, state: state.description, slot: slot, pid: isLive ? pid : 0,
+            generation: generation,
+            tabs: exactInJSON(stats.regularTabs.addingReportingOverflow(stats.incognitoTabs).partialValue),
+            regularTabs: exactInJSON(stats.regularTabs), incognitoTabs: exactInJSON(stats.incognitoTabs),
+            appliedSeq: stats.appliedSeq, durableSeq: stats.durableSeq,
+            digest: String(format: "%016llx", stats.digest),
+            saves: exactInJSON(view.savesCompleted), saveFailures: exactInJSON(view.saveFailures),
+            compactionFailures: exactInJSON(view.compactionFailures), failing: FailingSaves(stats),
+            restarts: history.restarts,
+            savingSeq: exactInJSON(view.savingSeq),
+            heartbeatAgeMs: heartbeat > 0 && isLive ? Double(now > heartbeat ? now - heartbeat : 0) / 1e6 : nil,
+            lastRecoveryMs: lastRecoveryNanoseconds.map { Double($0) / 1e6 },
+            lostSeqs: seqs.lost.ranges.map(SeqRange.init),
+            incognitoStorage: IncognitoStorage(rawValue: stats.incognitoStorage) == .memoryOnly
+                ? "memory_only" : "sealed")
+    }
+
+    /// Its save counters and latency since it was reserved, and whether its journal writes
+    /// are direct.
+    func stats(_ view: WindowSlot, now: UInt64) -> StatsReply.WindowStats {
+        let stats = view.checkedStats ?? lastStats
+        let writes = JournalWrites(rawValue: stats.journalWrites) ?? .unknown
+        return StatsReply.WindowStats(
+            uuid: id.uuidString,
+            saves: StatsReply.SaveSummary(
+                view.latency.histogram(), saves: view.savesCompleted,
+                failures: (view.saveFailures, view.compactionFailures), seconds: Double(now - reservedAt) / 1e9),
+            failing: FailingSaves(stats), directIo: writes == .unknown ? nil : writes == .direct)
+    }
+}
+
+extension StatsReply.SaveSummary {
+    /// Counters a worker wrote in shared memory are shown as exact JSON numbers, never trapped on.
+    init(
+        _ histogram: Histogram<UInt64>, saves: UInt64, failures: (saves: UInt64, compactions: UInt64),
+        seconds: Double
+    ) {
+        self.init(
+            saves: exactInJSON(saves), savesPerS: seconds > 0 ? Double(saves) / seconds : 0,
+            p50Us: histogram.valueAtPercentile(50), p90Us: histogram.valueAtPercentile(90),
+            p99Us: histogram.valueAtPercentile(99), p999Us: histogram.valueAtPercentile(99.9),
+            maxUs: histogram.totalCount > 0 ? histogram.maxRecorded : 0,
+            saveFailures: exactInJSON(failures.saves), compactionFailures: exactInJSON(failures.compactions))
+    }
+}
