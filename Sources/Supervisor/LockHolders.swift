@@ -3,7 +3,7 @@ import Glibc
 import SystemPackage
 
 /// The processes holding one file open, found through /proc: who holds `supervisor.lock` when
-/// no supervisor does (`Supervisor.takeLockFromLeftovers`). A process holds it through a
+/// no supervisor does (`RootLocks.takeLockFromLeftovers`). A process holds it through a
 /// descriptor in any thread's table (`/proc/<pid>/task/<tid>/fd`: a leader thread that exited
 /// leaves `/proc/<pid>/fd` unreadable while another thread keeps the descriptor, and a thread may
 /// have a table of its own), or through a mapping (`/proc/<pid>/task/<tid>/maps`: a mapping keeps

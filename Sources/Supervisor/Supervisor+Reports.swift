@@ -14,7 +14,7 @@ extension Supervisor {
         return StatusReply(
             supervisorPid: getpid(), root: configuration.root.string, socket: configuration.socketPath.string,
             windows: list,
-            setAside: setAsideList(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
+            setAside: shelf.list(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
             keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
     }
 

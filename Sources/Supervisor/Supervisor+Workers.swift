@@ -76,7 +76,7 @@ extension Supervisor {
     func setAside(_ window: Window, reason: String) -> String? {
         do {
             if let path = try files.setAside(window.id, reason: .crashLoop, at: Date()) {
-                shelve(path, detail: reason)
+                shelf.shelve(path, detail: reason)
                 logger.error(
                     "window set aside; it restarts empty",
                     metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
@@ -123,7 +123,7 @@ extension Supervisor {
         let deadline = monotonicNanoseconds() + wait
         while true {
             // A set-aside summary's reader is the supervisor's own child, no stray.
-            let workers = Set(windows.values.compactMap { $0.worker?.pid } + [summaryJob?.pid].compactMap { $0 })
+            let workers = Set(windows.values.compactMap { $0.worker?.pid } + [shelf.readerPID].compactMap { $0 })
             let strays: [pid_t]
             do throws(Errno) {
                 strays = try Strays.children(of: getpid()).filter { !workers.contains($0) }
