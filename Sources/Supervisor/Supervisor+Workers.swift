@@ -32,8 +32,8 @@ extension Supervisor {
         // no ceilings to trust for seqs the window may have shown (a damaged `handed-out`, or a
         // session adopted back under its UUID whose record is gone: a root of a version
         // before), its first worker only says what it restored (`probeFloors`).
-        let record = handedOut[id]
-        let probing = record == nil && (handedOutDamaged && files.hasSession(id) || adoption?.asNewWindow == false)
+        let record = handedOut.windows[id]
+        let probing = record == nil && (handedOut.damaged && files.hasSession(id) || adoption?.asNewWindow == false)
         let window = WindowController(
             id: id, slot: slot, policy: configuration.restartPolicy, reservedAt: monotonicNanoseconds(),
             probingFloors: probing, adoption: adoption)
@@ -68,7 +68,7 @@ extension Supervisor {
 
     /// What a window's dead worker left running: killed, and waited for a little.
     func killStrays(leftBy window: Window) {
-        killStrays(cameFrom: window.id, waitingUpTo: Self.strayExitWaitNanoseconds)
+        killStrays(cameFrom: window.id, waitingUpTo: StrayReaper.exitWaitNanoseconds)
     }
 
     /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
@@ -93,76 +93,20 @@ extension Supervisor {
 
     func runTimers() {
         let now = monotonicNanoseconds()
-        if now >= strayScanAt {
-            strayScanAt = now + Self.strayScanNanoseconds
-            killStrays(cameFrom: nil, waitingUpTo: 0)
-        }
+        if strays.scanDue(now) { killStrays(cameFrom: nil, waitingUpTo: 0) }
         runSetAsideWork(now)
         completeAdoptions()
         for slot in windows.keys.sorted() { windows[slot]?.expireKillWaiters(now: now, in: self) }
         if let retry = orderRetry, retry.at <= now { saveOrder() }
-        if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
+        if let retry = handedOut.retry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() { windows[slot]?.runTimers(now: now, in: self) }
     }
 
-    /// How often `runTimers` looks for strays: a zombie a worker left lasts at most this long.
-    static let strayScanNanoseconds: UInt64 = 1_000_000_000
-
-    /// How long a worker's death waits for the strays it killed to be gone before the window's
-    /// next worker starts: a SIGKILLed process is gone in microseconds unless it sleeps
-    /// uninterruptibly (then it is logged, and reaped at a later scan).
-    static let strayExitWaitNanoseconds: UInt64 = 200_000_000
-
-    /// Kills and reaps every child of the supervisor that is no current worker: a stray, left
-    /// by a dead worker (the supervisor is its subreaper). Unreaped, strays pile up as zombies
-    /// until no pid is left to spawn a worker; alive, one holding its window's slot memfd writes
-    /// into the next worker's slot. `waitingUpTo`: how long to wait for them to be gone (at a
-    /// worker's death, before its window's next worker starts); the timer's scan waits for none.
-    /// A current worker is never waited for here: its pidfd's `waitid` reaps it.
+    /// Kills and reaps every child of the supervisor that is no current worker nor the
+    /// set-aside summary's reader (`StrayReaper`), waiting up to `wait` for them to be gone.
     func killStrays(cameFrom window: UUID?, waitingUpTo wait: UInt64) {
-        let deadline = monotonicNanoseconds() + wait
-        while true {
-            // A set-aside summary's reader is the supervisor's own child, no stray.
-            let workers = Set(windows.values.compactMap { $0.worker?.pid } + [shelf.readerPID].compactMap { $0 })
-            let strays: [pid_t]
-            do throws(Errno) {
-                strays = try Strays.children(of: getpid()).filter { !workers.contains($0) }
-            } catch {
-                logger.error("cannot look for strays: opendir /proc: \(error)")
-                return
-            }
-            for pid in strays {
-                // An unreaped child: its pid names it still, so the kill reaches no one else.
-                if straysKilled.insert(pid).inserted {
-                    let killed = Glibc.kill(pid, SIGKILL)
-                    logger.error(
-                        "a stray child of the supervisor (left by a worker): killed",
-                        metadata: [
-                            "pid": "\(pid)", "window": "\(window ?? WindowRegistry.unavailable)",
-                            "kill": "\(killed == 0 ? "sent" : "\(Errno(rawValue: errno))")",
-                        ])
-                }
-                let reaped = waitpid(pid, nil, WNOHANG)
-                if reaped == pid || (reaped < 0 && errno == ECHILD) { straysKilled.remove(pid) }
-            }
-            guard !strays.contains(where: straysKilled.contains) else {
-                guard monotonicNanoseconds() < deadline else {
-                    if wait > 0 {
-                        logger.error(
-                            "strays still alive after SIGKILL (in uninterruptible sleep?): the window's next worker starts anyway",
-                            metadata: [
-                                "pids": "\(strays.filter(straysKilled.contains))",
-                                "window": "\(window ?? WindowRegistry.unavailable)",
-                            ])
-                    }
-                    return
-                }
-                usleep(2_000)
-                continue
-            }
-            // A stray killed may have left strays of its own: they are looked for again.
-            guard !strays.isEmpty, monotonicNanoseconds() < deadline else { return }
-        }
+        let ours = Set(windows.values.compactMap { $0.worker?.pid } + [shelf.readerPID].compactMap { $0 })
+        strays.reap(sparing: ours, cameFrom: window, waitingUpTo: wait, logger: logger)
     }
 
     /// How long a shutdown waits for the workers to save and exit before it kills the ones left

@@ -43,10 +43,8 @@ public final class Supervisor {
     /// A window's reply ring still held replies past its budget this turn
     /// (`replyBudget`): the loop does not sleep until they are served.
     var repliesLeft = false
-    /// When `runTimers` next looks for strays (`killStrays`).
-    var strayScanAt: UInt64 = 0
-    /// Strays sent SIGKILL and not yet reaped: each is logged once.
-    var straysKilled: Set<pid_t> = []
+    /// What dead workers left running, killed and reaped (`killStrays`).
+    var strays = StrayReaper()
     /// `ROOT/set-aside/` as listed, its summaries read (`Supervisor+SetAside`).
     let shelf: SetAsideService
     /// Closed windows deleted for good because more than `keepClosed` were kept.
@@ -55,12 +53,8 @@ public final class Supervisor {
     /// window on disk from an earlier run may have been open at its shutdown, and is never
     /// deleted without being closed.
     var closedThisRun: Set<UUID> = []
-    /// Each window's ceilings and lost seqs as `handed-out` holds them on disk: no reply shows
-    /// a seq or tab id above its window's ceilings (`recordHandedOut`).
-    var handedOut: [UUID: HandedOutWindow] = [:]
-    /// `handed-out` did not read at the start: windows on disk with no entry take the fallback
-    /// floors (`WindowLifecycle.FloorProbe`).
-    var handedOutDamaged = false
+    /// `handed-out`: each window's ceilings and lost seqs, as on disk.
+    let handedOut: HandedOutBook
     let control: ControlServer
     let signals: Int32
     let rootLock: Int32
@@ -72,15 +66,9 @@ public final class Supervisor {
     var keptUnsavedByWindowsGone: [(window: UUID, reason: String)] = []
     var initialScenesPending: Int
 
-    /// `handed-out`, held open for writes in place (`SupervisorFiles.writeHandedOut`): a full
-    /// disk or a shortage of descriptors cannot stop them. Nil until the file is made.
-    var handedOutFile: FileDescriptor?
-    /// When a `handed-out` write that failed for want of space or of the supervisor's own
-    /// resources is tried again, and how many failed in a row: nil while none is behind.
-    var handedOutRetry: (at: UInt64, failures: Int)?
     /// When a failed `windows.order` write is tried again, and how many attempts failed in a
     /// row: nil while the file on disk is the registry's order.
-    var orderRetry: (at: UInt64, failures: Int)?
+    var orderRetry: WriteRetry?
     /// When the loop next publishes its status to `configuration.observation`.
     var publishAt: UInt64 = 0
 
@@ -126,12 +114,7 @@ public final class Supervisor {
                 ])
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
-        (handedOut, handedOutDamaged) = try Self.readHandedOut(
-            files: files, onDisk: scan.windows, details: &details, logger: logger)
-        // Held from the start, so later writes need neither space nor a descriptor; one of an
-        // older form (or none) is made anew now, while there is room. Not after damage: the
-        // windows' fallback floors are written as their probes answer.
-        if !handedOutDamaged { handedOutFile = (try? files.openHandedOut()) ?? (try? files.makeHandedOut(handedOut)) }
+        handedOut = try HandedOutBook(files: files, onDisk: scan.windows, details: &details, logger: logger)
         do {
             control = try ControlServer(
                 path: configuration.socketPath, maxClients: configuration.maxClients,
@@ -144,30 +127,6 @@ public final class Supervisor {
         finishClosesUnderWay()
         files.revokeRecords(of: files.discardedLeftovers())
         files.removeDiscarded(files.discardedLeftovers())
-    }
-
-    /// `handed-out` as read at the start: each window's entry whose session is still on disk
-    /// or set aside, and whether the file was damaged (set aside, and not trusted).
-    private static func readHandedOut(
-        files: SupervisorFiles, onDisk: [UUID], details: inout [String: String], logger: Logger
-    ) throws -> (record: [UUID: HandedOutWindow], damaged: Bool) {
-        switch try files.handedOutRecord(at: Date()) {
-        case .missing:
-            return ([:], false)
-        case .read(let record):
-            // A window with no session left is gone for good: the next write drops it. One with
-            // a session set aside is not: adopted back under its UUID, it numbers above these.
-            let kept = Set(
-                onDisk
-                    + ((try? SetAsideShelf.entries(root: files.root).entries) ?? []).compactMap(\.window))
-            return (record.filter { kept.contains($0.key) }, false)
-        case .damaged(let reason, let path):
-            if let name = path?.lastComponent?.string { details[name] = reason }
-            logger.error(
-                "\(DiskLayout.handedOut) does not read: set aside, not trusted; each window's seqs and tab ids continue \(HandedOutCeiling.fallbackJump) above what it restores",
-                metadata: ["path": "\(path?.string ?? "-")", "reason": "\(reason)"])
-            return ([:], true)
-        }
     }
 
     deinit {
@@ -296,7 +255,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
-        for at in [orderRetry?.at, handedOutRetry?.at].compactMap({ $0 }) {
+        for at in [orderRetry?.at, handedOut.retry?.at].compactMap({ $0 }) {
             timeout = min(timeout, at > now ? at - now : 0)
         }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
