@@ -1,6 +1,5 @@
 import Foundation
 import HostControl
-import Logging
 import SessionStore
 import SystemPackage
 

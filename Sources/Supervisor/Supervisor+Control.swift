@@ -1,15 +1,5 @@
-import CLinuxShims
 import Foundation
-import Glibc
-import Histogram
 import HostControl
-import HostCoordination
-import HostLimits
-import IOUring
-import Logging
-import Platform
-import SessionStore
-import SystemPackage
 
 /// Control requests routed: the supervisor's own answered here, a window's handed to its
 /// controller (`WindowController+Requests`).

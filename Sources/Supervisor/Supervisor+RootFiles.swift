@@ -1,16 +1,3 @@
-import BrowserModel
-import CLinuxShims
-import Foundation
-import Glibc
-import Histogram
-import HostCoordination
-import HostLimits
-import IOUring
-import Logging
-import Platform
-import SessionStore
-import SystemPackage
-
 /// The root's files the supervisor keeps: `windows.order`, and `handed-out` through its
 /// `HandedOutBook`, written again with backoff when the disk refuses.
 extension Supervisor {

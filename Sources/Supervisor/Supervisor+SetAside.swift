@@ -1,12 +1,5 @@
-import BrowserModel
-import CLinuxShims
-import Foundation
-import Glibc
 import HostControl
-import HostCoordination
 import HostLimits
-import IOUring
-import Logging
 import Platform
 import SessionStore
 import SystemPackage

@@ -1,17 +1,4 @@
-import BrowserModel
-import CLinuxShims
-import Foundation
-import Glibc
-import Histogram
-import HostControl
 import HostCoordination
-import HostLimits
-import IOUring
-import Logging
-import Platform
-import SessionFormat
-import SessionStore
-import SystemPackage
 
 /// The loop's half of what workers publish: each window serviced in turn (its own half is
 /// `WindowController+Publications`), the checks of what a worker may publish, and the

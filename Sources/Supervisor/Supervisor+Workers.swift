@@ -1,15 +1,8 @@
-import CLinuxShims
 import Foundation
-import Glibc
-import Histogram
 import HostControl
 import HostCoordination
-import HostLimits
-import IOUring
-import Logging
 import Platform
 import SessionStore
-import SystemPackage
 
 /// The loop's half of spawns, deaths and restarts: slots taken, workers launched, strays
 /// killed, sessions set aside, and the timers that drive every window. Each window's own half

@@ -1,15 +1,9 @@
-import BrowserModel
 import CLinuxShims
 import Foundation
-import Glibc
-import Histogram
 import HostControl
 import HostCoordination
-import HostLimits
-import IOUring
 import Logging
 import Platform
-import SessionStore
 import SystemPackage
 
 /// The supervisor: one thread, one poll(2) loop over the termination signals, the control
