@@ -410,6 +410,7 @@ public struct ControlReply: Codable, Equatable, Sendable {
     public static func failure(_ code: ControlCode, _ message: String) -> ControlReply {
         ControlReply(code: code, error: message, result: nil)
     }
+    public static func failure(_ refusal: ControlFailure) -> ControlReply { .failure(refusal.code, refusal.message) }
 }
 
 /// Signal names `ctl kill --signal` takes: the one table its help text lists names from, so a

@@ -362,7 +362,7 @@ final class ControlServer {
         } catch let refusal as ControlFailure {
             // Valid JSON the supervisor refuses before reaching a window: an unknown verb,
             // a field missing or out of range (`ControlRequest`'s decoding).
-            answer(id, .failure(refusal.code, refusal.message))
+            answer(id, .failure(refusal))
             return nil
         } catch {
             answer(id, .failure(.usage, "malformed request: \(error)"))

@@ -24,10 +24,7 @@ extension Supervisor {
             return answer(
                 client, .failure(.badData, "no window \(id) to close (ctl status lists them under \"order\")"))
         }
-        switch deleteClosedWindow(id) {
-        case .success: answer(client, .ok(CloseWindowReply(window: id.uuidString)))
-        case .failure(let refusal): answer(client, .failure(refusal.code, refusal.message))
-        }
+        answerDeletion(of: id, to: client)
     }
 
     /// The disconnect a `close-window` asked for has ended: the window, closed now, is deleted.
@@ -38,9 +35,14 @@ extension Supervisor {
             registry.retire(id)
             return answer(client, .ok(CloseWindowReply(window: id.uuidString)))
         }
+        answerDeletion(of: id, to: client)
+    }
+
+    /// Closed window `id` deleted (`deleteClosedWindow`), and `client` told how that went.
+    private func answerDeletion(of id: UUID, to client: ClientID) {
         switch deleteClosedWindow(id) {
         case .success: answer(client, .ok(CloseWindowReply(window: id.uuidString)))
-        case .failure(let refusal): answer(client, .failure(refusal.code, refusal.message))
+        case .failure(let refusal): answer(client, .failure(refusal))
         }
     }
 

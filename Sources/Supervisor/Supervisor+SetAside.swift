@@ -1,8 +1,6 @@
+import Foundation
 import HostControl
-import HostLimits
 import Platform
-import SessionStore
-import SystemPackage
 
 /// `ROOT/set-aside/` served: the list (`SetAsideService`, which reads each entry's summary in
 /// a child), and the moves: `adopt` (the window opened through the normal restore, ended once
@@ -24,58 +22,22 @@ extension Supervisor {
     }
 
     func discard(_ id: String, for client: ClientID) {
-        let shelved: SetAsideService.ShelvedEntry
-        switch shelf.entry(id) {
-        case .failure(let refusal): return answer(client, .failure(refusal.code, refusal.message))
-        case .success(let found): shelved = found
+        switch shelf.discard(id) {
+        case .success(let discarded): answer(client, .ok(DiscardReply(discarded: discarded)))
+        case .failure(let refusal): answer(client, .failure(refusal))
         }
-        let away: FilePath
-        do {
-            away = try files.discard(shelved.entry)
-        } catch {
-            answer(client, .failure(.ioError, "cannot discard \(id): \(error); it stays set aside"))
-            return
-        }
-        shelf.forget(id)
-        files.removeDiscarded([away])
-        logger.warning(
-            "set-aside entry discarded",
-            metadata: ["entry": "\(id)", "window": "\(shelved.entry.window?.uuidString ?? "-")"])
-        answer(client, .ok(DiscardReply(discarded: shelved.status)))
     }
 
     func adopt(_ id: String, asNewWindow: Bool, for client: ClientID) {
-        let shelved: SetAsideService.ShelvedEntry
-        switch shelf.entry(id) {
-        case .failure(let refusal): return answer(client, .failure(refusal.code, refusal.message))
-        case .success(let found): shelved = found
-        }
         guard shutdownDeadline == nil else { return answer(client, .failure(.temporary, "shutting down")) }
-        guard let own = shelved.entry.window, shelved.entry.holdsWindowSession else {
-            return answer(
-                client,
-                .failure(
-                    .badData,
-                    "entry \(id) holds no window session (a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)): nothing to adopt"
-                ))
+        let shelved: SetAsideService.ShelvedEntry
+        let own: UUID
+        switch shelf.adoptable(id) {
+        case .failure(let refusal): return answer(client, .failure(refusal))
+        case .success(let found): (shelved, own) = found
         }
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else {
             return answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
-        }
-        // An adoption undone sends the adopting window's key back with the session: begun only
-        // when its record has room for it, or the undo could not send the session back.
-        do {
-            guard try SessionKeyRecords.hasRoom(root: files.root, directory: shelved.entry.path) else {
-                return answer(
-                    client,
-                    .failure(
-                        .badData,
-                        "entry \(id) was adopted and undone until its key record is full (\(Limits.maxKeysPerSessionRecord) keys): "
-                            + "it cannot be adopted again; `windowhost inspect` reads it"))
-            }
-        } catch {
-            return answer(
-                client, .failure(.temporary, "cannot read the key record of entry \(id): \(error); it stays set aside"))
         }
         // Its own UUID only when nothing else has it: an open or reserved window, or a session
         // on disk (a closed window), which adopting over would lose.
@@ -85,11 +47,8 @@ extension Supervisor {
             try files.beginAdoption(shelved.entry, as: target)
         } catch {
             registry.release(target)
-            answer(
-                client,
-                .failure(
-                    .ioError, "cannot move \(id) to \(files.windowDirectory(target)): \(error); it stays set aside"))
-            return
+            let why = "cannot move \(id) to \(files.windowDirectory(target)): \(error); it stays set aside"
+            return answer(client, .failure(.ioError, why))
         }
         shelf.beginAdoption(id, as: target)
         assert(registry.reserved.contains(target), "the adopted session's window is reserved")
@@ -112,34 +71,10 @@ extension Supervisor {
     /// The adopted window restored and saved durably: the entry leaves `set-aside/` for good.
     func completeAdoption(_ window: Window) {
         guard let adoption = window.endAdoption() else { return }
-        assert(
-            shelf.entries[adoption.entry]?.adoptingAs.map { $0 == window.id } ?? true,
-            "an entry is adopted as one window")
         window.dispatch(.adoptionEnded, in: self)
         assert(!window.lifecycle.adopting, "the adoption ended with its data")
-        do {
-            try files.endAdoption(adoption.entry, as: window.id, returning: false)
-            // Decided: the window's restore wrote the session again under its own key, so the
-            // keys that came with the entry go (a kill first leaves them to the next start).
-            try SessionKeyRecords.revoke(root: configuration.root, directory: files.windowDirectory(window.id))
-        } catch {
-            // The window is restored and saved; only the marker (or the record) stays: the next
-            // start sends the session back to its entry (or revokes the record), losing nothing.
-            logger.error("cannot end the adoption", metadata: ["entry": "\(adoption.entry)", "error": "\(error)"])
-        }
-        shelf.forget(adoption.entry)
-        logger.warning("set-aside entry adopted", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)"])
-        if let client = adoption.client {
-            answer(
-                client,
-                .ok(
-                    AdoptReply(
-                        entry: adoption.entry, window: window.id.uuidString, pid: window.pid,
-                        asNewWindow: adoption.asNewWindow,
-                        regularTabs: exactInJSON(window.lastStats.regularTabs),
-                        incognitoTabs: exactInJSON(window.lastStats.incognitoTabs),
-                        durableSeq: window.lastStats.durableSeq)))
-        }
+        shelf.adopted(adoption.entry, as: window.id)
+        if let client = adoption.client { answer(client, .ok(window.adoptReply(adoption))) }
     }
 
     /// The adopted window could not restore or went before it saved: its session goes back to
@@ -149,16 +84,7 @@ extension Supervisor {
         guard let adoption = window.endAdoption() else { return }
         window.dispatch(.adoptionEnded, in: self)
         assert(!window.lifecycle.adopting, "the adoption ended with its data")
-        var said = "entry \(adoption.entry) was not adopted: \(why); it is set aside again, as it was"
-        do {
-            try files.endAdoption(adoption.entry, as: window.id, returning: true)
-        } catch {
-            said =
-                "entry \(adoption.entry) was not adopted: \(why); its session stays as window \(window.id) (cannot move it back: \(error))"
-        }
-        shelf.adoptionUndone(adoption.entry)
-        logger.error(
-            "adoption abandoned", metadata: ["entry": "\(adoption.entry)", "window": "\(window.id)", "why": "\(why)"])
+        let said = shelf.undoAdoption(adoption.entry, as: window.id, why: why)
         if let client = adoption.client { answer(client, .failure(.badData, said)) }
     }
 }

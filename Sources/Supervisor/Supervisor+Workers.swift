@@ -1,8 +1,6 @@
 import Foundation
-import HostControl
 import HostCoordination
 import Platform
-import SessionStore
 
 /// The loop's half of spawns, deaths and restarts: slots taken, workers launched, strays
 /// killed, sessions set aside, and the timers that drive every window. Each window's own half
@@ -64,24 +62,9 @@ extension Supervisor {
         killStrays(cameFrom: window.id, waitingUpTo: StrayReaper.exitWaitNanoseconds)
     }
 
-    /// Moves the window's session to `set-aside/`. Nil when done (or nothing was on disk); else
-    /// why it could not be, naming any fixed entry of the root that is not what it should be.
+    /// Moves the window's session to `set-aside/` (`SetAsideService.setAside`).
     func setAside(_ window: Window, reason: String) -> String? {
-        do {
-            if let path = try files.setAside(window.id, reason: .crashLoop, at: Date()) {
-                shelf.shelve(path, detail: reason)
-                logger.error(
-                    "window set aside; it restarts empty",
-                    metadata: ["window": "\(window.id)", "path": "\(path)", "reason": "\(reason)"])
-            }
-            return nil
-        } catch {
-            let misplaced = RootLayout.misplacedEntries(root: configuration.root).map { "\($0)" }
-            let failure =
-                "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
-            logger.error("\(failure)", metadata: ["window": "\(window.id)"])
-            return failure
-        }
+        shelf.setAside(window.id, reason: reason)
     }
 
     func runTimers() {

@@ -7,20 +7,12 @@ import Platform
 import SystemPackage
 
 /// The supervisor: one thread, one poll(2) loop over the termination signals, the control
-/// socket and its clients, every worker's pidfd and the doorbell workers ring; timers for
-/// restarts and the watchdog. It owns the shared region, the window registry and the slots.
-///
-/// This file holds its state, its start and the loop, which only dispatches; the loop routes
-/// by slot (a pidfd, the timers) or by UUID (a request) to the window's `WindowController`,
-/// which holds every per-window state and carries out its lifecycle's actions, reaching the
-/// loop's resources through `WindowHost`. The supervisor's own concerns are extensions:
-/// `Supervisor+Workers` (slots, launches, strays, set-aside, timers), `Supervisor+WorkerMessages`
-/// (each window serviced, the checks of what a worker publishes, a window's first configure and
-/// its release), `Supervisor+Control` (requests routed, `kill`), `Supervisor+RootFiles`
-/// (`windows.order`, `handed-out`), `Supervisor+SetAside`, `Supervisor+CloseWindow` and
-/// `Supervisor+Reports` (`status`, `stats`, `dump`). The parts with no process behind them are
-/// types of their own: `WindowController` (with its `SeqBook`), `WindowLifecycle`,
-/// `RestartPolicy`, `WorkerProcess`, `ControlServer`.
+/// socket and its clients, every worker's pidfd and the doorbell workers ring. It owns the
+/// shared region, the registry, the slots and the root's files. The loop only dispatches: by
+/// slot (a pidfd, a timer) or by UUID (a request) to the window's `WindowController`, which
+/// holds every per-window state and reaches the loop through `WindowHost`. What has no loop
+/// behind it is a type of its own (`SetAsideService`, `HandedOutBook`, `RootLocks`,
+/// `StrayReaper`, `ControlServer`, `WindowLifecycle`); `docs/architecture.md` maps the files.
 public final class Supervisor {
     typealias ClientID = ControlServer.ClientID
 
@@ -74,7 +66,7 @@ public final class Supervisor {
         // Lines about no one window carry Firefox's `unavailable` UUID; the others name theirs.
         self.logger[metadataKey: "window"] = "\(WindowRegistry.unavailable)"
         files = SupervisorFiles(root: configuration.root, logger: logger)
-        shelf = SetAsideService(root: configuration.root, executable: configuration.executable, logger: logger)
+        shelf = SetAsideService(files: files, executable: configuration.executable, logger: logger)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
         (rootLock, lock) = try RootLocks.take(configuration.root, files: files, logger: self.logger)

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HostControl
 import HostCoordination
+import HostLimits
 import Logging
 import Platform
 import SessionStore
@@ -57,7 +58,8 @@ final class SetAsideService {
     /// pending.
     static let listWaitNanoseconds: UInt64 = 5_000_000_000
 
-    private let root: FilePath
+    private let files: SupervisorFiles
+    private var root: FilePath { files.root }
     private let executable: String
     private let logger: Logger
     /// Every entry listed, by id.
@@ -69,8 +71,8 @@ final class SetAsideService {
     /// `set-aside` requests waiting for summaries being read, and until when.
     private var listWaiters: [(client: ClientID, deadline: UInt64)] = []
 
-    init(root: FilePath, executable: String, logger: Logger) {
-        (self.root, self.executable, self.logger) = (root, executable, logger)
+    init(files: SupervisorFiles, executable: String, logger: Logger) {
+        (self.files, self.executable, self.logger) = (files, executable, logger)
     }
 
     /// The summary reader's pid while one runs: the supervisor's own child, no stray.
@@ -108,8 +110,29 @@ final class SetAsideService {
         entries = next
     }
 
+    /// Moves window `id`'s session to `set-aside/` (a crash loop) and lists it. Nil when done
+    /// (or nothing was on disk); else why it could not be, naming any fixed entry of the root
+    /// that is not what it should be.
+    func setAside(_ id: UUID, reason: String) -> String? {
+        do {
+            if let path = try files.setAside(id, reason: .crashLoop, at: Date()) {
+                shelve(path, detail: reason)
+                logger.error(
+                    "window set aside; it restarts empty",
+                    metadata: ["window": "\(id)", "path": "\(path)", "reason": "\(reason)"])
+            }
+            return nil
+        } catch {
+            let misplaced = RootLayout.misplacedEntries(root: root).map { "\($0)" }
+            let failure =
+                "cannot set it aside: \(error)" + (misplaced.isEmpty ? "" : " (\(misplaced.joined(separator: "; ")))")
+            logger.error("\(failure)", metadata: ["window": "\(id)"])
+            return failure
+        }
+    }
+
     /// `path` was just set aside: listed, its summary to be read.
-    func shelve(_ path: FilePath, detail: String) {
+    private func shelve(_ path: FilePath, detail: String) {
         guard let id = path.lastComponent?.string else { return }
         load(details: [id: detail])
     }
@@ -150,6 +173,64 @@ final class SetAsideService {
         return .success(shelved)
     }
 
+    /// `discard`: entry `id` renamed away (one rename decides) and its bytes removed off the
+    /// loop's thread; what it was, or the refusal.
+    func discard(_ id: String) -> Result<SetAsideStatus, ControlFailure> {
+        let shelved: ShelvedEntry
+        switch entry(id) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let found): shelved = found
+        }
+        let away: FilePath
+        do {
+            away = try files.discard(shelved.entry)
+        } catch {
+            return .failure(
+                ControlFailure(code: .ioError, message: "cannot discard \(id): \(error); it stays set aside"))
+        }
+        forget(id)
+        files.removeDiscarded([away])
+        logger.warning(
+            "set-aside entry discarded",
+            metadata: ["entry": "\(id)", "window": "\(shelved.entry.window?.uuidString ?? "-")"])
+        return .success(shelved.status)
+    }
+
+    /// Entry `id` and the window it was, when it can be adopted; else the refusal: 65 for an
+    /// entry that holds no window session or whose key record is full, 75 while it cannot be
+    /// read or is adopted already.
+    func adoptable(_ id: String) -> Result<(ShelvedEntry, UUID), ControlFailure> {
+        let shelved: ShelvedEntry
+        switch entry(id) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let found): shelved = found
+        }
+        guard let own = shelved.entry.window, shelved.entry.holdsWindowSession else {
+            let what = "a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)"
+            return .failure(
+                ControlFailure(
+                    code: .badData, message: "entry \(id) holds no window session (\(what)): nothing to adopt"))
+        }
+        // An adoption undone sends the adopting window's key back with the session: begun only
+        // when its record has room for it, or the undo could not send the session back.
+        do {
+            guard try SessionKeyRecords.hasRoom(root: files.root, directory: shelved.entry.path) else {
+                return .failure(
+                    ControlFailure(
+                        code: .badData,
+                        message:
+                            "entry \(id) was adopted and undone until its key record is full (\(Limits.maxKeysPerSessionRecord) keys): "
+                            + "it cannot be adopted again; `windowhost inspect` reads it"))
+            }
+        } catch {
+            return .failure(
+                ControlFailure(
+                    code: .temporary, message: "cannot read the key record of entry \(id): \(error); it stays set aside"
+                ))
+        }
+        return .success((shelved, own))
+    }
+
     /// Entry `id` left `set-aside/` for good (discarded, or adopted): what is read of it now
     /// is of no entry.
     func forget(_ id: String) {
@@ -165,11 +246,39 @@ final class SetAsideService {
         if reader?.id == id { reader?.stale = true }
     }
 
-    /// The adoption of `id` was undone: the entry is set aside again, its summary read anew.
-    func adoptionUndone(_ id: String) {
+    /// Entry `id`, adopted as `window`, restored and saved durably: it leaves `set-aside/` for
+    /// good, and the keys that came with it are revoked.
+    func adopted(_ id: String, as window: UUID) {
+        assert(entries[id]?.adoptingAs.map { $0 == window } ?? true, "an entry is adopted as one window")
+        do {
+            try files.endAdoption(id, as: window, returning: false)
+            // Decided: the window's restore wrote the session again under its own key, so the
+            // keys that came with the entry go (a kill first leaves them to the next start).
+            try SessionKeyRecords.revoke(root: root, directory: files.windowDirectory(window))
+        } catch {
+            // The window is restored and saved; only the marker (or the record) stays: the next
+            // start sends the session back to its entry (or revokes the record), losing nothing.
+            logger.error("cannot end the adoption", metadata: ["entry": "\(id)", "error": "\(error)"])
+        }
+        forget(id)
+        logger.warning("set-aside entry adopted", metadata: ["entry": "\(id)", "window": "\(window)"])
+    }
+
+    /// The adoption of `id` as `window` is undone: its session goes back to the entry, set
+    /// aside again and its summary read anew. What to tell the one who asked.
+    func undoAdoption(_ id: String, as window: UUID, why: String) -> String {
+        var said = "entry \(id) was not adopted: \(why); it is set aside again, as it was"
+        do {
+            try files.endAdoption(id, as: window, returning: true)
+        } catch {
+            said =
+                "entry \(id) was not adopted: \(why); its session stays as window \(window) (cannot move it back: \(error))"
+        }
         entries[id]?.adoptingAs = nil
         entries[id]?.summary = .pending
         load()
+        logger.error("adoption abandoned", metadata: ["entry": "\(id)", "window": "\(window)", "why": "\(why)"])
+        return said
     }
 
     /// Each turn: the summary child read and, when it is done, the next one started (none while

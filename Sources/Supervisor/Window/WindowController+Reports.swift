@@ -40,6 +40,14 @@ extension WindowController {
                 failures: (view.saveFailures, view.compactionFailures), seconds: Double(now - reservedAt) / 1e9),
             failing: FailingSaves(stats), directIo: writes == .unknown ? nil : writes == .direct)
     }
+
+    /// Its adoption ended: what the entry became.
+    func adoptReply(_ adoption: Adoption) -> AdoptReply {
+        AdoptReply(
+            entry: adoption.entry, window: id.uuidString, pid: pid, asNewWindow: adoption.asNewWindow,
+            regularTabs: exactInJSON(lastStats.regularTabs), incognitoTabs: exactInJSON(lastStats.incognitoTabs),
+            durableSeq: lastStats.durableSeq)
+    }
 }
 
 extension StatsReply.SaveSummary {
