@@ -28,7 +28,7 @@ import HostCoordination
 /// | any but gone           | sceneChanged(scene)         | (same; a ready window shows it) |                       |
 /// | a live worker's state  | killRequested, killAbandoned | (same; the next death counts or not) |                  |
 /// | any                    | adoptionEnded               | (same; not adopting)          |                         |
-/// | starting, ready        | watchdogFired               | (same; the death says so)     | kill                    |
+/// | starting, ready        | watchdogFired               | (same; the death says so)     | kill (once)             |
 /// | a live worker's state  | misbehaved                  | (same; nothing more it publishes is read) | kill (once) |
 /// | starting (probe needed) | probeAsked                 | (same; probe asked)           |                         |
 /// | a live worker's state  | reapFailed                  | (same; its death follows)     | kill                    |
@@ -375,8 +375,7 @@ struct WindowLifecycle: Sendable, Equatable {
             kills.remove(.requested)
             return []
         case (.starting, .watchdogFired), (.ready, .watchdogFired):
-            kills.insert(.watchdog)
-            return [.kill]
+            return kills.insert(.watchdog).inserted ? [.kill] : []
         case (.starting, .reapFailed), (.ready, .reapFailed), (.disconnecting, .reapFailed):
             return [.kill]
         case (_, .shutdownDeadlinePassed) where stopping && hasWorker:

@@ -36,6 +36,7 @@ import Testing
         #expect(window.handle(.misbehaved, now: 0) == [.kill])
         #expect(window.handle(.misbehaved, now: 0) == [], "killed once")
         #expect(window.handle(.watchdogFired, now: 0) == [.kill])
+        #expect(window.handle(.watchdogFired, now: 0) == [], "killed once")
         #expect(window.killedForMisbehaving && window.killedByWatchdog)
         _ = window.handle(.workerDied(cleanExit: false, noFault: false), now: 0)
         #expect(window.killedForMisbehaving, "nothing it left is read until the next worker")
@@ -175,5 +176,28 @@ import Testing
         #expect(
             window.watch(heartbeat: 8, now: 191, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60)
                 == .silent(nanoseconds: 11))
+    }
+
+    /// Once the watchdog has killed a worker, it does not look at it again until its death is
+    /// reaped: a worker slow to die (in uninterruptible sleep) is not killed and logged anew at
+    /// every turn of the loop.
+    @Test(arguments: [false, true]) func theWatchdogKillsAWorkerOnce(restored: Bool) {
+        let window = controller()
+        window.spawnedAt = 100
+        for event in [WindowLifecycle.Event.spawnBegan, .spawned] { _ = window.handle(event, now: 100) }
+        if restored {
+            _ = window.handle(.becameReady, now: 100)
+            window.startWatching(heartbeat: 7, now: 100)
+        }
+        let late = { (now: UInt64) in
+            window.watch(heartbeat: 7, now: now, watchdogNanoseconds: 10, startTimeoutNanoseconds: 60)
+        }
+        #expect(late(200) == (restored ? .silent(nanoseconds: 100) : .notRestored))
+        #expect(window.handle(.watchdogFired, now: 200) == [.kill])
+        #expect(late(300) == nil && late(400) == nil, "its death comes next, not another kill")
+        _ = window.handle(.workerDied(cleanExit: false, noFault: false), now: 500)
+        window.prepareSpawn()
+        _ = window.handle(.spawnBegan, now: 600)
+        #expect(!window.killedByWatchdog, "the next worker is watched anew")
     }
 }

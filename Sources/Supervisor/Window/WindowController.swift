@@ -211,8 +211,12 @@ final class WindowController {
     /// a ready one is hung once the word has not moved for `watchdogNanoseconds`, one starting
     /// once it has not restored `startTimeoutNanoseconds` after its spawn. Only whether the word
     /// moves counts, timed by the supervisor's clock: a value written once (0, or one in the
-    /// future) and left there is no heartbeat. Notes the word when it moved.
+    /// future) and left there is no heartbeat. Notes the word when it moved. Nil once the
+    /// watchdog has killed this worker.
     func watch(heartbeat: UInt64, now: UInt64, watchdogNanoseconds: UInt64, startTimeoutNanoseconds: UInt64) -> Hang? {
+        // Its kill is sent: the death, not another look, comes next (a worker in uninterruptible
+        // sleep may take a while to die, and is neither killed nor logged again meanwhile).
+        guard !killedByWatchdog else { return nil }
         guard lifecycle.state == .ready else {
             guard !lifecycle.workerRestored, now - spawnedAt > startTimeoutNanoseconds else { return nil }
             return .notRestored
