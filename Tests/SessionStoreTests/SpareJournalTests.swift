@@ -229,6 +229,38 @@ import Testing
         try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
     }
 
+    /// A disk full while one Browser's journal has outgrown its preallocated room (appends past
+    /// its end need new blocks): the other Browser's ready spare, zeros written ahead of need,
+    /// holds more room than the save needs, and must give it up rather than fail the save.
+    @Test func aReadySpareGivesItsRoomToTheOtherBrowsersAppends() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let browsing = try Browsing(disk)
+        try browsing.untilSpareReady()
+        let spare = try #require(disk.contents(of: Self.regularSpare))
+        // The incognito journal grows past its preallocation (six records, short of a compaction):
+        // every later append needs new room.
+        let page = String(repeating: "p", count: 3000)
+        for _ in 0..<6 {
+            browsing.seq += 1
+            try browsing.store.apply(seq: browsing.seq) {
+                try LeftOutSaveTests.open("https://spare.example/\(page)", in: browsing.store.incognito)
+            }
+            try browsing.store.waitUntilDurable(browsing.seq)
+        }
+        disk.capacity = totalBytes(disk)
+        browsing.seq += 1
+        try browsing.store.apply(seq: browsing.seq) {
+            try LeftOutSaveTests.open("https://spare.example/\(page)", in: browsing.store.incognito)
+        }
+        // The window retries a failed save by itself: a second try must land.
+        if (try? browsing.store.waitUntilDurable(browsing.seq)) == nil {
+            #expect(throws: Never.self, "the regular spare of \(spare.count) B kept its room") {
+                try browsing.store.waitUntilDurable(browsing.seq)
+            }
+        }
+        #expect(browsing.store.durableSeq == browsing.seq)
+    }
+
     /// Closing the last incognito tab deletes its session, the spare too: nothing of it is left,
     /// whether the spare was ready or still being written.
     @Test(arguments: [false, true]) func incognitoCloseLeavesNoSpare(inFlight: Bool) throws {
