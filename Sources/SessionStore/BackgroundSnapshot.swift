@@ -141,7 +141,7 @@ extension BrowserStore {
         } else {
             try? engine.removeFile(temporaryPath(generation))
             // A full disk: the next save tries again at once with the window's spares' room.
-            if !(error.errno == .noSpace && makeRoomAfterNoSpace()) { deferCompaction() }
+            if !makeRoom(after: error) { deferCompaction() }
         }
         unreportedCompactionFailure = error
     }

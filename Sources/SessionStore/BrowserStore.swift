@@ -85,7 +85,7 @@ public final class BrowserStore {
     /// The next journal, written ahead of need in the background (`SpareJournal.swift`).
     var spare = SpareJournal.none
     /// The window's other Browser's store, whose ready spare this one gives up when the disk
-    /// has no room for a file a session needs (`makeRoomAfterNoSpace`); set by the window.
+    /// has no room for a write a save needs (`makeRoom`); set by the window.
     weak var otherBrowser: BrowserStore?
     /// How this Browser's files are sealed: the incognito Browser's, once its window's key is
     /// held (`WindowStore`); nil, in the clear.
@@ -134,10 +134,11 @@ public final class BrowserStore {
     /// How far past the thresholds compaction waits after one failed (a full disk): saves go
     /// on appending into the preallocated journal meanwhile.
     private var compactionDeferral = (records: 0, bytes: 0)
-    /// The disk had no room for a preallocated journal (`ENOSPC`): new journals are created
-    /// with their header only and grow with each append (whose flush then carries the size
-    /// change too), for the store's life. Else on a disk smaller than two preallocations (a
-    /// 2 MiB tmpfs), one Browser could never create its session, and its saves failed forever.
+    /// The disk had no room for a write a save needed, and no spare to give up (`makeRoom`):
+    /// new journals are created with their header only and grow with each append (whose flush
+    /// then carries the size change too), for the store's life. Else on a disk smaller than two
+    /// preallocations (a 2 MiB tmpfs), one Browser could never create its session, and its saves
+    /// failed forever.
     var journalsGrowByAppend = false
     /// Whether new journals (and spares) are written full of zeros: not once this store's or
     /// the other Browser's journals grow by append. They share the disk, and zeros written for
@@ -165,13 +166,17 @@ public final class BrowserStore {
     /// One save's append to the journal. `journalEnd` moves past it only once the window
     /// confirms it (every save before it whole, in every Browser).
     private struct Append {
-        let ticket: IOTicket
+        var ticket: IOTicket
         let seq: UInt64
         let offset: Int
-        let bytes: Int
+        /// What it writes, kept until it is settled: a write the full disk refused goes again
+        /// into the room the spares give up (`retryAfterNoSpace`).
+        let written: [UInt8]
         let records: [[UInt8]]
         /// Nil while in flight. A write that landed in a journal no longer at its path failed.
         var result: Result<Void, StoreError>?
+        var bytes: Int { written.count }
+        var failed: Bool { if case .failure? = result { true } else { false } }
         /// It landed in a journal no longer at its path: the journal is given up once every
         /// append in flight has finished (`retractSave`).
         var landedMisplaced: Bool { if case .failure(.io(let error))? = result { error.isNotInPlace } else { false } }
@@ -493,6 +498,21 @@ public final class BrowserStore {
     /// what keeps recovery from taking the other Browser's saves since for unfinished ones.
     func createIfNeeded(emptyThrough seq: UInt64) throws(StoreError) {
         guard generation == 0, journal == nil else { return }
+        do {
+            try createSession(emptyThrough: seq)
+        } catch {
+            // A full disk: tried again with the window's spares' room, then with a journal of
+            // its header alone (`makeRoom`).
+            let growing = journalsGrowByAppend
+            if makeRoom(after: error) || journalsGrowByAppend != growing {
+                return try createIfNeeded(emptyThrough: seq)
+            }
+            throw error
+        }
+    }
+
+    /// `createIfNeeded`'s one attempt.
+    private func createSession(emptyThrough seq: UInt64) throws(StoreError) {
         // A deletion that stopped part-way (its marker durable) is finished first: a session
         // made inside that directory would go with it at the next start.
         if try io({ try engine.kind(directory) }) == .directory,
@@ -513,19 +533,8 @@ public final class BrowserStore {
             highestGeneration = twinGeneration ?? highestGeneration
         }
         let newGeneration = try nextGeneration()
-        let newJournal: (file: EngineFile, block: Int)
-        do {
-            newJournal = try writeEmptyGenerations(
-                (twinGeneration.map { [$0] } ?? []) + [newGeneration], emptyThrough: seq)
-        } catch {
-            // A full disk: tried again with the window's spares' room, then with a journal of
-            // its header alone (`makeRoomAfterNoSpace`).
-            let growing = journalsGrowByAppend
-            if error.errno == .noSpace, makeRoomAfterNoSpace() || !growing {
-                return try createIfNeeded(emptyThrough: seq)
-            }
-            throw error
-        }
+        let newJournal = try writeEmptyGenerations(
+            (twinGeneration.map { [$0] } ?? []) + [newGeneration], emptyThrough: seq)
         precondition(newGeneration > (twinGeneration ?? 0), "a session is made above its twin")
         journal = newJournal.file
         journalBlock = newJournal.block
@@ -544,19 +553,24 @@ public final class BrowserStore {
     /// renames the snapshots into place and syncs the directory and every parent up to the
     /// root. Only the last, the newest, gets a preallocated journal: nothing is ever appended to
     /// the twin's. Returns that journal, open, and its framing block; every other file is closed
-    /// (every one, when this throws).
+    /// (every one, when this throws, and the files of each generation not renamed into place
+    /// are removed: a full disk's partly written journal holds room the next attempt needs).
     private func writeEmptyGenerations(_ generations: [UInt64], emptyThrough seq: UInt64) throws(StoreError) -> (
         file: EngineFile, block: Int
     ) {
         guard let newest = generations.last else { preconditionFailure("a session is made of a generation") }
         var opened: [EngineFile] = []
+        var unplaced: [UInt64: [FilePath]] = [:]
         var newJournal: (file: EngineFile, block: Int)?
         do {
             for generation in generations {
-                let snapshotFile = try createFresh(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix)
+                let temporary = DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix
+                let snapshotFile = try createFresh(temporary)
                 opened.append(snapshotFile)
+                unplaced[generation, default: []].append(directory.appending(temporary))
                 let journalFile = try createFresh(DiskLayout.journalName(generation))
                 opened.append(journalFile)
+                unplaced[generation, default: []].append(directory.appending(DiskLayout.journalName(generation)))
                 let block = writeDirect(journalFile)
                 let journalBytes =
                     generation == newest
@@ -579,11 +593,13 @@ public final class BrowserStore {
                     try engine.rename(
                         directory.appending(name + DiskLayout.temporarySuffix), to: directory.appending(name))
                 }
+                unplaced[generation] = nil
             }
             try io { try engine.syncDirectory(directory) }
             try syncEveryParentUpToTheRoot()
         } catch {
             for file in opened { engine.close(file) }
+            for path in unplaced.values.joined() { try? engine.removeFile(path) }
             throw error
         }
         guard let newJournal else { preconditionFailure("the newest generation's journal was written") }
@@ -643,12 +659,15 @@ public final class BrowserStore {
             do {
                 try startCompaction(seq: seq, browsers: browsers)
                 return
-            } catch  where canAppend {
+            } catch {
+                // A full disk: the next save tries again at once with the window's spares' room.
+                let retrying = makeRoom(after: error)
+                guard canAppend else { throw error }
                 // No new snapshot now (no room for its files, or a stored history that no longer
                 // reads), but the journal still takes saves. Reported once; tried again a
                 // quarter-threshold later.
                 unreportedCompactionFailure = error
-                deferCompaction()
+                if !retrying { deferCompaction() }
             }
         }
         guard let journal else { preconditionFailure("startCompaction handles a missing journal") }
@@ -670,7 +689,7 @@ public final class BrowserStore {
         let ticket = engine.submit([.write(journal, bytes, offset: offset, durable: true)])
         bytesSubmitted += UInt64(bytes.count)
         state = .appending(
-            appends + [Append(ticket: ticket, seq: seq, offset: offset, bytes: bytes.count, records: staged)])
+            appends + [Append(ticket: ticket, seq: seq, offset: offset, written: bytes, records: staged)])
         staged.removeAll()
     }
 
@@ -759,12 +778,14 @@ public final class BrowserStore {
     }
 
     /// Creates a compaction's files fresh (the journal from the spare when one waits), the twin
-    /// generation's first when `fromMemory`; closes what it opened if one fails.
+    /// generation's first when `fromMemory`; closes and removes what it made if one fails.
     private func createCompactionFiles(fromMemory: Bool) throws(StoreError) -> CompactionFiles {
         var created: [EngineFile] = []
+        var names: [String] = []
         func create(_ name: String) throws(StoreError) -> EngineFile {
             let file = try createFresh(name)
             created.append(file)
+            names.append(name)
             return file
         }
         do throws(StoreError) {
@@ -794,6 +815,7 @@ public final class BrowserStore {
                 usesSpare: spare != nil, created: created)
         } catch {
             for file in created { engine.close(file) }
+            for name in names { try? engine.removeFile(directory.appending(name)) }
             throw error
         }
     }
@@ -1009,6 +1031,10 @@ public final class BrowserStore {
         case .appending(var appends):
             guard let index = appends.firstIndex(where: { $0.ticket == completion.ticket }) else { return nil }
             let result = landed(completion.result)
+            if case .failure(let error) = result, retryAfterNoSpace(&appends, at: index, error) {
+                state = .appending(appends)
+                return nil
+            }
             appends[index].result = result
             state = .appending(appends)
             if case .failure(let error) = result { return .failed(error) }
@@ -1021,6 +1047,22 @@ public final class BrowserStore {
             }
             return advance(compaction, progress: progress)
         }
+    }
+
+    /// An append failed with `error`. On a full disk the window's ready spares give up their
+    /// room (`makeRoom`) and, when one did, the same write goes again at once, at the same
+    /// offset, in place of failing the save: a spare never takes the room of an append, and a
+    /// spare written after a restart on a full disk (the store no longer knows its journals
+    /// grow by append) costs no save. Once: a second refusal finds no spare. Not after another
+    /// append in flight failed: the save fails anyway, and its retry gets the room.
+    private func retryAfterNoSpace(_ appends: inout [Append], at index: Int, _ error: StoreError) -> Bool {
+        guard !appends.contains(where: \.failed), makeRoom(after: error), let journal else { return false }
+        let append = appends[index]
+        appends[index].ticket = engine.submit([
+            .write(journal, append.written, offset: append.offset, durable: true)
+        ])
+        bytesSubmitted += UInt64(append.bytes)
+        return true
     }
 
     /// Notes one of a compaction's writes finished; the save's progress when it was the append
@@ -1056,7 +1098,7 @@ public final class BrowserStore {
         if let failure = compaction.failure {
             // A full disk: the next save tries again at once with the window's spares' room,
             // or, none left, after the deferral without the journal's preallocated room.
-            let retrying = failure.errno == .noSpace && makeRoomAfterNoSpace()
+            let retrying = makeRoom(after: failure)
             abandon(compaction, renamed: compaction.renamed, deferring: !retrying)
             if compaction.acknowledgeAtEnd { return .failed(failure) }
             unreportedCompactionFailure = failure

@@ -20,7 +20,7 @@ enum SpareJournal {
     /// Given up while in flight (the session was deleted): closed when its write completes.
     case dropped(IOTicket, EngineFile)
     /// Its write failed (a full disk, say), or it was given up for a file a session needs
-    /// (`makeRoomAfterNoSpace`): none is written until a compaction moves the store past this
+    /// (`makeRoom`): none is written until a compaction moves the store past this
     /// generation.
     case failed(generation: UInt64)
 
@@ -138,12 +138,15 @@ extension BrowserStore {
         }
     }
 
-    /// A file a session needs (a new session's, a compaction's) found the disk full (`ENOSPC`).
-    /// A spare is written ahead of need and must never take that file's room: the window's
-    /// ready spares (this Browser's and the other's) are given up, their files removed, and none
-    /// is written again in their generations; true when one was, and the step that failed is
-    /// worth trying again. None left, this store's journals grow by append from now on.
-    func makeRoomAfterNoSpace() -> Bool {
+    /// A write a save needs failed with `error`. When the disk is full (`ENOSPC`, or a spent
+    /// quota, `EDQUOT`), whatever the write was (a new session's files, a compaction's, its
+    /// snapshot in the background, an append past the journal's written room), a spare, written
+    /// ahead of need, must never keep the room: the window's ready spares (this Browser's and
+    /// the other's) are given up, their files removed, and none is written again in their
+    /// generations. True when one was: the step that failed is worth trying again. None left,
+    /// this store's journals grow by append from now on. Any other error: false, nothing given up.
+    func makeRoom(after error: StoreError) -> Bool {
+        guard error.errno == .noSpace || error.errno == .diskQuotaExceeded else { return false }
         // Both are given up: neither Browser's spare may take the room.
         let ownGaveUp = giveUpReadySpare()
         let otherGaveUp = otherBrowser?.giveUpReadySpare() == true

@@ -132,19 +132,28 @@ struct SupervisorFiles {
         }
     }
 
-    /// Replaces `windows.order` atomically: a new temporary file (`O_EXCL|O_NOFOLLOW`, after
-    /// removing whatever had its name, as itself) synced and renamed over it, then the root
-    /// directory synced.
+    /// Replaces `windows.order` atomically (`replace`), then syncs the root directory.
     func saveOrder(_ ids: [UUID]) throws {
-        let text = ids.map { $0.uuidString + "\n" }.joined()
-        try NoFollow.removeTree(orderTemporary)
-        let fd = try NoFollow.open(orderTemporary, .create)
-        try fd.closeAfter {
-            _ = try fd.writeAll(Array(text.utf8))
-            guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
-        }
-        try NoFollow.rename(orderTemporary, to: order)
+        try replace(order, through: orderTemporary, with: Array(ids.map { $0.uuidString + "\n" }.joined().utf8))
         try Self.syncDirectory(root)
+    }
+
+    /// Writes `bytes` to `temporary`, a new file (`O_EXCL|O_NOFOLLOW`, after removing whatever
+    /// had its name, as itself), synced, and renames it over `path`. A step that fails removes
+    /// the temporary it made: a full disk leaves no empty or partial file in the root.
+    private func replace(_ path: FilePath, through temporary: FilePath, with bytes: [UInt8]) throws {
+        try NoFollow.removeTree(temporary)
+        let fd = try NoFollow.open(temporary, .create)
+        do {
+            try fd.closeAfter {
+                _ = try fd.writeAll(bytes)
+                guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+            }
+            try NoFollow.rename(temporary, to: path)
+        } catch {
+            try? NoFollow.remove(temporary)
+            throw error
+        }
     }
 
     /// What `handed-out` holds, as the supervisor starts.
@@ -207,13 +216,7 @@ struct SupervisorFiles {
     /// `HandedOut.encodeFile`), and opens it for the writes in place after: when this returns, a
     /// power cut leaves these ceilings on disk.
     func makeHandedOut(_ windows: [UUID: HandedOutWindow]) throws -> FileDescriptor {
-        try NoFollow.removeTree(handedOutTemporary)
-        let fd = try NoFollow.open(handedOutTemporary, .create)
-        try fd.closeAfter {
-            _ = try fd.writeAll(HandedOut.encodeFile(windows))
-            guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
-        }
-        try NoFollow.rename(handedOutTemporary, to: handedOut)
+        try replace(handedOut, through: handedOutTemporary, with: HandedOut.encodeFile(windows))
         try Self.syncDirectory(root)
         return try openHandedOut()
     }

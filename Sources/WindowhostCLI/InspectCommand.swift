@@ -18,9 +18,9 @@ struct InspectCommand: ParsableCommand {
             corrupt or unreadable (file and byte offset named, every other window still shown; a tab id held twice \
             in a window is damage too), or ROOT is not a \
             directory, or ROOT/windows, ROOT/windows.order or ROOT/supervisor.lock is not what the host needs there \
-            (a symlink, a FIFO, the wrong kind: named, never followed; `run` refuses such a root), \
-            66 ROOT does not exist, 74 ROOT/windows cannot be listed. With --set-aside ID it shows that entry of \
-            ROOT/set-aside/ the same way (65 also when there is no such entry).
+            (a symlink, a FIFO, the wrong kind: named, never followed; `run` refuses such a root), or --window names \
+            a window ROOT does not hold, 66 ROOT does not exist, 74 ROOT/windows cannot be listed. With \
+            --set-aside ID it shows that entry of ROOT/set-aside/ the same way (65 also when there is no such entry).
             """)
 
     @Argument(help: "The host's state directory.")
@@ -75,6 +75,12 @@ struct InspectCommand: ParsableCommand {
         } catch {
             StandardStreams.error("windowhost inspect: \(error)\n")
             throw ExitCode(.ioError)
+        }
+        if let window, windows.isEmpty {
+            // An unknown window is an error, as `ctl dump --window` says it: not an empty root.
+            StandardStreams.error(
+                "windowhost inspect: no window \(window.uuidString) under \(root)/\(DiskLayout.windows)\n")
+            throw ExitCode(.badData)
         }
         if json {
             struct Output: Encodable {

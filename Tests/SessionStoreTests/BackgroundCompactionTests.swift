@@ -29,6 +29,24 @@ import Testing
         }
     }
 
+    /// The held snapshot's write fails (a full disk) as a command saves: the compaction's failure
+    /// is reported, no save fails, and the chain runs from `base` through the journal of
+    /// `generation`, where appends stay.
+    static func failHeldSnapshotOnAFullDisk(
+        _ disk: FaultEngine, _ browsing: Browsing, _ gate: SnapshotGate, base: UInt64, generation: UInt64
+    ) throws {
+        let regular = browsing.store.stores[0]
+        _ = browsing.store.takeEvents()
+        // The held chain is the oldest: the next reap runs it, its write first.
+        disk.failures[disk.operationCount + 1] = .noSpace
+        gate.holding = false
+        try Self.boundedCommand(browsing)
+        let events = browsing.store.takeEvents()
+        #expect(events.contains { if case .compactionFailed = $0 { true } else { false } }, "\(events)")
+        #expect(!events.contains { if case .failed = $0 { true } else { false } }, "\(events)")
+        #expect(!regular.hasBackgroundWork && regular.snapshotGeneration == base && regular.generation == generation)
+    }
+
     /// A command whose save becomes durable within a bounded number of turns, or an issue.
     static func boundedCommand(_ browsing: Browsing) throws {
         browsing.seq += 1
@@ -50,10 +68,13 @@ import Testing
     }
 
     /// A window whose regular appends moved to a new generation, its snapshot held; the
-    /// generation the chain started at, and the new one.
-    static func heldCompaction() throws -> (FaultEngine, Browsing, SnapshotGate, base: UInt64, generation: UInt64) {
+    /// generation the chain started at, and the new one. `first`: what the window does before.
+    static func heldCompaction(first: (Browsing) throws -> Void = { _ in }) throws -> (
+        FaultEngine, Browsing, SnapshotGate, base: UInt64, generation: UInt64
+    ) {
         let disk = FaultEngine(directories: [simulatedRoot])
         let browsing = try Browsing(disk)
+        try first(browsing)
         let gate = SnapshotGate()
         gate.install(on: disk)
         let base = browsing.store.stores[0].snapshotGeneration
@@ -147,15 +168,7 @@ import Testing
     @Test func aSnapshotThatFailsInTheBackgroundLosesNothingAndTheNextCompactionGoesOn() throws {
         let (disk, browsing, gate, base, generation) = try Self.heldCompaction()
         let regular = browsing.store.stores[0]
-        _ = browsing.store.takeEvents()
-        // The held chain is the oldest: the next reap runs it, its write first.
-        disk.failures[disk.operationCount + 1] = .noSpace
-        gate.holding = false
-        try Self.boundedCommand(browsing)
-        let events = browsing.store.takeEvents()
-        #expect(events.contains { if case .compactionFailed = $0 { true } else { false } }, "\(events)")
-        #expect(!events.contains { if case .failed = $0 { true } else { false } }, "\(events)")
-        #expect(!regular.hasBackgroundWork && regular.snapshotGeneration == base && regular.generation == generation)
+        try Self.failHeldSnapshotOnAFullDisk(disk, browsing, gate, base: base, generation: generation)
         #expect(
             disk.contents(
                 of: Self.regularDirectory.appending(DiskLayout.snapshotName(generation) + DiskLayout.temporarySuffix))
@@ -176,5 +189,41 @@ import Testing
         let (restored, recovery) = try simulatedWindow(disk, options: Self.options)
         #expect(try WindowContents(restored) == final)
         #expect(recovery.regular.damaged.count == 1, "the damaged snapshot only: \(recovery.regular.damaged)")
+    }
+
+    /// The snapshot's write finds the disk full while the other Browser's spare is ready: the
+    /// spare gives up its room (removed, none written again in its generation) and the
+    /// compaction is not deferred, so the next one comes at the threshold and finds that room
+    /// (`BrowserStore.makeRoom`). Without that, the next waits past a deferral, on a disk the
+    /// spare keeps full.
+    @Test func aSnapshotThatFindsTheDiskFullTakesTheOtherBrowsersReadySpare() throws {
+        let (disk, browsing, gate, base, generation) = try Self.heldCompaction {
+            try $0.untilSpareReady(incognito: true)
+        }
+        let regular = browsing.store.stores[0]
+        let incognito = browsing.store.stores[1]
+        try #require(regular.hasBackgroundWork, "the new snapshot is held")
+        guard case .ready = incognito.spare else {
+            Issue.record("the incognito spare is not ready: \(incognito.spare)")
+            return
+        }
+        let incognitoSpare = SpareJournalTests.incognitoDirectory.appending(DiskLayout.spareJournal)
+        try #require(disk.contents(of: incognitoSpare) != nil)
+        try Self.failHeldSnapshotOnAFullDisk(disk, browsing, gate, base: base, generation: generation)
+        #expect(disk.contents(of: incognitoSpare) == nil, "the incognito spare gave up its room")
+        guard case .failed = incognito.spare else {
+            Issue.record("the incognito spare is kept: \(incognito.spare)")
+            return
+        }
+        #expect(!regular.compactionDeferred, "the next compaction waits past a deferral")
+        #expect(regular.preallocatesJournals, "a spare gave its room: journals are still preallocated")
+        // The next compaction comes at the threshold, and is proven.
+        let records = regular.journalRecords
+        for _ in 0..<max(0, Self.options.compactAfterRecords - records) where regular.generation == generation {
+            try Self.boundedCommand(browsing)
+            try browsing.store.settle()
+        }
+        #expect(regular.snapshotGeneration > generation, "no compaction at the threshold")
+        try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
     }
 }

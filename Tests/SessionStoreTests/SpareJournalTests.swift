@@ -229,6 +229,81 @@ import Testing
         try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
     }
 
+    /// A disk full while one Browser's journal has outgrown its preallocated room (appends past
+    /// its end need new blocks): the other Browser's ready spare, zeros written ahead of need,
+    /// holds more room than the save needs, and must give it up rather than fail the save.
+    @Test func aReadySpareGivesItsRoomToTheOtherBrowsersAppends() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let browsing = try Browsing(disk)
+        try browsing.untilSpareReady()
+        let spare = try #require(disk.contents(of: Self.regularSpare))
+        // The incognito journal grows past its preallocation (six records, short of a compaction):
+        // every later append needs new room.
+        let page = String(repeating: "p", count: 3000)
+        for _ in 0..<6 {
+            browsing.seq += 1
+            try browsing.store.apply(seq: browsing.seq) {
+                try LeftOutSaveTests.open("https://spare.example/\(page)", in: browsing.store.incognito)
+            }
+            try browsing.store.waitUntilDurable(browsing.seq)
+        }
+        disk.capacity = totalBytes(disk)
+        browsing.seq += 1
+        try browsing.store.apply(seq: browsing.seq) {
+            try LeftOutSaveTests.open("https://spare.example/\(page)", in: browsing.store.incognito)
+        }
+        // The append refused goes again at once, into the spare's room: the save does not fail.
+        #expect(throws: Never.self, "the regular spare of \(spare.count) B kept its room") {
+            try browsing.store.waitUntilDurable(browsing.seq)
+        }
+        #expect(browsing.store.durableSeq == browsing.seq)
+        #expect(disk.contents(of: Self.regularSpare) == nil, "the spare is deleted")
+    }
+
+    /// A compaction's file that the disk has no room to create (found full before any write is
+    /// queued): the window's ready spares give up their room and the compaction is not
+    /// deferred, while the save lands in the old journal; the next save compacts.
+    @Test func aReadySpareGivesItsRoomToACompactionsFileCreation() throws {
+        let disk = FaultEngine(directories: [simulatedRoot])
+        let browsing = try Browsing(disk)
+        try browsing.untilSpareReady(incognito: true)
+        let regular = browsing.store.stores[0]
+        let incognito = browsing.store.stores[1]
+        let incognitoSpare = Self.incognitoDirectory.appending(DiskLayout.spareJournal)
+        // Commands saved until the next one compacts.
+        while true {
+            browsing.seq += 1
+            try browsing.store.apply(seq: browsing.seq) {
+                try LeftOutSaveTests.open("https://spare.example/\(browsing.seq)", in: browsing.store.regular)
+            }
+            if regular.shouldCompact { break }
+            try browsing.store.waitUntilDurable(browsing.seq)
+        }
+        guard case .ready = incognito.spare else {
+            Issue.record("the incognito spare is not ready: \(incognito.spare)")
+            return
+        }
+        let generation = regular.generation
+        let temporary = Self.regularDirectory.appending(
+            DiskLayout.snapshotName(regular.highestGeneration + 1) + DiskLayout.temporarySuffix)
+        disk.failingOpens[temporary.string] = .noSpace
+        _ = browsing.store.takeEvents()
+        try browsing.store.waitUntilDurable(browsing.seq)
+        disk.failingOpens = [:]
+        let events = browsing.store.takeEvents()
+        #expect(events.contains { if case .compactionFailed = $0 { true } else { false } }, "\(events)")
+        #expect(regular.generation == generation, "the save went to the old journal")
+        #expect(disk.contents(of: incognitoSpare) == nil, "the incognito spare gave up its room")
+        guard case .failed = incognito.spare else {
+            Issue.record("the incognito spare is kept: \(incognito.spare)")
+            return
+        }
+        #expect(!regular.compactionDeferred, "the compaction waits past a deferral")
+        try browsing.command()
+        #expect(regular.generation > generation, "the next save compacts")
+        try expectKillAndPowerCutKeep(try WindowContents(browsing.store), on: disk, options: Self.options)
+    }
+
     /// Closing the last incognito tab deletes its session, the spare too: nothing of it is left,
     /// whether the spare was ready or still being written.
     @Test(arguments: [false, true]) func incognitoCloseLeavesNoSpare(inFlight: Bool) throws {
