@@ -30,7 +30,7 @@ extension Supervisor {
         configuration.observation?.counted(request.verb)
         switch request {
         case .status:
-            answer(client, .ok(statusReply()))
+            answer(client, .ok(statusWithSpare()))
         case .stats(let histogram):
             answer(client, .ok(statsReply(withHistogram: histogram)))
         case .connect:

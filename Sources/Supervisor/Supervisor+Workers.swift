@@ -49,17 +49,16 @@ extension Supervisor {
     }
 
     /// Starts `window`'s worker from the configuration, numbering above the window's floors.
+    /// The spare, when one waits, is handed the window instead (`handSpare`).
     func launchWorker(for window: Window) throws(WorkerProcess.SpawnFailure) -> WorkerProcess {
         assert(windows[window.slot] === window, "a worker is launched for a window in its slot")
-        let launch = WorkerLaunch(
-            slot: window.slot, generation: window.generation, window: window.id, root: configuration.root,
-            saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab,
-            compactAfterRecords: configuration.compactAfterRecords,
-            inBackground: window.inBackground)
+        let assignment = WindowAssignment(
+            slot: window.slot, generation: window.generation, window: window.id, seqFloor: window.seqs.floor,
+            tabFloor: window.seqs.tab, inBackground: window.inBackground)
+        if let handed = handSpare(assignment) { return handed }
         // Its own slot's memfd only: no descriptor the worker holds reaches another window.
         return try WorkerProcess.spawn(
-            launch, executable: configuration.executable,
+            WorkerLaunch(spareLaunch, assignment: assignment), executable: configuration.executable,
             inheriting: [
                 .slotMemory: region.descriptor(ofSlot: window.slot).rawValue,
                 .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock,
@@ -103,6 +102,8 @@ extension Supervisor {
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         if let retry = handedOutRetry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() { windows[slot]?.runTimers(now: now, in: self) }
+        // Last: a spare is spawned after this turn's restarts, not in their way.
+        tendSpare()
     }
 
     /// How often `runTimers` looks for strays: a zombie a worker left lasts at most this long.
@@ -123,7 +124,8 @@ extension Supervisor {
         let deadline = monotonicNanoseconds() + wait
         while true {
             // A set-aside summary's reader is the supervisor's own child, no stray.
-            let workers = Set(windows.values.compactMap { $0.worker?.pid } + [summaryJob?.pid].compactMap { $0 })
+            let workers = Set(
+                windows.values.compactMap { $0.worker?.pid } + [summaryJob?.pid, spare?.process?.pid].compactMap { $0 })
             let strays: [pid_t]
             do throws(Errno) {
                 strays = try Strays.children(of: getpid()).filter { !workers.contains($0) }
@@ -172,6 +174,7 @@ extension Supervisor {
     func beginShutdown() {
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
+        dispatchSpare(.shutdown)
         for slot in windows.keys.sorted() { windows[slot]?.beginShutdown(in: self) }
         assert(windows.values.allSatisfy { $0.lifecycle.stopping }, "every window stops, none restarts")
     }
