@@ -100,14 +100,16 @@ extension Supervisor {
             + (spare.socket >= 0 ? [pollfd(fd: spare.socket, events: Int16(POLLIN), revents: 0)] : [])
     }
 
-    /// What `spareDescriptors` polled: what the spare said, then its end.
+    /// What `spareDescriptors` polled: the spare's end first (a dead spare's socket reads
+    /// closed, which is no misbehaviour), then what it said.
     func serviceSpare(_ polled: ArraySlice<pollfd>) {
         guard let spare, let process = spare.process else { return }
-        for descriptor in polled where descriptor.revents != 0 && descriptor.fd == spare.socket {
-            hearSpare(spare)
-        }
         for descriptor in polled where descriptor.revents != 0 && descriptor.fd == process.pidfd {
             reapSpare(spare, process)
+        }
+        // Reaped, the spare's socket is closed: nothing more is heard from it.
+        for descriptor in polled where descriptor.revents != 0 && descriptor.fd == spare.socket {
+            hearSpare(spare)
         }
     }
 
