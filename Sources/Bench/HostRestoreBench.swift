@@ -21,7 +21,8 @@ public enum HostRestoreShape: String, Codable, Sendable, CaseIterable {
 public struct HostRestoreResult: Codable, Sendable, Equatable {
     public var tabs: Int
     public var shape: HostRestoreShape
-    /// Whether the supervisor kept a spare worker. Always false until the host has one.
+    /// Whether the supervisor kept a spare worker (`run --no-spare` when not): with one, each
+    /// kill waits for a spare to wait, so every restart is a hand-over.
     public var spare: Bool
     public var kills: Int
     public var p50Milliseconds: Double
@@ -58,38 +59,46 @@ public enum HostRestoreBench {
         [(smallTabs, .journal), (largeTabs, .journal), (largeTabs, .compacted)]
     }
 
-    /// For each case: a window of that shape saved under its own root, a `windowhost run
-    /// --scenes 2` started on it (the saved window first, then an empty one), and its worker
-    /// killed `kills` times, each waited for until the replacement is ready.
+    /// For each case, without and with a spare worker: a window of that shape saved under a
+    /// root of its own, a `windowhost run --scenes 2` started on it (the saved window first,
+    /// then an empty one), and its worker killed `kills` times, each waited for until the
+    /// replacement is ready.
     public static func run(
         executable: String, kills: Int, directory: FilePath, cases: [(tabs: Int, shape: HostRestoreShape)]
     ) throws -> [HostRestoreResult] {
         precondition(kills > 0, "a restore is measured by killing at least once")
         var results: [HostRestoreResult] = []
         for (index, measured) in cases.enumerated() {
-            let root = directory.appending("host-\(index)")
-            let window = UUID()
-            switch measured.shape {
-            case .compacted: try RestoreBench.save(window, tabs: measured.tabs, directory: root)
-            case .journal: try RestoreBench.saveInJournalOnly(window, tabs: measured.tabs, directory: root)
+            for spare in [false, true] {
+                let root = directory.appending("host-\(index)" + (spare ? "-spare" : ""))
+                let window = UUID()
+                switch measured.shape {
+                case .compacted: try RestoreBench.save(window, tabs: measured.tabs, directory: root)
+                case .journal: try RestoreBench.saveInJournalOnly(window, tabs: measured.tabs, directory: root)
+                }
+                results.append(
+                    try measure(
+                        executable: executable, root: root, window: window, tabs: measured.tabs,
+                        shape: measured.shape, spare: spare, kills: kills))
             }
-            results.append(
-                try measure(
-                    executable: executable, root: root, window: window, tabs: measured.tabs, shape: measured.shape,
-                    kills: kills))
         }
         return results
     }
 
+    /// How long a kill waits for the host's spare to wait before it is measured.
+    static let spareWaitSeconds = 10.0
+
     private static func measure(
-        executable: String, root: FilePath, window: UUID, tabs: Int, shape: HostRestoreShape, kills: Int
+        executable: String, root: FilePath, window: UUID, tabs: Int, shape: HostRestoreShape, spare: Bool, kills: Int
     ) throws -> HostRestoreResult {
         let supervisor = try SupervisorProcess(
-            executable: executable, root: root, arguments: ["--scenes", "2"], environment: [:])
+            executable: executable, root: root, arguments: ["--scenes", "2"] + (spare ? [] : ["--no-spare"]),
+            environment: [:])
         defer { _ = supervisor.shutdown() }
         var times = Histogram<UInt64>(highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
         var restoredPID: Int32 = 0
         for _ in 0..<kills {
+            if spare { try waitForSpare(supervisor) }
             let reply = supervisor.call(.window(window, .kill(signal: SIGKILL, wait: true, aim: false)))
             guard reply.code == .ok, let killed = try? reply.decode(KillReply.self),
                 let milliseconds = killed.recoveryMs, let pid = killed.pid
@@ -125,11 +134,23 @@ public enum HostRestoreBench {
         let restoredMemory = try memory(of: restoredPID)
         let emptyMemory = try memory(of: empty.pid)
         return HostRestoreResult(
-            tabs: tabs, shape: shape, spare: false, kills: kills,
+            tabs: tabs, shape: shape, spare: spare, kills: kills,
             p50Milliseconds: Double(times.valueAtPercentile(50)) / 1000,
             p99Milliseconds: Double(times.valueAtPercentile(99)) / 1000,
             pssKiB: restoredMemory.pss, anonymousKiB: restoredMemory.anonymous, emptyPssKiB: emptyMemory.pss,
             emptyAnonymousKiB: emptyMemory.anonymous)
+    }
+
+    /// Until the host's spare waits (`spareWaitSeconds` at most): the next kill's restart is
+    /// then a hand-over.
+    private static func waitForSpare(_ supervisor: SupervisorProcess) throws {
+        let deadline = Date().addingTimeInterval(spareWaitSeconds)
+        while (try? supervisor.call(.status).decode(StatusReply.self))?.spare != .waiting {
+            guard Date() < deadline else {
+                throw BenchError.worker("no spare worker waited within \(spareWaitSeconds) s")
+            }
+            usleep(1_000)
+        }
     }
 
     /// `Pss` and `Anonymous` of `/proc/PID/smaps_rollup`, KiB.

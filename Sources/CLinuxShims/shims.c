@@ -321,6 +321,70 @@ int wh_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 int wh_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+int wh_seqpacket_pair(int fds[2]) { return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds); }
+
+ssize_t wh_send_with_descriptor(int socket, const void *bytes, size_t count, int fd) {
+    struct iovec iov = {.iov_base = (void *)bytes, .iov_len = count};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof(control));
+    struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        message.msg_control = control.buffer;
+        message.msg_controllen = sizeof(control.buffer);
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    }
+    ssize_t sent;
+    do {
+        sent = sendmsg(socket, &message, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    return sent;
+}
+
+ssize_t wh_receive_with_descriptors(int socket, void *bytes, size_t capacity, int *fds, int fd_capacity,
+                                    int *fd_count, int *truncated) {
+    *fd_count = 0;
+    *truncated = 0;
+    if (fd_capacity < 0 || fd_capacity > 16) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct iovec iov = {.iov_base = bytes, .iov_len = capacity};
+    union {
+        char buffer[CMSG_SPACE(16 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buffer,
+                             .msg_controllen = CMSG_SPACE((size_t)fd_capacity * sizeof(int))};
+    ssize_t received;
+    do {
+        received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    } while (received < 0 && errno == EINTR);
+    if (received < 0) return -1;
+    if (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) *truncated = 1;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            if (*fd_count < fd_capacity) {
+                fds[(*fd_count)++] = fd;
+            } else {
+                close(fd);
+                *truncated = 1;
+            }
+        }
+    }
+    return received;
+}
+
 int64_t wh_filesystem_type(const char *path) {
     struct statfs info;
     if (statfs(path, &info) != 0) return -1;

@@ -191,6 +191,21 @@ public struct DumpReply: Codable, Equatable, Sendable {
     }
 }
 
+/// Where the supervisor's spare worker is: one started and waiting with no window, handed to
+/// the next window that needs a worker (`SpareLifecycle`).
+public enum SpareStatus: String, Codable, Sendable {
+    /// `run --no-spare`: every worker is spawned for its window.
+    case off
+    /// None runs: one starts once the windows' restores are done, or after a backoff.
+    case none
+    case starting
+    case waiting
+    /// The last went to a window; the next starts once the windows' restores are done.
+    case handed
+    /// Killed, its end awaited.
+    case stopping
+}
+
 /// `status`: the supervisor, each window, the sessions set aside, the windows' order.
 public struct StatusReply: Codable, Equatable, Sendable {
     public var supervisorPid: Int32
@@ -205,6 +220,8 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var closedWindows: Int
     public var keepClosed: Int
     public var closedWindowsEvicted: UInt64
+    /// Where the spare worker is (`run --no-spare`: `off`); nil from a supervisor before spares.
+    public var spare: SpareStatus?
 
     package init(
         supervisorPid: Int32,
@@ -242,6 +259,7 @@ extension StatusReply {
         closedWindows = try container.decodeIfPresent(Int.self, forKey: .closedWindows) ?? 0
         keepClosed = try container.decodeIfPresent(Int.self, forKey: .keepClosed) ?? 0
         closedWindowsEvicted = try container.decodeIfPresent(UInt64.self, forKey: .closedWindowsEvicted) ?? 0
+        spare = try container.decodeIfPresent(SpareStatus.self, forKey: .spare)
     }
 }
 

@@ -63,16 +63,75 @@ public struct WorkerLaunch: Equatable, Sendable {
         self.inBackground = inBackground
     }
 
+    /// A spare's launch handed `assignment`: what a worker spawned for that window is told.
+    public init(_ spare: SpareLaunch, assignment: WindowAssignment) {
+        self.init(
+            slot: assignment.slot, generation: assignment.generation, window: assignment.window, root: spare.root,
+            saveDelayMilliseconds: spare.saveDelayMilliseconds, io: spare.io, supervisorPID: spare.supervisorPID,
+            seqFloor: assignment.seqFloor, tabFloor: assignment.tabFloor,
+            compactAfterRecords: spare.compactAfterRecords, inBackground: assignment.inBackground)
+    }
+
+    /// What every worker of the supervisor is told alike: a spare's whole launch.
+    public var spare: SpareLaunch {
+        SpareLaunch(
+            root: root, saveDelayMilliseconds: saveDelayMilliseconds, io: io, supervisorPID: supervisorPID,
+            compactAfterRecords: compactAfterRecords)
+    }
+
+    /// What is the window's own: what a spare is handed (`WindowAssignment`).
+    public var assignment: WindowAssignment {
+        WindowAssignment(
+            slot: slot, generation: generation, window: window, seqFloor: seqFloor, tabFloor: tabFloor,
+            inBackground: inBackground)
+    }
+
     /// The worker's whole command line, `executable` first: what `windowhost worker` parses.
     public func arguments(executable: String) -> [String] {
         [
             executable, Self.subcommand,
             "--slot", "\(slot)", "--generation", "\(generation)", "--window", window.uuidString,
-            "--root", root.string, "--save-delay", "\(saveDelayMilliseconds)",
-            "--supervisor", "\(supervisorPID)", "--seq-floor", "\(seqFloor)", "--tab-floor", "\(tabFloor)",
-        ] + (io.map { ["--io", $0] } ?? []) + (compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
-            + (inBackground ? ["--background"] : [])
+            "--seq-floor", "\(seqFloor)", "--tab-floor", "\(tabFloor)",
+        ] + (inBackground ? ["--background"] : []) + spare.options
     }
+}
+
+/// A spare worker's launch (`windowhost spare`): what every worker of the supervisor is told
+/// alike, and no window. It is started with the descriptors every worker holds but its slot's
+/// memory: the hand-over socket sits at `handOverDescriptor` instead, until the window's memfd
+/// arrives over it with a `WindowAssignment` and takes its number.
+public struct SpareLaunch: Equatable, Sendable {
+    /// The subcommand of the `windowhost` binary that runs a spare.
+    public static let subcommand = "spare"
+    /// Where a spare holds its end of the hand-over socket: the number its slot's memory takes.
+    public static let handOverDescriptor = WorkerLaunch.Descriptor.slotMemory
+    /// The byte a spare sends once it is ready to be handed a window.
+    public static let readyByte: UInt8 = 1
+
+    public var root: FilePath
+    public var saveDelayMilliseconds: UInt64
+    public var io: String?
+    public var supervisorPID: Int32
+    public var compactAfterRecords: Int?
+
+    public init(
+        root: FilePath, saveDelayMilliseconds: UInt64, io: String?, supervisorPID: Int32, compactAfterRecords: Int?
+    ) {
+        self.root = root
+        self.saveDelayMilliseconds = saveDelayMilliseconds
+        self.io = io
+        self.supervisorPID = supervisorPID
+        self.compactAfterRecords = compactAfterRecords
+    }
+
+    /// The options every worker's command line carries.
+    var options: [String] {
+        ["--root", root.string, "--save-delay", "\(saveDelayMilliseconds)", "--supervisor", "\(supervisorPID)"]
+            + (io.map { ["--io", $0] } ?? []) + (compactAfterRecords.map { ["--compact-after", "\($0)"] } ?? [])
+    }
+
+    /// The spare's whole command line, `executable` first: what `windowhost spare` parses.
+    public func arguments(executable: String) -> [String] { [executable, Self.subcommand] + options }
 }
 
 /// How a worker ends, as its exit status: what the supervisor reads from the pidfd. Each
@@ -98,6 +157,9 @@ public enum WorkerExit: Sendable, CaseIterable {
     case restoreStorageUnavailable
     /// The slot belongs to another generation or window, or its memory is of another layout.
     case refused
+    /// A spare was handed a window in a message it refuses (`WindowAssignment.Refusal`), or
+    /// with no slot memfd, or with more than one descriptor (EX_DATAERR).
+    case handOverRefused
 
     public var code: ControlCode {
         switch self {
@@ -107,6 +169,7 @@ public enum WorkerExit: Sendable, CaseIterable {
         case .restoreShortOfResources: .temporary
         case .restoreStorageUnavailable: .unavailable
         case .refused: .config
+        case .handOverRefused: .badData
         }
     }
 

@@ -52,7 +52,7 @@ public struct RestartPolicy: Sendable, Equatable {
         let excess = history.deaths.count - maximumRestarts
         let delay: UInt64 =
             if excess > 0 {
-                min(initialBackoffNanoseconds << UInt64(min(excess - 1, 20)), maximumBackoffNanoseconds)
+                steppedBackoff(after: excess, upTo: maximumBackoffNanoseconds)
             } else {
                 // s6: a child that never became ready is not respawned at once.
                 diedBeforeReady ? initialBackoffNanoseconds : 0
@@ -73,8 +73,14 @@ public struct RestartPolicy: Sendable, Equatable {
     /// to try again. Neither a death nor a failed start: the window did nothing.
     public func retryAfterShortage(_ history: inout History) -> UInt64 {
         history.shortages += 1
-        return min(
-            initialBackoffNanoseconds << UInt64(min(history.shortages - 1, 20)), maximumShortageBackoffNanoseconds)
+        return steppedBackoff(after: history.shortages, upTo: maximumShortageBackoffNanoseconds)
+    }
+
+    /// systemd's stepped backoff after `count` (≥ 1) failures in a row: `initialBackoff`,
+    /// doubling with each, up to `maximum`.
+    func steppedBackoff(after count: Int, upTo maximum: UInt64) -> UInt64 {
+        assert(count >= 1, "a backoff follows a failure")
+        return min(initialBackoffNanoseconds << UInt64(min(max(count, 1) - 1, 20)), maximum)
     }
 
     /// The worker restored its window and is ready: a shortage, the supervisor's or the

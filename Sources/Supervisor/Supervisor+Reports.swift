@@ -10,11 +10,13 @@ extension Supervisor {
     func statusReply() -> StatusReply {
         let now = monotonicNanoseconds()
         let list = windows.keys.sorted().compactMap { slot in windows[slot]?.status(region.slot(slot), now: now) }
-        return StatusReply(
+        var reply = StatusReply(
             supervisorPid: getpid(), root: configuration.root.string, socket: configuration.socketPath.string,
             windows: list,
             setAside: shelf.list(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
             keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
+        reply.spare = spare?.lifecycle.shown ?? .off
+        return reply
     }
 
     func statsReply(withHistogram: Bool) -> StatsReply {

@@ -40,17 +40,18 @@ extension Supervisor {
     }
 
     /// Starts `window`'s worker from the configuration, numbering above the window's floors.
+    /// The spare, when one waits, is handed the window instead (`handSpare`).
     func launchWorker(for window: Window) throws(WorkerProcess.SpawnFailure) -> WorkerProcess {
         assert(windows[window.slot] === window, "a worker is launched for a window in its slot")
-        let launch = WorkerLaunch(
-            slot: window.slot, generation: window.generation, window: window.id, root: configuration.root,
-            saveDelayMilliseconds: configuration.saveDelayMilliseconds, io: configuration.io, supervisorPID: getpid(),
-            seqFloor: window.seqs.floor, tabFloor: window.seqs.tab,
-            compactAfterRecords: configuration.compactAfterRecords,
-            inBackground: window.inBackground)
+        let assignment = WindowAssignment(
+            slot: window.slot, generation: window.generation, window: window.id, seqFloor: window.seqs.floor,
+            tabFloor: window.seqs.tab, inBackground: window.inBackground)
+        if let handed = spare?.take(assignment, memory: region.descriptor(ofSlot: assignment.slot).rawValue) {
+            return handed
+        }
         // Its own slot's memfd only: no descriptor the worker holds reaches another window.
         return try WorkerProcess.spawn(
-            launch, executable: configuration.executable,
+            WorkerLaunch(SpareLaunch(configuration), assignment: assignment), executable: configuration.executable,
             inheriting: [
                 .slotMemory: region.descriptor(ofSlot: window.slot).rawValue,
                 .supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock,
@@ -76,12 +77,15 @@ extension Supervisor {
         if let retry = orderRetry, retry.at <= now { saveOrder() }
         if let retry = handedOut.retry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() { windows[slot]?.runTimers(now: now, in: self) }
+        // Last: a spare is spawned after this turn's restarts, not in their way.
+        spare?.tend(windowsStarting: windows.values.contains { [.spawning, .starting].contains($0.lifecycle.state) })
     }
 
-    /// Kills and reaps every child of the supervisor that is no current worker nor the
-    /// set-aside summary's reader (`StrayReaper`), waiting up to `wait` for them to be gone.
+    /// Kills and reaps every child of the supervisor that is no current worker, nor the spare,
+    /// nor the set-aside summary's reader (`StrayReaper`), waiting up to `wait` for them to be gone.
     func killStrays(cameFrom window: UUID?, waitingUpTo wait: UInt64) {
-        let ours = Set(windows.values.compactMap { $0.worker?.pid } + [shelf.readerPID].compactMap { $0 })
+        let ours = Set(
+            windows.values.compactMap { $0.worker?.pid } + [shelf.readerPID, spare?.process?.pid].compactMap { $0 })
         strays.reap(sparing: ours, cameFrom: window, waitingUpTo: wait, logger: logger)
     }
 
@@ -92,6 +96,7 @@ extension Supervisor {
     func beginShutdown() {
         guard shutdownDeadline == nil else { return }
         shutdownDeadline = monotonicNanoseconds() + Self.shutdownGraceNanoseconds
+        spare?.dispatch(.shutdown)
         for slot in windows.keys.sorted() { windows[slot]?.beginShutdown(in: self) }
         assert(windows.values.allSatisfy { $0.lifecycle.stopping }, "every window stops, none restarts")
     }

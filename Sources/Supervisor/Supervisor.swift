@@ -57,6 +57,8 @@ public final class Supervisor {
     var orderRetry: WriteRetry?
     /// When the loop next publishes its status to `configuration.observation`.
     var publishAt: UInt64 = 0
+    /// The spare worker (`SpareWorker+Loop`); nil with `run --no-spare`.
+    let spare: SpareWorker?
 
     /// Takes the root (one supervisor per root), binds the socket, creates the region. Call
     /// before any other thread starts: it blocks the termination signals for the process.
@@ -109,6 +111,12 @@ public final class Supervisor {
             throw SupervisorError.socket(error)
         }
         initialScenesPending = configuration.scenes
+        spare =
+            configuration.keepsSpare
+            ? SpareWorker(
+                policy: configuration.restartPolicy, now: startedAt, launch: SpareLaunch(configuration),
+                executable: configuration.executable,
+                inheriting: [.supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock], logger: logger) : nil
         shelf.load(details: details)
         finishClosesUnderWay()
         files.revokeRecords(of: files.discardedLeftovers())
@@ -190,13 +198,16 @@ public final class Supervisor {
                 pollfd(fd: bell.descriptor.rawValue, events: Int16(POLLIN), revents: 0),
             ]
             + controlDescriptors + workers.map { pollfd(fd: $0.pidfd, events: Int16(POLLIN), revents: 0) }
+            + (spare?.descriptors() ?? [])
         if poll(&descriptors, nfds_t(descriptors.count), timeoutMilliseconds()) < 0, errno != EINTR {
             // Nothing is ready then: the turn goes on to the timers, and the next waits again.
             logger.error("poll: \(Errno(rawValue: errno))")
         }
         let clients = Array(descriptors[2..<(2 + controlDescriptors.count)])
-        let deaths = descriptors[(2 + controlDescriptors.count)...]
+        let deaths = descriptors[(2 + controlDescriptors.count)..<(2 + controlDescriptors.count + workers.count)]
         if descriptors[0].revents != 0 { handleSignal() }
+        // Before the deaths: a spare ready this turn takes a window that restarts in it.
+        spare?.service(descriptors[(2 + controlDescriptors.count + workers.count)...])
         for (worker, polled) in zip(workers, deaths) where polled.revents != 0 { windows[worker.slot]?.reap(in: self) }
         handleWorkerBell()
         for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }

@@ -17,6 +17,8 @@ public struct SupervisorConfiguration: Sendable {
         /// largest capacity, while an idle client costs only a descriptor until it is evicted.
         public static let maxClients = Limits.maxOpenWindows
         public static let clientTimeoutMilliseconds: UInt64 = 10_000
+        /// Keep a spare worker started and waiting (`run --no-spare` turns it off).
+        public static let keepsSpare = true
     }
 
     public var root: FilePath
@@ -49,6 +51,9 @@ public struct SupervisorConfiguration: Sendable {
     /// Where the loop publishes its status, events and metrics for other threads (`run
     /// --http`); nil: nowhere.
     public var observation: HostObservation?
+    /// Keep one worker started with no window, handed the next window that needs a worker
+    /// (`SpareLifecycle`).
+    public var keepsSpare = Defaults.keepsSpare
 
     public init(
         root: FilePath, scenes: Int, socketPath: FilePath, saveDelayMilliseconds: UInt64, io: String, executable: String
@@ -88,5 +93,15 @@ public enum SupervisorError: Error, CustomStringConvertible {
         case .region(let error): "\(error)"
         case .socket(let error): "\(error)"
         }
+    }
+}
+
+extension SpareLaunch {
+    /// What every worker of a supervisor run with `configuration` is told alike: a spare's
+    /// whole launch, and the part of a window's launch that is no one window's.
+    init(_ configuration: SupervisorConfiguration) {
+        self.init(
+            root: configuration.root, saveDelayMilliseconds: configuration.saveDelayMilliseconds,
+            io: configuration.io, supervisorPID: getpid(), compactAfterRecords: configuration.compactAfterRecords)
     }
 }

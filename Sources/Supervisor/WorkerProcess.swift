@@ -38,6 +38,24 @@ final class WorkerProcess {
     static func spawn(
         _ launch: WorkerLaunch, executable: String, inheriting inherited: [WorkerLaunch.Descriptor: Int32]
     ) throws(SpawnFailure) -> WorkerProcess {
+        try spawn(arguments: launch.arguments(executable: executable), inheriting: inherited)
+    }
+
+    /// Starts a spare (`SpareLaunch`): as a worker, with its hand-over socket where a worker's
+    /// slot memory is.
+    static func spawnSpare(
+        _ launch: SpareLaunch, executable: String, handOver socket: Int32,
+        inheriting inherited: [WorkerLaunch.Descriptor: Int32]
+    ) throws(SpawnFailure) -> WorkerProcess {
+        assert(inherited[SpareLaunch.handOverDescriptor] == nil, "a spare holds no slot's memory")
+        return try spawn(
+            arguments: launch.arguments(executable: executable),
+            inheriting: inherited.merging([SpareLaunch.handOverDescriptor: socket]) { $1 })
+    }
+
+    private static func spawn(
+        arguments: [String], inheriting inherited: [WorkerLaunch.Descriptor: Int32]
+    ) throws(SpawnFailure) -> WorkerProcess {
         let doorbell: Doorbell
         do {
             doorbell = try Doorbell()
@@ -61,7 +79,7 @@ final class WorkerProcess {
         let pid: pid_t
         // A group of its own: a terminal's Ctrl-C to `run` is the supervisor's to take (every
         // window saves, then exits), not a worker's to die of before it saves.
-        switch spawnProcess(launch.arguments(executable: executable), inheriting: inherit, ownProcessGroup: true) {
+        switch spawnProcess(arguments, inheriting: inherit, ownProcessGroup: true) {
         case .success(let spawned):
             pid = spawned
         case .failure(let error):

@@ -183,7 +183,8 @@ extension ControlCommand {
                     "closed windows kept: \(status.closedWindows) of \(status.keepClosed); deleted past it: \(status.closedWindowsEvicted)"
                 )
             }
-            return lines.isEmpty ? "no windows" : lines.joined(separator: "\n")
+            let spare = status.spare.map { ["spare worker: \($0.rawValue)"] } ?? []
+            return ((lines.isEmpty ? ["no windows"] : lines) + spare).joined(separator: "\n")
         }
     }
 

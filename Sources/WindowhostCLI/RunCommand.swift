@@ -113,6 +113,13 @@ struct RunCommand: ParsableCommand {
         help: "Seconds a control client may sit without sending its request or reading its reply before it is dropped.")
     var clientTimeout = SupervisorConfiguration.Defaults.clientTimeoutMilliseconds / 1000
 
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Keep one worker started with no window, handed to the next restart, connect or adoption instead of a spawn."
+    )
+    var spare = SupervisorConfiguration.Defaults.keepsSpare
+
     @Option(
         help:
             "Serve /metrics, /api/status and the live dashboard at HOST:PORT (a bare PORT: 127.0.0.1; port 0 picks one)."
@@ -161,6 +168,7 @@ struct RunCommand: ParsableCommand {
         configuration.compactAfterRecords = compactAfter
         configuration.maxClients = maxClients
         configuration.clientTimeoutMilliseconds = clientTimeout * 1000
+        configuration.keepsSpare = spare
         // Made before the supervisor, which counts into it from its first turn; served after.
         let exporter = http.map { _ in MetricsExporter() }
         configuration.observation = exporter?.hostObservation

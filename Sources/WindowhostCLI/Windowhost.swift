@@ -20,7 +20,8 @@ public struct Windowhost: ParsableCommand {
             version: "0.1.0",
             subcommands: [
                 RunCommand.self, ControlCommand.self, StressCampaignCommand.self, DemoCommand.self, InspectCommand.self,
-                BenchCommand.self, WorkerProcessCommand.self, BenchWorkerCommand.self, BenchEchoCommand.self,
+                BenchCommand.self, WorkerProcessCommand.self, SpareWorkerCommand.self, BenchWorkerCommand.self,
+                BenchEchoCommand.self,
             ] + extra
         )
     }

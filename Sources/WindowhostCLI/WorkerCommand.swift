@@ -20,17 +20,13 @@ struct WorkerProcessCommand: ParsableCommand {
     @Option var slot: Int
     @Option var generation: UInt32
     @Option var window: UUID
-    @Option var root: String
-    @Option var saveDelay: UInt64
-    @Option var supervisor: Int32
-    @Option var compactAfter: Int?
     /// The highest seq and tab id clients of the supervisor may have seen for the window
     /// (`WorkerFloor`): the worker numbers above them.
     @Option var seqFloor: UInt64 = 0
     @Option var tabFloor: Int64 = 0
     /// The scene is in the background: no tab is displayed (realized) until it comes forward.
     @Flag var background = false
-    @OptionGroup var io: IOOptions
+    @OptionGroup var shared: SharedWorkerOptions
 
     func validate() throws {
         guard floor != nil else {
@@ -44,27 +40,41 @@ struct WorkerProcessCommand: ParsableCommand {
     /// What the supervisor launched: the options as one value.
     var launch: WorkerLaunch {
         WorkerLaunch(
-            slot: slot, generation: generation, window: window, root: FilePath(root), saveDelayMilliseconds: saveDelay,
-            io: io.choice?.rawValue,
-            supervisorPID: supervisor, seqFloor: seqFloor, tabFloor: tabFloor, compactAfterRecords: compactAfter,
-            inBackground: background)
+            shared.launch,
+            assignment: WindowAssignment(
+                slot: slot, generation: generation, window: window, seqFloor: seqFloor, tabFloor: tabFloor,
+                inBackground: background))
     }
 
     func run() throws {
+        let logger = try Self.begin(supervisor: shared.supervisor)
+        try Self.serve(launch, floor: floor ?? .none, engine: Self.engine(shared.io, logger: logger), logger: logger)
+    }
+
+    /// What every worker does first, a spare too: its terminal stops ignored, its death tied to
+    /// the supervisor's (checked against the pid it was given after setting, since the parent
+    /// may have died before), its logs.
+    static func begin(supervisor: Int32) throws -> Logger {
         TerminalStops.ignore()
-        let launch = launch
-        // The supervisor dying kills the worker; checked against the pid it was given after
-        // setting, since the parent may have died before.
-        guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == launch.supervisorPID else {
+        guard wh_set_parent_death_signal(SIGKILL) == 0, getppid() == supervisor else {
             throw ExitCode(WorkerExit.orphaned.status)
         }
         Logs.bootstrap()
-        let logger = Logger(label: "windowhost.worker")
+        return Logger(label: "windowhost.worker")
+    }
+
+    /// The engine the supervisor said runs; what this worker's kernel refused of it (registered
+    /// buffers past the user's locked-memory limit) is the worker's to say.
+    static func engine(_ io: IOOptions, logger: Logger) throws -> any IOEngine {
+        let engine = try io.makeEngine(quietly: true)
+        for refusal in engine.refusals { logger.notice("io_uring without \(refusal)") }
+        return engine
+    }
+
+    /// Restores `launch`'s window from the slot memory at its descriptor and serves it: exits
+    /// with the loop's `WorkerExit`.
+    static func serve(_ launch: WorkerLaunch, floor: WorkerFloor, engine: any IOEngine, logger: Logger) throws {
         do {
-            // The supervisor said which engine runs; what this worker's kernel refused of it
-            // (registered buffers past the user's locked-memory limit) is the worker's to say.
-            let engine = try io.makeEngine(quietly: true)
-            for refusal in engine.refusals { logger.notice("io_uring without \(refusal)") }
             let memory = try SlotMemory(attaching: WorkerLaunch.Descriptor.slotMemory.fileDescriptor)
             let loop = try WorkerLoop(
                 identity: WorkerIdentity(
@@ -75,7 +85,7 @@ struct WorkerProcessCommand: ParsableCommand {
                 root: launch.root,
                 engine: engine,
                 options: launch.compactAfterRecords.map { StoreOptions(compactAfterRecords: $0) } ?? StoreOptions(),
-                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor ?? .none,
+                saveDelayMilliseconds: launch.saveDelayMilliseconds, floor: floor,
                 foreground: !launch.inBackground, logger: logger,
                 afterRestore: CommandFaults.current.restored)
             throw ExitCode(loop.run().status)
@@ -86,5 +96,21 @@ struct WorkerProcessCommand: ParsableCommand {
             logger.critical("\(failure)")
             throw ExitCode(failure.exit.status)
         }
+    }
+}
+
+/// What every worker of a supervisor is told alike (`SpareLaunch`): part of a worker's options,
+/// and the whole of a spare's.
+struct SharedWorkerOptions: ParsableArguments {
+    @Option var root: String
+    @Option var saveDelay: UInt64
+    @Option var supervisor: Int32
+    @Option var compactAfter: Int?
+    @OptionGroup var io: IOOptions
+
+    var launch: SpareLaunch {
+        SpareLaunch(
+            root: FilePath(root), saveDelayMilliseconds: saveDelay, io: io.choice?.rawValue, supervisorPID: supervisor,
+            compactAfterRecords: compactAfter)
     }
 }

@@ -18,10 +18,11 @@ import Testing
         defer { removeTestRoot(directory.string) }
         let results = try HostRestoreBench.run(
             executable: Self.binary, kills: 3, directory: directory, cases: [(20, .journal), (300, .compacted)])
-        #expect(results.map(\.tabs) == [20, 300])
-        #expect(results.map(\.shape) == [.journal, .compacted])
+        #expect(results.map(\.tabs) == [20, 20, 300, 300])
+        #expect(results.map(\.shape) == [.journal, .journal, .compacted, .compacted])
+        #expect(results.map(\.spare) == [false, true, false, true], "each case without, then with, a spare")
         for row in results {
-            #expect(row.kills == 3 && !row.spare)
+            #expect(row.kills == 3)
             #expect(row.p50Milliseconds > 0 && row.p50Milliseconds <= row.p99Milliseconds, "\(row)")
             #expect(
                 row.pssKiB > 0 && row.anonymousKiB > 0 && row.emptyPssKiB > 0 && row.emptyAnonymousKiB > 0, "\(row)")

@@ -36,3 +36,16 @@ import Testing
         #expect(WorkerLaunch.Descriptor.allCases.map(\.rawValue) == [3, 4, 5, 6])
     }
 }
+
+/// A spare's command line is the shared part of a worker's: what `windowhost spare` parses back.
+@Suite struct SpareLaunchTests {
+    @Test(arguments: WorkerLaunchTests.launches) func theSpareParsesBackWhatEveryWorkerShares(_ launch: WorkerLaunch)
+        throws
+    {
+        let arguments = launch.spare.arguments(executable: "/usr/bin/windowhost")
+        #expect(arguments.prefix(2) == ["/usr/bin/windowhost", SpareLaunch.subcommand])
+        let command = try SpareWorkerCommand.parse(Array(arguments.dropFirst(2)))
+        #expect(command.shared.launch == launch.spare)
+        #expect(WorkerLaunch(command.shared.launch, assignment: launch.assignment) == launch)
+    }
+}

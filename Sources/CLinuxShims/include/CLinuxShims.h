@@ -127,6 +127,17 @@ int wh_signalfd_read(int fd);
 int wh_peer_uid(int fd, uid_t *uid);
 /// `pipe2(fds, O_CLOEXEC)`: 0, or -1 with errno.
 int wh_pipe_cloexec(int fds[2]);
+/// `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`: a spare worker's hand-over channel,
+/// whose messages keep their bounds and whose peer's end is seen (a read of 0): 0, or -1 with errno.
+int wh_seqpacket_pair(int fds[2]);
+/// Sends `count` bytes and, when `fd` >= 0, that descriptor (`SCM_RIGHTS`) as one message,
+/// never raising SIGPIPE: the bytes sent, or -1 with errno.
+ssize_t wh_send_with_descriptor(int socket, const void *bytes, size_t count, int fd);
+/// Receives one message: up to `capacity` bytes and up to `fd_capacity` descriptors (close-on-exec).
+/// `*fd_count`: how many came; `*truncated`: 1 when the message or its descriptors did not fit
+/// (what was cut off is gone). The bytes received (0: the peer closed), or -1 with errno.
+ssize_t wh_receive_with_descriptors(int socket, void *bytes, size_t capacity, int *fds, int fd_capacity,
+                                    int *fd_count, int *truncated);
 /// The `f_type` magic of the file system holding `path` (statfs(2)), or -1 with errno.
 int64_t wh_filesystem_type(const char *path);
 /// `memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)`: a descriptor, or -1 with errno.
