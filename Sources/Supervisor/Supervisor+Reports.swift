@@ -28,12 +28,13 @@ extension Supervisor {
         let list: [StatsReply.WindowStats] = windows.keys.sorted().compactMap { slot in
             guard let window = windows[slot] else { return nil }
             let view = region.slot(slot)
-            total.add(view.latency.histogram())
+            let saves = SlotSaves(view)
+            total.add(saves.latency)
             // Counters a worker writes in shared memory: summed without trapping.
-            totalSaves &+= view.savesCompleted
-            totalFailures.saves &+= view.saveFailures
-            totalFailures.compactions &+= view.compactionFailures
-            return window.stats(view, now: now)
+            totalSaves &+= saves.completed
+            totalFailures.saves &+= saves.failures
+            totalFailures.compactions &+= saves.compactionFailures
+            return window.stats(view, saves: saves, now: now)
         }
         let uptime = Double(now - startedAt) / 1e9
         let histogram = withHistogram ? (try? JSONEncoder().encode(total))?.base64EncodedString() : nil

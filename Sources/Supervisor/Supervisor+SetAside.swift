@@ -28,17 +28,23 @@ extension Supervisor {
         }
     }
 
+    /// Refused in this order: no entry (65) or one adopted (75), shutdown (75), no window
+    /// session (65), no free slot (75), a full (65) or unreadable (75) key record.
     func adopt(_ id: String, asNewWindow: Bool, for client: ClientID) {
-        guard shutdownDeadline == nil else { return answer(client, .failure(.temporary, "shutting down")) }
         let shelved: SetAsideService.ShelvedEntry
-        let own: UUID
-        switch shelf.adoptable(id) {
+        switch shelf.entry(id) {
         case .failure(let refusal): return answer(client, .failure(refusal))
-        case .success(let found): (shelved, own) = found
+        case .success(let found): shelved = found
+        }
+        guard shutdownDeadline == nil else { return answer(client, .failure(.temporary, "shutting down")) }
+        guard let own = shelved.entry.window, shelved.entry.holdsWindowSession else {
+            let what = "a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)"
+            return answer(client, .failure(.badData, "entry \(id) holds no window session (\(what)): nothing to adopt"))
         }
         guard let slot = (0..<configuration.capacity).first(where: { windows[$0] == nil }) else {
             return answer(client, .failure(.temporary, "all \(configuration.capacity) window slots are in use"))
         }
+        if let refusal = shelf.keyRecordRefusal(shelved) { return answer(client, .failure(refusal)) }
         // Its own UUID only when nothing else has it: an open or reserved window, or a session
         // on disk (a closed window), which adopting over would lose.
         let returning = asNewWindow || files.hasSession(own) ? nil : registry.reserve(returning: own)

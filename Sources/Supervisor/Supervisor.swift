@@ -111,12 +111,7 @@ public final class Supervisor {
             throw SupervisorError.socket(error)
         }
         initialScenesPending = configuration.scenes
-        spare =
-            configuration.keepsSpare
-            ? SpareWorker(
-                policy: configuration.restartPolicy, now: startedAt, launch: SpareLaunch(configuration),
-                executable: configuration.executable,
-                inheriting: [.supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock], logger: logger) : nil
+        spare = SpareWorker(configuration, now: startedAt, bell: bell, lock: lock, logger: logger)
         shelf.load(details: details)
         finishClosesUnderWay()
         files.revokeRecords(of: files.discardedLeftovers())

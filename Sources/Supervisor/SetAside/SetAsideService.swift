@@ -196,39 +196,24 @@ final class SetAsideService {
         return .success(shelved.status)
     }
 
-    /// Entry `id` and the window it was, when it can be adopted; else the refusal: 65 for an
-    /// entry that holds no window session or whose key record is full, 75 while it cannot be
-    /// read or is adopted already.
-    func adoptable(_ id: String) -> Result<(ShelvedEntry, UUID), ControlFailure> {
-        let shelved: ShelvedEntry
-        switch entry(id) {
-        case .failure(let refusal): return .failure(refusal)
-        case .success(let found): shelved = found
-        }
-        guard let own = shelved.entry.window, shelved.entry.holdsWindowSession else {
-            let what = "a \(shelved.entry.kind), \(shelved.entry.reason.rawValue)"
-            return .failure(
-                ControlFailure(
-                    code: .badData, message: "entry \(id) holds no window session (\(what)): nothing to adopt"))
-        }
-        // An adoption undone sends the adopting window's key back with the session: begun only
-        // when its record has room for it, or the undo could not send the session back.
+    /// Why `shelved` cannot be adopted for its key record, if it cannot: an adoption undone
+    /// sends the adopting window's key back with the session, so one begins only when the
+    /// record has room for it (65 when full, 75 when it cannot be read).
+    func keyRecordRefusal(_ shelved: ShelvedEntry) -> ControlFailure? {
+        let id = shelved.entry.id
         do {
             guard try SessionKeyRecords.hasRoom(root: files.root, directory: shelved.entry.path) else {
-                return .failure(
-                    ControlFailure(
-                        code: .badData,
-                        message:
-                            "entry \(id) was adopted and undone until its key record is full (\(Limits.maxKeysPerSessionRecord) keys): "
-                            + "it cannot be adopted again; `windowhost inspect` reads it"))
+                return ControlFailure(
+                    code: .badData,
+                    message:
+                        "entry \(id) was adopted and undone until its key record is full (\(Limits.maxKeysPerSessionRecord) keys): "
+                        + "it cannot be adopted again; `windowhost inspect` reads it")
             }
         } catch {
-            return .failure(
-                ControlFailure(
-                    code: .temporary, message: "cannot read the key record of entry \(id): \(error); it stays set aside"
-                ))
+            return ControlFailure(
+                code: .temporary, message: "cannot read the key record of entry \(id): \(error); it stays set aside")
         }
-        return .success((shelved, own))
+        return nil
     }
 
     /// Entry `id` left `set-aside/` for good (discarded, or adopted): what is read of it now

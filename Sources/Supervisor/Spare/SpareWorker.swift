@@ -32,6 +32,18 @@ final class SpareWorker {
         self.socket = socket
     }
 
+    /// The spare of a supervisor run with `configuration`, whose bell and `supervisor.lock`
+    /// every worker inherits; nil with `run --no-spare`.
+    convenience init?(
+        _ configuration: SupervisorConfiguration, now: UInt64, bell: Doorbell, lock: Int32, logger: Logger
+    ) {
+        guard configuration.keepsSpare else { return nil }
+        self.init(
+            policy: configuration.restartPolicy, now: now, launch: SpareLaunch(configuration),
+            executable: configuration.executable,
+            inheriting: [.supervisorBell: bell.descriptor.rawValue, .supervisorLock: lock], logger: logger)
+    }
+
     /// Nothing more is heard from the spare (it is killed, or gone).
     func closeSocket() {
         guard socket >= 0 else { return }

@@ -28,16 +28,16 @@ extension WindowController {
                 ? "memory_only" : "sealed")
     }
 
-    /// Its save counters and latency since it was reserved, and whether its journal writes
-    /// are direct.
-    func stats(_ view: WindowSlot, now: UInt64) -> StatsReply.WindowStats {
+    /// Its save counters and latency since it was reserved (`saves`, read once from its slot
+    /// for this line and the reply's total alike), and whether its journal writes are direct.
+    func stats(_ view: WindowSlot, saves: SlotSaves, now: UInt64) -> StatsReply.WindowStats {
         let stats = view.checkedStats ?? lastStats
         let writes = JournalWrites(rawValue: stats.journalWrites) ?? .unknown
         return StatsReply.WindowStats(
             uuid: id.uuidString,
             saves: StatsReply.SaveSummary(
-                view.latency.histogram(), saves: view.savesCompleted,
-                failures: (view.saveFailures, view.compactionFailures), seconds: Double(now - reservedAt) / 1e9),
+                saves.latency, saves: saves.completed, failures: (saves.failures, saves.compactionFailures),
+                seconds: Double(now - reservedAt) / 1e9),
             failing: FailingSaves(stats), directIo: writes == .unknown ? nil : writes == .direct)
     }
 
@@ -62,5 +62,19 @@ extension StatsReply.SaveSummary {
             p99Us: histogram.valueAtPercentile(99), p999Us: histogram.valueAtPercentile(99.9),
             maxUs: histogram.totalCount > 0 ? histogram.maxRecorded : 0,
             saveFailures: exactInJSON(failures.saves), compactionFailures: exactInJSON(failures.compactions))
+    }
+}
+
+/// A slot's save figures read once: a `stats` reply's window line and its total show the same
+/// reading, though the worker keeps saving meanwhile.
+struct SlotSaves {
+    let latency: Histogram<UInt64>
+    let completed: UInt64
+    let failures: UInt64
+    let compactionFailures: UInt64
+
+    init(_ view: WindowSlot) {
+        (latency, completed) = (view.latency.histogram(), view.savesCompleted)
+        (failures, compactionFailures) = (view.saveFailures, view.compactionFailures)
     }
 }
