@@ -2,8 +2,9 @@ import BrowserModel
 import HostLimits
 import SwiftProtobuf
 
-// Model values ⇄ protobuf records. Decoding directions validate: a record that describes an
-// impossible value gives `SessionFormatError.InvalidState`, never a trap.
+// Protobuf records → model values, validated: a record that describes an impossible value gives
+// `SessionFormatError.InvalidState`, never a trap. The other way, the model is encoded straight
+// to the wire (`WireEncoding.swift`).
 
 typealias ListStorage = Windowhost_Session_WebStateListStorage
 typealias ItemStorage = Windowhost_Session_WebStateListItemStorage
@@ -14,13 +15,6 @@ typealias WebStateStorage = Windowhost_Session_WebStateStorage
 typealias MutationStorage = Windowhost_Session_MutationRecord
 
 extension NavigationItemStorage {
-    init(_ item: NavigationItem) {
-        self.init()
-        url = item.url
-        title = item.title
-        timestampUs = item.timestamp.microsecondsSinceEpoch
-    }
-
     /// The entry, refused when over the bounds a tab keeps: a record holds nothing the model
     /// would not take.
     func model() throws(SessionFormatError.InvalidState) -> NavigationItem {
@@ -35,15 +29,6 @@ extension NavigationItemStorage {
 }
 
 extension NavigationStorage {
-    init(id: WebStateID, history: NavigationHistory) {
-        self.init()
-        identifier = id.rawValue
-        // The history's bounds keep its index far inside Int32.
-        lastCommittedItemIndex = Int32(history.currentIndex ?? -1)
-        items = history.items.map(NavigationItemStorage.init)
-        droppedItemCount = Int64(history.droppedItemCount)
-    }
-
     /// The history; one stored over today's bounds (before they existed) comes back cut as a
     /// navigation would cut it.
     func model() throws(SessionFormatError.InvalidState) -> NavigationHistory {
@@ -64,15 +49,6 @@ extension NavigationStorage {
 }
 
 extension MetadataStorage {
-    init(_ metadata: WebStateMetadata) {
-        self.init()
-        creationTimeUs = metadata.creationTime.microsecondsSinceEpoch
-        lastActiveTimeUs = metadata.lastActiveTime.microsecondsSinceEpoch
-        activePage.title = metadata.activePageTitle
-        activePage.url = metadata.activePageURL
-        navigationItemCount = Int32(clamping: metadata.navigationItemCount)
-    }
-
     func model() throws(SessionFormatError.InvalidState) -> WebStateMetadata {
         guard navigationItemCount >= 0 else { throw .negativeCount(Int(navigationItemCount)) }
         do {
@@ -89,31 +65,6 @@ extension MetadataStorage {
 }
 
 extension WebStateStorage {
-    /// A tab entering a list, history included. An unrealized tab is realized for this (a tab
-    /// moved between lists); if its history cannot be read, its current page from the metadata
-    /// stands in for it, so nothing that was known is dropped.
-    init(_ webState: WebState, opener: WebStateOpener?) {
-        self.init()
-        identifier = webState.id.rawValue
-        if let opener {
-            openerIdentifier = opener.openerID.rawValue
-            openerNavigationIndex = Int32(clamping: opener.navigationIndex)
-        }
-        let history: NavigationHistory
-        if let loaded = try? webState.navigationHistory() {
-            history = loaded
-        } else {
-            let metadata = webState.metadata
-            var fallback = NavigationHistory()
-            fallback.commit(
-                NavigationItem(
-                    url: metadata.activePageURL, title: metadata.activePageTitle, timestamp: metadata.lastActiveTime))
-            history = fallback
-        }
-        metadata = MetadataStorage(webState.metadata)
-        navigation = NavigationStorage(id: webState.id, history: history)
-    }
-
     /// An unrealized tab made from the record, its history checked and kept in `stored` as
     /// bytes (a restored tab is realized when used, whether a snapshot or a journal held it).
     func makeWebState(keepingIn stored: JournalTabs) throws(SessionFormatError.InvalidState) -> (
@@ -150,11 +101,5 @@ func decodeMessage<M: SwiftProtobuf.Message>(_ type: M.Type, _ payload: [UInt8],
     }
 }
 
-/// Encodes a message this module built itself; such a message always serializes.
-func encodeMessage(_ message: some SwiftProtobuf.Message) -> [UInt8] {
-    do {
-        return try message.serializedBytes()
-    } catch {
-        preconditionFailure("serializing an in-memory protobuf message failed: \(error)")
-    }
-}
+/// Encodes a message this module built itself, in protobuf's wire format (`WireMessage`).
+func encodeMessage(_ message: some WireMessage) -> [UInt8] { Wire.encode(message) }

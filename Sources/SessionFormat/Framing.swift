@@ -163,14 +163,15 @@ public enum Framing {
     /// Frames a payload already known to be within the limit (a commit's nine bytes).
     static func appendFrame(_ kind: RecordKind, payload: [UInt8], to bytes: inout [UInt8]) {
         assert(payload.count <= Limits.maxRecordPayloadBytes)
-        var header = recordMagic
-        header.append(kind.rawValue)
-        header.append(UInt8(frameVersion))
-        header.appendLittleEndian(UInt32(payload.count))
-        let crc = CRC32C.checksum(payload, continuing: CRC32C.checksum(header))
-        header.appendLittleEndian(crc)
-        assert(header.count == recordHeaderSize, "a record header is its fixed size")
-        bytes += header
+        // The header goes straight into `bytes`, no array of its own: a large save frames 1,000.
+        let start = bytes.count
+        bytes += recordMagic
+        bytes.append(kind.rawValue)
+        bytes.append(UInt8(frameVersion))
+        bytes.appendLittleEndian(UInt32(payload.count))
+        let crc = CRC32C.checksum(payload, continuing: CRC32C.checksum(bytes[start...]))
+        bytes.appendLittleEndian(crc)
+        assert(bytes.count - start == recordHeaderSize, "a record header is its fixed size")
         bytes += payload
     }
 

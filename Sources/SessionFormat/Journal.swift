@@ -1,5 +1,6 @@
 import BrowserModel
 import HostLimits
+import SwiftProtobuf
 
 /// One journal record: a single WebStateList mutation, the command sequence number that caused
 /// it, and the active tab after it.
@@ -13,12 +14,19 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
     /// The record framed for a journal file. The model's bounds keep every record within
     /// `Limits.maxRecordPayloadBytes`; one that is not is refused, never written.
     public var frame: [UInt8] {
-        get throws(SessionFormatError) { try Framing.record(.mutation, payload: encodeMessage(storage)) }
+        get throws(SessionFormatError) { try Framing.record(.mutation, payload: payload) }
     }
 
-    /// The record's payload, unframed: what a store stages until it knows where the record
-    /// goes (`JournalFile.frames`), since a sealed record is bound to its offset.
-    public var payload: [UInt8] { encodeMessage(storage) }
+    /// The record's payload, unframed, encoded again from the record read: what a recorder
+    /// made it from (`JournalRecorder.takePayloads`), which a store stages until it knows where
+    /// the record goes (`JournalFile.save`), since a sealed record is bound to its offset.
+    public var payload: [UInt8] {
+        do {
+            return try storage.serializedBytes()
+        } catch {
+            preconditionFailure("serializing a record read back failed: \(error)")
+        }
+    }
 
     /// The records framed one after another from file offset `start` (`JournalFile.frames`).
     public static func frames(_ records: [JournalRecord], seal: RecordSeal?, from start: Int) throws(SessionFormatError)
@@ -48,77 +56,58 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 /// Watches one list, and turns every mutation and every navigation its tabs commit (the list
 /// passes those on: no registration per tab, so attaching a recorder to a restored window of
 /// any size costs the same) into a journal record carrying `commandSeq`, the command being
-/// applied.
+/// applied, encoded at once from the model (`RecordWire`): what a store stages is its payload.
 public final class JournalRecorder: WebStateListObserver {
     /// The sequence number of the command being applied; set before applying it.
     public var commandSeq: UInt64 = 0
-    private var pending: [JournalRecord] = []
+    private var pending: [[UInt8]] = []
 
     public init(list: WebStateList) {
         // Held weakly by the list: the store keeps the recorder.
         list.addObserver(self)
     }
 
-    /// The records made since the last call, oldest first.
-    public func takeRecords() -> [JournalRecord] {
+    /// The payloads (`JournalRecord.payload`) of the records made since the last call, oldest
+    /// first.
+    public func takePayloads() -> [[UInt8]] {
         defer { pending.removeAll(keepingCapacity: true) }
         return pending
     }
 
     public func webStateList(_ list: WebStateList, didChange change: WebStateListChange, status: WebStateListStatus) {
-        var record = MutationStorage()
-        record.seq = commandSeq
-        record.activeIdentifier = status.active?.id.rawValue ?? 0
+        let mutation: MutationWire
         switch change {
         case .inserted(let webState, let index):
-            var insert = Windowhost_Session_InsertMutation()
-            insert.index = Int32(index)
-            insert.pinned = list.isPinned(at: index)
-            insert.webState = WebStateStorage(webState, opener: try? list.opener(at: index))
-            record.insert = insert
-        case .moved(let webState, _, let to):
-            var move = Windowhost_Session_MoveMutation()
-            move.identifier = webState.id.rawValue
-            move.toIndex = Int32(to)
-            record.move = move
-        case .removed(let webState, _, let closing):
-            var remove = Windowhost_Session_RemoveMutation()
-            remove.identifier = webState.id.rawValue
-            remove.closing = closing
-            record.remove = remove
+            mutation = .insert(
+                index: Int32(index), pinned: list.isPinned(at: index),
+                tab: TabWire(webState, opener: try? list.opener(at: index)))
+        case .moved(let webState, _, let to): mutation = .move(id: webState.id.rawValue, toIndex: Int32(to))
+        case .removed(let webState, _, let closing): mutation = .remove(id: webState.id.rawValue, closing: closing)
         case .replaced(let old, let new, let index):
-            var replace = Windowhost_Session_ReplaceMutation()
-            replace.replacedIdentifier = old.id.rawValue
-            replace.webState = WebStateStorage(new, opener: try? list.opener(at: index))
-            record.replace = replace
+            mutation = .replace(replacedID: old.id.rawValue, tab: TabWire(new, opener: try? list.opener(at: index)))
         case .pinnedStateChanged(let webState, _, let to, let pinned):
-            var pin = Windowhost_Session_PinMutation()
-            pin.identifier = webState.id.rawValue
-            pin.pinned = pinned
-            pin.toIndex = Int32(to)
-            record.pin = pin
+            mutation = .pin(id: webState.id.rawValue, pinned: pinned, toIndex: Int32(to))
         case .activation:
-            var activate = Windowhost_Session_ActivateMutation()
-            activate.activatedAtUs = status.active?.lastActiveTime.microsecondsSinceEpoch ?? 0
-            record.activate = activate
+            mutation = .activate(activatedAtUs: status.active?.lastActiveTime.microsecondsSinceEpoch ?? 0)
         }
-        pending.append(JournalRecord(record))
+        record(mutation, active: status.active)
     }
 
     public func webStateList(_ list: WebStateList, webState: WebState, didCommitNavigationAt index: Int, newItem: Bool)
     {
-        var record = MutationStorage()
-        record.seq = commandSeq
-        record.activeIdentifier = list.activeWebState?.id.rawValue ?? 0
-        var navigation = Windowhost_Session_NavigationMutation()
-        navigation.identifier = webState.id.rawValue
+        var itemNumber: Int64 = 0
+        var item: NavigationItem?
         if let history = webState.loadedHistory {
             // By number, which the oldest entries' drop does not change.
-            navigation.itemIndex = history.itemNumber(at: index)
-            if newItem { navigation.item = NavigationItemStorage(history.items[index]) }
+            itemNumber = history.itemNumber(at: index)
+            if newItem { item = history.items[index] }
         }
-        record.navigation = navigation
-        pending.append(JournalRecord(record))
+        record(.navigation(id: webState.id.rawValue, itemNumber: itemNumber, item: item), active: list.activeWebState)
+    }
+
+    private func record(_ mutation: MutationWire, active: WebState?) {
+        pending.append(
+            encodeMessage(RecordWire(seq: commandSeq, activeIdentifier: active?.id.rawValue ?? 0, mutation: mutation)))
     }
 }
 
@@ -368,51 +357,61 @@ public enum JournalFile {
     /// first bytes, so its first save starts on a block boundary. `sealed`: its mutation
     /// records will be (`RecordSeal`).
     public static func header(blockSize: Int, sealed: Bool = false) -> [UInt8] {
-        padded(Framing.fileHeader(.journal, sealed: sealed), blockSize: blockSize, before: [])
+        var header = Framing.fileHeader(.journal, sealed: sealed)
+        pad(&header, blockSize: blockSize, before: [])
+        return header
     }
 
-    /// One save as written at a block boundary: its records, a padding record if needed, then
-    /// its commit, ending on the next boundary at or past them. The commit stays the last bytes,
-    /// so a torn write is still a prefix of one save whose commit comes last; and the next
-    /// save starts on a fresh block, so no write touches a block holding an earlier save.
-    /// `reaching`: the save is at least this long (padded), to cover bytes a save taken back
-    /// left there (`BrowserStore.retractSave`).
-    public static func save(_ frames: [[UInt8]], commit: JournalCommit, blockSize: Int, reaching minimum: Int = 0)
-        -> [UInt8]
-    {
+    /// One save as written at file offset `start`, a block boundary: its mutation records
+    /// (`JournalRecord.payload`) framed one after another, each sealed with `seal` (if given)
+    /// for its own offset, a padding record if needed, then its commit, ending on the next
+    /// boundary at or past them. The commit stays the last bytes, so a torn write is still a
+    /// prefix of one save whose commit comes last; and the next save starts on a fresh block,
+    /// so no write touches a block holding an earlier save. `reaching`: the save is at least
+    /// this long (padded), to cover bytes a save taken back left there
+    /// (`BrowserStore.retractSave`). Built in one buffer, sized before the first record.
+    public static func save(
+        _ payloads: [[UInt8]], seal: RecordSeal?, from start: Int, commit: JournalCommit, blockSize: Int,
+        reaching minimum: Int = 0
+    ) throws(SessionFormatError) -> [UInt8] {
+        let framed = payloads.reduce(0) {
+            $0 + Framing.frameSize(payload: $1.count, kind: .mutation, sealed: seal != nil)
+        }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(frames.reduce(blockSize + JournalCommit.frameSize) { $0 + $1.count })
-        for frame in frames { bytes += frame }
-        let save = padded(bytes, blockSize: blockSize, before: commit.frame, reaching: minimum)
+        // Padding adds less than two blocks past the records and the commit, or the minimum.
+        bytes.reserveCapacity(max(framed + JournalCommit.frameSize, minimum) + 2 * blockSize)
+        for payload in payloads {
+            try Framing.appendRecord(.mutation, payload: payload, to: &bytes, seal: seal, start: start)
+        }
+        assert(bytes.count == framed, "the records are as long as measured")
+        let commitFrame = commit.frame
+        pad(&bytes, blockSize: blockSize, before: commitFrame, reaching: minimum)
         assert(
-            save.count >= minimum && save.suffix(JournalCommit.frameSize) == ArraySlice(commit.frame),
+            bytes.count >= minimum && bytes.suffix(JournalCommit.frameSize) == ArraySlice(commitFrame),
             "a save ends with its commit")
-        return save
+        return bytes
     }
 
-    /// `bytes`, then padding, then `last`, ending on a multiple of `blockSize` (a power of two)
-    /// at or past `minimum`: no padding when they end on one already, else at least a record
-    /// header's worth (a whole block more when the gap is smaller than that), in as many
+    /// Appends padding, then `last`, to `bytes`, ending on a multiple of `blockSize` (a power
+    /// of two) at or past `minimum`: no padding when they end on one already, else at least a
+    /// record header's worth (a whole block more when the gap is smaller than that), in as many
     /// padding records as a record's largest payload needs.
-    static func padded(_ bytes: [UInt8], blockSize: Int, before last: [UInt8], reaching minimum: Int = 0) -> [UInt8] {
+    static func pad(_ bytes: inout [UInt8], blockSize: Int, before last: [UInt8], reaching minimum: Int = 0) {
         precondition(blockSize > 0 && blockSize & (blockSize - 1) == 0, "a power-of-two block")
         let content = bytes.count + last.count
         var end = (max(content, minimum) + blockSize - 1) / blockSize * blockSize
         while end > content, end - content < Framing.recordHeaderSize { end += blockSize }
-        guard end > content else { return bytes + last }
-        var framed = bytes
-        framed.reserveCapacity(end)
-        while framed.count + last.count < end {
-            let gap = end - framed.count - last.count
+        bytes.reserveCapacity(end)
+        while bytes.count + last.count < end {
+            let gap = end - bytes.count - last.count
             // A largest record short of the gap leaves more than a header's worth for the next.
             let payload =
                 gap - Framing.recordHeaderSize <= Limits.maxRecordPayloadBytes
                 ? gap - Framing.recordHeaderSize : Limits.maxRecordPayloadBytes - Framing.recordHeaderSize
-            Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: payload), to: &framed)
+            Framing.appendFrame(.padding, payload: [UInt8](repeating: 0, count: payload), to: &bytes)
         }
-        framed += last
-        assert(framed.count == end && end % blockSize == 0)
-        return framed
+        bytes += last
+        assert(bytes.count == end && end % blockSize == 0)
     }
 
     /// One commit as found in a file: what it says, how many records precede it, where it ends.

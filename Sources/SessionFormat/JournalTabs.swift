@@ -39,7 +39,7 @@ public final class JournalTabs: StoredTabs {
             id: id, creationTime: creationTime, lastActiveTime: lastActiveTime,
             navigationItemCount: history.items.count, title: append((current?.title ?? "").utf8),
             url: append((current?.url ?? "").utf8),
-            history: append(encodeMessage(NavigationStorage(id: id, history: history))))
+            history: append(encodeMessage(HistoryWire(id: id, history: history))))
         liveBytes += entry.byteCount
         if let position = positions[id] {
             liveBytes -= entries[position].byteCount

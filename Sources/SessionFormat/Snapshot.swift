@@ -98,7 +98,7 @@ public enum SnapshotEncoder {
         _ webState: WebState, storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
     ) throws(SessionFormatError) -> [UInt8] {
         if let history = webState.loadedHistory {
-            return encodeMessage(NavigationStorage(id: webState.id, history: history))
+            return encodeMessage(HistoryWire(id: webState.id, history: history))
         }
         do {
             return try storedHistory(webState)
@@ -108,7 +108,7 @@ public enum SnapshotEncoder {
             // that. Failing instead made every compaction fail while the damaged frame was the
             // only copy.
             guard let history = webState.loadedHistory else { throw error }
-            return encodeMessage(NavigationStorage(id: webState.id, history: history))
+            return encodeMessage(HistoryWire(id: webState.id, history: history))
         }
     }
 }

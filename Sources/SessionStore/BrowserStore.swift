@@ -311,10 +311,9 @@ public final class BrowserStore {
     /// window counts it as a change no save holds (`WindowStore.memoryOnlySince`).
     func collect() -> Bool {
         guard let recorder else { return false }
-        let records = recorder.takeRecords()
-        guard !inMemoryOnly else { return !records.isEmpty }
-        for record in records {
-            let payload = record.payload
+        let payloads = recorder.takePayloads()
+        guard !inMemoryOnly else { return !payloads.isEmpty }
+        for payload in payloads {
             guard payload.count + RecordSeal.overhead <= Limits.maxRecordPayloadBytes else {
                 // Unexpected: the bounds on what a tab holds keep every record within a frame,
                 // sealed or not. Never written as a record: the next save writes a snapshot of
@@ -325,7 +324,7 @@ public final class BrowserStore {
             }
             staged.append(payload)
         }
-        return !records.isEmpty
+        return !payloads.isEmpty
     }
 
     /// The session is kept in memory only (no key for its files): nothing of it is saved.
@@ -432,10 +431,13 @@ public final class BrowserStore {
             }
     }
 
-    /// The staged records framed from `offset` of the journal of `generation`.
-    private func framed(_ payloads: [[UInt8]], from offset: Int, generation: UInt64) throws(StoreError) -> [[UInt8]] {
+    /// One save of the staged records at `offset` of the journal (`JournalFile.save`).
+    private func journalSave(from offset: Int, seq: UInt64, browsers: UInt8) throws(StoreError) -> [UInt8] {
         do {
-            return try JournalFile.frames(payloads, seal: seal(.journal, generation), from: offset)
+            return try JournalFile.save(
+                staged, seal: seal(.journal, generation), from: offset,
+                commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
+                reaching: retractedEnd - offset)
         } catch {
             throw .sealing(directory.string, error)
         }
@@ -675,10 +677,7 @@ public final class BrowserStore {
         assert(
             offset >= journalEnd && offset % journalBlock == 0,
             "an append starts on a block at or past the journal's end")
-        let bytes = JournalFile.save(
-            try framed(staged, from: offset, generation: generation),
-            commit: JournalCommit(seq: seq, browsers: browsers), blockSize: journalBlock,
-            reaching: retractedEnd - offset)
+        let bytes = try journalSave(from: offset, seq: seq, browsers: browsers)
         guard offset + bytes.count <= Limits.maxJournalBytes else {
             // The reader refuses a larger journal: this save waits for a compaction instead.
             throw .io(
@@ -701,10 +700,7 @@ public final class BrowserStore {
         // unless that journal cannot be continued or they do not fit it (`Compaction.twin`).
         var appendBytes: [UInt8]?
         if canAppend, !staged.isEmpty {
-            let bytes = JournalFile.save(
-                try framed(staged, from: journalEnd, generation: generation),
-                commit: JournalCommit(seq: seq, browsers: browsers),
-                blockSize: journalBlock, reaching: retractedEnd - journalEnd)
+            let bytes = try journalSave(from: journalEnd, seq: seq, browsers: browsers)
             if journalEnd + bytes.count <= Limits.maxJournalBytes { appendBytes = bytes }
         }
         let fromMemory = appendBytes == nil && (!staged.isEmpty || !canAppend)

@@ -69,7 +69,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         for webState in list.webStates {
             let frame = try Framing.record(
                 .navigation,
-                payload: encodeMessage(NavigationStorage(id: webState.id, history: try webState.navigationHistory())))
+                payload: protobufBytes(NavigationStorage(id: webState.id, history: try webState.navigationHistory())))
             var item = ItemStorage()
             item.identifier = webState.id.rawValue
             item.metadata = MetadataStorage(webState.metadata)
@@ -96,7 +96,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         lying.items = []
         lying.continuationRecords = 1000
         var short = FormatOneSnapshot.header
-        try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &short)
+        try Framing.appendRecord(.listMetadata, payload: protobufBytes(lying), to: &short)
         #expect(
             throws: SessionFormatError.invalidState(
                 offset: Framing.fileHeaderSize, reason: .continuationsOutOfRange(1000, bytesLeft: 0))
@@ -107,7 +107,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         // and empty: refused before any is read.
         lying.continuationRecords = UInt32(Limits.maxTabsPerBrowser + 1)
         var empties = FormatOneSnapshot.header
-        try Framing.appendRecord(.listMetadata, payload: encodeMessage(lying), to: &empties)
+        try Framing.appendRecord(.listMetadata, payload: protobufBytes(lying), to: &empties)
         let first = empties.count
         for _ in 0...Limits.maxTabsPerBrowser {
             try Framing.appendRecord(.listMetadataContinuation, payload: [], to: &empties)
@@ -139,7 +139,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         try list.insert(source, InsertionParams(activate: true))
         // Framed (the writer's check) and read back as records (the reader's), checksums and
         // lengths; decoding 60 MB of strings is the store tests' part.
-        for record in recorder.takeRecords() {
+        for record in try recorder.takeRecords() {
             let frame = try record.frame
             #expect(frame.count <= Framing.recordHeaderSize + Limits.maxRecordPayloadBytes)
             _ = try Framing.readRecord(InMemoryBytes(frame), at: 0, expecting: .mutation)
@@ -159,7 +159,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         try list.insert(a, InsertionParams(activate: true))
         for n in 1..<70 { try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero)) }
         let snapshot = try snapshotBytes(list, seq: 1)
-        _ = recorder.takeRecords()
+        _ = try recorder.takeRecords()
         recorder.commandSeq = 2
         for n in 70..<130 {
             try a.commitNavigation(to: NavigationItem(url: "https://a.example/\(n)", timestamp: .zero))
@@ -171,7 +171,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         let restored = WebStateList()
         let profile = Profile(stateDirectory: "/unused")
         try SnapshotReader(InMemoryBytes(snapshot)).restore(into: restored, profile: profile)
-        let replayed = try replay(recorder.takeRecords(), onto: restored, profile: profile)
+        let replayed = try replay(try recorder.takeRecords(), onto: restored, profile: profile)
         #expect(try contents(replayed) == contents(list))
         #expect(try a.navigationHistory().droppedItemCount > 0)
     }
@@ -189,7 +189,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         storage.items = [item]
         storage.historySectionLength = UInt64(claimed)
         var bytes = FormatOneSnapshot.header
-        try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        try Framing.appendRecord(.listMetadata, payload: protobufBytes(storage), to: &bytes)
         let source = ClaimingSource(bytes, size: bytes.count + Int(claimed))
         #expect(
             throws: SessionFormatError.invalidState(
@@ -205,7 +205,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
     /// A 64 MiB list-metadata record of empty items (33 million of them) decoded into
     /// gigabytes of structs; its items are counted on the wire first and it is refused at once.
     @Test(.timeLimit(.minutes(10))) func aRecordOfMillionsOfEmptyItemsIsRefusedBeforeDecoding() throws {
-        var payload = encodeMessage(ListStorage())
+        var payload = protobufBytes(ListStorage())
         let emptyItem: [UInt8] = [0x0A, 0x00]  // field 1, length 0
         payload.reserveCapacity(Limits.maxRecordPayloadBytes)
         while payload.count + emptyItem.count <= Limits.maxRecordPayloadBytes { payload += emptyItem }
@@ -229,7 +229,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var head = ListStorage()
         head.continuationRecords = 1
         let item: [UInt8] = [0x0A, 0x02, 0x08, 0x01]  // field 1 holding an item with identifier 1
-        let first = encodeMessage(head) + Array([[UInt8]](repeating: item, count: Limits.maxTabsPerBrowser).joined())
+        let first = protobufBytes(head) + Array([[UInt8]](repeating: item, count: Limits.maxTabsPerBrowser).joined())
         #expect(try FormatOneMetadata.countItems(first, at: 0, before: 0) == Limits.maxTabsPerBrowser)
         var bytes = FormatOneSnapshot.header
         try Framing.appendRecord(.listMetadata, payload: first, to: &bytes)
@@ -384,7 +384,7 @@ private func tab(_ id: Int64, url: String, title: String = "") -> WebState {
         var storage = ListStorage()
         storage.lastCommandSeq = Limits.maxCommandSeq + 1
         var bytes = FormatOneSnapshot.header
-        try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+        try Framing.appendRecord(.listMetadata, payload: protobufBytes(storage), to: &bytes)
         #expect(
             throws: SessionFormatError.invalidState(
                 offset: Framing.fileHeaderSize, reason: .seqOutOfRange(Limits.maxCommandSeq + 1))

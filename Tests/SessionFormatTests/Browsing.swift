@@ -23,7 +23,7 @@ struct BrowsingSession {
         for seq in firstSeq..<firstSeq + UInt64(commands) {
             recorder.commandSeq = seq
             try browsing.step(list, profile: profile)
-            records += recorder.takeRecords()
+            records += try recorder.takeRecords()
         }
     }
 

@@ -1,5 +1,6 @@
 import BrowserModel
 import HostLimits
+import SwiftProtobuf
 
 @testable import SessionFormat
 
@@ -27,7 +28,7 @@ enum FormatOneSnapshot {
             let frame: [UInt8]
             if let history = webState.loadedHistory {
                 frame = try Framing.record(
-                    .navigation, payload: encodeMessage(NavigationStorage(id: webState.id, history: history)))
+                    .navigation, payload: protobufBytes(NavigationStorage(id: webState.id, history: history)))
             } else {
                 frame = try storedHistory(webState)
             }
@@ -63,7 +64,7 @@ enum FormatOneSnapshot {
         var chunks: [[UInt8]] = [[]]
         for item in storage.items {
             var field: [UInt8] = [0x0A]  // field 1 (items), length-delimited
-            let encoded = encodeMessage(item)
+            let encoded = protobufBytes(item)
             field.appendVarint(UInt64(encoded.count))
             field += encoded
             let room = recordLimit - (chunks.count == 1 ? listFieldsRoom : 0)
@@ -75,8 +76,18 @@ enum FormatOneSnapshot {
         var head = storage
         head.items = []
         head.continuationRecords = UInt32(chunks.count - 1)
-        var records = [(RecordKind.listMetadata, encodeMessage(head) + chunks[0])]
+        var records = [(RecordKind.listMetadata, protobufBytes(head) + chunks[0])]
         for chunk in chunks.dropFirst() { records.append((.listMetadataContinuation, chunk)) }
         return records
+    }
+}
+
+/// A format-1 message (list metadata, which only these tests still write) in protobuf's wire
+/// format, by SwiftProtobuf: the store's own encoder (`WireMessage`) covers what it writes today.
+func protobufBytes(_ message: some SwiftProtobuf.Message) -> [UInt8] {
+    do {
+        return try message.serializedBytes()
+    } catch {
+        preconditionFailure("serializing an in-memory protobuf message failed: \(error)")
     }
 }

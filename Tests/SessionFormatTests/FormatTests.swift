@@ -93,7 +93,7 @@ import Testing
         try restored.setPinned(at: 3, !restored.isPinned(at: 3))
         try restored.close(at: 1)
         try restored.detach(at: 0).destroy()
-        let records = recorder.takeRecords()
+        let records = try recorder.takeRecords()
         #expect(records.count == 5)
         #expect(restored.webStates.allSatisfy { !$0.isRealized })
 
@@ -309,7 +309,7 @@ import Testing
             for id in [1, 2, 3] as [Int64] {
                 let frame = try Framing.record(
                     .navigation,
-                    payload: encodeMessage(
+                    payload: protobufBytes(
                         NavigationStorage(id: WebStateID(rawValue: id)!, history: NavigationHistory())))
                 var item = ItemStorage()
                 item.identifier = id
@@ -321,7 +321,7 @@ import Testing
             storage.historySectionLength = UInt64(section.count)
             edit(&storage)
             var bytes = FormatOneSnapshot.header
-            try Framing.appendRecord(.listMetadata, payload: encodeMessage(storage), to: &bytes)
+            try Framing.appendRecord(.listMetadata, payload: protobufBytes(storage), to: &bytes)
             return bytes + section
         }
         let at = Framing.fileHeaderSize

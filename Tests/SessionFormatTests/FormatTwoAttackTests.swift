@@ -48,7 +48,7 @@ import Testing
         }
         return try Framing.record(
             .navigation,
-            payload: encodeMessage(NavigationStorage(id: try #require(WebStateID(rawValue: id)), history: history)))
+            payload: protobufBytes(NavigationStorage(id: try #require(WebStateID(rawValue: id)), history: history)))
     }
 
     /// An index entry; fields not given are plain (times 1 and 2, not realized).

@@ -110,7 +110,7 @@ import Testing
         let first = try list.webState(at: 0)
         first.wasActivated(at: Timestamp(microsecondsSinceEpoch: 1_000))
         try list.activate(at: 0)
-        var records = recorder.takeRecords()
+        var records = try recorder.takeRecords()
         let replayed = try replay(records)
         #expect(
             replayed.activeWebState?.id == first.id

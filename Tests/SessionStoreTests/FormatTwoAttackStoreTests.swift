@@ -40,7 +40,7 @@ import Testing
         var history = NavigationHistory()
         history.commit(NavigationItem(url: String(decoding: url, as: UTF8.self), title: "", timestamp: .zero))
         let frame = try Framing.record(
-            .navigation, payload: encodeMessage(NavigationStorage(id: WebStateID(rawValue: 1)!, history: history)))
+            .navigation, payload: encodeMessage(HistoryWire(id: WebStateID(rawValue: 1)!, history: history)))
         var index = SnapshotIndex.header(count: 64, activeIndex: 0, pinnedCount: 0, lastCommandSeq: seq)
         for n in 1...64 {
             SnapshotIndex.appendEntry(
