@@ -40,7 +40,7 @@ extension Supervisor {
     }
 
     /// Starts `window`'s worker from the configuration, numbering above the window's floors.
-    /// The spare, when one waits, is handed the window instead (`handSpare`).
+    /// The spare, when one waits, is handed the window instead (`SpareWorker.take`).
     func launchWorker(for window: Window) throws(WorkerProcess.SpawnFailure) -> WorkerProcess {
         assert(windows[window.slot] === window, "a worker is launched for a window in its slot")
         let assignment = WindowAssignment(
