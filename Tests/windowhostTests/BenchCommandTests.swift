@@ -52,10 +52,14 @@ import Testing
         #expect((floor["p99_us"] as? Int ?? 0) > 0)
         let restore = try #require(object["restore"] as? [String: Any])
         #expect(restore["tabs"] as? Int == 500 && (restore["eager_ms"] as? Double ?? 0) > 0)
-        // Host restores take the restore's size for their large window.
+        // Host restores take the restore's size for their large window; each case runs without,
+        // then with, a spare worker.
         let hostRestores = try #require(object["host_restore"] as? [[String: Any]])
-        #expect(hostRestores.compactMap { $0["tabs"] as? Int } == [20, 500, 500])
-        #expect(hostRestores.compactMap { $0["shape"] as? String } == ["journal", "journal", "compacted"])
+        #expect(hostRestores.compactMap { $0["tabs"] as? Int } == [20, 20, 500, 500, 500, 500])
+        #expect(
+            hostRestores.compactMap { $0["shape"] as? String }
+                == ["journal", "journal", "journal", "journal", "compacted", "compacted"])
+        #expect(hostRestores.compactMap { $0["spare"] as? Bool } == [false, true, false, true, false, true])
         #expect(
             hostRestores.allSatisfy { ($0["p50_ms"] as? Double ?? 0) > 0 && ($0["anon_kib"] as? Int ?? 0) > 0 },
             "\(hostRestores)")
