@@ -128,6 +128,23 @@ public enum NoFollow {
         guard fchmod(fd, mode) == 0 else { throw Errno(rawValue: errno) }
     }
 
+    /// Writes `bytes` to `temporary`, a new file (`O_EXCL|O_NOFOLLOW`), synced, and renames it
+    /// over `path`. A step that fails removes the temporary: a full disk leaves no empty or
+    /// partial file behind.
+    public static func replace(_ path: FilePath, through temporary: FilePath, with bytes: [UInt8]) throws {
+        let fd = try open(temporary, .create)
+        do {
+            try fd.closeAfter {
+                _ = try fd.writeAll(bytes)
+                guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
+            }
+            try rename(temporary, to: path)
+        } catch {
+            try? remove(temporary)
+            throw error
+        }
+    }
+
     /// `renameat`: the entry itself moves, whatever it is. Not `replacing`: `EEXIST` when
     /// anything has the new name (`renameat2(RENAME_NOREPLACE)`), where plain `rename` would
     /// silently replace an empty directory or a file.

@@ -29,16 +29,6 @@ public enum ReportFile {
         let target = directory.appending(name)
         guard try NoFollow.kind(target) != .symlink else { throw SymlinkRefused(path: path) }
         let temporary = directory.appending(".\(name).\(getpid()).tmp")
-        let fd = try NoFollow.open(temporary, .create)
-        do {
-            try fd.closeAfter {
-                _ = try fd.writeAll(bytes)
-                guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
-            }
-            try NoFollow.rename(temporary, to: target)
-        } catch {
-            try? NoFollow.remove(temporary)
-            throw error
-        }
+        try NoFollow.replace(target, through: temporary, with: bytes)
     }
 }

@@ -138,22 +138,10 @@ struct SupervisorFiles {
         try Self.syncDirectory(root)
     }
 
-    /// Writes `bytes` to `temporary`, a new file (`O_EXCL|O_NOFOLLOW`, after removing whatever
-    /// had its name, as itself), synced, and renames it over `path`. A step that fails removes
-    /// the temporary it made: a full disk leaves no empty or partial file in the root.
+    /// `NoFollow.replace`, after removing whatever had the temporary's name, as itself.
     private func replace(_ path: FilePath, through temporary: FilePath, with bytes: [UInt8]) throws {
         try NoFollow.removeTree(temporary)
-        let fd = try NoFollow.open(temporary, .create)
-        do {
-            try fd.closeAfter {
-                _ = try fd.writeAll(bytes)
-                guard fdatasync(fd.rawValue) == 0 else { throw Errno(rawValue: errno) }
-            }
-            try NoFollow.rename(temporary, to: path)
-        } catch {
-            try? NoFollow.remove(temporary)
-            throw error
-        }
+        try NoFollow.replace(path, through: temporary, with: bytes)
     }
 
     /// What `handed-out` holds, as the supervisor starts.
