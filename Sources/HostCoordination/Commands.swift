@@ -57,6 +57,52 @@ public enum WindowCommand: Equatable, Sendable {
     /// A dump without URLs or titles: the seqs and tab ids the supervisor's floor probe reads,
     /// which a window past `Limits.maxWindowTextBytes` (whose dump is refused) answers too.
     case probe
+    /// A step of a move between windows (`ctl move-to-window`).
+    case move(MoveStep)
+}
+
+/// The id the supervisor draws for a move between windows: random, never 0, so a worker cannot
+/// name a move it was not told of. The destination records it with the tab it makes.
+public struct MoveID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+
+    /// Nil for 0, which names no move (the records' "none").
+    public init?(rawValue: UInt64) {
+        guard rawValue != 0 else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public static func random() -> MoveID {
+        var generator = SystemRandomNumberGenerator()
+        return MoveID(rawValue: generator.next(upperBound: UInt64.max) + 1)!
+    }
+
+    public var description: String { String(rawValue, radix: 16) }
+}
+
+/// A window's part in a move of one tab to another window, as the supervisor drives it: the
+/// source exports, the destination imports (the commit), the source drops. See
+/// docs/recovery.md, "Moving a tab between windows".
+public enum MoveStep: Equatable, Sendable {
+    /// Source: the tab as it is (`WorkerReply.movedTab`); nothing changes.
+    case export(tab: Int64)
+    /// Destination: the tab made anew with an id of this window's, at `index` (nil: the end),
+    /// its record carrying the move. Takes a seq; a window that holds the move already answers
+    /// the tab it made.
+    case `import`(MoveID, MovedTab, index: Int?)
+    /// Source: the tab removed as gone to another window. Takes a seq when the tab is there;
+    /// done without one when it is not (a restart's repeat).
+    case drop(tab: Int64, MoveID)
+    /// Destination: whether it holds the move (`CommandDone.tab`: the tab it made).
+    case held(MoveID)
+
+    /// The move this step belongs to, for the steps that name one.
+    public var move: MoveID? {
+        switch self {
+        case .export: nil
+        case .import(let move, _, _), .drop(_, let move), .held(let move): move
+        }
+    }
 }
 
 /// A ring message that is no `WindowCommand`: answered as bad data, never applied.
@@ -129,6 +175,8 @@ extension WindowCommand {
             var dump = Dump()
             dump.withoutText = true
             message.dump = dump
+        case .move(let step):
+            step.put(in: &message)
         }
         return message
     }
@@ -164,7 +212,47 @@ extension WindowCommand {
             }
         case .save: self = .save
         case .dump(let dump): self = dump.withoutText ? .probe : .dump
+        case .exportTab(let export): self = .move(.export(tab: export.tab))
+        case .importTab(let transfer):
+            guard let move = MoveID(rawValue: transfer.move) else {
+                throw UndecodableCommand(description: "a tab's import with no move id")
+            }
+            self = .move(.import(move, transfer.tab, index: transfer.hasIndex ? Int(transfer.index) : nil))
+        case .dropMovedTab(let drop):
+            guard let move = MoveID(rawValue: drop.move) else {
+                throw UndecodableCommand(description: "a moved tab's drop with no move id")
+            }
+            self = .move(.drop(tab: drop.tab, move))
+        case .moveHeld(let held):
+            guard let move = MoveID(rawValue: held.move) else {
+                throw UndecodableCommand(description: "a move's question with no move id")
+            }
+            self = .move(.held(move))
         case .none: throw UndecodableCommand(description: "a command with no action")
+        }
+    }
+}
+
+extension MoveStep {
+    fileprivate func put(in message: inout WorkerCommand) {
+        switch self {
+        case .export(let tab):
+            var export = ExportTab()
+            export.tab = tab
+            message.exportTab = export
+        case .import(let move, let tab, let index):
+            var transfer = ImportTab()
+            (transfer.move, transfer.tab) = (move.rawValue, tab)
+            if let index { transfer.index = Int32(clamping: index) }
+            message.importTab = transfer
+        case .drop(let tab, let move):
+            var drop = DropMovedTab()
+            (drop.tab, drop.move) = (tab, move.rawValue)
+            message.dropMovedTab = drop
+        case .held(let move):
+            var held = MoveHeld()
+            held.move = move.rawValue
+            message.moveHeld = held
         }
     }
 }

@@ -125,6 +125,17 @@ public enum Limits {
     /// characters JSON escapes can still make the request too long: that is refused (64).
     public static let maxControlURLBytes = maxControlRequestBytes - 512
 
+    /// The largest tab a move between windows carries (`ctl move-to-window`), its stored
+    /// history's bytes: the tab travels to its new window as one command on that window's ring,
+    /// so a request's bound less 1 KiB for the command's other fields. A larger tab is refused
+    /// (65) and stays where it is.
+    public static let maxMovedTabBytes = maxControlRequestBytes - (1 << 10)
+
+    /// The moves between windows a Browser remembers having received (the last ones), in its
+    /// journal and snapshot: the supervisor asks about a move cut short by a restart, and each
+    /// window takes part in one move at a time, so the last few always hold the one asked about.
+    public static let movesRemembered = 8
+
     /// What one tab adds to a dump besides its URL and title, at most: as protobuf, its other
     /// fields with their tags and lengths (77 bytes at most); as JSON, its keys, numbers and
     /// punctuation (under 200 bytes). A bound for both.

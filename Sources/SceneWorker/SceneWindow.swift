@@ -93,6 +93,8 @@ public final class SceneWindow {
             case .probe:
                 reply.dump = dump(withText: false)
                 return reply
+            case .move:
+                throw Refusal("moves between windows are not served by this worker yet")
             case .save:
                 try store.save()
                 reply.done = done()

@@ -138,6 +138,38 @@ public nonisolated struct WorkerCommand: Sendable {
     set {action = .step(newValue)}
   }
 
+  public var exportTab: ExportTab {
+    get {
+      if case .exportTab(let v)? = action {return v}
+      return ExportTab()
+    }
+    set {action = .exportTab(newValue)}
+  }
+
+  public var importTab: ImportTab {
+    get {
+      if case .importTab(let v)? = action {return v}
+      return ImportTab()
+    }
+    set {action = .importTab(newValue)}
+  }
+
+  public var dropMovedTab: DropMovedTab {
+    get {
+      if case .dropMovedTab(let v)? = action {return v}
+      return DropMovedTab()
+    }
+    set {action = .dropMovedTab(newValue)}
+  }
+
+  public var moveHeld: MoveHeld {
+    get {
+      if case .moveHeld(let v)? = action {return v}
+      return MoveHeld()
+    }
+    set {action = .moveHeld(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Action: Equatable, Sendable {
@@ -153,6 +185,10 @@ public nonisolated struct WorkerCommand: Sendable {
     case dump(Dump)
     case pin(PinTab)
     case step(HistoryStep)
+    case exportTab(ExportTab)
+    case importTab(ImportTab)
+    case dropMovedTab(DropMovedTab)
+    case moveHeld(MoveHeld)
 
   }
 
@@ -391,6 +427,111 @@ public nonisolated struct SceneEvent: Sendable {
   public init() {}
 }
 
+/// Source: the tab as it is (`WorkerReply.moved_tab`); nothing changes.
+public nonisolated struct ExportTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tab: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Destination: the tab inserted with a new id of the window's (at `index`, else the end), its
+/// journal record carrying `move`. A window that already holds `move` answers the tab it made.
+public nonisolated struct ImportTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var move: UInt64 = 0
+
+  public var tab: MovedTab {
+    get {_tab ?? MovedTab()}
+    set {_tab = newValue}
+  }
+  /// Returns true if `tab` has been explicitly set.
+  public var hasTab: Bool {self._tab != nil}
+  /// Clears the value of `tab`. Subsequent reads from it will return its default value.
+  public mutating func clearTab() {self._tab = nil}
+
+  public var index: Int32 {
+    get {_index ?? 0}
+    set {_index = newValue}
+  }
+  /// Returns true if `index` has been explicitly set.
+  public var hasIndex: Bool {self._index != nil}
+  /// Clears the value of `index`. Subsequent reads from it will return its default value.
+  public mutating func clearIndex() {self._index = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _tab: MovedTab? = nil
+  fileprivate var _index: Int32? = nil
+}
+
+/// Source: the tab removed, gone to another window under `move`. Done too when it is not there.
+public nonisolated struct DropMovedTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tab: Int64 = 0
+
+  public var move: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Destination: whether it holds `move` (`CommandDone.tab`: the tab it made), asked when a move
+/// was cut short by a restart.
+public nonisolated struct MoveHeld: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var move: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A tab on its way between windows: what the destination needs to make it, the history carried
+/// as the source stored it.
+public nonisolated struct MovedTab: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// its id in the source window
+  public var tab: Int64 = 0
+
+  public var incognito: Bool = false
+
+  public var pinned: Bool = false
+
+  public var realized: Bool = false
+
+  public var creationTimeUs: Int64 = 0
+
+  public var lastActiveTimeUs: Int64 = 0
+
+  /// windowhost.session.NavigationStorage, encoded (its identifier the source's tab id).
+  public var navigation: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct SaveNow: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -457,6 +598,14 @@ public nonisolated struct WorkerReply: Sendable {
     set {outcome = .part(newValue)}
   }
 
+  public var movedTab: MovedTab {
+    get {
+      if case .movedTab(let v)? = outcome {return v}
+      return MovedTab()
+    }
+    set {outcome = .movedTab(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Outcome: Equatable, Sendable {
@@ -464,6 +613,7 @@ public nonisolated struct WorkerReply: Sendable {
     case failure(CommandFailure)
     case dump(WindowDump)
     case part(ReplyPart)
+    case movedTab(MovedTab)
 
   }
 
@@ -681,7 +831,7 @@ fileprivate nonisolated let _protobuf_package = "windowhost.host"
 
 nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WorkerCommand"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{1}seq\0\u{2}\u{8}open\0\u{1}navigate\0\u{1}close\0\u{1}activate\0\u{1}move\0\u{1}replace\0\u{3}close_all\0\u{1}scene\0\u{1}save\0\u{1}dump\0\u{1}pin\0\u{1}step\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{1}seq\0\u{2}\u{8}open\0\u{1}navigate\0\u{1}close\0\u{1}activate\0\u{1}move\0\u{1}replace\0\u{3}close_all\0\u{1}scene\0\u{1}save\0\u{1}dump\0\u{1}pin\0\u{1}step\0\u{3}export_tab\0\u{3}import_tab\0\u{3}drop_moved_tab\0\u{3}move_held\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -847,6 +997,58 @@ nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._Messa
           self.action = .step(v)
         }
       }()
+      case 22: try {
+        var v: ExportTab?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .exportTab(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .exportTab(v)
+        }
+      }()
+      case 23: try {
+        var v: ImportTab?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .importTab(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .importTab(v)
+        }
+      }()
+      case 24: try {
+        var v: DropMovedTab?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .dropMovedTab(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .dropMovedTab(v)
+        }
+      }()
+      case 25: try {
+        var v: MoveHeld?
+        var hadOneofValue = false
+        if let current = self.action {
+          hadOneofValue = true
+          if case .moveHeld(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.action = .moveHeld(v)
+        }
+      }()
       default: break
       }
     }
@@ -911,6 +1113,22 @@ nonisolated extension WorkerCommand: SwiftProtobuf.Message, SwiftProtobuf._Messa
     case .step?: try {
       guard case .step(let v)? = self.action else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 21)
+    }()
+    case .exportTab?: try {
+      guard case .exportTab(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 22)
+    }()
+    case .importTab?: try {
+      guard case .importTab(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 23)
+    }()
+    case .dropMovedTab?: try {
+      guard case .dropMovedTab(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 24)
+    }()
+    case .moveHeld?: try {
+      guard case .moveHeld(let v)? = self.action else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 25)
     }()
     case nil: break
     }
@@ -1283,6 +1501,205 @@ nonisolated extension SceneEvent.Kind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FOREGROUND\0\u{1}BACKGROUND\0\u{1}DISCONNECT\0")
 }
 
+nonisolated extension ExportTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExportTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tab) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tab != 0 {
+      try visitor.visitSingularInt64Field(value: self.tab, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: ExportTab, rhs: ExportTab) -> Bool {
+    if lhs.tab != rhs.tab {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension ImportTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ImportTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}move\0\u{1}tab\0\u{1}index\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularFixed64Field(value: &self.move) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._tab) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self._index) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.move != 0 {
+      try visitor.visitSingularFixed64Field(value: self.move, fieldNumber: 1)
+    }
+    try { if let v = self._tab {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._index {
+      try visitor.visitSingularInt32Field(value: v, fieldNumber: 3)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: ImportTab, rhs: ImportTab) -> Bool {
+    if lhs.move != rhs.move {return false}
+    if lhs._tab != rhs._tab {return false}
+    if lhs._index != rhs._index {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension DropMovedTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DropMovedTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0\u{1}move\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tab) }()
+      case 2: try { try decoder.decodeSingularFixed64Field(value: &self.move) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tab != 0 {
+      try visitor.visitSingularInt64Field(value: self.tab, fieldNumber: 1)
+    }
+    if self.move != 0 {
+      try visitor.visitSingularFixed64Field(value: self.move, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: DropMovedTab, rhs: DropMovedTab) -> Bool {
+    if lhs.tab != rhs.tab {return false}
+    if lhs.move != rhs.move {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension MoveHeld: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MoveHeld"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}move\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularFixed64Field(value: &self.move) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.move != 0 {
+      try visitor.visitSingularFixed64Field(value: self.move, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: MoveHeld, rhs: MoveHeld) -> Bool {
+    if lhs.move != rhs.move {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension MovedTab: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MovedTab"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}tab\0\u{1}incognito\0\u{1}pinned\0\u{1}realized\0\u{3}creation_time_us\0\u{3}last_active_time_us\0\u{1}navigation\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.tab) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.incognito) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.realized) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.creationTimeUs) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.lastActiveTimeUs) }()
+      case 7: try { try decoder.decodeSingularBytesField(value: &self.navigation) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.tab != 0 {
+      try visitor.visitSingularInt64Field(value: self.tab, fieldNumber: 1)
+    }
+    if self.incognito != false {
+      try visitor.visitSingularBoolField(value: self.incognito, fieldNumber: 2)
+    }
+    if self.pinned != false {
+      try visitor.visitSingularBoolField(value: self.pinned, fieldNumber: 3)
+    }
+    if self.realized != false {
+      try visitor.visitSingularBoolField(value: self.realized, fieldNumber: 4)
+    }
+    if self.creationTimeUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.creationTimeUs, fieldNumber: 5)
+    }
+    if self.lastActiveTimeUs != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastActiveTimeUs, fieldNumber: 6)
+    }
+    if !self.navigation.isEmpty {
+      try visitor.visitSingularBytesField(value: self.navigation, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: MovedTab, rhs: MovedTab) -> Bool {
+    if lhs.tab != rhs.tab {return false}
+    if lhs.incognito != rhs.incognito {return false}
+    if lhs.pinned != rhs.pinned {return false}
+    if lhs.realized != rhs.realized {return false}
+    if lhs.creationTimeUs != rhs.creationTimeUs {return false}
+    if lhs.lastActiveTimeUs != rhs.lastActiveTimeUs {return false}
+    if lhs.navigation != rhs.navigation {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension SaveNow: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SaveNow"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
@@ -1334,7 +1751,7 @@ nonisolated extension Dump: SwiftProtobuf.Message, SwiftProtobuf._MessageImpleme
 
 nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".WorkerReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{2}\u{9}done\0\u{1}failure\0\u{1}dump\0\u{1}part\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}request\0\u{2}\u{9}done\0\u{1}failure\0\u{1}dump\0\u{1}part\0\u{3}moved_tab\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1395,6 +1812,19 @@ nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._Message
           self.outcome = .part(v)
         }
       }()
+      case 14: try {
+        var v: MovedTab?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .movedTab(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .movedTab(v)
+        }
+      }()
       default: break
       }
     }
@@ -1424,6 +1854,10 @@ nonisolated extension WorkerReply: SwiftProtobuf.Message, SwiftProtobuf._Message
     case .part?: try {
       guard case .part(let v)? = self.outcome else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+    }()
+    case .movedTab?: try {
+      guard case .movedTab(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
     }()
     case nil: break
     }

@@ -148,6 +148,11 @@ nonisolated struct Windowhost_Session_WebStateListStorage: Sendable {
   /// written before the split existed.
   var continuationRecords: UInt32 = 0
 
+  /// The moves between windows whose tab this list received, latest last, at most
+  /// Limits.movesRemembered: what the supervisor asks after a move cut short by a restart.
+  /// Absent in files written before moves existed.
+  var movesReceived: [UInt64] = []
+
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
   init() {}
@@ -234,73 +239,82 @@ nonisolated struct Windowhost_Session_WebStateStorage: Sendable {
 /// index they have after the mutation, so replay checks each record against the list it is
 /// applied to. Every record also names the active tab after it, so replay never depends on the
 /// rule that picks a new active tab.
-nonisolated struct Windowhost_Session_MutationRecord: Sendable {
+nonisolated struct Windowhost_Session_MutationRecord: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   /// the command that caused it; several records may share one
-  var seq: UInt64 = 0
+  var seq: UInt64 {
+    get {_storage._seq}
+    set {_uniqueStorage()._seq = newValue}
+  }
 
   /// 0: no active tab
-  var activeIdentifier: Int64 = 0
+  var activeIdentifier: Int64 {
+    get {_storage._activeIdentifier}
+    set {_uniqueStorage()._activeIdentifier = newValue}
+  }
 
-  var mutation: Windowhost_Session_MutationRecord.OneOf_Mutation? = nil
+  var mutation: OneOf_Mutation? {
+    get {return _storage._mutation}
+    set {_uniqueStorage()._mutation = newValue}
+  }
 
   var insert: Windowhost_Session_InsertMutation {
     get {
-      if case .insert(let v)? = mutation {return v}
+      if case .insert(let v)? = _storage._mutation {return v}
       return Windowhost_Session_InsertMutation()
     }
-    set {mutation = .insert(newValue)}
+    set {_uniqueStorage()._mutation = .insert(newValue)}
   }
 
   var move: Windowhost_Session_MoveMutation {
     get {
-      if case .move(let v)? = mutation {return v}
+      if case .move(let v)? = _storage._mutation {return v}
       return Windowhost_Session_MoveMutation()
     }
-    set {mutation = .move(newValue)}
+    set {_uniqueStorage()._mutation = .move(newValue)}
   }
 
   var remove: Windowhost_Session_RemoveMutation {
     get {
-      if case .remove(let v)? = mutation {return v}
+      if case .remove(let v)? = _storage._mutation {return v}
       return Windowhost_Session_RemoveMutation()
     }
-    set {mutation = .remove(newValue)}
+    set {_uniqueStorage()._mutation = .remove(newValue)}
   }
 
   var replace: Windowhost_Session_ReplaceMutation {
     get {
-      if case .replace(let v)? = mutation {return v}
+      if case .replace(let v)? = _storage._mutation {return v}
       return Windowhost_Session_ReplaceMutation()
     }
-    set {mutation = .replace(newValue)}
+    set {_uniqueStorage()._mutation = .replace(newValue)}
   }
 
   var activate: Windowhost_Session_ActivateMutation {
     get {
-      if case .activate(let v)? = mutation {return v}
+      if case .activate(let v)? = _storage._mutation {return v}
       return Windowhost_Session_ActivateMutation()
     }
-    set {mutation = .activate(newValue)}
+    set {_uniqueStorage()._mutation = .activate(newValue)}
   }
 
   var navigation: Windowhost_Session_NavigationMutation {
     get {
-      if case .navigation(let v)? = mutation {return v}
+      if case .navigation(let v)? = _storage._mutation {return v}
       return Windowhost_Session_NavigationMutation()
     }
-    set {mutation = .navigation(newValue)}
+    set {_uniqueStorage()._mutation = .navigation(newValue)}
   }
 
   var pin: Windowhost_Session_PinMutation {
     get {
-      if case .pin(let v)? = mutation {return v}
+      if case .pin(let v)? = _storage._mutation {return v}
       return Windowhost_Session_PinMutation()
     }
-    set {mutation = .pin(newValue)}
+    set {_uniqueStorage()._mutation = .pin(newValue)}
   }
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -317,6 +331,8 @@ nonisolated struct Windowhost_Session_MutationRecord: Sendable {
   }
 
   init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 nonisolated struct Windowhost_Session_InsertMutation: Sendable {
@@ -336,6 +352,9 @@ nonisolated struct Windowhost_Session_InsertMutation: Sendable {
   var hasWebState: Bool {self._webState != nil}
   /// Clears the value of `webState`. Subsequent reads from it will return its default value.
   mutating func clearWebState() {self._webState = nil}
+
+  /// The move between windows that brought this tab here (0: none).
+  var movedIn: UInt64 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -367,6 +386,9 @@ nonisolated struct Windowhost_Session_RemoveMutation: Sendable {
 
   /// closed (destroyed), or detached to live on elsewhere
   var closing: Bool = false
+
+  /// The move between windows that took this tab to another window (0: none).
+  var movedOut: UInt64 = 0
 
   var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -641,7 +663,7 @@ nonisolated extension Windowhost_Session_WebStateListItemStorage: SwiftProtobuf.
 
 nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".WebStateListStorage"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}items\0\u{3}active_index\0\u{3}pinned_item_count\0\u{3}last_command_seq\0\u{3}history_section_length\0\u{3}continuation_records\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}items\0\u{3}active_index\0\u{3}pinned_item_count\0\u{3}last_command_seq\0\u{3}history_section_length\0\u{3}continuation_records\0\u{3}moves_received\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -655,6 +677,7 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.lastCommandSeq) }()
       case 5: try { try decoder.decodeSingularUInt64Field(value: &self.historySectionLength) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.continuationRecords) }()
+      case 7: try { try decoder.decodeRepeatedFixed64Field(value: &self.movesReceived) }()
       default: break
       }
     }
@@ -679,6 +702,9 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
     if self.continuationRecords != 0 {
       try visitor.visitSingularUInt32Field(value: self.continuationRecords, fieldNumber: 6)
     }
+    if !self.movesReceived.isEmpty {
+      try visitor.visitPackedFixed64Field(value: self.movesReceived, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -689,6 +715,7 @@ nonisolated extension Windowhost_Session_WebStateListStorage: SwiftProtobuf.Mess
     if lhs.lastCommandSeq != rhs.lastCommandSeq {return false}
     if lhs.historySectionLength != rhs.historySectionLength {return false}
     if lhs.continuationRecords != rhs.continuationRecords {return false}
+    if lhs.movesReceived != rhs.movesReceived {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -837,159 +864,199 @@ nonisolated extension Windowhost_Session_MutationRecord: SwiftProtobuf.Message, 
   static let protoMessageName: String = _protobuf_package + ".MutationRecord"
   static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}seq\0\u{3}active_identifier\0\u{2}\u{8}insert\0\u{1}move\0\u{1}remove\0\u{1}replace\0\u{1}activate\0\u{1}navigation\0\u{1}pin\0")
 
+  fileprivate class _StorageClass {
+    var _seq: UInt64 = 0
+    var _activeIdentifier: Int64 = 0
+    var _mutation: Windowhost_Session_MutationRecord.OneOf_Mutation?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _seq = source._seq
+      _activeIdentifier = source._activeIdentifier
+      _mutation = source._mutation
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
-      case 2: try { try decoder.decodeSingularInt64Field(value: &self.activeIdentifier) }()
-      case 10: try {
-        var v: Windowhost_Session_InsertMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .insert(let m) = current {v = m}
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularUInt64Field(value: &_storage._seq) }()
+        case 2: try { try decoder.decodeSingularInt64Field(value: &_storage._activeIdentifier) }()
+        case 10: try {
+          var v: Windowhost_Session_InsertMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .insert(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .insert(v)
+          }
+        }()
+        case 11: try {
+          var v: Windowhost_Session_MoveMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .move(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .move(v)
+          }
+        }()
+        case 12: try {
+          var v: Windowhost_Session_RemoveMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .remove(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .remove(v)
+          }
+        }()
+        case 13: try {
+          var v: Windowhost_Session_ReplaceMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .replace(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .replace(v)
+          }
+        }()
+        case 14: try {
+          var v: Windowhost_Session_ActivateMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .activate(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .activate(v)
+          }
+        }()
+        case 15: try {
+          var v: Windowhost_Session_NavigationMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .navigation(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .navigation(v)
+          }
+        }()
+        case 16: try {
+          var v: Windowhost_Session_PinMutation?
+          var hadOneofValue = false
+          if let current = _storage._mutation {
+            hadOneofValue = true
+            if case .pin(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._mutation = .pin(v)
+          }
+        }()
+        default: break
         }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .insert(v)
-        }
-      }()
-      case 11: try {
-        var v: Windowhost_Session_MoveMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .move(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .move(v)
-        }
-      }()
-      case 12: try {
-        var v: Windowhost_Session_RemoveMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .remove(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .remove(v)
-        }
-      }()
-      case 13: try {
-        var v: Windowhost_Session_ReplaceMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .replace(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .replace(v)
-        }
-      }()
-      case 14: try {
-        var v: Windowhost_Session_ActivateMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .activate(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .activate(v)
-        }
-      }()
-      case 15: try {
-        var v: Windowhost_Session_NavigationMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .navigation(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .navigation(v)
-        }
-      }()
-      case 16: try {
-        var v: Windowhost_Session_PinMutation?
-        var hadOneofValue = false
-        if let current = self.mutation {
-          hadOneofValue = true
-          if case .pin(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.mutation = .pin(v)
-        }
-      }()
-      default: break
       }
     }
   }
 
   func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.seq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 1)
-    }
-    if self.activeIdentifier != 0 {
-      try visitor.visitSingularInt64Field(value: self.activeIdentifier, fieldNumber: 2)
-    }
-    switch self.mutation {
-    case .insert?: try {
-      guard case .insert(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
-    }()
-    case .move?: try {
-      guard case .move(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
-    }()
-    case .remove?: try {
-      guard case .remove(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
-    }()
-    case .replace?: try {
-      guard case .replace(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
-    }()
-    case .activate?: try {
-      guard case .activate(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
-    }()
-    case .navigation?: try {
-      guard case .navigation(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
-    }()
-    case .pin?: try {
-      guard case .pin(let v)? = self.mutation else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
-    }()
-    case nil: break
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._seq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._seq, fieldNumber: 1)
+      }
+      if _storage._activeIdentifier != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._activeIdentifier, fieldNumber: 2)
+      }
+      switch _storage._mutation {
+      case .insert?: try {
+        guard case .insert(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      }()
+      case .move?: try {
+        guard case .move(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+      }()
+      case .remove?: try {
+        guard case .remove(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      }()
+      case .replace?: try {
+        guard case .replace(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 13)
+      }()
+      case .activate?: try {
+        guard case .activate(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 14)
+      }()
+      case .navigation?: try {
+        guard case .navigation(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 15)
+      }()
+      case .pin?: try {
+        guard case .pin(let v)? = _storage._mutation else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 16)
+      }()
+      case nil: break
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: Windowhost_Session_MutationRecord, rhs: Windowhost_Session_MutationRecord) -> Bool {
-    if lhs.seq != rhs.seq {return false}
-    if lhs.activeIdentifier != rhs.activeIdentifier {return false}
-    if lhs.mutation != rhs.mutation {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._seq != rhs_storage._seq {return false}
+        if _storage._activeIdentifier != rhs_storage._activeIdentifier {return false}
+        if _storage._mutation != rhs_storage._mutation {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -997,7 +1064,7 @@ nonisolated extension Windowhost_Session_MutationRecord: SwiftProtobuf.Message, 
 
 nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".InsertMutation"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}index\0\u{1}pinned\0\u{4}\u{2}web_state\0\u{c}\u{3}\u{1}")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}index\0\u{1}pinned\0\u{4}\u{2}web_state\0\u{3}moved_in\0\u{c}\u{3}\u{1}")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1008,6 +1075,7 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
       case 1: try { try decoder.decodeSingularInt32Field(value: &self.index) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.pinned) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._webState) }()
+      case 5: try { try decoder.decodeSingularFixed64Field(value: &self.movedIn) }()
       default: break
       }
     }
@@ -1027,6 +1095,9 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
     try { if let v = self._webState {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    if self.movedIn != 0 {
+      try visitor.visitSingularFixed64Field(value: self.movedIn, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1034,6 +1105,7 @@ nonisolated extension Windowhost_Session_InsertMutation: SwiftProtobuf.Message, 
     if lhs.index != rhs.index {return false}
     if lhs.pinned != rhs.pinned {return false}
     if lhs._webState != rhs._webState {return false}
+    if lhs.movedIn != rhs.movedIn {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1076,7 +1148,7 @@ nonisolated extension Windowhost_Session_MoveMutation: SwiftProtobuf.Message, Sw
 
 nonisolated extension Windowhost_Session_RemoveMutation: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   static let protoMessageName: String = _protobuf_package + ".RemoveMutation"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identifier\0\u{1}closing\0")
+  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}identifier\0\u{1}closing\0\u{3}moved_out\0")
 
   mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1086,6 +1158,7 @@ nonisolated extension Windowhost_Session_RemoveMutation: SwiftProtobuf.Message, 
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.identifier) }()
       case 2: try { try decoder.decodeSingularBoolField(value: &self.closing) }()
+      case 3: try { try decoder.decodeSingularFixed64Field(value: &self.movedOut) }()
       default: break
       }
     }
@@ -1098,12 +1171,16 @@ nonisolated extension Windowhost_Session_RemoveMutation: SwiftProtobuf.Message, 
     if self.closing != false {
       try visitor.visitSingularBoolField(value: self.closing, fieldNumber: 2)
     }
+    if self.movedOut != 0 {
+      try visitor.visitSingularFixed64Field(value: self.movedOut, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   static func ==(lhs: Windowhost_Session_RemoveMutation, rhs: Windowhost_Session_RemoveMutation) -> Bool {
     if lhs.identifier != rhs.identifier {return false}
     if lhs.closing != rhs.closing {return false}
+    if lhs.movedOut != rhs.movedOut {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -102,6 +102,11 @@ extension WindowController {
             }
         case .done(let done):
             handleDone(done, request: reply.request, asked, in: host)
+        case .movedTab:
+            if let client = asked.client {
+                host.answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
+            }
+            misbehaved("a moved tab in reply to a request that asks for none", in: host)
         case .none:
             if let client = asked.client { host.answer(client, .failure(.software, "an empty reply from the worker")) }
         case .part:
