@@ -31,6 +31,9 @@ public enum DiskLayout {
     /// The supervisor's per-window ceilings of seqs and tab ids (`HandedOut`), and its scratch name.
     public static let handedOut = "handed-out"
     public static let handedOutTemporary = "handed-out.tmp"
+    /// The supervisor's log of moves between windows under way (`MoveLog`), and its scratch name.
+    public static let moves = "moves"
+    public static let movesTemporary = "moves.tmp"
     public static let setAside = "set-aside"
     public static let lock = "supervisor.lock"
     public static let controlSocket = "ctl.sock"

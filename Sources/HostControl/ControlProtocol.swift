@@ -88,6 +88,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case setAside = "set-aside"
     case adopt, discard
     case closeWindow = "close-window"
+    case moveToWindow = "move-to-window"
 }
 
 /// What a request asks of one window.
@@ -127,6 +128,9 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// Closes window `id` for good (iOS's discarded scene session): its sessions deleted
     /// durably, out of the order, its UUID never handed out again.
     case closeWindow(UUID)
+    /// Moves tab `tab` of window `from` to window `to` (at `index`, nil: the end), exactly once:
+    /// answered once the tab is durably gone from one and present in the other.
+    case moveToWindow(from: UUID, tab: Int64, to: UUID, index: Int?)
 
     public var verb: Verb {
         switch self {
@@ -138,6 +142,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .adopt: .adopt
         case .discard: .discard
         case .closeWindow: .closeWindow
+        case .moveToWindow: .moveToWindow
         case .window(_, .tab(.open)): .open
         case .window(_, .tab(.navigate)): .navigate
         case .window(_, .tab(.close)): .close
@@ -271,6 +276,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         var seq: UInt64?
         var entry: String?
         var newWindow: Bool?
+        var to: String?
     }
 
     public init(from decoder: any Decoder) throws {
@@ -308,6 +314,19 @@ public enum ControlRequest: Codable, Equatable, Sendable {
                 throw ControlFailure(code: .usage, message: "close-window needs a window")
             }
             return .closeWindow(try windowID(text))
+        case .moveToWindow:
+            guard let from = wire.window, let to = wire.to else {
+                throw ControlFailure(code: .usage, message: "move-to-window needs a window and the window it goes to")
+            }
+            let (source, destination) = (try windowID(from), try windowID(to))
+            guard source != destination else {
+                throw ControlFailure(
+                    code: .usage, message: "move-to-window moves a tab to another window, not to its own")
+            }
+            let tab = try wire.tab(verb)
+            var at: Int?
+            if let given = wire.index { at = try checked(index: given) }
+            return .moveToWindow(from: source, tab: tab, to: destination, index: at)
         default: return nil
         }
     }
@@ -315,7 +334,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
     /// The request of a verb that names a window, its fields checked.
     private static func windowRequest(_ verb: Verb, _ wire: Wire) throws(ControlFailure) -> WindowRequest {
         switch verb {
-        case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard, .closeWindow:
+        case .status, .stats, .connect, .shutdown, .setAside, .adopt, .discard, .closeWindow, .moveToWindow:
             preconditionFailure("answered by hostRequest")
         case .open:
             let url = wire.url ?? "about:blank"
@@ -371,6 +390,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .adopt(let entry, let asNewWindow): (wire.entry, wire.newWindow) = (entry, asNewWindow)
         case .discard(let entry): wire.entry = entry
         case .closeWindow(let id): wire.window = id.uuidString
+        case .moveToWindow(let from, let tab, let to, let index):
+            (wire.window, wire.tab, wire.to, wire.index) = (from.uuidString, tab, to.uuidString, index)
         case .window(let id, let request):
             wire.window = id.uuidString
             switch request {

@@ -52,6 +52,21 @@ public struct CommandReply: Codable, Equatable, Sendable {
     }
 }
 
+/// A tab moved between windows (`move-to-window`): durably gone from `from` and present in
+/// `window` as `tab`, a new id of that window's.
+public struct MoveReply: Codable, Equatable, Sendable {
+    public var window: String
+    public var tab: Int64
+    public var from: String
+    public var fromTab: Int64
+    /// The move's id, as the supervisor's log and both windows' records name it (hex).
+    public var move: String
+
+    package init(window: String, tab: Int64, from: String, fromTab: Int64, move: String) {
+        (self.window, self.tab, self.from, self.fromTab, self.move) = (window, tab, from, fromTab, move)
+    }
+}
+
 /// A durable answer (`wait-durable`, `save --wait`): the seq durable, and the ranges below it
 /// lost with a killed worker, which it does not cover (absent when there are none).
 public struct DurableReply: Codable, Equatable, Sendable {

@@ -17,7 +17,9 @@ import SystemPackage
 /// | unknown, a sentinel, a set-aside entry's UUID, already deleted | 65, nothing changed |
 extension Supervisor {
     func closeWindow(_ id: UUID, for client: ClientID) {
-        if let window = windows.values.first(where: { $0.id == id }) {
+        // Open or not: a move it takes part in is asked about once both windows are back.
+        if let busy = moves.refusal(.scene(.disconnect), to: id) { return answer(client, busy) }
+        if let window = openWindow(id) {
             return window.closeForGood(for: client, in: self)
         }
         guard registry.isClosed(id) else {

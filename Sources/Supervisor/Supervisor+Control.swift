@@ -42,12 +42,14 @@ extension Supervisor {
             discard(entry, for: client)
         case .closeWindow(let id):
             closeWindow(id, for: client)
+        case .moveToWindow(let from, let tab, let to, let index):
+            moves.begin(from: from, tab: tab, to: to, index: index, for: client, in: self)
         }
     }
 
     /// A request to one open window, routed by its UUID to its controller.
     func handle(_ request: WindowRequest, window id: UUID, from client: ClientID) {
-        guard let window = windows.values.first(where: { $0.id == id }) else {
+        guard let window = openWindow(id) else {
             answer(client, .failure(.badData, "no open window \(id)"))
             return
         }

@@ -59,6 +59,8 @@ public final class Supervisor {
     var publishAt: UInt64 = 0
     /// The spare worker (`SpareWorker+Loop`); nil with `run --no-spare`.
     let spare: SpareWorker?
+    /// Moves of tabs between windows, and `ROOT/moves`.
+    let moves: MoveCoordinator
 
     /// Takes the root (one supervisor per root), binds the socket, creates the region. Call
     /// before any other thread starts: it blocks the termination signals for the process.
@@ -103,6 +105,7 @@ public final class Supervisor {
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
         handedOut = try HandedOutBook(files: files, onDisk: scan.windows, details: &details, logger: logger)
+        moves = MoveCoordinator(book: try MoveBook(root: configuration.root, logger: logger), now: startedAt)
         do {
             control = try ControlServer(
                 path: configuration.socketPath, maxClients: configuration.maxClients,
@@ -207,6 +210,7 @@ public final class Supervisor {
         handleWorkerBell()
         for (client, request) in control.service(clients, now: monotonicNanoseconds()) { handle(request, from: client) }
         runTimers()
+        moves.tend(in: self)
         publishStatus()
     }
 
@@ -258,8 +262,8 @@ public final class Supervisor {
     }
 }
 
-/// The loop's resources a window's controller reaches (`WindowHost`).
-extension Supervisor: WindowHost {
+/// The loop's resources a window's controller reaches (`WindowHost`), and the move coordinator.
+extension Supervisor: MoveHost {
     var isStopping: Bool { shutdownDeadline != nil }
 
     func sharedSlot(_ index: Int) -> WindowSlot { region.slot(index) }
@@ -267,4 +271,16 @@ extension Supervisor: WindowHost {
     func holds(_ window: Window) -> Bool { windows[window.slot] === window }
 
     func isConnected(_ client: ClientID) -> Bool { control.isConnected(client) }
+
+    func openWindow(_ id: UUID) -> Window? { windows.values.first { $0.id == id } }
+
+    func moveStepAnswered(_ window: Window, _ step: MoveStep, _ outcome: MoveStepOutcome) {
+        moves.answered(window, step, outcome, in: self)
+    }
+
+    func moveWorkerDied(_ window: Window) { moves.workerDied(window, in: self) }
+
+    func moveRefusal(_ request: WindowRequest, to window: Window) -> ControlReply? {
+        moves.refusal(request, to: window.id)
+    }
 }

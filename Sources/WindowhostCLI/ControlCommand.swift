@@ -36,7 +36,8 @@ struct ControlCommand: ParsableCommand {
             """,
         subcommands: [
             Status.self, Connect.self, Disconnect.self, Background.self, Foreground.self, Open.self, Navigate.self,
-            Close.self, CloseAll.self, Activate.self, Move.self, Replace.self, Pin.self, Unpin.self, Back.self,
+            Close.self, CloseAll.self, Activate.self, Move.self, MoveToWindow.self, Replace.self, Pin.self, Unpin.self,
+            Back.self,
             Forward.self, Save.self, WaitDurable.self, Kill.self,
             Dump.self, Stats.self, SetAside.self, Adopt.self, Discard.self, CloseWindow.self, Shutdown.self,
         ])
@@ -298,6 +299,36 @@ extension ControlCommand {
         @Option var index: Int
         func request() throws(ControlFailure) -> ControlRequest {
             try target.asking(.tab(.move(tab: tab, index: index)))
+        }
+    }
+
+    struct MoveToWindow: ControlVerb {
+        static let configuration = CommandConfiguration(
+            commandName: Verb.moveToWindow.rawValue,
+            abstract: "Move a tab to another window, exactly once. Prints its id there.",
+            discussion: """
+                The tab arrives with a new id of the other window's, its whole history (unrealized if it was), pinned if \
+                it was and its last-active time; an opener in its old window is dropped. Regular tabs go to the regular \
+                Browser, incognito to incognito. The reply comes once the move is durable on both sides: whatever is \
+                killed after it, the tab is in the other window and not in its own. A move cut short by a kill or a \
+                power cut is finished or undone once both windows are back, never left half done (docs/recovery.md). \
+                64: the same window twice; 65: no such window or tab, an index out of range, a tab past \
+                Limits.maxMovedTabBytes; 75: either window is restarting or in another move; 74: a save failed (the \
+                move completes by itself once it lands).
+                """)
+        @OptionGroup var control: ControlOptions
+        @OptionGroup var target: WindowOption
+        @Option var tab: Int64
+        @Option(help: "The window it goes to (UUID).") var to: String
+        @Option(help: "Where it goes in its Browser's list there (default: the end).") var index: Int?
+        func request() throws(ControlFailure) -> ControlRequest {
+            let (from, destination) = (try ControlRequest.windowID(target.window), try ControlRequest.windowID(to))
+            return .moveToWindow(from: from, tab: tab, to: destination, index: index)
+        }
+        func text(_ reply: ControlReply) throws(ControlFailure) -> String {
+            let moved = try reply.decode(MoveReply.self)
+            return
+                "tab \(moved.tab) in window \(moved.window) (was tab \(moved.fromTab) of \(moved.from); move \(moved.move))"
         }
     }
 

@@ -65,6 +65,9 @@ final class RecordingHost: WindowHost {
         released.append((window.id, cleanExit))
     }
     func secondsSinceStart(_ now: UInt64) -> Double { 0 }
+    func moveStepAnswered(_ window: WindowController, _ step: MoveStep, _ outcome: MoveStepOutcome) {}
+    func moveWorkerDied(_ window: WindowController) {}
+    func moveRefusal(_ request: WindowRequest, to window: WindowController) -> ControlReply? { nil }
 }
 
 /// The window's halves of spawn, death, requests and shutdown, driven through a host with no

@@ -123,6 +123,7 @@ extension WindowController {
         assembly = ReplyAssembly()
         let now = monotonicNanoseconds()
         answerWaitsEndedByDeath(description, in: host)
+        host.moveWorkerDied(self)
         // A worker that disconnected exited 0 after saving; any other death while stopping is
         // judged by what it last published (read again: its last words may be unread yet).
         if !cleanExit, !killedForMisbehaving, let stats = host.sharedSlot(slot).readStats(),

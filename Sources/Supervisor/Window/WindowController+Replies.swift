@@ -79,6 +79,12 @@ extension WindowController {
     }
 
     func handleReply(_ reply: WorkerReply, _ asked: Pending, in host: any WindowHost) {
+        if case .move(let step) = asked.kind, let outcome = reply.moveOutcome {
+            // A done's seq and tab id are recorded as any command's first (`handleDone`).
+            if case .done(let done) = outcome { return handleDone(done, request: reply.request, asked, in: host) }
+            return host.moveStepAnswered(self, step, outcome)
+        }
+        if case .move = asked.kind { return misbehaved("a reply to a move's step that is no answer to it", in: host) }
         switch reply.outcome {
         case .failure(let failure) where asked.kind.isDisconnect:
             disconnectFailed(failure, asked, in: host)
@@ -103,6 +109,7 @@ extension WindowController {
         case .done(let done):
             handleDone(done, request: reply.request, asked, in: host)
         case .movedTab:
+            // An export's is handed on above: no other request asks for a tab.
             if let client = asked.client {
                 host.answer(client, .failure(.software, "the worker misbehaved; it is restarting"))
             }
@@ -161,8 +168,11 @@ extension WindowController {
         // ids than any reply showed): recorded before the reply shows it, or not shown.
         if done.hasTab {
             seqs.showTab(done.tab)
-            if let failure = host.recordHandedOut(self, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab))
-            {
+            let failure = host.recordHandedOut(self, covering: HandedOutCeiling(seq: done.appliedSeq, tab: done.tab))
+            // A move's import is applied either way: the move goes on (its reply shows the id
+            // only once settled, by when a later write has recorded it or the id was logged).
+            if case .move(let step) = asked.kind { return host.moveStepAnswered(self, step, .done(done)) }
+            if let failure {
                 if let client = asked.client {
                     host.answer(
                         client,
@@ -178,6 +188,8 @@ extension WindowController {
             window: id.uuidString, seq: seqs.show(done.appliedSeq), tab: done.hasTab ? done.tab : nil)
         assert(result.seq >= done.appliedSeq, "no reply shows a seq below the one its worker applied")
         switch asked.kind {
+        case .move(let step):
+            return host.moveStepAnswered(self, step, .done(done))
         case .scene(.background), .scene(.foreground):
             dispatch(.sceneChanged(asked.kind == .scene(.background) ? .background : .foreground), in: host)
             result.state = state.description
@@ -198,5 +210,17 @@ extension WindowController {
             break
         }
         if let client = asked.client { host.answer(client, .ok(result)) }
+    }
+}
+
+extension WorkerReply {
+    /// The reply as a move's step reads it; nil for one that is no answer at all (empty, a part).
+    fileprivate var moveOutcome: MoveStepOutcome? {
+        switch outcome {
+        case .movedTab(let tab): .exported(tab)
+        case .done(let done): .done(done)
+        case .failure(let failure): .failed(failure)
+        case .dump, .part, .none: nil
+        }
     }
 }

@@ -29,6 +29,7 @@ extension WindowController {
         case .save(let wait): kind = .save(wait: wait)
         case .dump: kind = .dump
         }
+        if let refusal = host.moveRefusal(request, to: self) { return host.answer(client, refusal) }
         guard isReady else {
             let refusal = kind.command == .save ? failedRestoreReply : nil
             host.answer(client, refusal ?? .failure(.temporary, "window \(id) is \(state) (worker restarting); retry"))
@@ -83,18 +84,19 @@ extension WindowController {
     /// flight applied. A tab command past `Limits.maxCommandSeq` is refused; a foreground there
     /// goes unstamped and needs nothing. False when `client` was answered with a refusal. Both
     /// seqs are at most `Limits.maxCommandSeq`, so the sum cannot overflow.
-    private func reserveSeq(for kind: Pending.Kind, _ client: ClientID, in host: any WindowHost) -> Bool {
+    private func reserveSeq(for kind: Pending.Kind, _ client: ClientID?, in host: any WindowHost) -> Bool {
         guard kind.mayTakeSeq else { return true }
         let inFlight = pending.values.filter(\.kind.mayTakeSeq)
         let base = max(seqs.applied, seqs.floor) + UInt64(inFlight.count)
         guard base < Limits.maxCommandSeq else {
             guard case .tab = kind else { return true }
-            host.answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id)))
+            if let client { host.answer(client, .failure(.seqExhausted, Self.seqExhaustedMessage(id))) }
             return false
         }
         let newTabs = inFlight.filter(\.kind.createsTab).count + (kind.createsTab ? 1 : 0)
         let needed = HandedOutCeiling(seq: base + 1, tab: min(seqs.tab + Int64(newTabs), Limits.maxWebStateID))
         if let failure = host.recordHandedOut(self, covering: needed) {
+            guard let client else { return false }
             host.answer(
                 client,
                 .failure(
@@ -104,6 +106,15 @@ extension WindowController {
             return false
         }
         return true
+    }
+
+    /// Sends a step of a move between windows (`MoveCoordinator`, no client's), its seq and tab id
+    /// reserved first as a tab command's are. False when it cannot be sent now.
+    func sendMoveStep(_ step: MoveStep, in host: any WindowHost) -> Bool {
+        guard isReady else { return false }
+        let kind = Pending.Kind.move(step)
+        guard reserveSeq(for: kind, nil, in: host) else { return false }
+        return send(kind, client: nil, in: host)
     }
 
     /// `close-window` of this open window: it disconnects (it saves), then is deleted.

@@ -252,6 +252,8 @@ final class WindowController {
             case floorProbe
             /// The save an adopted window makes once restored (`WindowController.afterRestore`).
             case adoptionSave
+            /// A step of a move between windows: its reply goes to the `MoveCoordinator`.
+            case move(MoveStep)
 
             /// What the worker's ring carries for it.
             var command: WindowCommand {
@@ -262,6 +264,7 @@ final class WindowController {
                 case .save, .adoptionSave: .save
                 case .dump: .dump
                 case .floorProbe: .probe
+                case .move(let step): .move(step)
                 }
             }
 
@@ -271,12 +274,18 @@ final class WindowController {
             /// foreground, which stamps the active tabs (`SceneWindow`).
             var mayTakeSeq: Bool {
                 switch self {
-                case .tab, .scene(.foreground): true
+                case .tab, .scene(.foreground), .move(.import), .move(.drop): true
                 default: false
                 }
             }
 
-            var createsTab: Bool { if case .tab(let command) = self { command.createsTab } else { false } }
+            var createsTab: Bool {
+                switch self {
+                case .tab(let command): command.createsTab
+                case .move(.import): true
+                default: false
+                }
+            }
         }
     }
 

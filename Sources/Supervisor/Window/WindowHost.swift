@@ -35,4 +35,10 @@ protocol WindowHost: AnyObject {
     /// The window is gone: its slot freed, its place in the registry given up.
     func release(_ window: WindowController, cleanExit: Bool, description: String)
     func secondsSinceStart(_ now: UInt64) -> Double
+    /// A step of a move between windows answered by `window`'s worker (`MoveCoordinator`).
+    func moveStepAnswered(_ window: WindowController, _ step: MoveStep, _ outcome: MoveStepOutcome)
+    /// `window`'s worker died: the move steps it was sent go unanswered.
+    func moveWorkerDied(_ window: WindowController)
+    /// What `request` to `window` must wait for while a move involves it (75), if anything.
+    func moveRefusal(_ request: WindowRequest, to window: WindowController) -> ControlReply?
 }
