@@ -33,7 +33,10 @@ import Testing
         .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
         .adopt(entry: "e-2", asNewWindow: true), .discard(entry: "handed-out-20261124T040000Z-damaged-file"),
         .closeWindow(id),
+        .moveToWindow(from: id, tab: 4, to: other, index: 2), .moveToWindow(from: other, tab: 9, to: id, index: nil),
     ]
+
+    static let other = UUID(uuidString: "0A1B2C3D-4E5F-4061-8293-A4B5C6D7E8F9")!
 
     static func decode(_ line: String) throws -> ControlRequest {
         try JSONDecoder().decode(ControlRequest.self, from: Data(line.utf8))
@@ -176,6 +179,27 @@ import Testing
             (#"{"verb":"back","tab":1}"#, .usage, "back needs a window"),
             (#"{"verb":"forward","window":"\#(window)"}"#, .usage, "forward needs a tab"),
             (#"{"verb":"move","window":"\#(window)","tab":1}"#, .usage, "move needs an index"),
+            (
+                #"{"verb":"move-to-window","window":"\#(window)","tab":1}"#, .usage,
+                "move-to-window needs a window and the window it goes to"
+            ),
+            (
+                #"{"verb":"move-to-window","to":"\#(window)","tab":1}"#, .usage,
+                "move-to-window needs a window and the window it goes to"
+            ),
+            (
+                #"{"verb":"move-to-window","window":"\#(window)","to":"\#(window)","tab":1}"#, .usage,
+                "move-to-window moves a tab to another window, not to its own"
+            ),
+            (#"{"verb":"move-to-window","window":"\#(window)","to":"nope","tab":1}"#, .usage, "'nope' is not a UUID"),
+            (
+                #"{"verb":"move-to-window","window":"\#(window)","to":"\#(Self.other)"}"#, .usage,
+                "move-to-window needs a tab"
+            ),
+            (
+                #"{"verb":"move-to-window","window":"\#(window)","to":"\#(Self.other)","tab":1,"index":-1}"#, .badData,
+                "index -1 outside 0...\(Limits.maxTabsPerBrowser) (Limits.maxTabsPerBrowser)"
+            ),
             (#"{"verb":"move","window":"\#(window)","index":1}"#, .usage, "move needs a tab"),
             (
                 #"{"verb":"move","window":"\#(window)","tab":1,"index":-1}"#, .badData,
@@ -275,6 +299,24 @@ import Testing
             #expect(read.request == UInt64(number) + 1)
             #expect(try WindowCommand(read) == command)
         }
+        let tab = MovedTab.with {
+            ($0.tab, $0.incognito, $0.pinned, $0.creationTimeUs, $0.navigation) = (4, true, true, 12, Data([8, 4]))
+        }
+        let move = MoveID(rawValue: 0xfeed)!
+        for step in [
+            MoveStep.export(tab: 4), .import(move, tab, index: 3), .import(move, tab, index: nil),
+            .drop(tab: 4, move), .held(move),
+        ] {
+            let read = try WorkerCommand(
+                serializedBytes: try WindowCommand.move(step).message(request: 5).serializedBytes() as [UInt8])
+            #expect(try WindowCommand(read) == .move(step))
+        }
+        var unnamed = WorkerCommand()
+        unnamed.moveHeld = MoveHeld()
+        #expect { _ = try WindowCommand(unnamed) } throws: {
+            ($0 as? UndecodableCommand)?.description == "a move's question with no move id"
+        }
+        #expect(MoveID(rawValue: 0) == nil && (0..<1_000).allSatisfy { _ in MoveID.random().rawValue != 0 })
         #expect { _ = try WindowCommand(WorkerCommand()) } throws: {
             ($0 as? UndecodableCommand)?.description == "a command with no action"
         }
