@@ -237,6 +237,8 @@ public struct StatusReply: Codable, Equatable, Sendable {
     public var closedWindowsEvicted: UInt64
     /// Where the spare worker is (`run --no-spare`: `off`); nil from a supervisor before spares.
     public var spare: SpareStatus?
+    /// The moves between windows under way, oldest first; nil from a supervisor before moves.
+    public var moves: [MoveStatus]?
 
     package init(
         supervisorPid: Int32,
@@ -275,6 +277,38 @@ extension StatusReply {
         keepClosed = try container.decodeIfPresent(Int.self, forKey: .keepClosed) ?? 0
         closedWindowsEvicted = try container.decodeIfPresent(UInt64.self, forKey: .closedWindowsEvicted) ?? 0
         spare = try container.decodeIfPresent(SpareStatus.self, forKey: .spare)
+        moves = try container.decodeIfPresent([MoveStatus].self, forKey: .moves)
+    }
+}
+
+/// A move between windows under way (`move-to-window`), as `status` shows it.
+public struct MoveStatus: Codable, Equatable, Sendable {
+    /// The move's id (hex), as `ROOT/moves` and the windows' records name it.
+    public var move: String
+    public var from: String
+    public var tab: Int64
+    public var to: String
+    /// The destination's id for the tab, once it made it.
+    public var newTab: Int64?
+    /// Where its course is (`MoveLifecycle.State`: `exporting`, `importing`, `committing`,
+    /// `dropping`, `settling`, `awaiting_destination`, `asking`, `awaiting_source`).
+    public var state: String
+    /// Whether the destination holds the tab for good (the import durable).
+    public var committed: Bool
+    /// Since the request, or since this supervisor took it up from the log.
+    public var ms: Double
+
+    package init(
+        move: String, from: String, tab: Int64, to: String, newTab: Int64?, state: String, committed: Bool, ms: Double
+    ) {
+        (self.move, self.from, self.tab, self.to, self.newTab) = (move, from, tab, to, newTab)
+        (self.state, self.committed, self.ms) = (state, committed, ms)
+    }
+
+    /// One line of `ctl status`.
+    public var line: String {
+        "move \(move): tab \(tab) of \(from) to \(to)\(newTab.map { " (tab \($0) there)" } ?? ""): \(state)"
+            + (committed ? ", committed" : "") + String(format: " for %.1f ms", ms)
     }
 }
 

@@ -62,6 +62,9 @@ public final class HostObservation: Sendable {
     private let commands: [Verb: CoreMetrics.Counter]
     private let restarts: [RestartReason: CoreMetrics.Counter]
     private let recoveries: CoreMetrics.Timer
+    private let movesSettled: CoreMetrics.Counter
+    private let movesUndone: CoreMetrics.Counter
+    private let moveDurations: CoreMetrics.Timer
 
     /// The events a reader can still get; older ones are dropped.
     public static let eventCapacity = 512
@@ -94,11 +97,18 @@ public final class HostObservation: Sendable {
                 )
             })
         recoveries = CoreMetrics.Timer(label: Self.recoveryMetric, dimensions: [], factory: factory)
+        movesSettled = CoreMetrics.Counter(
+            label: Self.movesMetric, dimensions: [("outcome", "settled")], factory: factory)
+        movesUndone = CoreMetrics.Counter(
+            label: Self.movesMetric, dimensions: [("outcome", "undone")], factory: factory)
+        moveDurations = CoreMetrics.Timer(label: Self.moveDurationMetric, dimensions: [], factory: factory)
     }
 
     public static let commandsMetric = "windowhost_commands_total"
     public static let restartsMetric = "windowhost_worker_restarts_total"
     public static let recoveryMetric = "windowhost_recovery_duration_seconds"
+    public static let movesMetric = "windowhost_moves_total"
+    public static let moveDurationMetric = "windowhost_move_duration_seconds"
 
     /// Seconds since the supervisor started, on the events' axis.
     public func secondsSinceStart() -> Double {
@@ -145,6 +155,14 @@ public final class HostObservation: Sendable {
         recoveries.recordNanoseconds(Int64(clamping: nanoseconds))
         append(window, .recovered, at: seconds, recovery: Double(nanoseconds) / 1e6)
     }
+
+    /// A move between windows settled, `nanoseconds` from its request to durable on both sides.
+    package func moveSettled(nanoseconds: UInt64) {
+        movesSettled.increment()
+        moveDurations.recordNanoseconds(Int64(clamping: nanoseconds))
+    }
+
+    package func moveUndone() { movesUndone.increment() }
 
     private func append(_ window: UUID, _ kind: HostEvent.Kind, at seconds: Double, recovery: Double?) {
         state.withLock { state in

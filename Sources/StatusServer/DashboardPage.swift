@@ -75,6 +75,7 @@ enum DashboardPage {
           <svg id="chart" viewBox="0 0 1000 220" preserveAspectRatio="none" data-points="0" data-marks="0" role="img" aria-label="save latency"></svg>
         </div>
         <div id="cards"></div>
+        <div id="moves"></div>
         <div id="aside"></div>
         <div id="events"></div>
         <script>
@@ -138,6 +139,24 @@ enum DashboardPage {
           const tabs = status.windows.reduce((n, w) => n + w.tabs, 0);
           document.getElementById("summary").textContent =
             status.windows.length + " windows · " + tabs + " tabs · supervisor pid " + status.supervisor_pid;
+          const moves = document.getElementById("moves");
+          moves.replaceChildren();
+          if ((status.moves || []).length) {
+            moves.appendChild(el("div", "dim", "moves between windows under way:"));
+            const table = el("table", "mono");
+            const head = el("tr");
+            for (const name of ["move", "tab", "from", "to", "state", "for"]) head.appendChild(el("th", "", name));
+            table.appendChild(head);
+            for (const m of status.moves) {
+              const row = el("tr", "move");
+              row.id = "move-" + m.move;
+              const tab = m.new_tab == null ? String(m.tab) : m.tab + " → " + m.new_tab;
+              const state = m.state + (m.committed ? " (committed)" : "");
+              for (const value of [m.move, tab, m.from, m.to, state, m.ms.toFixed(1) + " ms"]) row.appendChild(el("td", "", value));
+              table.appendChild(row);
+            }
+            moves.appendChild(table);
+          }
           const aside = document.getElementById("aside");
           aside.replaceChildren();
           if (status.set_aside.length) {

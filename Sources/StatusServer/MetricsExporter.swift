@@ -60,6 +60,12 @@ public final class MetricsExporter: Sendable {
         .milliseconds(250),
         .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
     ]
+    /// A move is three synced writes in a row (the log's lane, the import, the drop): about a
+    /// millisecond on a fast disk, seconds when a window restarts in the middle.
+    static let moveBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1), .seconds(10),
+    ]
     /// How many latency samples one scrape records of one window at most. At about 40 ns a
     /// sample (release), 64 windows claiming the most cost a scrape about 0.2 s.
     let maxSamplesPerScrape: UInt64
@@ -69,6 +75,7 @@ public final class MetricsExporter: Sendable {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[HostObservation.recoveryMetric] = Self.recoveryBuckets
+        factory.durationHistogramBuckets[HostObservation.moveDurationMetric] = Self.moveBuckets
         observation = HostObservation(
             factory: DescribedMetricsFactory(
                 inner: factory,
@@ -77,6 +84,10 @@ public final class MetricsExporter: Sendable {
                     HostObservation.restartsMetric:
                         "Workers started again after a death, by reason (crash, watchdog, kill)",
                     HostObservation.recoveryMetric: "From a worker's death to its successor's readiness",
+                    HostObservation.movesMetric:
+                        "Moves of tabs between windows over, by outcome (settled: in the other window; undone: in its own)",
+                    HostObservation.moveDurationMetric:
+                        "A settled move, from its request to durable on both sides",
                 ]))
         windowsByState = Dictionary(
             uniqueKeysWithValues: SlotState.allCases.filter { $0 != .free }.map { [registry] state in

@@ -16,6 +16,7 @@ extension Supervisor {
             setAside: shelf.list(), order: registry.order.map(\.uuidString), closedWindows: registry.closed.count,
             keepClosed: configuration.keepClosed ?? configuration.capacity, closedWindowsEvicted: closedWindowsEvicted)
         reply.spare = spare?.lifecycle.shown ?? .off
+        reply.moves = moves.status(now: now)
         return reply
     }
 

@@ -184,6 +184,7 @@ extension ControlCommand {
                     "closed windows kept: \(status.closedWindows) of \(status.keepClosed); deleted past it: \(status.closedWindowsEvicted)"
                 )
             }
+            for move in status.moves ?? [] { lines.append(move.line) }
             let spare = status.spare.map { ["spare worker: \($0.rawValue)"] } ?? []
             return ((lines.isEmpty ? ["no windows"] : lines) + spare).joined(separator: "\n")
         }

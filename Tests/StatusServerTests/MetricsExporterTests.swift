@@ -152,6 +152,21 @@ import Testing
         #expect(after.value("windowhost_windows", ["state": "foreground"]) == 0)
     }
 
+    @Test func movesAreCountedByOutcomeAndTimedWhenSettled() throws {
+        let (_, exporter) = try setUp()
+        let observation = exporter.hostObservation
+        observation.moveSettled(nanoseconds: 1_500_000)
+        observation.moveSettled(nanoseconds: 40_000_000)
+        observation.moveUndone()
+        let scraped = try scrape(exporter)
+        #expect(scraped.value("windowhost_moves_total", ["outcome": "settled"]) == 2)
+        #expect(scraped.value("windowhost_moves_total", ["outcome": "undone"]) == 1)
+        #expect(scraped.value("windowhost_move_duration_seconds_bucket", ["le": "0.002"]) == 1)
+        #expect(scraped.value("windowhost_move_duration_seconds_bucket", ["le": "0.05"]) == 2)
+        #expect(scraped.value("windowhost_move_duration_seconds_count", [:]) == 2)
+        #expect(scraped.text.contains("# HELP windowhost_moves_total Moves of tabs between windows over"))
+    }
+
     @Test func restartsAndRecoveriesAreCountedAndMarked() throws {
         let (_, exporter) = try setUp()
         let observation = exporter.hostObservation

@@ -54,10 +54,6 @@ final class MoveCoordinator {
 
     private(set) var moves: [MoveID: Move] = [:]
     private let book: MoveBook
-    /// Each settled move's time from request to durable on both sides (nanoseconds).
-    private(set) var settledNanoseconds: [UInt64] = []
-    private(set) var settledCount: UInt64 = 0
-    private(set) var undoneCount: UInt64 = 0
 
     /// Takes up the moves a supervisor before left in the log: each is asked about once its
     /// destination is back (`MoveLifecycle(resumed:)`).
@@ -296,9 +292,7 @@ final class MoveCoordinator {
         book.clear(move.id)
         moves[move.id] = nil
         let elapsed = monotonicNanoseconds() &- move.startedAt
-        settledCount += 1
-        settledNanoseconds.append(elapsed)
-        if settledNanoseconds.count > Self.latencySamples { settledNanoseconds.removeFirst() }
+        host.configuration.observation?.moveSettled(nanoseconds: elapsed)
         host.logger.info(
             "move settled",
             metadata: [
@@ -317,15 +311,22 @@ final class MoveCoordinator {
         assert(move.course.state == .undone, "a move is undone once its course says so")
         if move.recorded { book.clear(move.id) }
         moves[move.id] = nil
-        undoneCount += 1
+        host.configuration.observation?.moveUndone()
         host.logger.notice(
             "move undone: the tab stays in its window",
             metadata: ["move": "\(move.id)", "from": "\(move.source)", "tab": "\(move.tab)"])
         if let client = move.client { host.answer(client, move.undoReply) }
     }
 
-    /// The settled moves' latencies kept for `stats` and `/metrics`.
-    static let latencySamples = 1024
+    /// The moves under way as `status` shows them, oldest first.
+    func status(now: UInt64) -> [MoveStatus] {
+        moves.values.sorted { $0.startedAt < $1.startedAt }.map { move in
+            MoveStatus(
+                move: "\(move.id)", from: move.source.uuidString, tab: move.tab, to: move.destination.uuidString,
+                newTab: move.madeTab, state: move.course.state.name, committed: move.course.state.isCommitted,
+                ms: Double(now &- move.startedAt) / 1e6)
+        }
+    }
 
     /// What is wrong with an exported tab, as input from an untrusted worker: nil when it is
     /// the tab asked for and reads as a stored history does.

@@ -46,6 +46,22 @@ struct MoveLifecycle: Equatable {
         case settled
         case undone
 
+        /// Its name in `status` (`MoveStatus.state`).
+        var name: String {
+            switch self {
+            case .exporting: "exporting"
+            case .importing: "importing"
+            case .committing: "committing"
+            case .dropping: "dropping"
+            case .settling: "settling"
+            case .awaitingDestination: "awaiting_destination"
+            case .asking: "asking"
+            case .awaitingSource: "awaiting_source"
+            case .settled: "settled"
+            case .undone: "undone"
+            }
+        }
+
         /// Whether the move is over, its lane free.
         var isOver: Bool { self == .settled || self == .undone }
         /// Whether the destination holds the tab for good whatever happens next.
