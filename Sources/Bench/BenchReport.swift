@@ -32,6 +32,8 @@ public struct BenchReport: Codable, Sendable {
     public var restore: RestoreResult?
     /// Restores through the real host (`ctl kill` until ready), per window shape.
     public var hostRestore: [HostRestoreResult]
+    /// A tab moved between two windows of the host, beside a small save there.
+    public var moves: MoveBenchResult?
     public var coordination: CoordinationResult?
     /// The device's write and flush apart, and how the floor's writes reach it.
     public var device: DeviceResult?
@@ -45,7 +47,7 @@ public struct BenchReport: Codable, Sendable {
     public var targets: [Target] = []
 
     enum CodingKeys: String, CodingKey {
-        case date, machine, directory, floor, results, restore, coordination, targets, device, fio
+        case date, machine, directory, floor, results, restore, coordination, targets, device, fio, moves
         case fioProblem = "fio_problem"
         case secondsPerCase = "seconds_per_case"
         case openLoop = "open_loop"
@@ -58,7 +60,7 @@ public struct BenchReport: Codable, Sendable {
         restore: RestoreResult?, coordination: CoordinationResult?, device: DeviceResult? = nil,
         openLoop: [OpenLoopResult] = [],
         firstSave: FirstSaveResult? = nil, fio: [FioResult] = [], fioProblem: String? = nil,
-        hostRestore: [HostRestoreResult] = []
+        hostRestore: [HostRestoreResult] = [], moves: MoveBenchResult? = nil
     ) {
         self.date = date
         self.machine = machine
@@ -66,6 +68,7 @@ public struct BenchReport: Codable, Sendable {
         self.secondsPerCase = secondsPerCase
         self.restore = restore
         self.hostRestore = hostRestore
+        self.moves = moves
         self.coordination = coordination
         self.device = device
         self.openLoop = openLoop
@@ -154,8 +157,11 @@ public struct BenchReport: Codable, Sendable {
         targets += hostRestoreTargets()
         targets += [
             target(
+                "a move between windows, request to durable on both sides, p50 over a small save's p50", "≤ 3",
+                moves?.ratio, { $0 <= 3 }),
+            target(
                 "shared-memory round trip p50 over socket p50", "< 1",
-                coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 })
+                coordination.map { $0.shmRoundTripP50 / $0.socketRoundTripP50 }, { $0 < 1 }),
         ]
         return targets
     }
@@ -252,6 +258,13 @@ public struct BenchReport: Codable, Sendable {
                     + "(\(format(restore.coldSpeedup, 1))×)")
         }
         lines += hostRestoreLines
+        if let moves {
+            lines.append("")
+            lines.append(
+                "move a tab between windows (request → durable on both sides), \(moves.moves) moves: p50 \(format(moves.p50Milliseconds, 2)) ms, "
+                    + "p99 \(format(moves.p99Milliseconds, 2)) ms; a small save (open → wait-durable) p50 \(format(moves.saveP50Milliseconds, 2)) ms, "
+                    + "p99 \(format(moves.saveP99Milliseconds, 2)) ms (\(format(moves.ratio, 2))×)")
+        }
         if let coordination {
             lines.append("")
             lines.append(

@@ -18,6 +18,8 @@ public struct BenchPlan: Sendable {
     public var ctlCalls: Int
     /// Kills of each host-restore window (`HostRestoreBench.cases`, the large one of `restoreTabs`).
     public var hostRestoreKills: Int
+    /// Moves of a tab between two windows of a host (`MoveBench`).
+    public var moves: Int
     /// Window counts of the open loop, each window offered every rate of `openLoopRates` (per
     /// window, ascending) for `openLoopSeconds`, until the sync engine no longer keeps up.
     public var openLoopWindows: [Int] = [1, 4]
@@ -33,14 +35,14 @@ public struct BenchPlan: Sendable {
 
     public static let full = BenchPlan(
         windows: [1, 2, 4, 8, 16], secondsPerCase: 3, rounds: 3, restoreTabs: 10_000, restoreRepeats: 5,
-        roundTrips: 20_000, ctlCalls: 500, hostRestoreKills: 50,
+        roundTrips: 20_000, ctlCalls: 500, hostRestoreKills: 50, moves: 200,
         openLoopRates: [500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128_000, 256_000, 512_000],
         openLoopSeconds: 2, deviceIterations: 1000, fioSeconds: 3)
     /// Every contender and both sizes still, on fewer window counts and shorter cases; a short
     /// open-loop sweep.
     public static let quick = BenchPlan(
         windows: [1, 8], secondsPerCase: 1, rounds: 2, restoreTabs: 10_000, restoreRepeats: 3, roundTrips: 5_000,
-        ctlCalls: 200, hostRestoreKills: 15,
+        ctlCalls: 200, hostRestoreKills: 15, moves: 50,
         openLoopRates: [1000, 8000, 64000, 128_000, 256_000, 512_000], openLoopSeconds: 1, deviceIterations: 500,
         fioSeconds: 2)
 
@@ -54,8 +56,8 @@ public struct BenchPlan: Sendable {
 
     /// The steps a run shows progress by: the device measurement, each fio case, each round of
     /// each case, each open-loop point (at most: the sweep may stop early), first saves,
-    /// restore, host restores, round trips.
-    public var stepCount: Int { 1 + fioCases.count + caseCount * rounds + openLoopSteps + 4 }
+    /// restore, host restores, moves, round trips.
+    public var stepCount: Int { 1 + fioCases.count + caseCount * rounds + openLoopSteps + 5 }
     var openLoopSteps: Int { openLoopWindows.count * openLoopRates.count * Self.openLoopContenders.count }
     /// The store engines the open loop compares, uring first.
     static let openLoopContenders: [Contender] = [.uring, .sync]
@@ -103,7 +105,12 @@ public enum BenchRunner {
             executable: executable, kills: plan.hostRestoreKills, directory: hostDirectory,
             cases: HostRestoreBench.cases(largeTabs: plan.restoreTabs))
         settle()
-        try progress(afterOpenLoop + 3, plan.stepCount, "round trips: shared memory, socket, ctl")
+        try progress(afterOpenLoop + 3, plan.stepCount, "moves of a tab between two windows, \(plan.moves)")
+        let moveDirectory = directory.appending("moves")
+        defer { try? FileManager.default.removeItem(atPath: moveDirectory.string) }
+        let moves = try MoveBench.run(executable: executable, moves: plan.moves, directory: moveDirectory)
+        settle()
+        try progress(afterOpenLoop + 4, plan.stepCount, "round trips: shared memory, socket, ctl")
         let coordinationDirectory = directory.appending("coordination")
         // The supervisor's root and its logs beside it are all inside.
         defer { try? FileManager.default.removeItem(atPath: coordinationDirectory.string) }
@@ -116,7 +123,7 @@ public enum BenchRunner {
             secondsPerCase: plan.secondsPerCase, results: results, restore: restore, coordination: coordination,
             device: device,
             openLoop: openLoop, firstSave: firstSave, fio: fio.results, fioProblem: fio.problem,
-            hostRestore: hostRestore)
+            hostRestore: hostRestore, moves: moves)
     }
 
     /// Every closed-loop save case, `plan.rounds` rounds each; `progress` is told how many
