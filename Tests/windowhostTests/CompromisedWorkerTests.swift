@@ -143,7 +143,7 @@ import Testing
 }
 
 /// The window's worker pid once it is ready with a pid other than `not`.
-private func readyPID(_ host: HostProcess, _ window: String, not previous: Int32, seconds: Double = 20) -> Int32? {
+func readyPID(_ host: HostProcess, _ window: String, not previous: Int32, seconds: Double = 20) -> Int32? {
     var pid: Int32?
     _ = waitFor(
         {

@@ -206,7 +206,7 @@ private func runGDB(_ arguments: [String]) throws -> String {
 }
 
 /// The worker's slot memfd, mapped read-write here as the worker maps it.
-private func mapSlot(of pid: Int32) throws -> (UnsafeMutableRawPointer, Int) {
+func mapSlot(of pid: Int32) throws -> (UnsafeMutableRawPointer, Int) {
     let fd = open("/proc/\(pid)/fd/\(WorkerLaunch.Descriptor.slotMemory.rawValue)", O_RDWR | O_CLOEXEC)
     try #require(fd >= 0, "open: \(errno)")
     defer { close(fd) }
