@@ -57,6 +57,9 @@ public enum SetAsideShelf {
 
     /// The base name for something set aside now: `<prefix>-<UTC time>-<reason>`; the mover
     /// appends `-N` when that name is taken.
+    /// The supervisor's own files of the root that may be set aside when damaged.
+    public static let rootFiles = [DiskLayout.handedOut, DiskLayout.moves]
+
     public static func baseName(_ prefix: String, at date: Date, reason: SetAsideReason) -> String {
         "\(prefix)-\(stamp(date))-\(reason.nameToken)"
     }
@@ -87,8 +90,8 @@ public enum SetAsideShelf {
         if rest.utf8.count >= 37, let parsed = UUID(exactly: String(rest.prefix(36))), rest.dropFirst(36).first == "-" {
             window = parsed
             rest = rest.dropFirst(37)
-        } else if rest.hasPrefix(DiskLayout.handedOut + "-") {
-            rest = rest.dropFirst(DiskLayout.handedOut.count + 1)
+        } else if let file = Self.rootFiles.first(where: { rest.hasPrefix($0 + "-") }) {
+            rest = rest.dropFirst(file.count + 1)
         }
         var at: Date?
         if let date = date(stamp: rest.prefix(16)) {
@@ -99,7 +102,7 @@ public enum SetAsideShelf {
         let reason: SetAsideReason
         if let named {
             reason = named
-        } else if id.hasPrefix(DiskLayout.handedOut + "-") {
+        } else if Self.rootFiles.contains(where: { id.hasPrefix($0 + "-") }) {
             reason = .damagedFile
         } else if window != nil, kind == .symlink {
             reason = .symlink

@@ -105,7 +105,7 @@ public final class Supervisor {
         }
         registry = WindowRegistry(onDisk: scan.windows, savedOrder: try files.savedOrder())
         handedOut = try HandedOutBook(files: files, onDisk: scan.windows, details: &details, logger: logger)
-        moves = MoveCoordinator(book: try MoveBook(root: configuration.root, logger: logger), now: startedAt)
+        moves = MoveCoordinator(book: try MoveBook(files: files, logger: logger), now: startedAt)
         do {
             control = try ControlServer(
                 path: configuration.socketPath, maxClients: configuration.maxClients,

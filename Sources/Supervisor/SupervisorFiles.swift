@@ -188,16 +188,23 @@ struct SupervisorFiles {
             throw .setup("read \(handedOut)", (error as? Errno) ?? .ioError)
         }
         do {
-            try makeSetAsideDirectory(at: date)
-            let destination = try Self.unusedName(
-                under: setAside, SetAsideShelf.baseName(DiskLayout.handedOut, at: date, reason: .damagedFile))
-            try NoFollow.rename(handedOut, to: destination, replacing: false)
-            try Self.syncDirectory(setAside)
-            try Self.syncDirectory(root)
-            return .damaged(reason: reason, path: destination)
+            return .damaged(reason: reason, path: try setAsideRootFile(DiskLayout.handedOut, at: date))
         } catch {
             return .damaged(reason: "\(reason); cannot set it aside: \(error)", path: nil)
         }
+    }
+
+    /// Moves the root's file `name` (one of `SetAsideShelf.rootFiles`) to `set-aside/` as
+    /// itself, durably: where it went.
+    func setAsideRootFile(_ name: String, at date: Date) throws -> FilePath {
+        assert(SetAsideShelf.rootFiles.contains(name), "only the supervisor's own root files are set aside")
+        try makeSetAsideDirectory(at: date)
+        let destination = try Self.unusedName(
+            under: setAside, SetAsideShelf.baseName(name, at: date, reason: .damagedFile))
+        try NoFollow.rename(root.appending(name), to: destination, replacing: false)
+        try Self.syncDirectory(setAside)
+        try Self.syncDirectory(root)
+        return destination
     }
 
     /// Makes `handed-out` anew, durably, as `saveOrder` does `windows.order` (both slots,

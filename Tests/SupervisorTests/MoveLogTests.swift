@@ -59,13 +59,16 @@ import Testing
         let root = try temporaryRoot()
         defer { try? FileManager.default.removeItem(atPath: root.string) }
         let logger = Logger(label: "test")
-        let book = try MoveBook(root: root, logger: logger)
+        let book = try MoveBook(files: SupervisorFiles(root: root, logger: logger), logger: logger)
         let (first, second, third) = (Self.entry(1), Self.entry(2), Self.entry(3))
         #expect(try book.record(first) == 0)
         #expect(try book.record(second) == 1)
         #expect(try book.record(third) == 2)
         book.clear(second.move)
-        #expect(try MoveBook(root: root, logger: logger).lanes == [0: first, 2: third])
+        #expect(
+            try MoveBook(files: SupervisorFiles(root: root, logger: logger), logger: logger).lanes == [
+                0: first, 2: third,
+            ])
         let path = root.appending(DiskLayout.moves)
         #expect(try FileManager.default.attributesOfItem(atPath: path.string)[.size] as? Int == MoveLog.fileBytes)
         let mode = try FileManager.default.attributesOfItem(atPath: path.string)[.posixPermissions] as? Int
@@ -75,7 +78,7 @@ import Testing
         try handle.seek(toOffset: UInt64(2 * MoveLog.laneBytes + 20))
         try handle.write(contentsOf: Data([0xff, 0x00, 0x13]))
         try handle.close()
-        let reread = try MoveBook(root: root, logger: logger)
+        let reread = try MoveBook(files: SupervisorFiles(root: root, logger: logger), logger: logger)
         #expect(reread.lanes == [0: first])
         #expect(try reread.record(second) == 1, "the first free lane")
     }
@@ -89,12 +92,34 @@ import Testing
         bytes.replaceSubrange(
             MoveLog.laneBytes..<(MoveLog.laneBytes + MoveLog.contentBytes), with: MoveLog.encode(kept))
         #expect(FileManager.default.createFile(atPath: path.string, contents: Data(bytes)))
-        let book = try MoveBook(root: root, logger: Logger(label: "test"))
+        let book = try MoveBook(
+            files: SupervisorFiles(root: root, logger: Logger(label: "test")), logger: Logger(label: "test"))
         #expect(book.lanes == [1: kept])
         let added = Self.entry(6)
         _ = try book.record(added)
         #expect(try FileManager.default.attributesOfItem(atPath: path.string)[.size] as? Int == MoveLog.fileBytes)
-        #expect(try MoveBook(root: root, logger: Logger(label: "test")).lanes == [0: added, 1: kept])
+        #expect(
+            try MoveBook(
+                files: SupervisorFiles(root: root, logger: Logger(label: "test")), logger: Logger(label: "test")
+            ).lanes == [0: added, 1: kept])
+    }
+
+    @Test func aSymlinkUnderTheLogsNameIsSetAsideNotFollowed() throws {
+        let root = try temporaryRoot()
+        defer { try? FileManager.default.removeItem(atPath: root.string) }
+        let target = root.appending("elsewhere")
+        #expect(FileManager.default.createFile(atPath: target.string, contents: Data([1, 2, 3])))
+        try FileManager.default.createSymbolicLink(
+            atPath: root.appending(DiskLayout.moves).string, withDestinationPath: target.string)
+        let logger = Logger(label: "test")
+        let book = try MoveBook(files: SupervisorFiles(root: root, logger: logger), logger: logger)
+        #expect(book.lanes.isEmpty)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: root.appending(DiskLayout.setAside).string)
+        #expect(aside.count == 1 && aside[0].hasPrefix("moves-") && aside[0].hasSuffix("-damaged-file"), "\(aside)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target.string)) == Data([1, 2, 3]), "the target untouched")
+        _ = try book.record(Self.entry(7))
+        var status = stat()
+        #expect(lstat(root.appending(DiskLayout.moves).string, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG)
     }
 
     private func temporaryRoot() throws -> FilePath {

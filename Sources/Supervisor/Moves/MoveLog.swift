@@ -109,13 +109,24 @@ final class MoveBook {
 
     /// Reads the log at the start: the moves a supervisor before left under way. A lane that
     /// does not read is a move that never reached its destination (`MoveLog`): logged, freed.
-    init(root: FilePath, logger: Logger) throws(SupervisorError) {
-        path = root.appending(DiskLayout.moves)
+    /// Something else under its name (a symlink, a directory, a FIFO) is set aside as itself,
+    /// never followed; a log that is there and does not read (EIO) stops the start, as its
+    /// lanes are what keeps a move from being undone after its commit.
+    init(files: SupervisorFiles, logger: Logger) throws(SupervisorError) {
+        path = files.root.appending(DiskLayout.moves)
         self.logger = logger
         let bytes: [UInt8]
         do {
             bytes = try Self.read(path)
         } catch let error as Errno where error == .noSuchFileOrDirectory {
+            return
+        } catch let error as Errno
+            where [.tooManySymbolicLinkLevels, .isDirectory, .noSuchAddressOrDevice].contains(error)
+        {
+            let away = try? files.setAsideRootFile(DiskLayout.moves, at: Date())
+            logger.error(
+                "\(DiskLayout.moves) is not a regular file (\(error)): not followed, set aside; no move was under way",
+                metadata: ["path": "\(away?.string ?? "-")"])
             return
         } catch {
             throw .setup("read \(path)", (error as? Errno) ?? .ioError)
