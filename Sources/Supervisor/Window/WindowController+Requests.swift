@@ -10,6 +10,8 @@ import SessionStore
 extension WindowController {
     /// `request` from `client`.
     func handle(_ request: WindowRequest, from client: ClientID, in host: any WindowHost) {
+        // A move under way holds what could undo it, restarting or not (`MoveCoordinator`).
+        if let refusal = host.moveRefusal(request, to: self) { return host.answer(client, refusal) }
         let kind: Pending.Kind
         switch request {
         case .kill(let signal, let wait, let aim):
@@ -29,7 +31,6 @@ extension WindowController {
         case .save(let wait): kind = .save(wait: wait)
         case .dump: kind = .dump
         }
-        if let refusal = host.moveRefusal(request, to: self) { return host.answer(client, refusal) }
         guard isReady else {
             let refusal = kind.command == .save ? failedRestoreReply : nil
             host.answer(client, refusal ?? .failure(.temporary, "window \(id) is \(state) (worker restarting); retry"))
