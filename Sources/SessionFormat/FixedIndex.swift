@@ -33,18 +33,9 @@ struct FixedIndex {
         guard count <= Limits.maxTabsPerBrowser else {
             throw invalid(.tooManyTabs(count, limit: Limits.maxTabsPerBrowser))
         }
-        let reserved = index.littleEndian(UInt32.self, at: Header.reserved)
-        guard reserved == 0 else { throw invalid(.undefinedBits(item: nil, UInt64(reserved))) }
-        let moveCount = Int(index.littleEndian(UInt32.self, at: Header.movesReceived))
-        guard moveCount <= Limits.movesRemembered,
-            index.count == SnapshotIndex.headerSize + count * SnapshotIndex.entrySize + moveCount
-                * SnapshotIndex.moveSize
-        else {
-            throw invalid(.indexLengthMismatch(bytes: index.count, count: count))
-        }
         let moves: ReceivedMoves
         do throws(SessionFormatError.InvalidState) {
-            moves = try readMoves(index, count: moveCount, after: count)
+            moves = try readMoves(index, after: count)
         } catch {
             throw invalid(error)
         }
@@ -172,11 +163,19 @@ struct FixedIndex {
         }
     }
 
-    /// The `count` moves received after the index's `entries` tab entries (at most
-    /// `Limits.movesRemembered`, checked by the caller), each checked.
-    private static func readMoves(_ index: [UInt8], count: Int, after entries: Int)
-        throws(SessionFormatError.InvalidState) -> ReceivedMoves
+    /// The moves received the header counts (its last field reserved, 0), after the index's
+    /// `entries` tab entries: at most `Limits.movesRemembered`, ending the index, each checked.
+    private static func readMoves(_ index: [UInt8], after entries: Int) throws(SessionFormatError.InvalidState)
+        -> ReceivedMoves
     {
+        let reserved = index.littleEndian(UInt32.self, at: SnapshotIndex.Header.reserved)
+        guard reserved == 0 else { throw .undefinedBits(item: nil, UInt64(reserved)) }
+        let count = Int(index.littleEndian(UInt32.self, at: SnapshotIndex.Header.movesReceived))
+        guard count <= Limits.movesRemembered,
+            index.count == SnapshotIndex.headerSize + entries * SnapshotIndex.entrySize + count * SnapshotIndex.moveSize
+        else {
+            throw .indexLengthMismatch(bytes: index.count, count: entries)
+        }
         var moves = ReceivedMoves()
         for position in 0..<count {
             let base = SnapshotIndex.headerSize + entries * SnapshotIndex.entrySize + position * SnapshotIndex.moveSize

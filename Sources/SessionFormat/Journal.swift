@@ -11,13 +11,12 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 
     public var seq: UInt64 { storage.seq }
 
-    /// The move between windows that brought the tab this record inserts, and that tab (nil:
-    /// the record is no such insert).
-    public var movedIn: (move: UInt64, tab: WebStateID)? {
-        guard case .insert(let insert) = storage.mutation, insert.movedIn != 0,
-            let tab = WebStateID(rawValue: insert.webState.identifier)
+    /// The move between windows that brought in the tab this record inserts (nil: the record is
+    /// no such insert).
+    public var movedIn: ReceivedMove? {
+        guard case .insert(let insert) = storage.mutation, let tab = WebStateID(rawValue: insert.webState.identifier)
         else { return nil }
-        return (insert.movedIn, tab)
+        return ReceivedMove(move: insert.movedIn, tab: tab)
     }
 
     /// The record framed for a journal file. The model's bounds keep every record within
