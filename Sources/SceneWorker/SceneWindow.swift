@@ -93,8 +93,8 @@ public final class SceneWindow {
             case .probe:
                 reply.dump = dump(withText: false)
                 return reply
-            case .move:
-                throw Refusal("moves between windows are not served by this worker yet")
+            case .move(let step):
+                try serve(step, into: &reply)
             case .save:
                 try store.save()
                 reply.done = done()
@@ -102,15 +102,7 @@ public final class SceneWindow {
                 try changeScene(change)
                 reply.done = done()
             case .tab(let command):
-                // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the
-                // floor by its init), so one more cannot overflow.
-                let seq = nextSeqBase
-                guard seq < Limits.maxCommandSeq else {
-                    throw Refusal(
-                        "the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command"
-                    )
-                }
-                let tab = try store.apply(seq: seq + 1) { () throws -> Int64? in try apply(command) }
+                let tab = try store.apply(seq: try nextSeq()) { () throws -> Int64? in try apply(command) }
                 reply.done = done(tab: tab)
             }
         } catch let undecodable as UndecodableCommand {
@@ -151,7 +143,20 @@ public final class SceneWindow {
         }
     }
 
-    private struct Refusal: Error {
+    /// The seq the next tab-changing command takes; refused at the highest a window reaches.
+    func nextSeq() throws(Refusal) -> UInt64 {
+        // Both bounded by `Limits.maxCommandSeq` (the store's from checked files, the floor by
+        // its init), so one more cannot overflow.
+        let seq = nextSeqBase
+        guard seq < Limits.maxCommandSeq else {
+            throw Refusal(
+                "the window's seq is \(seq), the highest a window reaches (\(Limits.maxCommandSeq)): it takes no tab command"
+            )
+        }
+        return seq + 1
+    }
+
+    struct Refusal: Error {
         let message: String
         init(_ message: String) { self.message = message }
     }
@@ -164,7 +169,7 @@ public final class SceneWindow {
     /// URL and title (0 for a new tab) show `after` and takes the window past
     /// `Limits.maxWindowTextBytes`. A window already past it (restored from a file written
     /// elsewhere) may still shrink.
-    private func checkWindowText(replacing before: Int, with after: Int) throws(Refusal) {
+    func checkWindowText(replacing before: Int, with after: Int) throws(Refusal) {
         guard after > before else { return }
         let total = textBytes - before + after
         guard total > Limits.maxWindowTextBytes else { return }
@@ -213,14 +218,7 @@ public final class SceneWindow {
             try webState.commitNavigation(to: item)
         case .close(let tab):
             let (list, index) = try locate(tab)
-            // The tab that takes the active one's place is activated first, as `.activate` does,
-            // so its journal record carries the stamp; the close then leaves it active.
-            if list.activeIndex == index, let successor = list.successorForActive(removing: index),
-                let next = list.index(of: successor)
-            {
-                try list.webState(at: next).wasActivated(at: now())
-                try list.activate(at: next)
-            }
+            try activateSuccessor(removing: index, from: list)
             try list.close(at: index)
             assert(list.activeWebState?.id.rawValue != tab, "the closed tab is not active")
         case .activate(let tab):
@@ -253,6 +251,17 @@ public final class SceneWindow {
         return nil
     }
 
+    /// When the tab at `index` is the active one, activates the tab that takes its place before
+    /// it goes, as `.activate` does, so the journal record carries the stamp; the removal then
+    /// leaves it active.
+    func activateSuccessor(removing index: Int, from list: WebStateList) throws {
+        guard list.activeIndex == index, let successor = list.successorForActive(removing: index),
+            let next = list.index(of: successor)
+        else { return }
+        try list.webState(at: next).wasActivated(at: now())
+        try list.activate(at: next)
+    }
+
     /// Back or forward one entry through the model's navigation, which realizes the tab. With no
     /// entry that way nothing changes, so no record is made and the command takes no seq.
     private func step(_ webState: WebState, _ direction: HistoryDirection) throws {
@@ -266,18 +275,23 @@ public final class SceneWindow {
     }
 
     private func newTab(url: String, profile: Profile) throws -> WebState {
-        guard !profile.webStateIDsExhausted else {
-            throw Refusal("this window's tab identifiers reached \(Limits.maxWebStateID): it opens no more tabs")
-        }
         let time = now()
         var history = NavigationHistory()
         // A URL over Limits.maxURLBytes is refused (BAD_DATA), never stored truncated.
         _ = history.commit(try NavigationItem.checked(url: url, timestamp: time))
-        return WebState(id: profile.makeWebStateID(), creationTime: time, history: history)
+        return WebState(id: try newTabID(profile), creationTime: time, history: history)
+    }
+
+    /// A tab id of this window's numbering; refused once they are all handed out.
+    func newTabID(_ profile: Profile) throws(Refusal) -> WebStateID {
+        guard !profile.webStateIDsExhausted else {
+            throw Refusal("this window's tab identifiers reached \(Limits.maxWebStateID): it opens no more tabs")
+        }
+        return profile.makeWebStateID()
     }
 
     /// The list holding tab `id` and its index there.
-    private func locate(_ id: Int64) throws -> (WebStateList, Int) {
+    func locate(_ id: Int64) throws -> (WebStateList, Int) {
         guard let webStateID = WebStateID(rawValue: id) else { throw Refusal("no tab \(id)") }
         for list in [store.regular.webStateList, store.incognito.webStateList] {
             if let index = list.index(of: webStateID) { return (list, index) }
@@ -285,7 +299,7 @@ public final class SceneWindow {
         throw Refusal("no tab \(id) in this window")
     }
 
-    private func done(tab: Int64? = nil) -> CommandDone {
+    func done(tab: Int64? = nil) -> CommandDone {
         var done = CommandDone()
         done.appliedSeq = store.appliedSeq
         if let tab { done.tab = tab }

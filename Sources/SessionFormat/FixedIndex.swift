@@ -8,6 +8,8 @@ struct FixedIndex {
     private let index: [UInt8]
     private let strings: [UInt8]
     let count: Int
+    /// The moves between windows the Browser received, as the index holds them.
+    let moves: ReceivedMoves
     let list: SnapshotReader.ListFields
 
     private typealias Field = SnapshotIndex.Field
@@ -31,11 +33,12 @@ struct FixedIndex {
         guard count <= Limits.maxTabsPerBrowser else {
             throw invalid(.tooManyTabs(count, limit: Limits.maxTabsPerBrowser))
         }
-        guard index.count == SnapshotIndex.headerSize + count * SnapshotIndex.entrySize else {
-            throw invalid(.indexLengthMismatch(bytes: index.count, count: count))
+        let moves: ReceivedMoves
+        do throws(SessionFormatError.InvalidState) {
+            moves = try readMoves(index, after: count)
+        } catch {
+            throw invalid(error)
         }
-        let reserved = index.littleEndian(UInt64.self, at: Header.reserved)
-        guard reserved == 0 else { throw invalid(.undefinedBits(item: nil, reserved)) }
         // Each record takes at least a header, and holds at least one tab's strings (the encoder
         // starts a record only for a tab that does not fit the one before; a list without
         // strings has one empty record): a count the file or the tabs cannot fill is refused
@@ -70,7 +73,7 @@ struct FixedIndex {
         let seq = index.littleEndian(UInt64.self, at: Header.lastCommandSeq)
         guard Limits.isValidCommandSeq(seq) else { throw invalid(.seqOutOfRange(seq)) }
         let fixed = FixedIndex(
-            index: index, strings: strings, count: count,
+            index: index, strings: strings, count: count, moves: moves,
             list: SnapshotReader.ListFields(
                 activeIndex: activeIndex == -1 ? nil : activeIndex, pinnedCount: pinnedCount, lastCommandSeq: seq,
                 sectionStart: end))
@@ -158,6 +161,33 @@ struct FixedIndex {
                 return nil
             }
         }
+    }
+
+    /// The moves received the header counts (its last field reserved, 0), after the index's
+    /// `entries` tab entries: at most `Limits.movesRemembered`, ending the index, each checked.
+    private static func readMoves(_ index: [UInt8], after entries: Int) throws(SessionFormatError.InvalidState)
+        -> ReceivedMoves
+    {
+        let reserved = index.littleEndian(UInt32.self, at: SnapshotIndex.Header.reserved)
+        guard reserved == 0 else { throw .undefinedBits(item: nil, UInt64(reserved)) }
+        let count = Int(index.littleEndian(UInt32.self, at: SnapshotIndex.Header.movesReceived))
+        guard count <= Limits.movesRemembered,
+            index.count == SnapshotIndex.headerSize + entries * SnapshotIndex.entrySize + count * SnapshotIndex.moveSize
+        else {
+            throw .indexLengthMismatch(bytes: index.count, count: entries)
+        }
+        var moves = ReceivedMoves()
+        for position in 0..<count {
+            let base = SnapshotIndex.headerSize + entries * SnapshotIndex.entrySize + position * SnapshotIndex.moveSize
+            let move = index.littleEndian(UInt64.self, at: base)
+            let tab = index.littleEndian(Int64.self, at: base + 8)
+            guard let id = WebStateID(rawValue: tab), let received = ReceivedMove(move: move, tab: id) else {
+                throw .invalidMove(move: move, tab: tab)
+            }
+            moves.note(received)
+        }
+        assert(moves.moves.count == count, "no stored move is forgotten")
+        return moves
     }
 
     /// A title or URL longer than a navigation item may hold.

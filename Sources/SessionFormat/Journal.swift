@@ -11,6 +11,14 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 
     public var seq: UInt64 { storage.seq }
 
+    /// The move between windows that brought in the tab this record inserts (nil: the record is
+    /// no such insert).
+    public var movedIn: ReceivedMove? {
+        guard case .insert(let insert) = storage.mutation, let tab = WebStateID(rawValue: insert.webState.identifier)
+        else { return nil }
+        return ReceivedMove(move: insert.movedIn, tab: tab)
+    }
+
     /// The record framed for a journal file. The model's bounds keep every record within
     /// `Limits.maxRecordPayloadBytes`; one that is not is refused, never written.
     public var frame: [UInt8] {
@@ -60,6 +68,9 @@ public struct JournalRecord: Sendable, Equatable, CustomStringConvertible {
 public final class JournalRecorder: WebStateListObserver {
     /// The sequence number of the command being applied; set before applying it.
     public var commandSeq: UInt64 = 0
+    /// The move between windows the command makes (0: none): what its inserts carry as
+    /// `moved_in` and its detaches as `moved_out`; set with `commandSeq`.
+    public var move: UInt64 = 0
     private var pending: [[UInt8]] = []
 
     public init(list: WebStateList) {
@@ -80,9 +91,10 @@ public final class JournalRecorder: WebStateListObserver {
         case .inserted(let webState, let index):
             mutation = .insert(
                 index: Int32(index), pinned: list.isPinned(at: index),
-                tab: TabWire(webState, opener: try? list.opener(at: index)))
+                tab: TabWire(webState, opener: try? list.opener(at: index)), movedIn: move)
         case .moved(let webState, _, let to): mutation = .move(id: webState.id.rawValue, toIndex: Int32(to))
-        case .removed(let webState, _, let closing): mutation = .remove(id: webState.id.rawValue, closing: closing)
+        case .removed(let webState, _, let closing):
+            mutation = .remove(id: webState.id.rawValue, closing: closing, movedOut: closing ? 0 : move)
         case .replaced(let old, let new, let index):
             mutation = .replace(replacedID: old.id.rawValue, tab: TabWire(new, opener: try? list.opener(at: index)))
         case .pinnedStateChanged(let webState, _, let to, let pinned):

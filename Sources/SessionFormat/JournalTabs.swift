@@ -34,12 +34,21 @@ public final class JournalTabs: StoredTabs {
     /// Keeps `history` (checked by the caller) as tab `id`'s, its title, URL and item count
     /// taken from it as a realized tab's are; returns where it is kept.
     func keep(_ id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, history: NavigationHistory) -> Int {
+        keep(
+            id, creationTime: creationTime, lastActiveTime: lastActiveTime,
+            payload: encodeMessage(HistoryWire(id: id, history: history)), history: history)
+    }
+
+    /// Keeps `payload`, tab `id`'s history encoded, which decodes to `history`.
+    func keep(
+        _ id: WebStateID, creationTime: Timestamp, lastActiveTime: Timestamp, payload: [UInt8],
+        history: NavigationHistory
+    ) -> Int {
         let current = history.currentItem
         let entry = Entry(
             id: id, creationTime: creationTime, lastActiveTime: lastActiveTime,
             navigationItemCount: history.items.count, title: append((current?.title ?? "").utf8),
-            url: append((current?.url ?? "").utf8),
-            history: append(encodeMessage(HistoryWire(id: id, history: history))))
+            url: append((current?.url ?? "").utf8), history: append(payload))
         liveBytes += entry.byteCount
         if let position = positions[id] {
             liveBytes -= entries[position].byteCount

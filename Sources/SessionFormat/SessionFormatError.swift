@@ -34,6 +34,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
     case unknownFileFlags(offset: Int, flags: UInt32)
     /// A file in the clear among a sealed session's files: no writer puts one there.
     case clearAmongSealed
+    /// A tab's history carried between windows past `Limits.maxMovedTabBytes`: refused unread.
+    case movedTabTooLarge(bytes: Int, limit: Int)
 
     /// Impossible contents: each a way a damaged or hostile record could point outside itself.
     public enum InvalidState: Error, Equatable, Sendable, CustomStringConvertible {
@@ -72,6 +74,11 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
         case stringsOutOfRange(item: Int, offset: UInt64, length: UInt64, area: UInt64)
         /// A tab whose title or URL is not UTF-8.
         case notUTF8(item: Int)
+        /// A history carried between windows with more entries than a tab keeps
+        /// (`Limits.maxNavigationEntries`): stored as carried, it would say more than its tab.
+        case tooManyEntries(Int, limit: Int)
+        /// A move received (a snapshot's index) naming no move or no tab.
+        case invalidMove(move: UInt64, tab: Int64)
         /// Bits a writer of this format never sets (flags, reserved fields) in the index's header
         /// (`item` nil) or a tab's entry.
         case undefinedBits(item: Int?, UInt64)
@@ -108,6 +115,10 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             case .stringsOutOfRange(let item, let offset, let length, let area):
                 "tab \(item)'s strings at \(offset), \(length) bytes, outside the \(area)-byte string area"
             case .notUTF8(let item): "tab \(item)'s title or URL is not UTF-8"
+            case .tooManyEntries(let count, let limit):
+                "\(count) history entries, above the \(limit) a tab keeps"
+            case .invalidMove(let move, let tab):
+                "move \(String(move, radix: 16)) received as tab \(tab): no move or no tab"
             case .undefinedBits(let item, let bits):
                 "\(item.map { "tab \($0)" } ?? "the index header") has bits 0x\(String(bits, radix: 16)) no writer sets"
             }
@@ -137,6 +148,8 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             "a file in the clear among a sealed session's files (none is written there): refused as forged"
         case .unknownFileFlags(let offset, let flags):
             "file header flags \(hex(flags)) at byte \(offset) are not ones this build writes"
+        case .movedTabTooLarge(let bytes, let limit):
+            "a moved tab's history of \(bytes) bytes, past the \(limit) a move carries (Limits.maxMovedTabBytes)"
         }
     }
 
@@ -149,7 +162,7 @@ public enum SessionFormatError: Error, Equatable, Sendable, CustomStringConverti
             .invalidState(let offset, _), .readFailed(let offset, _), .unopenable(let offset, _),
             .unknownFileFlags(let offset, _):
             offset
-        case .lengthMismatch, .fileTooLarge, .sealedWithoutKey, .clearAmongSealed: nil
+        case .lengthMismatch, .fileTooLarge, .sealedWithoutKey, .clearAmongSealed, .movedTabTooLarge: nil
         }
     }
 }

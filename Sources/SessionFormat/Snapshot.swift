@@ -17,9 +17,10 @@ public enum SnapshotEncoder {
     /// restore read it from (unchanged since, or it would have been realized). Titles and URLs
     /// go in string records of at most `stringRecordLimit` bytes, whole tabs each. With `seal`,
     /// the file is sealed: every record but the framing's own, each bound to its offset.
+    /// `movesReceived`: the moves between windows the list's Browser remembers receiving.
     public static func encode(
         _ list: WebStateList, lastCommandSeq: UInt64, stringRecordLimit: Int = Limits.maxRecordPayloadBytes,
-        seal: RecordSeal? = nil,
+        seal: RecordSeal? = nil, movesReceived: ReceivedMoves = ReceivedMoves(),
         storedHistory: (WebState) throws(SessionFormatError) -> [UInt8]
     ) throws(SessionFormatError) -> [UInt8] {
         let webStates = list.webStates
@@ -29,8 +30,10 @@ public enum SnapshotEncoder {
         let stringRecordLimit = stringRecordLimit - (sealed ? RecordSeal.overhead : 0)
         var index = SnapshotIndex.header(
             count: webStates.count, activeIndex: list.activeIndex, pinnedCount: list.pinnedCount,
-            lastCommandSeq: lastCommandSeq)
-        index.reserveCapacity(SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize)
+            lastCommandSeq: lastCommandSeq, moves: movesReceived.moves.count)
+        index.reserveCapacity(
+            SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize
+                + movesReceived.moves.count * SnapshotIndex.moveSize)
         var strings: [[UInt8]] = [[]]
         var stringOffset: UInt64 = 0
         var histories: [[UInt8]] = []
@@ -69,6 +72,7 @@ public enum SnapshotEncoder {
             histories.count == webStates.count
                 && index.count == SnapshotIndex.headerSize + webStates.count * SnapshotIndex.entrySize,
             "one index entry and one history per tab")
+        for move in movesReceived.moves { SnapshotIndex.appendMove(to: &index, move) }
         assert(
             UInt64(strings.reduce(0) { $0 + $1.count }) == stringOffset, "the string area is every tab's title and URL")
         SnapshotIndex.finishHeader(
@@ -117,22 +121,27 @@ public enum SnapshotEncoder {
 ///
 /// Header (48 bytes): tab count u32 · active index i32 (-1: none) · pinned count u32 ·
 /// string records u32 · last command seq u64 · string area length u64 · history section
-/// length u64 · reserved u64 (0).
+/// length u64 · moves received u32 · reserved u32 (0).
 ///
 /// Entry (72 bytes per tab): id i64 · creation time i64 · last active time i64 (µs) · history
 /// offset u64 · string offset u64 · history length u32 · title length u32 · URL length u32 ·
 /// navigation item count i32 · opener index i32 (-1: none) · opener navigation index i32 ·
 /// flags u32 (bit 0: realized at save) · reserved u32 (0). The title's bytes start at the
 /// string offset, the URL's right after; the history offset counts from the history section.
+///
+/// Move received (16 bytes each, after the entries, oldest first, at most
+/// `Limits.movesRemembered`): move id u64 (not 0) · the tab it made, id i64.
 enum SnapshotIndex {
     static let headerSize = 48
     static let entrySize = 72
+    static let moveSize = 16
     static let realizedFlag: UInt32 = 1
 
     /// Byte offsets of the header's fields.
     enum Header {
         static let count = 0, activeIndex = 4, pinnedCount = 8, stringRecords = 12
-        static let lastCommandSeq = 16, stringAreaLength = 24, historySectionLength = 32, reserved = 40
+        static let lastCommandSeq = 16, stringAreaLength = 24, historySectionLength = 32, movesReceived = 40
+        static let reserved = 44
     }
 
     /// Byte offsets of an entry's fields.
@@ -159,7 +168,9 @@ enum SnapshotIndex {
 
     /// The header with the fields known before the tabs are; `finishHeader` sets the rest.
     /// Fields go where `Header` says, the one statement of the layout the reader also reads by.
-    static func header(count: Int, activeIndex: Int?, pinnedCount: Int, lastCommandSeq: UInt64) -> [UInt8] {
+    static func header(count: Int, activeIndex: Int?, pinnedCount: Int, lastCommandSeq: UInt64, moves: Int = 0)
+        -> [UInt8]
+    {
         assert(
             pinnedCount <= count && (activeIndex.map { (0..<count).contains($0) } ?? true),
             "the pinned tabs and the active one are in the list")
@@ -169,6 +180,8 @@ enum SnapshotIndex {
         bytes.storeLittleEndian(Int32(activeIndex ?? -1), at: Header.activeIndex)
         bytes.storeLittleEndian(UInt32(pinnedCount), at: Header.pinnedCount)
         bytes.storeLittleEndian(lastCommandSeq, at: Header.lastCommandSeq)
+        // A Browser remembers at most `Limits.movesRemembered`.
+        bytes.storeLittleEndian(UInt32(moves), at: Header.movesReceived)
         return bytes
     }
 
@@ -201,6 +214,12 @@ enum SnapshotIndex {
         bytes.storeLittleEndian(entry.openerNavigationIndex, at: start + Field.openerNavigationIndex)
         bytes.storeLittleEndian(entry.realizedAtSave ? realizedFlag : 0, at: start + Field.flags)
         assert(bytes.count == start + entrySize, "an entry is its fixed size")
+    }
+
+    /// Appends `move` after the entries.
+    static func appendMove(to bytes: inout [UInt8], _ move: ReceivedMove) {
+        bytes.appendLittleEndian(move.move)
+        bytes.appendLittleEndian(move.tab.rawValue)
     }
 }
 

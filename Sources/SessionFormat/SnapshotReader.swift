@@ -22,6 +22,8 @@ public final class SnapshotReader {
     public let activeIndex: Int?
     public let pinnedCount: Int
     public let lastCommandSeq: UInt64
+    /// The moves between windows the Browser received (none in format 1, written before moves).
+    public let movesReceived: ReceivedMoves
     /// Where the history section starts in the file.
     private let sectionStart: Int
     /// How the file's records open: nil for a file in the clear.
@@ -55,11 +57,13 @@ public final class SnapshotReader {
             let metadata = try FormatOneMetadata.read(source, at: first)
             index = .decoded(metadata.items)
             list = metadata.list
+            movesReceived = ReceivedMoves()
         } else {
             let (fixed, identifiers) = try FixedIndex.read(source, at: first, seal: self.seal)
             index = .fixed(fixed)
             self.identifiers = identifiers
             list = fixed.list
+            movesReceived = fixed.moves
         }
         activeIndex = list.activeIndex
         pinnedCount = list.pinnedCount
@@ -166,17 +170,7 @@ public final class SnapshotReader {
         payload: [UInt8], history: NavigationHistory
     ) {
         let (payload, offset) = try readHistory(at: index)
-        let storage = try decodeMessage(NavigationStorage.self, payload, at: offset)
-        guard storage.identifier == id(at: index).rawValue else {
-            throw .invalidState(
-                offset: offset,
-                reason: .historyIdentifierMismatch(expected: id(at: index).rawValue, found: storage.identifier))
-        }
-        do {
-            return (payload, try storage.model())
-        } catch {
-            throw .invalidState(offset: offset, reason: error)
-        }
+        return (payload, try decodeCheckedHistory(payload, of: id(at: index).rawValue, at: offset).history)
     }
 
     /// One pread of the tab's frame, checked (magic, length, checksum, kind, and opened when

@@ -20,6 +20,9 @@ protocol WireSink {
     mutating func varint(_ value: UInt64, field: Int)
     mutating func string(_ value: String, field: Int)
     mutating func message(_ value: some WireMessage, field: Int)
+    /// A length-delimited field whose bytes are already encoded (a message carried as stored).
+    mutating func bytes(_ value: [UInt8], field: Int)
+    mutating func fixed64(_ value: UInt64, field: Int)
 }
 
 extension WireSink {
@@ -31,10 +34,12 @@ extension WireSink {
     mutating func uint64(_ value: UInt64, field: Int) { if value != 0 { varint(value, field: field) } }
     mutating func bool(_ value: Bool, field: Int) { if value { varint(1, field: field) } }
     mutating func nonEmptyString(_ value: String, field: Int) { if !value.isEmpty { string(value, field: field) } }
+    mutating func nonZeroFixed64(_ value: UInt64, field: Int) { if value != 0 { fixed64(value, field: field) } }
 }
 
 enum Wire {
     static let varintType: UInt64 = 0
+    static let fixed64Type: UInt64 = 1
     static let lengthDelimitedType: UInt64 = 2
 
     static func tag(_ field: Int, _ type: UInt64) -> UInt64 { UInt64(field) << 3 | type }
@@ -74,6 +79,12 @@ struct WireCounter: WireSink {
         lengthDelimited(Wire.size(of: value), field: field)
     }
 
+    mutating func bytes(_ value: [UInt8], field: Int) { lengthDelimited(value.count, field: field) }
+
+    mutating func fixed64(_ value: UInt64, field: Int) {
+        count += Wire.varintSize(Wire.tag(field, Wire.fixed64Type)) + 8
+    }
+
     private mutating func lengthDelimited(_ length: Int, field: Int) {
         count += Wire.varintSize(Wire.tag(field, Wire.lengthDelimitedType)) + Wire.varintSize(UInt64(length)) + length
     }
@@ -103,6 +114,17 @@ struct WireWriter: WireSink {
         put(Wire.tag(field, Wire.lengthDelimitedType))
         put(UInt64(Wire.size(of: value)))
         value.encodeFields(into: &self)
+    }
+
+    mutating func bytes(_ value: [UInt8], field: Int) {
+        put(Wire.tag(field, Wire.lengthDelimitedType))
+        put(UInt64(value.count))
+        value.withUnsafeBytes { put($0) }
+    }
+
+    mutating func fixed64(_ value: UInt64, field: Int) {
+        put(Wire.tag(field, Wire.fixed64Type))
+        withUnsafeBytes(of: value.littleEndian) { put($0) }
     }
 
     private mutating func put(_ value: UInt64) {
@@ -173,19 +195,31 @@ private struct MetadataWire: WireMessage {
     }
 }
 
-/// A tab as it enters a list, history included: `WebStateStorage`. An unrealized tab is
-/// realized for this (a tab moved between lists); if its history cannot be read, its current
-/// page from the metadata stands in for it, so nothing that was known is dropped.
+/// A tab as it enters a list, history included: `WebStateStorage`. An unrealized tab kept as
+/// bytes (`JournalTabs`: a tab moved in from another window) carries them as they are; any
+/// other unrealized tab is realized for this (a tab moved between lists), and if its history
+/// cannot be read, its current page from the metadata stands in for it, so nothing that was
+/// known is dropped.
 struct TabWire: WireMessage {
     let id: WebStateID
     let opener: WebStateOpener?
     let metadata: WebStateMetadata
-    let history: NavigationHistory
+    let history: Either
+
+    enum Either {
+        case model(NavigationHistory)
+        /// The tab's `NavigationStorage`, encoded.
+        case stored([UInt8])
+    }
 
     init(_ webState: WebState, opener: WebStateOpener?) {
         id = webState.id
         self.opener = opener
-        history = Self.history(of: webState)
+        if let (tabs, index) = webState.storedContent, let kept = tabs as? JournalTabs {
+            history = .stored(kept.historyPayload(at: index))
+        } else {
+            history = .model(Self.history(of: webState))
+        }
         metadata = webState.metadata
     }
 
@@ -207,15 +241,19 @@ struct TabWire: WireMessage {
             sink.int32(Int32(clamping: opener.navigationIndex), field: 3)
         }
         sink.message(MetadataWire(metadata: metadata), field: 4)
-        sink.message(HistoryWire(id: id, history: history), field: 5)
+        switch history {
+        case .model(let history): sink.message(HistoryWire(id: id, history: history), field: 5)
+        case .stored(let bytes): sink.bytes(bytes, field: 5)
+        }
     }
 }
 
 /// One list mutation: the `MutationRecord` oneof's message, fields of whichever it is.
 enum MutationWire: WireMessage {
-    case insert(index: Int32, pinned: Bool, tab: TabWire)
+    /// `movedIn`, `movedOut`: the move between windows that brought or took the tab (0: none).
+    case insert(index: Int32, pinned: Bool, tab: TabWire, movedIn: UInt64)
     case move(id: Int64, toIndex: Int32)
-    case remove(id: Int64, closing: Bool)
+    case remove(id: Int64, closing: Bool, movedOut: UInt64)
     case replace(replacedID: Int64, tab: TabWire)
     case activate(activatedAtUs: Int64)
     /// `itemNumber`: the entry's number (`NavigationHistory.itemNumber`); `item`: a new entry.
@@ -237,16 +275,18 @@ enum MutationWire: WireMessage {
 
     func encodeFields<Sink: WireSink>(into sink: inout Sink) {
         switch self {
-        case .insert(let index, let pinned, let tab):
+        case .insert(let index, let pinned, let tab, let movedIn):
             sink.int32(index, field: 1)
             sink.bool(pinned, field: 2)
             sink.message(tab, field: 4)
+            sink.nonZeroFixed64(movedIn, field: 5)
         case .move(let id, let toIndex):
             sink.int64(id, field: 1)
             sink.int32(toIndex, field: 2)
-        case .remove(let id, let closing):
+        case .remove(let id, let closing, let movedOut):
             sink.int64(id, field: 1)
             sink.bool(closing, field: 2)
+            sink.nonZeroFixed64(movedOut, field: 3)
         case .replace(let replacedID, let tab):
             sink.int64(replacedID, field: 1)
             sink.message(tab, field: 2)

@@ -116,6 +116,9 @@ public final class BrowserStore {
     var generationSealed = false
     /// Where an unrealized tab's history frame is stored: what a new snapshot copies.
     var historySources = HistorySources()
+    /// The moves between windows this Browser received last: restored from its files, noted by
+    /// the window as it imports a tab, written in every snapshot.
+    var movesReceived = ReceivedMoves()
     /// Records made since the last write was submitted, encoded once when collected, framed
     /// when a write takes them: a sealed record is bound to the offset it lands on.
     var staged: [[UInt8]] = []
@@ -446,7 +449,9 @@ public final class BrowserStore {
     /// An empty list's snapshot for `generation`: the start of every session made.
     private func emptySnapshot(through seq: UInt64, generation: UInt64) throws(StoreError) -> [UInt8] {
         do {
-            return try SnapshotEncoder.encode(WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation)) {
+            return try SnapshotEncoder.encode(
+                WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation), movesReceived: movesReceived
+            ) {
                 _ throws(SessionFormatError) in []
             }
         } catch {
@@ -844,7 +849,8 @@ public final class BrowserStore {
         if sealing == nil, let shared { return shared }
         do {
             return try SnapshotEncoder.encode(
-                list, lastCommandSeq: seq, seal: seal(.snapshot, generation), storedHistory: storedHistory)
+                list, lastCommandSeq: seq, seal: seal(.snapshot, generation), movesReceived: movesReceived,
+                storedHistory: storedHistory)
         } catch {
             throw .unreadableHistory(directory.string, error)
         }
@@ -983,7 +989,8 @@ public final class BrowserStore {
         }
     }
 
-    private func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
+    /// The history payload an unrealized tab was restored (or moved in) with, checked.
+    func storedHistory(_ webState: WebState) throws(SessionFormatError) -> [UInt8] {
         // A tab the journal replay brought in or navigated keeps its history as bytes there.
         if let (tabs, index) = webState.storedContent, let journalTabs = tabs as? JournalTabs {
             return journalTabs.historyPayload(at: index)

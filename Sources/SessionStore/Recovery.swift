@@ -481,6 +481,7 @@ extension BrowserStore {
             }
             .map { ($0.path, $0.tail..<$0.garbageEnd) } : []
         recorder = JournalRecorder(list: list)
+        movesReceived = outcome.moves
         restoredSession = (loaded, outcome.seq)
         return RecoveryReport(
             kind: kind.rawValue, generation: loaded.generation, damaged: damaged, tornTailAt: loaded.tornTailAt,
@@ -570,6 +571,8 @@ extension BrowserStore {
         var failure: ReplayFailure?
         /// Tabs whose history read nowhere, kept as the page their metadata names.
         var degraded: DegradedHistories?
+        /// The moves received: the snapshot's, then the journals' inserts that carry one.
+        var moves = ReceivedMoves()
     }
 
     /// Restores the snapshot into the empty list and applies the journals' committed saves,
@@ -607,6 +610,7 @@ extension BrowserStore {
             }
         }
         outcome.seq = loaded.reader?.lastCommandSeq ?? 0
+        outcome.moves = loaded.reader?.movesReceived ?? ReceivedMoves()
         let journalTabs = JournalTabs()
         for (index, journal) in loaded.journals.enumerated() {
             var next = 0
@@ -624,6 +628,7 @@ extension BrowserStore {
                             journal: index, commitsApplied: applied)
                         return outcome
                     }
+                    if let moved = journal.scan.records[record].movedIn { outcome.moves.note(moved) }
                     outcome.replayed += 1
                 }
                 next = found.recordCount

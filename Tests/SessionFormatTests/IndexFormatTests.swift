@@ -150,7 +150,11 @@ import Testing
                 "count huge", Self.patched(bytes, at: Header.count, UInt32.max),
                 .tooManyTabs(Int(UInt32.max), limit: Limits.maxTabsPerBrowser)
             ),
-            ("header reserved", Self.patched(bytes, at: Header.reserved, UInt64(1)), .undefinedBits(item: nil, 1)),
+            ("header reserved", Self.patched(bytes, at: Header.reserved, UInt32(1)), .undefinedBits(item: nil, 1)),
+            (
+                "moves the index lacks", Self.patched(bytes, at: Header.movesReceived, UInt32(1)),
+                .indexLengthMismatch(bytes: 48 + 6 * 72, count: 6)
+            ),
             (
                 "string records", Self.patched(bytes, at: Header.stringRecords, UInt32.max),
                 .continuationsOutOfRange(

@@ -75,6 +75,10 @@ import Testing
         move.move.toIndex = .max
         var remove = MutationStorage()
         remove.remove.identifier = 1
+        var movedIn = insert
+        movedIn.insert.movedIn = .max
+        var movedOut = remove
+        movedOut.remove.movedOut = 0x1234_5678_9ABC
         var activate = MutationStorage()
         activate.activate.activatedAtUs = 0
         var navigation = MutationStorage()
@@ -88,8 +92,11 @@ import Testing
         pin.pin.pinned = true
         pin.pin.toIndex = 128
         let cases: [(MutationWire, MutationStorage)] = [
-            (.insert(index: -1, pinned: true, tab: tab), insert), (.replace(replacedID: .min, tab: tab), replace),
-            (.move(id: 300, toIndex: .max), move), (.remove(id: 1, closing: false), remove),
+            (.insert(index: -1, pinned: true, tab: tab, movedIn: 0), insert),
+            (.insert(index: -1, pinned: true, tab: tab, movedIn: .max), movedIn),
+            (.replace(replacedID: .min, tab: tab), replace),
+            (.move(id: 300, toIndex: .max), move), (.remove(id: 1, closing: false, movedOut: 0), remove),
+            (.remove(id: 1, closing: false, movedOut: 0x1234_5678_9ABC), movedOut),
             (.activate(activatedAtUs: 0), activate), (.navigation(id: 2, itemNumber: 1 << 40, item: item), navigation),
             (.navigation(id: 2, itemNumber: 0, item: nil), goTo), (.pin(id: -9, pinned: true, toIndex: 128), pin),
         ]
@@ -104,9 +111,10 @@ import Testing
         }
         // A oneof case is written though its message is all defaults.
         #expect(
-            encodeMessage(RecordWire(seq: 0, activeIdentifier: 0, mutation: .remove(id: 0, closing: false))) == [
-                0x62, 0x00,
-            ])
+            encodeMessage(
+                RecordWire(seq: 0, activeIdentifier: 0, mutation: .remove(id: 0, closing: false, movedOut: 0))) == [
+                    0x62, 0x00,
+                ])
     }
 
     static func int64(using random: inout SeededGenerator) -> Int64 {
