@@ -16,9 +16,14 @@ extension SceneWindow {
         case .export(let tab):
             reply.movedTab = try export(tab)
         case .import(let move, let tab, let index):
-            reply.done = done(tab: try importTab(tab, as: move, at: index).rawValue)
+            let made = try importTab(tab, as: move, at: index)
+            // Saved at once, whatever the save delay: the supervisor waits for it to be durable
+            // before the move goes on (a failed save answers IO, and the move asks again).
+            try store.save()
+            reply.done = done(tab: made.rawValue)
         case .drop(let tab, let move):
             try drop(tab, as: move)
+            try store.save()
             reply.done = done()
         case .held(let move):
             reply.done = done(tab: store.tab(madeBy: move.rawValue)?.rawValue)
