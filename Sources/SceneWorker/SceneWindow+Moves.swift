@@ -87,12 +87,8 @@ extension SceneWindow {
     /// before a restart): done, nothing changes.
     private func drop(_ tab: Int64, as move: MoveID) throws {
         guard let id = WebStateID(rawValue: tab) else { throw Refusal("no tab \(tab)") }
-        guard
-            let list = [store.regular.webStateList, store.incognito.webStateList].first(where: {
-                $0.index(of: id) != nil
-            }),
-            let index = list.index(of: id)
-        else { return }
+        guard let found = try? locate(tab) else { return }
+        let (list, index) = found
         try store.apply(seq: try nextSeq(), move: move.rawValue) {
             try activateSuccessor(removing: index, from: list)
             try list.detach(at: index).destroy()
