@@ -18,7 +18,7 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
 
 /// The worker's half of a move between windows (issue 32): window A exports a tab, window B
 /// imports it under a move id (the commit), A drops it; B answers for the move after restarts.
-/// Both windows are real `WindowStore`s on one simulated disk.
+/// Both windows are real `WindowStore`s, each on a simulated disk and engine of its own.
 @Suite struct MoveBetweenWindowsTests {
     static func window(_ engine: FaultEngine, _ id: UUID, options: StoreOptions = StoreOptions()) throws
         -> SceneWindow
@@ -62,6 +62,8 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
 
     @Test func exportCarriesAnUnrealizedTabsStoredBytesAndChangesNothing() throws {
         let engine = FaultEngine(directories: [root])
+        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
+        let engineB = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine)
         // As every command's reply leaves it: the active tab (2) displayed.
         a.displayActiveTabs()
@@ -89,9 +91,11 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
         kept: String
     ) throws {
         let engine = FaultEngine(directories: [root])
+        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
+        let engineB = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine)
         let options = kept == "compaction" ? StoreOptions(compactAfterRecords: 2) : StoreOptions()
-        let b = try Self.window(engine, destination, options: options)
+        let b = try Self.window(engineB, destination, options: options)
         for step in 0..<3 { _ = Self.open(b, "https://b.example/\(step)") }
         let activeBefore = b.dump().regular.activeIndex
         let exported = try Self.movedTab(Self.send(a, .move(.export(tab: 1))))
@@ -133,7 +137,7 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
             let regular = b.store.stores[0]
             #expect(regular.snapshotGeneration > 1, "a snapshot holds the move, not the journal that carried it")
         }
-        let b2 = try Self.window(engine, destination, options: options)
+        let b2 = try Self.window(engineB, destination, options: options)
         #expect(b2.dump().regular.tabs.map(\.id).prefix(4) == [1, 4, 2, 3])
         #expect(Self.send(b2, .move(.held(move))).done.tab == tab)
         #expect(!Self.send(b2, .move(.held(try #require(MoveID(rawValue: 5))))).done.hasTab)
@@ -146,6 +150,8 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
 
     @Test func aPinnedTabLandsAmongThePinnedAndAnActiveOneDropsLikeAClose() throws {
         let engine = FaultEngine(directories: [root])
+        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
+        let engineB = FaultEngine(directories: [root])
         let a = try Self.window(engine, source)
         let first = Self.open(a, "https://a.example/pinned")
         _ = Self.send(a, .tab(.setPinned(tab: first, pinned: true)))
@@ -153,7 +159,7 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
         _ = Self.send(a, .tab(.activate(tab: first)))
         let exported = try Self.movedTab(Self.send(a, .move(.export(tab: first))))
         #expect(exported.pinned && exported.realized)
-        let b = try Self.window(engine, destination)
+        let b = try Self.window(engineB, destination)
         for step in 0..<2 { _ = Self.open(b, "https://b.example/\(step)") }
         let move = try #require(MoveID(rawValue: 9))
         let tab = Self.send(b, .move(.import(move, exported, index: 2))).done.tab
@@ -166,16 +172,18 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
 
     @Test func incognitoMovesToIncognito() throws {
         let engine = FaultEngine(directories: [root])
+        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
+        let engineB = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine, incognito: true)
         let exported = try Self.movedTab(Self.send(a, .move(.export(tab: 1))))
         #expect(exported.incognito && !exported.realized)
-        let b = try Self.window(engine, destination)
+        let b = try Self.window(engineB, destination)
         let move = try #require(MoveID(rawValue: 77))
         let tab = Self.send(b, .move(.import(move, exported, index: nil))).done.tab
         #expect(b.dump().incognito.tabs.map(\.id) == [tab] && b.dump().regular.tabs.isEmpty)
         try b.store.waitUntilDurable(b.store.appliedSeq)
         try b.store.settle()
-        let b2 = try Self.window(engine, destination)
+        let b2 = try Self.window(engineB, destination)
         #expect(b2.dump().incognito.tabs.map(\.id) == [tab] && b2.dump().incognito.tabs[0].historyCount == 3)
         #expect(Self.send(b2, .move(.held(move))).done.tab == tab)
     }
@@ -184,9 +192,11 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
     /// changes: not its tabs, not its seq, not what it remembers.
     @Test func badInputIsRefusedAndChangesNothing() throws {
         let engine = FaultEngine(directories: [root])
+        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
+        let engineB = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine)
         let exported = try Self.movedTab(Self.send(a, .move(.export(tab: 1))))
-        let b = try Self.window(engine, destination)
+        let b = try Self.window(engineB, destination)
         _ = Self.open(b, "https://b.example/")
         let move = try #require(MoveID(rawValue: 3))
         func with(_ change: (inout MovedTab) -> Void) -> MovedTab {
