@@ -256,6 +256,13 @@ public struct BenchReport: Codable, Sendable {
                     + "eager \(format(restore.eagerMilliseconds, 1)) ms (\(format(restore.speedup, 1))×); cold unrealized "
                     + "\(format(restore.coldUnrealizedMilliseconds, 1)) ms, eager \(format(restore.coldEagerMilliseconds, 1)) ms "
                     + "(\(format(restore.coldSpeedup, 1))×)")
+            if let long = restore.longHistories {
+                lines.append(
+                    "restore \(long.tabs) tabs of \(long.navigations) navigation records each, held in the journal: "
+                        + "\(format(long.journalMilliseconds, 1)) ms; half the records \(format(long.halfJournalMilliseconds, 1)) ms "
+                        + "(\(format(long.overHalf, 2))×, 2 when linear); compacted \(format(long.compactedMilliseconds, 1)) ms "
+                        + "(\(format(long.overCompacted, 1))×)")
+            }
         }
         lines += hostRestoreLines
         if let moves {

@@ -15,16 +15,19 @@ public struct RestoreResult: Codable, Sendable, Equatable {
     public var eagerMilliseconds: Double
     public var coldUnrealizedMilliseconds: Double
     public var coldEagerMilliseconds: Double
+    /// A window of long histories held in its journal only (`LongHistoryRestore`).
+    public var longHistories: LongHistoryRestore?
 
     public init(
         tabs: Int, unrealizedMilliseconds: Double, eagerMilliseconds: Double, coldUnrealizedMilliseconds: Double,
-        coldEagerMilliseconds: Double
+        coldEagerMilliseconds: Double, longHistories: LongHistoryRestore? = nil
     ) {
         self.tabs = tabs
         self.unrealizedMilliseconds = unrealizedMilliseconds
         self.eagerMilliseconds = eagerMilliseconds
         self.coldUnrealizedMilliseconds = coldUnrealizedMilliseconds
         self.coldEagerMilliseconds = coldEagerMilliseconds
+        self.longHistories = longHistories
     }
 
     enum CodingKeys: String, CodingKey {
@@ -33,12 +36,38 @@ public struct RestoreResult: Codable, Sendable, Equatable {
         case eagerMilliseconds = "eager_ms"
         case coldUnrealizedMilliseconds = "cold_unrealized_ms"
         case coldEagerMilliseconds = "cold_eager_ms"
+        case longHistories = "long_histories"
     }
 
     public var speedup: Double { ratio(eagerMilliseconds, unrealizedMilliseconds) }
     public var coldSpeedup: Double { ratio(coldEagerMilliseconds, coldUnrealizedMilliseconds) }
 
     private func ratio(_ eager: Double, _ unrealized: Double) -> Double { unrealized > 0 ? eager / unrealized : 0 }
+}
+
+/// Restoring, warm, a window whose tabs have long histories held in its journal only, each
+/// navigation a record of its own: replay's cost per record, against the same window with half
+/// as many navigations (about 2× when a tab's replay is linear in its records, 4× when
+/// quadratic) and against the same window compacted into a snapshot.
+public struct LongHistoryRestore: Codable, Sendable, Equatable {
+    public var tabs: Int
+    /// Navigation records a tab, each a page of about `RestoreBench.longHistoryURLBytes`.
+    public var navigations: Int
+    public var journalMilliseconds: Double
+    public var halfJournalMilliseconds: Double
+    public var compactedMilliseconds: Double
+
+    enum CodingKeys: String, CodingKey {
+        case tabs, navigations
+        case journalMilliseconds = "journal_ms"
+        case halfJournalMilliseconds = "half_journal_ms"
+        case compactedMilliseconds = "compacted_ms"
+    }
+
+    /// The journal's time over its half's: 2 when replay is linear in a tab's records.
+    public var overHalf: Double { halfJournalMilliseconds > 0 ? journalMilliseconds / halfJournalMilliseconds : 0 }
+    /// The journal's time over the compacted window's.
+    public var overCompacted: Double { compactedMilliseconds > 0 ? journalMilliseconds / compactedMilliseconds : 0 }
 }
 
 public enum RestoreBench {
@@ -62,7 +91,85 @@ public enum RestoreBench {
         }
         return RestoreResult(
             tabs: tabs, unrealizedMilliseconds: median(unrealized), eagerMilliseconds: median(eager),
-            coldUnrealizedMilliseconds: median(coldUnrealized), coldEagerMilliseconds: median(coldEager))
+            coldUnrealizedMilliseconds: median(coldUnrealized), coldEagerMilliseconds: median(coldEager),
+            longHistories: try runLongHistories(repeats: repeats, directory: directory))
+    }
+
+    /// The long-history window's tabs, navigation records a tab, and URL bytes a page.
+    public static let longHistoryTabs = 100
+    public static let longHistoryNavigations = 50
+    static let longHistoryURLBytes = 1 << 10
+
+    /// Saves the long-history window three ways under `directory` (in its journal, the same
+    /// with half the navigations, compacted), then restores each `repeats` times, alternating;
+    /// the medians.
+    static func runLongHistories(repeats: Int, directory: FilePath) throws -> LongHistoryRestore {
+        let window = UUID()
+        let navigations = longHistoryNavigations
+        let shapes = [(navigations, false), (navigations / 2, false), (navigations, true)].map { shape in
+            (shape, directory.appending("long-\(shape.0)" + (shape.1 ? "-compacted" : "")))
+        }
+        var times = [[Double]](repeating: [], count: shapes.count)
+        for ((navigations, compacted), root) in shapes {
+            try saveLongHistories(
+                window, tabs: longHistoryTabs, navigations: navigations, compacted: compacted, directory: root)
+        }
+        for _ in 0..<repeats {
+            for (index, (_, root)) in shapes.enumerated() {
+                times[index].append(try restore(window, directory: root, realizingEveryTab: false))
+            }
+        }
+        return LongHistoryRestore(
+            tabs: longHistoryTabs, navigations: navigations, journalMilliseconds: median(times[0]),
+            halfJournalMilliseconds: median(times[1]), compactedMilliseconds: median(times[2]))
+    }
+
+    /// Saves window `window` of `tabs` tabs of one page each, then `navigations` commands each
+    /// navigating every tab to a new page, held in its journal only; `compacted`, then compacted
+    /// into a snapshot by one activation more.
+    static func saveLongHistories(_ window: UUID, tabs: Int, navigations: Int, compacted: Bool, directory: FilePath)
+        throws
+    {
+        let bytes = 1 << 30
+        let store = WindowStore(
+            root: directory, windowID: window, engine: SyncEngine(),
+            options: StoreOptions(compactAfterRecords: bytes, compactAfterBytes: bytes, journalPreallocation: 64 << 10),
+            saveDelayMilliseconds: 0)
+        _ = try store.recover()
+        let browser = store.regular
+        func page(_ tab: Int, _ number: Int) -> NavigationItem {
+            let url = "https://site\(tab).example/page/\(number)?"
+            return NavigationItem(
+                url: url + String(repeating: "q", count: max(0, longHistoryURLBytes - url.utf8.count)),
+                title: "Site \(tab), page \(number)", timestamp: Timestamp(microsecondsSinceEpoch: Int64(number)))
+        }
+        try store.apply(seq: 1) {
+            for index in 0..<tabs {
+                var history = NavigationHistory()
+                history.commit(page(index, 0))
+                _ = try browser.webStateList.insert(
+                    WebState(id: browser.profile.makeWebStateID(), creationTime: .zero, history: history),
+                    InsertionParams(activate: index == tabs / 2))
+            }
+        }
+        for number in 1...navigations {
+            try store.apply(seq: UInt64(number) + 1) {
+                for (index, webState) in browser.webStateList.webStates.enumerated() {
+                    try webState.commitNavigation(to: page(index, number))
+                }
+            }
+        }
+        try store.waitUntilDurable(UInt64(navigations) + 1)
+        try store.teardown()
+        guard compacted else { return }
+        let compacting = WindowStore(
+            root: directory, windowID: window, engine: SyncEngine(), options: StoreOptions(compactAfterRecords: 1),
+            saveDelayMilliseconds: 0)
+        _ = try compacting.recover()
+        let seq = UInt64(navigations) + 2
+        try compacting.apply(seq: seq) { try compacting.regular.webStateList.activate(at: 0) }
+        try compacting.waitUntilDurable(seq)
+        try compacting.teardown()
     }
 
     /// Drops every file's pages under `directory` from the page cache

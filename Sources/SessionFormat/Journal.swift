@@ -129,8 +129,10 @@ public final class JournalRecorder: WebStateListObserver {
 ///
 /// Replay keeps tabs unrealized, as a snapshot's are: a tab a record brings in keeps its
 /// history in `stored` as bytes, and a navigation record against an unrealized tab is applied
-/// to its stored history (decoded, checked, changed, kept as bytes again), never by realizing
-/// it. A tab realized before the record (a list the caller built) is navigated as a realized one.
+/// to its stored history (decoded at the tab's first such record, then checked and changed in
+/// memory, stored as bytes again by `JournalTabs.storeReplayed` once the replay ends), never by
+/// realizing it. A tab realized before the record (a list the caller built) is navigated as a
+/// realized one.
 public enum JournalReplayer {
     /// Applies `record`. A navigation of a tab in `degraded` (its history lost in two
     /// generations) lands where it can instead of being refused.
@@ -197,12 +199,22 @@ public enum JournalReplayer {
     }
 
     /// Applies a navigation record to the tab's stored history (it stays unrealized), or to its
-    /// history in memory when it is realized.
+    /// history in memory when it is realized. A stored history is read once a replay, at the
+    /// tab's first navigation record, and held in `stored` from then on (`keepReplaying`): the
+    /// later records change it in place.
     private static func replayNavigation(
         _ navigation: Windowhost_Session_NavigationMutation, on webState: WebState, keepingIn stored: JournalTabs,
         degraded: DegradedHistories?
     ) throws(SessionFormatError.InvalidState) {
         let item = navigation.hasItem ? try navigation.item.model() : nil
+        if let (tabs, index) = webState.storedContent, tabs === stored, stored.isReplaying(at: index) {
+            try stored.changeReplaying(at: index) { (history) throws(SessionFormatError.InvalidState) in
+                try apply(navigation, item: item, to: &history, of: webState.id, degraded: degraded)
+            }
+            // Its title and URL may have changed: the tab counts them again.
+            webState.restoreStoredContent(in: stored, at: index)
+            return
+        }
         guard var history = try listCall({ try webState.storedHistory() }) else {
             // Realized: `loadedHistory` is there.
             let itemIndex = try entryIndex(navigation, in: webState.loadedHistory ?? NavigationHistory())
@@ -213,23 +225,33 @@ public enum JournalReplayer {
             }
             return
         }
-        // Reading the stored history runs its fallbacks: a history lost in two generations
-        // degrades there.
-        if let degraded, degraded.tabs[webState.id] != nil {
-            degraded.replayNavigation(of: webState.id, on: &history, item: item, number: navigation.itemIndex)
-        } else {
-            let itemIndex = try entryIndex(navigation, in: history)
-            let applied =
-                if let item { history.commit(item, at: itemIndex) != nil } else { history.goToItem(at: itemIndex) }
-            guard applied else {
-                throw .replayMismatch(
-                    "tab \(navigation.identifier) has no entry \(navigation.itemIndex) to go to (\(history.items.count) items)"
-                )
-            }
-        }
-        let kept = stored.keep(
+        try apply(navigation, item: item, to: &history, of: webState.id, degraded: degraded)
+        let kept = stored.keepReplaying(
             webState.id, creationTime: webState.creationTime, lastActiveTime: webState.lastActiveTime, history: history)
         webState.restoreStoredContent(in: stored, at: kept)
+    }
+
+    /// Applies a navigation record to tab `id`'s stored history; changes nothing when it throws.
+    private static func apply(
+        _ navigation: Windowhost_Session_NavigationMutation, item: NavigationItem?,
+        to history: inout NavigationHistory, of id: WebStateID, degraded: DegradedHistories?
+    ) throws(SessionFormatError.InvalidState) {
+        // Reading the stored history runs its fallbacks: a history lost in two generations
+        // degrades there.
+        if let degraded, degraded.tabs[id] != nil {
+            degraded.replayNavigation(of: id, on: &history, item: item, number: navigation.itemIndex)
+            return
+        }
+        let itemIndex = try entryIndex(navigation, in: history)
+        // `entryIndex` is at most one past the end, where a commit always fits: only going to
+        // an entry can fail, and it changes nothing when it does.
+        let applied =
+            if let item { history.commit(item, at: itemIndex) != nil } else { history.goToItem(at: itemIndex) }
+        guard applied else {
+            throw .replayMismatch(
+                "tab \(navigation.identifier) has no entry \(navigation.itemIndex) to go to (\(history.items.count) items)"
+            )
+        }
     }
 
     /// The index the record's entry number has in `history`.

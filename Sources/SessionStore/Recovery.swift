@@ -612,6 +612,8 @@ extension BrowserStore {
         outcome.seq = loaded.reader?.lastCommandSeq ?? 0
         outcome.moves = loaded.reader?.movesReceived ?? ReceivedMoves()
         let journalTabs = JournalTabs()
+        // The histories the records navigated were changed in memory; the window keeps bytes.
+        defer { journalTabs.storeReplayed() }
         for (index, journal) in loaded.journals.enumerated() {
             var next = 0
             for (applied, found) in journal.scan.commits[..<journal.commitsUsed].enumerated() {

@@ -178,10 +178,17 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
             [row(.floor, microseconds: 100, saves: 10), row(.uring, .large, microseconds: 3000, saves: 10)],
             restore: RestoreResult(
                 tabs: 10_000, unrealizedMilliseconds: 5, eagerMilliseconds: 80, coldUnrealizedMilliseconds: 20,
-                coldEagerMilliseconds: 150),
+                coldEagerMilliseconds: 150,
+                longHistories: LongHistoryRestore(
+                    tabs: 100, navigations: 50, journalMilliseconds: 42, halfJournalMilliseconds: 20,
+                    compactedMilliseconds: 4)),
             coordination: CoordinationResult(
                 shmRoundTripP50: 8, shmRoundTripP99: 20, socketRoundTripP50: 12, socketRoundTripP99: 30, ctlP50: 90,
                 ctlP99: 200))
+        #expect(
+            built.text.contains(
+                "restore 100 tabs of 50 navigation records each, held in the journal: 42.0 ms; half the records 20.0 ms (2.10×, 2 when linear); compacted 4.0 ms (10.5×)"
+            ), "\(built.text)")
         let object = try #require(JSONSerialization.jsonObject(with: built.json()) as? [String: Any])
         let floor = try #require(object["floor"] as? [String: Any])
         #expect(floor["p50_us"] as? Int == 100 && floor["p99_us"] as? Int == 100)
@@ -196,6 +203,10 @@ private func point(_ engine: Contender, windows: Int = 1, offered: Double, achie
             restore["tabs"] as? Int == 10_000 && restore["unrealized_ms"] as? Double == 5
                 && restore["eager_ms"] as? Double == 80)
         #expect(restore["cold_unrealized_ms"] as? Double == 20 && restore["cold_eager_ms"] as? Double == 150)
+        let long = try #require(restore["long_histories"] as? [String: Any])
+        #expect(
+            long["tabs"] as? Int == 100 && long["navigations"] as? Int == 50 && long["journal_ms"] as? Double == 42
+                && long["half_journal_ms"] as? Double == 20 && long["compacted_ms"] as? Double == 4)
         let coordination = try #require(object["coordination"] as? [String: Any])
         for key in ["shm_rtt_p50_us", "socket_rtt_p50_us", "ctl_p50_us"] {
             #expect(coordination[key] is Double, "\(key)")

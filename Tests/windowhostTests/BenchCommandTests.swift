@@ -52,6 +52,11 @@ import Testing
         #expect((floor["p99_us"] as? Int ?? 0) > 0)
         let restore = try #require(object["restore"] as? [String: Any])
         #expect(restore["tabs"] as? Int == 500 && (restore["eager_ms"] as? Double ?? 0) > 0)
+        // The long-history window, in its journal, with half its navigations, and compacted.
+        let long = try #require(restore["long_histories"] as? [String: Any])
+        #expect(long["tabs"] as? Int == 100 && long["navigations"] as? Int == 50, "\(long)")
+        #expect(
+            ["journal_ms", "half_journal_ms", "compacted_ms"].allSatisfy { (long[$0] as? Double ?? 0) > 0 }, "\(long)")
         // Host restores take the restore's size for their large window; each case runs without,
         // then with, a spare worker.
         let hostRestores = try #require(object["host_restore"] as? [[String: Any]])
