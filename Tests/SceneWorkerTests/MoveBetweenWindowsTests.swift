@@ -90,8 +90,11 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
     ) throws {
         let engine = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine)
+        // Each window reaps its own engine, as each worker does: one engine shared would hand one
+        // window the completions of the other's saves.
+        let destinationEngine = FaultEngine(directories: [root])
         let options = kept == "compaction" ? StoreOptions(compactAfterRecords: 2) : StoreOptions()
-        let b = try Self.window(engine, destination, options: options)
+        let b = try Self.window(destinationEngine, destination, options: options)
         for step in 0..<3 { _ = Self.open(b, "https://b.example/\(step)") }
         let activeBefore = b.dump().regular.activeIndex
         let exported = try Self.movedTab(Self.send(a, .move(.export(tab: 1))))
@@ -133,7 +136,7 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
             let regular = b.store.stores[0]
             #expect(regular.snapshotGeneration > 1, "a snapshot holds the move, not the journal that carried it")
         }
-        let b2 = try Self.window(engine, destination, options: options)
+        let b2 = try Self.window(destinationEngine, destination, options: options)
         #expect(b2.dump().regular.tabs.map(\.id).prefix(4) == [1, 4, 2, 3])
         #expect(Self.send(b2, .move(.held(move))).done.tab == tab)
         #expect(!Self.send(b2, .move(.held(try #require(MoveID(rawValue: 5))))).done.hasTab)
