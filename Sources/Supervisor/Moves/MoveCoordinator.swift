@@ -91,6 +91,11 @@ final class MoveCoordinator {
                     client, .failure(.temporary, "window \(id) is \(window.state) (worker restarting); retry"))
             }
         }
+        // An export names no move: an undone move's, still owed, would be taken for this one's.
+        if host.openWindow(from)?.owesMoveExport == true {
+            return host.answer(
+                client, .failure(.temporary, "window \(from) has yet to answer an undone move's export; retry"))
+        }
         let move = Move(
             id: MoveID.random(), source: from, tab: tab, destination: to, index: index, course: MoveLifecycle(),
             client: client, recorded: false, startedAt: monotonicNanoseconds())

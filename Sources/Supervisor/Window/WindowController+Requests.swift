@@ -118,6 +118,13 @@ extension WindowController {
         return send(kind, client: nil, in: host)
     }
 
+    /// Whether a move's export sent to this worker is still unanswered.
+    var owesMoveExport: Bool {
+        pending.values.contains {
+            if case .move(.export) = $0.kind { true } else { false }
+        }
+    }
+
     /// `close-window` of this open window: it disconnects (it saves), then is deleted.
     func closeForGood(for client: ClientID, in host: any WindowHost) {
         guard isReady, closingForGood == nil, exitWaiters.isEmpty else {
