@@ -36,7 +36,9 @@ public enum MoveBench {
         try FileManager.default.createDirectory(
             atPath: directory.string, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let supervisor = try SupervisorProcess(
-            executable: executable, root: directory.appending("root"), arguments: ["--scenes", "2"],
+            // No save delay: the small change saves at once, as a move's steps do whatever the delay.
+            executable: executable, root: directory.appending("root"),
+            arguments: ["--scenes", "2", "--save-delay", "0"],
             environment: [:])
         defer { _ = supervisor.shutdown() }
         guard let status = try? supervisor.call(.status).decode(StatusReply.self), status.windows.count == 2,

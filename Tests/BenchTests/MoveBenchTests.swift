@@ -20,7 +20,8 @@ import Testing
         #expect(result.ratio == result.p50Milliseconds / result.saveP50Milliseconds)
         print(
             "MoveBenchTests: move p50 \(result.p50Milliseconds) ms, p99 \(result.p99Milliseconds) ms; "
-                + "small save p50 \(result.saveP50Milliseconds) ms, p99 \(result.saveP99Milliseconds) ms; ratio \(result.ratio)")
+                + "small save p50 \(result.saveP50Milliseconds) ms, p99 \(result.saveP99Milliseconds) ms; ratio \(result.ratio)"
+        )
         let report = BenchReport(
             date: "", machine: "", directory: "", secondsPerCase: 1, results: [], restore: nil, coordination: nil,
             moves: result)

@@ -62,8 +62,6 @@ private let clock = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000)
 
     @Test func exportCarriesAnUnrealizedTabsStoredBytesAndChangesNothing() throws {
         let engine = FaultEngine(directories: [root])
-        // Each window its own engine, as each worker has: one store's turn never reaps the other's.
-        let engineB = FaultEngine(directories: [root])
         let a = try Self.restoredSource(engine)
         // As every command's reply leaves it: the active tab (2) displayed.
         a.displayActiveTabs()
