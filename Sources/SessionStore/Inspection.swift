@@ -40,6 +40,13 @@ public struct BrowserInspection: Encodable, Sendable {
         public let version: Int
     }
 
+    /// A move between windows the Browser received (`ctl move-to-window`): the move's id as
+    /// the supervisor names it (hex) and the tab it made here.
+    public struct MoveReceived: Encodable, Sendable {
+        public let move: String
+        public let tab: Int64
+    }
+
     public struct Damage: Encodable, Sendable {
         public let file: String
         public let offset: Int?
@@ -59,6 +66,8 @@ public struct BrowserInspection: Encodable, Sendable {
     public let tornTailAt: Int?
     /// The snapshot and journals the Browser's tabs were read from, oldest first.
     public let files: [StoredFile]
+    /// The moves it remembers receiving, oldest first (`Limits.movesRemembered`).
+    public let movesReceived: [MoveReceived]
     public let damaged: [Damage]
 }
 
@@ -169,7 +178,7 @@ public enum SessionInspector {
 
     private static func inspect(_ store: BrowserStore, deep: Bool) throws(StoreError) -> BrowserInspection {
         let loaded = try store.load()
-        let (seq, damagedFiles) = try store.replayForInspection(loaded)
+        let (seq, damagedFiles, moves) = try store.replayForInspection(loaded)
         var damaged = damagedFiles.map {
             BrowserInspection.Damage(file: $0.path, offset: $0.error.offset, error: "\($0.error)")
         }
@@ -213,6 +222,9 @@ public enum SessionInspector {
             generation: loaded.generation, snapshotBytes: snapshotBytes,
             journalBytes: loaded.journals.reduce(0) { $0 + $1.tail - $1.scan.headerEnd },
             tornTailAt: loaded.tornTailAt, files: files,
+            movesReceived: moves.moves.map {
+                BrowserInspection.MoveReceived(move: String($0.move, radix: 16), tab: $0.tab.rawValue)
+            },
             damaged: damaged)
     }
 
@@ -229,7 +241,8 @@ extension BrowserInspection {
         self.init(
             kind: store.kind.rawValue, tabs: [], activeIndex: nil, durableSeq: 0, generation: 0, snapshotBytes: 0,
             journalBytes: 0,
-            tornTailAt: nil, files: [], damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
+            tornTailAt: nil, files: [], movesReceived: [],
+            damaged: [Damage(file: store.directory.string, offset: nil, error: "\(error)")])
     }
 }
 

@@ -552,14 +552,16 @@ extension BrowserStore {
     }
 
     /// Applies `loaded` to the (scratch) list without repairing anything: what `inspect` shows.
-    func replayForInspection(_ loaded: LoadedSession) throws(StoreError) -> (seq: UInt64, damaged: [DamagedFile]) {
+    func replayForInspection(_ loaded: LoadedSession) throws(StoreError) -> (
+        seq: UInt64, damaged: [DamagedFile], moves: ReceivedMoves
+    ) {
         var loaded = loaded
         let outcome = try replay(&loaded, leavingOut: 0)
         var damaged = loaded.damaged + loaded.fallbackDamaged
         if let failure = outcome.failure {
             damaged.append(DamagedFile(path: failure.path.string, setAsideAt: nil, error: failure.error))
         }
-        return (outcome.seq, damaged)
+        return (outcome.seq, damaged, outcome.moves)
     }
 
     /// What applying a loaded session did: records replayed, the seq reached, the save left

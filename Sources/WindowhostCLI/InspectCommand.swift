@@ -169,6 +169,11 @@ struct InspectCommand: ParsableCommand {
                         "   \(marks) \(tab.id)\t\(tab.realizedAtSave ? "realized  " : "unrealized")\t\(tab.url)\t\(tab.title)"
                             + "\tlast active \(ControlCommand.isoTime(microseconds: tab.lastActiveTimeUs))")
                 }
+                if !browser.movesReceived.isEmpty {
+                    print(
+                        "    moves received: "
+                            + browser.movesReceived.map { "\($0.move) made tab \($0.tab)" }.joined(separator: ", "))
+                }
                 if let torn = browser.tornTailAt {
                     print("  note: an unfinished last save at byte \(torn) is discarded on recovery")
                 }

@@ -61,6 +61,14 @@ import Testing
             try #require(ready(host, [a, b]), "\(host.log)")
         }
         #expect(host.terminate() == 0)
+        // What B holds of the move is shown: `inspect` names it with the tab it made.
+        let move = try #require(moved.output.split(separator: " ").last?.dropLast(2), "\(moved.output)")
+        let inspected = try runWindowhost(["inspect", root.path, "--window", b])
+        #expect(
+            inspected.status == 0 && inspected.output.contains("moves received: \(move) made tab \(made)"),
+            "\(inspected.output)")
+        let json = try runWindowhost(["inspect", root.path, "--window", b, "--json"])
+        #expect(json.output.contains(#""moves_received":[{"move":"\#(move)","tab":\#(made)}]"#), "\(json.output)")
     }
 
     @Test func everyRefusalChangesNothing() throws {
