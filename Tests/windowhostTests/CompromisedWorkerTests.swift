@@ -227,7 +227,7 @@ extension SlotMemory {
     }
 }
 
-private func splitMix(_ state: inout UInt64) -> UInt64 {
+func splitMix(_ state: inout UInt64) -> UInt64 {
     state &+= 0x9E37_79B9_7F4A_7C15
     var z = state
     z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

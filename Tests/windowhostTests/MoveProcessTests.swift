@@ -109,7 +109,7 @@ import Testing
         var host = try HostProcess(root: root, scenes: 2)
         let ids = host.windowIDs()
         try #require(ids.count == 2)
-        var generator = SplitMix(seed: 0x3200 + UInt64(victim.count))
+        var seed = 0x3200 + UInt64(victim.count)
         var answered = 0
         for round in 0..<16 {
             let (a, b) = round % 2 == 0 ? (ids[0], ids[1]) : (ids[1], ids[0])
@@ -129,7 +129,7 @@ import Testing
                     .moveToWindow(from: asked, tab: tab, to: to, index: nil), socket: FilePath(socket), timeout: 30)
                 answer.withLock { $0 = reply.code }
             }
-            usleep(UInt32(generator.next() % 3_000))
+            usleep(UInt32(splitMix(&seed) % 3_000))
             switch victim {
             case "supervisor":
                 host.kill9()
@@ -157,18 +157,5 @@ import Testing
         }
         #expect(host.terminate() == 0)
         print("\(victim): \(answered) of 16 moves answered before the kill")
-    }
-}
-
-/// A small seeded generator for the rounds' timings.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
