@@ -251,7 +251,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
-        for at in [orderRetry?.at, handedOut.retry?.at].compactMap({ $0 }) {
+        for at in [orderRetry?.at, handedOut.retry?.at, moves.aimedKills.nextDeadline].compactMap({ $0 }) {
             timeout = min(timeout, at > now ? at - now : 0)
         }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
@@ -280,7 +280,7 @@ extension Supervisor: MoveHost {
 
     func moveWorkerDied(_ window: Window) { moves.workerDied(window, in: self) }
 
-    func moveRefusal(_ request: WindowRequest, to window: Window) -> ControlReply? {
-        moves.refusal(request, to: window.id)
+    func movesTake(_ request: WindowRequest, to window: Window, from client: ClientID) -> Bool {
+        moves.take(request, to: window, from: client, in: self)
     }
 }
