@@ -453,7 +453,7 @@ extension ControlCommand {
             false
         @Option(
             help: ArgumentHelp(
-                "Signal the moment a move between windows this window takes part in (either side) enters this stage, its step sent (\(MoveStage.allCases.map(\.rawValue).joined(separator: ", "))); after 1 s, signal anyway.",
+                "Signal the moment a move between windows this window takes part in (either side) enters this stage, its step sent; with none within 1 s, signal anyway.",
                 valueName: "stage")) var aimMove: MoveStage?
         func request() throws(ControlFailure) -> ControlRequest {
             let aim: KillAim? =
