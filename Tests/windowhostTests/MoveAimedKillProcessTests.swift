@@ -8,6 +8,20 @@ import Testing
 /// stage's length; and whatever the kill cut short, once both windows are back the tab is in
 /// exactly one of them, in the destination iff the move was answered ok.
 @Suite(.serialized) struct MoveAimedKillProcessTests {
+    /// `kill --aim-move stage --wait` of `window` written on a connection of its own, held by the
+    /// supervisor once this returns: the connection, its reply to be read.
+    private func arm(_ host: HostProcess, _ window: UUID, at stage: MoveStage) throws -> Int32 {
+        var line = try JSONEncoder().encode(
+            ControlRequest.window(window, .kill(signal: SIGKILL, wait: true, aim: .move(stage))))
+        line.append(UInt8(ascii: "\n"))
+        let killer = try rawSocketSend(host.socket, Array(line))
+        var bound = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(killer, SOL_SOCKET, SO_RCVTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
+        // A round trip through the loop after the kill's line was written: the kill is held.
+        _ = host.call(.status)
+        return killer
+    }
+
     /// Each stage in turn, the move's direction alternating. Every (side, stage) pair happens:
     /// the kill waits for the stage to be entered, not for its window to be asked something, so
     /// the source is killed while B imports or commits and B while A exports, drops or settles
@@ -28,15 +42,8 @@ import Testing
             // Durable before it moves: a tab lost with an unsaved open is no move's doing.
             try #require(host.call(.waitDurable(seq: nil), window: a).code == .ok)
             let victim = try #require(UUID(uuidString: side == "source" ? a : b))
-            var line = try JSONEncoder().encode(
-                ControlRequest.window(victim, .kill(signal: SIGKILL, wait: true, aim: .move(stage))))
-            line.append(UInt8(ascii: "\n"))
-            let killer = try rawSocketSend(host.socket, Array(line))
+            let killer = try arm(host, victim, at: stage)
             defer { close(killer) }
-            var bound = timeval(tv_sec: 30, tv_usec: 0)
-            setsockopt(killer, SOL_SOCKET, SO_RCVTIMEO, &bound, socklen_t(MemoryLayout<timeval>.size))
-            // A round trip through the loop after the kill's line was written: the kill is held.
-            _ = host.call(.status)
             let moved = host.call(
                 .moveToWindow(
                     from: try #require(UUID(uuidString: a)), tab: tab, to: try #require(UUID(uuidString: b)),
@@ -59,8 +66,9 @@ import Testing
         #expect(host.terminate() == 0)
     }
 
-    /// With no move to aim at, the kill is sent after 1 s and says so (no stage); the CLI takes
-    /// the stages by name, one aim at a time.
+    /// With no move to aim at, the kill is sent after 1 s and says so (no stage); one whose
+    /// window goes meanwhile is answered 75 as any aimed kill is; the CLI takes the stages by
+    /// name, one aim at a time.
     @Test func anAimWithNoMoveIsSentAfterASecondAndTheCLIRefusesTwoAims() throws {
         let root = temporaryRoot("move-aim-none")
         defer { removeHostFiles(root) }
@@ -69,12 +77,19 @@ import Testing
         let started = Date()
         let killed = try host.ctl(["--json", "kill", "--window", window, "--aim-move", "committing"])
         let waited = Date().timeIntervalSince(started)
-        #expect(killed.status == 0 && !killed.output.contains("move_stage"), "\(killed.output)")
+        #expect(
+            killed.status == 0 && killed.output.contains("killed_pid") && !killed.output.contains("move_stage"),
+            "\(killed.output)")
         #expect(waited >= 1, "held for its full second: \(waited) s")
         let both = try host.ctl(["kill", "--window", window, "--while-saving", "--aim-move", "importing"])
         #expect(both.status == 64 && both.output.contains("one aim, not both"), "\(both.output)")
         let unknown = try host.ctl(["kill", "--window", window, "--aim-move", "asking"])
         #expect(unknown.status == 64, "\(unknown.output)")
+        let killer = try arm(host, try #require(UUID(uuidString: window)), at: .dropping)
+        defer { close(killer) }
+        #expect(host.call(.scene(.disconnect), window: window).code == .ok)
+        let answer = try JSONDecoder().decode(ControlReply.self, from: Data(rawSocketReceive(killer)))
+        #expect(answer.code == .temporary && answer.error?.contains("has no worker now") == true, "\(answer)")
         let help = try runWindowhost(["ctl", "kill", "--help"]).output.split(whereSeparator: \.isWhitespace)
         #expect(help.joined(separator: " ").contains("exporting, importing, committing, dropping, settling"), "\(help)")
         #expect(host.terminate() == 0)
