@@ -36,9 +36,9 @@ struct MoveAimedKills {
         take { $0.stage == stage && windows.contains($0.window) }
     }
 
-    /// The kills whose time is up at `now`, or whose window is no longer open.
-    mutating func takeDue(now: UInt64, isOpen: (UUID) -> Bool) -> [Held] {
-        take { $0.deadline <= now || !isOpen($0.window) }
+    /// The kills whose time is up at `now`, or whose window has no worker to signal now.
+    mutating func takeDue(now: UInt64, hasWorker: (UUID) -> Bool) -> [Held] {
+        take { $0.deadline <= now || !hasWorker($0.window) }
     }
 
     private mutating func take(where matches: (Held) -> Bool) -> [Held] {

@@ -356,10 +356,10 @@ final class MoveCoordinator {
     }
 
     /// Kills whose time is up, sent with the stage their window is in now; those of a window
-    /// gone answered as a kill with no worker to signal is.
+    /// gone or with no worker (restarting, stopping) answered as a kill with no worker to signal is.
     private func sendDueAimedKills(in host: some MoveHost) {
         guard !aimedKills.held.isEmpty else { return }
-        let due = aimedKills.takeDue(now: monotonicNanoseconds()) { host.openWindow($0) != nil }
+        let due = aimedKills.takeDue(now: monotonicNanoseconds()) { host.openWindow($0)?.isLive == true }
         for aimed in due { send(aimed, at: move(involving: aimed.window)?.course.state.stage, in: host) }
     }
 
