@@ -99,7 +99,7 @@ public enum HostRestoreBench {
         var restoredPID: Int32 = 0
         for _ in 0..<kills {
             if spare { try waitForSpare(supervisor) }
-            let reply = supervisor.call(.window(window, .kill(signal: SIGKILL, wait: true, aim: false)))
+            let reply = supervisor.call(.window(window, .kill(signal: SIGKILL, wait: true, aim: nil)))
             guard reply.code == .ok, let killed = try? reply.decode(KillReply.self),
                 let milliseconds = killed.recoveryMs, let pid = killed.pid
             else {

@@ -100,9 +100,22 @@ public enum WindowRequest: Equatable, Sendable {
     case dump
     /// Answered once the command `seq` (nil: every command applied so far) is durable.
     case waitDurable(seq: UInt64?)
-    /// `wait`: answered once a replacement worker has restored the window; `aim`: signalled
-    /// the moment shared memory shows a save in flight (waiting at most 50 ms).
-    case kill(signal: Int32, wait: Bool, aim: Bool)
+    /// `wait`: answered once a replacement worker has restored the window; `aim`: what the
+    /// signal waits for (nil: sent at once).
+    case kill(signal: Int32, wait: Bool, aim: KillAim?)
+}
+
+/// A stage of a move's course a kill can be aimed at (`MoveLifecycle.State`'s names).
+public enum MoveStage: String, Codable, Sendable, CaseIterable {
+    case exporting, importing, committing, dropping, settling
+}
+
+/// What a kill waits for before it is sent.
+public enum KillAim: Equatable, Sendable {
+    /// A save in flight in the window's slot (`--aim`).
+    case save
+    /// A move the window takes part in entering `stage` (`--aim-move STAGE`).
+    case move(MoveStage)
 }
 
 /// One `windowhost ctl` call: a JSON object on one line over the control socket
@@ -277,6 +290,13 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         var entry: String?
         var newWindow: Bool?
         var to: String?
+        var aimMove: String?
+
+        enum CodingKeys: String, CodingKey {
+            case verb, window, tab, url, incognito, opener, index, background, wait, signal, histogram, aim, seq
+            case entry, newWindow, to
+            case aimMove = "aim_move"
+        }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -368,7 +388,7 @@ public enum ControlRequest: Codable, Equatable, Sendable {
         case .waitDurable: return .waitDurable(seq: wire.seq)
         case .kill:
             return .kill(
-                signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: wire.aim ?? false)
+                signal: try SignalName.checked(wire.signal ?? "KILL"), wait: wire.wait ?? true, aim: try wire.killAim())
         }
     }
 
@@ -408,7 +428,8 @@ public enum ControlRequest: Codable, Equatable, Sendable {
             case .save(let wait): wire.wait = wait
             case .waitDurable(let seq): wire.seq = seq
             case .kill(let signal, let wait, let aim):
-                (wire.signal, wire.wait, wire.aim) = (SignalName.name(signal), wait, aim)
+                (wire.signal, wire.wait, wire.aim) = (SignalName.name(signal), wait, aim == .save)
+                if case .move(let stage) = aim { wire.aimMove = stage.rawValue }
             }
         }
         try wire.encode(to: encoder)
@@ -471,6 +492,22 @@ public enum SignalName {
 }
 
 extension ControlRequest.Wire {
+    /// What a kill is aimed at: `aim` (a save in flight) or `aim_move` (a move's stage), not both.
+    fileprivate func killAim() throws(ControlFailure) -> KillAim? {
+        guard let name = aimMove else { return aim == true ? .save : nil }
+        guard aim != true else {
+            throw ControlFailure(
+                code: .usage, message: "kill is aimed at a save in flight or at a move's stage, not both")
+        }
+        guard let stage = MoveStage(rawValue: name) else {
+            let stages = MoveStage.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ControlFailure(
+                code: .usage,
+                message: "unknown move stage '\(name.debugDescription.dropFirst().dropLast())' (one of \(stages))")
+        }
+        return .move(stage)
+    }
+
     /// The tab a verb needs.
     fileprivate func tab(_ verb: Verb) throws(ControlFailure) -> Int64 {
         guard let tab else { throw ControlFailure(code: .usage, message: "\(verb.rawValue) needs a tab") }

@@ -126,6 +126,9 @@ public struct KillReply: Codable, Equatable, Sendable {
     public var recoveryMs: Double?
     public var signal: String?
     public var restartExpected: Bool?
+    /// `--aim-move`: the stage of the move the window took part in when it was signalled, nil
+    /// when it was in none.
+    public var moveStage: MoveStage?
 
     package init(
         window: String,
@@ -134,7 +137,8 @@ public struct KillReply: Codable, Equatable, Sendable {
         pid: Int32? = nil,
         recoveryMs: Double? = nil,
         signal: String? = nil,
-        restartExpected: Bool? = nil
+        restartExpected: Bool? = nil,
+        moveStage: MoveStage? = nil
     ) {
         self.window = window
         self.killedPid = killedPid
@@ -143,6 +147,7 @@ public struct KillReply: Codable, Equatable, Sendable {
         self.recoveryMs = recoveryMs
         self.signal = signal
         self.restartExpected = restartExpected
+        self.moveStage = moveStage
     }
 }
 

@@ -583,7 +583,7 @@ public final class Campaign {
         let sent = monotonicNanoseconds() / 1000
         guard
             let reply = answer(
-                id, .kill(signal: SIGKILL, wait: true, aim: aim), orHang: "kill of window \(id)'s worker")
+                id, .kill(signal: SIGKILL, wait: true, aim: aim ? .save : nil), orHang: "kill of window \(id)'s worker")
         else {
             mark(.workerKill, at: at, window: id)
             return

@@ -1,24 +1,8 @@
-/// The root's files the supervisor keeps: `windows.order`, and `handed-out` through its
-/// `HandedOutBook`, written again with backoff when the disk refuses.
+/// The root's files the supervisor keeps: `windows.order` through its `OrderFile`, and
+/// `handed-out` through its `HandedOutBook`, written again with backoff when the disk refuses.
 extension Supervisor {
-    /// Writes `windows.order`. A failed write (a full disk) is retried by `runTimers` with
-    /// backoff until one lands, with no order change needed; the episode is logged once, at
-    /// its start and its end.
-    func saveOrder() {
-        assert(Set(registry.order).count == registry.order.count, "a window is named once in the order")
-        do {
-            try files.saveOrder(registry.order)
-            if let retry = orderRetry {
-                logger.notice("windows.order written again", metadata: ["failed_attempts": "\(retry.failures)"])
-                orderRetry = nil
-            }
-        } catch {
-            if orderRetry == nil {
-                logger.error("cannot write windows.order; retried with backoff until it lands: \(error)")
-            }
-            orderRetry = WriteRetry(after: orderRetry)
-        }
-    }
+    /// Writes the registry's order to `windows.order` (`OrderFile.save`).
+    func saveOrder() { orderFile.save(registry.order) }
 
     /// Writes `window`'s entry of `handed-out` (`HandedOutBook.record`).
     func recordHandedOut(_ window: Window, covering needed: HandedOutCeiling = .zero) -> String? {

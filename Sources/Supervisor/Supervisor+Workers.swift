@@ -74,7 +74,7 @@ extension Supervisor {
         runSetAsideWork(now)
         completeAdoptions()
         for slot in windows.keys.sorted() { windows[slot]?.expireKillWaiters(now: now, in: self) }
-        if let retry = orderRetry, retry.at <= now { saveOrder() }
+        if let retry = orderFile.retry, retry.at <= now { saveOrder() }
         if let retry = handedOut.retry, retry.at <= now { retryHandedOut() }
         for slot in windows.keys.sorted() { windows[slot]?.runTimers(now: now, in: self) }
         // Last: a spare is spawned after this turn's restarts, not in their way.

@@ -52,9 +52,7 @@ public final class Supervisor {
     var keptUnsavedByWindowsGone: [(window: UUID, reason: String)] = []
     var initialScenesPending: Int
 
-    /// When a failed `windows.order` write is tried again, and how many attempts failed in a
-    /// row: nil while the file on disk is the registry's order.
-    var orderRetry: WriteRetry?
+    let orderFile: OrderFile
     /// When the loop next publishes its status to `configuration.observation`.
     var publishAt: UInt64 = 0
     /// The spare worker (`SpareWorker+Loop`); nil with `run --no-spare`.
@@ -70,6 +68,7 @@ public final class Supervisor {
         // Lines about no one window carry Firefox's `unavailable` UUID; the others name theirs.
         self.logger[metadataKey: "window"] = "\(WindowRegistry.unavailable)"
         files = SupervisorFiles(root: configuration.root, logger: logger)
+        orderFile = OrderFile(files: files, logger: self.logger)
         shelf = SetAsideService(files: files, executable: configuration.executable, logger: logger)
         signals = wh_termination_signalfd()
         guard signals >= 0 else { throw SupervisorError.setup("signalfd", Errno(rawValue: errno)) }
@@ -251,7 +250,7 @@ public final class Supervisor {
         for window in windows.values {
             if let at = window.restartAt { timeout = min(timeout, at > now ? at - now : 0) }
         }
-        for at in [orderRetry?.at, handedOut.retry?.at].compactMap({ $0 }) {
+        for at in [orderFile.retry?.at, handedOut.retry?.at, moves.aimedKills.nextDeadline].compactMap({ $0 }) {
             timeout = min(timeout, at > now ? at - now : 0)
         }
         if let due = control.nextDeadline(now: now) { timeout = min(timeout, due) }
@@ -280,7 +279,7 @@ extension Supervisor: MoveHost {
 
     func moveWorkerDied(_ window: Window) { moves.workerDied(window, in: self) }
 
-    func moveRefusal(_ request: WindowRequest, to window: Window) -> ControlReply? {
-        moves.refusal(request, to: window.id)
+    func movesTake(_ request: WindowRequest, to window: Window, from client: ClientID) -> Bool {
+        moves.take(request, to: window, from: client, in: self)
     }
 }

@@ -451,8 +451,20 @@ extension ControlCommand {
         @Flag(help: "Return once the signal is sent.") var noWait = false
         @Flag(help: "Signal the moment shared memory shows a save in flight (waiting at most 50 ms).") var whileSaving =
             false
+        @Option(
+            help: ArgumentHelp(
+                "Signal the moment a move between windows this window takes part in (either side) enters this stage, its step sent; with none within 1 s, signal anyway.",
+                valueName: "stage")) var aimMove: MoveStage?
         func request() throws(ControlFailure) -> ControlRequest {
-            try target.asking(.kill(signal: try SignalName.checked(signal), wait: !noWait, aim: whileSaving))
+            let aim: KillAim? =
+                switch (whileSaving, aimMove) {
+                case (false, nil): nil
+                case (true, nil): .save
+                case (false, let stage?): .move(stage)
+                case (true, _?):
+                    throw ControlFailure(code: .usage, message: "--while-saving or --aim-move: one aim, not both")
+                }
+            return try target.asking(.kill(signal: try SignalName.checked(signal), wait: !noWait, aim: aim))
         }
         func text(_ reply: ControlReply) throws(ControlFailure) -> String {
             let kill = try reply.decode(KillReply.self)
@@ -460,8 +472,10 @@ extension ControlCommand {
                 return
                     "signalled \(kill.killedPid) with SIG\(kill.signal ?? "?"), which cannot kill: no restart expected"
             }
-            guard let pid = kill.pid else { return "signalled \(kill.killedPid)" }
-            return "killed \(kill.killedPid), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMs ?? 0)) ms"
+            let stage = kill.moveStage.map { " (its move \($0.rawValue))" } ?? ""
+            guard let pid = kill.pid else { return "signalled \(kill.killedPid)\(stage)" }
+            return
+                "killed \(kill.killedPid)\(stage), restored by \(pid) in \(String(format: "%.1f", kill.recoveryMs ?? 0)) ms"
         }
     }
 
@@ -652,3 +666,6 @@ extension ControlCommand {
 extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
 }
+
+/// `ctl kill --aim-move`: a stage by its name.
+extension MoveStage: ExpressibleByArgument {}

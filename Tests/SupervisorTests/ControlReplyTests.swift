@@ -27,6 +27,10 @@ import Testing
                 KillReply.self,
                 #"{"killed_pid":4242,"restart_expected":false,"signal":"CONT","while_saving":false,"window":"\#(window)"}"#
             ),
+            (
+                KillReply.self,
+                #"{"killed_pid":4242,"move_stage":"committing","pid":4243,"recovery_ms":3,"while_saving":false,"window":"\#(window)"}"#
+            ),
             (ShutdownReply.self, #"{"stopping":true}"#),
             (
                 SetAsideReply.self,

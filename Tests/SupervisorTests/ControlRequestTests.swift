@@ -26,9 +26,12 @@ import Testing
         .window(id, .scene(.background)), .window(id, .scene(.foreground)), .window(id, .scene(.disconnect)),
         .window(id, .save(wait: true)), .window(id, .save(wait: false)), .window(id, .dump),
         .window(id, .waitDurable(seq: 7)), .window(id, .waitDurable(seq: nil)),
-        .window(id, .kill(signal: SIGKILL, wait: true, aim: true)),
-        .window(id, .kill(signal: SIGSEGV, wait: false, aim: false)),
-        .window(id, .kill(signal: 40, wait: true, aim: false)),
+        .window(id, .kill(signal: SIGKILL, wait: true, aim: .save)),
+        .window(id, .kill(signal: SIGSEGV, wait: false, aim: nil)),
+        .window(id, .kill(signal: 40, wait: true, aim: nil)),
+        .window(id, .kill(signal: SIGKILL, wait: true, aim: .move(.exporting))),
+        .window(id, .kill(signal: SIGKILL, wait: false, aim: .move(.committing))),
+        .window(id, .kill(signal: SIGTERM, wait: true, aim: .move(.settling))),
         .setAside,
         .adopt(entry: "6F1D3C1E-2B7A-4C55-9D0E-8A3F2B1C4D5E-20261124T040000Z-crash-loop", asNewWindow: false),
         .adopt(entry: "e-2", asNewWindow: true), .discard(entry: "handed-out-20261124T040000Z-damaged-file"),
@@ -66,6 +69,24 @@ import Testing
             let object = try JSONDecoder().decode([String: JSONValue].self, from: line)
             #expect(object["verb"]?.string == request.verb.rawValue)
         }
+    }
+
+    /// A kill aimed at a move's stage says so in a field of its own, `aim_move`; `aim` stays the
+    /// aim at a save that clients before it send.
+    @Test func aKillAimedAtAMoveStageGoesOutAsItsOwnField() throws {
+        func fields(_ aim: KillAim?) throws -> [String: JSONValue] {
+            let line = try JSONEncoder().encode(
+                ControlRequest.window(Self.id, .kill(signal: SIGKILL, wait: true, aim: aim)))
+            return try JSONDecoder().decode([String: JSONValue].self, from: line)
+        }
+        for stage in MoveStage.allCases {
+            let wire = try fields(.move(stage))
+            #expect(wire["aim_move"]?.string == stage.rawValue && wire["aim"]?.bool == false, "\(wire)")
+        }
+        let saving = try fields(.save)
+        #expect(saving["aim"]?.bool == true && saving["aim_move"] == nil, "\(saving)")
+        let plain = try fields(nil)
+        #expect(plain["aim"]?.bool == false && plain["aim_move"] == nil, "\(plain)")
     }
 
     /// Lines as scripts and clients of earlier versions write them, fields they do not need
@@ -139,15 +160,24 @@ import Testing
             (#"{"verb":"wait-durable","window":"\#(window)","seq":7}"#, .window(Self.id, .waitDurable(seq: 7))),
             (
                 #"{"verb":"kill","window":"\#(window)"}"#,
-                .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: false))
+                .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: nil))
             ),
             (
                 #"{"verb":"kill","window":"\#(window)","signal":"sigsegv","wait":false,"aim":true}"#,
-                .window(Self.id, .kill(signal: SIGSEGV, wait: false, aim: true))
+                .window(Self.id, .kill(signal: SIGSEGV, wait: false, aim: .save))
             ),
             (
                 #"{"verb":"kill","window":"\#(window)","signal":"19"}"#,
-                .window(Self.id, .kill(signal: SIGSTOP, wait: true, aim: false))
+                .window(Self.id, .kill(signal: SIGSTOP, wait: true, aim: nil))
+            ),
+            (
+                #"{"verb":"kill","window":"\#(window)","aim_move":"importing"}"#,
+                .window(Self.id, .kill(signal: SIGKILL, wait: true, aim: .move(.importing)))
+            ),
+            // `aim: false` beside a stage is no second aim.
+            (
+                #"{"verb":"kill","window":"\#(window)","aim":false,"aim_move":"dropping","wait":false}"#,
+                .window(Self.id, .kill(signal: SIGKILL, wait: false, aim: .move(.dropping)))
             ),
         ]
         for (line, expected) in lines {
@@ -215,6 +245,18 @@ import Testing
             ),
             (#"{"verb":"kill","window":"\#(window)","signal":"NOPE"}"#, .usage, "unknown signal 'NOPE'"),
             (#"{"verb":"kill","window":"\#(window)","signal":"65"}"#, .usage, "unknown signal '65'"),
+            (
+                #"{"verb":"kill","window":"\#(window)","aim":true,"aim_move":"importing"}"#, .usage,
+                "kill is aimed at a save in flight or at a move's stage, not both"
+            ),
+            (
+                #"{"verb":"kill","window":"\#(window)","aim_move":"asking"}"#, .usage,
+                "unknown move stage 'asking' (one of exporting, importing, committing, dropping, settling)"
+            ),
+            (
+                #"{"verb":"kill","window":"\#(window)","aim_move":"Importing"}"#, .usage,
+                "unknown move stage 'Importing' (one of exporting, importing, committing, dropping, settling)"
+            ),
             (#"{"verb":"adopt"}"#, .usage, "adopt needs an entry id (ctl set-aside lists them)"),
             (
                 #"{"verb":"discard","window":"\#(window)"}"#, .usage,
@@ -262,7 +304,7 @@ import Testing
                 SignalName.number(name) == number && SignalName.number("sig" + name.lowercased()) == number
                     && SignalName.name(number) == name)
             let request = try Self.decode(#"{"verb":"kill","window":"\#(Self.id.uuidString)","signal":"\#(name)"}"#)
-            #expect(request == .window(Self.id, .kill(signal: number, wait: true, aim: false)))
+            #expect(request == .window(Self.id, .kill(signal: number, wait: true, aim: nil)))
         }
         for signal in SignalName.stopping + SignalName.ignoredByDefault {
             #expect(SignalName.numbers.values.contains(signal))

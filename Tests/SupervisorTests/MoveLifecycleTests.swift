@@ -1,4 +1,5 @@
 import Foundation
+import HostControl
 import Testing
 
 @testable import Supervisor
@@ -158,6 +159,20 @@ import Testing
                 #expect(!actions.contains(.undo) && !actions.contains(.recordAndImport) && !actions.contains(.askHeld))
             }
         }
+    }
+
+    /// The stages a kill can be aimed at (`ctl kill --aim-move`) are the states of those names,
+    /// as `status` spells them, and no other state is one.
+    @Test func eachMoveStageIsTheStateOfItsName() throws {
+        var staged: [String] = []
+        for name in Self.stateNames {
+            let state = try #require(Self.reach(name)).state
+            if let stage = state.stage {
+                #expect(stage.rawValue == state.name, "\(name)")
+                staged.append(stage.rawValue)
+            }
+        }
+        #expect(staged == MoveStage.allCases.map(\.rawValue))
     }
 
     @Test func aMoveTakenUpFromTheLogStartsByAskingItsDestination() {

@@ -67,7 +67,9 @@ final class RecordingHost: WindowHost {
     func secondsSinceStart(_ now: UInt64) -> Double { 0 }
     func moveStepAnswered(_ window: WindowController, _ step: MoveStep, _ outcome: MoveStepOutcome) {}
     func moveWorkerDied(_ window: WindowController) {}
-    func moveRefusal(_ request: WindowRequest, to window: WindowController) -> ControlReply? { nil }
+    func movesTake(_ request: WindowRequest, to window: WindowController, from client: ControlServer.ClientID) -> Bool {
+        false
+    }
 }
 
 /// The window's halves of spawn, death, requests and shutdown, driven through a host with no
@@ -120,7 +122,7 @@ final class RecordingHost: WindowHost {
         window.exitWaiters = [3]
         window.aimedKills = [
             WindowController.AimedKill(
-                request: WindowController.KillRequest(signal: SIGKILL, wait: false, aim: true), client: 4, deadline: 0)
+                request: WindowController.KillRequest(signal: SIGKILL, wait: false, aim: .save), client: 4, deadline: 0)
         ]
         window.handle(.scene(.disconnect), from: 5, in: host)
         #expect(window.lifecycle.state == .gone && !host.holds(window))
@@ -137,7 +139,7 @@ final class RecordingHost: WindowHost {
         let host = try RecordingHost()
         let window = host.open()
         window.handle(.dump, from: 1, in: host)
-        window.handle(.kill(signal: SIGKILL, wait: false, aim: false), from: 2, in: host)
+        window.handle(.kill(signal: SIGKILL, wait: false, aim: nil), from: 2, in: host)
         window.handle(.waitDurable(seq: 9), from: 3, in: host)
         window.seqs.apply(9)
         var stats = WorkerStats()

@@ -1,4 +1,5 @@
 import Foundation
+import HostControl
 import HostCoordination
 import Testing
 
@@ -8,6 +9,8 @@ import Testing
 /// it between spawns, stats, saves and kills.
 @Suite struct WindowControllerTests {
     typealias Waiter = WindowController.DurableWaiter
+    /// A kill's reply as at its signal: worker 40 killed.
+    static let killed = KillReply(window: "w", killedPid: 40, whileSaving: false)
 
     func controller() -> WindowController {
         WindowController(id: UUID(), slot: 3, policy: RestartPolicy(), reservedAt: 0)
@@ -94,7 +97,7 @@ import Testing
     @Test func connectWaitersAreTakenAndKillWaitersStay() {
         let window = controller()
         window.readyWaiters = [
-            .connect(1), .restart(2, oldPID: 40, whileSaving: false, signal: "KILL", deadline: 100), .connect(3),
+            .connect(1), .restart(2, reply: Self.killed, signal: "KILL", deadline: 100), .connect(3),
         ]
         #expect(window.takeConnectWaiters() == [1, 3])
         #expect(window.readyWaiters.count == 1 && window.waitsForRestart)
@@ -104,7 +107,7 @@ import Testing
     /// serving; none expires while no worker runs (the signalled one died: a restart comes).
     @Test func aKillWaitExpiresOnlyPastItsDeadlineWithNoWorkerChange() {
         let window = controller()
-        window.readyWaiters = [.restart(2, oldPID: 40, whileSaving: false, signal: "SEGV", deadline: 100)]
+        window.readyWaiters = [.restart(2, reply: Self.killed, signal: "SEGV", deadline: 100)]
         #expect(window.takeExpiredKillWaiters(now: 200).isEmpty, "no worker runs: its death was seen, a restart comes")
         #expect(window.takeExpiredKillWaiters(now: 50).isEmpty)
         #expect(window.waitsForRestart)

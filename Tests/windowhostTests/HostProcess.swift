@@ -243,16 +243,33 @@ func removeHostFiles(_ root: URL) {
 /// Writes `bytes` to the control socket at `path` as they are, and reads the reply until the
 /// server closes: what a client that does not speak the protocol sees.
 func rawSocketReply(_ path: String, _ bytes: [UInt8]) throws -> [UInt8] {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = try rawSocketSend(path, bytes)
     defer { close(fd) }
-    guard var address = UnixSocketAddress.make(FilePath(path)) else { throw HostFailure("socket path too long") }
+    return rawSocketReceive(fd)
+}
+
+/// Connects to the control socket at `path` and writes `bytes`: the connection, its reply unread.
+func rawSocketSend(_ path: String, _ bytes: [UInt8]) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard var address = UnixSocketAddress.make(FilePath(path)) else {
+        close(fd)
+        throw HostFailure("socket path too long")
+    }
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
             connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
         }
     }
-    guard connected == 0 else { throw HostFailure("connect: \(errno)") }
+    guard connected == 0 else {
+        close(fd)
+        throw HostFailure("connect: \(errno)")
+    }
     _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    return fd
+}
+
+/// What the server writes on `fd` until it closes.
+func rawSocketReceive(_ fd: Int32) -> [UInt8] {
     var reply: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
     while true {

@@ -12,16 +12,17 @@ import Testing
 /// destination when the move was answered.
 @Suite(.serialized) struct MoveProcessTests {
     /// Window `id`'s tabs in `browser` as its dump shows them.
-    private func tabs(_ host: HostProcess, _ id: String, incognito: Bool = false) -> [JSONValue] {
+    static func tabs(_ host: HostProcess, _ id: String, incognito: Bool = false) -> [JSONValue] {
         let dump = host.call(.dump, window: id).result
         return dump?[incognito ? "incognito" : "regular"]?["tabs"]?.array ?? []
     }
 
-    private func urls(_ host: HostProcess, _ id: String) -> [String] {
-        (tabs(host, id) + tabs(host, id, incognito: true)).compactMap { $0["url"]?.string }
+    static func urls(_ host: HostProcess, _ id: String) -> [String] {
+        (Self.tabs(host, id) + Self.tabs(host, id, incognito: true)).compactMap { $0["url"]?.string }
     }
 
-    private func ready(_ host: HostProcess, _ ids: [String]) -> Bool {
+    /// Both windows serving in the foreground, and no move under way.
+    static func ready(_ host: HostProcess, _ ids: [String]) -> Bool {
         waitFor(
             {
                 let status = try? host.call(.status).decode(StatusReply.self)
@@ -51,14 +52,14 @@ import Testing
         let made = try #require(words.count > 1 ? Int64(words[1]) : nil, "the new id: \(moved.output)")
         #expect(moved.output.contains("in window \(b)") && moved.output.contains("was tab \(tab) of \(a)"))
         for round in 0..<2 {
-            #expect(urls(host, a) == ["https://stays.example/"], "round \(round)")
-            let there = tabs(host, b)
+            #expect(Self.urls(host, a) == ["https://stays.example/"], "round \(round)")
+            let there = Self.tabs(host, b)
             #expect(there.count == 2)
             #expect(there.first?["id"]?.int == made && there.first?["url"]?.string == "https://moving.example/3")
             #expect(there.first?["history_count"]?.int == 3 && there.first?["pinned"]?.bool == true)
             host.kill9()
             host = try HostProcess(root: root, scenes: 2)
-            try #require(ready(host, [a, b]), "\(host.log)")
+            try #require(Self.ready(host, [a, b]), "\(host.log)")
         }
         #expect(host.terminate() == 0)
         // What B holds of the move is shown: `inspect` names it with the tab it made.
@@ -88,10 +89,10 @@ import Testing
         for (arguments, status, message) in cases {
             let refused = try host.ctl(["move-to-window"] + arguments)
             #expect(refused.status == status && refused.output.contains(message), "\(arguments): \(refused.output)")
-            #expect(urls(host, a) == ["https://kept.example/"] && urls(host, b).isEmpty)
+            #expect(Self.urls(host, a) == ["https://kept.example/"] && Self.urls(host, b).isEmpty)
         }
         // A window restarting answers 75, and so does one in another move.
-        #expect(host.call(.kill(signal: SIGKILL, wait: false, aim: false), window: b).code == .ok)
+        #expect(host.call(.kill(signal: SIGKILL, wait: false, aim: nil), window: b).code == .ok)
         let restarting = try host.ctl(["move-to-window", "--window", a, "--tab", "\(tab)", "--to", b])
         #expect(restarting.status == 75 || restarting.status == 0, "\(restarting.output)")
         let status = try #require(try? host.call(.status).decode(StatusReply.self))
@@ -144,9 +145,9 @@ import Testing
             }
             mover.wait()
             if victim == "supervisor" { host = try HostProcess(root: root, scenes: 2) }
-            try #require(ready(host, ids), "round \(round): both windows back, no move under way: \(host.log)")
-            let inA = urls(host, a).filter { $0 == url }.count
-            let inB = urls(host, b).filter { $0 == url }.count
+            try #require(Self.ready(host, ids), "round \(round): both windows back, no move under way: \(host.log)")
+            let inA = Self.urls(host, a).filter { $0 == url }.count
+            let inB = Self.urls(host, b).filter { $0 == url }.count
             #expect(
                 inA + inB == 1,
                 "round \(round): the tab in exactly one window (A \(inA), B \(inB)): \(host.log.suffix(6000))")

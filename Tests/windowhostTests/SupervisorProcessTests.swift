@@ -222,7 +222,7 @@ import Testing
         #expect(host.call(.waitDurable(seq: nil), window: window).code == .ok)
         let pid = host.windows()[window]?.pid
         // SIGSTOP: alive to the pidfd, silent to the watchdog.
-        let stopped = host.call(.kill(signal: SIGSTOP, wait: true, aim: false), window: window)
+        let stopped = host.call(.kill(signal: SIGSTOP, wait: true, aim: nil), window: window)
         #expect((try? stopped.decode(KillReply.self))?.killedPid == pid)
         #expect(host.log.contains("worker hung"))
         let status = try #require(host.windows()[window])

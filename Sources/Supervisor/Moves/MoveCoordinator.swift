@@ -24,6 +24,7 @@ protocol MoveHost: WindowHost {
 /// this type only dispatches; its lane in `ROOT/moves` (`MoveBook`) names it from before the
 /// destination is asked until it is over. A window takes part in one move at a time, and while
 /// it does, what could undo the move (closing the tab, its Browser or the window) waits (75).
+/// A kill aimed at a stage (`ctl kill --aim-move`) is held here and sent as a move enters it.
 final class MoveCoordinator {
     typealias ClientID = ControlServer.ClientID
 
@@ -57,6 +58,8 @@ final class MoveCoordinator {
 
     private(set) var moves: [MoveID: Move] = [:]
     private let book: MoveBook
+    /// Kills aimed at a stage of a move, sent as one enters it (`entered`).
+    private(set) var aimedKills = MoveAimedKills()
 
     /// Takes up the moves a supervisor before left in the log: each is asked about once its
     /// destination is back (`MoveLifecycle(resumed:)`).
@@ -106,9 +109,24 @@ final class MoveCoordinator {
         moves[move.id] = move
         host.logger.info(
             "move started", metadata: ["move": "\(move.id)", "from": "\(from)", "tab": "\(tab)", "to": "\(to)"])
-        if host.openWindow(from)?.sendMoveStep(.export(tab: tab), in: host) != true {
-            dispatch(.died(.source), move.id, in: host)
+        let sent = host.openWindow(from)?.sendMoveStep(.export(tab: tab), in: host) == true
+        entered(move, in: host)
+        if !sent { dispatch(.died(.source), move.id, in: host) }
+    }
+
+    /// `request` to `window`, if the moves take it: refused while a move involves the window
+    /// (75), or a kill aimed at a move's stage, held (`MoveAimedKills`). One to a window with no
+    /// worker is the window's to answer.
+    func take(_ request: WindowRequest, to window: WindowController, from client: ClientID, in host: some MoveHost)
+        -> Bool
+    {
+        if let refusal = refusal(request, to: window.id) {
+            host.answer(client, refusal)
+            return true
         }
+        guard case .kill(let signal, let wait, let aim) = request, case .move = aim, window.isLive else { return false }
+        aimedKills.hold(.init(signal: signal, wait: wait, aim: aim), of: window.id, for: client)
+        return true
     }
 
     /// What a request to `window` must wait for (75): closing or disconnecting a window in a
@@ -207,6 +225,7 @@ final class MoveCoordinator {
     /// Once a turn: what each move waits for, looked at (a window ready again, a seq durable),
     /// and a client told 74 when a side's saves fail while its move waits on them.
     func tend(in host: some MoveHost) {
+        sendDueAimedKills(in: host)
         for id in moves.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             guard let move = moves[id] else { continue }
             switch move.course.state {
@@ -249,11 +268,13 @@ final class MoveCoordinator {
         var events = [event]
         while !events.isEmpty {
             guard var move = moves[id] else { return }
+            let before = move.course.state
             let actions = move.course.handle(events.removeFirst())
             moves[id] = move
             for action in actions {
                 if let next = carryOut(action, id, in: host) { events.append(next) }
             }
+            if move.course.state != before { entered(move, in: host) }
         }
     }
 
@@ -329,6 +350,34 @@ final class MoveCoordinator {
             metadata: ["move": "\(move.id)", "from": "\(move.source)", "tab": "\(move.tab)"])
         if let client = move.client { host.answer(client, move.undoReply) }
     }
+
+    // MARK: kills aimed at a stage
+
+    /// `move` entered its state, its action carried out: the kills aimed at that stage of
+    /// either of its windows are sent now.
+    private func entered(_ move: Move, in host: some MoveHost) {
+        guard let stage = move.course.state.stage else { return }
+        for aimed in aimedKills.take(aimedAt: stage, of: [move.source, move.destination]) {
+            send(aimed, at: stage, in: host)
+        }
+    }
+
+    /// Kills whose time is up, sent with the stage their window is in now; those of a window
+    /// gone or with no worker (restarting, stopping) answered as a kill with no worker to signal is.
+    private func sendDueAimedKills(in host: some MoveHost) {
+        guard !aimedKills.held.isEmpty else { return }
+        let due = aimedKills.takeDue(now: monotonicNanoseconds()) { host.openWindow($0)?.isLive == true }
+        for aimed in due { send(aimed, at: move(involving: aimed.window)?.course.state.stage, in: host) }
+    }
+
+    private func send(_ aimed: MoveAimedKills.Held, at stage: MoveStage?, in host: some MoveHost) {
+        guard let window = host.openWindow(aimed.window) else {
+            return host.answer(aimed.client, WindowController.noWorker(aimed.window))
+        }
+        window.kill(aimed.request, aimed.client, moveStage: stage, in: host)
+    }
+
+    // MARK: what status shows
 
     /// The moves under way as `status` shows them, oldest first.
     func status(now: UInt64) -> [MoveStatus] {

@@ -168,7 +168,7 @@ extension WindowController {
         // window cannot start once setting it aside fails too: `reportCannotStart`.)
         if let failedRestore {
             readyWaiters.removeAll { waiter in
-                guard case .restart(let client, _, _, _, _) = waiter else { return false }
+                guard case .restart(let client, _, _, _) = waiter else { return false }
                 host.answer(client, failedRestore)
                 return true
             }

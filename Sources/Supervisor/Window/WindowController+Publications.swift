@@ -91,13 +91,9 @@ extension WindowController {
             switch waiter {
             case .connect(let client):
                 host.answer(client, .ok(ConnectReply(window: id.uuidString, pid: pid)))
-            case .restart(let client, let oldPID, let whileSaving, _, _):
-                host.answer(
-                    client,
-                    .ok(
-                        KillReply(
-                            window: id.uuidString, killedPid: oldPID, whileSaving: whileSaving, pid: pid,
-                            recoveryMs: Double(lastRecoveryNanoseconds ?? 0) / 1e6)))
+            case .restart(let client, var reply, _, _):
+                (reply.pid, reply.recoveryMs) = (pid, Double(lastRecoveryNanoseconds ?? 0) / 1e6)
+                host.answer(client, .ok(reply))
             }
         }
     }

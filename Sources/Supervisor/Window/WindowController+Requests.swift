@@ -11,7 +11,7 @@ extension WindowController {
     /// `request` from `client`.
     func handle(_ request: WindowRequest, from client: ClientID, in host: any WindowHost) {
         // A move under way holds what could undo it, restarting or not (`MoveCoordinator`).
-        if let refusal = host.moveRefusal(request, to: self) { return host.answer(client, refusal) }
+        if host.movesTake(request, to: self, from: client) { return }
         let kind: Pending.Kind
         switch request {
         case .kill(let signal, let wait, let aim):

@@ -40,12 +40,12 @@ extension WindowController {
     func expireKillWaiters(now: UInt64, in host: any WindowHost) {
         guard !readyWaiters.isEmpty else { return }
         let expired = takeExpiredKillWaiters(now: now)
-        for case .restart(let client, let oldPID, _, let signal, _) in expired {
+        for case .restart(let client, let killed, let signal, _) in expired {
             host.answer(
                 client,
                 .failure(
                     .temporary,
-                    "the worker \(oldPID) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
+                    "the worker \(killed.killedPid) of window \(id) is still alive \(Self.killWaitNanoseconds / 1_000_000_000) s after SIG\(signal): it caught or ignored the signal, and no restart follows"
                 ))
         }
         if !expired.isEmpty, !waitsForRestart {
@@ -78,12 +78,13 @@ extension WindowController {
             host.answer(client, .failure(.temporary, "shutting down before the close ended: the window stays, whole"))
         }
         // A `kill` waiting for its window's restart: none follows a shutdown.
-        for case .restart(let client, let oldPID, _, let signal, _) in takeRestartWaiters() {
+        for case .restart(let client, let killed, let signal, _) in takeRestartWaiters() {
             host.answer(
                 client,
                 .failure(
                     .temporary,
-                    "shutting down: the worker \(oldPID) of window \(id) was sent SIG\(signal), and no restart follows")
+                    "shutting down: the worker \(killed.killedPid) of window \(id) was sent SIG\(signal), and no restart follows"
+                )
             )
         }
         dispatch(.shutdownBegan, description: "shutdown", in: host)

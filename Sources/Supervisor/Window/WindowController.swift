@@ -184,7 +184,8 @@ final class WindowController {
         var expired: [ReadyWaiter] = []
         let (pid, isLive) = (pid, isLive)
         readyWaiters.removeAll { waiter in
-            guard case .restart(_, let oldPID, _, _, let deadline) = waiter, deadline <= now, isLive, pid == oldPID
+            guard case .restart(_, let killed, _, let deadline) = waiter, deadline <= now, isLive,
+                pid == killed.killedPid
             else { return false }
             expired.append(waiter)
             return true
@@ -299,8 +300,9 @@ final class WindowController {
 
     enum ReadyWaiter {
         case connect(ClientID)
-        /// A `kill` waiting for the worker it signalled to be replaced; answered 75 at
-        /// `deadline` if that worker is still alive then (the signal was caught or ignored).
-        case restart(ClientID, oldPID: Int32, whileSaving: Bool, signal: String, deadline: UInt64)
+        /// A `kill` waiting for the worker it signalled to be replaced, with its reply as at the
+        /// signal; answered 75 at `deadline` if that worker is still alive then (the signal was
+        /// caught or ignored).
+        case restart(ClientID, reply: KillReply, signal: String, deadline: UInt64)
     }
 }

@@ -39,6 +39,7 @@ protocol WindowHost: AnyObject {
     func moveStepAnswered(_ window: WindowController, _ step: MoveStep, _ outcome: MoveStepOutcome)
     /// `window`'s worker died: the move steps it was sent go unanswered.
     func moveWorkerDied(_ window: WindowController)
-    /// What `request` to `window` must wait for while a move involves it (75), if anything.
-    func moveRefusal(_ request: WindowRequest, to window: WindowController) -> ControlReply?
+    /// Whether the moves take `request` to `window`: refused while a move involves it (75), or
+    /// a kill aimed at a move's stage, held until a move enters it (`MoveCoordinator.take`).
+    func movesTake(_ request: WindowRequest, to window: WindowController, from client: ControlServer.ClientID) -> Bool
 }
