@@ -99,6 +99,10 @@ public struct CampaignReport: Codable, Sendable {
     public var movesAcknowledged = 0
     public var movesResolved = 0
     public var movesCommitted = 0
+    /// Worker kills that landed in the move stage they were aimed at, by side and stage
+    /// ("source importing"), and supervisor kills a moment after a move was asked.
+    public var moveKills: [String: Int] = [:]
+    public var supervisorKillsInMoves = 0
     /// Moved tabs found in both windows, or in neither of the two that owed one.
     public var duplicated = 0
     public var lostInMove = 0
@@ -147,6 +151,8 @@ public struct CampaignReport: Codable, Sendable {
         case movesCommitted = "moves_committed"
         case lostInMove = "lost_in_move"
         case duplicated
+        case moveKills = "move_kills"
+        case supervisorKillsInMoves = "supervisor_kills_in_moves"
     }
 
     public var passed: Bool {
@@ -411,8 +417,10 @@ public final class Campaign {
     }
 
     /// Space comes back. With no command but `wait-durable` (which asks for no save), every
-    /// window's saves must land within `durableAfterFreeSeconds`.
-    private func freeDisk() {
+    /// window's saves must land within `durableAfterFreeSeconds`. `unjudged`: windows whose
+    /// workers died since their last check: their seqs are a new worker's, which their history
+    /// does not know yet, so what is durable there is not taken as acknowledged.
+    func freeDisk(unjudged: Set<String> = []) {
         guard var world = hostile else { return }
         do {
             try world.filler.free()
@@ -431,7 +439,7 @@ public final class Campaign {
                         id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id) once space came back")
                 else { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
-                    report.acknowledged += history.acknowledge(durable.durableSeq)
+                    if !unjudged.contains(id) { report.acknowledged += history.acknowledge(durable.durableSeq) }
                     windows[id] = history
                     break
                 }

@@ -38,21 +38,54 @@ extension Campaign {
         judge(move, reply: reply, killed: [])
     }
 
-    /// A kill aimed at move `move`: the supervisor killed a moment after it was asked (the next
-    /// supervisor finishes or undoes it from its log).
+    /// A kill aimed at move `move`: one time in four the supervisor, a moment after the move
+    /// was asked (the next supervisor finishes or undoes it from its log); otherwise the worker
+    /// of one side, as the move enters a stage (`kill --aim-move`).
     func killDuringMove(_ move: MoveInFlight) throws {
         step += 1
-        guard let request = request(for: move), let supervisor else { return }
+        guard let request = request(for: move), supervisor != nil else { return }
         report.movesStarted += 1
-        let pending: ControlClient.Pending
-        do {
-            pending = try supervisor.send(request)
-        } catch {
-            report.failures.append(reproduce("move of \(move.description) could not be asked: \(error)"))
-            return
+        if Int.random(in: 0..<4, using: &random) == 0 {
+            guard let pending = send(request, for: move) else { return }
+            usleep(UInt32.random(in: 0...Self.supervisorAimMicroseconds, using: &random))
+            report.supervisorKillsInMoves += 1
+            return try killSupervisor(during: (move, pending))
         }
-        usleep(UInt32.random(in: 0...Self.supervisorAimMicroseconds, using: &random))
-        try killSupervisor(during: (move, pending))
+        let victim = Bool.random(using: &random) ? move.source : move.destination
+        let stage = MoveStage.allCases.randomElement(using: &random) ?? .importing
+        let at = secondsSinceStart
+        guard let window = UUID(exactly: victim),
+            let kill = send(.window(window, .kill(signal: SIGKILL, wait: true, aim: .move(stage))), for: move)
+        else { return }
+        // A round trip, so the kill is held before the move arrives.
+        _ = call(.status)
+        guard let reply = answer(to: request, orHang: "move of \(move.description)") else { return }
+        let killed: KillReply
+        do {
+            killed = try kill.reply().decode(KillReply.self)
+        } catch {
+            return abort("kill of \(victim)'s worker aimed at move stage \(stage): \(error)")
+        }
+        let side = victim == move.source ? "source" : "destination"
+        if killed.moveStage == stage { report.moveKills["\(side) \(stage.rawValue)", default: 0] += 1 }
+        let recovered = killed.recoveryMs.map { UInt64(max($0, 0) * 1000) }
+        if let recovered { _ = recoveryTimes.record(recovered) }
+        mark(.workerKill, at: at, window: victim, recoveryMicroseconds: recovered)
+        judge(move, reply: reply, killed: [victim])
+        guard var history = windows[victim] else { return }
+        check(victim, &history)
+        windows[victim] = history
+    }
+
+    /// `request` sent on a connection of its own, its reply read later; nil (a failure) when
+    /// it could not be sent.
+    private func send(_ request: ControlRequest, for move: MoveInFlight) -> ControlClient.Pending? {
+        do {
+            return try supervisor?.send(request)
+        } catch {
+            report.failures.append(reproduce("'\(request.verb.rawValue)' for move of \(move.description): \(error)"))
+            return nil
+        }
     }
 
     private func request(for move: MoveInFlight) -> ControlRequest? {
@@ -72,6 +105,9 @@ extension Campaign {
             report.failures.append(reproduce("move of \(move.description): an ok reply that is no MoveReply"))
         }
         if moved != nil { report.movesAcknowledged += 1 }
+        // On a full disk a move waits for its saves (74 tells the client so): space comes back
+        // here, or it would wait for the steps the campaign does not take meanwhile.
+        if fullUntilStep != nil { freeDisk(unjudged: killed) }
         guard waitUntilOver(move),
             let sourceDump = dump(move.source, after: move), let destinationDump = dump(move.destination, after: move),
             var source = windows[move.source], var destination = windows[move.destination]

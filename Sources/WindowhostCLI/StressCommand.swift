@@ -19,7 +19,8 @@ struct StressCampaignCommand: ParsableCommand {
             as shared memory shows it), sometimes kills the supervisor and starts a new one on \
             the same root, and sometimes damages a newest snapshot first. It moves tabs between \
             windows (move-to-window), and aims half the kills at a move: the supervisor a moment \
-            after it was asked. Once a move is over, the tab must be in exactly one of its two \
+            after it was asked, or one side's worker as the move enters a stage (kill \
+            --aim-move). Once a move is over, the tab must be in exactly one of its two \
             windows (duplicated, lost in move), and in the destination if the move was acknowledged. After every recovery \
             an independent model of each window judges it: lost (acknowledged durable, then \
             missing), unexpected (never sent, yet present), recovered (sent, not acknowledged, \
@@ -174,7 +175,9 @@ struct StressCampaignCommand: ParsableCommand {
                 report.kills, report.supervisorKills, report.killedWhileSaving, report.corruptions, report.durationS),
             "\(report.commands) commands, \(report.acknowledged) acknowledged durable, \(report.recoveries) recoveries checked",
             "lost \(report.lost), unexpected \(report.unexpected), torn \(report.torn), recovered (sent, not acknowledged, present) \(report.recovered)",
-            "\(report.movesStarted) moves between windows, \(report.movesAcknowledged) acknowledged, \(report.movesResolved) resolved (\(report.movesCommitted) committed): duplicated \(report.duplicated), lost in move \(report.lostInMove)",
+            "\(report.movesStarted) moves between windows, \(report.movesAcknowledged) acknowledged, \(report.movesResolved) resolved (\(report.movesCommitted) committed), "
+                + "\(report.moveKills.values.reduce(0, +)) worker kills in the stage aimed at, \(report.supervisorKillsInMoves) supervisor kills during one: "
+                + "duplicated \(report.duplicated), lost in move \(report.lostInMove)",
             String(
                 format: "recovery (kill → restored, taking commands): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                 report.recoveryMs.p50, report.recoveryMs.p99, report.recoveryMs.max),
