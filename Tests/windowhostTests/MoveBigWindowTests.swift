@@ -6,6 +6,7 @@ import HostControl
 import HostCoordination
 import IOUring
 import SessionStore
+import Synchronization
 import SystemPackage
 import Testing
 
@@ -85,6 +86,40 @@ import Testing
         print(
             "compactions: big window \(counts[0]); the other \(counts[1]); \(refused) 75s; "
                 + "\(Date().timeIntervalSince(started)) s")
+    }
+
+    /// A worker killed on request (`ctl kill --no-wait`) 0 to 400 ms into a move, while both
+    /// windows compact (a move that compacts the big window takes seconds in a debug build):
+    /// the big window's worker or the other's, as the source or the destination, four rounds
+    /// each. Every answer is ok or 75, and the tab is where the answer says.
+    @Test func aWorkerKilledDuringAMoveLeavesTheTabWhereTheAnswerSays() throws {
+        let started = Date()
+        let pair = try BigAndSmallWindows(name: "move-big-kill", arguments: ["--compact-after", "3"])
+        defer { pair.remove() }
+        var seed: UInt64 = 0x4b_111d
+        var answers: [ControlCode] = []
+        for round in 0..<16 {
+            let (from, to) = round % 2 == 0 ? (pair.big, pair.small) : (pair.small, pair.big)
+            let victim = round / 2 % 2 == 0 ? pair.big : pair.small
+            let killed = try #require(pair.host.windows()[victim]?.pid)
+            let delay = UInt32(splitMix(&seed) % 400_000)
+            let reply = try pair.ask(pair.someTab(in: from, &seed), from: from, to: to, index: nil) {
+                usleep(delay)
+                let kill = pair.host.call(.kill(signal: SIGKILL, wait: false, aim: false), window: victim)
+                #expect(kill.code == .ok, "round \(round): \(kill)")
+            }
+            #expect(reply.code == .ok || reply.code == .temporary, "round \(round): \(reply)")
+            answers.append(reply.code)
+            try #require(
+                readyPID(pair.host, victim, not: killed) != nil, "round \(round): \(pair.host.log.suffix(4000))")
+        }
+        try pair.check("after the moves")
+        try pair.killBoth()
+        try pair.check("after a kill and restore of both")
+        try pair.readBack()
+        let done = answers.filter { $0 == .ok }.count
+        print(
+            "killed during moves: \(done) done, \(answers.count - done) undone; \(Date().timeIntervalSince(started)) s")
     }
 }
 
@@ -176,32 +211,50 @@ private final class BigAndSmallWindows {
     /// Moves the tab showing `url` from `from` to `to` (at `index`; nil: the end), asked again
     /// 2 ms after each 75 until done: how many 75s came first. Any other answer fails.
     func move(_ url: String, from: String, to: String, index: Int?) throws -> Int {
-        let tab = try #require(expected[from]?.first { $0.url == url }, "\(url) in \(from)")
-        let (source, destination) = (try #require(UUID(uuidString: from)), try #require(UUID(uuidString: to)))
         let deadline = Date().addingTimeInterval(60)
         var refused = 0
         while true {
-            let reply = host.call(
-                .moveToWindow(from: source, tab: tab.id, to: destination, index: index), timeout: 60)
-            guard reply.code == .ok else {
-                guard reply.code == .temporary, Date() < deadline else {
-                    throw HostFailure(
-                        "move of \(url): \(reply.code) '\(reply.error ?? "")' after \(refused) 75s: "
-                            + host.log.suffix(4000))
-                }
-                refused += 1
-                usleep(2_000)
-                continue
+            let reply = try ask(url, from: from, to: to, index: index)
+            if reply.code == .ok { return refused }
+            guard reply.code == .temporary, Date() < deadline else {
+                throw HostFailure(
+                    "move of \(url): \(reply.code) '\(reply.error ?? "")' after \(refused) 75s: "
+                        + host.log.suffix(4000))
             }
-            let made = try reply.decode(MoveReply.self)
-            #expect(made.window == to && made.from == from && made.fromTab == tab.id, "\(made)")
-            expected[from, default: []].removeAll { $0.id == tab.id }
-            var arrived = tab
-            arrived.id = made.tab
-            expected[to, default: []].insert(arrived, at: index ?? expected[to, default: []].count)
-            moved.insert(url)
-            return refused
+            refused += 1
+            usleep(2_000)
         }
+    }
+
+    /// Asks once to move the tab showing `url` from `from` to `to` (at `index`; nil: the end),
+    /// from another thread, running `meanwhile` while the request is out: the reply.
+    /// `expected` follows an ok.
+    func ask(
+        _ url: String, from: String, to: String, index: Int?, meanwhile: () throws -> Void = {}
+    ) throws -> ControlReply {
+        let tab = try #require(expected[from]?.first { $0.url == url }, "\(url) in \(from)")
+        let request = ControlRequest.moveToWindow(
+            from: try #require(UUID(uuidString: from)), tab: tab.id, to: try #require(UUID(uuidString: to)),
+            index: index)
+        let socket = FilePath(host.socket)
+        let answer = Mutex<ControlReply?>(nil)
+        let asking = DispatchGroup()
+        DispatchQueue.global().async(group: asking) {
+            let reply = ControlClient.call(request, socket: socket, timeout: 60)
+            answer.withLock { $0 = reply }
+        }
+        try meanwhile()
+        asking.wait()
+        let reply = try #require(answer.withLock { $0 })
+        guard reply.code == .ok else { return reply }
+        let made = try reply.decode(MoveReply.self)
+        #expect(made.window == to && made.from == from && made.fromTab == tab.id, "\(made)")
+        expected[from, default: []].removeAll { $0.id == tab.id }
+        var arrived = tab
+        arrived.id = made.tab
+        expected[to, default: []].insert(arrived, at: index ?? expected[to, default: []].count)
+        moved.insert(url)
+        return reply
     }
 
     /// Each window's tabs as its worker shows them are `expected`, in order, and its active
