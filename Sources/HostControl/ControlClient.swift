@@ -34,23 +34,49 @@ public enum ControlClient {
     public static func exchange(
         _ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds
     ) throws(ControlClientError) -> ControlReply {
+        try send(request, socket: path, timeout: timeout).reply()
+    }
+
+    /// A request sent whose reply is read later (`Pending.reply`), within the same `timeout`
+    /// from now: how a client has a second request under way while the first waits, as a
+    /// stress campaign arms a kill aimed at a move and then asks for the move.
+    public static func send(
+        _ request: ControlRequest, socket path: FilePath, timeout: Int? = defaultTimeoutSeconds
+    ) throws(ControlClientError) -> Pending {
         let deadline = timeout.map { monotonicNanoseconds() &+ UInt64(max($0, 0)) &* 1_000_000_000 } ?? .max
         let fd = socket(
             AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw .noSocket(Errno(rawValue: errno)) }
-        defer { close(fd) }
-        let call = Call(
-            fd: fd, deadline: deadline, timeoutSeconds: timeout ?? 0, likelyCause: likelyCause(request, socket: path))
-        try call.connect(to: path)
+        let pending = Pending(
+            call: Call(
+                fd: fd, deadline: deadline, timeoutSeconds: timeout ?? 0,
+                likelyCause: likelyCause(request, socket: path)),
+            verb: request.verb.rawValue)
+        try pending.call.connect(to: path)
         guard var line = try? JSONEncoder().encode(request) else { throw .unencodableRequest }
         line.append(UInt8(ascii: "\n"))
-        try call.send(line)
-        let reply = try call.receiveLine(answering: request.verb.rawValue)
-        guard !reply.isEmpty else { throw .noReply }
-        do {
-            return try JSONDecoder().decode(ControlReply.self, from: Data(reply))
-        } catch {
-            throw .unreadableReply("\(error)")
+        try pending.call.send(line)
+        return pending
+    }
+
+    /// A request's connection until its reply is read; closed when it goes.
+    public final class Pending {
+        fileprivate let call: Call
+        private let verb: String
+
+        fileprivate init(call: Call, verb: String) { (self.call, self.verb) = (call, verb) }
+
+        deinit { close(call.fd) }
+
+        /// The reply, all of it, by the deadline `send` set.
+        public func reply() throws(ControlClientError) -> ControlReply {
+            let reply = try call.receiveLine(answering: verb)
+            guard !reply.isEmpty else { throw .noReply }
+            do {
+                return try JSONDecoder().decode(ControlReply.self, from: Data(reply))
+            } catch {
+                throw .unreadableReply("\(error)")
+            }
         }
     }
 
@@ -67,7 +93,7 @@ public enum ControlClient {
     }
 
     /// One call's nonblocking socket and its deadline: every step waits only until then.
-    private struct Call {
+    fileprivate struct Call {
         let fd: Int32
         let deadline: UInt64
         let timeoutSeconds: Int

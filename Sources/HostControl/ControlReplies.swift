@@ -61,9 +61,15 @@ public struct MoveReply: Codable, Equatable, Sendable {
     public var fromTab: Int64
     /// The move's id, as the supervisor's log and both windows' records name it (hex).
     public var move: String
+    /// `window`'s applied seq once it held the tab, and `from`'s once it had dropped it: both
+    /// durable when this reply comes, as a `wait-durable` of each would say.
+    public var seq: UInt64
+    public var fromSeq: UInt64
 
-    package init(window: String, tab: Int64, from: String, fromTab: Int64, move: String) {
-        (self.window, self.tab, self.from, self.fromTab, self.move) = (window, tab, from, fromTab, move)
+    package init(window: String, tab: Int64, seq: UInt64, from: String, fromTab: Int64, fromSeq: UInt64, move: String) {
+        (self.window, self.tab, self.seq, self.from, self.fromTab, self.fromSeq, self.move) = (
+            window, tab, seq, from, fromTab, fromSeq, move
+        )
     }
 }
 

@@ -35,6 +35,8 @@ extension SceneWindow {
         let (list, index) = try locate(tab)
         let webState = try list.webState(at: index)
         let kind: BrowserKind = list === store.incognito.webStateList ? .incognito : .regular
+        // Before the history is read: a damaged stored copy realizes the tab from an older one.
+        let realized = webState.isRealized
         let history = try store.storedHistoryBytes(of: webState, in: kind)
         guard history.count <= Limits.maxMovedTabBytes else {
             throw Refusal(
@@ -45,7 +47,7 @@ extension SceneWindow {
         moved.tab = tab
         moved.incognito = kind == .incognito
         moved.pinned = list.isPinned(at: index)
-        moved.realized = webState.isRealized
+        moved.realized = realized
         moved.creationTimeUs = webState.creationTime.microsecondsSinceEpoch
         moved.lastActiveTimeUs = webState.lastActiveTime.microsecondsSinceEpoch
         moved.navigation = Data(history)

@@ -30,9 +30,16 @@ extension WindowStore {
     }
 
     /// Tab `webState`'s history as Browser `kind` stores it: an unrealized tab's payload as
-    /// restored (or moved in), unread; a realized tab's encoded from memory.
+    /// restored (or moved in), unread; a realized tab's encoded from memory. A payload that
+    /// fails its checks realizes the tab from the generation before, as any realization does
+    /// (docs/recovery.md): its history is then in memory, and that is what is given.
     public func storedHistoryBytes(of webState: WebState, in kind: BrowserKind) throws(SessionFormatError) -> [UInt8] {
         if let history = webState.loadedHistory { return history.storageBytes(as: webState.id) }
-        return try stores[kind == .regular ? 0 : 1].storedHistory(webState)
+        do {
+            return try stores[kind == .regular ? 0 : 1].storedHistory(webState)
+        } catch {
+            guard let history = webState.loadedHistory else { throw error }
+            return history.storageBytes(as: webState.id)
+        }
     }
 }

@@ -35,6 +35,9 @@ public struct CampaignOptions: Sendable {
     public var hostile: HostileOptions?
     /// How long any reply may take before the campaign calls it a hang.
     public var replyTimeoutSeconds = 60
+    /// One step in this many moves a tab between two windows, and half the kills are aimed at
+    /// a move's steps; 0: no moves.
+    public var moveOneIn = 10
 
     public init(
         root: FilePath, scenes: Int, kills: Int?, duration: Double?, killRate: Double, seed: UInt64,
@@ -90,6 +93,19 @@ public struct CampaignReport: Codable, Sendable {
     public var unexpected = 0
     public var recovered = 0
     public var torn = 0
+    /// Moves of tabs between windows: asked, answered ok (durable on both sides), and over with
+    /// their outcome checked on both windows (committed or undone), whatever was killed.
+    public var movesStarted = 0
+    public var movesAcknowledged = 0
+    public var movesResolved = 0
+    public var movesCommitted = 0
+    /// Worker kills that landed in the move stage they were aimed at, by side and stage
+    /// ("source importing"), and supervisor kills a moment after a move was asked.
+    public var moveKills: [String: Int] = [:]
+    public var supervisorKillsInMoves = 0
+    /// Moved tabs found in both windows, or in neither of the two that owed one.
+    public var duplicated = 0
+    public var lostInMove = 0
     /// `--hostile`: events in all, of them disk fills and entries planted; saves refused (74)
     /// while the disk was full.
     public var hostileEvents = 0
@@ -129,9 +145,19 @@ public struct CampaignReport: Codable, Sendable {
         case durationS = "duration_s"
         case recoveryCurve = "recovery_curve"
         case saveLatencyCurve = "save_latency_curve"
+        case movesStarted = "moves_started"
+        case movesAcknowledged = "moves_acknowledged"
+        case movesResolved = "moves_resolved"
+        case movesCommitted = "moves_committed"
+        case lostInMove = "lost_in_move"
+        case duplicated
+        case moveKills = "move_kills"
+        case supervisorKillsInMoves = "supervisor_kills_in_moves"
     }
 
-    public var passed: Bool { lost == 0 && unexpected == 0 && torn == 0 && failures.isEmpty }
+    public var passed: Bool {
+        lost == 0 && unexpected == 0 && torn == 0 && duplicated == 0 && lostInMove == 0 && failures.isEmpty
+    }
 }
 
 /// One event of a campaign's timeline; `CodingKeys` names the JSON report's fields.
@@ -143,6 +169,8 @@ public struct CampaignEvent: Codable, Sendable, Equatable {
         case damage
         /// A window checked by the oracle after a kill, or after a disconnect and reconnect.
         case recovery
+        /// A tab moved between windows (`move-to-window`): its outcome and verdict.
+        case move
     }
 
     /// The oracle's verdict on a recovery.
@@ -150,27 +178,39 @@ public struct CampaignEvent: Codable, Sendable, Equatable {
         case intact, lost, unexpected, torn
         /// Came back below its acknowledged seq.
         case wentBack = "went_back"
+        /// A moved tab in both windows once the move was over.
+        case duplicated
+        /// A moved tab in neither window, though one of them owed it.
+        case lostInMove = "lost_in_move"
     }
 
     public var kind: Kind
     /// Seconds since the campaign started.
     public var at: Double
-    /// The window's UUID; nil for a supervisor kill.
+    /// The window's UUID (a move's source); nil for a supervisor kill.
     public var window: String?
+    /// A move's destination, and where the move left the tab.
+    public var to: String?
+    public var outcome: MoveOutcome?
     /// A kill's recovery time: kill → restored and taking commands.
     public var recoveryMs: Double?
     public var verdict: Verdict?
 
     /// The JSON report's field names.
     enum CodingKeys: String, CodingKey {
-        case kind, at, window, verdict
+        case kind, at, window, verdict, to, outcome
         case recoveryMs = "recovery_ms"
     }
 
-    public init(kind: Kind, at: Double, window: String? = nil, recoveryMs: Double? = nil, verdict: Verdict? = nil) {
+    public init(
+        kind: Kind, at: Double, window: String? = nil, to: String? = nil, outcome: MoveOutcome? = nil,
+        recoveryMs: Double? = nil, verdict: Verdict? = nil
+    ) {
         self.kind = kind
         self.at = at
         self.window = window
+        self.to = to
+        self.outcome = outcome
         self.recoveryMs = recoveryMs
         self.verdict = verdict
     }
@@ -180,22 +220,22 @@ public struct CampaignEvent: Codable, Sendable, Equatable {
 /// workers, and now and then the supervisor, are killed with SIGKILL and snapshots damaged;
 /// after every recovery the oracle checks the window against its model.
 public final class Campaign {
-    private let options: CampaignOptions
-    private var random: SeededGenerator
-    private var supervisor: SupervisorProcess?
-    private var windows: [String: WindowHistory] = [:]
-    private var report: CampaignReport
-    private var recoveryTimes = Histogram<UInt64>(
+    let options: CampaignOptions
+    var random: SeededGenerator
+    var supervisor: SupervisorProcess?
+    var windows: [String: WindowHistory] = [:]
+    var report: CampaignReport
+    var recoveryTimes = Histogram<UInt64>(
         highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
     private var saveLatency = Histogram<UInt64>(highestTrackableValue: 1 << 42, numberOfSignificantValueDigits: .three)
-    private var step = 0
+    var step = 0
     private let started = Date()
     private var progress: ProgressMeter?
     /// A hang or a supervisor that did not come back: nothing after it could be judged.
     private var aborted = false
     private var hostile: (options: HostileOptions, planter: HostilePlanter, filler: DiskFiller)?
     /// The disk stays full until this step.
-    private var fullUntilStep: Int?
+    var fullUntilStep: Int?
     private var lastHostileEvent: (step: Int, event: HostileEvent)?
     private var canaryReported = false
     /// Since when each window has answered only "retry" (75).
@@ -211,7 +251,7 @@ public final class Campaign {
         report.reproduce =
             "windowhost stress --seed \(options.seed) --scenes \(options.scenes) "
             + "\(options.kills.map { "--kills \($0)" } ?? "--duration \(options.duration ?? 0)") --kill-rate \(options.killRate) --save-delay \(options.saveDelayMilliseconds) "
-            + "--damage-one-in \(options.corruptionOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(options.hostile != nil ? " --hostile" : "")"
+            + "--damage-one-in \(options.corruptionOneIn) --move-one-in \(options.moveOneIn) \(options.io == "powercut" ? "--power-cut" : "--io \(options.io)")\(options.hostile != nil ? " --hostile" : "")"
     }
 
     private func startSupervisor() throws -> SupervisorProcess {
@@ -252,6 +292,10 @@ public final class Campaign {
                 nextKill = Date().addingTimeInterval(interval)
             } else if let hostile, Int.random(in: 0..<hostile.options.oneIn, using: &random) == 0 {
                 hostileEvent()
+            } else if options.moveOneIn > 0, windows.count >= 2,
+                Int.random(in: 0..<options.moveOneIn, using: &random) == 0
+            {
+                sendMove()
             } else {
                 sendCommand()
             }
@@ -296,20 +340,20 @@ public final class Campaign {
         return false
     }
 
-    private func call(_ request: ControlRequest) -> ControlReply {
+    func call(_ request: ControlRequest) -> ControlReply {
         supervisor?.call(request) ?? .failure(.unavailable, "no supervisor")
     }
 
     /// Asks window `id` (a UUID the supervisor showed) `request`.
     /// `answer(to:orHang:)` for one of the windows the supervisor showed.
-    private func answer(_ id: String, _ request: WindowRequest, orHang what: String) -> ControlReply? {
+    func answer(_ id: String, _ request: WindowRequest, orHang what: String) -> ControlReply? {
         guard let window = UUID(exactly: id) else {
             return .failure(.software, "the supervisor showed a window '\(id)' that is no UUID")
         }
         return answer(to: .window(window, request), orHang: what)
     }
 
-    private func reproduce(_ what: String) -> String {
+    func reproduce(_ what: String) -> String {
         let context =
             lastHostileEvent.map {
                 " after hostile event '\($0.event)' at step \($0.step)\(fullUntilStep != nil ? ", the disk full" : "")"
@@ -319,14 +363,14 @@ public final class Campaign {
 
     /// A failure after which nothing could be judged (a hang, a supervisor that did not come
     /// back): reported, and the campaign ends.
-    private func abort(_ what: String) {
+    func abort(_ what: String) {
         report.failures.append(reproduce(what))
         aborted = true
     }
 
     /// The reply to `request` (the client's own failures as replies), or nil for a hang: no
     /// reply within the timeout, reported as `what` got none, and the campaign ends.
-    private func answer(to request: ControlRequest, orHang what: String) -> ControlReply? {
+    func answer(to request: ControlRequest, orHang what: String) -> ControlReply? {
         guard let supervisor else { return call(request) }
         do {
             return try supervisor.exchange(request)
@@ -373,8 +417,10 @@ public final class Campaign {
     }
 
     /// Space comes back. With no command but `wait-durable` (which asks for no save), every
-    /// window's saves must land within `durableAfterFreeSeconds`.
-    private func freeDisk() {
+    /// window's saves must land within `durableAfterFreeSeconds`. `unjudged`: windows whose
+    /// workers died since their last check: their seqs are a new worker's, which their history
+    /// does not know yet, so what is durable there is not taken as acknowledged.
+    func freeDisk(unjudged: Set<String> = []) {
         guard var world = hostile else { return }
         do {
             try world.filler.free()
@@ -393,7 +439,7 @@ public final class Campaign {
                         id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id) once space came back")
                 else { break }
                 if reply.code == .ok, let durable = try? reply.decode(DurableReply.self), var history = windows[id] {
-                    report.acknowledged += history.acknowledge(durable.durableSeq)
+                    if !unjudged.contains(id) { report.acknowledged += history.acknowledge(durable.durableSeq) }
                     windows[id] = history
                     break
                 }
@@ -515,6 +561,10 @@ public final class Campaign {
             try killSupervisor()
             return
         }
+        if options.moveOneIn > 0, windows.count >= 2, Bool.random(using: &random), let move = pickMove() {
+            try killDuringMove(move)
+            return
+        }
         let ids = windows.keys.sorted()
         guard !ids.isEmpty else { return }
         let id = ids[Int.random(in: 0..<ids.count, using: &random)]
@@ -599,7 +649,7 @@ public final class Campaign {
         return true
     }
 
-    private func acknowledgeDurable(_ id: String) {
+    func acknowledgeDurable(_ id: String) {
         guard let reply = answer(id, .waitDurable(seq: nil), orHang: "wait-durable of window \(id)") else { return }
         if reply.code == .ioError, fullUntilStep != nil { report.refusedWhileFull += 1 }
         guard let durable = try? reply.decode(DurableReply.self), var history = windows[id] else { return }
@@ -639,13 +689,19 @@ public final class Campaign {
         return (try? withUnsafeBytes(of: &byte) { try file.write(toAbsoluteOffset: size / 2, $0) }) == 1
     }
 
-    private func killSupervisor() throws {
+    /// Kills the supervisor (its workers die with it) and starts a new one. `move`: a move it
+    /// was asked for just before, its reply read if it came before the kill; the new
+    /// supervisor finishes or undoes it, and the oracle judges where the tab went.
+    func killSupervisor(during move: (MoveInFlight, ControlClient.Pending)? = nil) throws {
         report.supervisorKills += 1
         let at = secondsSinceStart
-        for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
-        mergeSaveLatency()
+        if move == nil {
+            for id in windows.keys.sorted() where Bool.random(using: &random) { acknowledgeDurable(id) }
+            mergeSaveLatency()
+        }
         supervisor?.kill()
         let sent = monotonicNanoseconds() / 1000
+        let answered = move.flatMap { try? $0.1.reply() }
         supervisor = nil
         do {
             supervisor = try startSupervisor()
@@ -656,6 +712,9 @@ public final class Campaign {
         let recovered = monotonicNanoseconds() / 1000 - sent
         _ = recoveryTimes.record(recovered)
         mark(.supervisorKill, at: at, recoveryMicroseconds: recovered)
+        if let (move, _) = move {
+            judge(move, reply: answered, killed: [move.source, move.destination])
+        }
         adoptWindows(checking: true)
     }
 
@@ -692,7 +751,7 @@ public final class Campaign {
     }
 
     /// The oracle's verdict on a window that just came back.
-    private func check(_ id: String, _ history: inout WindowHistory) {
+    func check(_ id: String, _ history: inout WindowHistory) {
         guard let reply = answer(id, .dump, orHang: "dump of window \(id) after its recovery") else { return }
         let dump: DumpReply
         do {
@@ -759,16 +818,16 @@ public final class Campaign {
         saveLatency.add(histogram)
     }
 
-    private var secondsSinceStart: Double { Date().timeIntervalSince(started) }
+    var secondsSinceStart: Double { Date().timeIntervalSince(started) }
 
     /// Adds an event to the timeline, at `at` (seconds since the start) or now.
-    private func mark(
-        _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, recoveryMicroseconds: UInt64? = nil,
-        verdict: CampaignEvent.Verdict? = nil
+    func mark(
+        _ kind: CampaignEvent.Kind, at: Double? = nil, window: String? = nil, to: String? = nil,
+        outcome: MoveOutcome? = nil, recoveryMicroseconds: UInt64? = nil, verdict: CampaignEvent.Verdict? = nil
     ) {
         report.timeline.append(
             CampaignEvent(
-                kind: kind, at: at ?? secondsSinceStart, window: window,
+                kind: kind, at: at ?? secondsSinceStart, window: window, to: to, outcome: outcome,
                 recoveryMs: recoveryMicroseconds.map { Double($0) / 1000 }, verdict: verdict))
     }
 

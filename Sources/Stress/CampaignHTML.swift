@@ -13,7 +13,8 @@ extension CampaignReport {
             "<p>Seed \(seed), \(scenes) scenes, \(ReportPage.fixed(durationS, 1)) s: \(kills) kills (\(supervisorKills) of the supervisor, "
         body +=
             "\(killedWhileSaving) while a save was in flight, \(corruptions) after damaging a snapshot), \(commands) commands, "
-        body += "\(acknowledged) acknowledged durable, \(recoveries) recoveries checked. "
+        body += "\(acknowledged) acknowledged durable, \(recoveries) recoveries checked, "
+        body += "\(movesStarted) moves between windows (\(movesAcknowledged) acknowledged, \(movesResolved) resolved). "
         body +=
             passed
             ? "<strong>Nothing acknowledged was lost.</strong></p>\n" : "<strong class=failed>FAILED.</strong></p>\n"
@@ -46,8 +47,14 @@ extension CampaignReport {
             ("unexpected (never sent, yet present)", unexpected),
             ("torn (no prefix of the commands)", torn), ("went back below the acknowledged seq", wentBack),
             ("recovered (sent, not acknowledged, present)", recovered),
+            ("moves started", movesStarted), ("moves acknowledged (durable on both sides)", movesAcknowledged),
+            ("moves resolved (committed or undone, checked on both windows)", movesResolved),
+            ("moves committed", movesCommitted),
+            ("duplicated (a moved tab in both windows)", duplicated),
+            ("lost in move (a moved tab in neither window)", lostInMove),
         ] {
-            let bad = count > 0 && name != "recoveries checked" && !name.hasPrefix("recovered")
+            let bad =
+                count > 0 && name != "recoveries checked" && !name.hasPrefix("recovered") && !name.hasPrefix("moves")
             section += "<tr\(bad ? " class=failed" : "")><th>\(ReportPage.escape(name))</th><td>\(count)</td></tr>\n"
         }
         section += "</table>\n"

@@ -25,15 +25,15 @@ extension CampaignReport {
         return Swift.min(timelineBuckets - 1, Swift.max(0, Int(seconds / span * Double(timelineBuckets))))
     }
 
-    /// Recoveries the oracle failed, in order.
+    /// Recoveries and moves the oracle failed, in order.
     var failedRecoveries: [CampaignEvent] {
-        timeline.filter { $0.kind == .recovery && ($0.verdict.map { $0 != .intact } ?? false) }
+        timeline.filter { [.recovery, .move].contains($0.kind) && ($0.verdict.map { $0 != .intact } ?? false) }
     }
 
     func timelineChart() -> String {
         let plot = TimelinePlot(span: Swift.max(durationS, timeline.map(\.at).max() ?? 0, 1))
         var svg = ReportPage.svgStart(
-            width: plot.width, height: plot.height, title: "kills, damage and recoveries over the campaign")
+            width: plot.width, height: plot.height, title: "kills, damage, recoveries and moves over the campaign")
         svg += plot.axes()
         svg += timelineBars(plot) + failedRecoveryMarks(plot) + timelineLegend(plot)
         let failed = failedRecoveries.count
@@ -42,7 +42,7 @@ extension CampaignReport {
             "<p>Each bar counts one lane's events in \(ReportPage.fixed(slice, slice < 10 ? 2 : 1)) s, one of \(Self.timelineBuckets) equal slices "
         caption +=
             "of the campaign; the busiest slice of a lane is its full height (its count under the lane's name). Hover a lane for its total. "
-        caption += "Each recovery the oracle failed is a red diamond of its own"
+        caption += "Each recovery or move the oracle failed is a red diamond of its own"
         if failed > Self.failuresListed {
             caption +=
                 ": the first \(Self.failuresListed) are drawn, the \(failed - Self.failuresListed) more are in the JSON"
@@ -77,16 +77,18 @@ extension CampaignReport {
         return svg
     }
 
-    /// A red diamond per failed recovery, up to `failuresListed`, over the recovery lane's bars.
+    /// A red diamond per failed recovery or move, up to `failuresListed`, over its lane's bars.
     private func failedRecoveryMarks(_ plot: TimelinePlot) -> String {
-        guard let lane = CampaignEvent.Kind.allCases.firstIndex(of: .recovery) else { return "" }
         var svg = ""
         for event in failedRecoveries.prefix(Self.failuresListed) {
-            var title = "recovery at \(ReportPage.fixed(event.at, 2)) s"
+            guard let lane = CampaignEvent.Kind.allCases.firstIndex(of: event.kind) else { continue }
+            var title = "\(event.kind.rawValue) at \(ReportPage.fixed(event.at, 2)) s"
             if let window = event.window { title += ", window \(window)" }
+            if let to = event.to { title += " to \(to)" }
             if let verdict = event.verdict { title += ": \(verdict.rawValue)" }
             svg += Self.failedMark(
-                x: plot.x(event.at), y: plot.center(lane), attributes: "class=\"mark recovery failed\"")
+                x: plot.x(event.at), y: plot.center(lane),
+                attributes: "class=\"mark \(event.kind.rawValue) failed\"")
             svg += "<title>\(ReportPage.escape(title))</title></polygon>\n"
         }
         return svg
@@ -103,7 +105,7 @@ extension CampaignReport {
             svg += "<text x=\"\(legendX + 16)\" y=\"\(legendY)\" font-size=\"11\">\(Self.laneName(kind))</text>\n"
             legendX += 40 + Double(Self.laneName(kind).count) * 6
         }
-        let name = "recovery the oracle failed"
+        let name = "recovery or move the oracle failed"
         svg += Self.failedMark(x: legendX + 6, y: legendY - 4, attributes: "class=\"legend\"") + "</polygon>"
         svg += "<text x=\"\(legendX + 16)\" y=\"\(legendY)\" font-size=\"11\">\(name)</text>\n"
         return svg
@@ -115,6 +117,7 @@ extension CampaignReport {
         case .supervisorKill: "supervisor kill"
         case .damage: "damage"
         case .recovery: "recovery"
+        case .move: "move"
         }
     }
 
@@ -126,16 +129,19 @@ extension CampaignReport {
         case .supervisorKill: "\(count) supervisor kill\(one ? "" : "s")"
         case .damage: "\(count) snapshot\(one ? "" : "s") damaged"
         case .recovery: "\(count) recover\(one ? "y" : "ies")"
+        case .move: "\(count) move\(one ? "" : "s") between windows"
         }
     }
 
-    /// A lane's colour: red worker kills, purple supervisor kills, orange damage, green recoveries.
+    /// A lane's colour: red worker kills, purple supervisor kills, orange damage, green
+    /// recoveries, blue moves.
     private static func color(_ kind: CampaignEvent.Kind) -> String {
         switch kind {
         case .workerKill: "#d62728"
         case .supervisorKill: "#9467bd"
         case .damage: "#ff7f0e"
         case .recovery: "#2ca02c"
+        case .move: "#1f77b4"
         }
     }
 

@@ -118,6 +118,12 @@ public final class SupervisorProcess {
         try ControlClient.exchange(request, socket: socket, timeout: replyTimeoutSeconds)
     }
 
+    /// `request` sent, its reply read later (`ControlClient.Pending`): a second request under
+    /// way while another waits.
+    public func send(_ request: ControlRequest) throws(ControlClientError) -> ControlClient.Pending {
+        try ControlClient.send(request, socket: socket, timeout: replyTimeoutSeconds)
+    }
+
     public func kill() {
         // ESRCH: it has exited already (reaped or not), and `isRunning` says so at once. Any
         // other failure would leave it running, and this wait would never end.

@@ -27,6 +27,26 @@ public struct WindowHistory: Sendable {
         everSeen.formUnion(window.tabIDs)
     }
 
+    /// The state every acknowledged command left: what no kill may take back.
+    public var acknowledgedState: OracleWindow {
+        (states.last { $0.seq <= acknowledged } ?? states[0]).window
+    }
+
+    /// Each state since the last recovery as `change` leaves it, its seq one further where
+    /// `change` takes one there: a move's drop, sent again to a source restarted from any of
+    /// them (a drop of a tab the state does not hold changes nothing and takes no seq).
+    public mutating func rewrite(_ change: (OracleWindow) -> (window: OracleWindow, takesSeq: Bool)) {
+        let acknowledgedIndex = states.lastIndex { $0.seq <= acknowledged } ?? 0
+        let before = states.map(\.seq)
+        states = states.map { state in
+            let (window, takesSeq) = change(state.window)
+            return (state.seq + (takesSeq ? 1 : 0), window)
+        }
+        assert(zip(states, states.dropFirst()).allSatisfy { $0.seq <= $1.seq }, "seqs never fall")
+        acknowledged += states[acknowledgedIndex].seq - before[acknowledgedIndex]
+        for (_, window) in states { everSeen.formUnion(window.tabIDs) }
+    }
+
     /// The host says every command up to `seq` is durable. Returns how many commands that newly
     /// acknowledges.
     @discardableResult

@@ -17,7 +17,11 @@ struct StressCampaignCommand: ParsableCommand {
             all incognito, background and foreground, disconnect and reconnect, save --wait. \
             Meanwhile it kills workers with SIGKILL (half the time aimed at a save in flight, \
             as shared memory shows it), sometimes kills the supervisor and starts a new one on \
-            the same root, and sometimes damages a newest snapshot first. After every recovery \
+            the same root, and sometimes damages a newest snapshot first. It moves tabs between \
+            windows (move-to-window), and aims half the kills at a move: the supervisor a moment \
+            after it was asked, or one side's worker as the move enters a stage (kill \
+            --aim-move). Once a move is over, the tab must be in exactly one of its two \
+            windows (duplicated, lost in move), and in the destination if the move was acknowledged. After every recovery \
             an independent model of each window judges it: lost (acknowledged durable, then \
             missing), unexpected (never sent, yet present), recovered (sent, not acknowledged, \
             present), torn (matches no prefix of the commands). Exit 0 when none was lost, \
@@ -79,6 +83,12 @@ struct StressCampaignCommand: ParsableCommand {
     @Option(help: "One worker kill in this many first damages the window's newest snapshot (0: never).")
     var damageOneIn = 12
 
+    @Option(
+        help:
+            "One step in this many moves a tab between two windows (move-to-window), and half the kills are aimed at a move (0: no moves)."
+    )
+    var moveOneIn = 10
+
     @Flag(help: "Now and then fill the disk, plant symlinks, FIFOs and unreadable entries (see above).")
     var hostile = false
 
@@ -96,6 +106,7 @@ struct StressCampaignCommand: ParsableCommand {
         if let kills, kills < 1 { throw ValidationError("--kills must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
         guard damageOneIn >= 0 else { throw ValidationError("--damage-one-in must be 0 (never) or more") }
+        guard moveOneIn >= 0 else { throw ValidationError("--move-one-in must be 0 (never) or more") }
         guard !hostile || geteuid() == 0 || root != nil else {
             throw ValidationError(
                 "--hostile fills the disk: without root, give --root on a filesystem of at most \(Self.hostileMaxFilesystemMiB) MiB"
@@ -134,6 +145,7 @@ struct StressCampaignCommand: ParsableCommand {
         options.stopRequested = { StopSignals.receivedSignal != nil }
         options.progress = ProgressMeter(name: "windowhost stress", terminal: isatty(STDERR_FILENO) == 1)
         options.corruptionOneIn = damageOneIn
+        options.moveOneIn = moveOneIn
         if hostile {
             options.hostile = HostileOptions(canaryDirectory: FilePath(rootPath.string + ".hostile-canary"))
             options.replyTimeoutSeconds = Self.hostileReplyTimeoutSeconds
@@ -163,6 +175,9 @@ struct StressCampaignCommand: ParsableCommand {
                 report.kills, report.supervisorKills, report.killedWhileSaving, report.corruptions, report.durationS),
             "\(report.commands) commands, \(report.acknowledged) acknowledged durable, \(report.recoveries) recoveries checked",
             "lost \(report.lost), unexpected \(report.unexpected), torn \(report.torn), recovered (sent, not acknowledged, present) \(report.recovered)",
+            "\(report.movesStarted) moves between windows, \(report.movesAcknowledged) acknowledged, \(report.movesResolved) resolved (\(report.movesCommitted) committed), "
+                + "\(report.moveKills.values.reduce(0, +)) worker kills in the stage aimed at, \(report.supervisorKillsInMoves) supervisor kills during one: "
+                + "duplicated \(report.duplicated), lost in move \(report.lostInMove)",
             String(
                 format: "recovery (kill → restored, taking commands): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
                 report.recoveryMs.p50, report.recoveryMs.p99, report.recoveryMs.max),

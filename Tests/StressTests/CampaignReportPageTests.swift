@@ -33,6 +33,8 @@ import Testing
             CampaignEvent(kind: .damage, at: 7, window: "A"),
             CampaignEvent(kind: .workerKill, at: 7.1, window: "A", recoveryMs: 35),
             CampaignEvent(kind: .recovery, at: 7.2, window: "A", verdict: .intact),
+            CampaignEvent(kind: .move, at: 7.5, window: "A", to: "B", outcome: .committed, verdict: .intact),
+            CampaignEvent(kind: .move, at: 7.8, window: "B", to: "A", outcome: .committed, verdict: .duplicated),
         ]
         report.recoveryCurve = PercentilePoint.percentiles.map {
             PercentilePoint(percentile: $0, microseconds: 30_000 + UInt64($0) * 1000)
@@ -67,6 +69,9 @@ import Testing
         #expect(
             occurrences(of: "class=\"mark recovery failed\"", in: html) == 1,
             "the torn recovery is marked failed, the others not")
+        #expect(
+            occurrences(of: "class=\"mark move failed\"", in: html) == 1,
+            "the duplicated move is marked failed, the intact one not")
         // A legend entry for each kind, and for a failed recovery.
         #expect(occurrences(of: "class=\"legend\"", in: html) == CampaignEvent.Kind.allCases.count + 1)
     }
@@ -92,6 +97,11 @@ import Testing
             let at = Double(index) / 5
             let window = "window-\(index % 8)"
             if index % 12 == 0 { report.timeline.append(CampaignEvent(kind: .damage, at: at, window: window)) }
+            if index % 2 == 0 {
+                report.timeline.append(
+                    CampaignEvent(
+                        kind: .move, at: at, window: window, to: "window-\((index + 1) % 8)", outcome: .undone))
+            }
             let supervisor = index % 25 == 0
             report.timeline.append(
                 CampaignEvent(

@@ -1,4 +1,5 @@
 import BrowserModel
+import Foundation
 import HostControl
 import HostCoordination
 import HostLimits
@@ -49,13 +50,13 @@ import Testing
         var stranger = windows[2]
         _ = stranger.apply(
             .open(url: "https://never.example/", incognito: false, index: nil, opener: nil, background: false), tab: 99)
-        #expect(history.recovered(digest: stranger.digest, dump: dump(of: stranger), appliedSeq: 3) == .unexpected)
+        #expect(history.recovered(digest: stranger.digest, dump: dumpShowing(stranger), appliedSeq: 3) == .unexpected)
 
         (history, windows) = self.history(opens: 4, acknowledged: 2)
         // Tabs 1 and 3 without 2: every id was sent, but no prefix looks like this.
         var torn = windows[3]
         _ = torn.apply(.close(tab: 2), tab: nil)
-        #expect(history.recovered(digest: torn.digest, dump: dump(of: torn), appliedSeq: 3) == .torn)
+        #expect(history.recovered(digest: torn.digest, dump: dumpShowing(torn), appliedSeq: 3) == .torn)
         #expect(history.current.digest == torn.digest, "the model takes what came back")
     }
 
@@ -77,7 +78,7 @@ import Testing
         history.applied(seq: 3, window: window)
         #expect(window.digest == beforeBoth.digest && window != beforeBoth)
         #expect(
-            history.recovered(digest: beforeBoth.digest, dump: dump(of: beforeBoth), appliedSeq: 1)
+            history.recovered(digest: beforeBoth.digest, dump: dumpShowing(beforeBoth), appliedSeq: 1)
                 == .intact(recovered: 0))
         #expect(history.current == beforeBoth, "the model goes on from the state that came back")
         var forward = history.current
@@ -94,7 +95,7 @@ import Testing
         let openedFromAStranger = window.apply(
             .open(url: "y", incognito: false, index: nil, opener: 42, background: false), tab: 2)
         #expect(!closedUnknown && !openedPastTheEnd && opened && !openedFromAStranger)
-        #expect(window.digest == OracleWindow(dump: dump(of: window)).digest, "a dump reads back to the same model")
+        #expect(window.digest == OracleWindow(dump: dumpShowing(window)).digest, "a dump reads back to the same model")
     }
 
     @Test func theSameSeedMakesTheSameDecisions() {
@@ -165,7 +166,7 @@ import Testing
                 .open(url: "https://\(id).example/", incognito: id == 4, index: nil, opener: nil, background: false),
                 tab: id)
         }
-        let learned = OracleWindow(dump: dump(of: window))
+        let learned = OracleWindow(dump: dumpShowing(window))
         var copy = learned
         #expect(!copy.apply(.go(tab: 1, .back), tab: nil) && copy == learned)
         var random = SeededGenerator(seed: 8)
@@ -185,8 +186,8 @@ import Testing
                     url: "https://\(id).example/", incognito: false, index: nil, opener: id == 3 ? 1 : nil,
                     background: false), tab: id)
         }
-        #expect(window.differences(from: dump(of: window)).isEmpty)
-        var shown = dump(of: window)
+        #expect(window.differences(from: dumpShowing(window)).isEmpty)
+        var shown = dumpShowing(window)
         shown.regular.activeIndex = 0
         shown.regular.tabs[2].opener = nil
         shown.regular.tabs[1].url = "https://other.example/"
@@ -196,21 +197,22 @@ import Testing
                 "tab 3 opener -, the model 1",
             ])
     }
+}
 
-    private func dump(of window: OracleWindow) -> DumpReply {
-        func browser(_ list: ReferenceList) -> DumpReply.BrowserContents {
-            DumpReply.BrowserContents(
-                activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
-                tabs: list.tabs.enumerated().map { index, tab in
-                    DumpReply.Tab(
-                        id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true,
-                        pinned: index < list.pinnedCount, opener: tab.openerID,
-                        historyIndex: window.pages[tab.id].map { Int32($0.current) },
-                        historyCount: Int32(window.pages[tab.id]?.urls.count ?? 0), lastActiveTimeUs: 0)
-                })
-        }
-        return DumpReply(
-            window: "", appliedSeq: 0, durableSeq: 0, digest: "", regular: browser(window.regular),
-            incognito: browser(window.incognito))
+/// What a host whose window is `window` would dump: digest, tabs, pages and histories, at `seq`.
+func dumpShowing(_ window: OracleWindow, seq: UInt64 = 0) -> DumpReply {
+    func browser(_ list: ReferenceList) -> DumpReply.BrowserContents {
+        DumpReply.BrowserContents(
+            activeIndex: list.activeID.flatMap(list.index(of:)).map { Int32($0) },
+            tabs: list.tabs.enumerated().map { index, tab in
+                DumpReply.Tab(
+                    id: tab.id, url: window.urls[tab.id] ?? "", title: "", realized: true,
+                    pinned: index < list.pinnedCount, opener: tab.openerID,
+                    historyIndex: window.pages[tab.id].map { Int32($0.current) },
+                    historyCount: Int32(window.pages[tab.id]?.urls.count ?? 0), lastActiveTimeUs: 0)
+            })
     }
+    return DumpReply(
+        window: "", appliedSeq: seq, durableSeq: seq, digest: String(format: "%016llx", window.digest),
+        regular: browser(window.regular), incognito: browser(window.incognito))
 }

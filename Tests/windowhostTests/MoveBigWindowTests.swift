@@ -34,7 +34,7 @@ import Testing
         var refused: [Int] = []
         for round in 0..<4 {
             let restoring = round < 3 ? pair.small : pair.big
-            let killed = pair.host.call(.kill(signal: SIGKILL, wait: false, aim: false), window: restoring)
+            let killed = pair.host.call(.kill(signal: SIGKILL, wait: false, aim: nil), window: restoring)
             try #require(killed.code == .ok, "round \(round): \(killed)")
             let (from, to) = role == .source ? (pair.big, pair.small) : (pair.small, pair.big)
             refused.append(try pair.move(pair.someTab(in: from, &seed), from: from, to: to, index: nil))
@@ -105,7 +105,7 @@ import Testing
             let delay = UInt32(splitMix(&seed) % 400_000)
             let reply = try pair.ask(pair.someTab(in: from, &seed), from: from, to: to, index: nil) {
                 usleep(delay)
-                let kill = pair.host.call(.kill(signal: SIGKILL, wait: false, aim: false), window: victim)
+                let kill = pair.host.call(.kill(signal: SIGKILL, wait: false, aim: nil), window: victim)
                 #expect(kill.code == .ok, "round \(round): \(kill)")
             }
             #expect(reply.code == .ok || reply.code == .temporary, "round \(round): \(reply)")
@@ -275,7 +275,7 @@ private final class BigAndSmallWindows {
     /// `ctl kill` of both windows, each answered once its replacement has restored it.
     func killBoth() throws {
         for window in [big, small] {
-            let killed = host.call(.kill(signal: SIGKILL, wait: true, aim: false), window: window)
+            let killed = host.call(.kill(signal: SIGKILL, wait: true, aim: nil), window: window)
             try #require(killed.code == .ok, "kill \(window): \(killed)")
         }
     }

@@ -5,8 +5,8 @@ import Testing
 
 @Suite struct StressCampaignTests {
     /// A short seeded campaign against real processes: 300 kills of workers (some aimed at a
-    /// save in flight) and of the supervisor, and now and then a damaged snapshot, every
-    /// recovery judged by the oracle.
+    /// save in flight, some at a stage of a move between windows) and of the supervisor, and now
+    /// and then a damaged snapshot, every recovery and every move judged by the oracle.
     @Test func threeHundredKillsLoseNothingAcknowledged() throws {
         let report = FileManager.default.temporaryDirectory.appendingPathComponent(
             "windowhost-stress-\(UUID().uuidString).json")
@@ -30,6 +30,18 @@ import Testing
         let recovery = try #require(object["recovery_ms"] as? [String: Any])
         #expect((recovery["p50"] as? NSNumber)?.doubleValue ?? 0 > 0)
         #expect(output.contains("nothing acknowledged was lost"))
+        // Moves between windows, half the kills aimed at one: each judged once over, and every
+        // stage of the move's course hit on both sides.
+        #expect(count("moves_started") >= 30 && count("moves_resolved") == count("moves_started"), "\(object)")
+        #expect(count("moves_committed") >= 10 && count("moves_acknowledged") >= 10, "\(object)")
+        #expect(count("duplicated") == 0 && count("lost_in_move") == 0 && count("supervisor_kills_in_moves") >= 1)
+        let moveKills = try #require(object["move_kills"] as? [String: Any])
+        for side in ["source", "destination"] {
+            for stage in ["exporting", "importing", "committing", "dropping", "settling"] {
+                #expect(
+                    (moveKills["\(side) \(stage)"] as? NSNumber)?.intValue ?? 0 > 0, "\(side) \(stage): \(moveKills)")
+            }
+        }
         // Every tab verb changed some window, so each is judged across the kills.
         let changes = try #require(object["changes_by_verb"] as? [String: Any])
         for verb in ["open", "navigate", "close", "activate", "move", "replace", "pin", "unpin", "back", "forward"] {
@@ -111,5 +123,6 @@ import Testing
         #expect(try runWindowhost(["stress", "--scenes", "0"]).status == 64)
         #expect(try runWindowhost(["stress", "--power-cut", "--io", "sync"]).status == 64)
         #expect(try runWindowhost(["stress", "--damage-one-in", "-1"]).status == 64)
+        #expect(try runWindowhost(["stress", "--move-one-in", "-1"]).status == 64)
     }
 }

@@ -44,7 +44,7 @@ import Testing
         #expect(status == 1, "\(output)")
         let html = try String(contentsOf: page, encoding: .utf8)
         let repro =
-            "windowhost stress --seed 5 --scenes 3 --kills 40 --kill-rate 20.0 --save-delay 0 --damage-one-in 0 --power-cut"
+            "windowhost stress --seed 5 --scenes 3 --kills 40 --kill-rate 20.0 --save-delay 0 --damage-one-in 0 --move-one-in 10 --power-cut"
         #expect(html.contains("acknowledged commands lost (seed 5, step"), "\(html)")
         #expect(html.contains("<br>reproduce: <code>\(repro)</code></li>"))
         #expect(html.contains("class=\"mark recovery failed\""), "the failed recovery is marked on the timeline")

@@ -40,8 +40,11 @@ final class MoveCoordinator {
         var client: ClientID?
         /// The tab as the source exported it, until the destination has it.
         var exported: MovedTab?
-        /// The destination's id for the tab, once it said.
+        /// The destination's id for the tab, once it said, and its applied seq then.
         var madeTab: Int64?
+        var madeSeq: UInt64?
+        /// The source's applied seq once it dropped the tab.
+        var droppedSeq: UInt64?
         /// What `undo` answers the client.
         var undoReply = ControlReply.failure(.temporary, "the move was undone; the tab stays where it was")
         /// In the log (`MoveBook`) from `recordAndImport`.
@@ -179,12 +182,14 @@ final class MoveCoordinator {
             moves[move.id] = move
             event = .refused
         case (.import, .done(let done)) where done.hasTab:
-            move.madeTab = done.tab
+            (move.madeTab, move.madeSeq) = (done.tab, done.appliedSeq)
             moves[move.id] = move
             event = .applied(seq: done.appliedSeq)
         case (.import, .failed):
             event = .uncertain
         case (.drop, .done(let done)):
+            move.droppedSeq = done.appliedSeq
+            moves[move.id] = move
             event = .applied(seq: done.appliedSeq)
         case (.drop, .failed(let failure)) where failure.kind == .io:
             // Sent again: a drop of a tab already gone answers the seq its window has, which
@@ -192,7 +197,7 @@ final class MoveCoordinator {
             event = .died(.source)
         case (.held, .done(let done)):
             if done.hasTab {
-                move.madeTab = done.tab
+                (move.madeTab, move.madeSeq) = (done.tab, done.appliedSeq)
                 event = .held(seq: done.appliedSeq)
             } else {
                 move.undoReply = .failure(
@@ -314,7 +319,9 @@ final class MoveCoordinator {
 
     private func finish(_ move: Move, in host: some MoveHost) {
         assert(move.course.state == .settled && move.recorded, "a move finishes once settled, from the log")
-        guard let made = move.madeTab else { preconditionFailure("a settled move knows the tab its destination made") }
+        guard let made = move.madeTab, let madeSeq = move.madeSeq, let droppedSeq = move.droppedSeq else {
+            preconditionFailure("a settled move knows the tab its destination made and both sides' seqs")
+        }
         book.clear(move.id)
         moves[move.id] = nil
         let elapsed = monotonicNanoseconds() &- move.startedAt
@@ -329,8 +336,8 @@ final class MoveCoordinator {
             client,
             .ok(
                 MoveReply(
-                    window: move.destination.uuidString, tab: made, from: move.source.uuidString, fromTab: move.tab,
-                    move: "\(move.id)")))
+                    window: move.destination.uuidString, tab: made, seq: madeSeq, from: move.source.uuidString,
+                    fromTab: move.tab, fromSeq: droppedSeq, move: "\(move.id)")))
     }
 
     private func undo(_ move: Move, in host: some MoveHost) {
