@@ -8,24 +8,4 @@ extension Supervisor {
     func recordHandedOut(_ window: Window, covering needed: HandedOutCeiling = .zero) -> String? {
         handedOut.record(window.id, lost: window.seqs.lost, covering: needed)
     }
-
-    /// Every window's entry written again, its ceilings over everything shown.
-    func retryHandedOut() {
-        for window in windows.values.sorted(by: { $0.slot < $1.slot }) {
-            let failuresBefore = handedOut.retry?.failures ?? 0
-            _ = recordHandedOut(window, covering: window.shownCeiling)
-            // Failed again: the backoff is set.
-            if let retry = handedOut.retry, retry.failures > failuresBefore { return }
-        }
-        handedOut.retried()
-    }
-
-    /// At a stop: each open window's ceiling lowered to what was shown (`HandedOutBook.lowerToShown`).
-    func lowerHandedOutToShown() {
-        handedOut.lowerToShown(
-            Dictionary(
-                uniqueKeysWithValues: windows.values.map {
-                    ($0.id, HandedOutWindow(ceiling: $0.shownCeiling, lost: $0.seqs.lost))
-                }))
-    }
 }

@@ -75,7 +75,7 @@ extension Supervisor {
         completeAdoptions()
         for slot in windows.keys.sorted() { windows[slot]?.expireKillWaiters(now: now, in: self) }
         if let retry = orderFile.retry, retry.at <= now { saveOrder() }
-        if let retry = handedOut.retry, retry.at <= now { retryHandedOut() }
+        if let retry = handedOut.retry, retry.at <= now { handedOut.writeAgain(Array(windows.values)) }
         for slot in windows.keys.sorted() { windows[slot]?.runTimers(now: now, in: self) }
         // Last: a spare is spawned after this turn's restarts, not in their way.
         spare?.tend(windowsStarting: windows.values.contains { [.spawning, .starting].contains($0.lifecycle.state) })

@@ -147,7 +147,7 @@ public final class Supervisor {
             waitForEvents()
         }
         control.stop()
-        lowerHandedOutToShown()
+        handedOut.lowerToShown(of: Array(windows.values))
         let keptUnsaved =
             keptUnsavedByWindowsGone
             + windows.keys.sorted().compactMap { windows[$0] }.flatMap { window in
