@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two long stress campaigns against a release build: seeded browsing on every scene while
 # workers (and now and then the supervisor) are killed with SIGKILL and snapshots are damaged;
-# every recovery is judged by the oracle. Then the same with power cuts: workers write through
+# every recovery is judged by the oracle; tabs move between windows, half the kills aimed at a
+# move, and every move is judged on both windows (duplicated, lost in move). Then the same with power cuts: workers write through
 # the powercut engine, so each kill also loses every write not yet synced. Prints both
 # summaries; writes the JSON and HTML reports (a timeline of kills, damage and recoveries, the
 # distributions, the verdicts: docs/observability.md) to stress-results/. Exit 1 if anything acknowledged was
