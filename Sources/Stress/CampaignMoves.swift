@@ -60,15 +60,18 @@ extension Campaign {
         // A round trip, so the kill is held before the move arrives.
         _ = call(.status)
         guard let reply = answer(to: request, orHang: "move of \(move.description)") else { return }
-        let killed: KillReply
+        let answered: ControlReply
         do {
-            killed = try kill.reply().decode(KillReply.self)
+            answered = try kill.reply()
         } catch {
             return abort("kill of \(victim)'s worker aimed at move stage \(stage): \(error)")
         }
+        // Refused (75: no worker to signal, the window restarting) is no kill, but the window is
+        // still judged as a recovery: it may have restarted.
+        let killed = try? answered.decode(KillReply.self)
         let side = victim == move.source ? "source" : "destination"
-        if killed.moveStage == stage { report.moveKills["\(side) \(stage.rawValue)", default: 0] += 1 }
-        let recovered = killed.recoveryMs.map { UInt64(max($0, 0) * 1000) }
+        if killed?.moveStage == stage { report.moveKills["\(side) \(stage.rawValue)", default: 0] += 1 }
+        let recovered = killed?.recoveryMs.map { UInt64(max($0, 0) * 1000) }
         if let recovered { _ = recoveryTimes.record(recovered) }
         mark(.workerKill, at: at, window: victim, recoveryMicroseconds: recovered)
         judge(move, reply: reply, killed: [victim])
