@@ -126,7 +126,9 @@ extension Campaign {
             }
             destination.applied(seq: destinationDump.appliedSeq, window: received)
             if let moved {
-                report.acknowledged += source.acknowledge(moved.fromSeq) + destination.acknowledge(moved.seq)
+                report.acknowledged +=
+                    source.acknowledge(moved.fromSeq, afterRecovery: killed.contains(move.source))
+                    + destination.acknowledge(moved.seq, afterRecovery: killed.contains(move.destination))
             }
         }
         windows[move.source] = source
