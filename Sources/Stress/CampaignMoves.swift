@@ -74,7 +74,9 @@ extension Campaign {
         let recovered = killed?.recoveryMs.map { UInt64(max($0, 0) * 1000) }
         if let recovered { _ = recoveryTimes.record(recovered) }
         mark(.workerKill, at: at, window: victim, recoveryMicroseconds: recovered)
-        judge(move, reply: reply, killed: [victim])
+        // A kill that found the move under way came before its reply; one sent after 1 s with
+        // no move (the move over) came after it.
+        judge(move, reply: reply, killed: [victim], restartedBeforeReply: killed.moveStage == nil ? [] : [victim])
         guard var history = windows[victim] else { return }
         check(victim, &history)
         windows[victim] = history
@@ -101,8 +103,12 @@ extension Campaign {
 
     /// Where `move` left its tab, once it is over: both windows dumped and judged, their models
     /// moved on to what they hold. `reply`: the move's, if one came; `killed`: the windows whose
-    /// workers died meanwhile, which the caller checks as recoveries afterwards.
-    func judge(_ move: MoveInFlight, reply: ControlReply?, killed: Set<String>) {
+    /// workers died meanwhile, which the caller checks as recoveries afterwards;
+    /// `restartedBeforeReply`: those of them whose new worker gave the reply's seq, acknowledged
+    /// once that check found the state the window restored (`WindowHistory.acknowledge`).
+    func judge(
+        _ move: MoveInFlight, reply: ControlReply?, killed: Set<String>, restartedBeforeReply: Set<String> = []
+    ) {
         let moved = reply.flatMap { $0.code == .ok ? try? $0.decode(MoveReply.self) : nil }
         if reply?.code == .ok, moved == nil {
             report.failures.append(reproduce("move of \(move.description): an ok reply that is no MoveReply"))
@@ -129,7 +135,9 @@ extension Campaign {
             }
             destination.applied(seq: destinationDump.appliedSeq, window: received)
             if let moved {
-                report.acknowledged += source.acknowledge(moved.fromSeq) + destination.acknowledge(moved.seq)
+                report.acknowledged +=
+                    source.acknowledge(moved.fromSeq, afterRecovery: restartedBeforeReply.contains(move.source))
+                    + destination.acknowledge(moved.seq, afterRecovery: restartedBeforeReply.contains(move.destination))
             }
         }
         windows[move.source] = source

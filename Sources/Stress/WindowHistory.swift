@@ -11,6 +11,8 @@ public struct WindowHistory: Sendable {
     public private(set) var acknowledged: UInt64
     /// Every tab id the model has ever held: a restored tab outside it was never sent.
     public private(set) var everSeen: Set<Int64>
+    /// A seq acknowledged `afterRecovery`, until `recovered` takes it.
+    private var owedAcknowledgement: UInt64?
 
     public init(start window: OracleWindow, seq: UInt64) {
         states = [(seq, window)]
@@ -48,9 +50,16 @@ public struct WindowHistory: Sendable {
     }
 
     /// The host says every command up to `seq` is durable. Returns how many commands that newly
-    /// acknowledges.
+    /// acknowledges. `afterRecovery`: the seq comes from a worker started after this window's
+    /// last one died, not yet judged (a move's reply): that worker numbers above the seqs the
+    /// dead one handed out, so commands lost unacknowledged leave a gap below it, and `seq`
+    /// acknowledges the state the window restored, known once `recovered` found it.
     @discardableResult
-    public mutating func acknowledge(_ seq: UInt64) -> Int {
+    public mutating func acknowledge(_ seq: UInt64, afterRecovery: Bool = false) -> Int {
+        if afterRecovery {
+            owedAcknowledgement = max(owedAcknowledgement ?? 0, seq)
+            return 0
+        }
         guard seq > acknowledged else { return 0 }
         let newly = states.filter { $0.seq > acknowledged && $0.seq <= seq }.count
         acknowledged = seq
@@ -97,7 +106,8 @@ public struct WindowHistory: Sendable {
             resume = (appliedSeq, shown)
         }
         states = [resume]
-        acknowledged = min(acknowledged, resume.0)
+        acknowledged = max(min(acknowledged, resume.0), owedAcknowledgement ?? 0)
+        owedAcknowledgement = nil
         everSeen.formUnion(resume.1.tabIDs)
         return verdict
     }

@@ -18,6 +18,13 @@ import Testing
         return window
     }
 
+    /// A window's history from empty (seq 0): tab `id` opened at seq `id`, for each of `ids`.
+    private static func historyOpeningTabs(_ ids: ClosedRange<Int64>) -> WindowHistory {
+        var history = WindowHistory(start: OracleWindow(), seq: 0)
+        for id in ids { history.applied(seq: UInt64(id), window: window(Array(ids.lowerBound...id))) }
+        return history
+    }
+
     private let source = Self.window([1, 2, 3])
     private let destination = Self.window([7, 8])
 
@@ -98,14 +105,7 @@ import Testing
     /// A source killed during a committed move comes back at any state since its last recovery,
     /// and the drop sent again takes a seq only where the tab was: the acknowledged seq follows.
     @Test func rewritingASourcesHistoryDropsTheTabEverywhereAndShiftsSeqsWhereItWas() {
-        var history = WindowHistory(start: OracleWindow(), seq: 0)
-        var window = OracleWindow()
-        for id: Int64 in 1...4 {
-            _ = window.apply(
-                .open(url: "https://\(id).example/", incognito: false, index: nil, opener: nil, background: false),
-                tab: id)
-            history.applied(seq: UInt64(id), window: window)
-        }
+        var history = Self.historyOpeningTabs(1...4)
         history.acknowledge(3)
         history.rewrite { ($0.droppingMoved(2), $0.tabIDs.contains(2)) }
         #expect(history.states.map(\.seq) == [0, 1, 3, 4, 5])
@@ -113,7 +113,23 @@ import Testing
         #expect(history.acknowledged == 4 && history.acknowledgedState.tabIDs == [1, 3])
         // Back at the acknowledged state, the drop applied at seq 4: intact.
         #expect(
-            history.recovered(digest: window.droppingMoved(2).digest, dump: nil, appliedSeq: 5)
+            history.recovered(digest: Self.window([1, 2, 3, 4]).droppingMoved(2).digest, dump: nil, appliedSeq: 5)
                 == .intact(recovered: 1))
+    }
+
+    /// A source killed during a move may come back without commands it had not acknowledged,
+    /// its new worker numbering the drop above the seqs they had (the floor): the seq the move's
+    /// reply gives it acknowledges the state it restored, not the commands lost in the gap.
+    @Test func aSourceThatLostUnacknowledgedCommandsIsIntactOnceTheMoveIsAcknowledged() {
+        var history = Self.historyOpeningTabs(1...4)
+        history.acknowledge(2)
+        history.rewrite { ($0.droppingMoved(2), $0.tabIDs.contains(2)) }
+        // Back at seq 2 (tabs 1 and 2) with the floor at 4: the drop took seq 5, and the reply says so.
+        #expect(history.acknowledge(5, afterRecovery: true) == 0 && history.acknowledged == 3)
+        let restored = Self.window([1, 2]).droppingMoved(2)
+        #expect(history.recovered(digest: restored.digest, dump: nil, appliedSeq: 5) == .intact(recovered: 0))
+        #expect(history.acknowledged == 5 && history.acknowledgedState == restored)
+        // The seq the reply acknowledged is held to from then on.
+        #expect(history.recovered(digest: restored.digest, dump: nil, appliedSeq: 3) == .wentBack(seq: 3))
     }
 }
