@@ -76,7 +76,7 @@ extension Campaign {
         mark(.workerKill, at: at, window: victim, recoveryMicroseconds: recovered)
         // A kill that found the move under way came before its reply; one sent after 1 s with
         // no move (the move over) came after it.
-        judge(move, reply: reply, killed: [victim], restartedBeforeReply: killed.moveStage == nil ? [] : [victim])
+        judge(move, reply: reply, killed: [victim], restartedBeforeReply: killed?.moveStage == nil ? [] : [victim])
         guard var history = windows[victim] else { return }
         check(victim, &history)
         windows[victim] = history
