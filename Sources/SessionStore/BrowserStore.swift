@@ -446,11 +446,13 @@ public final class BrowserStore {
         }
     }
 
-    /// An empty list's snapshot for `generation`: the start of every session made.
+    /// An empty list's snapshot for `generation`: the start of every session made. It remembers
+    /// no move received: an empty list holds no tab one made, and a move noted in memory whose
+    /// insert is still to be appended would otherwise be claimed by a session that lost it.
     private func emptySnapshot(through seq: UInt64, generation: UInt64) throws(StoreError) -> [UInt8] {
         do {
             return try SnapshotEncoder.encode(
-                WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation), movesReceived: movesReceived
+                WebStateList(), lastCommandSeq: seq, seal: seal(.snapshot, generation), movesReceived: ReceivedMoves()
             ) {
                 _ throws(SessionFormatError) in []
             }
