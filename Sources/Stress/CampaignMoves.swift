@@ -175,7 +175,8 @@ extension Campaign {
     /// A window of the move whose worker lived through it shows its model exactly, at the seq
     /// the move's reply gave.
     private func expect(_ dump: DumpReply, shows history: WindowHistory, after move: MoveInFlight, seqs: MoveReply?) {
-        let side = dump.window == move.source ? "source" : "destination"
+        let isSource = dump.window == move.source
+        let side = isSource ? "source" : "destination"
         if !history.current.isShown(by: dump) {
             report.torn += 1
             report.failures.append(
@@ -183,7 +184,7 @@ extension Campaign {
                     "after move of \(move.description), the \(side) shows what its model does not: "
                         + history.current.differences(from: dump).joined(separator: "; ")))
         }
-        let replied = side == "source" ? seqs?.fromSeq : seqs?.seq
+        let replied = isSource ? seqs?.fromSeq : seqs?.seq
         if let replied, replied != dump.appliedSeq {
             report.failures.append(
                 reproduce(
